@@ -1,0 +1,388 @@
+//! Turns events, in file order, into a validated compact `History`.
+//!
+//! Both the JSONL reader and the EDN importer feed this one builder, so the rules of
+//! shared/HISTORY.md are enforced in one place: the index sequence, one pending operation per
+//! process, completions that match their invoke and come no earlier, retired processes that
+//! stay retired, and per-process time order.
+
+use std::collections::HashMap;
+
+use super::compact::{flags, Fault, History, KeyId, Op, OpF, OpType, ProcessId, NEMESIS, NO_KEY};
+use super::error::HistoryError;
+use super::event::{EventType, Process};
+
+/// The shape of a payload's `value` field (a read's result or a write's argument).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ValueShape {
+    #[default]
+    Absent,
+    Null,
+    Int(i64),
+    Other,
+}
+
+/// The parts of an event's `value` object the checks use.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Payload {
+    pub token: Option<i64>,
+    pub lease_ms: Option<i64>,
+    pub value: ValueShape,
+    pub targets: Vec<String>,
+    pub processes: Vec<u64>,
+}
+
+/// One event as the readers hand it over, borrowing its strings.
+#[derive(Debug, Clone)]
+pub struct EventRef<'a> {
+    pub index: u64,
+    pub time: i64,
+    pub process: Process,
+    pub ty: EventType,
+    pub f: &'a str,
+    pub key: Option<&'a str>,
+    pub payload: Payload,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    f: OpF,
+    key: KeyId,
+    time: i64,
+    line: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct ProcessState {
+    pending: Option<Pending>,
+    /// The line whose `info` completion retired this process.
+    retired_at: Option<u64>,
+    /// The line of a nemesis `kill` that listed this process.
+    killed_at: Option<u64>,
+    last_time: Option<i64>,
+}
+
+/// Accumulates events in file order; `finish` orders them by time.
+pub struct HistoryBuilder {
+    source: String,
+    history: History,
+    key_ids: HashMap<String, KeyId>,
+    process_ids: HashMap<u64, ProcessId>,
+    states: Vec<ProcessState>,
+}
+
+fn convert_type(ty: EventType) -> OpType {
+    match ty {
+        EventType::Invoke => OpType::Invoke,
+        EventType::Ok => OpType::Ok,
+        EventType::Fail => OpType::Fail,
+        EventType::Info => OpType::Info,
+    }
+}
+
+impl HistoryBuilder {
+    /// `source` names the input (a path) in error messages.
+    pub fn new(source: &str) -> Self {
+        HistoryBuilder {
+            source: source.to_string(),
+            history: History::default(),
+            key_ids: HashMap::new(),
+            process_ids: HashMap::new(),
+            states: Vec::new(),
+        }
+    }
+
+    /// Makes room for about `events` events up front, so the op vector never doubles (and
+    /// never holds two copies) while a large history streams in.
+    pub fn reserve(&mut self, events: usize) {
+        self.history.ops.reserve(events);
+    }
+
+    pub fn warn(&mut self, warning: String) {
+        self.history.warnings.push(warning);
+    }
+
+    pub fn len(&self) -> usize {
+        self.history.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.history.ops.is_empty()
+    }
+
+    fn error(&self, line: u64, field: &str, message: String) -> HistoryError {
+        HistoryError::at(&self.source, line, field, message)
+    }
+
+    fn intern_key(&mut self, key: &str) -> KeyId {
+        if let Some(&id) = self.key_ids.get(key) {
+            return id;
+        }
+        let id = self.history.keys.len() as KeyId;
+        self.history.keys.push(key.to_string());
+        self.key_ids.insert(key.to_string(), id);
+        id
+    }
+
+    fn intern_process(&mut self, number: u64) -> ProcessId {
+        if let Some(&id) = self.process_ids.get(&number) {
+            return id;
+        }
+        let id = self.history.processes.len() as ProcessId;
+        self.history.processes.push(number);
+        self.process_ids.insert(number, id);
+        self.states.push(ProcessState::default());
+        id
+    }
+
+    /// Adds the event found at `line` (1-based) of the source.
+    pub fn push(&mut self, line: u64, event: &EventRef) -> Result<(), HistoryError> {
+        let expected = self.history.ops.len() as u64;
+        if event.index != expected {
+            return Err(self.error(
+                line,
+                "index",
+                format!(
+                    "expected {expected} (indices start at 0 and grow by 1 per line), found {}",
+                    event.index
+                ),
+            ));
+        }
+        if expected >= u64::from(u32::MAX) {
+            return Err(self.error(line, "index", "more than 4294967295 events".into()));
+        }
+        let index = expected as u32;
+        let ty = convert_type(event.ty);
+        match event.process {
+            Process::Nemesis => self.push_fault(line, index, ty, event),
+            Process::Client(number) => self.push_client(line, index, ty, number, event),
+        }
+    }
+
+    fn push_fault(
+        &mut self,
+        _line: u64,
+        index: u32,
+        ty: OpType,
+        event: &EventRef,
+    ) -> Result<(), HistoryError> {
+        let processes: Vec<ProcessId> = event
+            .payload
+            .processes
+            .iter()
+            .map(|&p| self.intern_process(p))
+            .collect();
+        if event.f == "kill" {
+            for &p in &processes {
+                let state = &mut self.states[p as usize];
+                state.killed_at.get_or_insert(_line);
+            }
+        }
+        let fault_id = self.history.faults.len() as i64;
+        self.history.faults.push(Fault {
+            index,
+            time: event.time,
+            ty,
+            name: event.f.to_string(),
+            targets: event.payload.targets.clone(),
+            processes,
+        });
+        self.history.ops.push(Op {
+            time: event.time,
+            a: fault_id,
+            b: 0,
+            index,
+            process: NEMESIS,
+            key: NO_KEY,
+            ty,
+            f: OpF::Fault,
+            flags: 0,
+        });
+        Ok(())
+    }
+
+    fn push_client(
+        &mut self,
+        line: u64,
+        index: u32,
+        ty: OpType,
+        number: u64,
+        event: &EventRef,
+    ) -> Result<(), HistoryError> {
+        let Some(f) = OpF::from_client_name(event.f) else {
+            return Err(self.error(
+                line,
+                "f",
+                format!(
+                    "unknown client operation \"{}\" (expected acquire, release, renew, read or write)",
+                    event.f
+                ),
+            ));
+        };
+        let Some(key_name) = event.key else {
+            return Err(self.error(line, "key", "missing (required for client events)".into()));
+        };
+        let key = self.intern_key(key_name);
+        let process = self.intern_process(number);
+        let state = self.states[process as usize];
+
+        if let Some(last) = state.last_time {
+            if event.time < last {
+                return Err(self.error(
+                    line,
+                    "time",
+                    format!(
+                        "process {number} goes back in time: {} after an event of its own at {last}",
+                        event.time
+                    ),
+                ));
+            }
+        }
+        if ty == OpType::Invoke {
+            if let Some(retired) = state.retired_at {
+                return Err(self.error(
+                    line,
+                    "process",
+                    format!(
+                        "process {number} was retired by its info completion at line {retired} and may not be used again"
+                    ),
+                ));
+            }
+            if let Some(killed) = state.killed_at {
+                return Err(self.error(
+                    line,
+                    "process",
+                    format!("process {number} was killed at line {killed} and may not be used again"),
+                ));
+            }
+            if let Some(pending) = state.pending {
+                return Err(self.error(
+                    line,
+                    "type",
+                    format!(
+                        "process {number} invokes {} while its {} invoked at line {} is still pending",
+                        f.name(),
+                        pending.f.name(),
+                        pending.line
+                    ),
+                ));
+            }
+        } else {
+            let Some(pending) = state.pending else {
+                return Err(self.error(
+                    line,
+                    "type",
+                    format!(
+                        "{} completion of {} by process {number} with no invoke pending",
+                        event.ty.name(),
+                        f.name()
+                    ),
+                ));
+            };
+            if pending.f != f {
+                return Err(self.error(
+                    line,
+                    "f",
+                    format!(
+                        "completion of {} does not match the pending {} invoked at line {}",
+                        f.name(),
+                        pending.f.name(),
+                        pending.line
+                    ),
+                ));
+            }
+            if pending.key != key {
+                return Err(self.error(
+                    line,
+                    "key",
+                    format!(
+                        "completion names key \"{key_name}\" but the {} invoked at line {} named \"{}\"",
+                        f.name(),
+                        pending.line,
+                        self.history.keys[pending.key as usize]
+                    ),
+                ));
+            }
+            if event.time < pending.time {
+                return Err(self.error(
+                    line,
+                    "time",
+                    format!(
+                        "completion at {} is earlier than its invoke at {} (line {})",
+                        event.time, pending.time, pending.line
+                    ),
+                ));
+            }
+        }
+
+        let state = &mut self.states[process as usize];
+        state.last_time = Some(event.time);
+        state.pending = match ty {
+            OpType::Invoke => Some(Pending {
+                f,
+                key,
+                time: event.time,
+                line,
+            }),
+            _ => None,
+        };
+        if ty == OpType::Info {
+            state.retired_at = Some(line);
+        }
+
+        let payload = &event.payload;
+        let mut op = Op {
+            time: event.time,
+            a: 0,
+            b: 0,
+            index,
+            process,
+            key,
+            ty,
+            f,
+            flags: 0,
+        };
+        if let Some(token) = payload.token {
+            op.a = token;
+            op.flags |= flags::TOKEN;
+        }
+        // `b` carries a lease for acquire and renew, a value for read and write.
+        match f {
+            OpF::Acquire | OpF::Renew => {
+                if let Some(lease) = payload.lease_ms {
+                    if lease < 0 {
+                        return Err(self.error(
+                            line,
+                            "value.lease_ms",
+                            format!("must be >= 0, found {lease}"),
+                        ));
+                    }
+                    op.b = lease;
+                    op.flags |= flags::LEASE;
+                }
+            }
+            OpF::Read | OpF::Write => match payload.value {
+                ValueShape::Int(v) => {
+                    op.b = v;
+                    op.flags |= flags::INT_VALUE;
+                }
+                ValueShape::Null => op.flags |= flags::NULL_VALUE,
+                ValueShape::Other => op.flags |= flags::OTHER_VALUE,
+                ValueShape::Absent => {}
+            },
+            _ => {}
+        }
+        self.history.ops.push(op);
+        Ok(())
+    }
+
+    /// Orders the events by (time, index): the file may be a little out of time order where
+    /// several processes' streams were merged.
+    pub fn finish(mut self) -> History {
+        let ops = &mut self.history.ops;
+        if !ops.is_sorted_by_key(|op| (op.time, op.index)) {
+            // (time, index) is unique, so an unstable (in-place, allocation-free) sort is exact.
+            ops.sort_unstable_by_key(|op| (op.time, op.index));
+        }
+        self.history
+    }
+}

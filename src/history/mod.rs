@@ -1,0 +1,26 @@
+//! Histories: the event types, the JSONL reader and writer, and importers
+//! (shared/HISTORY.md is the contract).
+
+pub mod build;
+pub mod compact;
+pub mod edn;
+pub mod error;
+pub mod event;
+pub mod reader;
+pub mod writer;
+
+use std::path::Path;
+
+pub use compact::{History, Op, OpF, OpType};
+pub use error::HistoryError;
+pub use event::{Event, EventType, Process};
+pub use writer::HistoryWriter;
+
+/// Reads a history by its file name: `.edn` is imported from Jepsen, anything else is JSONL.
+pub fn read_file(path: &Path) -> Result<History, HistoryError> {
+    if path.extension().is_some_and(|e| e == "edn") {
+        edn::read_edn_file(path)
+    } else {
+        reader::read_jsonl_file(path)
+    }
+}

@@ -1,0 +1,10 @@
+//! lockaudit: a Jepsen-style correctness checker for distributed locks.
+//!
+//! The pipeline: a history (`history`) flows into the checks (`checker`), which produce a
+//! report (`report`). Each stage's output is plain serde data.
+
+pub mod checker;
+pub mod history;
+pub mod report;
+pub mod synth;
+pub mod units;

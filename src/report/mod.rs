@@ -1,0 +1,165 @@
+//! The checker's verdict as plain data: `report.json` (DESIGN.md's shape) and the human
+//! summary printed by `lockaudit check`.
+
+mod summary;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use summary::render_summary;
+
+/// The anomaly kinds of DESIGN.md, in the order a summary lists them.
+pub const ANOMALY_KINDS: [&str; 8] = [
+    "overlap",
+    "lost-lock",
+    "stale-write",
+    "token-order",
+    "duplicate-token",
+    "starvation",
+    "unavailable",
+    "lost-update",
+];
+
+/// One thing that went wrong, with the events that show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Anomaly {
+    /// One of `ANOMALY_KINDS`.
+    pub kind: String,
+    pub key: String,
+    /// The client processes involved, as numbered in the history.
+    pub processes: Vec<u64>,
+    /// The `index` of every event involved, ascending.
+    pub indices: Vec<u64>,
+    /// One sentence a person can follow.
+    pub explanation: String,
+    /// Where on the run's clock it happened, in ns: what a plot shades.
+    pub start: i64,
+    pub end: i64,
+    /// overlap: whether the earlier holder's lease had already run out when it began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_expired: Option<bool>,
+    /// Fencing tokens involved, where the implementation issued them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<i64>,
+    /// stale-write / token-order: the cycle in the precedence graph, step by step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cycle: Vec<String>,
+}
+
+/// One check's verdict.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub valid: bool,
+    /// Anomalies found, by kind (all of them, including any left out of `anomalies`).
+    pub counts: BTreeMap<String, u64>,
+    /// Figures particular to the check.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub figures: BTreeMap<String, serde_json::Value>,
+}
+
+/// Per-key liveness and usage figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KeyStats {
+    pub acquisitions: u64,
+    pub failed_attempts: u64,
+    pub indeterminate_attempts: u64,
+    /// Time from a client's first attempt to its acquisition, in ms.
+    pub wait_ms: Percentiles,
+    /// Jain's fairness index of acquisitions over the processes that tried: 1 is perfectly
+    /// even, 1/n is one process getting everything.
+    pub fairness: f64,
+    pub holds: u64,
+    pub holds_outliving_lease: u64,
+    /// Failed renews or releases after the lease had run out (expected, not anomalies).
+    pub expected_losses: u64,
+    pub longest_free_ms: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// Percentiles (nearest rank) of `values`, which it sorts.
+    pub fn of(values: &mut [f64]) -> Percentiles {
+        if values.is_empty() {
+            return Percentiles::default();
+        }
+        values.sort_by(f64::total_cmp);
+        let rank = |q: f64| {
+            let i = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1;
+            values[i]
+        };
+        Percentiles {
+            count: values.len() as u64,
+            p50: rank(0.50),
+            p90: rank(0.90),
+            p99: rank(0.99),
+            max: values[values.len() - 1],
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub events: u64,
+    pub processes: u64,
+    pub keys: u64,
+    pub faults: u64,
+    /// First and last event time, ns.
+    pub time_span_ns: [i64; 2],
+    pub per_key: BTreeMap<String, KeyStats>,
+}
+
+/// Everything `lockaudit check` concludes about one history.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub valid: bool,
+    /// The anomalies found, ordered by time; at most `anomaly_limit` of each kind.
+    pub anomalies: Vec<Anomaly>,
+    pub checks: BTreeMap<String, CheckResult>,
+    pub stats: Stats,
+    /// Anomalies found but left out of `anomalies`, by kind.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub omitted: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    /// The exit code DESIGN.md gives: 0 valid, 1 anomalies found.
+    pub fn exit_code(&self) -> i32 {
+        if self.valid {
+            0
+        } else {
+            1
+        }
+    }
+
+    /// How many anomalies of `kind` were found, listed or not.
+    pub fn count(&self, kind: &str) -> u64 {
+        self.checks
+            .values()
+            .filter_map(|c| c.counts.get(kind))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_nearest_rank() {
+        let mut values: Vec<f64> = (1..=100).map(f64::from).collect();
+        let p = Percentiles::of(&mut values);
+        assert_eq!((p.p50, p.p90, p.p99, p.max), (50.0, 90.0, 99.0, 100.0));
+        assert_eq!(Percentiles::of(&mut []).count, 0);
+    }
+}

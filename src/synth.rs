@@ -1,0 +1,1 @@
+//! Synthetic histories (being written).
