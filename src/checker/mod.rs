@@ -1,7 +1,23 @@
-//! The checks: one module per property, all reading the holds derived from one history.
+//! The checks: one module per property, all reading the holds derived once from a history
+//! (`holds.rs`), each adding what it finds to one `Findings`.
+
+mod fencing;
+mod findings;
+pub mod holds;
+mod liveness;
+mod lost_lock;
+mod mutual_exclusion;
+mod precedence;
+mod register;
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
 
 use crate::history::History;
-use crate::report::Report;
+use crate::report::{CheckResult, Report, Stats};
+
+use findings::{Findings, Names};
 
 /// Bounds and limits of a check.
 #[derive(Debug, Clone)]
@@ -24,8 +40,108 @@ impl Default for CheckOptions {
     }
 }
 
+/// Which check reports which anomaly kinds.
+const CHECKS: [(&str, &[&str]); 5] = [
+    ("mutual-exclusion", &["overlap"]),
+    ("lost-lock", &["lost-lock"]),
+    (
+        "fencing",
+        &["stale-write", "token-order", "duplicate-token"],
+    ),
+    ("liveness", &["unavailable", "starvation"]),
+    ("register", &["lost-update"]),
+];
+
 /// Runs every check on `history`.
 pub fn check(history: &History, options: &CheckOptions) -> Report {
-    let _ = (history, options);
-    todo!("being written")
+    let holds = holds::derive(history);
+    let names = Names {
+        history,
+        holds: &holds,
+    };
+    let mut findings = Findings::new(options.anomaly_limit);
+
+    mutual_exclusion::check(&names, &mut findings);
+    let expected_losses = lost_lock::check(&names, &mut findings);
+    fencing::check(&names, &mut findings);
+    let mut key_stats = liveness::check(&names, options, &mut findings);
+    let (counters_checked, counters_skipped) = register::check(&names, &mut findings);
+
+    for (stats, expected) in key_stats.iter_mut().zip(expected_losses) {
+        stats.expected_losses = expected;
+    }
+    let mut figures: BTreeMap<&str, BTreeMap<String, serde_json::Value>> = BTreeMap::new();
+    let tokened = holds.holds.iter().filter(|h| h.token.is_some()).count();
+    figures
+        .entry("mutual-exclusion")
+        .or_default()
+        .insert("holds".into(), json!(holds.holds.len()));
+    figures
+        .entry("fencing")
+        .or_default()
+        .insert("holds_with_tokens".into(), json!(tokened));
+    figures.entry("lost-lock").or_default().insert(
+        "expected_losses".into(),
+        json!(key_stats.iter().map(|s| s.expected_losses).sum::<u64>()),
+    );
+    figures.entry("liveness").or_default().insert(
+        "liveness_bound_ms".into(),
+        json!(options.liveness_bound_ns as f64 / 1e6),
+    );
+    figures.entry("liveness").or_default().insert(
+        "starvation_bound_ms".into(),
+        json!(options.starvation_bound_ns as f64 / 1e6),
+    );
+    figures
+        .entry("register")
+        .or_default()
+        .insert("counters_checked".into(), json!(counters_checked));
+    figures
+        .entry("register")
+        .or_default()
+        .insert("keys_skipped".into(), json!(counters_skipped));
+
+    let (mut anomalies, counts) = findings.into_parts();
+    anomalies.sort_by_key(|a| (a.start, a.indices.first().copied()));
+    let mut checks = BTreeMap::new();
+    let mut omitted = BTreeMap::new();
+    for (name, kinds) in CHECKS {
+        let mut result = CheckResult {
+            valid: true,
+            ..CheckResult::default()
+        };
+        for kind in kinds {
+            let count = counts.get(kind).copied().unwrap_or(0);
+            result.counts.insert(kind.to_string(), count);
+            result.valid &= count == 0;
+            let listed = count.min(options.anomaly_limit as u64);
+            if count > listed {
+                omitted.insert(kind.to_string(), count - listed);
+            }
+        }
+        result.figures = figures.remove(name).unwrap_or_default();
+        checks.insert(name.to_string(), result);
+    }
+
+    let (start, end) = history.time_span();
+    let per_key = key_stats
+        .into_iter()
+        .enumerate()
+        .map(|(k, s)| (history.keys[k].clone(), s))
+        .collect();
+    Report {
+        valid: checks.values().all(|c| c.valid),
+        anomalies,
+        checks,
+        stats: Stats {
+            events: history.ops.len() as u64,
+            processes: history.processes.len() as u64,
+            keys: history.keys.len() as u64,
+            faults: history.faults.len() as u64,
+            time_span_ns: [start, end],
+            per_key,
+        },
+        omitted,
+        warnings: history.warnings.clone(),
+    }
 }

@@ -251,7 +251,9 @@ impl HistoryBuilder {
                 return Err(self.error(
                     line,
                     "process",
-                    format!("process {number} was killed at line {killed} and may not be used again"),
+                    format!(
+                        "process {number} was killed at line {killed} and may not be used again"
+                    ),
                 ));
             }
             if let Some(pending) = state.pending {

@@ -1,10 +1,1124 @@
-//! Importer for Jepsen / Knossos EDN histories (being written).
+//! Importer for Jepsen / Knossos EDN histories of lock tests.
+//!
+//! Two layouts are accepted:
+//!
+//! - Jepsen's `history.edn`: one op map per line, no enclosing collection;
+//! - Knossos data files: one top-level vector (or list) of op maps.
+//!
+//! An op may be a plain map or a tagged record (`#jepsen.history.Op{...}`); `#_` discards and
+//! `;` comments are allowed between ops.
+//!
+//! The input is streamed. A small scanner splits it into the text of one op at a time,
+//! tracking the line each op's map starts on; `edn-format` parses that text; the op is
+//! converted and pushed to the same `HistoryBuilder` the JSONL reader uses, so every rule of
+//! shared/HISTORY.md applies identically. Neither the file nor a vector of EDN values is ever
+//! held whole. (`edn_format::Parser` can iterate top-level forms, but it would parse the
+//! Knossos layout's one vector as a single giant value and reports no positions.)
+//!
+//! Errors name the file, the line where the op's map starts and the field at fault.
+//!
+//! How an op map becomes an event:
+//!
+//! | EDN | event |
+//! |---|---|
+//! | `:type` `:invoke` / `:ok` / `:fail` / `:info` | `type` |
+//! | `:f` keyword (or string) | `f` |
+//! | `:process` integer ≥ 0, or `:nemesis` | `process` |
+//! | `:time` integer ns | `time`; absent on every op: synthesized as index × 1 ms, with a warning |
+//! | `:index` | `index`; absent: the op's position, counting from 0 |
+//! | `:key` keyword, string or integer | `key`; absent or nil: `"lock"` (Knossos lock tests have one lock) |
+//! | `:value` map | `:token`, `:lease-ms` / `:lease_ms`, `:value`, `:targets`, `:processes`, as in JSONL |
+//! | `:value` integer, `:read` / `:write` | the register value |
+//! | `:value nil`, `:read` `:ok` | the register was empty (`{"value": null}`) |
+//! | `:value` vector / set of ints, nemesis `:kill` | the killed processes |
+//! | `:value` vector / set of names, nemesis | the fault's targets |
+//!
+//! Any other `:value` (Jepsen nemeses write all sorts) is ignored, as are unknown fields
+//! (`:error` included).
 
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{ErrorKind, Read};
 use std::path::Path;
 
+use edn_format::{Keyword, Parser, ParserOptions, Value};
+
+use super::build::{EventRef, HistoryBuilder, Payload, ValueShape};
 use super::compact::History;
 use super::error::HistoryError;
+use super::event::{EventType, Process};
 
+/// The shortest plausible op (`{:process 0, :type :ok, :f :acquire}`) is about 40 bytes;
+/// reserving for that many costs no resident memory for what goes unused.
+const MIN_OP_BYTES: u64 = 40;
+
+/// Synthesized times advance by this much per op (1 ms).
+const SYNTHETIC_STEP_NS: i64 = 1_000_000;
+
+/// The key of client ops that name none.
+const DEFAULT_KEY: &str = "lock";
+
+/// The longest rendering of a value quoted in an error message.
+const MAX_QUOTE_CHARS: usize = 80;
+
+/// Reads and validates the Jepsen / Knossos EDN history at `path`.
 pub fn read_edn_file(path: &Path) -> Result<History, HistoryError> {
-    Err(HistoryError::at(&path.display().to_string(), 0, "", "EDN import is not built yet".into()))
+    let name = path.display().to_string();
+    let file = File::open(path).map_err(|e| HistoryError::io(&name, e))?;
+    let size = file.metadata().map(|m| m.len()).ok();
+    import(file, &name, size)
+}
+
+/// Reads and validates a Jepsen / Knossos EDN history from any reader; `source` names it in
+/// messages.
+pub fn read_edn<R: Read>(input: R, source: &str) -> Result<History, HistoryError> {
+    import(input, source, None)
+}
+
+/// Where the times come from, decided by the first op.
+#[derive(Debug, Clone, Copy)]
+enum Times {
+    /// The first op (at this line) had `:time`: every op must.
+    Given { first_line: u64 },
+    /// The first op (at this line) had none: no op may, and times are synthesized.
+    Synthesized { first_line: u64 },
+}
+
+fn import<R: Read>(
+    input: R,
+    source: &str,
+    size_hint: Option<u64>,
+) -> Result<History, HistoryError> {
+    let mut scanner = Scanner::new(input, source);
+    let mut builder = HistoryBuilder::new(source);
+    if let Some(size) = size_hint {
+        builder.reserve((size / MIN_OP_BYTES) as usize);
+    }
+    let mut times: Option<Times> = None;
+    // The op's position in the file, counting from 0.
+    let mut position: u64 = 0;
+    while let Some(line) = scanner.next_form()? {
+        let at = |field: &str, message: String| {
+            HistoryError::at(source, line, field, annotate(message, position))
+        };
+        let map = op_map(parse_form(scanner.form_text(line)?, source, line)?)
+            .map_err(|message| at("", message))?;
+        let op = convert(map).map_err(|(field, message)| at(field, message))?;
+        let synthesized = (position as i64).saturating_mul(SYNTHETIC_STEP_NS);
+        let time = match (op.time, times) {
+            (Some(time), None) => {
+                times = Some(Times::Given { first_line: line });
+                time
+            }
+            (None, None) => {
+                times = Some(Times::Synthesized { first_line: line });
+                synthesized
+            }
+            (Some(time), Some(Times::Given { .. })) => time,
+            (None, Some(Times::Synthesized { .. })) => synthesized,
+            (None, Some(Times::Given { first_line })) => {
+                return Err(at(
+                    "time",
+                    format!(
+                        "missing, but the first op (line {first_line}) has one: :time must be on every op or on none"
+                    ),
+                ))
+            }
+            (Some(_), Some(Times::Synthesized { first_line })) => {
+                return Err(at(
+                    "time",
+                    format!(
+                        "present, but the first op (line {first_line}) has none: :time must be on every op or on none"
+                    ),
+                ))
+            }
+        };
+        let event = EventRef {
+            index: op.index.unwrap_or(position),
+            time,
+            process: op.process,
+            ty: op.ty,
+            f: &op.f,
+            key: op.key.as_deref(),
+            payload: op.payload,
+        };
+        builder
+            .push(line, &event)
+            .map_err(|error| annotate_error(error, position))?;
+        position += 1;
+    }
+    if let Some(Times::Synthesized { .. }) = times {
+        builder.warn(format!(
+            "{source}: no op has :time; synthesized time = index × 1 ms, which keeps the order \
+             of events but makes durations, leases and liveness bounds meaningless"
+        ));
+    }
+    Ok(builder.finish())
+}
+
+/// Adds the op's position to a message: the line alone is ambiguous where several op maps
+/// share one line (a Knossos vector written on a single line).
+fn annotate(message: String, position: u64) -> String {
+    format!(
+        "{message} [op #{}, counting from 1; the line is where its map starts]",
+        position + 1
+    )
+}
+
+fn annotate_error(error: HistoryError, position: u64) -> HistoryError {
+    match error {
+        HistoryError::Invalid {
+            source_name,
+            line,
+            field,
+            message,
+        } => HistoryError::Invalid {
+            source_name,
+            line,
+            field,
+            message: annotate(message, position),
+        },
+        other => other,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Splitting the input into forms.
+// ---------------------------------------------------------------------------------------
+
+/// The outer shape of the file, learnt from its first form.
+#[derive(Debug, Clone, Copy)]
+enum Layout {
+    /// Nothing but blanks so far.
+    Unknown,
+    /// Top-level op maps (Jepsen's history.edn).
+    Stream,
+    /// Inside the one top-level collection (Knossos), opened with `open` at `line`.
+    Collection { open: u8, close: u8, line: u64 },
+    /// After that collection closed: only blanks may follow.
+    Closed { close: u8 },
+}
+
+/// What `scan_element` consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scanned {
+    Element,
+    /// A `#_` discard and the element it discards: no value.
+    Discarded,
+}
+
+/// Splits EDN into the text of one op form at a time without parsing it: it only follows
+/// brackets, strings, character literals, comments and `#` dispatches. Reads in chunks, so a
+/// file written on one line costs no more memory than one written on many.
+struct Scanner<'s, R> {
+    input: R,
+    source: &'s str,
+    chunk: Box<[u8]>,
+    pos: usize,
+    len: usize,
+    /// The line of the next byte, counting from 1.
+    line: u64,
+    layout: Layout,
+    /// The current form's bytes.
+    form: Vec<u8>,
+}
+
+fn is_blank(b: u8) -> bool {
+    b.is_ascii_whitespace() || b == b','
+}
+
+fn ends_atom(b: u8) -> bool {
+    is_blank(b) || matches!(b, b'(' | b')' | b'[' | b']' | b'{' | b'}' | b'"' | b';')
+}
+
+fn closer_of(open: u8) -> u8 {
+    match open {
+        b'(' => b')',
+        b'{' => b'}',
+        _ => b']',
+    }
+}
+
+impl<'s, R: Read> Scanner<'s, R> {
+    fn new(input: R, source: &'s str) -> Self {
+        Scanner {
+            input,
+            source,
+            chunk: vec![0; 1 << 16].into_boxed_slice(),
+            pos: 0,
+            len: 0,
+            line: 1,
+            layout: Layout::Unknown,
+            form: Vec::with_capacity(512),
+        }
+    }
+
+    fn error(&self, line: u64, message: String) -> HistoryError {
+        HistoryError::at(self.source, line, "", message)
+    }
+
+    fn end_of_file_in_form(&self, start: u64) -> HistoryError {
+        self.error(
+            start,
+            "the file ends inside the form that starts on this line".into(),
+        )
+    }
+
+    /// The next byte, without consuming it; `None` at the end of the input.
+    fn peek(&mut self) -> Result<Option<u8>, HistoryError> {
+        if self.pos == self.len {
+            self.pos = 0;
+            self.len = 0;
+            loop {
+                match self.input.read(&mut self.chunk) {
+                    Ok(0) => return Ok(None),
+                    Ok(n) => {
+                        self.len = n;
+                        break;
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(HistoryError::io(self.source, e)),
+                }
+            }
+        }
+        Ok(Some(self.chunk[self.pos]))
+    }
+
+    /// Consumes the byte `peek` returned.
+    fn skip(&mut self) {
+        if self.chunk[self.pos] == b'\n' {
+            self.line += 1;
+        }
+        self.pos += 1;
+    }
+
+    /// Consumes the next byte into the form.
+    fn take(&mut self) -> Result<Option<u8>, HistoryError> {
+        let next = self.peek()?;
+        if let Some(b) = next {
+            self.skip();
+            self.form.push(b);
+        }
+        Ok(next)
+    }
+
+    /// Consumes the next byte into the form; the form (starting at `start`) must go on.
+    fn take_more(&mut self, start: u64) -> Result<u8, HistoryError> {
+        match self.take()? {
+            Some(b) => Ok(b),
+            None => Err(self.end_of_file_in_form(start)),
+        }
+    }
+
+    /// Skips whitespace, commas and comments; `keep` appends them to the form.
+    fn skip_blanks(&mut self, keep: bool) -> Result<(), HistoryError> {
+        let mut in_comment = false;
+        while let Some(b) = self.peek()? {
+            if in_comment {
+                in_comment = b != b'\n';
+            } else if b == b';' {
+                in_comment = true;
+            } else if !is_blank(b) {
+                break;
+            }
+            self.skip();
+            if keep {
+                self.form.push(b);
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds the next op form; returns the line it starts on, its text in `self.form`.
+    fn next_form(&mut self) -> Result<Option<u64>, HistoryError> {
+        loop {
+            self.skip_blanks(false)?;
+            let Some(b) = self.peek()? else {
+                if let Layout::Collection { open, line, .. } = self.layout {
+                    return Err(self.error(
+                        line,
+                        format!(
+                            "the file ends before the `{}` opened on this line is closed",
+                            open as char
+                        ),
+                    ));
+                }
+                return Ok(None);
+            };
+            match self.layout {
+                Layout::Unknown if b == b'[' || b == b'(' => {
+                    self.layout = Layout::Collection {
+                        open: b,
+                        close: closer_of(b),
+                        line: self.line,
+                    };
+                    self.skip();
+                    continue;
+                }
+                Layout::Unknown => self.layout = Layout::Stream,
+                Layout::Collection { close, .. } if b == close => {
+                    self.layout = Layout::Closed { close };
+                    self.skip();
+                    continue;
+                }
+                Layout::Closed { close } => {
+                    return Err(self.error(
+                        self.line,
+                        format!(
+                            "unexpected text after the `{}` that closes the history's collection",
+                            close as char
+                        ),
+                    ))
+                }
+                Layout::Stream | Layout::Collection { .. } => {}
+            }
+            if matches!(b, b')' | b']' | b'}') {
+                return Err(self.error(self.line, format!("unexpected `{}`", b as char)));
+            }
+            let start = self.line;
+            self.form.clear();
+            if self.scan_element(start)? == Scanned::Element {
+                return Ok(Some(start));
+            }
+        }
+    }
+
+    /// Consumes one element (with any `#` prefix) into the form.
+    fn scan_element(&mut self, start: u64) -> Result<Scanned, HistoryError> {
+        let Some(b) = self.peek()? else {
+            return Err(self.end_of_file_in_form(start));
+        };
+        match b {
+            b'(' | b'[' | b'{' => self.scan_nested(start)?,
+            b'"' => {
+                self.take()?;
+                self.scan_string(start)?;
+            }
+            b'\\' => {
+                self.take()?;
+                self.take_more(start)?;
+                self.scan_atom()?;
+            }
+            b')' | b']' | b'}' => {
+                return Err(self.error(self.line, format!("unexpected `{}`", b as char)))
+            }
+            b'#' => {
+                self.take()?;
+                match self.peek()? {
+                    None => return Err(self.end_of_file_in_form(start)),
+                    Some(b'{') => self.scan_nested(start)?,
+                    Some(b'_') => {
+                        self.take()?;
+                        self.scan_prefixed(start)?;
+                        return Ok(Scanned::Discarded);
+                    }
+                    // A tag: `#inst "..."`, `#jepsen.history.Op{...}`.
+                    Some(_) => {
+                        self.scan_atom()?;
+                        self.scan_prefixed(start)?;
+                    }
+                }
+            }
+            _ => self.scan_atom()?,
+        }
+        Ok(Scanned::Element)
+    }
+
+    /// Consumes the element a `#` prefix applies to.
+    fn scan_prefixed(&mut self, start: u64) -> Result<(), HistoryError> {
+        loop {
+            self.skip_blanks(true)?;
+            if self.scan_element(start)? == Scanned::Element {
+                return Ok(());
+            }
+        }
+    }
+
+    fn scan_atom(&mut self) -> Result<(), HistoryError> {
+        while let Some(b) = self.peek()? {
+            if ends_atom(b) {
+                break;
+            }
+            self.take()?;
+        }
+        Ok(())
+    }
+
+    /// Consumes a string whose opening quote was taken.
+    fn scan_string(&mut self, start: u64) -> Result<(), HistoryError> {
+        loop {
+            match self.take_more(start)? {
+                b'"' => return Ok(()),
+                b'\\' => {
+                    self.take_more(start)?;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Consumes a bracketed element up to its matching closer. Mismatched brackets are left
+    /// for the parser to report.
+    fn scan_nested(&mut self, start: u64) -> Result<(), HistoryError> {
+        let mut depth: usize = 0;
+        loop {
+            match self.take_more(start)? {
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Ok(());
+                    }
+                }
+                b'"' => self.scan_string(start)?,
+                b'\\' => {
+                    self.take_more(start)?;
+                }
+                b';' => while self.take_more(start)? != b'\n' {},
+                _ => {}
+            }
+        }
+    }
+
+    fn form_text(&self, line: u64) -> Result<&str, HistoryError> {
+        std::str::from_utf8(&self.form).map_err(|e| {
+            let before = &self.form[..e.valid_up_to()];
+            let newlines = before.iter().filter(|&&b| b == b'\n').count() as u64;
+            self.error(line + newlines, "not valid UTF-8".into())
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Parsing one form and converting it.
+// ---------------------------------------------------------------------------------------
+
+/// Parses the text of one form, which starts at `line`.
+fn parse_form(text: &str, source: &str, line: u64) -> Result<Value, HistoryError> {
+    let mut parser = Parser::from_str(text, ParserOptions::default());
+    match parser.next() {
+        Some(Ok(value)) => match parser.next() {
+            None => Ok(value),
+            Some(_) => Err(HistoryError::at(
+                source,
+                line,
+                "",
+                format!("not valid EDN: unexpected text after {}", quote(&value)),
+            )),
+        },
+        Some(Err(error)) => {
+            // Parse again, slowly, for the position. edn-format 3.3 swaps the names:
+            // `ParserErrorWithContext::col` counts lines (from 1), `row` counts columns.
+            let (line, column) = match edn_format::parse_str(text) {
+                Err(located) => {
+                    let newlines = text.matches('\n').count();
+                    let lines_in = located.col.saturating_sub(1).min(newlines);
+                    (line + lines_in as u64, Some(located.row))
+                }
+                Ok(_) => (line, None),
+            };
+            let at = column.map_or(String::new(), |c| format!(" (column {c})"));
+            Err(HistoryError::at(
+                source,
+                line,
+                "",
+                format!("not valid EDN: {error}{at}"),
+            ))
+        }
+        // Only blanks: the scanner never hands those over.
+        None => Err(HistoryError::at(source, line, "", "empty form".into())),
+    }
+}
+
+/// An op is a map, or a record tagged with its type (`#jepsen.history.Op{...}`).
+fn op_map(value: Value) -> Result<BTreeMap<Value, Value>, String> {
+    match value {
+        Value::Map(map) => Ok(map),
+        Value::TaggedElement(tag, inner) => match *inner {
+            Value::Map(map) => Ok(map),
+            other => Err(format!(
+                "expected an op map, found #{tag} {}",
+                quote(&other)
+            )),
+        },
+        other => Err(format!("expected an op map, found {}", quote(&other))),
+    }
+}
+
+/// A value as EDN, shortened for a message.
+fn quote(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() <= MAX_QUOTE_CHARS {
+        return text;
+    }
+    let mut short: String = text.chars().take(MAX_QUOTE_CHARS - 3).collect();
+    short.push_str("...");
+    short
+}
+
+/// A keyword's text without the colon: `name` or `namespace/name`.
+fn keyword_text(keyword: &Keyword) -> String {
+    match keyword.namespace() {
+        Some(namespace) => format!("{namespace}/{}", keyword.name()),
+        None => keyword.name().to_string(),
+    }
+}
+
+fn is_keyword(value: &Value, name: &str) -> bool {
+    matches!(value, Value::Keyword(k) if k.namespace().is_none() && k.name() == name)
+}
+
+/// A field at fault and what is wrong with it.
+type Bad = (&'static str, String);
+
+/// An op map's fields, converted but not yet checked against the history's rules.
+#[derive(Debug)]
+struct Converted {
+    index: Option<u64>,
+    time: Option<i64>,
+    process: Process,
+    ty: EventType,
+    f: String,
+    key: Option<String>,
+    payload: Payload,
+}
+
+/// The fields of an op map the importer reads (keys without a namespace).
+#[derive(Default)]
+struct Fields {
+    index: Option<Value>,
+    time: Option<Value>,
+    process: Option<Value>,
+    ty: Option<Value>,
+    f: Option<Value>,
+    key: Option<Value>,
+    value: Option<Value>,
+}
+
+fn convert(map: BTreeMap<Value, Value>) -> Result<Converted, Bad> {
+    let mut fields = Fields::default();
+    for (k, v) in map {
+        let Value::Keyword(keyword) = k else { continue };
+        if keyword.namespace().is_some() {
+            continue;
+        }
+        let slot = match keyword.name() {
+            "index" => &mut fields.index,
+            "time" => &mut fields.time,
+            "process" => &mut fields.process,
+            "type" => &mut fields.ty,
+            "f" => &mut fields.f,
+            "key" => &mut fields.key,
+            "value" => &mut fields.value,
+            _ => continue,
+        };
+        *slot = Some(v);
+    }
+
+    let index = match fields.index {
+        None => None,
+        Some(Value::Integer(i)) if i >= 0 => Some(i as u64),
+        Some(other) => {
+            return Err((
+                "index",
+                format!("expected an integer >= 0, found {}", quote(&other)),
+            ))
+        }
+    };
+    let time = match fields.time {
+        None => None,
+        Some(Value::Integer(t)) => Some(t),
+        Some(other) => {
+            return Err((
+                "time",
+                format!("expected an integer (nanoseconds), found {}", quote(&other)),
+            ))
+        }
+    };
+    let process = match fields.process {
+        None => return Err(("process", "missing (required)".into())),
+        Some(Value::Integer(p)) if p >= 0 => Process::Client(p as u64),
+        Some(ref v) if is_keyword(v, "nemesis") => Process::Nemesis,
+        Some(other) => {
+            return Err((
+                "process",
+                format!(
+                    "expected an integer >= 0 or :nemesis, found {}",
+                    quote(&other)
+                ),
+            ))
+        }
+    };
+    let ty = match fields.ty {
+        None => return Err(("type", "missing (required)".into())),
+        Some(Value::Keyword(ref k)) if k.namespace().is_none() => match k.name() {
+            "invoke" => EventType::Invoke,
+            "ok" => EventType::Ok,
+            "fail" => EventType::Fail,
+            "info" => EventType::Info,
+            _ => return Err(bad_type(&Value::Keyword(k.clone()))),
+        },
+        Some(other) => return Err(bad_type(&other)),
+    };
+    let f = match fields.f {
+        None => return Err(("f", "missing (required)".into())),
+        Some(Value::Keyword(k)) => keyword_text(&k),
+        Some(Value::String(s)) => s,
+        Some(other) => return Err(("f", format!("expected a keyword, found {}", quote(&other)))),
+    };
+    let key = match process {
+        Process::Nemesis => None,
+        Process::Client(_) => Some(match fields.key {
+            None | Some(Value::Nil) => DEFAULT_KEY.to_string(),
+            Some(Value::Keyword(k)) => keyword_text(&k),
+            Some(Value::String(s)) => s,
+            Some(Value::Integer(i)) => i.to_string(),
+            Some(other) => {
+                return Err((
+                    "key",
+                    format!("expected a keyword or a string, found {}", quote(&other)),
+                ))
+            }
+        }),
+    };
+    let payload = payload(fields.value, process, ty, &f)?;
+    Ok(Converted {
+        index,
+        time,
+        process,
+        ty,
+        f,
+        key,
+        payload,
+    })
+}
+
+fn bad_type(found: &Value) -> Bad {
+    (
+        "type",
+        format!(
+            "expected :invoke, :ok, :fail or :info, found {}",
+            quote(found)
+        ),
+    )
+}
+
+/// The op's `:value`, reduced to what the checks use.
+fn payload(value: Option<Value>, process: Process, ty: EventType, f: &str) -> Result<Payload, Bad> {
+    let client = matches!(process, Process::Client(_));
+    let register = client && matches!(f, "read" | "write");
+    match value {
+        // A Knossos read that returned nil found the register empty.
+        None | Some(Value::Nil) if register && f == "read" && ty == EventType::Ok => Ok(Payload {
+            value: ValueShape::Null,
+            ..Payload::default()
+        }),
+        None | Some(Value::Nil) => Ok(Payload::default()),
+        Some(Value::Map(map)) => payload_map(map),
+        Some(other) if register => Ok(Payload {
+            value: shape(&other),
+            ..Payload::default()
+        }),
+        Some(other) if !client => Ok(nemesis_list(&other, f)),
+        // Anything else a client's op carries is not the contract's to interpret.
+        Some(_) => Ok(Payload::default()),
+    }
+}
+
+fn shape(value: &Value) -> ValueShape {
+    match value {
+        Value::Integer(v) => ValueShape::Int(*v),
+        Value::Nil => ValueShape::Null,
+        _ => ValueShape::Other,
+    }
+}
+
+/// A `:value` map: the same fields as a JSONL `value` object.
+fn payload_map(map: BTreeMap<Value, Value>) -> Result<Payload, Bad> {
+    let mut payload = Payload::default();
+    let mut lease_field: Option<&'static str> = None;
+    for (k, v) in map {
+        let Value::Keyword(keyword) = k else { continue };
+        if keyword.namespace().is_some() {
+            continue;
+        }
+        match keyword.name() {
+            "token" => payload.token = optional_int(&v, "value.token")?,
+            name @ ("lease-ms" | "lease_ms") => {
+                let field = if name == "lease-ms" {
+                    "value.lease-ms"
+                } else {
+                    "value.lease_ms"
+                };
+                if lease_field.is_some() {
+                    return Err((field, "both :lease-ms and :lease_ms are given".into()));
+                }
+                lease_field = Some(field);
+                payload.lease_ms = optional_int(&v, field)?;
+            }
+            "value" => payload.value = shape(&v),
+            "targets" => {
+                payload.targets = names(&v).ok_or_else(|| {
+                    (
+                        "value.targets",
+                        format!("expected a list of names, found {}", quote(&v)),
+                    )
+                })?
+            }
+            "processes" => {
+                payload.processes = process_numbers(&v).ok_or_else(|| {
+                    (
+                        "value.processes",
+                        format!("expected a list of process numbers, found {}", quote(&v)),
+                    )
+                })?
+            }
+            _ => {}
+        }
+    }
+    Ok(payload)
+}
+
+fn optional_int(value: &Value, field: &'static str) -> Result<Option<i64>, Bad> {
+    match value {
+        Value::Nil => Ok(None),
+        Value::Integer(i) => Ok(Some(*i)),
+        other => Err((
+            field,
+            format!("expected an integer or nil, found {}", quote(other)),
+        )),
+    }
+}
+
+/// The elements of a vector, list or set.
+fn elements(value: &Value) -> Option<Vec<&Value>> {
+    match value {
+        Value::Vector(items) | Value::List(items) => Some(items.iter().collect()),
+        Value::Set(items) => Some(items.iter().collect()),
+        _ => None,
+    }
+}
+
+fn name_of(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Keyword(k) => Some(keyword_text(k)),
+        Value::Symbol(s) => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+/// Names: a collection of strings / keywords / symbols, or a single one; nil is none.
+fn names(value: &Value) -> Option<Vec<String>> {
+    if let Value::Nil = value {
+        return Some(Vec::new());
+    }
+    if let Some(name) = name_of(value) {
+        return Some(vec![name]);
+    }
+    elements(value)?.into_iter().map(name_of).collect()
+}
+
+fn process_number(value: &Value) -> Option<u64> {
+    match value {
+        Value::Integer(i) => u64::try_from(*i).ok(),
+        _ => None,
+    }
+}
+
+/// Process numbers: a collection of integers >= 0; nil is none.
+fn process_numbers(value: &Value) -> Option<Vec<u64>> {
+    if let Value::Nil = value {
+        return Some(Vec::new());
+    }
+    elements(value)?.into_iter().map(process_number).collect()
+}
+
+/// A nemesis `:value` that is not a map: a `:kill`'s list of processes, or a list of target
+/// names. Anything else (a partition's grudge, `:majority`, ...) says nothing the checks use.
+fn nemesis_list(value: &Value, f: &str) -> Payload {
+    let mut payload = Payload::default();
+    if f == "kill" {
+        if let Some(processes) = process_numbers(value) {
+            payload.processes = processes;
+            return payload;
+        }
+    }
+    if let Some(targets) = names(value) {
+        payload.targets = targets;
+    }
+    payload
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::compact::{OpF, OpType};
+    use crate::history::reader::read_jsonl;
+
+    fn read(text: &str) -> Result<History, HistoryError> {
+        read_edn(text.as_bytes(), "test.edn")
+    }
+
+    fn error_of(text: &str) -> (u64, String, String) {
+        let error = read(text).expect_err("should be rejected");
+        let message = error.to_string();
+        (
+            error.line().unwrap_or(0),
+            error.field().unwrap_or("").to_string(),
+            message,
+        )
+    }
+
+    fn assert_same(edn: &History, jsonl: &History) {
+        assert_eq!(edn.ops, jsonl.ops);
+        assert_eq!(edn.faults, jsonl.faults);
+        assert_eq!(edn.keys, jsonl.keys);
+        assert_eq!(edn.processes, jsonl.processes);
+    }
+
+    /// shared/HISTORY.md's example, with the key Knossos leaves implicit.
+    const JSONL: &str = r#"{"index":0,"time":1200,"process":0,"type":"invoke","f":"acquire","key":"lock"}
+{"index":1,"time":91000,"process":0,"type":"ok","f":"acquire","key":"lock","value":{"token":33,"lease_ms":2000}}
+{"index":2,"time":95000,"process":"nemesis","type":"info","f":"pause","value":{"targets":["worker-0"],"processes":[0]}}
+{"index":3,"time":2100000000,"process":1,"type":"invoke","f":"acquire","key":"lock"}
+{"index":4,"time":2100090000,"process":1,"type":"ok","f":"acquire","key":"lock","value":{"token":34,"lease_ms":2000}}
+{"index":5,"time":2100200000,"process":1,"type":"invoke","f":"write","key":"lock","value":{"token":34,"value":7}}
+{"index":6,"time":2100300000,"process":1,"type":"ok","f":"write","key":"lock","value":{"token":34,"value":7}}
+{"index":7,"time":3000000000,"process":"nemesis","type":"info","f":"resume","value":{"targets":["worker-0"],"processes":[0]}}
+{"index":8,"time":3000100000,"process":0,"type":"invoke","f":"write","key":"lock","value":{"token":33,"value":"a"}}
+{"index":9,"time":3000200000,"process":0,"type":"fail","f":"write","key":"lock","value":{"token":33,"value":"a"},"error":"stale token 33 < 34"}
+{"index":10,"time":3000300000,"process":1,"type":"invoke","f":"read","key":"lock"}
+{"index":11,"time":3000400000,"process":1,"type":"ok","f":"read","key":"lock","value":{"value":7}}
+"#;
+
+    /// The same history as Jepsen writes history.edn: one op map per line.
+    const EDN_LINES: &str = r#"{:type :invoke, :f :acquire, :value nil, :time 1200, :process 0, :index 0}
+{:type :ok, :f :acquire, :value {:token 33, :lease-ms 2000}, :time 91000, :process 0, :index 1}
+{:type :info, :f :pause, :value {:targets ["worker-0"], :processes [0]}, :time 95000, :process :nemesis, :index 2}
+{:type :invoke, :f :acquire, :value nil, :time 2100000000, :process 1, :index 3}
+{:type :ok, :f :acquire, :value {:token 34, :lease_ms 2000}, :time 2100090000, :process 1, :index 4}
+{:type :invoke, :f :write, :value {:token 34, :value 7}, :time 2100200000, :process 1, :index 5}
+{:type :ok, :f :write, :value {:token 34, :value 7}, :time 2100300000, :process 1, :index 6}
+{:type :info, :f :resume, :value {:targets [:worker-0], :processes #{0}}, :time 3000000000, :process :nemesis, :index 7}
+{:type :invoke, :f :write, :value {:token 33, :value "a"}, :time 3000100000, :process 0, :index 8}
+{:type :fail, :f :write, :value {:token 33, :value "a"}, :time 3000200000, :process 0, :index 9, :error "stale token 33 < 34"}
+{:type :invoke, :f :read, :value nil, :time 3000300000, :process 1, :index 10}
+{:type :ok, :f :read, :value 7, :time 3000400000, :process 1, :index 11}
+"#;
+
+    /// The same again as a Knossos-style vector, pretty-printed over several lines, without
+    /// :index, some ops as Jepsen records, with comments and a discarded form.
+    const EDN_VECTOR: &str = r#"; a lock test
+[{:process 0, :type :invoke, :f :acquire, :time 1200}
+ {:process 0, :type :ok, :f :acquire, :time 91000,
+  :value {:token 33, :lease-ms 2000}}
+ {:process :nemesis, :type :info, :f :pause, :time 95000,
+  :value {:targets ["worker-0"], :processes [0]}}
+ #_{:process 9, :type :invoke, :f :acquire, :time 96000}
+ #jepsen.history.Op{:process 1, :type :invoke, :f :acquire, :time 2100000000}
+ #jepsen.history.Op{:process 1, :type :ok, :f :acquire, :time 2100090000,
+                    :value {:token 34, :lease-ms 2000}}
+ {:process 1, :type :invoke, :f :write, :time 2100200000, :value {:token 34, :value 7}}
+ {:process 1, :type :ok, :f :write, :time 2100300000, :value {:token 34, :value 7}}
+ {:process :nemesis, :type :info, :f :resume, :time 3000000000,
+  :value {:targets ["worker-0"], :processes [0]}}
+ {:process 0, :type :invoke, :f :write, :time 3000100000, :value {:token 33, :value "a"}}
+ {:process 0, :type :fail, :f :write, :time 3000200000, :value {:token 33, :value "a"},
+  :error "stale token 33 < 34 ]}) \" ;"}
+ {:process 1, :type :invoke, :f :read, :time 3000300000, :value nil}
+ {:process 1, :type :ok, :f :read, :time 3000400000, :value 7}]
+"#;
+
+    #[test]
+    fn both_layouts_match_the_equivalent_jsonl() {
+        let jsonl = read_jsonl(JSONL.as_bytes(), "test.jsonl", None).unwrap();
+        let lines = read(EDN_LINES).unwrap();
+        assert_same(&lines, &jsonl);
+        let vector = read(EDN_VECTOR).unwrap();
+        assert_same(&vector, &jsonl);
+        assert!(vector.warnings.is_empty(), "{:?}", vector.warnings);
+        assert_eq!(jsonl.keys, vec!["lock"]);
+        assert_eq!(vector.ops[1].token(), Some(33));
+        assert_eq!(vector.ops[1].lease_ms(), Some(2000));
+        assert_eq!(vector.ops[11].int_value(), Some(7));
+    }
+
+    #[test]
+    fn a_vector_on_one_line_and_a_list_work_too() {
+        let jsonl = read_jsonl(JSONL.as_bytes(), "test.jsonl", None).unwrap();
+        let one_line: String = EDN_LINES.lines().collect::<Vec<_>>().join(" ");
+        assert_same(&read(&format!("[{one_line}]")).unwrap(), &jsonl);
+        assert_same(&read(&format!("({one_line})\n")).unwrap(), &jsonl);
+        // Positions still tell ops on one line apart.
+        let broken = one_line.replacen(":type :ok, :f :write", ":type :done, :f :write", 1);
+        let (line, field, message) = error_of(&format!("[{broken}]"));
+        assert_eq!((line, field.as_str()), (1, "type"), "{message}");
+        assert!(message.contains("op #7"), "{message}");
+    }
+
+    #[test]
+    fn missing_index_is_the_position_and_a_present_one_must_follow_it() {
+        let text = "{:process 0, :type :invoke, :f :acquire, :time 10}\n\
+                    {:process 0, :type :ok, :f :acquire, :time 20, :index 1}\n\
+                    {:process 0, :type :invoke, :f :release, :time 30}\n";
+        let history = read(text).unwrap();
+        let indices: Vec<u32> = history.ops.iter().map(|op| op.index).collect();
+        assert_eq!(indices, vec![0, 1, 2]);
+        let (line, field, message) = error_of(&text.replacen(":index 1", ":index 5", 1));
+        assert_eq!((line, field.as_str()), (2, "index"), "{message}");
+        assert!(message.contains("expected 1"), "{message}");
+        let (_, field, _) = error_of(&text.replacen(":index 1", ":index -1", 1));
+        assert_eq!(field, "index");
+    }
+
+    #[test]
+    fn times_absent_everywhere_are_synthesized_with_a_warning() {
+        let text = "[{:process 0, :type :invoke, :f :acquire, :value nil}\n \
+                    {:process 0, :type :ok, :f :acquire, :value nil}\n \
+                    {:process 1, :type :invoke, :f :read, :value nil}\n \
+                    {:process 1, :type :ok, :f :read, :value nil}]";
+        let history = read(text).unwrap();
+        let times: Vec<i64> = history.ops.iter().map(|op| op.time).collect();
+        assert_eq!(times, vec![0, 1_000_000, 2_000_000, 3_000_000]);
+        assert_eq!(history.warnings.len(), 1);
+        assert!(
+            history.warnings[0].contains("synthesized"),
+            "{:?}",
+            history.warnings
+        );
+        // A nil read found the register empty; a nil invoke carries nothing.
+        assert_ne!(
+            history.ops[3].flags & crate::history::compact::flags::NULL_VALUE,
+            0
+        );
+        assert_eq!(history.ops[2].flags, 0);
+    }
+
+    #[test]
+    fn times_absent_on_only_some_ops_are_an_error() {
+        let text = "{:process 0, :type :invoke, :f :acquire, :time 10}\n\
+                    {:process 0, :type :ok, :f :acquire}\n";
+        let (line, field, message) = error_of(text);
+        assert_eq!((line, field.as_str()), (2, "time"), "{message}");
+        let text = "{:process 0, :type :invoke, :f :acquire}\n\
+                    {:process 0, :type :ok, :f :acquire, :time 10}\n";
+        let (line, field, message) = error_of(text);
+        assert_eq!((line, field.as_str()), (2, "time"), "{message}");
+        assert!(message.contains("line 1"), "{message}");
+    }
+
+    #[test]
+    fn nemesis_is_a_keyword_process_and_a_kill_may_list_processes() {
+        let text = r#"{:process 0, :type :invoke, :f :acquire, :time 10, :key "lock:a"}
+{:process 0, :type :ok, :f :acquire, :time 20, :key "lock:a"}
+{:process :nemesis, :type :info, :f :kill, :time 30, :value nil}
+{:process :nemesis, :type :info, :f :kill, :time 40, :value [0]}
+{:process :nemesis, :type :info, :f :start, :time 50, :value ["n1" :n2]}
+{:process :nemesis, :type :info, :f :start, :time 60, :value [:isolated {"n1" #{"n2"}}]}
+"#;
+        let history = read(text).unwrap();
+        assert_eq!(history.keys, vec!["lock:a"]);
+        assert_eq!(history.faults.len(), 4);
+        assert!(history.ops[2..]
+            .iter()
+            .all(|op| op.f == OpF::Fault && op.ty == OpType::Info));
+        assert_eq!(history.faults[0].name, "kill");
+        assert!(history.faults[0].processes.is_empty());
+        assert_eq!(history.faults[1].processes, vec![0]);
+        assert_eq!(history.faults[2].targets, vec!["n1", "n2"]);
+        assert!(history.faults[3].targets.is_empty());
+        // The killed process may not come back.
+        let again = format!(
+            "{text}{{:process 0, :type :invoke, :f :release, :time 70, :key \"lock:a\"}}\n"
+        );
+        let (line, field, message) = error_of(&again);
+        assert_eq!((line, field.as_str()), (7, "process"), "{message}");
+        assert!(message.contains("killed at line 4"), "{message}");
+    }
+
+    #[test]
+    fn errors_name_the_line_where_the_op_map_starts_and_the_field() {
+        let (line, field, message) = error_of(&EDN_LINES.replacen(":type :ok", ":type :done", 1));
+        assert_eq!((line, field.as_str()), (2, "type"), "{message}");
+        assert!(message.starts_with("test.edn:2: field `type`"), "{message}");
+        assert!(message.contains(":done"), "{message}");
+
+        let (line, field, message) = error_of(&EDN_VECTOR.replacen(":type :ok", ":type :done", 1));
+        assert_eq!((line, field.as_str()), (3, "type"), "{message}");
+
+        let text = EDN_LINES.replacen(":process 1", ":process \"1\"", 1);
+        let (line, field, message) = error_of(&text);
+        assert_eq!((line, field.as_str()), (4, "process"), "{message}");
+        assert!(message.contains("\"1\""), "{message}");
+        let text = EDN_VECTOR.replacen(":process 1", ":process -1", 1);
+        let (line, field, _) = error_of(&text);
+        assert_eq!((line, field.as_str()), (7, "process"));
+        let (_, field, _) =
+            error_of(&EDN_LINES.replacen(":process :nemesis", ":process :chaos", 1));
+        assert_eq!(field, "process");
+
+        let (line, field, _) = error_of(&EDN_LINES.replacen(":token 33", ":token \"33\"", 1));
+        assert_eq!((line, field.as_str()), (2, "value.token"));
+        let (line, field, _) = error_of(&EDN_LINES.replacen(":lease-ms 2000", ":lease-ms 2.5", 1));
+        assert_eq!((line, field.as_str()), (2, "value.lease-ms"));
+        let (line, field, _) =
+            error_of(&EDN_LINES.replacen(":processes [0]", ":processes [\"0\"]", 1));
+        assert_eq!((line, field.as_str()), (3, "value.processes"));
+        let (line, field, _) = error_of(&EDN_LINES.replacen(":f :acquire, ", "", 1));
+        assert_eq!((line, field.as_str()), (1, "f"));
+        let (line, field, _) = error_of(&EDN_LINES.replacen(":f :acquire", ":f :aquire", 1));
+        assert_eq!((line, field.as_str()), (1, "f"));
+        let (line, field, _) = error_of(&EDN_LINES.replacen(":time 91000", ":time \"soon\"", 1));
+        assert_eq!((line, field.as_str()), (2, "time"));
+    }
+
+    #[test]
+    fn builder_rules_apply_with_edn_lines() {
+        let text = EDN_LINES.replacen(":time 91000", ":time 1000", 1);
+        let (line, field, message) = error_of(&text);
+        assert_eq!((line, field.as_str()), (2, "time"), "{message}");
+        assert!(message.contains("earlier than its invoke"), "{message}");
+    }
+
+    #[test]
+    fn syntax_errors_name_their_line() {
+        let text = EDN_LINES.replacen(":index 4}", ":index 4", 1);
+        let (line, _, message) = error_of(&text);
+        assert!(line >= 5, "{message}");
+        let (line, _, message) = error_of("{:process 0, :type :invoke}\n{:f :: :process 0}\n");
+        assert_eq!(line, 2, "{message}");
+        assert!(message.contains("not valid EDN"), "{message}");
+        let (line, _, message) = error_of("[{:process 0, :type :invoke, :f :acquire}\n");
+        assert_eq!(line, 1, "{message}");
+        assert!(message.contains("`[`"), "{message}");
+        let (line, _, message) = error_of("[]\n{:process 0}\n");
+        assert_eq!(line, 2, "{message}");
+        let (line, _, message) = error_of("{:process 0}\n42\n");
+        assert_eq!(line, 2, "{message}");
+        assert!(message.contains("expected an op map"), "{message}");
+        let (line, _, message) = error_of("\n\n}\n");
+        assert_eq!(line, 3, "{message}");
+    }
+
+    #[test]
+    fn an_empty_input_is_an_empty_history() {
+        assert!(read("").unwrap().ops.is_empty());
+        assert!(read("; nothing\n[]\n").unwrap().ops.is_empty());
+    }
+
+    #[test]
+    fn the_reference_files_import() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("history");
+        for name in ["jepsen-lock-overlap.edn", "jepsen-lock-valid.edn"] {
+            let history = read_edn_file(&dir.join(name)).unwrap();
+            assert!(history.ops.len() > 10, "{name}");
+            assert!(
+                history.warnings.is_empty(),
+                "{name}: {:?}",
+                history.warnings
+            );
+            assert_eq!(history.processes, vec![0, 1], "{name}");
+        }
+    }
 }

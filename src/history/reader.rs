@@ -199,7 +199,11 @@ fn diagnose(source: &str, line: u64, text: &[u8], serde_error: &serde_json::Erro
         Err(e) => {
             return at(
                 "",
-                format!("not valid JSON: {} (column {})", strip_position(&e), e.column()),
+                format!(
+                    "not valid JSON: {} (column {})",
+                    strip_position(&e),
+                    e.column()
+                ),
             )
         }
     };
@@ -254,7 +258,8 @@ fn diagnose(source: &str, line: u64, text: &[u8], serde_error: &serde_json::Erro
             }
             if let Some(v) = payload.get("processes") {
                 let ok = v.is_null()
-                    || v.as_array().is_some_and(|a| a.iter().all(|p| p.as_u64().is_some()));
+                    || v.as_array()
+                        .is_some_and(|a| a.iter().all(|p| p.as_u64().is_some()));
                 if !ok {
                     return at(
                         "value.processes",
@@ -263,8 +268,8 @@ fn diagnose(source: &str, line: u64, text: &[u8], serde_error: &serde_json::Erro
                 }
             }
             if let Some(v) = payload.get("targets") {
-                let ok = v.is_null()
-                    || v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+                let ok =
+                    v.is_null() || v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
                 if !ok {
                     return at(
                         "value.targets",
@@ -349,11 +354,18 @@ mod tests {
 
     #[test]
     fn skips_one_truncated_final_line_with_a_warning() {
-        let text = format!("{EXAMPLE}{}", r#"{"index":6,"time":2100300000,"process":1,"ty"#);
+        let text = format!(
+            "{EXAMPLE}{}",
+            r#"{"index":6,"time":2100300000,"process":1,"ty"#
+        );
         let history = read(&text).unwrap();
         assert_eq!(history.ops.len(), 6);
         assert_eq!(history.warnings.len(), 1);
-        assert!(history.warnings[0].contains("test.jsonl:7"), "{:?}", history.warnings);
+        assert!(
+            history.warnings[0].contains("test.jsonl:7"),
+            "{:?}",
+            history.warnings
+        );
     }
 
     #[test]

@@ -1,6 +1,71 @@
-//! The human summary (being written).
-use super::Report;
+//! The human summary `lockaudit check` prints: the verdict, each check, the first anomalies.
+
+use std::fmt::Write;
+
+use super::{Report, ANOMALY_KINDS};
+use crate::units::fmt_span;
+
+/// How many anomalies the summary spells out.
+const SHOWN: usize = 5;
+
 pub fn render_summary(report: &Report, source: &str) -> String {
-    let _ = (report, source);
-    String::new()
+    let mut out = String::new();
+    let stats = &report.stats;
+    let _ = writeln!(
+        out,
+        "{source}: {} events, {} processes, {} keys, {} faults over {}",
+        stats.events,
+        stats.processes,
+        stats.keys,
+        stats.faults,
+        fmt_span(stats.time_span_ns[1] - stats.time_span_ns[0])
+    );
+    for warning in &report.warnings {
+        let _ = writeln!(out, "warning: {warning}");
+    }
+    let total: u64 = ANOMALY_KINDS.iter().map(|k| report.count(k)).sum();
+    if report.valid {
+        let _ = writeln!(out, "VALID: no anomalies");
+    } else {
+        let _ = writeln!(
+            out,
+            "INVALID: {total} {}",
+            if total == 1 { "anomaly" } else { "anomalies" }
+        );
+    }
+    for (name, check) in &report.checks {
+        let found: Vec<String> = check
+            .counts
+            .iter()
+            .filter(|(_, &n)| n > 0)
+            .map(|(kind, n)| format!("{n} {kind}"))
+            .collect();
+        let verdict = if check.valid { "ok" } else { "FAIL" };
+        let _ = writeln!(out, "  {name:<17} {verdict:<5} {}", found.join(", "));
+    }
+    if !report.anomalies.is_empty() {
+        let _ = writeln!(out, "first anomalies:");
+        for anomaly in report.anomalies.iter().take(SHOWN) {
+            let events: Vec<String> = anomaly.indices.iter().map(u64::to_string).collect();
+            let _ = writeln!(
+                out,
+                "  [{}] {} (events {})\n    {}",
+                anomaly.kind,
+                anomaly.key,
+                events.join(", "),
+                anomaly.explanation
+            );
+            for step in &anomaly.cycle {
+                let _ = writeln!(out, "      {step}");
+            }
+        }
+        let more = total.saturating_sub(SHOWN as u64);
+        if more > 0 {
+            let _ = writeln!(
+                out,
+                "  … and {more} more (all listed in report.json, up to the limit)"
+            );
+        }
+    }
+    out
 }

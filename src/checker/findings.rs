@@ -1,0 +1,84 @@
+//! Collects anomalies as the checks find them: every one is counted, the first
+//! `limit` of each kind are kept with their explanation (built only if kept).
+
+use std::collections::BTreeMap;
+
+use crate::history::compact::ProcessId;
+use crate::history::History;
+use crate::report::Anomaly;
+
+use super::holds::{Hold, Holds};
+
+pub struct Findings {
+    limit: usize,
+    anomalies: Vec<Anomaly>,
+    counts: BTreeMap<&'static str, u64>,
+}
+
+impl Findings {
+    pub fn new(limit: usize) -> Self {
+        Findings {
+            limit,
+            anomalies: Vec::new(),
+            counts: BTreeMap::new(),
+        }
+    }
+
+    /// Counts one anomaly of `kind`; `make` builds it if it is among the first `limit`.
+    pub fn add(&mut self, kind: &'static str, make: impl FnOnce() -> Anomaly) {
+        let count = self.counts.entry(kind).or_insert(0);
+        *count += 1;
+        if *count as usize <= self.limit {
+            let mut anomaly = make();
+            debug_assert_eq!(anomaly.kind, kind);
+            anomaly.indices.sort_unstable();
+            anomaly.indices.dedup();
+            self.anomalies.push(anomaly);
+        }
+    }
+
+    pub fn into_parts(self) -> (Vec<Anomaly>, BTreeMap<&'static str, u64>) {
+        (self.anomalies, self.counts)
+    }
+}
+
+/// Names things in explanations the way the history does.
+pub struct Names<'a> {
+    pub history: &'a History,
+    pub holds: &'a Holds,
+}
+
+impl Names<'_> {
+    pub fn process(&self, p: ProcessId) -> u64 {
+        self.history.process_number(p)
+    }
+
+    pub fn key(&self, hold: &Hold) -> String {
+        self.history.key_name(hold.key).to_string()
+    }
+
+    /// "process 3 (acquired at 2.100s, event 4, token 17)"
+    pub fn hold(&self, hold: &Hold) -> String {
+        let token = hold
+            .token
+            .map(|t| format!(", token {t}"))
+            .unwrap_or_default();
+        format!(
+            "process {} (acquired at {}, event {}{token})",
+            self.process(hold.process),
+            crate::units::fmt_time(hold.begin),
+            hold.begin_index
+        )
+    }
+
+    /// "until it released at 3.000s (event 9)" and the like.
+    pub fn hold_end(&self, hold: &Hold) -> String {
+        use super::holds::HoldEnd;
+        let at = crate::units::fmt_time(self.holds.shown_end(hold));
+        match (hold.end_cause, hold.end_index) {
+            (HoldEnd::Released, Some(i)) => format!("until its release at {at} (event {i})"),
+            (HoldEnd::Killed, Some(i)) => format!("until it was killed at {at} (event {i})"),
+            _ => "until the end of the history".to_string(),
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! Holds: who held which lock when, derived once from the history and shared by every check.
+//!
+//! HISTORY.md's rules: a hold of (process, key) begins at the `ok` of an `acquire` and ends at
+//! the `invoke` of that process's next `release` of the key, at a nemesis `kill` listing the
+//! process, or at the end of the history. A second `acquire` by a holder nests; the hold ends
+//! when the count returns to zero. An `acquire` that ended `info` never begins a hold. The
+//! lease ends at the acquire's invoke + `lease_ms` and is moved forward by each `renew` ok.
+
+use crate::history::compact::{KeyId, OpF, OpType, ProcessId, NEMESIS};
+use crate::history::History;
+
+/// Marks "no hold" in `Holds::op_hold`.
+pub const NO_HOLD: u32 = u32::MAX;
+/// The end of a hold still open when the history ends: later than any event.
+pub const OPEN: i64 = i64::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldEnd {
+    /// Ended at the invoke of a release (its outcome in `Hold::release`).
+    Released,
+    /// Ended at a nemesis kill listing the process.
+    Killed,
+    /// Still held when the history ended.
+    Open,
+}
+
+/// How the release that ended a hold turned out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    /// No release ended this hold (killed or open), or it is still pending.
+    None,
+    Ok {
+        time: i64,
+        index: u32,
+    },
+    Fail {
+        time: i64,
+        index: u32,
+    },
+    Info {
+        time: i64,
+        index: u32,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Hold {
+    pub key: KeyId,
+    pub process: ProcessId,
+    pub acquire_invoke: i64,
+    pub acquire_invoke_index: u32,
+    /// The acquire `ok`.
+    pub begin: i64,
+    pub begin_index: u32,
+    /// `OPEN` if still held at the end of the history.
+    pub end: i64,
+    /// The release invoke or the kill that ended it.
+    pub end_index: Option<u32>,
+    pub end_cause: HoldEnd,
+    pub release: ReleaseOutcome,
+    pub token: Option<i64>,
+    /// The most recent lease length promised, ms (None: held until released).
+    pub lease_ms: Option<i64>,
+    /// The first acquire's promise: its invoke + `lease_ms` (None: no lease).
+    pub initial_lease_end: Option<i64>,
+    /// When the lease runs out, counting only what certainly happened; None: no lease.
+    pub lease_end: Option<i64>,
+    /// When the lease might run out, counting renews that ended `info` as having worked.
+    pub lease_end_possible: Option<i64>,
+}
+
+impl Hold {
+    /// Whether this hold and `other` overlap: each begins strictly before the other ends.
+    pub fn overlaps(&self, other: &Hold) -> bool {
+        self.begin < other.end && other.begin < self.end
+    }
+}
+
+/// A lease moved forward by a renew `ok` (or a nested acquire `ok`): from `invoke` on, the
+/// lease of `hold` runs at least to `lease_end`.
+#[derive(Debug, Clone, Copy)]
+pub struct Renewal {
+    pub hold: u32,
+    pub invoke: i64,
+    pub lease_end: i64,
+}
+
+/// A renew or release that found the lock no longer ours.
+#[derive(Debug, Clone, Copy)]
+pub struct LockLoss {
+    pub hold: u32,
+    pub f: OpF,
+    pub invoke_index: u32,
+    pub completion_index: u32,
+    pub completion_time: i64,
+    /// The hold's certain lease end when the failure came back (None: no lease).
+    pub lease_end: Option<i64>,
+}
+
+/// An acquire that ended `info` (or never ended): it may have taken the lock.
+#[derive(Debug, Clone, Copy)]
+pub struct UncertainAcquire {
+    pub key: KeyId,
+    pub process: ProcessId,
+    pub invoke: i64,
+    pub invoke_index: u32,
+    /// The `info` completion, or the end of the history if none came.
+    pub completion: i64,
+    pub completion_index: Option<u32>,
+}
+
+#[derive(Debug, Default)]
+pub struct Holds {
+    /// In order of `begin` (ties: by the index of the acquire ok).
+    pub holds: Vec<Hold>,
+    /// For each op (by position in `History::ops`), the hold it belongs to or `NO_HOLD`:
+    /// an acquire ok -> the hold it began or nested into; a release, renew, read or write
+    /// (invoke and completion) -> the process's hold of that key when it was invoked.
+    pub op_hold: Vec<u32>,
+    /// Sorted by hold, then time.
+    pub renewals: Vec<Renewal>,
+    pub losses: Vec<LockLoss>,
+    pub uncertain_acquires: Vec<UncertainAcquire>,
+    /// The time of the last event.
+    pub history_end: i64,
+}
+
+impl Holds {
+    /// The certain lease end of `hold` as it stood at time `t`, counting renewals invoked
+    /// before `t` (a renew under way may already have taken effect). None: no lease.
+    pub fn lease_end_at(&self, hold: u32, t: i64) -> Option<i64> {
+        let first = self.holds[hold as usize].initial_lease_end?;
+        // `renewals` is sorted by hold.
+        let from = self.renewals.partition_point(|r| r.hold < hold);
+        let to = self.renewals.partition_point(|r| r.hold <= hold);
+        let renewed = self.renewals[from..to]
+            .iter()
+            .filter(|r| r.invoke < t)
+            .map(|r| r.lease_end)
+            .max();
+        Some(renewed.map_or(first, |r| r.max(first)))
+    }
+
+    /// The end of `hold` for display and spans: the last event time if it is still open.
+    pub fn shown_end(&self, hold: &Hold) -> i64 {
+        if hold.end == OPEN {
+            self.history_end
+        } else {
+            hold.end
+        }
+    }
+}
+
+pub fn ms_to_ns(ms: i64) -> i64 {
+    ms.saturating_mul(1_000_000)
+}
+
+/// What a process holds right now: (key, hold, nesting count).
+type Held = Vec<(KeyId, u32, u32)>;
+
+/// The op a process has under way, and the hold it belongs to.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    position: usize,
+    hold: u32,
+    /// A release that only decremented a nested count: its outcome is not the hold's.
+    nested_release: bool,
+}
+
+/// Derives every hold of `history` in one pass over its time-ordered ops.
+pub fn derive(history: &History) -> Holds {
+    let ops = &history.ops;
+    let mut out = Holds {
+        op_hold: vec![NO_HOLD; ops.len()],
+        history_end: history.time_span().1,
+        ..Holds::default()
+    };
+    let mut held: Vec<Held> = vec![Vec::new(); history.processes.len()];
+    let mut pending: Vec<Option<Pending>> = vec![None; history.processes.len()];
+
+    for (position, op) in ops.iter().enumerate() {
+        if op.process == NEMESIS {
+            let fault = &history.faults[op.a as usize];
+            if fault.name == "kill" {
+                for &p in &fault.processes {
+                    for (_, hold, _) in held[p as usize].drain(..) {
+                        let h = &mut out.holds[hold as usize];
+                        h.end = op.time;
+                        h.end_index = Some(op.index);
+                        h.end_cause = HoldEnd::Killed;
+                    }
+                }
+            }
+            continue;
+        }
+        let p = op.process as usize;
+        let current = held[p].iter().position(|&(key, _, _)| key == op.key);
+
+        if op.ty == OpType::Invoke {
+            let hold = current.map_or(NO_HOLD, |i| held[p][i].1);
+            let mut nested_release = false;
+            if op.f == OpF::Release {
+                if let Some(i) = current {
+                    let entry = &mut held[p][i];
+                    entry.2 -= 1;
+                    if entry.2 == 0 {
+                        let h = &mut out.holds[hold as usize];
+                        h.end = op.time;
+                        h.end_index = Some(op.index);
+                        h.end_cause = HoldEnd::Released;
+                        held[p].swap_remove(i);
+                    } else {
+                        nested_release = true;
+                    }
+                }
+            }
+            pending[p] = Some(Pending {
+                position,
+                hold,
+                nested_release,
+            });
+            out.op_hold[position] = hold;
+            continue;
+        }
+
+        // A completion: it belongs to the hold its invoke belonged to.
+        let Some(invoke) = pending[p].take() else {
+            continue; // validated away by the reader; nothing to attribute
+        };
+        let invoke_op = &ops[invoke.position];
+        let hold = invoke.hold;
+        out.op_hold[position] = hold;
+
+        match (op.f, op.ty) {
+            (OpF::Acquire, OpType::Ok) => {
+                let lease_end = op
+                    .lease_ms()
+                    .map(|ms| invoke_op.time.saturating_add(ms_to_ns(ms)));
+                if let Some(i) = current {
+                    // Reentrant: nest, and let the new promise move the lease forward.
+                    let (_, nested_into, count) = &mut held[p][i];
+                    *count += 1;
+                    let nested_into = *nested_into;
+                    out.op_hold[position] = nested_into;
+                    if let Some(end) = lease_end {
+                        extend_lease(&mut out, nested_into, invoke_op.time, end, op.lease_ms());
+                    }
+                } else {
+                    let id = out.holds.len() as u32;
+                    out.holds.push(Hold {
+                        key: op.key,
+                        process: op.process,
+                        acquire_invoke: invoke_op.time,
+                        acquire_invoke_index: invoke_op.index,
+                        begin: op.time,
+                        begin_index: op.index,
+                        end: OPEN,
+                        end_index: None,
+                        end_cause: HoldEnd::Open,
+                        release: ReleaseOutcome::None,
+                        token: op.token(),
+                        lease_ms: op.lease_ms(),
+                        initial_lease_end: lease_end,
+                        lease_end,
+                        lease_end_possible: lease_end,
+                    });
+                    held[p].push((op.key, id, 1));
+                    out.op_hold[position] = id;
+                }
+            }
+            (OpF::Acquire, OpType::Info) => {
+                if let Some(i) = current {
+                    // A nested acquire that may have renewed the lease.
+                    let hold = held[p][i].1;
+                    possibly_extend_lease(&mut out, hold, invoke_op.time);
+                } else {
+                    out.uncertain_acquires.push(UncertainAcquire {
+                        key: op.key,
+                        process: op.process,
+                        invoke: invoke_op.time,
+                        invoke_index: invoke_op.index,
+                        completion: op.time,
+                        completion_index: Some(op.index),
+                    });
+                }
+            }
+            (OpF::Renew, OpType::Ok) if hold != NO_HOLD => {
+                if let Some(ms) = op.lease_ms() {
+                    let end = invoke_op.time.saturating_add(ms_to_ns(ms));
+                    extend_lease(&mut out, hold, invoke_op.time, end, Some(ms));
+                }
+            }
+            (OpF::Renew, OpType::Info) if hold != NO_HOLD => {
+                possibly_extend_lease(&mut out, hold, invoke_op.time);
+            }
+            (OpF::Renew | OpF::Release, OpType::Fail) if hold != NO_HOLD => {
+                out.losses.push(LockLoss {
+                    hold,
+                    f: op.f,
+                    invoke_index: invoke_op.index,
+                    completion_index: op.index,
+                    completion_time: op.time,
+                    lease_end: out.holds[hold as usize].lease_end,
+                });
+            }
+            _ => {}
+        }
+        if op.f == OpF::Release && hold != NO_HOLD && !invoke.nested_release {
+            out.holds[hold as usize].release = match op.ty {
+                OpType::Ok => ReleaseOutcome::Ok {
+                    time: op.time,
+                    index: op.index,
+                },
+                OpType::Fail => ReleaseOutcome::Fail {
+                    time: op.time,
+                    index: op.index,
+                },
+                _ => ReleaseOutcome::Info {
+                    time: op.time,
+                    index: op.index,
+                },
+            };
+        }
+    }
+
+    out.renewals.sort_by_key(|r| r.hold);
+
+    // Acquires still under way when the history ended may have taken the lock too.
+    for (p, pending) in pending.iter().enumerate() {
+        if let Some(invoke) = pending {
+            let op = &ops[invoke.position];
+            if op.f == OpF::Acquire && held[p].iter().all(|&(key, _, _)| key != op.key) {
+                out.uncertain_acquires.push(UncertainAcquire {
+                    key: op.key,
+                    process: op.process,
+                    invoke: op.time,
+                    invoke_index: op.index,
+                    completion: out.history_end,
+                    completion_index: None,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn extend_lease(out: &mut Holds, hold: u32, invoke: i64, end: i64, lease_ms: Option<i64>) {
+    let h = &mut out.holds[hold as usize];
+    // A hold promised "until released" keeps that promise whatever renews say.
+    if let Some(current) = h.lease_end {
+        h.lease_end = Some(current.max(end));
+        h.lease_end_possible = h.lease_end_possible.map(|p| p.max(end));
+        if lease_ms.is_some() {
+            h.lease_ms = lease_ms;
+        }
+        out.renewals.push(Renewal {
+            hold,
+            invoke,
+            lease_end: end,
+        });
+    }
+}
+
+/// A renew (or nested acquire) whose outcome is unknown may have moved the lease by the
+/// last promised length.
+fn possibly_extend_lease(out: &mut Holds, hold: u32, invoke: i64) {
+    let h = &mut out.holds[hold as usize];
+    if let (Some(possible), Some(ms)) = (h.lease_end_possible, h.lease_ms) {
+        h.lease_end_possible = Some(possible.max(invoke.saturating_add(ms_to_ns(ms))));
+    }
+}

@@ -1,0 +1,367 @@
+//! Liveness: `unavailable` and `starvation`, plus the per-key figures of the report.
+//!
+//! When is a key free (HISTORY.md)? From the `ok` of a release by its last holder; from the
+//! end of the lease of a holder that was killed or released with `info`; from the end of the
+//! longest lease seen on the key after an acquire that ended `info`; and, for a holder killed
+//! with no lease at all, from its death (the lock can never be freed). So each hold, and each
+//! acquire that may have taken the lock, *blocks* the key over an interval; the key is free
+//! in the gaps between blocking intervals.
+
+use crate::history::compact::{KeyId, OpF, OpType, ProcessId};
+use crate::report::{Anomaly, KeyStats, Percentiles};
+use crate::units::{fmt_span, fmt_time};
+
+use super::findings::{Findings, Names};
+use super::holds::{ms_to_ns, Hold, HoldEnd, ReleaseOutcome, OPEN};
+use super::CheckOptions;
+
+/// An interval over which the key was not free, and the event that ends it.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    start: i64,
+    /// The acquire ok (or uncertain acquire's invoke) that began it.
+    start_index: u32,
+    free_from: i64,
+    /// The event from which the key counts as free (None: never).
+    freed_by: Option<u32>,
+}
+
+/// An attempt to acquire: its invoke and completion.
+#[derive(Debug, Clone, Copy)]
+struct Attempt {
+    process: ProcessId,
+    invoke: i64,
+    invoke_index: u32,
+    completion: i64,
+    completion_index: u32,
+    ty: OpType,
+}
+
+/// When `hold` stops blocking its key.
+fn free_from(hold: &Hold) -> (i64, Option<u32>) {
+    let lease_or = |fallback: i64| hold.lease_end_possible.unwrap_or(fallback);
+    match (hold.end_cause, hold.release) {
+        (HoldEnd::Released, ReleaseOutcome::Ok { time, index }) => (time, Some(index)),
+        // The implementation found the lock no longer ours: whoever had it, it was not us
+        // by the time the answer came.
+        (HoldEnd::Released, ReleaseOutcome::Fail { time, index }) => (time, Some(index)),
+        (HoldEnd::Released, ReleaseOutcome::Info { time, index }) => (lease_or(time), Some(index)),
+        // A release still under way when the history ended frees nothing we know of.
+        (HoldEnd::Released, ReleaseOutcome::None) => (OPEN, None),
+        // A holder killed with a lease frees the key when it runs out; with none, never:
+        // the key counts as free from its death, so that waiting on it shows.
+        (HoldEnd::Killed, _) => (lease_or(hold.end), hold.end_index),
+        (HoldEnd::Open, _) => (OPEN, None),
+    }
+}
+
+pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) -> Vec<KeyStats> {
+    let history = names.history;
+    let keys = history.keys.len();
+    let (history_start, history_end) = history.time_span();
+
+    // Gather, per key, what blocked it and every attempt to acquire it.
+    let mut blocks: Vec<Vec<Block>> = vec![Vec::new(); keys];
+    let mut attempts: Vec<Vec<Attempt>> = vec![Vec::new(); keys];
+    let mut longest_lease: Vec<Option<i64>> = vec![None; keys];
+    let mut stats: Vec<KeyStats> = vec![KeyStats::default(); keys];
+    for hold in &names.holds.holds {
+        let (free, freed_by) = free_from(hold);
+        blocks[hold.key as usize].push(Block {
+            start: hold.begin,
+            start_index: hold.begin_index,
+            free_from: free.max(hold.begin),
+            freed_by,
+        });
+        let stat = &mut stats[hold.key as usize];
+        stat.holds += 1;
+        if let Some(lease_end) = hold.lease_end {
+            if names.holds.shown_end(hold) > lease_end {
+                stat.holds_outliving_lease += 1;
+            }
+        }
+    }
+    let mut invokes: Vec<Option<(i64, u32)>> = vec![None; history.processes.len()];
+    for op in &history.ops {
+        if op.f != OpF::Acquire || !op.is_client() {
+            continue;
+        }
+        let p = op.process as usize;
+        if op.ty == OpType::Invoke {
+            invokes[p] = Some((op.time, op.index));
+            continue;
+        }
+        let Some((invoke, invoke_index)) = invokes[p].take() else {
+            continue;
+        };
+        if let Some(ms) = op.lease_ms() {
+            let longest = &mut longest_lease[op.key as usize];
+            *longest = Some(longest.map_or(ms, |l| l.max(ms)));
+        }
+        attempts[op.key as usize].push(Attempt {
+            process: op.process,
+            invoke,
+            invoke_index,
+            completion: op.time,
+            completion_index: op.index,
+            ty: op.ty,
+        });
+    }
+    for uncertain in &names.holds.uncertain_acquires {
+        let key = uncertain.key as usize;
+        let free = match longest_lease[key] {
+            Some(ms) => uncertain.invoke.saturating_add(ms_to_ns(ms)),
+            None => uncertain.completion,
+        };
+        blocks[key].push(Block {
+            start: uncertain.invoke,
+            start_index: uncertain.invoke_index,
+            free_from: free.max(uncertain.invoke),
+            freed_by: uncertain.completion_index,
+        });
+    }
+
+    for key in 0..keys {
+        let key_blocks = &mut blocks[key];
+        key_blocks.sort_by_key(|b| b.start);
+        let key_attempts = &attempts[key];
+        unavailable(
+            names,
+            options,
+            key as KeyId,
+            key_blocks,
+            key_attempts,
+            (history_start, history_end),
+            &mut stats[key],
+            findings,
+        );
+        starvation(
+            names,
+            options,
+            key as KeyId,
+            key_attempts,
+            &mut stats[key],
+            findings,
+        );
+    }
+    stats
+}
+
+#[allow(clippy::too_many_arguments)]
+fn unavailable(
+    names: &Names,
+    options: &CheckOptions,
+    key: KeyId,
+    blocks: &[Block],
+    attempts: &[Attempt],
+    (history_start, history_end): (i64, i64),
+    stats: &mut KeyStats,
+    findings: &mut Findings,
+) {
+    // Failed attempts, by invoke time (attempts are in completion order); an attempt counts
+    // for a free stretch if it was under way during it and failed.
+    let mut failed: Vec<&Attempt> = attempts.iter().filter(|a| a.ty == OpType::Fail).collect();
+    failed.sort_by_key(|a| a.invoke);
+    let longest_attempt = failed
+        .iter()
+        .map(|a| a.completion - a.invoke)
+        .max()
+        .unwrap_or(0);
+    let mut free_since = history_start;
+    let mut freed_by: Option<u32> = None;
+    let mut longest_free = 0i64;
+    let mut report_gap = |start: i64, end: i64, freed_by: Option<u32>, next: Option<u32>| {
+        longest_free = longest_free.max(end - start);
+        if end - start <= options.liveness_bound_ns {
+            return;
+        }
+        let from = failed.partition_point(|a| a.invoke < start.saturating_sub(longest_attempt));
+        let during: Vec<&&Attempt> = failed[from..]
+            .iter()
+            .take_while(|a| a.invoke < end)
+            .filter(|a| a.completion > start)
+            .collect();
+        if during.is_empty() {
+            return;
+        }
+        findings.add("unavailable", || {
+            let mut processes: Vec<u64> = during.iter().map(|a| names.process(a.process)).collect();
+            processes.sort_unstable();
+            processes.dedup();
+            let mut indices: Vec<u64> = freed_by.into_iter().chain(next).map(u64::from).collect();
+            indices.extend(during.iter().take(5).flat_map(|a| {
+                [u64::from(a.invoke_index), u64::from(a.completion_index)]
+            }));
+            let how_free = match freed_by {
+                Some(i) => format!("free from {} (event {i})", fmt_time(start)),
+                None => format!("free from the start of the history at {}", fmt_time(start)),
+            };
+            let until = match next {
+                Some(i) => format!("the next acquisition at {} (event {i})", fmt_time(end)),
+                None => format!("the end of the history at {}", fmt_time(end)),
+            };
+            Anomaly {
+                kind: "unavailable".into(),
+                key: names.history.key_name(key).to_string(),
+                processes,
+                indices,
+                explanation: format!(
+                    "{} was {how_free} until {until}, {} with no acquisition, while {} attempts to acquire it failed (liveness bound {}).",
+                    names.history.key_name(key),
+                    fmt_span(end - start),
+                    during.len(),
+                    fmt_span(options.liveness_bound_ns)
+                ),
+                start,
+                end,
+                lease_expired: None,
+                tokens: Vec::new(),
+                cycle: Vec::new(),
+            }
+        });
+    };
+    for block in blocks {
+        if block.start > free_since {
+            report_gap(free_since, block.start, freed_by, Some(block.start_index));
+        }
+        if block.free_from >= free_since {
+            free_since = block.free_from;
+            freed_by = block.freed_by;
+        }
+    }
+    if free_since < history_end {
+        report_gap(free_since, history_end, freed_by, None);
+    }
+    stats.longest_free_ms = longest_free as f64 / 1e6;
+}
+
+fn starvation(
+    names: &Names,
+    options: &CheckOptions,
+    key: KeyId,
+    attempts: &[Attempt],
+    stats: &mut KeyStats,
+    findings: &mut Findings,
+) {
+    let successes: Vec<(i64, ProcessId)> = attempts
+        .iter()
+        .filter(|a| a.ty == OpType::Ok)
+        .map(|a| (a.completion, a.process))
+        .collect();
+    // Per process: the first attempt of its current run of failures.
+    let mut streaks: std::collections::HashMap<ProcessId, Streak> = Default::default();
+    let mut waits: Vec<f64> = Vec::new();
+    let mut per_process: std::collections::HashMap<ProcessId, u64> = Default::default();
+    let mut ends: Vec<Streak> = Vec::new();
+    for attempt in attempts {
+        *per_process.entry(attempt.process).or_insert(0) += u64::from(attempt.ty == OpType::Ok);
+        match attempt.ty {
+            OpType::Fail => {
+                stats.failed_attempts += 1;
+                let streak = streaks.entry(attempt.process).or_insert(Streak {
+                    process: attempt.process,
+                    start: attempt.invoke,
+                    first_index: attempt.invoke_index,
+                    last_fail: attempt.completion,
+                    last_index: attempt.completion_index,
+                    failures: 0,
+                });
+                streak.last_fail = attempt.completion;
+                streak.last_index = attempt.completion_index;
+                streak.failures += 1;
+            }
+            OpType::Ok => {
+                stats.acquisitions += 1;
+                let started = streaks
+                    .get(&attempt.process)
+                    .map_or(attempt.invoke, |s| s.start);
+                waits.push((attempt.completion - started) as f64 / 1e6);
+                ends.extend(streaks.remove(&attempt.process));
+            }
+            _ => {
+                stats.indeterminate_attempts += 1;
+                ends.extend(streaks.remove(&attempt.process));
+            }
+        }
+    }
+    ends.extend(streaks.into_values());
+    ends.sort_by_key(|s| s.start);
+    for streak in ends {
+        if streak.last_fail - streak.start <= options.starvation_bound_ns {
+            continue;
+        }
+        let from = successes.partition_point(|s| s.0 <= streak.start);
+        let others: Vec<&(i64, ProcessId)> = successes[from..]
+            .iter()
+            .take_while(|s| s.0 < streak.last_fail)
+            .filter(|s| s.1 != streak.process)
+            .collect();
+        if others.is_empty() {
+            continue;
+        }
+        findings.add("starvation", || {
+            let starved = names.process(streak.process);
+            let mut winners: Vec<u64> = others.iter().map(|s| names.process(s.1)).collect();
+            winners.sort_unstable();
+            winners.dedup();
+            let processes = std::iter::once(starved).chain(winners).collect();
+            Anomaly {
+                kind: "starvation".into(),
+                key: names.history.key_name(key).to_string(),
+                processes,
+                indices: vec![u64::from(streak.first_index), u64::from(streak.last_index)],
+                explanation: format!(
+                    "process {} tried to acquire {} for {} ({} failed attempts, from {} to {}) while other processes acquired it {} times (starvation bound {}).",
+                    names.process(streak.process),
+                    names.history.key_name(key),
+                    fmt_span(streak.last_fail - streak.start),
+                    streak.failures,
+                    fmt_time(streak.start),
+                    fmt_time(streak.last_fail),
+                    others.len(),
+                    fmt_span(options.starvation_bound_ns)
+                ),
+                start: streak.start,
+                end: streak.last_fail,
+                lease_expired: None,
+                tokens: Vec::new(),
+                cycle: Vec::new(),
+            }
+        });
+    }
+    stats.wait_ms = Percentiles::of(&mut waits);
+    stats.fairness = jain_index(per_process.values().copied());
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Streak {
+    process: ProcessId,
+    start: i64,
+    first_index: u32,
+    last_fail: i64,
+    last_index: u32,
+    failures: u64,
+}
+
+/// Jain's fairness index: (sum x)^2 / (n * sum x^2); 1 when every process got the same.
+fn jain_index(counts: impl Iterator<Item = u64>) -> f64 {
+    let (mut n, mut sum, mut squares) = (0f64, 0f64, 0f64);
+    for c in counts {
+        n += 1.0;
+        sum += c as f64;
+        squares += (c as f64) * (c as f64);
+    }
+    if squares == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (n * squares)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn jain_index_is_one_when_even_and_one_over_n_when_one_takes_all() {
+        assert_eq!(super::jain_index([5, 5, 5, 5].into_iter()), 1.0);
+        assert_eq!(super::jain_index([8, 0, 0, 0].into_iter()), 0.25);
+    }
+}

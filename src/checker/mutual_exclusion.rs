@@ -1,0 +1,79 @@
+//! Mutual exclusion: `overlap`, two holds of one key by different processes, each beginning
+//! strictly before the other ends (touching holds, a hand-over at the same nanosecond, do
+//! not overlap). Each overlap says whether the earlier holder's lease had already run out
+//! when it began: a lease-expiry hazard, or the lock itself failed.
+
+use crate::report::Anomaly;
+use crate::units::{fmt_span, fmt_time};
+
+use super::findings::{Findings, Names};
+use super::holds::Hold;
+
+pub fn check(names: &Names, findings: &mut Findings) {
+    let holds = &names.holds.holds;
+    // Per key, the holds that have begun and not yet ended, as of the hold being looked at.
+    let mut active: Vec<Vec<u32>> = vec![Vec::new(); names.history.keys.len()];
+    for (id, hold) in holds.iter().enumerate() {
+        let open = &mut active[hold.key as usize];
+        open.retain(|&a| holds[a as usize].end > hold.begin);
+        for &a in open.iter() {
+            let earlier = &holds[a as usize];
+            if earlier.process != hold.process && earlier.overlaps(hold) {
+                findings.add("overlap", || describe(names, a, earlier, id as u32, hold));
+            }
+        }
+        open.push(id as u32);
+    }
+}
+
+/// `earlier` began no later than `later` (holds are in begin order).
+fn describe(
+    names: &Names,
+    earlier_id: u32,
+    earlier: &Hold,
+    _later_id: u32,
+    later: &Hold,
+) -> Anomaly {
+    let start = later.begin;
+    let end = names
+        .holds
+        .shown_end(earlier)
+        .min(names.holds.shown_end(later));
+    let lease = names.holds.lease_end_at(earlier_id, start);
+    let lease_expired = lease.is_some_and(|l| l <= start);
+    let verdict = match lease {
+        Some(l) if l <= start => format!(
+            "process {}'s lease had run out {} before, at {}: a lease-expiry hazard",
+            names.process(earlier.process),
+            fmt_span(start - l),
+            fmt_time(l)
+        ),
+        Some(l) => format!(
+            "its lease still had {} to run: the lock itself failed",
+            fmt_span(l - start)
+        ),
+        None => "it had no lease, so the lock itself failed".to_string(),
+    };
+    let mut indices = vec![u64::from(earlier.begin_index), u64::from(later.begin_index)];
+    indices.extend(earlier.end_index.map(u64::from));
+    indices.extend(later.end_index.map(u64::from));
+    Anomaly {
+        kind: "overlap".into(),
+        key: names.key(later),
+        processes: vec![names.process(earlier.process), names.process(later.process)],
+        indices,
+        explanation: format!(
+            "{} acquired {} while {} still held it {}; they overlapped for {} and {verdict}.",
+            names.hold(later),
+            names.key(later),
+            names.hold(earlier),
+            names.hold_end(earlier),
+            fmt_span(end - start),
+        ),
+        start,
+        end,
+        lease_expired: Some(lease_expired),
+        tokens: earlier.token.into_iter().chain(later.token).collect(),
+        cycle: Vec::new(),
+    }
+}

@@ -1,0 +1,187 @@
+//! The register check: `lost-update`.
+//!
+//! Value shapes (README "Counter workload"): under the lock a client reads the resource
+//! (`read` ok `{"value": n}`, null meaning 0) and writes the read value + 1 (`write` invoke
+//! `{"token": t, "value": n + 1}`). Every acknowledged (`ok`) write is then one increment,
+//! and the counter must end at least at its initial value plus the acknowledged increments.
+//! A lost update shows as a final read below that, or as two acknowledged writes of the same
+//! value (two increments from the same base: one of them vanished).
+//!
+//! A key is only checked as a counter when every value is an integer (or null) and every
+//! acknowledged write is its process's last read of the key + 1; other workloads are skipped
+//! and counted in the figures, never guessed at.
+
+use std::collections::HashMap;
+
+use crate::history::compact::{flags, KeyId, OpF, OpType, ProcessId};
+use crate::report::Anomaly;
+use crate::units::fmt_time;
+
+use super::findings::{Findings, Names};
+
+#[derive(Debug, Default)]
+struct Counter {
+    is_counter: bool,
+    seen: bool,
+    /// The first read's value, if it was invoked before any write.
+    initial: Option<i64>,
+    first_write_invoke: Option<i64>,
+    /// Acknowledged writes: (value, ok index, process, ok time).
+    acked: Vec<(i64, u32, ProcessId, i64)>,
+    /// Reads that returned: (invoke time, completion time, value, index).
+    reads: Vec<(i64, i64, i64, u32)>,
+}
+
+/// Returns (keys checked as counters, keys skipped).
+pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
+    let history = names.history;
+    let mut counters: Vec<Counter> = (0..history.keys.len())
+        .map(|_| Counter {
+            is_counter: true,
+            ..Counter::default()
+        })
+        .collect();
+    // Per process: its pending op's invoke (time, value) and its last read per key.
+    let mut invoked: Vec<Option<(i64, Option<i64>)>> = vec![None; history.processes.len()];
+    let mut last_read: HashMap<(ProcessId, KeyId), i64> = HashMap::new();
+    for op in &history.ops {
+        if !matches!(op.f, OpF::Read | OpF::Write) {
+            continue;
+        }
+        let counter = &mut counters[op.key as usize];
+        counter.seen = true;
+        if op.flags & flags::OTHER_VALUE != 0 {
+            counter.is_counter = false;
+        }
+        let value = if op.flags & flags::NULL_VALUE != 0 {
+            Some(0)
+        } else {
+            op.int_value()
+        };
+        let p = op.process as usize;
+        if op.ty == OpType::Invoke {
+            invoked[p] = Some((op.time, value));
+            if op.f == OpF::Write {
+                counter.first_write_invoke.get_or_insert(op.time);
+            }
+            continue;
+        }
+        let Some((invoke_time, invoke_value)) = invoked[p].take() else {
+            continue;
+        };
+        match (op.f, op.ty) {
+            (OpF::Read, OpType::Ok) => {
+                let Some(v) = value else {
+                    counter.is_counter = false;
+                    continue;
+                };
+                if counter.first_write_invoke.is_none_or(|w| invoke_time < w)
+                    && counter.initial.is_none()
+                {
+                    counter.initial = Some(v);
+                }
+                counter.reads.push((invoke_time, op.time, v, op.index));
+                last_read.insert((op.process, op.key), v);
+            }
+            (OpF::Write, OpType::Ok) => {
+                let Some(v) = invoke_value else {
+                    counter.is_counter = false;
+                    continue;
+                };
+                if last_read.get(&(op.process, op.key)) != Some(&(v - 1)) {
+                    counter.is_counter = false;
+                }
+                counter.acked.push((v, op.index, op.process, op.time));
+            }
+            _ => {}
+        }
+    }
+
+    let (mut checked, mut skipped) = (0, 0);
+    for (key, counter) in counters.iter_mut().enumerate() {
+        if !counter.seen || counter.acked.is_empty() {
+            continue;
+        }
+        if !counter.is_counter {
+            skipped += 1;
+            continue;
+        }
+        checked += 1;
+        lost_updates(names, key as KeyId, counter, findings);
+    }
+    (checked, skipped)
+}
+
+fn lost_updates(names: &Names, key: KeyId, counter: &mut Counter, findings: &mut Findings) {
+    let key_name = names.history.key_name(key);
+    let initial = counter.initial.unwrap_or(0);
+    let acked = counter.acked.len() as i64;
+    let last_ack = counter.acked.iter().map(|w| w.3).max().unwrap_or(i64::MIN);
+    // The final read: the last one invoked after every acknowledged write had completed.
+    let final_read = counter
+        .reads
+        .iter()
+        .filter(|r| r.0 > last_ack)
+        .max_by_key(|r| (r.1, r.3))
+        .copied();
+    counter.acked.sort_unstable();
+    let duplicated: Vec<&[(i64, u32, ProcessId, i64)]> = counter
+        .acked
+        .chunk_by(|a, b| a.0 == b.0)
+        .filter(|group| group.len() > 1)
+        .collect();
+    let missing = final_read.map_or(0, |r| initial + acked - r.2);
+    if missing <= 0 && duplicated.is_empty() {
+        return;
+    }
+    findings.add("lost-update", || {
+        let mut indices: Vec<u64> = final_read.iter().map(|r| u64::from(r.3)).collect();
+        let mut processes: Vec<u64> = Vec::new();
+        for group in duplicated.iter().take(10) {
+            for write in group.iter() {
+                indices.push(u64::from(write.1));
+                processes.push(names.process(write.2));
+            }
+        }
+        processes.sort_unstable();
+        processes.dedup();
+        let mut parts = Vec::new();
+        if let Some((_, time, value, index)) = final_read {
+            if missing > 0 {
+                parts.push(format!(
+                    "the final read (event {index}, at {}) found {value}, but it started at {initial} and {acked} increments were acknowledged: {missing} lost",
+                    fmt_time(time)
+                ));
+            }
+        }
+        if !duplicated.is_empty() {
+            let examples: Vec<String> = duplicated
+                .iter()
+                .take(3)
+                .map(|g| {
+                    let events: Vec<String> = g.iter().map(|w| w.1.to_string()).collect();
+                    format!("value {} by events {}", g[0].0, events.join(", "))
+                })
+                .collect();
+            parts.push(format!(
+                "{} values were written by more than one acknowledged increment ({}): each of those increments started from the same count",
+                duplicated.len(),
+                examples.join("; ")
+            ));
+        }
+        let start = counter.acked.iter().map(|w| w.3).min().unwrap_or(0);
+        let end = final_read.map_or(last_ack, |r| r.1);
+        Anomaly {
+            kind: "lost-update".into(),
+            key: key_name.to_string(),
+            processes,
+            indices,
+            explanation: format!("The counter guarded by {key_name} lost updates: {}.", parts.join("; and ")),
+            start,
+            end,
+            lease_expired: None,
+            tokens: Vec::new(),
+            cycle: Vec::new(),
+        }
+    });
+}
