@@ -145,3 +145,6 @@ pub fn check(history: &History, options: &CheckOptions) -> Report {
         warnings: history.warnings.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,660 @@
+//! Unit tests of every rule, on hand-written histories: each anomaly kind found when present
+//! and silent when absent, with the tricky cases beside them.
+//!
+//! Histories are written one event per line as `time_ms process type f key [value-json]`;
+//! `time_ms` may be fractional, `process` may be `nemesis` (then `f` is the fault and `key`
+//! is `-`). Indices are assigned in line order.
+
+use serde_json::Value;
+
+use super::{check, CheckOptions};
+use crate::history::reader::read_jsonl;
+use crate::report::{Anomaly, Report};
+
+fn history_text(text: &str) -> String {
+    let mut out = String::new();
+    for (index, line) in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .enumerate()
+    {
+        let mut parts = line.split_whitespace();
+        let time_ms: f64 = parts.next().unwrap().parse().unwrap();
+        let process = parts.next().unwrap();
+        let ty = parts.next().unwrap();
+        let f = parts.next().unwrap();
+        let key = parts.next().unwrap();
+        let rest: Vec<&str> = parts.collect();
+        let value: Option<Value> =
+            (!rest.is_empty()).then(|| serde_json::from_str(&rest.join(" ")).unwrap());
+        let mut event = serde_json::json!({
+            "index": index,
+            "time": (time_ms * 1e6).round() as i64,
+            "type": ty,
+            "f": f,
+        });
+        event["process"] = match process.parse::<u64>() {
+            Ok(p) => p.into(),
+            Err(_) => process.into(),
+        };
+        if key != "-" {
+            event["key"] = key.into();
+        }
+        if let Some(value) = value {
+            event["value"] = value;
+        }
+        out.push_str(&event.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+fn run_with(text: &str, options: &CheckOptions) -> Report {
+    let jsonl = history_text(text);
+    let history = read_jsonl(jsonl.as_bytes(), "test", None).expect("a valid history");
+    check(&history, options)
+}
+
+fn run(text: &str) -> Report {
+    run_with(text, &CheckOptions::default())
+}
+
+fn kinds(report: &Report) -> Vec<&str> {
+    let mut kinds: Vec<&str> = report.anomalies.iter().map(|a| a.kind.as_str()).collect();
+    kinds.dedup();
+    kinds
+}
+
+fn only<'a>(report: &'a Report, kind: &str) -> &'a Anomaly {
+    let found: Vec<&Anomaly> = report.anomalies.iter().filter(|a| a.kind == kind).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one {kind}: {:#?}",
+        report.anomalies
+    );
+    assert_eq!(kinds(report), vec![kind], "{:#?}", report.anomalies);
+    found[0]
+}
+
+fn assert_valid(report: &Report) {
+    assert!(report.valid, "expected valid, got {:#?}", report.anomalies);
+    assert!(report.anomalies.is_empty());
+}
+
+// ---------------------------------------------------------------- overlap
+
+#[test]
+fn overlap_inside_the_lease_is_the_lock_failing() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"lease_ms":1000}
+        100  1 invoke acquire k
+        101  1 ok     acquire k {"lease_ms":1000}
+        200  0 invoke release k
+        201  0 ok     release k
+        300  1 invoke release k
+        301  1 ok     release k
+    "#);
+    let overlap = only(&report, "overlap");
+    assert_eq!(overlap.lease_expired, Some(false));
+    assert!(overlap.indices.contains(&1) && overlap.indices.contains(&3));
+    assert_eq!(overlap.processes, vec![0, 1]);
+    assert_eq!((overlap.start, overlap.end), (101_000_000, 200_000_000));
+    assert!(overlap.explanation.contains("the lock itself failed"));
+    assert!(!report.valid);
+}
+
+#[test]
+fn overlap_after_the_lease_ran_out_is_a_lease_expiry_hazard() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"lease_ms":100}
+        500  1 invoke acquire k
+        501  1 ok     acquire k {"lease_ms":100}
+        550  0 invoke release k
+        551  0 fail   release k
+        560  1 invoke release k
+        561  1 ok     release k
+    "#);
+    let overlap = only(&report, "overlap");
+    assert_eq!(overlap.lease_expired, Some(true));
+    assert!(
+        overlap.explanation.contains("lease-expiry hazard"),
+        "{}",
+        overlap.explanation
+    );
+    // The failed release came after the lease ran out: expected, not a lost lock.
+    assert_eq!(report.stats.per_key["k"].expected_losses, 1);
+}
+
+#[test]
+fn a_renew_moves_the_lease_so_a_later_overlap_is_inside_it() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"lease_ms":100}
+        80   0 invoke renew   k
+        81   0 ok     renew   k {"lease_ms":100}
+        150  1 invoke acquire k
+        151  1 ok     acquire k {"lease_ms":100}
+    "#);
+    assert_eq!(only(&report, "overlap").lease_expired, Some(false));
+}
+
+#[test]
+fn no_lease_means_held_until_released() {
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k {"token":null,"lease_ms":null}
+        9000  1 invoke acquire k
+        9001  1 ok     acquire k
+    "#);
+    assert_eq!(only(&report, "overlap").lease_expired, Some(false));
+}
+
+#[test]
+fn a_hand_over_at_the_same_nanosecond_is_not_an_overlap() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"lease_ms":1000}
+        50   1 invoke acquire k
+        100  1 ok     acquire k {"lease_ms":1000}
+        100  0 invoke release k
+        101  0 ok     release k
+        200  1 invoke release k
+        201  1 ok     release k
+    "#);
+    assert_valid(&report);
+}
+
+#[test]
+fn sequential_holds_of_many_processes_are_valid() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k
+        2    1 invoke acquire k
+        3    1 fail   acquire k
+        10   0 invoke release k
+        11   0 ok     release k
+        12   1 invoke acquire k
+        13   1 ok     acquire k
+        20   1 invoke release k
+        21   1 ok     release k
+        22   2 invoke acquire other
+        23   2 ok     acquire other
+    "#);
+    assert_valid(&report);
+    assert_eq!(report.stats.per_key["k"].acquisitions, 2);
+    assert_eq!(report.stats.per_key["k"].failed_attempts, 1);
+}
+
+#[test]
+fn reentrant_acquires_nest_and_the_hold_ends_with_the_outer_release() {
+    let nested = r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"lease_ms":1000}
+        2    0 invoke acquire k
+        3    0 ok     acquire k {"lease_ms":1000}
+        4    0 invoke release k
+        5    0 ok     release k
+        6    1 invoke acquire k
+        7    1 ok     acquire k {"lease_ms":1000}
+    "#;
+    // One release of two nested acquires: process 0 still holds the key.
+    let report = run(nested);
+    assert_eq!(only(&report, "overlap").processes, vec![0, 1]);
+
+    let released = nested.replace(
+        "6    1 invoke acquire k",
+        "5.5  0 invoke release k\n 5.7  0 ok release k\n 6    1 invoke acquire k",
+    );
+    assert_valid(&run(&released));
+}
+
+#[test]
+fn an_indeterminate_acquire_never_makes_a_holder() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        5    0 info   acquire k
+        10   1 invoke acquire k
+        11   1 ok     acquire k {"lease_ms":100}
+        20   1 invoke release k
+        21   1 ok     release k
+    "#);
+    assert_valid(&report);
+    assert_eq!(report.stats.per_key["k"].indeterminate_attempts, 1);
+}
+
+#[test]
+fn a_killed_holder_holds_no_more() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"lease_ms":100}
+        2    0 invoke write   k {"token":null,"value":1}
+        50   nemesis info kill - {"targets":["worker-0"],"processes":[0]}
+        50   0 info   write   k
+        150  1 invoke acquire k
+        151  1 ok     acquire k {"lease_ms":100}
+    "#);
+    assert_valid(&report);
+}
+
+#[test]
+fn a_holder_never_released_holds_to_the_end_of_the_history() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"lease_ms":100}
+        900  1 invoke acquire k
+        901  1 ok     acquire k {"lease_ms":100}
+    "#);
+    let overlap = only(&report, "overlap");
+    assert_eq!(overlap.lease_expired, Some(true));
+    assert!(overlap.explanation.contains("end of the history"));
+}
+
+// ---------------------------------------------------------------- lost-lock
+
+#[test]
+fn a_renew_failing_inside_the_lease_is_a_lost_lock() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"lease_ms":1000}
+        300  0 invoke renew   k
+        301  0 fail   renew   k
+    "#);
+    let lost = only(&report, "lost-lock");
+    assert_eq!(lost.indices, vec![1, 2, 3]);
+}
+
+#[test]
+fn a_release_failing_with_no_lease_is_a_lost_lock() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k
+        300  0 invoke release k
+        301  0 fail   release k
+    "#);
+    assert_eq!(only(&report, "lost-lock").indices, vec![1, 2, 3]);
+}
+
+#[test]
+fn a_lock_lost_after_its_lease_ran_out_is_expected() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"lease_ms":100}
+        300  0 invoke renew   k
+        301  0 fail   renew   k
+        302  0 invoke release k
+        303  0 fail   release k
+    "#);
+    assert_valid(&report);
+    assert_eq!(report.stats.per_key["k"].expected_losses, 2);
+}
+
+#[test]
+fn a_lease_running_out_during_the_failing_call_excuses_it() {
+    // Lease ends at 100ms; the renew was sent before, answered after.
+    let report = run(r#"
+        0    0 invoke acquire k
+        0    0 ok     acquire k {"lease_ms":100}
+        99   0 invoke renew   k
+        101  0 fail   renew   k
+    "#);
+    assert_valid(&report);
+}
+
+// ---------------------------------------------------------------- fencing
+
+const PAUSED_HOLDER: &str = r#"
+    0     0 invoke acquire k
+    1     0 ok     acquire k {"token":33,"lease_ms":100}
+    200   1 invoke acquire k
+    201   1 ok     acquire k {"token":34,"lease_ms":100}
+    202   1 invoke write   k {"token":34,"value":"b"}
+    203   1 OUTCOME_B write   k
+    300   0 invoke write   k {"token":33,"value":"a"}
+    301   0 OUTCOME_A write   k
+"#;
+
+#[test]
+fn a_stale_write_accepted_after_a_later_holders_write_is_found() {
+    let report = run(&PAUSED_HOLDER
+        .replace("OUTCOME_A", "ok")
+        .replace("OUTCOME_B", "ok"));
+    let stale = report
+        .anomalies
+        .iter()
+        .find(|a| a.kind == "stale-write")
+        .unwrap();
+    assert_eq!(stale.indices, vec![1, 3, 4, 5, 6, 7]);
+    assert_eq!(stale.tokens, vec![33, 34]);
+    assert_eq!(stale.cycle.len(), 2, "{:?}", stale.cycle);
+    assert_eq!(kinds(&report), vec!["overlap", "stale-write"]);
+}
+
+#[test]
+fn a_fenced_resource_rejecting_the_stale_write_is_not_a_stale_write() {
+    let report = run(&PAUSED_HOLDER
+        .replace("OUTCOME_A", "fail")
+        .replace("OUTCOME_B", "ok"));
+    assert_eq!(kinds(&report), vec!["overlap"]);
+}
+
+#[test]
+fn an_indeterminate_write_is_not_known_to_be_accepted() {
+    let report = run(&PAUSED_HOLDER
+        .replace("OUTCOME_A", "ok")
+        .replace("OUTCOME_B", "info"));
+    assert_eq!(kinds(&report), vec!["overlap"]);
+}
+
+#[test]
+fn stale_writes_need_no_tokens() {
+    let text = PAUSED_HOLDER
+        .replace("OUTCOME_A", "ok")
+        .replace("OUTCOME_B", "ok")
+        .replace(r#""token":33,"#, "")
+        .replace(r#""token":34,"#, "");
+    let report = run(&text);
+    let stale = report
+        .anomalies
+        .iter()
+        .find(|a| a.kind == "stale-write")
+        .unwrap();
+    assert!(stale.tokens.is_empty());
+}
+
+#[test]
+fn writes_in_lock_order_are_not_stale() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"token":1}
+        2    0 invoke write   k {"token":1,"value":1}
+        3    0 ok     write   k
+        4    0 invoke release k
+        5    0 ok     release k
+        6    1 invoke acquire k
+        7    1 ok     acquire k {"token":2}
+        8    1 invoke write   k {"token":2,"value":2}
+        9    1 ok     write   k
+    "#);
+    assert_valid(&report);
+}
+
+#[test]
+fn two_holds_with_one_token_are_a_duplicate() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"token":7}
+        2    0 invoke release k
+        3    0 ok     release k
+        4    1 invoke acquire k
+        5    1 ok     acquire k {"token":7}
+    "#);
+    let duplicate = only(&report, "duplicate-token");
+    assert_eq!(duplicate.indices, vec![1, 5]);
+}
+
+#[test]
+fn a_later_hold_with_a_lower_token_is_a_token_order_cycle() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"token":9}
+        2    0 invoke release k
+        3    0 ok     release k
+        4    1 invoke acquire k
+        5    1 ok     acquire k {"token":5}
+        6    1 invoke release k
+        7    1 ok     release k
+    "#);
+    let cycle = only(&report, "token-order");
+    assert!(
+        cycle.indices.contains(&1) && cycle.indices.contains(&5),
+        "{cycle:?}"
+    );
+    assert_eq!(cycle.cycle.len(), 2, "{:?}", cycle.cycle);
+    assert!(cycle.cycle.iter().any(|s| s.contains("real time")));
+    assert!(cycle.cycle.iter().any(|s| s.contains("token order")));
+}
+
+#[test]
+fn a_token_order_violation_across_a_chain_of_holds_is_found() {
+    // 0 -> 1 -> 2 in real time; the tokens go 5, 9, 6: hold 2 got a token below hold 1's.
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"token":5}
+        2    0 invoke release k
+        3    0 ok     release k
+        4    1 invoke acquire k
+        5    1 ok     acquire k {"token":9}
+        6    1 invoke release k
+        7    1 ok     release k
+        8    2 invoke acquire k
+        9    2 ok     acquire k {"token":6}
+    "#);
+    let cycle = only(&report, "token-order");
+    assert!(
+        cycle.indices.contains(&5) && cycle.indices.contains(&9),
+        "{cycle:?}"
+    );
+}
+
+#[test]
+fn overlapping_holds_may_have_tokens_in_any_order() {
+    // Their order in real time is undefined, so no token order is implied; the overlap
+    // itself is reported.
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"token":9}
+        2    1 invoke acquire k
+        3    1 ok     acquire k {"token":5}
+        4    0 invoke release k
+        5    1 invoke release k
+    "#);
+    assert_eq!(kinds(&report), vec!["overlap"]);
+}
+
+// ---------------------------------------------------------------- liveness
+
+const DEADLOCK: &str = r#"
+    0     0 invoke acquire k
+    1     0 ok     acquire k LEASE
+    10    nemesis info kill - {"targets":["worker-0"],"processes":[0]}
+    100   1 invoke acquire k
+    101   1 fail   acquire k
+    700   1 invoke acquire k
+    701   1 fail   acquire k
+    1500  1 invoke acquire k
+    1501  1 fail   acquire k
+    1600  1 invoke acquire k
+    1601  1 ok     acquire k {"lease_ms":300}
+"#;
+
+#[test]
+fn a_killed_holder_with_no_lease_makes_the_key_unavailable() {
+    let report = run(&DEADLOCK.replace("LEASE", ""));
+    let stuck = only(&report, "unavailable");
+    // Free from the kill (event 2) until the next acquisition (event 10).
+    assert_eq!((stuck.start, stuck.end), (10_000_000, 1_601_000_000));
+    assert!(
+        stuck.indices.contains(&2) && stuck.indices.contains(&10),
+        "{stuck:?}"
+    );
+}
+
+#[test]
+fn a_killed_holders_running_lease_excuses_the_wait() {
+    // The lease runs to 1500ms; the next acquisition comes 101ms after it.
+    let report = run(&DEADLOCK.replace("LEASE", r#"{"lease_ms":1500}"#));
+    assert_valid(&report);
+    assert!(report.stats.per_key["k"].longest_free_ms < 1000.0);
+}
+
+#[test]
+fn the_liveness_bound_is_an_option() {
+    let text = DEADLOCK.replace("LEASE", r#"{"lease_ms":1000}"#);
+    assert_valid(&run(&text));
+    let strict = CheckOptions {
+        liveness_bound_ns: 400_000_000,
+        ..CheckOptions::default()
+    };
+    only(&run_with(&text, &strict), "unavailable");
+}
+
+#[test]
+fn a_release_that_frees_nothing_shows_as_unavailable() {
+    // lua-getset's flaw: the release is ok, yet acquires fail until the TTL.
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k {"lease_ms":3000}
+        10    0 invoke release k
+        11    0 ok     release k
+        20    1 invoke acquire k
+        21    1 fail   acquire k
+        2000  1 invoke acquire k
+        2001  1 fail   acquire k
+        3100  1 invoke acquire k
+        3101  1 ok     acquire k {"lease_ms":3000}
+    "#);
+    let stuck = only(&report, "unavailable");
+    assert_eq!(stuck.start, 11_000_000);
+}
+
+#[test]
+fn a_long_free_stretch_nobody_tried_is_not_unavailable() {
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k
+        10    0 invoke release k
+        11    0 ok     release k
+        5000  1 invoke acquire k
+        5001  1 ok     acquire k
+    "#);
+    assert_valid(&report);
+}
+
+#[test]
+fn an_indeterminate_acquire_blocks_for_the_longest_lease_seen() {
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k {"lease_ms":2000}
+        10    0 invoke release k
+        11    0 ok     release k
+        20    1 invoke acquire k
+        30    1 info   acquire k
+        40    2 invoke acquire k
+        41    2 fail   acquire k
+        1900  2 invoke acquire k
+        1901  2 fail   acquire k
+        2100  2 invoke acquire k
+        2101  2 ok     acquire k {"lease_ms":2000}
+    "#);
+    assert_valid(&report);
+}
+
+const STARVING: &str = r#"
+    0      0 invoke acquire k
+    1      0 ok     acquire k {"lease_ms":1000}
+    2      1 invoke acquire k
+    500    0 invoke release k
+    501    0 ok     release k
+    502    2 invoke acquire k
+    503    2 ok     acquire k {"lease_ms":1000}
+    6000   1 fail   acquire k
+    6001   1 invoke acquire k
+    11000  1 fail   acquire k
+    11001  1 invoke acquire k
+    12000  1 FINAL  acquire k
+"#;
+
+#[test]
+fn a_process_failing_for_longer_than_the_bound_while_others_acquire_starves() {
+    let report = run(&STARVING.replace("FINAL", "fail"));
+    let starving = report
+        .anomalies
+        .iter()
+        .find(|a| a.kind == "starvation")
+        .unwrap();
+    assert_eq!(starving.processes, vec![1, 2]);
+    assert!(starving.indices.contains(&2), "{starving:?}");
+}
+
+#[test]
+fn no_starvation_when_nobody_else_got_the_lock_or_within_the_bound() {
+    let alone = STARVING.replace(
+        "502    2 invoke acquire k\n    503    2 ok     acquire k {\"lease_ms\":1000}\n",
+        "",
+    );
+    let report = run(&alone.replace("FINAL", "fail"));
+    assert!(
+        report.anomalies.iter().all(|a| a.kind != "starvation"),
+        "{:#?}",
+        report.anomalies
+    );
+    let patient = CheckOptions {
+        starvation_bound_ns: 20_000_000_000,
+        ..CheckOptions::default()
+    };
+    let report = run_with(&STARVING.replace("FINAL", "fail"), &patient);
+    assert!(report.anomalies.iter().all(|a| a.kind != "starvation"));
+}
+
+// ---------------------------------------------------------------- lost-update
+
+fn counter_history(second_read: i64, final_read: i64) -> String {
+    format!(
+        r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k
+        2    0 invoke read    k
+        3    0 ok     read    k {{"value":null}}
+        4    0 invoke write   k {{"token":null,"value":1}}
+        5    0 ok     write   k
+        6    0 invoke release k
+        7    0 ok     release k
+        8    1 invoke acquire k
+        9    1 ok     acquire k
+        10   1 invoke read    k
+        11   1 ok     read    k {{"value":{second_read}}}
+        12   1 invoke write   k {{"token":null,"value":{}}}
+        13   1 ok     write   k
+        14   1 invoke release k
+        15   1 ok     release k
+        16   2 invoke read    k
+        17   2 ok     read    k {{"value":{final_read}}}
+    "#,
+        second_read + 1
+    )
+}
+
+#[test]
+fn increments_under_a_correct_lock_lose_nothing() {
+    assert_valid(&run(&counter_history(1, 2)));
+}
+
+#[test]
+fn two_increments_from_the_same_count_are_a_lost_update() {
+    let report = run(&counter_history(0, 1));
+    let lost = only(&report, "lost-update");
+    assert!(
+        lost.indices.contains(&5) && lost.indices.contains(&13),
+        "{lost:?}"
+    );
+    assert!(lost.indices.contains(&17));
+}
+
+#[test]
+fn a_final_read_below_the_acknowledged_increments_is_a_lost_update() {
+    let report = run(&counter_history(1, 1));
+    let lost = only(&report, "lost-update");
+    assert!(lost.explanation.contains("1 lost"), "{}", lost.explanation);
+}
+
+#[test]
+fn values_that_are_not_a_counter_are_skipped_not_guessed() {
+    let text = counter_history(0, 1).replace(r#"{"value":null}"#, r#"{"value":"x"}"#);
+    let report = run(&text);
+    assert_valid(&report);
+    assert_eq!(report.checks["register"].figures["keys_skipped"], 1);
+}
