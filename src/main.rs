@@ -85,13 +85,21 @@ fn run(command: Command) -> anyhow::Result<u8> {
             starvation_bound,
             limit,
         } => {
+            let started = std::time::Instant::now();
             let history = history::read_file(&path)?;
+            tracing::info!(
+                "read {} events in {:.3}s",
+                history.ops.len(),
+                started.elapsed().as_secs_f64()
+            );
+            let started = std::time::Instant::now();
             let options = CheckOptions {
                 liveness_bound_ns: nanos(liveness_bound),
                 starvation_bound_ns: nanos(starvation_bound),
                 anomaly_limit: limit,
             };
             let report = checker::check(&history, &options);
+            tracing::info!("checked in {:.3}s", started.elapsed().as_secs_f64());
             if let Some(dir) = &out {
                 std::fs::create_dir_all(dir)
                     .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;

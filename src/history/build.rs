@@ -5,7 +5,7 @@
 //! process, completions that match their invoke and come no earlier, retired processes that
 //! stay retired, and per-process time order.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::compact::{flags, Fault, History, KeyId, Op, OpF, OpType, ProcessId, NEMESIS, NO_KEY};
 use super::error::HistoryError;
@@ -85,8 +85,8 @@ impl HistoryBuilder {
         HistoryBuilder {
             source: source.to_string(),
             history: History::default(),
-            key_ids: HashMap::new(),
-            process_ids: HashMap::new(),
+            key_ids: HashMap::default(),
+            process_ids: HashMap::default(),
             states: Vec::new(),
         }
     }

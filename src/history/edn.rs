@@ -1053,7 +1053,7 @@ mod tests {
         assert!(message.contains("\"1\""), "{message}");
         let text = EDN_VECTOR.replacen(":process 1", ":process -1", 1);
         let (line, field, _) = error_of(&text);
-        assert_eq!((line, field.as_str()), (7, "process"));
+        assert_eq!((line, field.as_str()), (8, "process"));
         let (_, field, _) =
             error_of(&EDN_LINES.replacen(":process :nemesis", ":process :chaos", 1));
         assert_eq!(field, "process");
@@ -1078,7 +1078,14 @@ mod tests {
         let text = EDN_LINES.replacen(":time 91000", ":time 1000", 1);
         let (line, field, message) = error_of(&text);
         assert_eq!((line, field.as_str()), (2, "time"), "{message}");
-        assert!(message.contains("earlier than its invoke"), "{message}");
+        assert!(message.contains("back in time"), "{message}");
+        let text = EDN_LINES.replacen(":type :ok, :f :acquire", ":type :invoke, :f :release", 1);
+        let (line, field, message) = error_of(&text);
+        assert_eq!((line, field.as_str()), (2, "type"), "{message}");
+        assert!(
+            message.contains("invoked at line 1 is still pending"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -1086,7 +1093,8 @@ mod tests {
         let text = EDN_LINES.replacen(":index 4}", ":index 4", 1);
         let (line, _, message) = error_of(&text);
         assert!(line >= 5, "{message}");
-        let (line, _, message) = error_of("{:process 0, :type :invoke}\n{:f :: :process 0}\n");
+        let (line, _, message) =
+            error_of("{:process 0, :type :invoke, :f :acquire}\n{:f :: :process 0}\n");
         assert_eq!(line, 2, "{message}");
         assert!(message.contains("not valid EDN"), "{message}");
         let (line, _, message) = error_of("[{:process 0, :type :invoke, :f :acquire}\n");
@@ -1094,7 +1102,7 @@ mod tests {
         assert!(message.contains("`[`"), "{message}");
         let (line, _, message) = error_of("[]\n{:process 0}\n");
         assert_eq!(line, 2, "{message}");
-        let (line, _, message) = error_of("{:process 0}\n42\n");
+        let (line, _, message) = error_of("{:process 0, :type :invoke, :f :acquire}\n42\n");
         assert_eq!(line, 2, "{message}");
         assert!(message.contains("expected an op map"), "{message}");
         let (line, _, message) = error_of("\n\n}\n");

@@ -17,6 +17,7 @@ use super::build::{EventRef, HistoryBuilder, Payload, ValueShape};
 use super::compact::History;
 use super::error::HistoryError;
 use super::event::{EventType, Process};
+use super::fast_line;
 
 /// The shortest plausible line is about 60 bytes; reserving for that many events costs no
 /// resident memory for what goes unused, and spares the op vector from doubling.
@@ -60,6 +61,10 @@ pub fn read_jsonl<R: Read>(
                 return Err(HistoryError::at(source, line_no, "", "empty line".into()));
             }
             break;
+        }
+        if let Some(event) = fast_line::parse(text) {
+            builder.push(line_no, &event)?;
+            continue;
         }
         match parse_line(text) {
             Ok(raw) => builder.push(line_no, &raw.as_event_ref())?,

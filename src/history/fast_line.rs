@@ -1,0 +1,305 @@
+//! A fast path for the lines lockaudit's own recorder writes.
+//!
+//! serde_json parses a history at about 1M lines/s; the benchmark asks for 5M events/s end
+//! to end. This scanner handles the common shape of a line (known fields, integers, strings
+//! without escapes, a flat `value` object) in one pass over its bytes, and gives up (`None`)
+//! at anything else: the caller then parses the line with serde, which accepts every valid
+//! line and explains every invalid one. So the fast path decides nothing on its own: for
+//! any line it either agrees with serde or steps aside.
+
+use super::build::{EventRef, Payload, ValueShape};
+use super::event::{EventType, Process};
+
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\r' | b'\n') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        self.skip_ws();
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    /// A string with no escapes (anything with a backslash goes to serde).
+    fn string(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.at;
+        let rest = &self.bytes[start..];
+        let len = rest
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        if rest[len] != b'"' {
+            return None;
+        }
+        self.at = start + len + 1;
+        std::str::from_utf8(&rest[..len]).ok()
+    }
+
+    /// An integer that fits i64, with no fraction or exponent.
+    fn integer(&mut self) -> Option<i64> {
+        self.skip_ws();
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.at += 1;
+        }
+        let start = self.at;
+        let mut value: i64 = 0;
+        while let Some(digit @ b'0'..=b'9') = self.peek() {
+            value = value
+                .checked_mul(10)?
+                .checked_add(i64::from(digit - b'0'))?;
+            self.at += 1;
+        }
+        let digits = self.at - start;
+        // JSON forbids leading zeros; a fraction or exponent is not an integer.
+        if digits == 0 || (digits > 1 && self.bytes[start] == b'0') {
+            return None;
+        }
+        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        Some(if negative { -value } else { value })
+    }
+
+    fn null(&mut self) -> Option<()> {
+        self.skip_ws();
+        if self.bytes[self.at..].starts_with(b"null") {
+            self.at += 4;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    fn is_null_next(&mut self) -> bool {
+        self.skip_ws();
+        self.bytes[self.at..].starts_with(b"null")
+    }
+
+    /// After a member: `,` (more follow: true) or `}` (the object ends: false).
+    fn next_member(&mut self) -> Option<bool> {
+        self.skip_ws();
+        match self.peek()? {
+            b',' => {
+                self.at += 1;
+                Some(true)
+            }
+            b'}' => {
+                self.at += 1;
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+
+    fn optional_int(&mut self) -> Option<Option<i64>> {
+        if self.is_null_next() {
+            self.null()?;
+            Some(None)
+        } else {
+            Some(Some(self.integer()?))
+        }
+    }
+
+    /// The `value` object: token, lease_ms and value; anything else goes to serde.
+    fn payload(&mut self) -> Option<Payload> {
+        let mut payload = Payload::default();
+        self.eat(b'{')?;
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Some(payload);
+        }
+        let mut seen = 0u8;
+        loop {
+            let name = self.string()?;
+            self.eat(b':')?;
+            let bit = match name {
+                "token" => {
+                    payload.token = self.optional_int()?;
+                    1
+                }
+                "lease_ms" => {
+                    payload.lease_ms = self.optional_int()?;
+                    2
+                }
+                "value" => {
+                    self.skip_ws();
+                    payload.value = match self.peek()? {
+                        b'n' => {
+                            self.null()?;
+                            ValueShape::Null
+                        }
+                        b'"' => {
+                            self.string()?;
+                            ValueShape::Other
+                        }
+                        _ => ValueShape::Int(self.integer()?),
+                    };
+                    4
+                }
+                _ => return None,
+            };
+            if seen & bit != 0 {
+                return None; // a duplicate field: serde's error message
+            }
+            seen |= bit;
+            if !self.next_member()? {
+                return Some(payload);
+            }
+        }
+    }
+}
+
+/// Parses `line` if it has the common shape; `None` means "ask serde".
+pub fn parse(line: &[u8]) -> Option<EventRef<'_>> {
+    let mut s = Scanner { bytes: line, at: 0 };
+    s.eat(b'{')?;
+    let (mut index, mut time, mut process, mut ty, mut f) = (None, None, None, None, None);
+    let mut key = None;
+    let mut payload = Payload::default();
+    let mut seen = 0u16;
+    loop {
+        let name = s.string()?;
+        s.eat(b':')?;
+        let bit = match name {
+            "index" => {
+                index = Some(u64::try_from(s.integer()?).ok()?);
+                1
+            }
+            "time" => {
+                time = Some(s.integer()?);
+                2
+            }
+            "process" => {
+                s.skip_ws();
+                process = Some(if s.peek()? == b'"' {
+                    match s.string()? {
+                        "nemesis" => Process::Nemesis,
+                        _ => return None,
+                    }
+                } else {
+                    Process::Client(u64::try_from(s.integer()?).ok()?)
+                });
+                4
+            }
+            "type" => {
+                ty = Some(match s.string()? {
+                    "invoke" => EventType::Invoke,
+                    "ok" => EventType::Ok,
+                    "fail" => EventType::Fail,
+                    "info" => EventType::Info,
+                    _ => return None,
+                });
+                8
+            }
+            "f" => {
+                f = Some(s.string()?);
+                16
+            }
+            "key" => {
+                key = if s.is_null_next() {
+                    s.null()?;
+                    None
+                } else {
+                    Some(s.string()?)
+                };
+                32
+            }
+            "value" => {
+                if s.is_null_next() {
+                    s.null()?;
+                } else {
+                    payload = s.payload()?;
+                }
+                64
+            }
+            "error" | "node" => {
+                if s.is_null_next() {
+                    s.null()?;
+                } else {
+                    s.string()?;
+                }
+                128
+            }
+            "wall" => {
+                s.optional_int()?;
+                256
+            }
+            _ => return None,
+        };
+        if seen & bit != 0 {
+            return None;
+        }
+        seen |= bit;
+        if !s.next_member()? {
+            break;
+        }
+    }
+    s.skip_ws();
+    if s.at != line.len() {
+        return None;
+    }
+    Some(EventRef {
+        index: index?,
+        time: time?,
+        process: process?,
+        ty: ty?,
+        f: f?,
+        key,
+        payload,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_common_shapes() {
+        let e = parse(br#"{"index":1,"time":91000,"process":0,"type":"ok","f":"acquire","key":"lock:a","value":{"token":33,"lease_ms":2000}}"#).unwrap();
+        assert_eq!(
+            (e.index, e.time, e.process, e.ty),
+            (1, 91000, Process::Client(0), EventType::Ok)
+        );
+        assert_eq!((e.f, e.key), ("acquire", Some("lock:a")));
+        assert_eq!(
+            (e.payload.token, e.payload.lease_ms),
+            (Some(33), Some(2000))
+        );
+        let e = parse(br#"{ "index": 5, "time": -3, "process": 2, "type": "invoke", "f": "write", "key": "k", "value": {"token": null, "value": "b"}, "error": "x", "wall": 17 }"#).unwrap();
+        assert_eq!(
+            (e.time, e.payload.value, e.payload.token),
+            (-3, ValueShape::Other, None)
+        );
+    }
+
+    #[test]
+    fn steps_aside_for_anything_unusual() {
+        for line in [
+            &br#"{"index":1,"time":1,"process":0,"type":"ok","f":"acquire","key":"a\"b"}"#[..],
+            br#"{"index":1,"time":1.5,"process":0,"type":"ok","f":"acquire","key":"a"}"#,
+            br#"{"index":1,"time":1,"process":0,"type":"ok","f":"acquire","key":"a","extra":1}"#,
+            br#"{"index":1,"time":1,"process":0,"type":"ok","f":"acquire","key":"a","key":"b"}"#,
+            br#"{"index":1,"time":1,"process":0,"type":"ok","f":"acquire"} x"#,
+            br#"{"index":1,"time":1,"process":"nemesis","type":"info","f":"kill","value":{"processes":[1]}}"#,
+            br#"{"index":01,"time":1,"process":0,"type":"ok","f":"acquire","key":"a"}"#,
+            br#"{"index":1,"time":99999999999999999999,"process":0,"type":"ok","f":"acquire","key":"a"}"#,
+            br#"{"index":1,"time":1,"process":0,"type":"done","f":"acquire","key":"a"}"#,
+            br#"{"time":1,"process":0,"type":"ok","f":"acquire","key":"a"}"#,
+        ] {
+            assert!(parse(line).is_none(), "{}", String::from_utf8_lossy(line));
+        }
+    }
+}
