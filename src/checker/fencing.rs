@@ -7,7 +7,7 @@
 //! - token-order: a hold that ended before another began got a token that is not lower;
 //!   found as cycles in the precedence graph (see `precedence.rs`).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::history::compact::{Op, OpF, OpType};
 use crate::report::Anomaly;
@@ -25,7 +25,7 @@ pub fn check(names: &Names, findings: &mut Findings) {
 
 fn duplicate_tokens(names: &Names, findings: &mut Findings) {
     let holds = &names.holds.holds;
-    let mut first_with: HashMap<(u32, i64), usize> = HashMap::new();
+    let mut first_with: HashMap<(u32, i64), usize> = HashMap::default();
     for (id, hold) in holds.iter().enumerate() {
         let Some(token) = hold.token else { continue };
         let first = *first_with.entry((hold.key, token)).or_insert(id);

@@ -7,6 +7,8 @@
 //! acquire that may have taken the lock, *blocks* the key over an interval; the key is free
 //! in the gaps between blocking intervals.
 
+use rustc_hash::FxHashMap as HashMap;
+
 use crate::history::compact::{KeyId, OpF, OpType, ProcessId};
 use crate::report::{Anomaly, KeyStats, Percentiles};
 use crate::units::{fmt_span, fmt_time};
@@ -249,9 +251,9 @@ fn starvation(
         .map(|a| (a.completion, a.process))
         .collect();
     // Per process: the first attempt of its current run of failures.
-    let mut streaks: std::collections::HashMap<ProcessId, Streak> = Default::default();
+    let mut streaks: HashMap<ProcessId, Streak> = Default::default();
     let mut waits: Vec<f64> = Vec::new();
-    let mut per_process: std::collections::HashMap<ProcessId, u64> = Default::default();
+    let mut per_process: HashMap<ProcessId, u64> = Default::default();
     let mut ends: Vec<Streak> = Vec::new();
     for attempt in attempts {
         *per_process.entry(attempt.process).or_insert(0) += u64::from(attempt.ty == OpType::Ok);

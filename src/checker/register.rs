@@ -11,7 +11,7 @@
 //! acknowledged write is its process's last read of the key + 1; other workloads are skipped
 //! and counted in the figures, never guessed at.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::history::compact::{flags, KeyId, OpF, OpType, ProcessId};
 use crate::report::Anomaly;
@@ -43,7 +43,7 @@ pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
         .collect();
     // Per process: its pending op's invoke (time, value) and its last read per key.
     let mut invoked: Vec<Option<(i64, Option<i64>)>> = vec![None; history.processes.len()];
-    let mut last_read: HashMap<(ProcessId, KeyId), i64> = HashMap::new();
+    let mut last_read: HashMap<(ProcessId, KeyId), i64> = HashMap::default();
     for op in &history.ops {
         if !matches!(op.f, OpF::Read | OpF::Write) {
             continue;

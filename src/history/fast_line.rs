@@ -36,14 +36,45 @@ impl<'a> Scanner<'a> {
         self.eat(b'"')?;
         let start = self.at;
         let rest = &self.bytes[start..];
-        let len = rest
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        if rest[len] != b'"' {
-            return None;
+        // Strings here are short (keys, names): a plain loop beats any search set-up.
+        let mut len = 0;
+        let mut high = 0u8;
+        loop {
+            let b = *rest.get(len)?;
+            if b == b'"' {
+                break;
+            }
+            if b == b'\\' || b < 0x20 {
+                return None; // escapes and control characters: serde's business
+            }
+            high |= b;
+            len += 1;
         }
         self.at = start + len + 1;
-        std::str::from_utf8(&rest[..len]).ok()
+        let text = &rest[..len];
+        if high < 0x80 {
+            // SAFETY: every byte is below 0x80, and ASCII is valid UTF-8.
+            Some(unsafe { std::str::from_utf8_unchecked(text) })
+        } else {
+            std::str::from_utf8(text).ok()
+        }
+    }
+
+    /// One of `words`, quoted: its position in `words`. Member names and `type` values are
+    /// matched whole against the bytes, without scanning them as strings first.
+    fn word(&mut self, words: &[&str], likely: usize) -> Option<usize> {
+        self.eat(b'"')?;
+        let rest = &self.bytes[self.at..];
+        let is = |w: &str| {
+            rest.len() > w.len() && rest.starts_with(w.as_bytes()) && rest[w.len()] == b'"'
+        };
+        // Lines from one writer keep one member order: try the likely word first.
+        let found = match words.get(likely) {
+            Some(w) if is(w) => likely,
+            _ => words.iter().position(|w| is(w))?,
+        };
+        self.at += words[found].len() + 1;
+        Some(found)
     }
 
     /// An integer that fits i64, with no fraction or exponent.
@@ -123,18 +154,18 @@ impl<'a> Scanner<'a> {
         }
         let mut seen = 0u8;
         loop {
-            let name = self.string()?;
+            let name = self.word(&["token", "lease_ms", "value"], 0)?;
             self.eat(b':')?;
             let bit = match name {
-                "token" => {
+                0 => {
                     payload.token = self.optional_int()?;
                     1
                 }
-                "lease_ms" => {
+                1 => {
                     payload.lease_ms = self.optional_int()?;
                     2
                 }
-                "value" => {
+                _ => {
                     self.skip_ws();
                     payload.value = match self.peek()? {
                         b'n' => {
@@ -149,7 +180,6 @@ impl<'a> Scanner<'a> {
                     };
                     4
                 }
-                _ => return None,
             };
             if seen & bit != 0 {
                 return None; // a duplicate field: serde's error message
@@ -162,18 +192,147 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// Reads a line in exactly the layout `HistoryWriter` writes (compact, members in their
+/// declared order, no error/node/wall): a run of fixed byte strings and numbers. About three
+/// times faster than `parse`'s general scan; any deviation returns `None`.
+fn parse_canonical(line: &[u8]) -> Option<EventRef<'_>> {
+    let mut c = Cursor { bytes: line, at: 0 };
+    c.lit(b"{\"index\":")?;
+    let index = u64::try_from(c.int()?).ok()?;
+    c.lit(b",\"time\":")?;
+    let time = c.int()?;
+    c.lit(b",\"process\":")?;
+    let process = if c.lit(b"\"nemesis\"").is_some() {
+        Process::Nemesis
+    } else {
+        Process::Client(u64::try_from(c.int()?).ok()?)
+    };
+    c.lit(b",\"type\":\"")?;
+    let ty = match *line.get(c.at)? {
+        b'i' if c.lit(b"invoke\"").is_some() => EventType::Invoke,
+        b'o' if c.lit(b"ok\"").is_some() => EventType::Ok,
+        b'f' if c.lit(b"fail\"").is_some() => EventType::Fail,
+        b'i' if c.lit(b"info\"").is_some() => EventType::Info,
+        _ => return None,
+    };
+    c.lit(b",\"f\":\"")?;
+    let f = c.plain_string()?;
+    let key = match c.lit(b",\"key\":\"") {
+        Some(()) => Some(c.plain_string()?),
+        None => None,
+    };
+    let mut payload = Payload::default();
+    if c.lit(b",\"value\":{").is_some() {
+        let mut first = true;
+        for (name, slot) in [
+            (&b"\"token\":"[..], 0),
+            (b"\"lease_ms\":", 1),
+            (b"\"value\":", 2),
+        ] {
+            let comma = if first { &b""[..] } else { b"," };
+            let at = c.at;
+            if c.lit(comma).and_then(|_| c.lit(name)).is_none() {
+                c.at = at;
+                continue;
+            }
+            first = false;
+            let value = if c.lit(b"null").is_some() {
+                None
+            } else {
+                Some(c.int()?)
+            };
+            match slot {
+                0 => payload.token = value,
+                1 => payload.lease_ms = value,
+                _ => payload.value = value.map_or(ValueShape::Null, ValueShape::Int),
+            }
+        }
+        c.lit(b"}")?;
+    }
+    c.lit(b"}")?;
+    (c.at == line.len()).then_some(EventRef {
+        index,
+        time,
+        process,
+        ty,
+        f,
+        key,
+        payload,
+    })
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn lit(&mut self, text: &[u8]) -> Option<()> {
+        let end = self.at + text.len();
+        (self.bytes.get(self.at..end)? == text).then(|| self.at = end)
+    }
+
+    fn int(&mut self) -> Option<i64> {
+        let negative = self.bytes.get(self.at) == Some(&b'-');
+        let start = self.at + usize::from(negative);
+        let mut at = start;
+        let mut value: i64 = 0;
+        while let Some(&digit @ b'0'..=b'9') = self.bytes.get(at) {
+            value = value
+                .checked_mul(10)?
+                .checked_add(i64::from(digit - b'0'))?;
+            at += 1;
+        }
+        let digits = at - start;
+        if digits == 0 || (digits > 1 && self.bytes[start] == b'0') {
+            return None;
+        }
+        if matches!(self.bytes.get(at), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        self.at = at;
+        Some(if negative { -value } else { value })
+    }
+
+    /// The rest of a string whose opening quote is consumed: ASCII, no escapes.
+    fn plain_string(&mut self) -> Option<&'a str> {
+        let rest = &self.bytes[self.at..];
+        let len = memchr::memchr(b'"', rest)?;
+        let text = &rest[..len];
+        if !text
+            .iter()
+            .all(|&b| (0x20..0x80).contains(&b) && b != b'\\')
+        {
+            return None;
+        }
+        self.at += len + 1;
+        // SAFETY: just checked to be printable ASCII, which is valid UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(text) })
+    }
+}
+
+/// The members a line may have, in the order the writer puts them.
+const MEMBERS: [&str; 10] = [
+    "index", "time", "process", "type", "f", "key", "value", "error", "node", "wall",
+];
+
 /// Parses `line` if it has the common shape; `None` means "ask serde".
 pub fn parse(line: &[u8]) -> Option<EventRef<'_>> {
+    if let Some(event) = parse_canonical(line) {
+        return Some(event);
+    }
     let mut s = Scanner { bytes: line, at: 0 };
     s.eat(b'{')?;
     let (mut index, mut time, mut process, mut ty, mut f) = (None, None, None, None, None);
     let mut key = None;
     let mut payload = Payload::default();
     let mut seen = 0u16;
+    let mut next = 0;
     loop {
-        let name = s.string()?;
+        let name = s.word(&MEMBERS, next)?;
+        next = name + 1;
         s.eat(b':')?;
-        let bit = match name {
+        let bit = match MEMBERS[name] {
             "index" => {
                 index = Some(u64::try_from(s.integer()?).ok()?);
                 1
@@ -195,12 +354,11 @@ pub fn parse(line: &[u8]) -> Option<EventRef<'_>> {
                 4
             }
             "type" => {
-                ty = Some(match s.string()? {
-                    "invoke" => EventType::Invoke,
-                    "ok" => EventType::Ok,
-                    "fail" => EventType::Fail,
-                    "info" => EventType::Info,
-                    _ => return None,
+                ty = Some(match s.word(&["invoke", "ok", "fail", "info"], 0)? {
+                    0 => EventType::Invoke,
+                    1 => EventType::Ok,
+                    2 => EventType::Fail,
+                    _ => EventType::Info,
                 });
                 8
             }

@@ -1,8 +1,9 @@
 //! The streaming JSONL reader.
 //!
-//! Reads line by line into one reused buffer (never the whole file as one string) and parses
-//! each line with serde straight into borrowed fields: no per-line allocation on the common
-//! path. Only a line that fails to parse is parsed again, slowly, to name the field at fault.
+//! Reads through a 1 MiB buffer (never the whole file at once) and parses each line where it
+//! lies: first with the fast scanner of `fast_line.rs`, and if it steps aside, with serde
+//! into borrowed fields. Only a line that fails both is parsed again, slowly, to name the
+//! field at fault.
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -43,45 +44,91 @@ pub fn read_jsonl<R: Read>(
     if let Some(size) = size_hint {
         builder.reserve((size / MIN_LINE_BYTES) as usize);
     }
-    let mut line = Vec::with_capacity(256);
+    // Lines are parsed where they lie in the read buffer; only a line cut by the buffer's
+    // edge is copied, into `carry`.
+    let mut carry: Vec<u8> = Vec::new();
     let mut line_no: u64 = 0;
     loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| HistoryError::io(source, e))?;
-        if n == 0 {
+        let buffer = reader.fill_buf().map_err(|e| HistoryError::io(source, e))?;
+        if buffer.is_empty() {
             break;
         }
-        line_no += 1;
-        let terminated = line.last() == Some(&b'\n');
-        let text = trim_line_end(&line);
-        if text.iter().all(u8::is_ascii_whitespace) {
-            if terminated {
-                return Err(HistoryError::at(source, line_no, "", "empty line".into()));
-            }
-            break;
-        }
-        if let Some(event) = fast_line::parse(text) {
-            builder.push(line_no, &event)?;
-            continue;
-        }
-        match parse_line(text) {
-            Ok(raw) => builder.push(line_no, &raw.as_event_ref())?,
-            Err(serde_error) => {
-                // Only the final line may be cut short: the recorder was killed mid-write.
-                if !terminated && serde_error.is_eof() {
-                    builder.warn(format!(
-                        "{source}:{line_no}: skipped a truncated final line ({} bytes)",
-                        text.len()
-                    ));
-                    break;
+        let filled = buffer.len();
+        let mut rest = buffer;
+        if !carry.is_empty() {
+            match memchr::memchr(b'\n', rest) {
+                Some(end) => {
+                    carry.extend_from_slice(&rest[..=end]);
+                    rest = &rest[end + 1..];
+                    line_no += 1;
+                    if let Flow::Stop = handle_line(&mut builder, source, line_no, &carry)? {
+                        return Ok(builder.finish());
+                    }
+                    carry.clear();
                 }
-                return Err(diagnose(source, line_no, text, &serde_error));
+                None => {
+                    carry.extend_from_slice(rest);
+                    reader.consume(filled);
+                    continue;
+                }
             }
         }
+        while let Some(end) = memchr::memchr(b'\n', rest) {
+            line_no += 1;
+            if let Flow::Stop = handle_line(&mut builder, source, line_no, &rest[..=end])? {
+                return Ok(builder.finish());
+            }
+            rest = &rest[end + 1..];
+        }
+        carry.extend_from_slice(rest);
+        reader.consume(filled);
+    }
+    if !carry.is_empty() {
+        line_no += 1;
+        handle_line(&mut builder, source, line_no, &carry)?;
     }
     Ok(builder.finish())
+}
+
+enum Flow {
+    Go,
+    Stop,
+}
+
+/// Parses one line (with its `\n`, unless it is the unterminated last one) into `builder`.
+fn handle_line(
+    builder: &mut HistoryBuilder,
+    source: &str,
+    line_no: u64,
+    line: &[u8],
+) -> Result<Flow, HistoryError> {
+    let terminated = line.last() == Some(&b'\n');
+    let text = trim_line_end(line);
+    if let Some(event) = fast_line::parse(text) {
+        builder.push(line_no, &event)?;
+        return Ok(Flow::Go);
+    }
+    if text.iter().all(u8::is_ascii_whitespace) {
+        if terminated {
+            return Err(HistoryError::at(source, line_no, "", "empty line".into()));
+        }
+        return Ok(Flow::Stop);
+    }
+    match parse_line(text) {
+        Ok(raw) => builder.push(line_no, &raw.as_event_ref())?,
+        Err(serde_error) => {
+            // Only the final line may be cut short: the recorder was killed mid-write.
+            if !terminated && serde_error.is_eof() {
+                builder.warn(format!(
+                    "{source}:{line_no}: skipped a truncated final line ({} bytes)",
+                    text.len()
+                ));
+                return Ok(Flow::Stop);
+            }
+            return Err(diagnose(source, line_no, text, &serde_error));
+        }
+    }
+    Ok(Flow::Go)
 }
 
 fn trim_line_end(line: &[u8]) -> &[u8] {
@@ -355,6 +402,28 @@ mod tests {
         let history = read(text).unwrap();
         let indices: Vec<u32> = history.ops.iter().map(|op| op.index).collect();
         assert_eq!(indices, vec![1, 0, 2]);
+    }
+
+    /// Hands out a few bytes per read, so lines straddle every buffer edge.
+    struct Dribble<'a>(&'a [u8]);
+
+    impl Read for Dribble<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.len().min(out.len()).min(7);
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn lines_cut_by_the_buffer_edge_read_the_same() {
+        let whole = read(EXAMPLE).unwrap();
+        let dribbled = read_jsonl(Dribble(EXAMPLE.as_bytes()), "test.jsonl", None).unwrap();
+        assert_eq!(whole.ops, dribbled.ops);
+        let cut = format!("{EXAMPLE}{}", r#"{"index":6,"time":2100300000,"#);
+        let dribbled = read_jsonl(Dribble(cut.as_bytes()), "test.jsonl", None).unwrap();
+        assert_eq!((dribbled.ops.len(), dribbled.warnings.len()), (6, 1));
     }
 
     #[test]
