@@ -49,6 +49,23 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         limit: usize,
     },
+    /// Write a synthetic history of a correct, fenced lock under kills and timeouts (for
+    /// benchmarks and experiments: it checks valid).
+    Synth {
+        /// Where to write the JSONL history.
+        #[arg(long)]
+        out: PathBuf,
+        /// About how many events.
+        #[arg(long, default_value_t = 1_000_000)]
+        events: usize,
+        #[arg(long, default_value_t = 1000)]
+        keys: usize,
+        /// Concurrent client processes.
+        #[arg(long, default_value_t = 2000)]
+        processes: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -64,6 +81,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 
     match run(cli.command) {
@@ -73,6 +91,13 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }
+}
+
+/// This process's peak resident memory (Linux's VmHWM), for `-v` and the benchmark.
+fn peak_resident_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn run(command: Command) -> anyhow::Result<u8> {
@@ -116,7 +141,32 @@ fn run(command: Command) -> anyhow::Result<u8> {
                     println!("report: {}", dir.join("report.json").display());
                 }
             }
+            if let Some(peak) = peak_resident_kib() {
+                tracing::info!("peak resident memory {peak} KiB");
+            }
             Ok(report.exit_code() as u8)
+        }
+        Command::Synth {
+            out,
+            events,
+            keys,
+            processes,
+            seed,
+        } => {
+            let config = lockaudit::synth::SynthConfig {
+                events,
+                keys,
+                processes,
+                seed,
+                fenced: true,
+                ..lockaudit::synth::SynthConfig::default()
+            };
+            let file = std::fs::File::create(&out)
+                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
+            let written = lockaudit::synth::generate_to(&config, std::io::BufWriter::new(file))
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            eprintln!("wrote {written} events to {}", out.display());
+            Ok(0)
         }
     }
 }
