@@ -13,11 +13,11 @@ pub fn render_summary(report: &Report, source: &str) -> String {
     let stats = &report.stats;
     let _ = writeln!(
         out,
-        "{source}: {} events, {} processes, {} keys, {} faults over {}",
-        stats.events,
-        stats.processes,
-        stats.keys,
-        stats.faults,
+        "{source}: {}, {}, {}, {} over {}",
+        counted(stats.events, "event"),
+        counted(stats.processes, "process"),
+        counted(stats.keys, "key"),
+        counted(stats.faults, "fault"),
         fmt_span(stats.time_span_ns[1] - stats.time_span_ns[0])
     );
     for warning in &report.warnings {
@@ -27,11 +27,7 @@ pub fn render_summary(report: &Report, source: &str) -> String {
     if report.valid {
         let _ = writeln!(out, "VALID: no anomalies");
     } else {
-        let _ = writeln!(
-            out,
-            "INVALID: {total} {}",
-            if total == 1 { "anomaly" } else { "anomalies" }
-        );
+        let _ = writeln!(out, "INVALID: {}", counted(total, "anomaly"));
     }
     for (name, check) in &report.checks {
         let found: Vec<String> = check
@@ -41,7 +37,8 @@ pub fn render_summary(report: &Report, source: &str) -> String {
             .map(|(kind, n)| format!("{n} {kind}"))
             .collect();
         let verdict = if check.valid { "ok" } else { "FAIL" };
-        let _ = writeln!(out, "  {name:<17} {verdict:<5} {}", found.join(", "));
+        let line = format!("  {name:<17} {verdict:<5} {}", found.join(", "));
+        let _ = writeln!(out, "{}", line.trim_end());
     }
     if !report.anomalies.is_empty() {
         let _ = writeln!(out, "first anomalies:");
@@ -68,4 +65,30 @@ pub fn render_summary(report: &Report, source: &str) -> String {
         }
     }
     out
+}
+
+/// "1 key", "2 keys", "1 process", "3 anomalies".
+fn counted(n: u64, noun: &str) -> String {
+    if n == 1 {
+        return format!("1 {noun}");
+    }
+    let plural = if let Some(stem) = noun.strip_suffix('y') {
+        format!("{stem}ies")
+    } else if noun.ends_with('s') {
+        format!("{noun}es")
+    } else {
+        format!("{noun}s")
+    };
+    format!("{n} {plural}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts_read_as_english() {
+        assert_eq!(super::counted(1, "key"), "1 key");
+        assert_eq!(super::counted(2, "process"), "2 processes");
+        assert_eq!(super::counted(3, "anomaly"), "3 anomalies");
+        assert_eq!(super::counted(0, "fault"), "0 faults");
+    }
 }
