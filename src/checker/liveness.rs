@@ -17,11 +17,11 @@ use super::findings::{Findings, Names};
 use super::holds::{ms_to_ns, Hold, HoldEnd, ReleaseOutcome, OPEN};
 use super::CheckOptions;
 
-/// An interval over which the key was not free, and the event that ends it.
+/// An interval over which the key was (or may have been) taken, and the event that ends it.
 #[derive(Debug, Clone, Copy)]
 struct Block {
     start: i64,
-    /// The acquire ok (or uncertain acquire's invoke) that began it.
+    /// The invoke of the acquire that began it.
     start_index: u32,
     free_from: i64,
     /// The event from which the key counts as free (None: never).
@@ -70,9 +70,10 @@ pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) -> 
     for hold in &names.holds.holds {
         let (free, freed_by) = free_from(hold);
         blocks[hold.key as usize].push(Block {
-            start: hold.begin,
-            start_index: hold.begin_index,
-            free_from: free.max(hold.begin),
+            // The acquisition may have taken effect as early as its invoke.
+            start: hold.acquire_invoke,
+            start_index: hold.acquire_invoke_index,
+            free_from: free.max(hold.acquire_invoke),
             freed_by,
         });
         let stat = &mut stats[hold.key as usize];
@@ -111,9 +112,11 @@ pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) -> 
     }
     for uncertain in &names.holds.uncertain_acquires {
         let key = uncertain.key as usize;
+        // With no lease ever seen on the key, nothing says when the lock it may have taken
+        // would be freed: it blocks for good.
         let free = match longest_lease[key] {
             Some(ms) => uncertain.invoke.saturating_add(ms_to_ns(ms)),
-            None => uncertain.completion,
+            None => OPEN,
         };
         blocks[key].push(Block {
             start: uncertain.invoke,
@@ -160,15 +163,12 @@ fn unavailable(
     stats: &mut KeyStats,
     findings: &mut Findings,
 ) {
-    // Failed attempts, by invoke time (attempts are in completion order); an attempt counts
-    // for a free stretch if it was under way during it and failed.
+    // Failed attempts, by invoke time (attempts are in completion order). An attempt counts
+    // against a free stretch only if it lies wholly inside: one invoked before the key was
+    // freed, or answered after the next acquisition was invoked, may have been refused
+    // while the key was (or had just been) taken.
     let mut failed: Vec<&Attempt> = attempts.iter().filter(|a| a.ty == OpType::Fail).collect();
     failed.sort_by_key(|a| a.invoke);
-    let longest_attempt = failed
-        .iter()
-        .map(|a| a.completion - a.invoke)
-        .max()
-        .unwrap_or(0);
     let mut free_since = history_start;
     let mut freed_by: Option<u32> = None;
     let mut longest_free = 0i64;
@@ -177,11 +177,11 @@ fn unavailable(
         if end - start <= options.liveness_bound_ns {
             return;
         }
-        let from = failed.partition_point(|a| a.invoke < start.saturating_sub(longest_attempt));
+        let from = failed.partition_point(|a| a.invoke < start);
         let during: Vec<&&Attempt> = failed[from..]
             .iter()
             .take_while(|a| a.invoke < end)
-            .filter(|a| a.completion > start)
+            .filter(|a| a.completion <= end)
             .collect();
         if during.is_empty() {
             return;
@@ -199,7 +199,10 @@ fn unavailable(
                 None => format!("free from the start of the history at {}", fmt_time(start)),
             };
             let until = match next {
-                Some(i) => format!("the next acquisition at {} (event {i})", fmt_time(end)),
+                Some(i) => format!(
+                    "the next acquire that succeeded was invoked at {} (event {i})",
+                    fmt_time(end)
+                ),
                 None => format!("the end of the history at {}", fmt_time(end)),
             };
             Anomaly {

@@ -287,9 +287,12 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    fn lit(&mut self, text: &[u8]) -> Option<()> {
-        let end = self.at + text.len();
-        (self.bytes.get(self.at..end)? == text).then(|| self.at = end)
+    /// Consumes exactly `text`. Generic over the length so that the comparison is a few
+    /// inline word compares rather than a call to memcmp.
+    fn lit<const N: usize>(&mut self, text: &[u8; N]) -> Option<()> {
+        let end = self.at + N;
+        let here: &[u8; N] = self.bytes.get(self.at..end)?.try_into().ok()?;
+        (here == text).then(|| self.at = end)
     }
 
     fn int(&mut self) -> Option<i64> {
@@ -317,17 +320,18 @@ impl<'a> Cursor<'a> {
     /// The rest of a string whose opening quote is consumed: ASCII, no escapes.
     fn plain_string(&mut self) -> Option<&'a str> {
         let rest = &self.bytes[self.at..];
-        let len = memchr::memchr(b'"', rest)?;
-        let text = &rest[..len];
-        if !text
-            .iter()
-            .all(|&b| (0x20..0x80).contains(&b) && b != b'\\')
-        {
-            return None;
+        // Keys and operation names are short: one plain pass checks and finds the end.
+        let mut len = 0;
+        loop {
+            match *rest.get(len)? {
+                b'"' => break,
+                b'\\' | 0..=0x1f | 0x80..=0xff => return None,
+                _ => len += 1,
+            }
         }
         self.at += len + 1;
-        // SAFETY: just checked to be printable ASCII, which is valid UTF-8.
-        Some(unsafe { std::str::from_utf8_unchecked(text) })
+        // SAFETY: every byte was just checked to be printable ASCII, which is valid UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(&rest[..len]) })
     }
 }
 

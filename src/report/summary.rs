@@ -72,7 +72,10 @@ fn counted(n: u64, noun: &str) -> String {
     if n == 1 {
         return format!("1 {noun}");
     }
-    let plural = if let Some(stem) = noun.strip_suffix('y') {
+    let plural = if let Some(stem) = noun
+        .strip_suffix('y')
+        .filter(|stem| !stem.ends_with(['a', 'e', 'i', 'o', 'u']))
+    {
         format!("{stem}ies")
     } else if noun.ends_with('s') {
         format!("{noun}es")
@@ -87,6 +90,7 @@ mod tests {
     #[test]
     fn counts_read_as_english() {
         assert_eq!(super::counted(1, "key"), "1 key");
+        assert_eq!(super::counted(4, "key"), "4 keys");
         assert_eq!(super::counted(2, "process"), "2 processes");
         assert_eq!(super::counted(3, "anomaly"), "3 anomalies");
         assert_eq!(super::counted(0, "fault"), "0 faults");
