@@ -1304,17 +1304,8 @@ impl<S: FnMut(&Rec) -> io::Result<()>> Sim<S> {
 // ---------------------------------------------------------------------------------------
 // Injecting one violation.
 
-/// The anomaly kinds the injectors produce, in the order of `report::ANOMALY_KINDS`.
-pub const INJECTABLE: [&str; 8] = [
-    "overlap",
-    "lost-lock",
-    "stale-write",
-    "token-order",
-    "duplicate-token",
-    "starvation",
-    "unavailable",
-    "lost-update",
-];
+/// The anomaly kinds the injectors produce: every kind the checker reports.
+pub const INJECTABLE: [&str; 8] = crate::report::ANOMALY_KINDS;
 
 /// What an injector did.
 #[derive(Debug, Clone, PartialEq)]

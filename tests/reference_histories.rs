@@ -22,16 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// The anomaly kinds of shared/DESIGN.md.
-const KINDS: [&str; 8] = [
-    "overlap",
-    "lost-lock",
-    "stale-write",
-    "token-order",
-    "duplicate-token",
-    "starvation",
-    "unavailable",
-    "lost-update",
-];
+const KINDS: [&str; 8] = lockaudit::report::ANOMALY_KINDS;
 
 /// A reference history is tiny: a check taking longer than this is hung.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(60);

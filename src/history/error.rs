@@ -15,7 +15,7 @@ pub enum HistoryError {
     /// The file could not be read at all.
     Io {
         source_name: String,
-        #[source]
+        // Not `#[source]`: the message already says it, and anyhow would say it twice.
         error: std::io::Error,
     },
 }
