@@ -841,7 +841,11 @@ impl<S: FnMut(&Rec) -> io::Result<()>> Sim<S> {
                     self.slots[s as usize].phase = Phase::Done;
                     return Ok(());
                 }
-                if self.rng.chance(self.kill_prob) {
+                // A queued waiter is not killed: the lock is kept for it (first come, first
+                // served), so others would be refused while the key is free, and if it died
+                // before its turn that refusal would stand in a free stretch of the key.
+                let queued = self.slots[s as usize].in_queue;
+                if !queued && self.rng.chance(self.kill_prob) {
                     self.emit_kill(s, t)?;
                     return self.after_kill(s, t, None);
                 }
