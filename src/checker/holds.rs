@@ -170,7 +170,13 @@ struct Pending {
 /// Derives every hold of `history` in one pass over its time-ordered ops.
 pub fn derive(history: &History) -> Holds {
     let ops = &history.ops;
+    let acquisitions = ops
+        .iter()
+        .filter(|op| op.f == OpF::Acquire && op.ty == OpType::Ok)
+        .count();
     let mut out = Holds {
+        // Sized once: growing a vector of a million holds would copy it again and again.
+        holds: Vec::with_capacity(acquisitions),
         op_hold: vec![NO_HOLD; ops.len()],
         history_end: history.time_span().1,
         ..Holds::default()

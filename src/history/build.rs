@@ -61,11 +61,17 @@ struct ProcessState {
     last_time: Option<i64>,
 }
 
+/// Process numbers below this are looked up in a vector rather than a hash map.
+const DIRECT_PROCESS_LIMIT: usize = 1 << 22;
+
 /// Accumulates events in file order; `finish` orders them by time.
 pub struct HistoryBuilder {
     source: String,
     history: History,
     key_ids: HashMap<String, KeyId>,
+    /// Dense ids of process numbers below `DIRECT_PROCESS_LIMIT` (`NEMESIS`: not seen).
+    direct_ids: Vec<ProcessId>,
+    /// Dense ids of larger process numbers.
     process_ids: HashMap<u64, ProcessId>,
     states: Vec<ProcessState>,
 }
@@ -86,6 +92,7 @@ impl HistoryBuilder {
             source: source.to_string(),
             history: History::default(),
             key_ids: HashMap::default(),
+            direct_ids: Vec::new(),
             process_ids: HashMap::default(),
             states: Vec::new(),
         }
@@ -124,12 +131,31 @@ impl HistoryBuilder {
     }
 
     fn intern_process(&mut self, number: u64) -> ProcessId {
-        if let Some(&id) = self.process_ids.get(&number) {
+        // Process numbers are usually small and dense: look those up by position, which
+        // stays fast when a long run retires hundreds of thousands of them.
+        let direct = usize::try_from(number)
+            .ok()
+            .filter(|&n| n < DIRECT_PROCESS_LIMIT);
+        let known = match direct {
+            Some(n) => self.direct_ids.get(n).copied().filter(|&id| id != NEMESIS),
+            None => self.process_ids.get(&number).copied(),
+        };
+        if let Some(id) = known {
             return id;
         }
         let id = self.history.processes.len() as ProcessId;
         self.history.processes.push(number);
-        self.process_ids.insert(number, id);
+        match direct {
+            Some(n) => {
+                if self.direct_ids.len() <= n {
+                    self.direct_ids.resize(n + 1, NEMESIS);
+                }
+                self.direct_ids[n] = id;
+            }
+            None => {
+                self.process_ids.insert(number, id);
+            }
+        }
         self.states.push(ProcessState::default());
         id
     }

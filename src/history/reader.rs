@@ -394,6 +394,19 @@ mod tests {
     }
 
     #[test]
+    fn small_and_huge_process_numbers_both_keep_their_identity() {
+        let text = r#"{"index":0,"time":1,"process":1099511627776,"type":"invoke","f":"acquire","key":"k"}
+{"index":1,"time":2,"process":3,"type":"invoke","f":"acquire","key":"k"}
+{"index":2,"time":3,"process":1099511627776,"type":"fail","f":"acquire","key":"k"}
+{"index":3,"time":4,"process":3,"type":"fail","f":"acquire","key":"k"}
+"#;
+        let history = read(text).unwrap();
+        assert_eq!(history.processes, vec![1 << 40, 3]);
+        let owners: Vec<u32> = history.ops.iter().map(|op| op.process).collect();
+        assert_eq!(owners, vec![0, 1, 0, 1]);
+    }
+
+    #[test]
     fn orders_a_slightly_unsorted_merge_by_time() {
         let text = r#"{"index":0,"time":100,"process":0,"type":"invoke","f":"acquire","key":"k"}
 {"index":1,"time":50,"process":1,"type":"invoke","f":"acquire","key":"k"}
