@@ -4,7 +4,11 @@
 //! report (`report`). Each stage's output is plain serde data.
 
 pub mod checker;
+pub mod cluster;
 pub mod history;
+pub mod locks;
 pub mod report;
 pub mod synth;
+pub mod sys;
 pub mod units;
+pub mod workload;

@@ -9,6 +9,8 @@ use lockaudit::checker::{self, CheckOptions};
 use lockaudit::history;
 use lockaudit::report::render_summary;
 use lockaudit::units::{nanos, parse_duration};
+use lockaudit::workload::spec::Millis;
+use lockaudit::workload::WorkloadSpec;
 
 /// Exit code for bad input or usage (DESIGN.md).
 const EXIT_BAD_INPUT: u8 = 2;
@@ -29,6 +31,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a workload against real Redis, record its history, and check it.
+    Run(RunArgs),
+    /// (internal) One worker process of a run; the controller starts it.
+    #[command(hide = true)]
+    Worker {
+        /// The run folder, so that `ps` shows which run a worker belongs to.
+        #[arg(long)]
+        run: Option<PathBuf>,
+    },
     /// Check a history (JSONL, or Jepsen EDN by its .edn name) and print the verdict.
     Check {
         /// The history file.
@@ -68,6 +79,53 @@ enum Command {
     },
 }
 
+/// `lockaudit run`'s flags; each overrides the workload file.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// A workload file (workloads/*.toml); without one, a 30 s set-nx-px audit.
+    workload: Option<PathBuf>,
+    #[arg(long)]
+    algorithm: Option<String>,
+    #[arg(long)]
+    clients: Option<usize>,
+    /// Worker processes the clients are spread over.
+    #[arg(long)]
+    workers: Option<usize>,
+    #[arg(long)]
+    keys: Option<usize>,
+    #[arg(long)]
+    ttl: Option<Millis>,
+    /// A fixed hold time (the file can give a range).
+    #[arg(long)]
+    hold: Option<Millis>,
+    #[arg(long)]
+    time_limit: Option<Millis>,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Fencing tokens, checked by a fenced resource.
+    #[arg(long)]
+    fenced: bool,
+    /// Renew every ttl/3 while holding.
+    #[arg(long)]
+    watchdog: bool,
+    /// The run folder (default: a new one under results/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Use a Redis that is already running (redis://[:password@]host:port) instead of
+    /// starting servers; server-side faults are then unavailable.
+    #[arg(long)]
+    redis: Option<String>,
+    /// The redis-server binary (default: found on PATH).
+    #[arg(long)]
+    redis_server: Option<PathBuf>,
+    /// The redis-sentinel binary (default: found on PATH).
+    #[arg(long)]
+    redis_sentinel: Option<PathBuf>,
+}
+
+/// Exit code for a run that could not be carried out (DESIGN.md).
+const EXIT_CANNOT_RUN: u8 = 3;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let level = match cli.verbose {
@@ -93,15 +151,86 @@ fn main() -> ExitCode {
     }
 }
 
-/// This process's peak resident memory (Linux's VmHWM), for `-v` and the benchmark.
-fn peak_resident_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+/// Resolves the workload, runs it, prints the run folder and the verdict.
+fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
+    use lockaudit::workload::run::{existing_endpoints, new_run_dir, run, Servers};
+    use lockaudit::workload::spec::Span;
+
+    let mut spec = match &args.workload {
+        Some(path) => WorkloadSpec::from_file(path)?,
+        None => WorkloadSpec::default(),
+    };
+    if let Some(v) = args.algorithm {
+        spec.algorithm = v;
+    }
+    if let Some(v) = args.clients {
+        spec.clients = v;
+    }
+    if let Some(v) = args.workers {
+        spec.workers = v;
+    }
+    spec.workers = spec.workers.min(spec.clients);
+    if let Some(v) = args.keys {
+        spec.keys = v;
+    }
+    if let Some(v) = args.ttl {
+        spec.ttl = v;
+    }
+    if let Some(v) = args.hold {
+        spec.hold = Span { min: v, max: v };
+    }
+    if let Some(v) = args.time_limit {
+        spec.time_limit = v;
+    }
+    if let Some(v) = args.seed {
+        spec.seed = v;
+    }
+    spec.fenced |= args.fenced;
+    spec.watchdog |= args.watchdog;
+    spec.validate()
+        .map_err(|e| anyhow::anyhow!("workload: {e}"))?;
+
+    let servers = match &args.redis {
+        Some(url) => Servers::Existing(existing_endpoints(url).map_err(|e| anyhow::anyhow!(e))?),
+        None => Servers::Owned {
+            redis_server: args.redis_server,
+            redis_sentinel: args.redis_sentinel,
+        },
+    };
+    let dir = args
+        .out
+        .unwrap_or_else(|| new_run_dir(std::path::Path::new("results"), &spec));
+    println!("run: {}", dir.display());
+    lockaudit::cluster::install_cleanup_handlers();
+    let runtime = tokio::runtime::Runtime::new()?;
+    match runtime.block_on(run(&spec, &dir, servers)) {
+        Ok(outcome) => {
+            let history = outcome.dir.join("history.jsonl");
+            print!(
+                "{}",
+                render_summary(&outcome.report, &history.display().to_string())
+            );
+            println!("report: {}", outcome.dir.join("report.json").display());
+            Ok(outcome.report.exit_code() as u8)
+        }
+        Err(error) => {
+            eprintln!("lockaudit: the run could not be carried out: {error}");
+            Ok(EXIT_CANNOT_RUN)
+        }
+    }
 }
 
 fn run(command: Command) -> anyhow::Result<u8> {
     match command {
+        Command::Run(args) => run_workload(args),
+        Command::Worker { .. } => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            let result = runtime.block_on(lockaudit::workload::worker::run_worker());
+            // The blocking read of stdin never ends on its own: do not wait for it.
+            runtime.shutdown_background();
+            result?;
+            Ok(0)
+        }
         Command::Check {
             history: path,
             out,
@@ -141,7 +270,7 @@ fn run(command: Command) -> anyhow::Result<u8> {
                     println!("report: {}", dir.join("report.json").display());
                 }
             }
-            if let Some(peak) = peak_resident_kib() {
+            if let Some(peak) = lockaudit::sys::peak_resident_kib() {
                 tracing::info!("peak resident memory {peak} KiB");
             }
             Ok(report.exit_code() as u8)

@@ -1,0 +1,80 @@
+//! The last-resort cleanups: Ctrl-C / SIGTERM / SIGHUP, and panics.
+
+use std::io;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use super::registry::kill_all;
+
+/// Installs, once per process, the two last-resort cleanups (guards' `Drop` is the first):
+///
+/// - SIGINT, SIGTERM, SIGHUP: every registered child is resumed, SIGKILLed and reaped,
+///   then the process exits with 128 + the signal number (130 for Ctrl-C). The history is
+///   streamed and flushed as it is written, so exiting at once loses nothing.
+/// - A panic hook that does the same (without exiting) after the previous hook has printed
+///   the message: a panic is a bug that voids the run, and with `panic = "abort"`, or a
+///   panic in a thread that does not own the cluster, no `Drop` would end the servers.
+///
+/// The signals are watched by a dedicated thread with its own small tokio runtime, so this
+/// works whether or not the caller runs inside a runtime. Children are also protected
+/// against a SIGKILL of lockaudit itself by `PR_SET_PDEATHSIG`, which needs no handler.
+///
+/// A failure to install (the OS refusing a thread or a signal handler) is logged, not
+/// returned: the guards and the parent-death signal still protect the run.
+pub fn install_cleanup_handlers() {
+    if let Err(err) = try_install_cleanup_handlers() {
+        tracing::error!("cannot install the Ctrl-C and panic cleanup: {err}");
+        eprintln!("lockaudit: cannot install the Ctrl-C and panic cleanup: {err}");
+    }
+}
+
+fn try_install_cleanup_handlers() -> io::Result<()> {
+    // A lock, not a flag: two threads racing here must not install two hooks.
+    static INSTALLED: Mutex<bool> = Mutex::new(false);
+    let mut installed = INSTALLED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if *installed {
+        return Ok(());
+    }
+    use tokio::signal::unix::{signal, SignalKind};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // Registered here, before returning, so that a signal arriving right after is caught.
+    let (mut int, mut term, mut hup) = {
+        let _context = runtime.enter();
+        (
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        )
+    };
+    std::thread::Builder::new()
+        .name("lockaudit-signals".into())
+        .spawn(move || {
+            let signo = runtime.block_on(async {
+                tokio::select! {
+                    _ = int.recv() => Signal::SIGINT as i32,
+                    _ = term.recv() => Signal::SIGTERM as i32,
+                    _ = hup.recv() => Signal::SIGHUP as i32,
+                }
+            });
+            let killed = kill_all(Duration::from_secs(3), true);
+            eprintln!("lockaudit: interrupted; stopped {killed} child process(es)");
+            std::process::exit(128 + signo);
+        })?;
+
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        previous(info);
+        let killed = kill_all(Duration::from_secs(2), false);
+        if killed > 0 {
+            eprintln!("lockaudit: panic; stopped {killed} child process(es)");
+        }
+    }));
+    *installed = true;
+    Ok(())
+}

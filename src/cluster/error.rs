@@ -1,0 +1,97 @@
+//! What can go wrong while starting, reaching or stopping the servers.
+
+use std::io;
+use std::path::PathBuf;
+
+use super::process::SignalError;
+
+/// A cluster that could not be set up or driven.
+///
+/// The CLI maps every variant to exit code 3 ("the run could not be carried out") except
+/// `InvalidSpec` and `UnknownNode`, which are bad input (exit 2): see
+/// [`ClusterError::exit_code`].
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// A binary is neither where the caller said nor on PATH.
+    #[error(
+        "{binary} not found {location}: install it with `apt-get install {package}` \
+         (or pass --{binary} PATH)"
+    )]
+    MissingBinary {
+        /// `redis-server` or `redis-sentinel`.
+        binary: String,
+        /// The Debian package that ships it.
+        package: String,
+        /// `on PATH`, or `at /the/path/given`.
+        location: String,
+    },
+
+    /// A port the caller asked for is taken.
+    #[error(
+        "port {port} on 127.0.0.1, wanted for {node}, is already in use: choose another base \
+         port or stop whatever listens there"
+    )]
+    PortInUse { node: String, port: u16 },
+
+    /// The kernel would not hand out a loopback port.
+    #[error("no free port on 127.0.0.1: {0}")]
+    NoFreePort(#[source] io::Error),
+
+    /// A server or sentinel exited, or did not become ready in time.
+    #[error("{node} (port {port}) did not start: {reason}\nlast lines of {}:\n{tail}", log.display())]
+    StartFailed {
+        node: String,
+        port: u16,
+        reason: String,
+        log: PathBuf,
+        tail: String,
+    },
+
+    /// The binary exists but could not be run.
+    #[error("cannot run {}: {source}", binary.display())]
+    Spawn {
+        binary: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    /// A folder or file of the run could not be made or written.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    /// The spec asks for something impossible (zero masters, ports past 65535).
+    #[error("invalid cluster: {0}")]
+    InvalidSpec(String),
+
+    /// No node of that name in this cluster.
+    #[error("no node named `{0}` in this cluster")]
+    UnknownNode(String),
+
+    /// A signal to a node could not be delivered.
+    #[error(transparent)]
+    Signal(#[from] SignalError),
+}
+
+impl ClusterError {
+    /// The process exit code DESIGN.md assigns: 2 for bad input, 3 when the run could not
+    /// be carried out.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ClusterError::InvalidSpec(_) | ClusterError::UnknownNode(_) => 2,
+            _ => 3,
+        }
+    }
+
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        ClusterError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}

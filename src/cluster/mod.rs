@@ -1,0 +1,540 @@
+//! Redis servers that lockaudit starts and owns.
+//!
+//! Every redis-server / redis-sentinel runs as a child process in the foreground, bound to
+//! 127.0.0.1 on a free port with a generated password, its data and log inside the run
+//! folder, owned by a guard that ends it on drop, on Ctrl-C and on panic (see
+//! [`install_cleanup_handlers`]) and, through `PR_SET_PDEATHSIG`, when lockaudit dies.
+//!
+//! - `ports`: free loopback ports; `binaries`: finding the programs;
+//! - `registry`: the process-wide table of children and the thread that spawns them;
+//!   `process`: the guard that owns one child; `cleanup`: the Ctrl-C and panic handlers;
+//! - `instance`: one redis process and its readiness; `server` / `sentinel`: how each kind
+//!   is configured and started; `probe`: the client connections used to check them;
+//! - this file: the topologies, [`start`] and [`Cluster`].
+
+mod binaries;
+mod cleanup;
+mod error;
+mod instance;
+mod logs;
+mod ports;
+mod probe;
+pub mod process;
+mod registry;
+mod sentinel;
+mod server;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use rand::Rng;
+
+pub use cleanup::install_cleanup_handlers;
+pub use error::ClusterError;
+pub use process::{ChildGuard, Exit, SignalError};
+pub use registry::{register_child, registered_pids, unregister_child};
+pub use sentinel::MASTER_NAME;
+
+use instance::Instance;
+use sentinel::{Sentinel, SentinelSetup};
+use server::{Server, ServerConfig};
+
+/// How the lock's servers are arranged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Topology {
+    /// One master.
+    Single,
+    /// One primary and two asynchronous replicas.
+    Replicated,
+    /// Replicated, watched by three redis-sentinel processes (master name `lockaudit`).
+    Sentinel,
+    /// N independent masters (RedLock); N is `ClusterSpec::masters`.
+    Independent,
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    pub topology: Topology,
+    /// Masters for `Independent` (default 5).
+    pub masters: usize,
+    /// Where data folders and logs go (the run folder).
+    pub dir: PathBuf,
+    /// The binaries; found on PATH when not given.
+    pub redis_server: Option<PathBuf>,
+    pub redis_sentinel: Option<PathBuf>,
+    /// AOF persistence (`appendfsync everysec`); off by default, so a restarted node
+    /// comes back empty.
+    pub persistence: bool,
+    /// Fixed ports: consecutive from this one, in the order lock nodes, storage, sentinels.
+    /// None: free ports chosen by the kernel.
+    pub base_port: Option<u16>,
+}
+
+/// A server's address and role.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Node {
+    /// `master-0`, `replica-1`, `sentinel-2`, `storage`.
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    /// The OS process id (for the nemesis); None for servers lockaudit did not start.
+    pub pid: Option<u32>,
+}
+
+/// Where clients connect: plain data, handed to workers and adapters.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Endpoints {
+    pub topology: Topology,
+    /// The lock's servers: all masters for `Independent`; the primary first, then replicas.
+    pub nodes: Vec<Node>,
+    pub sentinels: Vec<Node>,
+    pub master_name: Option<String>,
+    /// The separate server holding the guarded resource.
+    pub storage: Node,
+    pub password: Option<String>,
+}
+
+impl ClusterSpec {
+    /// A spec with the defaults: 5 masters for `Independent`, binaries from PATH, no
+    /// persistence, free ports. Prefer it to a struct literal: fields may be added.
+    pub fn new(topology: Topology, dir: impl Into<PathBuf>) -> Self {
+        ClusterSpec {
+            topology,
+            masters: 5,
+            dir: dir.into(),
+            redis_server: None,
+            redis_sentinel: None,
+            persistence: false,
+            base_port: None,
+        }
+    }
+}
+
+impl Default for ClusterSpec {
+    /// `Single` in the current folder; see [`ClusterSpec::new`].
+    fn default() -> Self {
+        ClusterSpec::new(Topology::Single, PathBuf::new())
+    }
+}
+
+impl Endpoints {
+    /// The node called `name` among the lock's servers, the sentinels and storage.
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes
+            .iter()
+            .chain(&self.sentinels)
+            .chain(std::iter::once(&self.storage))
+            .find(|n| n.name == name)
+    }
+
+    /// A `redis://` URL for `node`, with the password percent-encoded (a generated one is
+    /// alphanumeric, but a password of servers given with `--redis` may be anything).
+    pub fn url(&self, node: &Node) -> String {
+        match &self.password {
+            Some(pw) => format!(
+                "redis://:{}@{}:{}/",
+                percent_encode(pw),
+                node.host,
+                node.port
+            ),
+            None => format!("redis://{}:{}/", node.host, node.port),
+        }
+    }
+}
+
+/// Every byte but RFC 3986's unreserved characters as `%XX`.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Length of the generated password: 32 alphanumerics, about 190 bits.
+const PASSWORD_LEN: usize = 32;
+
+/// How long a graceful stop waits for SIGTERM before SIGKILL. Redis without persistence
+/// exits in milliseconds; with AOF it fsyncs first.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// Replicas per primary in `Replicated` and `Sentinel`.
+const REPLICAS: usize = 2;
+
+/// Sentinels in `Sentinel` (quorum 2).
+const SENTINELS: usize = 3;
+
+/// Running servers that lockaudit started and owns. Dropping it kills them all (SIGCONT,
+/// SIGKILL, reap); [`Cluster::shutdown`] stops them gracefully.
+///
+/// Nodes are named at start and keep their names: after a failover `replica-1` may be the
+/// primary. Names: `master-<i>`, `replica-<i>` (i = position in `Endpoints::nodes`),
+/// `sentinel-<i>`, `storage`.
+#[derive(Debug)]
+pub struct Cluster {
+    topology: Topology,
+    root: PathBuf,
+    password: String,
+    nodes: Vec<Server>,
+    storage: Server,
+    sentinels: Vec<Sentinel>,
+}
+
+/// Starts the topology's servers and the storage node, and returns once every server
+/// answers an authenticated INFO, every replica is in sync, and every sentinel knows the
+/// master, its replicas and the other sentinels.
+///
+/// Data folders are `<dir>/redis/<name>/` (emptied first), logs `<dir>/redis/<name>.log`.
+/// On any error every process started so far is killed before returning.
+pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+    let begun = Instant::now();
+    let lock_nodes = match spec.topology {
+        Topology::Single => 1,
+        Topology::Replicated | Topology::Sentinel => 1 + REPLICAS,
+        Topology::Independent if spec.masters == 0 => {
+            return Err(ClusterError::InvalidSpec(
+                "an independent topology needs at least one master".into(),
+            ))
+        }
+        Topology::Independent => spec.masters,
+    };
+    let sentinel_count = if spec.topology == Topology::Sentinel {
+        SENTINELS
+    } else {
+        0
+    };
+    let server_binary = binaries::redis_server(spec.redis_server.as_deref())?;
+    let sentinel_binary = if sentinel_count > 0 {
+        Some(binaries::redis_sentinel(
+            spec.redis_sentinel.as_deref(),
+            &server_binary,
+        )?)
+    } else {
+        None
+    };
+
+    let root = spec.dir.join("redis");
+    std::fs::create_dir_all(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
+    // Absolute, because Redis chdirs into its data folder before opening its log.
+    let root = root
+        .canonicalize()
+        .map_err(|e| ClusterError::io("resolve the folder", &root, e))?;
+    let password = generate_password();
+
+    let mut ports = ports::plan(lock_nodes + 1 + sentinel_count, spec.base_port)?.into_iter();
+    let mut next_port = || {
+        ports
+            .next()
+            .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))
+    };
+    let config = |name: String, replica_of: Option<u16>| -> Result<ServerConfig, ClusterError> {
+        let config = ServerConfig {
+            dir: root.join(&name),
+            log: root.join(format!("{name}.log")),
+            name,
+            binary: server_binary.clone(),
+            password: password.clone(),
+            persistence: spec.persistence,
+            replica_of,
+        };
+        config.prepare_dir(false)?;
+        Ok(config)
+    };
+
+    // Primaries first: a replica started before its primary listens retries only once a
+    // second. Storage starts alongside them.
+    let primaries = if spec.topology == Topology::Independent {
+        lock_nodes
+    } else {
+        1
+    };
+    let mut first = Vec::with_capacity(primaries + 1);
+    for i in 0..primaries {
+        first.push((config(format!("master-{i}"), None)?, next_port()?));
+    }
+    let mut replica_ports = Vec::new();
+    for _ in primaries..lock_nodes {
+        replica_ports.push(next_port()?);
+    }
+    first.push((config("storage".into(), None)?, next_port()?));
+    let mut nodes = server::start_all(first, true).await?;
+    let storage = nodes
+        .pop()
+        .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))?;
+
+    if lock_nodes > primaries {
+        let primary_port = nodes
+            .first()
+            .map(|s| s.instance.port())
+            .ok_or_else(|| ClusterError::InvalidSpec("no primary started".into()))?;
+        let mut replicas = Vec::with_capacity(replica_ports.len());
+        for (i, port) in replica_ports.into_iter().enumerate() {
+            let name = format!("replica-{}", primaries + i);
+            replicas.push((config(name, Some(primary_port))?, port));
+        }
+        nodes.extend(server::start_all(replicas, true).await?);
+    }
+
+    let sentinels = match sentinel_binary {
+        Some(binary) => {
+            let setup = SentinelSetup {
+                binary,
+                root: root.clone(),
+                password: password.clone(),
+                primary_port: nodes.first().map(|s| s.instance.port()).unwrap_or(0),
+                replicas: lock_nodes - primaries,
+            };
+            let mut choices = Vec::with_capacity(sentinel_count);
+            for _ in 0..sentinel_count {
+                choices.push(next_port()?);
+            }
+            sentinel::start_sentinels(&setup, choices).await?
+        }
+        None => Vec::new(),
+    };
+
+    tracing::info!(
+        topology = ?spec.topology,
+        servers = nodes.len() + 1,
+        sentinels = sentinels.len(),
+        elapsed = ?begun.elapsed(),
+        "cluster ready"
+    );
+    Ok(Cluster {
+        topology: spec.topology,
+        root,
+        password,
+        nodes,
+        storage,
+        sentinels,
+    })
+}
+
+fn generate_password() -> String {
+    rand::rng()
+        .sample_iter(&rand::distr::Alphanumeric)
+        .take(PASSWORD_LEN)
+        .map(char::from)
+        .collect()
+}
+
+fn node_of(instance: &Instance) -> Node {
+    Node {
+        name: instance.name().to_string(),
+        host: "127.0.0.1".to_string(),
+        port: instance.port(),
+        pid: instance.pid(),
+    }
+}
+
+impl Cluster {
+    /// Where clients connect (pids as of now).
+    pub fn endpoints(&self) -> Endpoints {
+        Endpoints {
+            topology: self.topology,
+            nodes: self.nodes.iter().map(|s| node_of(&s.instance)).collect(),
+            sentinels: self
+                .sentinels
+                .iter()
+                .map(|s| node_of(&s.instance))
+                .collect(),
+            master_name: (self.topology == Topology::Sentinel)
+                .then(|| sentinel::MASTER_NAME.to_string()),
+            storage: node_of(&self.storage.instance),
+            password: Some(self.password.clone()),
+        }
+    }
+
+    pub fn topology(&self) -> Topology {
+        self.topology
+    }
+
+    pub fn password(&self) -> &str {
+        &self.password
+    }
+
+    /// `<run>/redis`: the nodes' folders and logs.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Every node's name: the lock's servers, then storage, then the sentinels.
+    pub fn names(&self) -> Vec<String> {
+        self.instances().map(|i| i.name().to_string()).collect()
+    }
+
+    /// The node's pid while it runs (None once killed, or for an unknown name). Prefer
+    /// [`Cluster::signal`] to signalling the pid yourself: it never signals a reaped pid.
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        self.instance(name).and_then(Instance::pid)
+    }
+
+    pub fn port(&self, name: &str) -> Option<u16> {
+        self.instance(name).map(Instance::port)
+    }
+
+    /// The node's data folder (`<run>/redis/<name>`; a sentinel keeps its config there).
+    pub fn data_dir(&self, name: &str) -> Option<&Path> {
+        self.instance(name).map(Instance::dir)
+    }
+
+    /// The node's log file (`<run>/redis/<name>.log`, appended to across restarts).
+    pub fn log_path(&self, name: &str) -> Option<&Path> {
+        self.instance(name).map(Instance::log)
+    }
+
+    /// Sends `signal` to the node: SIGSTOP / SIGCONT pause and resume it.
+    pub fn signal(&self, name: &str, signal: Signal) -> Result<(), ClusterError> {
+        let instance = self
+            .instance(name)
+            .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))?;
+        let guard = instance.guard().ok_or_else(|| SignalError::Gone {
+            name: name.to_string(),
+            pid: 0,
+        })?;
+        Ok(guard.signal(signal)?)
+    }
+
+    /// Kills the node with SIGKILL (resuming it first if paused) and reaps it: a crash.
+    /// It stays down until [`Cluster::restart`].
+    pub fn kill(&mut self, name: &str) -> Result<Exit, ClusterError> {
+        let instance = self
+            .instance_mut(name)
+            .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))?;
+        Ok(instance.kill().unwrap_or(Exit::Unknown))
+    }
+
+    /// Starts the node again on its port (killing it first if it still runs) and waits until
+    /// it answers. A server without persistence comes back empty; a sentinel keeps its
+    /// rewritten config.
+    pub async fn restart(&mut self, name: &str) -> Result<(), ClusterError> {
+        let password = self.password.clone();
+        if let Some(sentinel) = self
+            .sentinels
+            .iter_mut()
+            .find(|s| s.instance.name() == name)
+        {
+            return sentinel.restart(&password).await;
+        }
+        match self
+            .nodes
+            .iter_mut()
+            .chain(std::iter::once(&mut self.storage))
+            .find(|s| s.instance.name() == name)
+        {
+            Some(server) => server.restart().await,
+            None => Err(ClusterError::UnknownNode(name.to_string())),
+        }
+    }
+
+    /// Stops everything gracefully: the sentinels first (so that none starts a failover
+    /// while the primary goes), then the servers; each gets SIGCONT and SIGTERM, then
+    /// SIGKILL after a grace period. Returns how each process ended.
+    pub async fn shutdown(mut self) -> Vec<(String, Exit)> {
+        let mut sentinels: Vec<&mut ChildGuard> = self
+            .sentinels
+            .iter_mut()
+            .filter_map(|s| s.instance.guard_mut())
+            .collect();
+        process::terminate_all(&mut sentinels, STOP_GRACE).await;
+        let mut servers: Vec<&mut ChildGuard> = self
+            .nodes
+            .iter_mut()
+            .chain(std::iter::once(&mut self.storage))
+            .filter_map(|s| s.instance.guard_mut())
+            .collect();
+        process::terminate_all(&mut servers, STOP_GRACE).await;
+        self.instances()
+            .map(|i| {
+                let exit = i
+                    .guard()
+                    .and_then(ChildGuard::exit)
+                    .unwrap_or(Exit::Unknown);
+                (i.name().to_string(), exit)
+            })
+            .collect()
+    }
+
+    fn instances(&self) -> impl Iterator<Item = &Instance> {
+        self.nodes
+            .iter()
+            .chain(std::iter::once(&self.storage))
+            .map(|s| &s.instance)
+            .chain(self.sentinels.iter().map(|s| &s.instance))
+    }
+
+    fn instances_mut(&mut self) -> impl Iterator<Item = &mut Instance> {
+        self.nodes
+            .iter_mut()
+            .chain(std::iter::once(&mut self.storage))
+            .map(|s| &mut s.instance)
+            .chain(self.sentinels.iter_mut().map(|s| &mut s.instance))
+    }
+
+    fn instance(&self, name: &str) -> Option<&Instance> {
+        self.instances().find(|i| i.name() == name)
+    }
+
+    fn instance_mut(&mut self, name: &str) -> Option<&mut Instance> {
+        self.instances_mut().find(|i| i.name() == name)
+    }
+}
+
+impl Drop for Cluster {
+    /// Kills whatever still runs: SIGCONT and SIGKILL to all first, then reaps, so that
+    /// the teardown costs one kill rather than one per process.
+    fn drop(&mut self) {
+        for instance in self.instances() {
+            if let Some(guard) = instance.guard() {
+                if guard.exit().is_none() {
+                    let _ = guard.signal(Signal::SIGCONT);
+                    let _ = guard.signal(Signal::SIGKILL);
+                }
+            }
+        }
+        for instance in self.instances_mut() {
+            instance.kill();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_escape_the_password() {
+        let node = Node {
+            name: "storage".into(),
+            host: "127.0.0.1".into(),
+            port: 7000,
+            pid: None,
+        };
+        let mut e = Endpoints {
+            topology: Topology::Single,
+            nodes: vec![],
+            sentinels: vec![],
+            master_name: None,
+            storage: node.clone(),
+            password: Some("a:b@c/d".into()),
+        };
+        assert_eq!(e.url(&node), "redis://:a%3Ab%40c%2Fd@127.0.0.1:7000/");
+        e.password = None;
+        assert_eq!(e.url(&node), "redis://127.0.0.1:7000/");
+        assert_eq!(e.node("storage"), Some(&node));
+    }
+
+    #[test]
+    fn passwords_are_long_and_alphanumeric() {
+        let pw = generate_password();
+        assert_eq!(pw.len(), PASSWORD_LEN);
+        assert!(pw.chars().all(|c| c.is_ascii_alphanumeric()));
+        assert_ne!(pw, generate_password());
+    }
+}

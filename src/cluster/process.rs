@@ -1,0 +1,214 @@
+//! A guard per child process: it signals, reaps and, when dropped, kills its child.
+//!
+//! All pid handling goes through `registry`, which guarantees that a pid is signalled only
+//! while it is still our unreaped child.
+
+use std::fmt;
+use std::io;
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+
+use super::registry;
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it.
+    Signal(Signal),
+    /// Someone else reaped it (the Ctrl-C or panic cleanup), so the status is not known.
+    Unknown,
+}
+
+impl fmt::Display for Exit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Exit::Code(code) => write!(f, "exit code {code}"),
+            Exit::Signal(sig) => write!(f, "killed by {sig}"),
+            Exit::Unknown => f.write_str("ended (status collected by the cleanup handler)"),
+        }
+    }
+}
+
+/// Why a signal could not be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum SignalError {
+    #[error("{name} (pid {pid}) is no longer running")]
+    Gone { name: String, pid: u32 },
+    #[error("cannot send {signal} to {name} (pid {pid}): {source}")]
+    Failed {
+        name: String,
+        pid: u32,
+        signal: Signal,
+        source: Errno,
+    },
+}
+
+/// Owns one child process: ends it (SIGCONT, SIGKILL, reap) when dropped.
+#[derive(Debug)]
+pub struct ChildGuard {
+    name: String,
+    pid: u32,
+    exit: Option<Exit>,
+    stdin: Option<ChildStdin>,
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+}
+
+/// Spawns `cmd` as an owned child named `name` (the name is only for messages).
+///
+/// Piped stdio is available through the guard's `take_*` methods (wrap them with
+/// `tokio::process::ChildStdout::from_std` for async reading).
+pub fn spawn(name: &str, cmd: Command) -> io::Result<ChildGuard> {
+    let mut child = registry::spawn(name, cmd)?;
+    // Dropping a std Child neither kills nor waits: from here the guard owns the pid.
+    Ok(ChildGuard {
+        name: name.to_string(),
+        pid: child.id(),
+        exit: None,
+        stdin: child.stdin.take(),
+        stdout: child.stdout.take(),
+        stderr: child.stderr.take(),
+    })
+}
+
+impl ChildGuard {
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.stdin.take()
+    }
+
+    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
+        self.stdout.take()
+    }
+
+    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
+        self.stderr.take()
+    }
+
+    /// How it ended, once it has been reaped.
+    pub fn exit(&self) -> Option<Exit> {
+        self.exit
+    }
+
+    /// Sends `signal` if the child has not been reaped (SIGSTOP/SIGCONT for a pause, …).
+    pub fn signal(&self, signal: Signal) -> Result<(), SignalError> {
+        let sent = match self.exit {
+            Some(_) => None,
+            None => registry::signal(self.pid, signal),
+        };
+        match sent {
+            None => Err(SignalError::Gone {
+                name: self.name.clone(),
+                pid: self.pid,
+            }),
+            Some(result) => result.map_err(|source| SignalError::Failed {
+                name: self.name.clone(),
+                pid: self.pid,
+                signal,
+                source,
+            }),
+        }
+    }
+
+    /// Reaps the child if it has ended; None while it runs (or is stopped).
+    pub fn try_wait(&mut self) -> Option<Exit> {
+        if self.exit.is_some() {
+            return self.exit;
+        }
+        self.exit = registry::try_reap(self.pid);
+        self.exit
+    }
+
+    /// Resumes (a paused child cannot die of SIGTERM) and kills with SIGKILL, then reaps,
+    /// blocking for at most a few seconds.
+    pub fn kill(&mut self) -> Exit {
+        if let Some(exit) = self.try_wait() {
+            return exit;
+        }
+        let _ = self.signal(Signal::SIGCONT);
+        let _ = self.signal(Signal::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(exit) = self.try_wait() {
+                return exit;
+            }
+            if Instant::now() > deadline {
+                // A process stuck in the kernel; it stays registered so that a later
+                // cleanup can still reap it.
+                tracing::warn!(
+                    "{} (pid {}) did not die within 5 s of SIGKILL",
+                    self.name,
+                    self.pid
+                );
+                return Exit::Unknown;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Graceful stop: SIGCONT, SIGTERM, up to `grace` for it to exit, then SIGKILL.
+    pub async fn terminate(&mut self, grace: Duration) -> Exit {
+        terminate_all(&mut [self], grace).await;
+        self.exit.unwrap_or(Exit::Unknown)
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if self.exit.is_none() {
+            self.kill();
+        }
+    }
+}
+
+/// Stops several children at once: SIGCONT and SIGTERM to all, then waits up to `grace`
+/// for them together, then SIGKILL for whoever is left. Concurrent, so a teardown costs one
+/// grace period, not one per child.
+pub async fn terminate_all(children: &mut [&mut ChildGuard], grace: Duration) {
+    for child in children.iter() {
+        if child.exit.is_none() {
+            let _ = child.signal(Signal::SIGCONT);
+            let _ = child.signal(Signal::SIGTERM);
+        }
+    }
+    let deadline = Instant::now() + grace;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let mut running = 0;
+        for child in children.iter_mut() {
+            if child.try_wait().is_none() {
+                running += 1;
+            }
+        }
+        if running == 0 {
+            return;
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+    for child in children.iter_mut() {
+        if child.exit.is_none() {
+            tracing::warn!(
+                "{} (pid {}) ignored SIGTERM for {grace:?}; killing it",
+                child.name,
+                child.pid
+            );
+            child.kill();
+        }
+    }
+}

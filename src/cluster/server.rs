@@ -1,0 +1,225 @@
+//! One redis-server: its command line, start with port retry, replication readiness.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+
+use super::error::ClusterError;
+use super::instance::{Instance, NotReady, READY_TIMEOUT};
+use super::ports::{self, PortChoice};
+use super::probe;
+
+/// How many times a server whose free port was taken before it could bind it is started
+/// again on another port.
+const PORT_RETRIES: usize = 3;
+
+/// Everything needed to start (and restart) one redis-server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub name: String,
+    pub binary: PathBuf,
+    /// The data folder (absolute: Redis chdirs into it).
+    pub dir: PathBuf,
+    pub log: PathBuf,
+    pub password: String,
+    /// AOF on (`appendfsync everysec`) or no persistence at all.
+    pub persistence: bool,
+    /// The primary's port, for a replica.
+    pub replica_of: Option<u16>,
+}
+
+impl ServerConfig {
+    /// The foreground command line (no `--daemonize`: a daemon would escape our guard and
+    /// be reaped late by PID 1).
+    ///
+    /// `repl-diskless-sync-delay 0` because the default waits 5 s for more replicas before
+    /// a full sync, which would dominate the replicated start. The password is on the
+    /// command line, visible in `ps`: it is generated per run and the server listens on
+    /// loopback only. With persistence, AOF with `everysec`: a killed *process* loses
+    /// nothing (Redis writes the AOF before replying); only an OS crash would.
+    pub fn command(&self, port: u16) -> Command {
+        let mut cmd = Command::new(&self.binary);
+        cmd.arg("--port").arg(port.to_string());
+        cmd.args(["--bind", "127.0.0.1", "--daemonize", "no"]);
+        cmd.arg("--requirepass").arg(&self.password);
+        cmd.arg("--masterauth").arg(&self.password);
+        cmd.arg("--dir").arg(&self.dir);
+        cmd.arg("--logfile").arg(&self.log);
+        cmd.args(["--save", "", "--repl-diskless-sync-delay", "0"]);
+        if self.persistence {
+            cmd.args(["--appendonly", "yes", "--appendfsync", "everysec"]);
+        } else {
+            cmd.args(["--appendonly", "no"]);
+        }
+        if let Some(primary) = self.replica_of {
+            cmd.args(["--replicaof", "127.0.0.1"])
+                .arg(primary.to_string());
+        }
+        cmd
+    }
+
+    /// Makes the data folder; emptied first unless the data must survive (a restart with
+    /// persistence). Without persistence an old `dump.rdb` (a replica writes one on every
+    /// full sync) would otherwise be loaded at start and smuggle in persistence.
+    pub fn prepare_dir(&self, keep_data: bool) -> Result<(), ClusterError> {
+        if !keep_data && self.dir.exists() {
+            std::fs::remove_dir_all(&self.dir)
+                .map_err(|e| ClusterError::io("empty the data folder", &self.dir, e))?;
+        }
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| ClusterError::io("create the data folder", &self.dir, e))
+    }
+
+    fn spawn(&self, port: u16) -> Result<Instance, ClusterError> {
+        Instance::spawn(&self.name, port, &self.dir, &self.log, self.command(port))
+    }
+}
+
+/// A started redis-server and how to start it again.
+#[derive(Debug)]
+pub struct Server {
+    pub config: ServerConfig,
+    pub instance: Instance,
+}
+
+impl Server {
+    /// Starts it again on the same port (clients know that port). Without persistence the
+    /// data folder is emptied first, so the node comes back empty as a real crash would
+    /// leave it. Waits until it answers, not until a replica is in sync: after a failover
+    /// its primary may be the one that is down.
+    pub async fn restart(&mut self) -> Result<(), ClusterError> {
+        if let Some(guard) = self.instance.guard_mut() {
+            if guard.try_wait().is_none() {
+                guard.kill();
+            }
+        }
+        self.config.prepare_dir(self.config.persistence)?;
+        let port = self.instance.port();
+        let mut servers =
+            start_all(vec![(self.config.clone(), PortChoice::Fixed(port))], false).await?;
+        match servers.pop() {
+            Some(server) => {
+                self.instance = server.instance;
+                Ok(())
+            }
+            None => Err(self.instance.error("restart produced no server")),
+        }
+    }
+}
+
+/// Starts all `servers` at once, then waits for each to answer and, with `await_sync`,
+/// each replica to be in sync with its primary. Spawning first and waiting after makes the whole start cost
+/// about one server's start. A server whose free port was taken in the meantime is started
+/// again on a new port; a taken fixed port is `PortInUse`.
+pub async fn start_all(
+    servers: Vec<(ServerConfig, PortChoice)>,
+    await_sync: bool,
+) -> Result<Vec<Server>, ClusterError> {
+    let mut spawned = Vec::with_capacity(servers.len());
+    for (config, choice) in servers {
+        let instance = config.spawn(choice.port())?;
+        spawned.push((config, choice, instance));
+    }
+    let mut started = Vec::with_capacity(spawned.len());
+    for (config, mut choice, mut instance) in spawned {
+        let mut retries = 0;
+        let conn = loop {
+            match instance.wait_ready(&config.password).await {
+                Ok(conn) => break conn,
+                Err(NotReady::AddressInUse) => match choice {
+                    PortChoice::Fixed(port) => {
+                        return Err(ClusterError::PortInUse {
+                            node: config.name.clone(),
+                            port,
+                        })
+                    }
+                    PortChoice::Free(port) if retries < PORT_RETRIES => {
+                        retries += 1;
+                        tracing::debug!(node = config.name, port, "port taken; retrying");
+                        choice = PortChoice::Free(ports::free_port()?);
+                        instance = config.spawn(choice.port())?;
+                    }
+                    PortChoice::Free(_) => {
+                        return Err(instance.error(format!(
+                            "its port was taken before it could bind it, {} times",
+                            retries + 1
+                        )))
+                    }
+                },
+                Err(NotReady::Failed(reason)) => return Err(instance.error(reason)),
+            }
+        };
+        started.push((Server { config, instance }, conn));
+    }
+    let mut servers = Vec::with_capacity(started.len());
+    for (server, mut conn) in started {
+        if await_sync && server.config.replica_of.is_some() {
+            wait_in_sync(&server.instance, &mut conn).await?;
+        }
+        servers.push(server);
+    }
+    Ok(servers)
+}
+
+/// Polls `INFO replication` until the replica reports `master_link_status:up`: before
+/// that it holds no data and a failover to it would lose everything.
+pub async fn wait_in_sync(
+    instance: &Instance,
+    conn: &mut MultiplexedConnection,
+) -> Result<(), ClusterError> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let last = match probe::info(conn, "replication").await {
+            Ok(info) => {
+                let status = info.get("master_link_status").map(String::as_str);
+                if status == Some("up") {
+                    return Ok(());
+                }
+                format!("master_link_status:{}", status.unwrap_or("(absent)"))
+            }
+            Err(err) => err.to_string(),
+        };
+        if Instant::now() >= deadline {
+            return Err(instance.error(format!(
+                "the replica was not in sync with its primary within {READY_TIMEOUT:?} ({last})"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A free port taken between our choice and the server's bind: the server is started
+    /// again on another port instead of failing the run.
+    #[tokio::test]
+    async fn a_collision_on_a_free_port_is_retried_elsewhere() {
+        let Ok(binary) = super::super::binaries::redis_server(None) else {
+            eprintln!("skipped: no redis-server on PATH");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let config = ServerConfig {
+            name: "master-0".into(),
+            binary,
+            dir: dir.path().join("master-0"),
+            log: dir.path().join("master-0.log"),
+            password: "pw".into(),
+            persistence: false,
+            replica_of: None,
+        };
+        config.prepare_dir(false).unwrap();
+        let servers = start_all(vec![(config, PortChoice::Free(port))], true)
+            .await
+            .unwrap();
+        assert_ne!(servers[0].instance.port(), port);
+        let log = std::fs::read_to_string(dir.path().join("master-0.log")).unwrap();
+        assert!(log.contains("Address already in use"), "{log}");
+    }
+}

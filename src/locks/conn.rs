@@ -1,0 +1,250 @@
+//! One logical connection to one Redis server (or to whatever primary Sentinel names), with
+//! the error classification every algorithm needs to tell `fail` from `info`.
+//!
+//! Why not `ConnectionManager`: it retries behind our back, and a lock client must know
+//! whether its command may have run. Here a failed or timed-out request drops the connection
+//! (so the next operation reconnects, and under Sentinel asks the sentinels again, the way
+//! real apps rediscover a moved primary) and the caller learns which kind of failure it was.
+
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{
+    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ErrorKind, FromRedisValue,
+    IntoConnectionInfo, RedisConnectionInfo, RedisError, ScriptInvocation,
+};
+
+use super::{Acquired, LockError, Outcome};
+use crate::cluster::Node;
+
+/// Why a request did not return a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OpError {
+    /// The command certainly did not run: no connection could be made, or the server
+    /// answered with an error reply (READONLY, LOADING, …) instead of executing it.
+    Definite(String),
+    /// The command may or may not have run: timeout or connection lost after sending.
+    Unknown(String),
+}
+
+impl OpError {
+    pub(crate) fn message(&self) -> &str {
+        match self {
+            OpError::Definite(m) | OpError::Unknown(m) => m,
+        }
+    }
+
+    /// The acquire's outcome when this request was its first write: a definite error means
+    /// nothing was taken (`fail`), an unknown one that the lock may be ours (`info`).
+    pub(crate) fn before_write(self) -> Acquired {
+        match self {
+            OpError::Definite(m) => Acquired::Fail(m),
+            OpError::Unknown(m) => Acquired::Info(m),
+        }
+    }
+
+    /// The outcome of a release or renew that did not complete. Even a definite error is
+    /// `info`: the request did not run, so the lock is still held (or lost, nobody looked),
+    /// and HISTORY.md has no "still ours" outcome; `fail` would claim the lock was lost.
+    pub(crate) fn outcome(self) -> Outcome {
+        Outcome::Info(self.message().to_string())
+    }
+}
+
+/// Where the connection goes.
+enum Target {
+    /// A fixed server.
+    Direct(Client),
+    /// The primary that the sentinels name at connect time.
+    Sentinel(Box<SentinelClient>),
+}
+
+/// A lazily (re)connected multiplexed connection with a per-request time limit.
+pub(crate) struct Conn {
+    target: Target,
+    conn: Option<MultiplexedConnection>,
+    timeout: Duration,
+    /// For error messages and `node` fields: the server's name or `sentinel:<master>`.
+    pub(crate) name: String,
+}
+
+/// The connection info for one server, with the run's password.
+fn node_info(node: &Node, password: Option<&str>) -> Result<redis::ConnectionInfo, LockError> {
+    let mut redis_info = RedisConnectionInfo::default();
+    if let Some(pw) = password {
+        redis_info = redis_info.set_password(pw);
+    }
+    Ok(ConnectionAddr::Tcp(node.host.clone(), node.port)
+        .into_connection_info()
+        .map_err(|e| LockError::Endpoints(format!("{}: {e}", node.name)))?
+        .set_redis_settings(redis_info))
+}
+
+impl Conn {
+    /// A connection to one fixed server.
+    pub(crate) fn direct(
+        node: &Node,
+        password: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Self, LockError> {
+        let client = Client::open(node_info(node, password)?)
+            .map_err(|e| LockError::Endpoints(format!("{}: {e}", node.name)))?;
+        Ok(Conn {
+            target: Target::Direct(client),
+            conn: None,
+            timeout,
+            name: node.name.clone(),
+        })
+    }
+
+    /// A connection to the primary the sentinels name. The same password is given to the
+    /// data nodes and, when `sentinel_password` is true, to the sentinels.
+    pub(crate) fn sentinel(
+        sentinels: &[Node],
+        master_name: &str,
+        password: Option<&str>,
+        sentinel_password: bool,
+        timeout: Duration,
+    ) -> Result<Self, LockError> {
+        let addrs = sentinels
+            .iter()
+            .map(|n| ConnectionAddr::Tcp(n.host.clone(), n.port));
+        let mut builder =
+            SentinelClientBuilder::new(addrs, master_name, SentinelServerType::Master)
+                .map_err(|e| LockError::Endpoints(format!("sentinel: {e}")))?;
+        if let Some(pw) = password {
+            builder = builder.set_client_to_redis_password(pw);
+            if sentinel_password {
+                builder = builder.set_client_to_sentinel_password(pw);
+            }
+        }
+        let client = builder
+            .build()
+            .map_err(|e| LockError::Endpoints(format!("sentinel: {e}")))?;
+        Ok(Conn {
+            target: Target::Sentinel(Box::new(client)),
+            conn: None,
+            timeout,
+            name: format!("sentinel:{master_name}"),
+        })
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// A client for the current target (for Pub/Sub connections). Under Sentinel this asks
+    /// the sentinels.
+    pub(crate) async fn client(&mut self) -> Result<Client, OpError> {
+        match &mut self.target {
+            Target::Direct(c) => Ok(c.clone()),
+            Target::Sentinel(s) => {
+                match tokio::time::timeout(self.timeout, s.async_get_client()).await {
+                    Ok(Ok(c)) => Ok(c),
+                    Ok(Err(e)) => Err(OpError::Definite(format!("{}: {e}", self.name))),
+                    Err(_) => Err(OpError::Definite(format!(
+                        "{}: no primary from sentinels within {:?}",
+                        self.name, self.timeout
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// Connects if not connected. Nothing was sent yet, so any failure is definite.
+    async fn ensure(&mut self) -> Result<&mut MultiplexedConnection, OpError> {
+        if self.conn.is_none() {
+            let config = AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(self.timeout))
+                .set_response_timeout(Some(self.timeout));
+            let timeout = self.timeout;
+            let connecting = async {
+                match &mut self.target {
+                    Target::Direct(c) => {
+                        c.get_multiplexed_async_connection_with_config(&config)
+                            .await
+                    }
+                    Target::Sentinel(s) => s.get_async_connection_with_config(&config).await,
+                }
+            };
+            let conn = match tokio::time::timeout(timeout, connecting).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    return Err(OpError::Definite(format!("{}: connect: {e}", self.name)))
+                }
+                Err(_) => {
+                    return Err(OpError::Definite(format!(
+                        "{}: connect timed out after {:?}",
+                        self.name, timeout
+                    )))
+                }
+            };
+            self.conn = Some(conn);
+        }
+        match self.conn.as_mut() {
+            Some(c) => Ok(c),
+            None => Err(OpError::Definite(format!("{}: not connected", self.name))),
+        }
+    }
+
+    /// Connects now, to surface configuration errors (a wrong password) at `connect` time
+    /// rather than as a failure on every acquire. A server that is down is not an error here:
+    /// a worker restarted during a fault must still start.
+    pub(crate) async fn probe(&mut self) -> Result<(), LockError> {
+        let ping = redis::cmd("PING");
+        match self.query::<String>(&ping).await {
+            Err(OpError::Definite(m)) if is_auth_message(&m) => Err(LockError::Auth(m)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Classifies a failed request and forgets the connection, so that the next request
+    /// starts afresh (and rediscovers the primary under Sentinel).
+    fn failed(&mut self, e: RedisError) -> OpError {
+        self.conn = None;
+        match e.kind() {
+            ErrorKind::Server(_) | ErrorKind::Extension | ErrorKind::AuthenticationFailed => {
+                OpError::Definite(format!("{}: {e}", self.name))
+            }
+            _ => OpError::Unknown(format!("{}: {e}", self.name)),
+        }
+    }
+
+    fn timed_out(&mut self) -> OpError {
+        self.conn = None;
+        OpError::Unknown(format!("{}: timed out after {:?}", self.name, self.timeout))
+    }
+
+    /// Runs one command within the time limit.
+    pub(crate) async fn query<T: FromRedisValue>(&mut self, cmd: &Cmd) -> Result<T, OpError> {
+        let timeout = self.timeout;
+        let conn = self.ensure().await?;
+        match tokio::time::timeout(timeout, cmd.query_async::<T>(conn)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.failed(e)),
+            Err(_) => Err(self.timed_out()),
+        }
+    }
+
+    /// Runs a script (EVALSHA, falling back to SCRIPT LOAD + EVALSHA after a restart emptied
+    /// the script cache) within the time limit.
+    pub(crate) async fn eval<T: FromRedisValue>(
+        &mut self,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<T, OpError> {
+        let timeout = self.timeout;
+        let conn = self.ensure().await?;
+        match tokio::time::timeout(timeout, invocation.invoke_async::<T>(conn)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.failed(e)),
+            Err(_) => Err(self.timed_out()),
+        }
+    }
+}
+
+/// Whether an error message is an authentication problem (wrong or missing password).
+pub(crate) fn is_auth_message(m: &str) -> bool {
+    let m = m.to_ascii_lowercase();
+    m.contains("auth") || m.contains("wrongpass") || m.contains("password")
+}

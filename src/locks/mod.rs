@@ -1,0 +1,484 @@
+//! The lock algorithms under audit, all behind one trait.
+//!
+//! Each module is one seed algorithm, written the way its source writes it, flaws included:
+//! the point of lockaudit is to show those flaws in a history, so none is "fixed" here.
+//! `connect` builds a client for an algorithm by name; `fenced: true` wraps any of them so
+//! that every successful acquire also takes a fencing token from `INCR`.
+//!
+//! Outcomes follow shared/HISTORY.md: `ok` took effect, `fail` certainly did not, `info`
+//! nobody knows (a timeout, a connection lost after the request was sent). Leases are
+//! counted from the start of the `acquire` / `renew` call and are lower bounds: the key
+//! cannot expire before them as long as the server's clock runs true.
+
+mod conn;
+mod fenced;
+mod lua_getset;
+mod redlock;
+mod reentrant;
+mod set_nx_px;
+mod setnx_del;
+mod setnx_expire;
+mod setnx_getset;
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+
+use crate::cluster::{Endpoints, Topology};
+use conn::Conn;
+
+/// How an acquire ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquired {
+    /// Taken: the fencing token if the algorithm issues one, and the lease promised from the
+    /// acquire's start (None: until released).
+    Ok {
+        token: Option<i64>,
+        lease_ms: Option<i64>,
+    },
+    /// Certainly not taken.
+    Fail(String),
+    /// Unknown (the connection failed mid-request, a timeout).
+    Info(String),
+}
+
+/// How a release or renew ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done; for a renew, the new lease from the renew's start.
+    Ok { lease_ms: Option<i64> },
+    /// The implementation found the lock no longer ours.
+    Fail(String),
+    /// Unknown.
+    Info(String),
+}
+
+/// One client's handle on one algorithm. A client runs one operation at a time.
+#[async_trait]
+pub trait LockClient: Send {
+    async fn acquire(&mut self, key: &str) -> Acquired;
+    async fn release(&mut self, key: &str) -> Outcome;
+    async fn renew(&mut self, key: &str) -> Outcome;
+    /// Whether `renew` does anything (the watchdog renews every ttl/3 while holding).
+    fn renews(&self) -> bool;
+    /// How often the holder should call `renew` (the watchdog period, ttl/3), when
+    /// `renews()`; None otherwise. The worker drives the watchdog so that every renewal is
+    /// an operation in the history.
+    fn renew_every(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// The algorithms' names, as `connect` and the CLI accept them.
+pub const ALGORITHMS: [&str; 7] = [
+    "setnx-del",
+    "setnx-expire",
+    "setnx-getset",
+    "lua-getset",
+    "set-nx-px",
+    "reentrant",
+    "redlock",
+];
+
+/// Every named step an algorithm announces through `LockOptions::on_step`, by algorithm.
+/// The nemesis picks a crash point from these (a worker that dies at
+/// `setnx-expire:after-setnx` leaves a lock that never expires).
+pub fn crash_points(algorithm: &str) -> &'static [&'static str] {
+    match algorithm {
+        "setnx-del" => setnx_del::STEPS,
+        "setnx-expire" => setnx_expire::STEPS,
+        "setnx-getset" => setnx_getset::STEPS,
+        "lua-getset" => lua_getset::STEPS,
+        "set-nx-px" => set_nx_px::STEPS,
+        "reentrant" => reentrant::STEPS,
+        "redlock" => redlock::STEPS,
+        _ => &[],
+    }
+}
+
+/// The step a fenced client announces between winning the lock and taking its token.
+pub const FENCED_STEP: &str = fenced::STEP;
+
+/// Called with each step name as the client reaches it.
+pub type StepHook = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How a client runs its algorithm. Plain data (serde) except the two live hooks, which a
+/// worker sets after reading the options.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct LockOptions {
+    /// The lock's time to live (PX / EXPIRE / the timestamp's distance), in ms.
+    pub ttl_ms: u64,
+    /// Retries inside one acquire after the first try found the lock taken (0: try once).
+    /// This is the algorithm's own retry policy; errors are never retried.
+    pub retry_attempts: u32,
+    /// Wait between tries (before the first retry; later ones per `retry_backoff_factor`).
+    pub retry_backoff_ms: u64,
+    /// Each further retry waits this many times longer (1.0: a fixed delay).
+    pub retry_backoff_factor: f64,
+    /// Cap of the backed-off wait.
+    pub retry_backoff_max_ms: u64,
+    /// A random extra wait in [0, jitter] per retry, so contenders spread out (redlock-rb
+    /// uses 50). Default 0, so that `retry_backoff_ms` alone is the wait.
+    pub retry_jitter_ms: u64,
+    /// Renew while holding (set-nx-px, reentrant, redlock): `renews()` turns true.
+    pub watchdog: bool,
+    /// Take a fencing token from `INCR` on every successful acquire.
+    pub fenced: bool,
+    /// RedLock: drift = ttl × drift_factor + 2 ms.
+    pub drift_factor: f64,
+    /// RedLock: masters needed; None: N/2 + 1.
+    pub quorum: Option<usize>,
+    /// RedLock: the per-node time limit; None: ttl/20, at least 10 ms.
+    pub node_timeout_ms: Option<u64>,
+    /// The owner's identity (unique per logical client): reentrant's hash field. Empty: a
+    /// random one is made at connect.
+    pub client_id: String,
+    /// Added to the client's wall clock by the algorithms that read it (setnx-getset,
+    /// lua-getset): the clock-skew fault.
+    pub clock_skew_ms: i64,
+    /// Time limit of one request (connect included); past it the outcome is `info`.
+    pub op_timeout_ms: u64,
+    /// The step at which the worker means to die (one of `crash_points`); carried here for
+    /// the worker's `on_step` hook, which does the dying.
+    pub crash_point: Option<String>,
+    /// Called with each step name as the client reaches it.
+    #[serde(skip)]
+    pub on_step: Option<StepHook>,
+    /// A skew the worker can change while the client runs (ms, added to `clock_skew_ms`).
+    #[serde(skip)]
+    pub live_skew_ms: Option<Arc<AtomicI64>>,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions {
+            ttl_ms: 2000,
+            retry_attempts: 3,
+            retry_backoff_ms: 100,
+            retry_backoff_factor: 1.0,
+            retry_backoff_max_ms: 10_000,
+            retry_jitter_ms: 0,
+            watchdog: false,
+            fenced: false,
+            drift_factor: 0.01,
+            quorum: None,
+            node_timeout_ms: None,
+            client_id: String::new(),
+            clock_skew_ms: 0,
+            op_timeout_ms: 1000,
+            crash_point: None,
+            on_step: None,
+            live_skew_ms: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for LockOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockOptions")
+            .field("ttl_ms", &self.ttl_ms)
+            .field("retry_attempts", &self.retry_attempts)
+            .field("retry_backoff_ms", &self.retry_backoff_ms)
+            .field("retry_backoff_factor", &self.retry_backoff_factor)
+            .field("retry_backoff_max_ms", &self.retry_backoff_max_ms)
+            .field("retry_jitter_ms", &self.retry_jitter_ms)
+            .field("watchdog", &self.watchdog)
+            .field("fenced", &self.fenced)
+            .field("drift_factor", &self.drift_factor)
+            .field("quorum", &self.quorum)
+            .field("node_timeout_ms", &self.node_timeout_ms)
+            .field("client_id", &self.client_id)
+            .field("clock_skew_ms", &self.clock_skew_ms)
+            .field("op_timeout_ms", &self.op_timeout_ms)
+            .field("crash_point", &self.crash_point)
+            .field("on_step", &self.on_step.as_ref().map(|_| "set"))
+            .field("live_skew_ms", &self.live_skew_ms)
+            .finish()
+    }
+}
+
+impl LockOptions {
+    /// Announces a step to the hook, if any.
+    pub(crate) fn step(&self, name: &str) {
+        if let Some(hook) = &self.on_step {
+            hook(name);
+        }
+    }
+
+    /// Sets `crash_point` and a hook that SIGKILLs this process when the client reaches it:
+    /// the worker's way to die at a window too narrow for a random kill.
+    pub fn die_at(mut self, point: &str) -> Self {
+        let wanted = point.to_string();
+        self.crash_point = Some(wanted.clone());
+        self.on_step = Some(Arc::new(move |name: &str| {
+            if name == wanted {
+                // SIGKILL, not abort: no core dump, no unwinding, exactly a crash.
+                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+            }
+        }));
+        self
+    }
+
+    pub(crate) fn ttl(&self) -> i64 {
+        i64::try_from(self.ttl_ms).unwrap_or(i64::MAX)
+    }
+
+    pub(crate) fn op_timeout(&self) -> Duration {
+        Duration::from_millis(self.op_timeout_ms.max(1))
+    }
+
+    /// The client's wall clock in ms since the epoch, skew included: the clock the
+    /// timestamp algorithms trust.
+    pub(crate) fn client_now_ms(&self) -> i64 {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        let live = self
+            .live_skew_ms
+            .as_ref()
+            .map(|s| s.load(Ordering::Relaxed))
+            .unwrap_or(0);
+        wall.saturating_add(self.clock_skew_ms).saturating_add(live)
+    }
+
+    /// The wait before retry number `retry` (0 for the first retry).
+    pub(crate) fn retry_delay(&self, retry: u32) -> Duration {
+        let factor = self
+            .retry_backoff_factor
+            .max(0.0)
+            .powi(i32::try_from(retry).unwrap_or(i32::MAX));
+        let base = (self.retry_backoff_ms as f64 * factor).min(self.retry_backoff_max_ms as f64);
+        let jitter = if self.retry_jitter_ms > 0 {
+            rand::random_range(0..=self.retry_jitter_ms)
+        } else {
+            0
+        };
+        Duration::from_millis(base.max(0.0) as u64 + jitter)
+    }
+}
+
+/// Why a client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("unknown lock algorithm {0:?} (known: {known})", known = ALGORITHMS.join(", "))]
+    UnknownAlgorithm(String),
+    #[error("bad endpoints: {0}")]
+    Endpoints(String),
+    #[error("authentication failed: {0}")]
+    Auth(String),
+}
+
+/// Builds a client of `algorithm` on `endpoints`.
+///
+/// Single, replicated and independent topologies use `nodes[0]` (the primary) for every
+/// algorithm but RedLock; Sentinel asks the sentinels for the primary (and again after each
+/// failed request). RedLock uses every node of an independent topology, else the one
+/// primary. Servers that are down now are not an error (they are reached lazily); a wrong
+/// password is.
+pub async fn connect(
+    algorithm: &str,
+    endpoints: &Endpoints,
+    options: &LockOptions,
+) -> Result<Box<dyn LockClient>, LockError> {
+    if !ALGORITHMS.contains(&algorithm) {
+        return Err(LockError::UnknownAlgorithm(algorithm.to_string()));
+    }
+    let mut options = options.clone();
+    if options.client_id.is_empty() {
+        options.client_id = random_id();
+    }
+    let inner: Box<dyn LockClient> = match algorithm {
+        "setnx-del" => Box::new(setnx_del::SetnxDel::new(
+            primary(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "setnx-expire" => Box::new(setnx_expire::SetnxExpire::new(
+            primary(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "setnx-getset" => Box::new(setnx_getset::SetnxGetset::new(
+            primary(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "lua-getset" => Box::new(lua_getset::LuaGetset::new(
+            primary(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "set-nx-px" => Box::new(set_nx_px::SetNxPx::new(
+            primary(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "reentrant" => Box::new(reentrant::Reentrant::new(
+            primary(endpoints, &options).await?,
+            options.clone(),
+        )),
+        _ => {
+            let masters = redlock_masters(endpoints, &options).await?;
+            Box::new(redlock::Redlock::new(masters, options.clone())?)
+        }
+    };
+    if !options.fenced {
+        return Ok(inner);
+    }
+    // The counter lives on the lock's server: the primary, or RedLock's first master.
+    let counter = if algorithm == "redlock" && endpoints.topology == Topology::Independent {
+        let node = endpoints
+            .nodes
+            .first()
+            .ok_or_else(|| LockError::Endpoints("no lock nodes".into()))?;
+        let mut c = Conn::direct(node, endpoints.password.as_deref(), options.op_timeout())?;
+        c.probe().await?;
+        c
+    } else {
+        primary(endpoints, &options).await?
+    };
+    Ok(Box::new(fenced::Fenced::new(inner, counter, options)))
+}
+
+/// The connection to the lock's primary for the single-server algorithms.
+async fn primary(endpoints: &Endpoints, options: &LockOptions) -> Result<Conn, LockError> {
+    let password = endpoints.password.as_deref();
+    let timeout = options.op_timeout();
+    if endpoints.topology == Topology::Sentinel {
+        let master = endpoints.master_name.as_deref().ok_or_else(|| {
+            LockError::Endpoints("sentinel topology without a master name".into())
+        })?;
+        if endpoints.sentinels.is_empty() {
+            return Err(LockError::Endpoints(
+                "sentinel topology without sentinels".into(),
+            ));
+        }
+        // Sentinels may or may not share the data nodes' password: try with it, and
+        // without when the sentinels refuse it.
+        let mut conn = Conn::sentinel(&endpoints.sentinels, master, password, true, timeout)?;
+        match conn.probe().await {
+            Ok(()) => return Ok(conn),
+            Err(first) if password.is_some() => {
+                let mut conn =
+                    Conn::sentinel(&endpoints.sentinels, master, password, false, timeout)?;
+                return match conn.probe().await {
+                    Ok(()) => Ok(conn),
+                    Err(_) => Err(first),
+                };
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let node = endpoints
+        .nodes
+        .first()
+        .ok_or_else(|| LockError::Endpoints("no lock nodes".into()))?;
+    let mut conn = Conn::direct(node, password, timeout)?;
+    conn.probe().await?;
+    Ok(conn)
+}
+
+/// RedLock's masters: every node of an independent topology, else the one primary.
+async fn redlock_masters(
+    endpoints: &Endpoints,
+    options: &LockOptions,
+) -> Result<Vec<Conn>, LockError> {
+    if endpoints.topology != Topology::Independent {
+        return Ok(vec![primary(endpoints, options).await?]);
+    }
+    if endpoints.nodes.is_empty() {
+        return Err(LockError::Endpoints("no lock nodes".into()));
+    }
+    let timeout = redlock::node_timeout(options);
+    let mut masters = Vec::with_capacity(endpoints.nodes.len());
+    for node in &endpoints.nodes {
+        let mut c = Conn::direct(node, endpoints.password.as_deref(), timeout)?;
+        c.probe().await?;
+        masters.push(c);
+    }
+    Ok(masters)
+}
+
+/// A random 128-bit id in UUID form: lock values and default owner ids.
+pub(crate) fn random_id() -> String {
+    let v: u128 = rand::random();
+    let h = format!("{v:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Whole milliseconds from `from` to `to`, rounded down (leases must not be overstated).
+pub(crate) fn ms_between(from: Instant, to: Instant) -> i64 {
+    i64::try_from(to.saturating_duration_since(from).as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Whole milliseconds elapsed since `from`, rounded up (elapsed time must not be
+/// understated when it is subtracted from a lease).
+pub(crate) fn ms_since_ceil(from: Instant) -> i64 {
+    let us = from.elapsed().as_micros();
+    i64::try_from(us.div_ceil(1000)).unwrap_or(i64::MAX)
+}
+
+/// `ceil(ms / 1000)`, at least 1: for the recipes that speak whole seconds (EXPIRE, Unix
+/// timestamps), so that their lock never lives shorter than `ttl_ms`.
+pub(crate) fn ttl_seconds(ttl_ms: u64) -> i64 {
+    i64::try_from(ttl_ms.div_ceil(1000).max(1)).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_ids_look_like_uuids_and_differ() {
+        let a = random_id();
+        let b = random_id();
+        assert_eq!(a.len(), 36);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn retry_delay_backs_off_and_caps() {
+        let o = LockOptions {
+            retry_backoff_ms: 100,
+            retry_backoff_factor: 2.0,
+            retry_backoff_max_ms: 300,
+            retry_jitter_ms: 0,
+            ..LockOptions::default()
+        };
+        assert_eq!(o.retry_delay(0), Duration::from_millis(100));
+        assert_eq!(o.retry_delay(1), Duration::from_millis(200));
+        assert_eq!(o.retry_delay(5), Duration::from_millis(300));
+    }
+
+    #[test]
+    fn ttl_seconds_round_up() {
+        assert_eq!(ttl_seconds(1), 1);
+        assert_eq!(ttl_seconds(1000), 1);
+        assert_eq!(ttl_seconds(1001), 2);
+    }
+
+    #[test]
+    fn every_algorithm_has_crash_points() {
+        for a in ALGORITHMS {
+            assert!(!crash_points(a).is_empty(), "{a}");
+            for p in crash_points(a) {
+                assert!(p.starts_with(a), "{p}");
+            }
+        }
+    }
+
+    #[test]
+    fn options_round_trip_through_json_without_hooks() {
+        let o = LockOptions::default().die_at("set-nx-px:after-set");
+        let text = serde_json::to_string(&o).expect("serializes");
+        let back: LockOptions = serde_json::from_str(&text).expect("parses");
+        assert_eq!(back.crash_point.as_deref(), Some("set-nx-px:after-set"));
+        assert!(back.on_step.is_none());
+    }
+}

@@ -1,0 +1,376 @@
+//! One logical client's loop: acquire; in the critical section read the guarded counter and
+//! write it + 1 (carrying the token); hold; release; think; again, until the deadline.
+//!
+//! Every operation is recorded as an invoke just before it starts and a completion as soon
+//! as it ends (HISTORY.md). An operation that ends `info` retires the process: its state is
+//! unknown, so the slot goes on as a fresh process with a fresh lock client (a new owner id),
+//! never reusing the old one's identity.
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::cluster::Endpoints;
+use crate::history::{Event, EventType};
+use crate::locks::{self, Acquired, LockClient, LockOptions, Outcome};
+
+use super::clock::{wall_ms, RunClock};
+use super::resource::{Resource, WriteResult};
+use super::spec::{Span, WorkloadSpec};
+
+/// Who this client is and where it works.
+#[derive(Debug, Clone)]
+pub struct ClientPlan {
+    /// The client's slot, 0..total_slots.
+    pub slot: u64,
+    pub total_slots: u64,
+    pub spec: WorkloadSpec,
+    pub endpoints: Endpoints,
+    pub clock: RunClock,
+    /// Run time (ns) at which the client stops starting new cycles.
+    pub deadline_ns: i64,
+}
+
+/// How a completion came out, for recording.
+enum Done {
+    Ok(Option<serde_json::Value>),
+    Fail(Option<serde_json::Value>, String),
+    Info(String),
+}
+
+/// The client's current identity.
+struct Incarnation {
+    process: u64,
+    lock: Box<dyn LockClient>,
+    resource: Resource,
+}
+
+pub struct Client {
+    plan: ClientPlan,
+    events: UnboundedSender<Event>,
+    rng: StdRng,
+    generation: u64,
+    me: Option<Incarnation>,
+}
+
+/// The lock keys of a workload: `lock:0`, `lock:1`, ...
+pub fn key_name(k: usize) -> String {
+    format!("lock:{k}")
+}
+
+fn draw(rng: &mut StdRng, span: Span) -> Duration {
+    Duration::from_millis(rng.random_range(span.min.0..=span.max.0))
+}
+
+impl Client {
+    pub fn new(plan: ClientPlan, events: UnboundedSender<Event>) -> Client {
+        let seed = plan.spec.seed ^ (plan.slot.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        Client {
+            plan,
+            events,
+            rng: StdRng::seed_from_u64(seed),
+            generation: 0,
+            me: None,
+        }
+    }
+
+    fn process(&self) -> u64 {
+        self.plan.slot + self.generation * self.plan.total_slots
+    }
+
+    /// Connects a fresh incarnation if there is none. A failure to connect is no operation
+    /// (nothing was invoked): the client waits a moment and tries again.
+    async fn incarnation(&mut self) -> Option<&mut Incarnation> {
+        if self.me.is_none() {
+            let spec = &self.plan.spec;
+            let options = LockOptions {
+                ttl_ms: spec.ttl.0,
+                retry_attempts: spec.retry.attempts,
+                retry_backoff_ms: spec.retry.backoff.0,
+                watchdog: spec.watchdog,
+                fenced: spec.fenced,
+                client_id: format!("client-{}-{:x}", self.process(), self.rng.random::<u64>()),
+                op_timeout_ms: spec.op_timeout.0,
+                ..LockOptions::default()
+            };
+            let password = self.plan.endpoints.password.clone();
+            let lock = locks::connect(&spec.algorithm, &self.plan.endpoints, &options).await;
+            let resource = Resource::connect(
+                &self.plan.endpoints.storage,
+                password.as_deref(),
+                spec.fenced,
+            )
+            .await;
+            match (lock, resource) {
+                (Ok(lock), Ok(resource)) => {
+                    self.me = Some(Incarnation {
+                        process: self.process(),
+                        lock,
+                        resource,
+                    });
+                }
+                (lock, resource) => {
+                    tracing::warn!(
+                        "client {}: cannot connect: {:?} {:?}",
+                        self.plan.slot,
+                        lock.err(),
+                        resource.err()
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    return None;
+                }
+            }
+        }
+        self.me.as_mut()
+    }
+
+    fn record(
+        &self,
+        process: u64,
+        ty: EventType,
+        f: &str,
+        key: &str,
+        value: Option<serde_json::Value>,
+        error: Option<String>,
+    ) {
+        let mut event = Event::client(0, self.plan.clock.now(), process, ty, f, key);
+        event.value = value;
+        event.error = error;
+        event.wall = Some(wall_ms());
+        // The recorder going away means the run is over; nothing to do about it here.
+        let _ = self.events.send(event);
+    }
+
+    fn complete(&mut self, process: u64, f: &str, key: &str, done: Done) {
+        match done {
+            Done::Ok(value) => self.record(process, EventType::Ok, f, key, value, None),
+            Done::Fail(value, error) => {
+                self.record(process, EventType::Fail, f, key, value, Some(error))
+            }
+            Done::Info(error) => {
+                self.record(process, EventType::Info, f, key, None, Some(error));
+                // Retired: the next operation comes from a fresh process and lock client.
+                self.me = None;
+                self.generation += 1;
+            }
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.plan.spec.op_timeout.0)
+    }
+
+    /// Runs cycles until the deadline.
+    pub async fn run(mut self) {
+        while self.plan.clock.now() < self.plan.deadline_ns {
+            self.cycle().await;
+        }
+    }
+
+    async fn cycle(&mut self) {
+        let key = key_name(self.rng.random_range(0..self.plan.spec.keys));
+        let timeout = self.timeout();
+        let Some(me) = self.incarnation().await else {
+            return;
+        };
+        let process = me.process;
+
+        self.record(process, EventType::Invoke, "acquire", &key, None, None);
+        let me = self.me.as_mut().expect("connected above");
+        let acquired = tokio::time::timeout(timeout, me.lock.acquire(&key))
+            .await
+            .unwrap_or_else(|_| Acquired::Info("timeout".into()));
+        let token = match acquired {
+            Acquired::Ok { token, lease_ms } => {
+                let value = json!({ "token": token, "lease_ms": lease_ms });
+                self.complete(process, "acquire", &key, Done::Ok(Some(value)));
+                token
+            }
+            Acquired::Fail(reason) => {
+                let value = json!({ "reason": reason });
+                self.complete(process, "acquire", &key, Done::Fail(Some(value), reason));
+                let pause = draw(&mut self.rng, self.plan.spec.think).max(Duration::from_millis(1));
+                tokio::time::sleep(pause).await;
+                return;
+            }
+            Acquired::Info(error) => {
+                self.complete(process, "acquire", &key, Done::Info(error));
+                return;
+            }
+        };
+
+        if self.critical_section(process, &key, token).await {
+            self.release(process, &key).await;
+        }
+        let pause = draw(&mut self.rng, self.plan.spec.think);
+        tokio::time::sleep(pause).await;
+    }
+
+    /// Reads, writes, holds (renewing if the workload asks). False if the process was
+    /// retired on the way (its hold is left to its lease).
+    async fn critical_section(&mut self, process: u64, key: &str, token: Option<i64>) -> bool {
+        let timeout = self.timeout();
+        self.record(process, EventType::Invoke, "read", key, None, None);
+        let Some(me) = self.me.as_mut() else {
+            return false;
+        };
+        let read = tokio::time::timeout(timeout, me.resource.read(key)).await;
+        let current = match read {
+            Ok(Ok(value)) => {
+                self.complete(
+                    process,
+                    "read",
+                    key,
+                    Done::Ok(Some(json!({ "value": value }))),
+                );
+                value.unwrap_or(0)
+            }
+            Ok(Err(e)) => {
+                self.complete(process, "read", key, Done::Info(e.to_string()));
+                return false;
+            }
+            Err(_) => {
+                self.complete(process, "read", key, Done::Info("timeout".into()));
+                return false;
+            }
+        };
+
+        let payload = json!({ "token": token, "value": current + 1 });
+        self.record(
+            process,
+            EventType::Invoke,
+            "write",
+            key,
+            Some(payload.clone()),
+            None,
+        );
+        let Some(me) = self.me.as_mut() else {
+            return false;
+        };
+        let written =
+            tokio::time::timeout(timeout, me.resource.write(key, token, current + 1)).await;
+        match written {
+            Ok(Ok(WriteResult::Accepted)) => {
+                self.complete(process, "write", key, Done::Ok(Some(payload)))
+            }
+            Ok(Ok(WriteResult::Rejected { highest })) => {
+                let why = match (token, highest) {
+                    (Some(t), Some(h)) => format!("stale token {t} < {h}"),
+                    _ => "no token for a fenced resource".to_string(),
+                };
+                self.complete(process, "write", key, Done::Fail(Some(payload), why));
+            }
+            Ok(Err(e)) => {
+                self.complete(process, "write", key, Done::Info(e.to_string()));
+                return false;
+            }
+            Err(_) => {
+                self.complete(process, "write", key, Done::Info("timeout".into()));
+                return false;
+            }
+        }
+        if self.plan.spec.nested && !self.nest(process, key).await {
+            return false;
+        }
+        self.hold(process, key).await
+    }
+
+    /// Takes the held lock again and releases it once: the hold must go on throughout.
+    async fn nest(&mut self, process: u64, key: &str) -> bool {
+        let timeout = self.timeout();
+        self.record(process, EventType::Invoke, "acquire", key, None, None);
+        let Some(me) = self.me.as_mut() else {
+            return false;
+        };
+        let acquired = tokio::time::timeout(timeout, me.lock.acquire(key))
+            .await
+            .unwrap_or_else(|_| Acquired::Info("timeout".into()));
+        match acquired {
+            Acquired::Ok { token, lease_ms } => {
+                let value = json!({ "token": token, "lease_ms": lease_ms });
+                self.complete(process, "acquire", key, Done::Ok(Some(value)));
+            }
+            Acquired::Fail(reason) => {
+                let value = json!({ "reason": reason });
+                self.complete(process, "acquire", key, Done::Fail(Some(value), reason));
+                return true;
+            }
+            Acquired::Info(error) => {
+                self.complete(process, "acquire", key, Done::Info(error));
+                return false;
+            }
+        }
+        self.release(process, key).await;
+        self.me.is_some()
+    }
+
+    /// Sleeps for the hold time; with a watchdog, renews every ttl/3 meanwhile.
+    async fn hold(&mut self, process: u64, key: &str) -> bool {
+        let hold = draw(&mut self.rng, self.plan.spec.hold);
+        let renews = self.plan.spec.watchdog && self.me.as_ref().is_some_and(|m| m.lock.renews());
+        if !renews {
+            tokio::time::sleep(hold).await;
+            return true;
+        }
+        let every = Duration::from_millis((self.plan.spec.ttl.0 / 3).max(1));
+        let until = tokio::time::Instant::now() + hold;
+        loop {
+            let now = tokio::time::Instant::now();
+            if now >= until {
+                return true;
+            }
+            tokio::time::sleep(every.min(until - now)).await;
+            if tokio::time::Instant::now() >= until {
+                return true;
+            }
+            self.record(process, EventType::Invoke, "renew", key, None, None);
+            let timeout = self.timeout();
+            let Some(me) = self.me.as_mut() else {
+                return false;
+            };
+            let renewed = tokio::time::timeout(timeout, me.lock.renew(key))
+                .await
+                .unwrap_or_else(|_| Outcome::Info("timeout".into()));
+            match renewed {
+                Outcome::Ok { lease_ms } => self.complete(
+                    process,
+                    "renew",
+                    key,
+                    Done::Ok(Some(json!({ "lease_ms": lease_ms }))),
+                ),
+                Outcome::Fail(reason) => {
+                    // The lock is gone; the application carries on to its release, as a
+                    // real one whose watchdog failed would.
+                    self.complete(process, "renew", key, Done::Fail(None, reason));
+                    tokio::time::sleep(
+                        until.saturating_duration_since(tokio::time::Instant::now()),
+                    )
+                    .await;
+                    return true;
+                }
+                Outcome::Info(error) => {
+                    self.complete(process, "renew", key, Done::Info(error));
+                    return false;
+                }
+            }
+        }
+    }
+
+    async fn release(&mut self, process: u64, key: &str) {
+        let timeout = self.timeout();
+        self.record(process, EventType::Invoke, "release", key, None, None);
+        let Some(me) = self.me.as_mut() else { return };
+        let released = tokio::time::timeout(timeout, me.lock.release(key))
+            .await
+            .unwrap_or_else(|_| Outcome::Info("timeout".into()));
+        let done = match released {
+            Outcome::Ok { .. } => Done::Ok(None),
+            Outcome::Fail(reason) => Done::Fail(None, reason),
+            Outcome::Info(error) => Done::Info(error),
+        };
+        self.complete(process, "release", key, done);
+    }
+}

@@ -1,0 +1,12 @@
+//! Workloads: the spec of what clients do, the client loop, the worker processes that run
+//! clients, the recorder that merges their events, and the controller of a run.
+
+pub mod client;
+pub mod clock;
+pub mod recorder;
+pub mod resource;
+pub mod run;
+pub mod spec;
+pub mod worker;
+
+pub use spec::WorkloadSpec;

@@ -1,0 +1,364 @@
+//! `lockaudit run`: the controller. It starts the servers, spawns the worker processes,
+//! records their events into `results/<run>/history.jsonl`, stops everything at the time
+//! limit, reads the guarded counters one last time, and checks the history.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, watch};
+
+use crate::checker::{self, CheckOptions};
+use crate::cluster::{self, ClusterSpec, Endpoints, Node};
+use crate::history::{self, Event, EventType};
+use crate::report::Report;
+
+use super::client::key_name;
+use super::clock::{wall_ms, RunClock};
+use super::recorder::{record, Counts};
+use super::resource::Resource;
+use super::spec::WorkloadSpec;
+use super::worker::WorkerConfig;
+
+/// Why a run could not be carried out (exit 3), as opposed to what it found.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Cluster(#[from] cluster::ClusterError),
+    #[error("{0}")]
+    Setup(String),
+    #[error("cannot write the run folder {path}: {error}")]
+    Io { path: String, error: std::io::Error },
+}
+
+/// A run's result: where it went and what the checker said.
+pub struct RunOutcome {
+    pub dir: PathBuf,
+    pub report: Report,
+    pub counts: Counts,
+}
+
+/// Where the run's servers are: started by lockaudit, or already running elsewhere.
+pub enum Servers {
+    Owned {
+        redis_server: Option<PathBuf>,
+        redis_sentinel: Option<PathBuf>,
+    },
+    /// `--redis URL`: lockaudit starts nothing and cannot fault the servers.
+    Existing(Endpoints),
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |error| RunError::Io {
+        path: path.display().to_string(),
+        error,
+    }
+}
+
+/// A fresh folder under `results/` named by time and algorithm.
+pub fn new_run_dir(root: &Path, spec: &WorkloadSpec) -> PathBuf {
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(':', "");
+    let base = root.join(format!("{stamp}-{}", spec.algorithm));
+    let mut dir = base.clone();
+    let mut n = 1;
+    while dir.exists() {
+        n += 1;
+        dir = PathBuf::from(format!("{}-{n}", base.display()));
+    }
+    dir
+}
+
+/// Carries out one run of `spec` into `dir`.
+pub async fn run(
+    spec: &WorkloadSpec,
+    dir: &Path,
+    servers: Servers,
+) -> Result<RunOutcome, RunError> {
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    let spec_text = toml::to_string_pretty(spec).map_err(|e| RunError::Setup(e.to_string()))?;
+    std::fs::write(dir.join("workload.toml"), spec_text).map_err(io_error(dir))?;
+
+    let owned;
+    let endpoints = match servers {
+        Servers::Existing(endpoints) => {
+            tracing::warn!(
+                "using servers lockaudit did not start: server-side faults are unavailable"
+            );
+            owned = None;
+            endpoints
+        }
+        Servers::Owned {
+            redis_server,
+            redis_sentinel,
+        } => {
+            let cluster_spec = ClusterSpec {
+                topology: spec.topology(),
+                masters: spec.masters,
+                dir: dir.to_path_buf(),
+                redis_server,
+                redis_sentinel,
+                ..ClusterSpec::default()
+            };
+            let cluster = cluster::start(&cluster_spec).await?;
+            let endpoints = cluster.endpoints();
+            owned = Some(cluster);
+            endpoints
+        }
+    };
+    let endpoints_text =
+        serde_json::to_string_pretty(&endpoints).map_err(|e| RunError::Setup(e.to_string()))?;
+    std::fs::write(dir.join("endpoints.json"), endpoints_text).map_err(io_error(dir))?;
+
+    let result = drive(spec, dir, &endpoints).await;
+    if let Some(cluster) = owned {
+        cluster.shutdown().await;
+    }
+    let counts = result?;
+    if let Some(peak) = crate::sys::peak_resident_kib() {
+        tracing::info!("recorder peak resident memory {peak} KiB");
+    }
+
+    let history_path = dir.join("history.jsonl");
+    let history = history::read_file(&history_path)
+        .map_err(|e| RunError::Setup(format!("the recorded history does not read back: {e}")))?;
+    let report = checker::check(&history, &CheckOptions::default());
+    let report_text =
+        serde_json::to_string_pretty(&report).map_err(|e| RunError::Setup(e.to_string()))?;
+    std::fs::write(dir.join("report.json"), report_text + "\n").map_err(io_error(dir))?;
+    Ok(RunOutcome {
+        dir: dir.to_path_buf(),
+        report,
+        counts,
+    })
+}
+
+/// Spawns the workers, records until they finish, then reads the counters.
+async fn drive(spec: &WorkloadSpec, dir: &Path, endpoints: &Endpoints) -> Result<Counts, RunError> {
+    let clock = RunClock::start();
+    let deadline_ns = (spec.time_limit.0 as i64) * 1_000_000;
+    let (events, received) = mpsc::unbounded_channel::<Event>();
+    let (counts_tx, counts_rx) = watch::channel(Counts::default());
+    let history_path = dir.join("history.jsonl");
+    let recorder = tokio::spawn({
+        let path = history_path.clone();
+        async move { record(&path, received, counts_tx).await }
+    });
+
+    let mut workers = Vec::new();
+    let total = spec.clients as u64;
+    for w in 0..spec.workers {
+        let slots: Vec<u64> = (0..total)
+            .filter(|s| (*s as usize) % spec.workers == w)
+            .collect();
+        let config = WorkerConfig {
+            worker: w,
+            slots,
+            total_slots: total,
+            spec: spec.clone(),
+            endpoints: endpoints.clone(),
+            base_ns: clock.base_ns,
+            deadline_ns,
+        };
+        workers.push(spawn_worker(dir, config, events.clone()).await?);
+    }
+
+    let progress = progress_bar(spec);
+    let watch_progress = {
+        let progress = progress.clone();
+        let mut counts = counts_rx.clone();
+        tokio::spawn(async move {
+            loop {
+                let c = *counts.borrow_and_update();
+                progress.set_position((clock.now() / 1_000_000).max(0) as u64);
+                progress.set_message(format!(
+                    "{} acquisitions, {} failed, {} indeterminate",
+                    c.acquisitions, c.failed_acquires, c.indeterminate
+                ));
+                tokio::select! {
+                    changed = counts.changed() => if changed.is_err() { break },
+                    () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                }
+            }
+        })
+    };
+
+    // Clients stop starting cycles at the deadline and finish the one under way; give them
+    // the longest a cycle can take, then end the workers.
+    let grace =
+        Duration::from_millis(spec.hold.max.0 + spec.think.max.0 + 4 * spec.op_timeout.0 + 1000);
+    let limit = Duration::from_millis(spec.time_limit.0) + grace;
+    let mut stragglers = 0;
+    for worker in &mut workers {
+        let left = limit.saturating_sub(Duration::from_nanos(clock.now().max(0) as u64));
+        match tokio::time::timeout(left, worker.child.wait()).await {
+            Ok(_) => {}
+            Err(_) => {
+                stragglers += 1;
+                let _ = worker.child.kill().await;
+            }
+        }
+    }
+    if stragglers > 0 {
+        tracing::warn!("{stragglers} workers overran the time limit and were killed");
+    }
+    for worker in workers {
+        let _ = worker.pump.await;
+    }
+
+    let max_process = counts_rx.borrow().max_process;
+    final_reads(spec, endpoints, clock, max_process + 1, &events).await;
+    drop(events);
+    let counts = recorder
+        .await
+        .map_err(|e| RunError::Setup(format!("the recorder failed: {e}")))?
+        .map_err(io_error(&history_path))?;
+    watch_progress.abort();
+    progress.finish_and_clear();
+    Ok(counts)
+}
+
+struct Worker {
+    child: Child,
+    /// Copies the worker's events to the recorder; ends when its stdout closes.
+    pump: tokio::task::JoinHandle<()>,
+}
+
+async fn spawn_worker(
+    dir: &Path,
+    config: WorkerConfig,
+    events: mpsc::UnboundedSender<Event>,
+) -> Result<Worker, RunError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| RunError::Setup(format!("cannot find the lockaudit binary: {e}")))?;
+    let log_path = dir.join(format!("worker-{}.log", config.worker));
+    let log = std::fs::File::create(&log_path).map_err(io_error(&log_path))?;
+    let mut child = Command::new(exe)
+        .arg("worker")
+        .arg("--run")
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| RunError::Setup(format!("cannot start a worker: {e}")))?;
+    if let Some(pid) = child.id() {
+        cluster::register_child(pid);
+    }
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| RunError::Setup("a worker has no stdin".into()))?;
+    let line = serde_json::to_string(&config).map_err(|e| RunError::Setup(e.to_string()))? + "\n";
+    stdin
+        .write_all(line.as_bytes())
+        .await
+        .map_err(|e| RunError::Setup(format!("cannot configure a worker: {e}")))?;
+    // Stdin stays open: the worker stops when it closes, that is, when we are gone.
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| RunError::Setup("a worker has no stdout".into()))?;
+    let worker_id = config.worker;
+    let pump = tokio::spawn(async move {
+        let _keep_open = stdin;
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            match serde_json::from_str::<Event>(&line) {
+                Ok(event) => {
+                    let _ = events.send(event);
+                }
+                Err(e) => tracing::warn!("worker {worker_id} wrote a line that is no event: {e}"),
+            }
+        }
+    });
+    Ok(Worker { child, pump })
+}
+
+/// After the clients stop: one read of each key's counter, for the lost-update check.
+async fn final_reads(
+    spec: &WorkloadSpec,
+    endpoints: &Endpoints,
+    clock: RunClock,
+    process: u64,
+    events: &mpsc::UnboundedSender<Event>,
+) {
+    let password = endpoints.password.as_deref();
+    let Ok(mut resource) = Resource::connect(&endpoints.storage, password, spec.fenced).await
+    else {
+        tracing::warn!("cannot reach the storage server for the final reads");
+        return;
+    };
+    let record = |ty: EventType, key: &str, value: Option<serde_json::Value>| {
+        let mut event = Event::client(0, clock.now(), process, ty, "read", key);
+        event.value = value;
+        event.wall = Some(wall_ms());
+        let _ = events.send(event);
+    };
+    for k in 0..spec.keys {
+        let key = key_name(k);
+        record(EventType::Invoke, &key, None);
+        match resource.read(&key).await {
+            Ok(value) => record(
+                EventType::Ok,
+                &key,
+                Some(serde_json::json!({ "value": value })),
+            ),
+            Err(e) => {
+                let mut event =
+                    Event::client(0, clock.now(), process, EventType::Info, "read", &key);
+                event.error = Some(e.to_string());
+                let _ = events.send(event);
+                return;
+            }
+        }
+    }
+}
+
+fn progress_bar(spec: &WorkloadSpec) -> ProgressBar {
+    let bar = ProgressBar::new(spec.time_limit.0);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed:>4} [{bar:30}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+/// The endpoints of a server lockaudit did not start: `redis://[:password@]host:port`.
+pub fn existing_endpoints(url: &str) -> Result<Endpoints, String> {
+    let info: redis::ConnectionInfo = url
+        .parse()
+        .map_err(|e| format!("--redis {url}: not a Redis URL: {e}"))?;
+    let (host, port) = match info.addr() {
+        redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+        other => {
+            return Err(format!(
+                "--redis {url}: only tcp addresses are supported, not {other:?}"
+            ))
+        }
+    };
+    let password = info.redis_settings().password().map(str::to_string);
+    let node = Node {
+        name: "master-0".into(),
+        host,
+        port,
+        pid: None,
+    };
+    Ok(Endpoints {
+        topology: cluster::Topology::Single,
+        nodes: vec![node.clone()],
+        sentinels: Vec::new(),
+        master_name: None,
+        storage: Node {
+            name: "storage".into(),
+            ..node
+        },
+        password,
+    })
+}

@@ -1,0 +1,297 @@
+//! `lockaudit run` end to end, against real redis-server processes it starts itself.
+//!
+//! Each test runs the real binary on a workload from `workloads/` with a short time limit,
+//! then asserts the verdict and that nothing it started is left running.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn lockaudit() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+}
+
+fn workload(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("workloads")
+        .join(format!("{name}.toml"))
+}
+
+fn run(name: &str, out: &Path, extra: &[&str]) -> Output {
+    lockaudit()
+        .arg("run")
+        .arg(workload(name))
+        .args(["--time-limit", "3s", "--out"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .expect("run lockaudit")
+}
+
+fn report(out: &Path) -> Value {
+    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json");
+    serde_json::from_str(&text).expect("report.json is JSON")
+}
+
+fn kinds(report: &Value) -> Vec<String> {
+    let mut kinds: Vec<String> = report["anomalies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["kind"].as_str().map(str::to_string))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+/// PIDs of live processes whose command line mentions `needle` (zombies excluded).
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let zombie = status
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// The server PIDs a run recorded in its `endpoints.json`.
+fn server_pids(out: &Path) -> Vec<u32> {
+    let text = std::fs::read_to_string(out.join("endpoints.json")).unwrap_or_default();
+    let endpoints: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let nodes = endpoints["nodes"].as_array().into_iter().flatten();
+    let sentinels = endpoints["sentinels"].as_array().into_iter().flatten();
+    nodes
+        .chain(sentinels)
+        .chain(std::iter::once(&endpoints["storage"]))
+        .filter_map(|n| n["pid"].as_u64())
+        .map(|p| p as u32)
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    !status.is_empty()
+        && !status
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z'))
+}
+
+/// Waits (up to a deadline) until none of the run's servers and workers (whose command
+/// line names the run folder) is alive; returns what is left.
+fn left_running(out: &Path) -> Vec<u32> {
+    let servers = server_pids(out);
+    assert!(!servers.is_empty(), "the run recorded no server PIDs");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut left = processes_mentioning(&out.display().to_string());
+        left.extend(servers.iter().copied().filter(|&p| alive(p)));
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn assert_run(name: &str, expected_kinds: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(name);
+    let output = run(name, &out, &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let report = report(&out);
+    let expected_code = if expected_kinds.is_empty() { 0 } else { 1 };
+    assert_eq!(
+        output.status.code(),
+        Some(expected_code),
+        "{name}: {stdout}\n{stderr}"
+    );
+    assert_eq!(kinds(&report), expected_kinds, "{name}: {stdout}");
+    assert!(
+        report["stats"]["per_key"]["lock:0"]["acquisitions"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "{name}: no acquisitions: {stdout}"
+    );
+    let left = left_running(&out);
+    assert!(left.is_empty(), "{name}: processes left running: {left:?}");
+}
+
+#[test]
+fn setnx_del_without_faults_is_valid() {
+    assert_run("setnx-del", &[]);
+}
+
+#[test]
+fn setnx_expire_without_faults_is_valid() {
+    assert_run("setnx-expire", &[]);
+}
+
+#[test]
+fn setnx_getset_without_faults_is_valid() {
+    assert_run("setnx-getset", &[]);
+}
+
+#[test]
+fn lua_getset_without_faults_shows_its_release_flaw_as_unavailable() {
+    assert_run("lua-getset", &["unavailable"]);
+}
+
+#[test]
+fn set_nx_px_without_faults_is_valid() {
+    assert_run("set-nx-px", &[]);
+}
+
+#[test]
+fn reentrant_with_nested_acquires_is_valid() {
+    assert_run("reentrant", &[]);
+}
+
+#[test]
+fn redlock_over_five_masters_without_faults_is_valid() {
+    assert_run("redlock", &[]);
+}
+
+/// Starts a 20 s set-nx-px run in the background.
+fn spawn_long_run(out: &Path) -> std::process::Child {
+    lockaudit()
+        .arg("run")
+        .arg(workload("set-nx-px"))
+        .args(["--time-limit", "20s", "--out"])
+        .arg(out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start lockaudit run")
+}
+
+/// Waits until the run has recorded events (ending it if it never does).
+fn wait_for_recording(out: &Path, child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let lines = std::fs::read_to_string(out.join("history.jsonl"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if lines >= 200 {
+            return;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the run recorded nothing in 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(pid: u32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).expect("signal");
+}
+
+/// `lockaudit check` accepts the history (exit 0 or 1, never 2: bad input).
+fn assert_history_checks(out: &Path) {
+    let output = lockaudit()
+        .arg("check")
+        .arg(out.join("history.jsonl"))
+        .output()
+        .expect("run lockaudit check");
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn a_controller_killed_mid_run_leaves_a_history_that_checks_and_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("killed");
+    let mut child = spawn_long_run(&out);
+    wait_for_recording(&out, &mut child);
+    signal(child.id(), nix::sys::signal::Signal::SIGKILL);
+    child.wait().unwrap();
+    let left = left_running(&out);
+    assert!(
+        left.is_empty(),
+        "processes outlived the controller: {left:?}"
+    );
+    assert_history_checks(&out);
+}
+
+#[test]
+fn ctrl_c_mid_run_leaves_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("interrupted");
+    let mut child = spawn_long_run(&out);
+    wait_for_recording(&out, &mut child);
+    signal(child.id(), nix::sys::signal::Signal::SIGINT);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let left = left_running(&out);
+    assert!(left.is_empty(), "processes outlived Ctrl-C: {left:?}");
+    assert_history_checks(&out);
+}
+
+#[test]
+fn a_worker_crash_leaves_the_run_to_finish_and_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("crashed");
+    let output = {
+        let mut child = lockaudit()
+            .arg("run")
+            .arg(workload("set-nx-px"))
+            .args(["--time-limit", "4s", "--out"])
+            .arg(&out)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start lockaudit run");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let worker = loop {
+            let workers: Vec<u32> = processes_mentioning(&out.display().to_string())
+                .into_iter()
+                .filter(|&p| {
+                    let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                    String::from_utf8_lossy(&cmd).contains("worker")
+                })
+                .collect();
+            if let Some(&w) = workers.first() {
+                break w;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("no worker appeared in 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        std::thread::sleep(Duration::from_millis(500));
+        signal(worker, nix::sys::signal::Signal::SIGKILL);
+        child.wait_with_output().unwrap()
+    };
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let left = left_running(&out);
+    assert!(
+        left.is_empty(),
+        "processes left after a worker crash: {left:?}"
+    );
+    assert_history_checks(&out);
+}
