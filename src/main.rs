@@ -224,7 +224,11 @@ fn run(command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Run(args) => run_workload(args),
         Command::Worker { .. } => {
-            let runtime = tokio::runtime::Runtime::new()?;
+            // One thread per worker: the machine's cores are shared by several workers and
+            // the servers, and a client spends its time waiting on Redis anyway.
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
             let result = runtime.block_on(lockaudit::workload::worker::run_worker());
             // The blocking read of stdin never ends on its own: do not wait for it.
             runtime.shutdown_background();

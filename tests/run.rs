@@ -295,3 +295,38 @@ fn a_worker_crash_leaves_the_run_to_finish_and_no_process() {
     );
     assert_history_checks(&out);
 }
+
+#[test]
+fn an_existing_redis_is_used_as_it_is_and_left_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let spec = lockaudit::cluster::ClusterSpec::new(
+        lockaudit::cluster::Topology::Single,
+        dir.path().join("theirs"),
+    );
+    let cluster = runtime.block_on(lockaudit::cluster::start(&spec)).unwrap();
+    let endpoints = cluster.endpoints();
+    let node = &endpoints.nodes[0];
+    let url = format!(
+        "redis://:{}@{}:{}",
+        endpoints.password.as_deref().unwrap_or_default(),
+        node.host,
+        node.port
+    );
+    let out = dir.path().join("run");
+    let output = run("set-nx-px", &out, &["--redis", &url]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("server-side faults are unavailable"),
+        "{stderr}"
+    );
+    assert!(kinds(&report(&out)).is_empty());
+    // lockaudit started no server of its own and stopped none of ours.
+    assert!(!out.join("redis").exists());
+    assert!(
+        node.pid.is_some_and(alive),
+        "the existing server was stopped"
+    );
+    runtime.block_on(cluster.shutdown());
+}

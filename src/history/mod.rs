@@ -6,7 +6,7 @@ pub mod compact;
 pub mod edn;
 pub mod error;
 pub mod event;
-mod fast_line;
+pub(crate) mod fast_line;
 pub mod reader;
 pub mod writer;
 

@@ -31,6 +31,25 @@ impl<W: Write> HistoryWriter<W> {
         Ok(())
     }
 
+    /// Appends a line already in the writer's own layout (`{"index":<n>,...}`, as workers
+    /// write them), renumbering it without parsing the rest. False, and nothing written, if
+    /// the line is not in that layout: the caller then appends it as an `Event`.
+    pub fn append_line(&mut self, line: &str) -> io::Result<bool> {
+        const PREFIX: &str = "{\"index\":";
+        let Some(rest) = line.strip_prefix(PREFIX) else {
+            return Ok(false);
+        };
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || !rest[digits..].starts_with(',') || line.contains('\n') {
+            return Ok(false);
+        }
+        write!(self.out, "{PREFIX}{}", self.next_index)?;
+        self.out.write_all(rest[digits..].trim_end().as_bytes())?;
+        self.out.write_all(b"\n")?;
+        self.next_index += 1;
+        Ok(true)
+    }
+
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
@@ -45,6 +64,23 @@ mod tests {
     use super::*;
     use crate::history::event::EventType;
     use crate::history::reader::read_jsonl;
+
+    #[test]
+    fn a_line_in_the_writers_layout_is_renumbered_as_it_is() {
+        let mut writer = HistoryWriter::new(Vec::new());
+        let line = r#"{"index":0,"time":5,"process":1,"type":"invoke","f":"acquire","key":"k"}"#;
+        assert!(writer.append_line(line).unwrap());
+        assert!(writer.append_line(line).unwrap());
+        assert!(!writer.append_line(r#"{"time":5,"index":0}"#).unwrap());
+        let text = String::from_utf8(writer.into_inner()).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "{line}\n{}\n",
+                line.replacen("\"index\":0", "\"index\":1", 1)
+            )
+        );
+    }
 
     #[test]
     fn what_the_writer_writes_the_reader_reads() {

@@ -11,6 +11,7 @@ use std::path::Path;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::watch;
 
+use crate::history::fast_line;
 use crate::history::{Event, EventType, HistoryWriter, Process};
 
 /// Live counts for the progress bar and the final summary.
@@ -26,15 +27,15 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, event: &Event) {
+    fn add(&mut self, process: Process, ty: EventType, f: &str) {
         self.events += 1;
-        if let Process::Client(p) = event.process {
+        if let Process::Client(p) = process {
             self.max_process = self.max_process.max(p);
         }
-        match (event.f.as_str(), event.ty) {
+        match (f, ty) {
             ("acquire", EventType::Ok) => self.acquisitions += 1,
             ("acquire", EventType::Fail) => self.failed_acquires += 1,
-            (_, EventType::Info) if matches!(event.process, Process::Client(_)) => {
+            (_, EventType::Info) if matches!(process, Process::Client(_)) => {
                 self.indeterminate += 1
             }
             _ => {}
@@ -42,21 +43,45 @@ impl Counts {
     }
 }
 
-/// Appends events from `events` to `path` until every sender is gone; publishes counts.
+/// Counts one line and appends it, renumbered. Lines in the workers' own layout pass
+/// through without being parsed into an `Event` and written again; anything else is parsed,
+/// and a line that is no event is reported and dropped (a worker bug, not history).
+fn append(
+    writer: &mut HistoryWriter<BufWriter<File>>,
+    tally: &mut Counts,
+    line: &str,
+) -> std::io::Result<()> {
+    if let Some(event) = fast_line::parse(line.as_bytes()) {
+        tally.add(event.process, event.ty, event.f);
+        if writer.append_line(line)? {
+            return Ok(());
+        }
+    }
+    match serde_json::from_str::<Event>(line) {
+        Ok(mut event) => {
+            tally.add(event.process, event.ty, &event.f);
+            writer.append(&mut event)
+        }
+        Err(e) => {
+            tracing::warn!("dropped a line that is no event ({e}): {line}");
+            Ok(())
+        }
+    }
+}
+
+/// Appends event lines from `lines` to `path` until every sender is gone; publishes counts.
 pub async fn record(
     path: &Path,
-    mut events: UnboundedReceiver<Event>,
+    mut lines: UnboundedReceiver<String>,
     counts: watch::Sender<Counts>,
 ) -> std::io::Result<Counts> {
     let file = File::create(path)?;
     let mut writer = HistoryWriter::new(BufWriter::with_capacity(1 << 16, file));
     let mut tally = Counts::default();
-    while let Some(mut event) = events.recv().await {
-        tally.add(&event);
-        writer.append(&mut event)?;
-        while let Ok(mut event) = events.try_recv() {
-            tally.add(&event);
-            writer.append(&mut event)?;
+    while let Some(line) = lines.recv().await {
+        append(&mut writer, &mut tally, &line)?;
+        while let Ok(line) = lines.try_recv() {
+            append(&mut writer, &mut tally, &line)?;
         }
         writer.flush()?;
         counts.send_replace(tally);

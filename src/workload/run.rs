@@ -86,8 +86,9 @@ pub async fn run(
     let owned;
     let endpoints = match servers {
         Servers::Existing(endpoints) => {
-            tracing::warn!(
-                "using servers lockaudit did not start: server-side faults are unavailable"
+            eprintln!(
+                "lockaudit: using a Redis it did not start ({}:{}): server-side faults are unavailable",
+                endpoints.nodes[0].host, endpoints.nodes[0].port
             );
             owned = None;
             endpoints
@@ -141,7 +142,7 @@ pub async fn run(
 async fn drive(spec: &WorkloadSpec, dir: &Path, endpoints: &Endpoints) -> Result<Counts, RunError> {
     let clock = RunClock::start();
     let deadline_ns = (spec.time_limit.0 as i64) * 1_000_000;
-    let (events, received) = mpsc::unbounded_channel::<Event>();
+    let (events, received) = mpsc::unbounded_channel::<String>();
     let (counts_tx, counts_rx) = watch::channel(Counts::default());
     let history_path = dir.join("history.jsonl");
     let recorder = tokio::spawn({
@@ -207,6 +208,9 @@ async fn drive(spec: &WorkloadSpec, dir: &Path, endpoints: &Endpoints) -> Result
         tracing::warn!("{stragglers} workers overran the time limit and were killed");
     }
     for worker in workers {
+        if let Some(pid) = worker.pid {
+            cluster::unregister_child(pid);
+        }
         let _ = worker.pump.await;
     }
 
@@ -224,6 +228,7 @@ async fn drive(spec: &WorkloadSpec, dir: &Path, endpoints: &Endpoints) -> Result
 
 struct Worker {
     child: Child,
+    pid: Option<u32>,
     /// Copies the worker's events to the recorder; ends when its stdout closes.
     pump: tokio::task::JoinHandle<()>,
 }
@@ -231,7 +236,7 @@ struct Worker {
 async fn spawn_worker(
     dir: &Path,
     config: WorkerConfig,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<String>,
 ) -> Result<Worker, RunError> {
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Setup(format!("cannot find the lockaudit binary: {e}")))?;
@@ -247,7 +252,8 @@ async fn spawn_worker(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| RunError::Setup(format!("cannot start a worker: {e}")))?;
-    if let Some(pid) = child.id() {
+    let pid = child.id();
+    if let Some(pid) = pid {
         cluster::register_child(pid);
     }
     let mut stdin = child
@@ -269,15 +275,14 @@ async fn spawn_worker(
         let _keep_open = stdin;
         let mut lines = BufReader::new(stdout).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            match serde_json::from_str::<Event>(&line) {
-                Ok(event) => {
-                    let _ = events.send(event);
-                }
-                Err(e) => tracing::warn!("worker {worker_id} wrote a line that is no event: {e}"),
+            // The recorder parses and renumbers; a worker's line goes to it as it is.
+            if events.send(line).is_err() {
+                break;
             }
         }
+        tracing::debug!("worker {worker_id} closed its output");
     });
-    Ok(Worker { child, pump })
+    Ok(Worker { child, pid, pump })
 }
 
 /// After the clients stop: one read of each key's counter, for the lost-update check.
@@ -286,7 +291,7 @@ async fn final_reads(
     endpoints: &Endpoints,
     clock: RunClock,
     process: u64,
-    events: &mpsc::UnboundedSender<Event>,
+    events: &mpsc::UnboundedSender<String>,
 ) {
     let password = endpoints.password.as_deref();
     let Ok(mut resource) = Resource::connect(&endpoints.storage, password, spec.fenced).await
@@ -298,7 +303,7 @@ async fn final_reads(
         let mut event = Event::client(0, clock.now(), process, ty, "read", key);
         event.value = value;
         event.wall = Some(wall_ms());
-        let _ = events.send(event);
+        send_event(events, &event);
     };
     for k in 0..spec.keys {
         let key = key_name(k);
@@ -313,10 +318,16 @@ async fn final_reads(
                 let mut event =
                     Event::client(0, clock.now(), process, EventType::Info, "read", &key);
                 event.error = Some(e.to_string());
-                let _ = events.send(event);
+                send_event(events, &event);
                 return;
             }
         }
+    }
+}
+
+fn send_event(events: &mpsc::UnboundedSender<String>, event: &Event) {
+    if let Ok(line) = serde_json::to_string(event) {
+        let _ = events.send(line);
     }
 }
 
