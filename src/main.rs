@@ -206,6 +206,11 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     match runtime.block_on(run(&spec, &dir, servers)) {
         Ok(outcome) => {
             let history = outcome.dir.join("history.jsonl");
+            let c = outcome.counts;
+            println!(
+                "recorded: {} acquisitions, {} failed attempts, {} indeterminate operations",
+                c.acquisitions, c.failed_acquires, c.indeterminate
+            );
             print!(
                 "{}",
                 render_summary(&outcome.report, &history.display().to_string())
