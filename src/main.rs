@@ -111,8 +111,9 @@ struct RunArgs {
     /// The run folder (default: a new one under results/).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Use a Redis that is already running (redis://[:password@]host:port) instead of
-    /// starting servers; server-side faults are then unavailable.
+    /// Use a Redis that is already running instead of starting servers:
+    /// redis://[:password@]host:port, or sentinel://[:password@]host:port[,host:port]/master
+    /// for a Sentinel-watched primary. Server-side faults are then unavailable.
     #[arg(long)]
     redis: Option<String>,
     /// The redis-server binary (default: found on PATH).

@@ -330,3 +330,39 @@ fn an_existing_redis_is_used_as_it_is_and_left_running() {
     );
     runtime.block_on(cluster.shutdown());
 }
+
+#[test]
+fn an_existing_sentinel_address_finds_the_primary() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let spec = lockaudit::cluster::ClusterSpec::new(
+        lockaudit::cluster::Topology::Sentinel,
+        dir.path().join("theirs"),
+    );
+    let cluster = runtime.block_on(lockaudit::cluster::start(&spec)).unwrap();
+    let endpoints = cluster.endpoints();
+    let sentinels: Vec<String> = endpoints
+        .sentinels
+        .iter()
+        .map(|s| format!("{}:{}", s.host, s.port))
+        .collect();
+    let url = format!(
+        "sentinel://:{}@{}/{}",
+        endpoints.password.as_deref().unwrap_or_default(),
+        sentinels.join(","),
+        lockaudit::cluster::MASTER_NAME
+    );
+    let out = dir.path().join("run");
+    let output = run("set-nx-px", &out, &["--redis", &url]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let primary = &endpoints.nodes[0];
+    assert!(
+        stderr.contains(&format!("{}:{}", primary.host, primary.port)),
+        "the run did not use the primary {}:{}: {stderr}",
+        primary.host,
+        primary.port
+    );
+    assert!(kinds(&report(&out)).is_empty());
+    runtime.block_on(cluster.shutdown());
+}

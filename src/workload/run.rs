@@ -85,7 +85,10 @@ pub async fn run(
 
     let owned;
     let endpoints = match servers {
-        Servers::Existing(endpoints) => {
+        Servers::Existing(mut endpoints) => {
+            if endpoints.topology == cluster::Topology::Sentinel {
+                find_primary(&mut endpoints).await?;
+            }
             eprintln!(
                 "lockaudit: using a Redis it did not start ({}:{}): server-side faults are unavailable",
                 endpoints.nodes[0].host, endpoints.nodes[0].port
@@ -341,8 +344,13 @@ fn progress_bar(spec: &WorkloadSpec) -> ProgressBar {
     bar
 }
 
-/// The endpoints of a server lockaudit did not start: `redis://[:password@]host:port`.
+/// The endpoints of servers lockaudit did not start: `redis://[:password@]host:port`, or
+/// `sentinel://[:password@]host:port[,host:port...]/<master name>` for a Sentinel-watched
+/// primary (found through the sentinels when the run starts).
 pub fn existing_endpoints(url: &str) -> Result<Endpoints, String> {
+    if let Some(rest) = url.strip_prefix("sentinel://") {
+        return sentinel_endpoints(url, rest);
+    }
     let info: redis::ConnectionInfo = url
         .parse()
         .map_err(|e| format!("--redis {url}: not a Redis URL: {e}"))?;
@@ -372,4 +380,96 @@ pub fn existing_endpoints(url: &str) -> Result<Endpoints, String> {
         },
         password,
     })
+}
+
+fn sentinel_endpoints(url: &str, rest: &str) -> Result<Endpoints, String> {
+    let bad = |why: &str| {
+        format!("--redis {url}: {why} (expected sentinel://[:password@]host:port[,host:port]/master-name)")
+    };
+    let (authority, master) = rest.split_once('/').ok_or_else(|| bad("no master name"))?;
+    if master.is_empty() {
+        return Err(bad("no master name"));
+    }
+    let (password, hosts) = match authority.rsplit_once('@') {
+        Some((credentials, hosts)) => (
+            Some(credentials.trim_start_matches(':').to_string()).filter(|p| !p.is_empty()),
+            hosts,
+        ),
+        None => (None, authority),
+    };
+    let mut sentinels = Vec::new();
+    for (i, address) in hosts.split(',').enumerate() {
+        let (host, port) = address
+            .rsplit_once(':')
+            .ok_or_else(|| bad(&format!("\"{address}\" has no port")))?;
+        let port = port
+            .parse()
+            .map_err(|_| bad(&format!("\"{port}\" is not a port")))?;
+        sentinels.push(Node {
+            name: format!("sentinel-{i}"),
+            host: host.to_string(),
+            port,
+            pid: None,
+        });
+    }
+    Ok(Endpoints {
+        topology: cluster::Topology::Sentinel,
+        nodes: Vec::new(),
+        sentinels,
+        master_name: Some(master.to_string()),
+        // Filled in from the sentinels when the run starts: see `find_primary`.
+        storage: Node {
+            name: "storage".into(),
+            host: String::new(),
+            port: 0,
+            pid: None,
+        },
+        password,
+    })
+}
+
+/// Asks the sentinels which server is the primary now; it also holds the guarded resource.
+async fn find_primary(endpoints: &mut Endpoints) -> Result<(), RunError> {
+    let master = endpoints.master_name.clone().unwrap_or_default();
+    let mut last_error = String::from("no sentinel given");
+    for sentinel in &endpoints.sentinels {
+        let password = endpoints.password.as_deref();
+        let url = super::resource::node_url(sentinel, password);
+        let asked = async {
+            let client = redis::Client::open(url.as_str())?;
+            let mut connection = client.get_multiplexed_async_connection().await?;
+            redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg(&master)
+                .query_async::<Option<(String, u16)>>(&mut connection)
+                .await
+        };
+        match tokio::time::timeout(Duration::from_secs(2), asked).await {
+            Ok(Ok(Some((host, port)))) => {
+                let primary = Node {
+                    name: "master-0".into(),
+                    host,
+                    port,
+                    pid: None,
+                };
+                endpoints.storage = Node {
+                    name: "storage".into(),
+                    ..primary.clone()
+                };
+                endpoints.nodes = vec![primary];
+                return Ok(());
+            }
+            Ok(Ok(None)) => {
+                last_error = format!(
+                    "{}:{} knows no master \"{master}\"",
+                    sentinel.host, sentinel.port
+                )
+            }
+            Ok(Err(e)) => last_error = format!("{}:{}: {e}", sentinel.host, sentinel.port),
+            Err(_) => last_error = format!("{}:{}: no answer in 2 s", sentinel.host, sentinel.port),
+        }
+    }
+    Err(RunError::Setup(format!(
+        "cannot find the primary \"{master}\" through the sentinels: {last_error}"
+    )))
 }
