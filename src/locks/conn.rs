@@ -217,6 +217,17 @@ impl Conn {
     }
 
     /// Runs one command within the time limit.
+    /// The seed recipes' release: an unconditional `DEL`, reported `ok` whatever it
+    /// deleted, since the recipe cannot tell its own lock from anyone else's.
+    pub(crate) async fn plain_del(&mut self, key: &str) -> Outcome {
+        let mut del = redis::cmd("DEL");
+        del.arg(key);
+        match self.query::<i64>(&del).await {
+            Ok(_) => Outcome::Ok { lease_ms: None },
+            Err(e) => e.outcome(),
+        }
+    }
+
     pub(crate) async fn query<T: FromRedisValue>(&mut self, cmd: &Cmd) -> Result<T, OpError> {
         let timeout = self.timeout;
         let conn = self.ensure().await?;

@@ -106,13 +106,4 @@ impl LockClient for LuaGetset {
             Err(e) => e.outcome(),
         }
     }
-
-    async fn renew(&mut self, _key: &str) -> Outcome {
-        // The recipe has no renewal; `renews()` is false so workers never call this.
-        Outcome::Ok { lease_ms: None }
-    }
-
-    fn renews(&self) -> bool {
-        false
-    }
 }

@@ -60,9 +60,15 @@ pub enum Outcome {
 pub trait LockClient: Send {
     async fn acquire(&mut self, key: &str) -> Acquired;
     async fn release(&mut self, key: &str) -> Outcome;
-    async fn renew(&mut self, key: &str) -> Outcome;
+    /// Extends a held lock. The recipes without renewal keep this default: the lease
+    /// stays as it was (`renews()` is false, so workers never call it).
+    async fn renew(&mut self, _key: &str) -> Outcome {
+        Outcome::Ok { lease_ms: None }
+    }
     /// Whether `renew` does anything (the watchdog renews every ttl/3 while holding).
-    fn renews(&self) -> bool;
+    fn renews(&self) -> bool {
+        false
+    }
     /// How often the holder should call `renew` (the watchdog period, ttl/3), when
     /// `renews()`; None otherwise. The worker drives the watchdog so that every renewal is
     /// an operation in the history.
@@ -220,6 +226,13 @@ impl LockOptions {
             }
         }));
         self
+    }
+
+    /// The watchdog's period (ttl/3) when it is on: what `renew_every` answers for the
+    /// algorithms that renew.
+    pub(crate) fn watchdog_period(&self) -> Option<Duration> {
+        self.watchdog
+            .then(|| Duration::from_millis((self.ttl_ms / 3).max(1)))
     }
 
     pub(crate) fn ttl(&self) -> i64 {

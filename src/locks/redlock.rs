@@ -233,8 +233,6 @@ impl LockClient for Redlock {
     }
 
     fn renew_every(&self) -> Option<Duration> {
-        self.options
-            .watchdog
-            .then(|| Duration::from_millis(self.options.ttl_ms / 3))
+        self.options.watchdog_period()
     }
 }

@@ -136,8 +136,6 @@ impl LockClient for SetNxPx {
     }
 
     fn renew_every(&self) -> Option<Duration> {
-        self.options
-            .watchdog
-            .then(|| Duration::from_millis(self.options.ttl_ms / 3))
+        self.options.watchdog_period()
     }
 }

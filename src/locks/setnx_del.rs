@@ -50,22 +50,6 @@ impl LockClient for SetnxDel {
 
     async fn release(&mut self, key: &str) -> Outcome {
         self.options.step(STEPS[1]);
-        let mut del = redis::cmd("DEL");
-        del.arg(key);
-        // Whatever DEL returns, the recipe treats the lock as released: it cannot tell
-        // its own lock from anyone else's.
-        match self.conn.query::<i64>(&del).await {
-            Ok(_) => Outcome::Ok { lease_ms: None },
-            Err(e) => e.outcome(),
-        }
-    }
-
-    async fn renew(&mut self, _key: &str) -> Outcome {
-        // The recipe has no renewal; `renews()` is false so workers never call this.
-        Outcome::Ok { lease_ms: None }
-    }
-
-    fn renews(&self) -> bool {
-        false
+        self.conn.plain_del(key).await
     }
 }

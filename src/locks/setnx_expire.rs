@@ -71,21 +71,6 @@ impl LockClient for SetnxExpire {
 
     async fn release(&mut self, key: &str) -> Outcome {
         self.options.step(STEPS[2]);
-        let mut del = redis::cmd("DEL");
-        del.arg(key);
-        // A plain DEL cannot tell its own lock from anyone else's: always `ok`.
-        match self.conn.query::<i64>(&del).await {
-            Ok(_) => Outcome::Ok { lease_ms: None },
-            Err(e) => e.outcome(),
-        }
-    }
-
-    async fn renew(&mut self, _key: &str) -> Outcome {
-        // The recipe has no renewal; `renews()` is false so workers never call this.
-        Outcome::Ok { lease_ms: None }
-    }
-
-    fn renews(&self) -> bool {
-        false
+        self.conn.plain_del(key).await
     }
 }

@@ -307,15 +307,14 @@ impl Client {
         self.me.is_some()
     }
 
-    /// Sleeps for the hold time; with a watchdog, renews every ttl/3 meanwhile.
+    /// Sleeps for the hold time, renewing as often as the lock asks (its watchdog), each
+    /// renewal an operation in the history.
     async fn hold(&mut self, process: u64, key: &str) -> bool {
         let hold = draw(&mut self.rng, self.plan.spec.hold);
-        let renews = self.plan.spec.watchdog && self.me.as_ref().is_some_and(|m| m.lock.renews());
-        if !renews {
+        let Some(every) = self.me.as_ref().and_then(|m| m.lock.renew_every()) else {
             tokio::time::sleep(hold).await;
             return true;
-        }
-        let every = Duration::from_millis((self.plan.spec.ttl.0 / 3).max(1));
+        };
         let until = tokio::time::Instant::now() + hold;
         loop {
             let now = tokio::time::Instant::now();
