@@ -7,6 +7,7 @@ pub mod checker;
 pub mod cluster;
 pub mod history;
 pub mod locks;
+pub mod plot;
 pub mod report;
 pub mod synth;
 pub mod sys;

@@ -60,6 +60,13 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         limit: usize,
     },
+    /// Draw a run: timelines, latency, rate and fairness charts (SVG and PNG) and
+    /// index.html. A run folder gets them inside it; a history file gets `<stem>-plots/`
+    /// next to it.
+    Plot {
+        /// A run folder (results/<run>) or a history file.
+        target: PathBuf,
+    },
     /// Write a synthetic history of a correct, fenced lock under kills and timeouts (for
     /// benchmarks and experiments: it checks valid).
     Synth {
@@ -217,6 +224,13 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
                 render_summary(&outcome.report, &history.display().to_string())
             );
             println!("report: {}", outcome.dir.join("report.json").display());
+            // The pictures are a courtesy: failing to draw them never changes the verdict.
+            match lockaudit::plot::plot(&outcome.dir) {
+                Ok(summary) => println!("plots: {}", summary.index.display()),
+                Err(error) => {
+                    eprintln!("lockaudit: warning: the plots could not be drawn: {error}")
+                }
+            }
             Ok(outcome.report.exit_code() as u8)
         }
         Err(error) => {
@@ -284,6 +298,16 @@ fn run(command: Command) -> anyhow::Result<u8> {
                 tracing::info!("peak resident memory {peak} KiB");
             }
             Ok(report.exit_code() as u8)
+        }
+        Command::Plot { target } => {
+            let summary = lockaudit::plot::plot(&target)?;
+            for note in &summary.notes {
+                eprintln!("lockaudit: {note}");
+            }
+            for file in &summary.files {
+                println!("{}", file.display());
+            }
+            Ok(0)
         }
         Command::Synth {
             out,

@@ -18,7 +18,7 @@
 
 use std::collections::VecDeque;
 
-use petgraph::algo::tarjan_scc;
+use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -61,7 +61,9 @@ pub fn token_order_cycles(holds: &[Hold], key_holds: &[u32]) -> Vec<Vec<Step>> {
     add_token_edges(&mut graph, holds, key_holds, &nodes);
 
     let mut cycles = Vec::new();
-    for component in tarjan_scc(&graph) {
+    // Kosaraju walks with explicit stacks: Tarjan's recursion overflows the stack on a key
+    // with a million holds.
+    for component in kosaraju_scc(&graph) {
         if component.len() < 2 {
             continue;
         }
@@ -251,6 +253,14 @@ mod tests {
     #[test]
     fn overlapping_holds_imply_no_real_time_order() {
         let holds = [hold(0, 20, 5), hold(10, 30, 3)];
+        assert!(cycles(&holds).is_empty());
+    }
+
+    #[test]
+    fn a_long_chain_of_holds_does_not_overflow_the_stack() {
+        // 200k holds one after another: a path of 400k nodes, walked on a test thread's
+        // small stack.
+        let holds: Vec<Hold> = (0..200_000).map(|i| hold(i * 10, i * 10 + 5, i)).collect();
         assert!(cycles(&holds).is_empty());
     }
 

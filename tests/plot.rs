@@ -1,0 +1,565 @@
+//! `lockaudit plot`: the charts, the HTML page and the command, on the reference histories
+//! and on a synthetic history of 200k events. (The timelines have their own tests in
+//! tests/plot_timeline.rs.)
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use lockaudit::checker::{self, CheckOptions};
+use lockaudit::history;
+use lockaudit::plot::charts::{HEIGHT, WIDTH};
+use lockaudit::report::Report;
+
+fn lockaudit() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+}
+
+fn reference(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("history")
+        .join(name)
+}
+
+/// Copies a reference history into a fresh folder (plotting writes next to its input).
+fn copied(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(name);
+    fs::copy(reference(name), &path).expect("copy the reference history");
+    (dir, path)
+}
+
+/// A reference history plotted once for the tests that read its pictures (drawing takes
+/// a second or two in a debug build).
+struct Plotted {
+    history: PathBuf,
+    out_dir: PathBuf,
+    stdout: String,
+}
+
+fn plotted(name: &'static str) -> &'static Plotted {
+    static OVERLAP: OnceLock<Plotted> = OnceLock::new();
+    static STALE_WRITE: OnceLock<Plotted> = OnceLock::new();
+    let cell = match name {
+        "overlap-in-lease.jsonl" => &OVERLAP,
+        "stale-write-unfenced.jsonl" => &STALE_WRITE,
+        _ => panic!("no shared plot of {name}"),
+    };
+    cell.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("plot")
+            .join(name);
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("a folder under CARGO_TARGET_TMPDIR");
+        let history = dir.join(name);
+        fs::copy(reference(name), &history).expect("copy the reference history");
+        let output = plot(&history);
+        let stem = name.trim_end_matches(".jsonl");
+        Plotted {
+            out_dir: dir.join(format!("{stem}-plots")),
+            history,
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        }
+    })
+}
+
+fn plot(target: &Path) -> Output {
+    let output = lockaudit()
+        .arg("plot")
+        .arg(target)
+        .output()
+        .expect("run lockaudit plot");
+    assert!(
+        output.status.success(),
+        "lockaudit plot {} failed: {}",
+        target.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn report_of(path: &Path) -> Report {
+    let history = history::read_file(path).expect("reference history reads");
+    checker::check(&history, &CheckOptions::default())
+}
+
+/// A decoded RGB(A) PNG.
+struct Png {
+    width: u32,
+    height: u32,
+    channels: usize,
+    pixels: Vec<u8>,
+}
+
+impl Png {
+    fn read(path: &Path) -> Png {
+        let file = fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let decoder = png::Decoder::new(std::io::BufReader::new(file));
+        let mut reader = decoder
+            .read_info()
+            .unwrap_or_else(|e| panic!("{} is not a PNG: {e}", path.display()));
+        let mut pixels = vec![0; reader.output_buffer_size()];
+        let info = reader
+            .next_frame(&mut pixels)
+            .unwrap_or_else(|e| panic!("{} does not decode: {e}", path.display()));
+        pixels.truncate(info.buffer_size());
+        Png {
+            width: info.width,
+            height: info.height,
+            channels: info.color_type.samples(),
+            pixels,
+        }
+    }
+
+    fn at(&self, x: u32, y: u32) -> [u8; 3] {
+        let i = (y as usize * self.width as usize + x as usize) * self.channels;
+        [self.pixels[i], self.pixels[i + 1], self.pixels[i + 2]]
+    }
+}
+
+fn is_dark([r, g, b]: [u8; 3]) -> bool {
+    (r as u32 + g as u32 + b as u32) < 200
+}
+
+/// The text of every `<text>` element of an SVG, which must parse.
+fn svg_texts(path: &Path) -> Vec<String> {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc = roxmltree::Document::parse(&text)
+        .unwrap_or_else(|e| panic!("{} is not valid SVG/XML: {e}", path.display()));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    doc.descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| n.text().unwrap_or("").to_string())
+        .collect()
+}
+
+/// Every `href` and `src` of a page, as written.
+fn links(html: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for attr in ["href=\"", "src=\""] {
+        let mut rest = html;
+        while let Some(at) = rest.find(attr) {
+            rest = &rest[at + attr.len()..];
+            if let Some(end) = rest.find('"') {
+                found.push(rest[..end].to_string());
+                rest = &rest[end..];
+            }
+        }
+    }
+    found
+}
+
+/// A relative link of the page as a path inside `dir` (undoing the page's escaping).
+fn link_target(dir: &Path, link: &str) -> PathBuf {
+    let link = link.replace("&amp;", "&");
+    assert!(
+        link.starts_with("./"),
+        "link {link} is not relative to the page"
+    );
+    let mut decoded = Vec::new();
+    let bytes = &link.as_bytes()[2..];
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).expect("hex");
+            decoded.push(u8::from_str_radix(hex, 16).expect("percent escape"));
+            i += 3;
+        } else {
+            decoded.push(bytes[i]);
+            i += 1;
+        }
+    }
+    dir.join(String::from_utf8(decoded).expect("UTF-8 link"))
+}
+
+fn escape(text: &str) -> String {
+    lockaudit::plot::html::escape(text)
+}
+
+#[test]
+fn plot_writes_charts_that_decode_and_parse_and_lists_them() {
+    let plotted = plotted("overlap-in-lease.jsonl");
+    let out_dir = &plotted.out_dir;
+    let listed: Vec<PathBuf> = plotted.stdout.lines().map(PathBuf::from).collect();
+    assert!(!listed.is_empty(), "plot printed no files");
+    for file in &listed {
+        assert!(file.is_file(), "listed {} does not exist", file.display());
+        assert!(
+            file.starts_with(out_dir),
+            "{} is outside {}",
+            file.display(),
+            out_dir.display()
+        );
+    }
+    assert!(listed.contains(&out_dir.join("index.html")));
+    for name in ["latency", "rate", "fairness"] {
+        let png_path = out_dir.join(format!("{name}.png"));
+        let svg_path = out_dir.join(format!("{name}.svg"));
+        assert!(
+            listed.contains(&png_path) && listed.contains(&svg_path),
+            "{name} not listed"
+        );
+        let png = Png::read(&png_path);
+        assert_eq!((png.width, png.height), (WIDTH, HEIGHT), "{name}.png size");
+        assert!(!svg_texts(&svg_path).is_empty(), "{name}.svg has no text");
+    }
+    // The timelines the timeline module drew are listed too.
+    assert!(listed.iter().any(|f| f.to_string_lossy().ends_with(".png")
+        && f.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("timeline"))));
+}
+
+#[test]
+fn the_page_shows_the_verdict_every_explanation_and_links_files_that_exist() {
+    for name in ["overlap-in-lease.jsonl", "stale-write-unfenced.jsonl"] {
+        let plotted = plotted(name);
+        let (history, out_dir) = (&plotted.history, &plotted.out_dir);
+        let html = fs::read_to_string(out_dir.join("index.html")).expect("index.html");
+        let report = report_of(history);
+        assert!(!report.valid);
+        assert!(
+            html.contains("verdict invalid\">INVALID"),
+            "{name}: no INVALID verdict"
+        );
+        assert!(!html.contains(">VALID<"), "{name}: says VALID");
+        assert!(!report.anomalies.is_empty());
+        for (i, anomaly) in report.anomalies.iter().enumerate() {
+            assert!(
+                html.contains(&escape(&anomaly.explanation)),
+                "{name}: the explanation of anomaly {} is missing",
+                i + 1
+            );
+            for step in &anomaly.cycle {
+                assert!(
+                    html.contains(&escape(step)),
+                    "{name}: cycle step {step} missing"
+                );
+            }
+            // Its block links its zoomed picture.
+            let start = html
+                .find(&format!("id=\"anomaly-{}\"", i + 1))
+                .unwrap_or_else(|| panic!("{name}: no block for anomaly {}", i + 1));
+            let block = &html[start..];
+            let block = &block[..block.find("</div>").unwrap_or(block.len())];
+            assert!(
+                links(block)
+                    .iter()
+                    .any(|l| l.contains("zoom") && l.ends_with(".png")),
+                "{name}: anomaly {} has no zoomed picture: {block}",
+                i + 1
+            );
+        }
+        for check in report.checks.keys() {
+            assert!(
+                html.contains(&format!("<td>{}</td>", escape(check))),
+                "{name}: check {check}"
+            );
+        }
+        let links = links(&html);
+        for chart in ["latency", "rate", "fairness"] {
+            assert!(
+                links.contains(&format!("./{chart}.png")),
+                "{name}: {chart}.png not on the page"
+            );
+            assert!(
+                links.contains(&format!("./{chart}.svg")),
+                "{name}: {chart}.svg not linked"
+            );
+        }
+        assert!(
+            links.iter().any(|l| l.starts_with("./timeline")),
+            "{name}: no timeline on the page"
+        );
+        for link in &links {
+            let target = link_target(out_dir, link);
+            assert!(
+                target.is_file(),
+                "{name}: link {link} -> {} does not exist",
+                target.display()
+            );
+        }
+        assert!(
+            !html.contains("http://") && !html.contains("https://"),
+            "external asset"
+        );
+    }
+}
+
+#[test]
+fn a_valid_history_gets_a_green_verdict() {
+    let (dir, history) = copied("independent-keys.jsonl");
+    let report = report_of(&history);
+    assert!(
+        report.valid,
+        "independent-keys is a valid reference history"
+    );
+    plot(&history);
+    let html = fs::read_to_string(dir.path().join("independent-keys-plots/index.html"))
+        .expect("index.html");
+    assert!(html.contains("verdict valid\">VALID"));
+    assert!(!html.contains("INVALID"));
+}
+
+#[test]
+fn chart_labels_render_as_glyphs() {
+    let out_dir = &plotted("stale-write-unfenced.jsonl").out_dir;
+    for (name, title) in [
+        ("latency", "Acquire latency"),
+        ("rate", "Acquisitions and failed attempts per second"),
+        ("fairness", "Acquisitions per client process"),
+    ] {
+        let texts = svg_texts(&out_dir.join(format!("{name}.svg")));
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.trim().starts_with(title) && t.contains("stale-write-unfenced")),
+            "{name}.svg has no title text: {texts:?}"
+        );
+        // The title is drawn centred in the top 36 rows: glyphs leave many dark pixels
+        // and, along a row through the letters, many ink/paper transitions (an empty box
+        // per letter, or nothing, would not).
+        let png = Png::read(&out_dir.join(format!("{name}.png")));
+        let mut ink = 0;
+        let mut most_transitions = 0;
+        for y in 0..36 {
+            let mut transitions = 0;
+            let mut previous = false;
+            for x in 0..png.width {
+                let dark = is_dark(png.at(x, y));
+                ink += usize::from(dark);
+                transitions += usize::from(dark != previous);
+                previous = dark;
+            }
+            most_transitions = most_transitions.max(transitions);
+        }
+        assert!(
+            ink > 300,
+            "{name}.png: only {ink} dark pixels in the title area"
+        );
+        assert!(
+            most_transitions > 60,
+            "{name}.png: the title does not look like text ({most_transitions} transitions)"
+        );
+        // The axes are labelled too: dark pixels left of the plot (y labels).
+        let left_ink = (0..png.height)
+            .flat_map(|y| (0..60).map(move |x| (x, y)))
+            .filter(|&(x, y)| is_dark(png.at(x, y)))
+            .count();
+        assert!(left_ink > 100, "{name}.png: no y-axis labels ({left_ink})");
+    }
+}
+
+#[test]
+fn fault_bands_are_shaded_where_the_pause_was() {
+    // stale-write-unfenced pauses worker-0 from 0.3 s to 2.0 s; the latency chart's x axis
+    // starts at 0. Somewhere inside the pause, the plot area is grey, not white.
+    let png = Png::read(
+        &plotted("stale-write-unfenced.jsonl")
+            .out_dir
+            .join("latency.png"),
+    );
+    let y = HEIGHT / 2;
+    let grey_columns = (0..png.width)
+        .filter(|&x| {
+            let [r, g, b] = png.at(x, y);
+            r == g && g == b && (200..=235).contains(&r)
+        })
+        .count();
+    // The pause covers about 1.7 s of a 2.25 s axis over ~1100 plotting pixels.
+    assert!(grey_columns > 600, "only {grey_columns} shaded columns");
+}
+
+#[test]
+fn a_run_folder_gets_its_page_inside_with_the_workload_and_no_password() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = dir.path().join("2026-01-01T000000Z-set-nx-px");
+    fs::create_dir(&run).expect("run dir");
+    fs::copy(
+        reference("stale-write-unfenced.jsonl"),
+        run.join("history.jsonl"),
+    )
+    .expect("copy");
+    let check = lockaudit()
+        .args(["check", "--out"])
+        .arg(&run)
+        .arg(run.join("history.jsonl"))
+        .output()
+        .expect("run lockaudit check");
+    assert_eq!(
+        check.status.code(),
+        Some(1),
+        "the reference history is invalid"
+    );
+    fs::write(
+        run.join("workload.toml"),
+        "algorithm = \"set-nx-px\"\nclients = 2\nworkers = 1\n# <script>alert(1)</script>\n",
+    )
+    .expect("workload");
+    fs::write(
+        run.join("endpoints.json"),
+        r#"{"topology":"single","nodes":[{"name":"master-0","host":"127.0.0.1","port":7001}],"password":"hunter2-secret"}"#,
+    )
+    .expect("endpoints");
+    let output = plot(&run);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("index.html"));
+    let html = fs::read_to_string(run.join("index.html")).expect("index.html in the run folder");
+    assert!(run.join("latency.png").is_file() && run.join("fairness.svg").is_file());
+    assert!(
+        html.contains("algorithm = &quot;set-nx-px&quot;"),
+        "workload not shown"
+    );
+    assert!(
+        html.contains("&lt;script&gt;") && !html.contains("<script>"),
+        "not escaped"
+    );
+    assert!(html.contains("master-0"), "endpoints not shown");
+    assert!(
+        !html.contains("hunter2-secret"),
+        "the password is on the page"
+    );
+    assert!(html.contains("INVALID"));
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = lockaudit()
+        .arg("plot")
+        .arg(dir.path().join("nope.jsonl"))
+        .output()
+        .expect("run");
+    assert_eq!(missing.status.code(), Some(2));
+    // A folder that is not a run folder.
+    let empty = lockaudit()
+        .arg("plot")
+        .arg(dir.path())
+        .output()
+        .expect("run");
+    assert_eq!(empty.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&empty.stderr).contains("history.jsonl"));
+    // A history with a broken line: the message names the line.
+    let broken = dir.path().join("broken.jsonl");
+    fs::write(
+        &broken,
+        "{\"index\":0,\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"acquire\",\"key\":\"a\"}\n{\"index\":1,\"time\":\"soon\"}\n{}\n",
+    )
+    .expect("write");
+    let bad = lockaudit().arg("plot").arg(&broken).output().expect("run");
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("broken.jsonl:2") && stderr.contains("time"),
+        "{stderr}"
+    );
+    // A report.json that is not one.
+    let run = dir.path().join("run");
+    fs::create_dir(&run).expect("mkdir");
+    fs::copy(
+        reference("overlap-in-lease.jsonl"),
+        run.join("history.jsonl"),
+    )
+    .expect("copy");
+    fs::write(run.join("report.json"), "{\"valid\": 3}").expect("write");
+    let bad_report = lockaudit().arg("plot").arg(&run).output().expect("run");
+    assert_eq!(bad_report.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_report.stderr).contains("report.json"));
+}
+
+/// The charts and the page of a 200k-event history stay small. (Only the parts this file
+/// tests: the timelines of the same history have their own bound in tests/plot_timeline.rs,
+/// and take most of the time of a full `plot` in a debug build.)
+#[test]
+fn a_200k_event_history_charts_within_a_size_bound() {
+    use lockaudit::plot::{charts, fault_bands, html};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("synth.jsonl");
+    let config = lockaudit::synth::SynthConfig::benchmark(7, 200_000);
+    let file = fs::File::create(&path).expect("create");
+    let written = lockaudit::synth::generate_to(&config, file).expect("generate");
+    assert!(written >= 200_000);
+    let history = history::read_file(&path).expect("the synthetic history reads");
+    let report = checker::check(&history, &CheckOptions::default());
+    assert!(
+        report.valid,
+        "the synthetic history of a correct lock is valid"
+    );
+    let bands = fault_bands(&history);
+    assert!(!bands.is_empty(), "the benchmark history kills clients");
+
+    let out_dir = dir.path().join("plots");
+    fs::create_dir(&out_dir).expect("mkdir");
+    let drawn = charts::draw_charts(&history, &report, &bands, "synth", &out_dir).expect("draw");
+    let page = html::Page {
+        title: "synth".into(),
+        source: path.display().to_string(),
+        report: &report,
+        timelines: &[],
+        charts: &drawn,
+        bands: &bands,
+        workload: None,
+        endpoints: None,
+        notes: Vec::new(),
+    };
+    let index = html::write_index(&page, &out_dir).expect("write index.html");
+
+    let mut files = vec![index];
+    for chart in &drawn {
+        files.push(chart.png.clone());
+        files.push(chart.svg.clone());
+        Png::read(&chart.png);
+        svg_texts(&chart.svg);
+    }
+    for file in &files {
+        let size = fs::metadata(file).expect("written file").len();
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let bound = match name.rsplit('.').next() {
+            Some("png") => 1_000_000,
+            Some("svg") => 3_000_000,
+            _ => 500_000,
+        };
+        assert!(size <= bound, "{name} is {size} bytes (bound {bound})");
+    }
+}
+
+#[test]
+fn lockaudit_run_draws_its_pictures() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("run");
+    let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/set-nx-px.toml");
+    let output = lockaudit()
+        .arg("run")
+        .arg(workload)
+        .args(["--time-limit", "1s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run lockaudit run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("plots: "), "{stdout}");
+    let html = fs::read_to_string(out.join("index.html")).expect("index.html in the run folder");
+    assert!(html.contains("verdict valid\">VALID"));
+    assert!(html.contains("algorithm = &quot;set-nx-px&quot;"));
+    let endpoints: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(out.join("endpoints.json")).expect("endpoints.json"),
+    )
+    .expect("endpoints.json is JSON");
+    if let Some(password) = endpoints["password"].as_str().filter(|p| !p.is_empty()) {
+        assert!(
+            !html.contains(password),
+            "the run's password is on the page"
+        );
+    }
+    for chart in ["latency", "rate", "fairness"] {
+        assert!(out.join(format!("{chart}.png")).is_file());
+    }
+}
