@@ -34,6 +34,15 @@ pub struct ClientPlan {
     pub deadline_ns: i64,
 }
 
+/// What an acquire came to, for the loop.
+enum Taken {
+    /// Ours, with the fencing token if any.
+    Held(Option<i64>),
+    Refused,
+    /// Unknown: the process is retired.
+    Retired,
+}
+
 /// How a completion came out, for recording.
 enum Done {
     Ok(Option<serde_json::Value>),
@@ -172,34 +181,19 @@ impl Client {
 
     async fn cycle(&mut self) {
         let key = key_name(self.rng.random_range(0..self.plan.spec.keys));
-        let timeout = self.timeout();
         let Some(me) = self.incarnation().await else {
             return;
         };
         let process = me.process;
 
-        self.record(process, EventType::Invoke, "acquire", &key, None, None);
-        let me = self.me.as_mut().expect("connected above");
-        let acquired = tokio::time::timeout(timeout, me.lock.acquire(&key))
-            .await
-            .unwrap_or_else(|_| Acquired::Info("timeout".into()));
-        let token = match acquired {
-            Acquired::Ok { token, lease_ms } => {
-                let value = json!({ "token": token, "lease_ms": lease_ms });
-                self.complete(process, "acquire", &key, Done::Ok(Some(value)));
-                token
-            }
-            Acquired::Fail(reason) => {
-                let value = json!({ "reason": reason });
-                self.complete(process, "acquire", &key, Done::Fail(Some(value), reason));
+        let token = match self.acquire(process, &key).await {
+            Taken::Held(token) => token,
+            Taken::Refused => {
                 let pause = draw(&mut self.rng, self.plan.spec.think).max(Duration::from_millis(1));
                 tokio::time::sleep(pause).await;
                 return;
             }
-            Acquired::Info(error) => {
-                self.complete(process, "acquire", &key, Done::Info(error));
-                return;
-            }
+            Taken::Retired => return,
         };
 
         if self.critical_section(process, &key, token).await {
@@ -280,10 +274,22 @@ impl Client {
 
     /// Takes the held lock again and releases it once: the hold must go on throughout.
     async fn nest(&mut self, process: u64, key: &str) -> bool {
+        match self.acquire(process, key).await {
+            Taken::Held(_) => {
+                self.release(process, key).await;
+                self.me.is_some()
+            }
+            Taken::Refused => true,
+            Taken::Retired => false,
+        }
+    }
+
+    /// One recorded acquire of `key`.
+    async fn acquire(&mut self, process: u64, key: &str) -> Taken {
         let timeout = self.timeout();
         self.record(process, EventType::Invoke, "acquire", key, None, None);
         let Some(me) = self.me.as_mut() else {
-            return false;
+            return Taken::Retired;
         };
         let acquired = tokio::time::timeout(timeout, me.lock.acquire(key))
             .await
@@ -292,19 +298,18 @@ impl Client {
             Acquired::Ok { token, lease_ms } => {
                 let value = json!({ "token": token, "lease_ms": lease_ms });
                 self.complete(process, "acquire", key, Done::Ok(Some(value)));
+                Taken::Held(token)
             }
             Acquired::Fail(reason) => {
                 let value = json!({ "reason": reason });
                 self.complete(process, "acquire", key, Done::Fail(Some(value), reason));
-                return true;
+                Taken::Refused
             }
             Acquired::Info(error) => {
                 self.complete(process, "acquire", key, Done::Info(error));
-                return false;
+                Taken::Retired
             }
         }
-        self.release(process, key).await;
-        self.me.is_some()
     }
 
     /// Sleeps for the hold time, renewing as often as the lock asks (its watchdog), each
