@@ -813,38 +813,24 @@ fn draw_picture(
             );
         }
         let line_h = 1.max(lane_h / 10);
-        for run in flag_runs(mark::LEASE) {
+        // The thin lines above a lane's bars: the lease, faint where the lock may still be
+        // taken after the hold ended, and an info acquire's possible hold.
+        for (flag, color, alpha) in [
+            (mark::LEASE, LEASE, 1.0),
+            (mark::LEASE_AFTER, LEASE, 0.45),
+            (mark::MAYBE, INFO, 0.45),
+        ] {
             let y0 = at(0.12);
-            scene.fill(
-                band_x(run.start),
-                y0,
-                band_x(run.end),
-                y0 + line_h,
-                LEASE,
-                1.0,
-            );
-        }
-        for run in flag_runs(mark::LEASE_AFTER) {
-            let y0 = at(0.12);
-            scene.fill(
-                band_x(run.start),
-                y0,
-                band_x(run.end),
-                y0 + line_h,
-                LEASE,
-                0.45,
-            );
-        }
-        for run in flag_runs(mark::MAYBE) {
-            let y0 = at(0.12);
-            scene.fill(
-                band_x(run.start),
-                y0,
-                band_x(run.end),
-                y0 + line_h,
-                INFO,
-                0.45,
-            );
+            for run in flag_runs(flag) {
+                scene.fill(
+                    band_x(run.start),
+                    y0,
+                    band_x(run.end),
+                    y0 + line_h,
+                    color,
+                    alpha,
+                );
+            }
         }
         if let (Some(until), true) = (cells.lease_beyond, lane_h >= 16) {
             let text = format!("lease to {} s ▸", seconds(until, 3));
