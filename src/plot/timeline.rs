@@ -540,6 +540,17 @@ struct Scene {
 }
 
 impl Scene {
+    /// The × of a failed operation, centred on (cx, cy), `r` pixels to each side.
+    fn cross(&mut self, cx: i32, cy: i32, r: i32) {
+        for (from, to) in [
+            ((cx - r, cy - r), (cx + r, cy + r)),
+            ((cx + r, cy - r), (cx - r, cy + r)),
+        ] {
+            self.polygons
+                .push((vec![from, (from.0 + 1, from.1), (to.0 + 1, to.1), to], FAIL));
+        }
+    }
+
     fn fill(&mut self, x0: i32, y0: i32, x1: i32, y1: i32, color: RGBColor, alpha: f64) {
         if x1 > x0 && y1 > y0 {
             self.fills.push(Fill {
@@ -876,24 +887,7 @@ fn draw_picture(
             // A small × where it is readable.
             let r = (lane_h / 5).clamp(2, 4);
             let (cx, cy) = (x0 + (x1 - x0 - 1) / 2, at(0.7));
-            scene.polygons.push((
-                vec![
-                    (cx - r, cy - r),
-                    (cx - r + 1, cy - r),
-                    (cx + r + 1, cy + r),
-                    (cx + r, cy + r),
-                ],
-                FAIL,
-            ));
-            scene.polygons.push((
-                vec![
-                    (cx + r, cy - r),
-                    (cx + r + 1, cy - r),
-                    (cx - r + 1, cy + r),
-                    (cx - r, cy + r),
-                ],
-                FAIL,
-            ));
+            scene.cross(cx, cy, r);
         }
         let rug = info_rug;
         for run in mark_runs(mark::INFO) {
@@ -1259,24 +1253,7 @@ fn legend(scene: &mut Scene, mut y: i32, width: i32, _plot_w: usize) -> i32 {
                 .push((vec![(x + 6, y + 1), (x + 18, y + 1), (x + 12, y + 10)], c)),
             Swatch::Cross => {
                 let (cx, cy, r) = (x + 12, y + 7, 5);
-                scene.polygons.push((
-                    vec![
-                        (cx - r, cy - r),
-                        (cx - r + 1, cy - r),
-                        (cx + r + 1, cy + r),
-                        (cx + r, cy + r),
-                    ],
-                    FAIL,
-                ));
-                scene.polygons.push((
-                    vec![
-                        (cx + r, cy - r),
-                        (cx + r + 1, cy - r),
-                        (cx - r + 1, cy + r),
-                        (cx - r, cy + r),
-                    ],
-                    FAIL,
-                ));
+                scene.cross(cx, cy, r);
             }
             Swatch::Diamond(c) => scene.polygons.push((
                 vec![
