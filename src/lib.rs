@@ -3,10 +3,12 @@
 //! The pipeline: a history (`history`) flows into the checks (`checker`), which produce a
 //! report (`report`). Each stage's output is plain serde data.
 
+pub mod audit;
 pub mod checker;
 pub mod cluster;
 pub mod history;
 pub mod locks;
+pub mod nemesis;
 pub mod plot;
 pub mod report;
 pub mod synth;

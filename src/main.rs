@@ -109,6 +109,14 @@ struct RunArgs {
     time_limit: Option<Millis>,
     #[arg(long)]
     seed: Option<u64>,
+    /// The faults: a preset (none, kill-clients, pause-clients, kill-redis, pause-redis,
+    /// failover, clock-jump, clock-skew, partition, crash-points, mix) or a nemesis/*.toml file.
+    #[arg(long)]
+    nemesis: Option<String>,
+    /// Where the lock lives: single, replicated, sentinel, independent (default: the
+    /// algorithm's own; redlock: independent).
+    #[arg(long, value_parser = parse_topology)]
+    topology: Option<lockaudit::cluster::Topology>,
     /// Fencing tokens, checked by a fenced resource.
     #[arg(long)]
     fenced: bool,
@@ -129,6 +137,11 @@ struct RunArgs {
     /// The redis-sentinel binary (default: found on PATH).
     #[arg(long)]
     redis_sentinel: Option<PathBuf>,
+}
+
+fn parse_topology(text: &str) -> Result<lockaudit::cluster::Topology, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_string()))
+        .map_err(|_| "expected single, replicated, sentinel or independent".to_string())
 }
 
 /// Exit code for a run that could not be carried out (DESIGN.md).
@@ -193,10 +206,23 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(v) = args.seed {
         spec.seed = v;
     }
+    if let Some(v) = args.nemesis {
+        spec.nemesis = Some(v);
+    }
+    if let Some(v) = args.topology {
+        spec.topology = Some(v);
+    }
     spec.fenced |= args.fenced;
     spec.watchdog |= args.watchdog;
     spec.validate()
         .map_err(|e| anyhow::anyhow!("workload: {e}"))?;
+    let schedule = lockaudit::nemesis::Schedule::resolve(
+        spec.nemesis.as_deref().unwrap_or("none"),
+        &lockaudit::nemesis::schedule::Workload {
+            ttl_ms: spec.ttl.0,
+            topology: spec.topology(),
+        },
+    )?;
 
     let servers = match &args.redis {
         Some(url) => Servers::Existing(existing_endpoints(url).map_err(|e| anyhow::anyhow!(e))?),
@@ -211,7 +237,7 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     println!("run: {}", dir.display());
     lockaudit::cluster::install_cleanup_handlers();
     let runtime = tokio::runtime::Runtime::new()?;
-    match runtime.block_on(run(&spec, &dir, servers)) {
+    match runtime.block_on(run(&spec, &schedule, &dir, servers)) {
         Ok(outcome) => {
             let history = outcome.dir.join("history.jsonl");
             let c = outcome.counts;
@@ -232,6 +258,9 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
                 }
             }
             Ok(outcome.report.exit_code() as u8)
+        }
+        Err(lockaudit::workload::run::RunError::Schedule(why)) => {
+            anyhow::bail!("{}: {why}", spec.nemesis.as_deref().unwrap_or("none"))
         }
         Err(error) => {
             eprintln!("lockaudit: the run could not be carried out: {error}");

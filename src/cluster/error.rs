@@ -8,7 +8,7 @@ use super::process::SignalError;
 /// A cluster that could not be set up or driven.
 ///
 /// The CLI maps every variant to exit code 3 ("the run could not be carried out") except
-/// `InvalidSpec` and `UnknownNode`, which are bad input (exit 2): see
+/// `InvalidSpec`, `UnknownNode` and `Unsupported`, which are bad input (exit 2): see
 /// [`ClusterError::exit_code`].
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -23,6 +23,20 @@ pub enum ClusterError {
         /// The Debian package that ships it.
         package: String,
         /// `on PATH`, or `at /the/path/given`.
+        location: String,
+    },
+
+    /// A shared library the spec needs (libfaketime for fake clocks) is not installed.
+    #[error(
+        "{library} not found {location}: fake clocks need it; install it with \
+         `apt-get install {package}` (or set LOCKAUDIT_LIBFAKETIME to its path)"
+    )]
+    MissingLibrary {
+        /// `libfaketime`.
+        library: String,
+        /// The Debian package that ships it.
+        package: String,
+        /// `in <the folders searched>`, or `at /the/path/given (from LOCKAUDIT_LIBFAKETIME)`.
         location: String,
     },
 
@@ -72,6 +86,15 @@ pub enum ClusterError {
     #[error("no node named `{0}` in this cluster")]
     UnknownNode(String),
 
+    /// The node exists but cannot do that: a clock offset for a cluster started without
+    /// fake clocks, or for storage or a sentinel; emptying a sentinel.
+    #[error("cannot {action} {node}: {reason}")]
+    Unsupported {
+        action: &'static str,
+        node: String,
+        reason: String,
+    },
+
     /// A signal to a node could not be delivered.
     #[error(transparent)]
     Signal(#[from] SignalError),
@@ -82,7 +105,9 @@ impl ClusterError {
     /// be carried out.
     pub fn exit_code(&self) -> i32 {
         match self {
-            ClusterError::InvalidSpec(_) | ClusterError::UnknownNode(_) => 2,
+            ClusterError::InvalidSpec(_)
+            | ClusterError::UnknownNode(_)
+            | ClusterError::Unsupported { .. } => 2,
             _ => 3,
         }
     }

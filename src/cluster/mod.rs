@@ -5,7 +5,8 @@
 //! folder, owned by a guard that ends it on drop, on Ctrl-C and on panic (see
 //! [`install_cleanup_handlers`]) and, through `PR_SET_PDEATHSIG`, when lockaudit dies.
 //!
-//! - `ports`: free loopback ports; `binaries`: finding the programs;
+//! - `ports`: free loopback ports; `binaries`: finding the programs; `clock`: libfaketime,
+//!   which lets the nemesis move a server's wall clock;
 //! - `registry`: the process-wide table of children and the thread that spawns them;
 //!   `process`: the guard that owns one child; `cleanup`: the Ctrl-C and panic handlers;
 //! - `instance`: one redis process and its readiness; `server` / `sentinel`: how each kind
@@ -14,6 +15,7 @@
 
 mod binaries;
 mod cleanup;
+mod clock;
 mod error;
 mod instance;
 mod logs;
@@ -31,9 +33,10 @@ use nix::sys::signal::Signal;
 use rand::Rng;
 
 pub use cleanup::install_cleanup_handlers;
+pub use clock::LIBFAKETIME_ENV;
 pub use error::ClusterError;
 pub use process::{ChildGuard, Exit, SignalError};
-pub use registry::{register_child, registered_pids, unregister_child};
+pub use registry::{register_child, registered_pids, signal as signal_child, unregister_child};
 pub use sentinel::MASTER_NAME;
 
 use instance::Instance;
@@ -65,9 +68,15 @@ pub struct ClusterSpec {
     /// The binaries; found on PATH when not given.
     pub redis_server: Option<PathBuf>,
     pub redis_sentinel: Option<PathBuf>,
-    /// AOF persistence (`appendfsync everysec`); off by default, so a restarted node
-    /// comes back empty.
+    /// AOF persistence on the lock's servers (`appendfsync everysec`; see
+    /// `ServerConfig::command` for why not `always`): [`Cluster::restart`] replays it,
+    /// [`Cluster::restart_empty`] drops it. Off by default, so a restarted node comes back
+    /// empty.
     pub persistence: bool,
+    /// Start every lock server (masters and replicas; not storage, not sentinels) under
+    /// libfaketime, so that [`Cluster::set_clock_offset`] can move its wall clock. Needs
+    /// Debian's `faketime` package (or `$LOCKAUDIT_LIBFAKETIME`); off by default.
+    pub fake_clocks: bool,
     /// Fixed ports: consecutive from this one, in the order lock nodes, storage, sentinels.
     /// None: free ports chosen by the kernel.
     pub base_port: Option<u16>,
@@ -108,6 +117,7 @@ impl ClusterSpec {
             redis_server: None,
             redis_sentinel: None,
             persistence: false,
+            fake_clocks: false,
             base_port: None,
         }
     }
@@ -190,8 +200,10 @@ pub struct Cluster {
 /// answers an authenticated INFO, every replica is in sync, and every sentinel knows the
 /// master, its replicas and the other sentinels.
 ///
-/// Data folders are `<dir>/redis/<name>/` (emptied first), logs `<dir>/redis/<name>.log`.
-/// On any error every process started so far is killed before returning.
+/// Data folders are `<dir>/redis/<name>/` (emptied first), logs `<dir>/redis/<name>.log`,
+/// fake clocks' offset files `<dir>/redis/<name>.faketime` (outside the data folder, so that
+/// an emptied node keeps its clock). On any error every process started so far is killed
+/// before returning.
 pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let begun = Instant::now();
     let lock_nodes = match spec.topology {
@@ -226,6 +238,11 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         .canonicalize()
         .map_err(|e| ClusterError::io("resolve the folder", &root, e))?;
     let password = generate_password();
+    let preload = if spec.fake_clocks {
+        Some(clock::Preload::find()?)
+    } else {
+        None
+    };
 
     let mut ports = ports::plan(lock_nodes + 1 + sentinel_count, spec.base_port)?.into_iter();
     let mut next_port = || {
@@ -233,7 +250,18 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
             .next()
             .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))
     };
-    let config = |name: String, replica_of: Option<u16>| -> Result<ServerConfig, ClusterError> {
+    // `lock_node`: a master or replica (fake clock), not storage.
+    let config = |name: String,
+                  replica_of: Option<u16>,
+                  lock_node: bool|
+     -> Result<ServerConfig, ClusterError> {
+        let fake_clock = match &preload {
+            Some(preload) if lock_node => Some(clock::FakeClock::create(
+                preload.clone(),
+                root.join(format!("{name}.faketime")),
+            )?),
+            _ => None,
+        };
         let config = ServerConfig {
             dir: root.join(&name),
             log: root.join(format!("{name}.log")),
@@ -242,6 +270,7 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
             password: password.clone(),
             persistence: spec.persistence,
             replica_of,
+            fake_clock,
         };
         config.prepare_dir(false)?;
         Ok(config)
@@ -256,13 +285,13 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     };
     let mut first = Vec::with_capacity(primaries + 1);
     for i in 0..primaries {
-        first.push((config(format!("master-{i}"), None)?, next_port()?));
+        first.push((config(format!("master-{i}"), None, true)?, next_port()?));
     }
     let mut replica_ports = Vec::new();
     for _ in primaries..lock_nodes {
         replica_ports.push(next_port()?);
     }
-    first.push((config("storage".into(), None)?, next_port()?));
+    first.push((config("storage".into(), None, false)?, next_port()?));
     let mut nodes = server::start_all(first, true).await?;
     let storage = nodes
         .pop()
@@ -276,7 +305,7 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         let mut replicas = Vec::with_capacity(replica_ports.len());
         for (i, port) in replica_ports.into_iter().enumerate() {
             let name = format!("replica-{}", primaries + i);
-            replicas.push((config(name, Some(primary_port))?, port));
+            replicas.push((config(name, Some(primary_port), true)?, port));
         }
         nodes.extend(server::start_all(replicas, true).await?);
     }
@@ -301,6 +330,7 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
 
     tracing::info!(
         topology = ?spec.topology,
+        fake_clocks = spec.fake_clocks,
         servers = nodes.len() + 1,
         sentinels = sentinels.len(),
         elapsed = ?begun.elapsed(),
@@ -411,8 +441,9 @@ impl Cluster {
     }
 
     /// Starts the node again on its port (killing it first if it still runs) and waits until
-    /// it answers. A server without persistence comes back empty; a sentinel keeps its
-    /// rewritten config.
+    /// it answers. A server with persistence replays its AOF (the state of a crashed
+    /// process); without, it comes back empty. A sentinel keeps its rewritten config. A
+    /// fake clock keeps its offset.
     pub async fn restart(&mut self, name: &str) -> Result<(), ClusterError> {
         let password = self.password.clone();
         if let Some(sentinel) = self
@@ -422,15 +453,73 @@ impl Cluster {
         {
             return sentinel.restart(&password).await;
         }
-        match self
-            .nodes
+        self.server_mut(name)?.restart(true).await
+    }
+
+    /// Like [`Cluster::restart`], but a server comes back empty even with persistence: its
+    /// data folder (AOF folder, any RDB) is removed first, as if its disk were lost. A
+    /// sentinel cannot be emptied (its config is its state): `Unsupported`.
+    pub async fn restart_empty(&mut self, name: &str) -> Result<(), ClusterError> {
+        if self.sentinels.iter().any(|s| s.instance.name() == name) {
+            return Err(ClusterError::Unsupported {
+                action: "empty",
+                node: name.to_string(),
+                reason: "a sentinel has no data, only its config; restart it instead".into(),
+            });
+        }
+        self.server_mut(name)?.restart(false).await
+    }
+
+    /// Moves the wall clock of lock server `name` to `offset_ms` milliseconds from the real
+    /// clock (negative: behind); 0 heals. Applies from the server's next time call, also
+    /// while it runs, and across restarts; a killed server gets it when restarted.
+    ///
+    /// Exact to the millisecond: the file gets decimal seconds (`+20.000`, `-0.250`), which
+    /// libfaketime honours (measured: offsets within a few ms of what was asked).
+    /// Only the wall clock moves (`CLOCK_REALTIME`: `TIME`, key expiry, timestamps in
+    /// replication), not the monotonic clock Redis runs its timers on, as in a real clock
+    /// step.
+    ///
+    /// Errors: `UnknownNode`; `Unsupported` for storage or a sentinel, or when the cluster
+    /// was started without [`ClusterSpec::fake_clocks`].
+    pub fn set_clock_offset(&self, name: &str, offset_ms: i64) -> Result<(), ClusterError> {
+        let clock = self.fake_clock(name)?;
+        clock.set(offset_ms)?;
+        tracing::debug!(node = name, offset_ms, "clock moved");
+        Ok(())
+    }
+
+    /// The offset last given to [`Cluster::set_clock_offset`] (0 until then); None without
+    /// fake clocks, for storage, a sentinel or an unknown name.
+    pub fn clock_offset_ms(&self, name: &str) -> Option<i64> {
+        self.fake_clock(name).ok().map(clock::FakeClock::offset_ms)
+    }
+
+    fn fake_clock(&self, name: &str) -> Result<&clock::FakeClock, ClusterError> {
+        let unsupported = |reason: &str| ClusterError::Unsupported {
+            action: "set the clock of",
+            node: name.to_string(),
+            reason: reason.to_string(),
+        };
+        match self.nodes.iter().find(|s| s.instance.name() == name) {
+            Some(server) => server.config.fake_clock.as_ref().ok_or_else(|| {
+                unsupported(
+                    "the cluster was started without fake clocks (ClusterSpec::fake_clocks)",
+                )
+            }),
+            None if self.instance(name).is_some() => Err(unsupported(
+                "only the lock's servers have fake clocks, not storage or sentinels",
+            )),
+            None => Err(ClusterError::UnknownNode(name.to_string())),
+        }
+    }
+
+    fn server_mut(&mut self, name: &str) -> Result<&mut Server, ClusterError> {
+        self.nodes
             .iter_mut()
             .chain(std::iter::once(&mut self.storage))
             .find(|s| s.instance.name() == name)
-        {
-            Some(server) => server.restart().await,
-            None => Err(ClusterError::UnknownNode(name.to_string())),
-        }
+            .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))
     }
 
     /// Stops everything gracefully: the sentinels first (so that none starts a failover

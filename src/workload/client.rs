@@ -1,17 +1,17 @@
-//! One logical client's loop: acquire; in the critical section read the guarded counter and
-//! write it + 1 (carrying the token); hold; release; think; again, until the deadline.
+//! One logical client's loop: acquire; in the critical section read the guarded counter,
+//! hold (work), write it + 1 (carrying the token); release; think; again, until the deadline.
 //!
 //! Every operation is recorded as an invoke just before it starts and a completion as soon
 //! as it ends (HISTORY.md). An operation that ends `info` retires the process: its state is
 //! unknown, so the slot goes on as a fresh process with a fresh lock client (a new owner id),
 //! never reusing the old one's identity.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::cluster::Endpoints;
 use crate::history::{Event, EventType};
@@ -20,6 +20,7 @@ use crate::locks::{self, Acquired, LockClient, LockOptions, Outcome};
 use super::clock::{wall_ms, RunClock};
 use super::resource::{Resource, WriteResult};
 use super::spec::{Span, WorkloadSpec};
+use super::worker::{Controls, EventSink};
 
 /// Who this client is and where it works.
 #[derive(Debug, Clone)]
@@ -27,11 +28,15 @@ pub struct ClientPlan {
     /// The client's slot, 0..total_slots.
     pub slot: u64,
     pub total_slots: u64,
+    /// The generation of the slot's first process (see `WorkerConfig::first_generation`).
+    pub first_generation: u64,
     pub spec: WorkloadSpec,
     pub endpoints: Endpoints,
     pub clock: RunClock,
     /// Run time (ns) at which the client stops starting new cycles.
     pub deadline_ns: i64,
+    /// The worker's crash point and clock skew, set by the nemesis.
+    pub controls: Arc<Controls>,
 }
 
 /// What an acquire came to, for the loop.
@@ -59,7 +64,7 @@ struct Incarnation {
 
 pub struct Client {
     plan: ClientPlan,
-    events: UnboundedSender<Event>,
+    events: Arc<EventSink>,
     rng: StdRng,
     generation: u64,
     me: Option<Incarnation>,
@@ -70,18 +75,25 @@ pub fn key_name(k: usize) -> String {
     format!("lock:{k}")
 }
 
+/// Time limit of a read or write of the guarded counter. The storage server is never
+/// faulted, so only a paused worker makes these slow; a long limit keeps a pause from
+/// turning them `info` (which would retire a holder that then never releases).
+const STORAGE_TIMEOUT: Duration = Duration::from_secs(30);
+
 fn draw(rng: &mut StdRng, span: Span) -> Duration {
     Duration::from_millis(rng.random_range(span.min.0..=span.max.0))
 }
 
 impl Client {
-    pub fn new(plan: ClientPlan, events: UnboundedSender<Event>) -> Client {
-        let seed = plan.spec.seed ^ (plan.slot.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    pub fn new(plan: ClientPlan, events: Arc<EventSink>) -> Client {
+        let seed = plan.spec.seed
+            ^ (plan.slot.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            ^ plan.first_generation.wrapping_mul(0xD1B5_4A32_D192_ED03);
         Client {
+            generation: plan.first_generation,
             plan,
             events,
             rng: StdRng::seed_from_u64(seed),
-            generation: 0,
             me: None,
         }
     }
@@ -103,6 +115,8 @@ impl Client {
                 fenced: spec.fenced,
                 client_id: format!("client-{}-{:x}", self.process(), self.rng.random::<u64>()),
                 op_timeout_ms: spec.op_timeout.0,
+                on_step: Some(self.crash_hook()),
+                live_skew_ms: Some(self.plan.controls.skew_ms.clone()),
                 ..LockOptions::default()
             };
             let password = self.plan.endpoints.password.clone();
@@ -149,8 +163,21 @@ impl Client {
         event.value = value;
         event.error = error;
         event.wall = Some(wall_ms());
-        // The recorder going away means the run is over; nothing to do about it here.
-        let _ = self.events.send(event);
+        self.events.send(event);
+    }
+
+    /// The hook every lock client of this worker announces its steps to: at the armed crash
+    /// point the whole worker dies (SIGKILL), after writing out what it recorded so far, so
+    /// that the invoke of the operation it dies in is in the history.
+    fn crash_hook(&self) -> locks::StepHook {
+        let controls = self.plan.controls.clone();
+        let events = self.events.clone();
+        Arc::new(move |step: &str| {
+            if controls.is_armed(step) {
+                let _ = events.write_out();
+                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+            }
+        })
     }
 
     fn complete(&mut self, process: u64, f: &str, key: &str, done: Done) {
@@ -203,15 +230,17 @@ impl Client {
         tokio::time::sleep(pause).await;
     }
 
-    /// Reads, writes, holds (renewing if the workload asks). False if the process was
-    /// retired on the way (its hold is left to its lease).
+    /// Reads the counter, works for the hold time (renewing if the lock asks; with
+    /// `nested`, taking the lock again first), then writes the read value + 1. The work sits
+    /// between the read and the write, as in a real read-modify-write, so that a holder
+    /// paused there writes after its lease ran out: the stale write fencing must stop.
+    /// False if the process was retired on the way (its hold is left to its lease).
     async fn critical_section(&mut self, process: u64, key: &str, token: Option<i64>) -> bool {
-        let timeout = self.timeout();
         self.record(process, EventType::Invoke, "read", key, None, None);
         let Some(me) = self.me.as_mut() else {
             return false;
         };
-        let read = tokio::time::timeout(timeout, me.resource.read(key)).await;
+        let read = tokio::time::timeout(STORAGE_TIMEOUT, me.resource.read(key)).await;
         let current = match read {
             Ok(Ok(value)) => {
                 self.complete(
@@ -231,6 +260,12 @@ impl Client {
                 return false;
             }
         };
+        if self.plan.spec.nested && !self.nest(process, key).await {
+            return false;
+        }
+        if !self.hold(process, key).await {
+            return false;
+        }
 
         let payload = json!({ "token": token, "value": current + 1 });
         self.record(
@@ -245,10 +280,11 @@ impl Client {
             return false;
         };
         let written =
-            tokio::time::timeout(timeout, me.resource.write(key, token, current + 1)).await;
+            tokio::time::timeout(STORAGE_TIMEOUT, me.resource.write(key, token, current + 1)).await;
         match written {
             Ok(Ok(WriteResult::Accepted)) => {
-                self.complete(process, "write", key, Done::Ok(Some(payload)))
+                self.complete(process, "write", key, Done::Ok(Some(payload)));
+                true
             }
             Ok(Ok(WriteResult::Rejected { highest })) => {
                 let why = match (token, highest) {
@@ -256,20 +292,17 @@ impl Client {
                     _ => "no token for a fenced resource".to_string(),
                 };
                 self.complete(process, "write", key, Done::Fail(Some(payload), why));
+                true
             }
             Ok(Err(e)) => {
                 self.complete(process, "write", key, Done::Info(e.to_string()));
-                return false;
+                false
             }
             Err(_) => {
                 self.complete(process, "write", key, Done::Info("timeout".into()));
-                return false;
+                false
             }
         }
-        if self.plan.spec.nested && !self.nest(process, key).await {
-            return false;
-        }
-        self.hold(process, key).await
     }
 
     /// Takes the held lock again and releases it once: the hold must go on throughout.

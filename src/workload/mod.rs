@@ -3,6 +3,7 @@
 
 pub mod client;
 pub mod clock;
+pub mod fleet;
 pub mod recorder;
 pub mod resource;
 pub mod run;

@@ -3,21 +3,23 @@
 //! limit, reads the guarded counters one last time, and checks the history.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, watch};
 
 use crate::checker::{self, CheckOptions};
-use crate::cluster::{self, ClusterSpec, Endpoints, Node};
+use crate::cluster::{self, Cluster, ClusterSpec, Endpoints, Node};
 use crate::history::{self, Event, EventType};
+use crate::locks;
+use crate::nemesis::executor::{self, Journal, Targets};
+use crate::nemesis::network::Network;
+use crate::nemesis::{self, FaultKind, Schedule, Stage};
 use crate::report::Report;
 
 use super::client::key_name;
 use super::clock::{wall_ms, RunClock};
+use super::fleet::Fleet;
 use super::recorder::{record, Counts};
 use super::resource::Resource;
 use super::spec::WorkloadSpec;
@@ -32,6 +34,9 @@ pub enum RunError {
     Setup(String),
     #[error("cannot write the run folder {path}: {error}")]
     Io { path: String, error: std::io::Error },
+    /// The schedule does not fit this run (a target it does not have): bad input.
+    #[error("nemesis: {0}")]
+    Schedule(String),
 }
 
 /// A run's result: where it went and what the checker said.
@@ -73,19 +78,27 @@ pub fn new_run_dir(root: &Path, spec: &WorkloadSpec) -> PathBuf {
     dir
 }
 
-/// Carries out one run of `spec` into `dir`.
+/// Carries out one run of `spec` under the fault `schedule` into `dir`.
 pub async fn run(
     spec: &WorkloadSpec,
+    schedule: &Schedule,
     dir: &Path,
     servers: Servers,
 ) -> Result<RunOutcome, RunError> {
     std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     let spec_text = toml::to_string_pretty(spec).map_err(|e| RunError::Setup(e.to_string()))?;
     std::fs::write(dir.join("workload.toml"), spec_text).map_err(io_error(dir))?;
+    let kinds = schedule.kinds();
 
-    let owned;
+    let mut owned = None;
     let endpoints = match servers {
         Servers::Existing(mut endpoints) => {
+            if let Some(kind) = kinds.iter().find(|k| !k.targets_workers()) {
+                return Err(RunError::Setup(format!(
+                    "the nemesis {} needs servers lockaudit starts itself; with --redis only client faults are possible",
+                    kind.name()
+                )));
+            }
             if endpoints.topology == cluster::Topology::Sentinel {
                 find_primary(&mut endpoints).await?;
             }
@@ -93,21 +106,18 @@ pub async fn run(
                 "lockaudit: using a Redis it did not start ({}:{}): server-side faults are unavailable",
                 endpoints.nodes[0].host, endpoints.nodes[0].port
             );
-            owned = None;
             endpoints
         }
         Servers::Owned {
             redis_server,
             redis_sentinel,
         } => {
-            let cluster_spec = ClusterSpec {
-                topology: spec.topology(),
-                masters: spec.masters,
-                dir: dir.to_path_buf(),
-                redis_server,
-                redis_sentinel,
-                ..ClusterSpec::default()
-            };
+            let mut cluster_spec = ClusterSpec::new(spec.topology(), dir);
+            cluster_spec.masters = spec.masters;
+            cluster_spec.redis_server = redis_server;
+            cluster_spec.redis_sentinel = redis_sentinel;
+            cluster_spec.persistence = schedule.needs_persistence();
+            cluster_spec.fake_clocks = kinds.contains(&FaultKind::ClockJump);
             let cluster = cluster::start(&cluster_spec).await?;
             let endpoints = cluster.endpoints();
             owned = Some(cluster);
@@ -118,7 +128,7 @@ pub async fn run(
         serde_json::to_string_pretty(&endpoints).map_err(|e| RunError::Setup(e.to_string()))?;
     std::fs::write(dir.join("endpoints.json"), endpoints_text).map_err(io_error(dir))?;
 
-    let result = drive(spec, dir, &endpoints).await;
+    let result = drive(spec, schedule, dir, &endpoints, owned.as_mut()).await;
     if let Some(cluster) = owned {
         cluster.shutdown().await;
     }
@@ -141,8 +151,29 @@ pub async fn run(
     })
 }
 
-/// Spawns the workers, records until they finish, then reads the counters.
-async fn drive(spec: &WorkloadSpec, dir: &Path, endpoints: &Endpoints) -> Result<Counts, RunError> {
+/// Spawns the workers, runs the nemesis and records until the workers finish, heals
+/// every fault, then reads the counters.
+async fn drive(
+    spec: &WorkloadSpec,
+    schedule: &Schedule,
+    dir: &Path,
+    endpoints: &Endpoints,
+    cluster: Option<&mut Cluster>,
+) -> Result<Counts, RunError> {
+    let stage = Stage {
+        workers: spec.workers,
+        servers: endpoints.nodes.iter().map(|n| n.name.clone()).collect(),
+        ttl_ms: spec.ttl.0,
+        crash_points: crash_points_of(spec),
+        time_limit_ms: spec.time_limit.0,
+        seed: spec.seed,
+        topology: endpoints.topology,
+    };
+    let plan = nemesis::plan(schedule, &stage).map_err(RunError::Schedule)?;
+    let plan_text =
+        serde_json::to_string_pretty(&plan).map_err(|e| RunError::Setup(e.to_string()))?;
+    std::fs::write(dir.join("nemesis.json"), plan_text + "\n").map_err(io_error(dir))?;
+
     let clock = RunClock::start();
     let deadline_ns = (spec.time_limit.0 as i64) * 1_000_000;
     let (events, received) = mpsc::unbounded_channel::<String>();
@@ -153,23 +184,38 @@ async fn drive(spec: &WorkloadSpec, dir: &Path, endpoints: &Endpoints) -> Result
         async move { record(&path, received, counts_tx).await }
     });
 
-    let mut workers = Vec::new();
+    // Proxies between clients and servers, when a fault needs them.
+    let kinds = schedule.kinds();
+    let needs_network = kinds
+        .iter()
+        .any(|k| matches!(k, FaultKind::Partition | FaultKind::Latency))
+        || (kinds.contains(&FaultKind::Failover)
+            && endpoints.topology == cluster::Topology::Replicated);
+    let (mut network, worker_endpoints) = if needs_network {
+        let (network, per_worker) = Network::start(endpoints, spec.workers, true)
+            .await
+            .map_err(|e| RunError::Setup(format!("cannot set up the proxies: {e}")))?;
+        (Some(network), per_worker)
+    } else {
+        (None, vec![endpoints.clone(); spec.workers])
+    };
+
     let total = spec.clients as u64;
-    for w in 0..spec.workers {
-        let slots: Vec<u64> = (0..total)
-            .filter(|s| (*s as usize) % spec.workers == w)
-            .collect();
-        let config = WorkerConfig {
+    let configs = (0..spec.workers)
+        .map(|w| WorkerConfig {
             worker: w,
-            slots,
+            slots: (0..total)
+                .filter(|s| (*s as usize) % spec.workers == w)
+                .collect(),
             total_slots: total,
             spec: spec.clone(),
-            endpoints: endpoints.clone(),
+            endpoints: worker_endpoints[w].clone(),
             base_ns: clock.base_ns,
             deadline_ns,
-        };
-        workers.push(spawn_worker(dir, config, events.clone()).await?);
-    }
+            first_generation: 0,
+        })
+        .collect();
+    let (mut fleet, mut exits) = Fleet::start(dir, configs, events.clone()).await?;
 
     let progress = progress_bar(spec);
     let watch_progress = {
@@ -191,35 +237,40 @@ async fn drive(spec: &WorkloadSpec, dir: &Path, endpoints: &Endpoints) -> Result
         })
     };
 
+    let journal = Journal {
+        events: events.clone(),
+        clock,
+    };
+    {
+        let mut targets = Targets {
+            fleet: &mut fleet,
+            endpoints,
+            cluster,
+            network: network.as_mut(),
+        };
+        executor::execute(&plan, &mut targets, &journal, &mut exits, spec.time_limit.0).await;
+        executor::heal_all(&mut targets, &journal).await;
+    }
+
     // Clients stop starting cycles at the deadline and finish the one under way; give them
     // the longest a cycle can take, then end the workers.
     let grace =
         Duration::from_millis(spec.hold.max.0 + spec.think.max.0 + 4 * spec.op_timeout.0 + 1000);
-    let limit = Duration::from_millis(spec.time_limit.0) + grace;
-    let mut stragglers = 0;
-    for worker in &mut workers {
-        let left = limit.saturating_sub(Duration::from_nanos(clock.now().max(0) as u64));
-        match tokio::time::timeout(left, worker.child.wait()).await {
-            Ok(_) => {}
-            Err(_) => {
-                stragglers += 1;
-                let _ = worker.child.kill().await;
-            }
-        }
-    }
+    let left = (Duration::from_millis(spec.time_limit.0) + grace)
+        .saturating_sub(Duration::from_nanos(clock.now().max(0) as u64));
+    let stragglers = fleet.finish(left).await;
     if stragglers > 0 {
         tracing::warn!("{stragglers} workers overran the time limit and were killed");
     }
-    for worker in workers {
-        if let Some(pid) = worker.pid {
-            cluster::unregister_child(pid);
-        }
-        let _ = worker.pump.await;
-    }
 
+    if let Some(network) = network {
+        network.stop().await;
+    }
     let max_process = counts_rx.borrow().max_process;
     final_reads(spec, endpoints, clock, max_process + 1, &events).await;
+    drop(journal);
     drop(events);
+    drop(fleet);
     let counts = recorder
         .await
         .map_err(|e| RunError::Setup(format!("the recorder failed: {e}")))?
@@ -229,63 +280,16 @@ async fn drive(spec: &WorkloadSpec, dir: &Path, endpoints: &Endpoints) -> Result
     Ok(counts)
 }
 
-struct Worker {
-    child: Child,
-    pid: Option<u32>,
-    /// Copies the worker's events to the recorder; ends when its stdout closes.
-    pump: tokio::task::JoinHandle<()>,
-}
-
-async fn spawn_worker(
-    dir: &Path,
-    config: WorkerConfig,
-    events: mpsc::UnboundedSender<String>,
-) -> Result<Worker, RunError> {
-    let exe = std::env::current_exe()
-        .map_err(|e| RunError::Setup(format!("cannot find the lockaudit binary: {e}")))?;
-    let log_path = dir.join(format!("worker-{}.log", config.worker));
-    let log = std::fs::File::create(&log_path).map_err(io_error(&log_path))?;
-    let mut child = Command::new(exe)
-        .arg("worker")
-        .arg("--run")
-        .arg(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(log))
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| RunError::Setup(format!("cannot start a worker: {e}")))?;
-    let pid = child.id();
-    if let Some(pid) = pid {
-        cluster::register_child(pid);
+/// The steps a crash point can name for this workload's lock client.
+fn crash_points_of(spec: &WorkloadSpec) -> Vec<String> {
+    let mut points: Vec<String> = locks::crash_points(&spec.algorithm)
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    if spec.fenced {
+        points.push(locks::FENCED_STEP.to_string());
     }
-    let mut stdin = child
-        .stdin
-        .take()
-        .ok_or_else(|| RunError::Setup("a worker has no stdin".into()))?;
-    let line = serde_json::to_string(&config).map_err(|e| RunError::Setup(e.to_string()))? + "\n";
-    stdin
-        .write_all(line.as_bytes())
-        .await
-        .map_err(|e| RunError::Setup(format!("cannot configure a worker: {e}")))?;
-    // Stdin stays open: the worker stops when it closes, that is, when we are gone.
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| RunError::Setup("a worker has no stdout".into()))?;
-    let worker_id = config.worker;
-    let pump = tokio::spawn(async move {
-        let _keep_open = stdin;
-        let mut lines = BufReader::new(stdout).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            // The recorder parses and renumbers; a worker's line goes to it as it is.
-            if events.send(line).is_err() {
-                break;
-            }
-        }
-        tracing::debug!("worker {worker_id} closed its output");
-    });
-    Ok(Worker { child, pid, pump })
+    points
 }
 
 /// After the clients stop: one read of each key's counter, for the lost-update check.

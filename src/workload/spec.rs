@@ -1,11 +1,13 @@
 //! Workload specs: what the clients do, as a TOML file (`workloads/*.toml`) that command-line
 //! flags override. Every duration is a string such as `"250ms"` or `"30s"`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::audit::Expectation;
 use crate::cluster::Topology;
 use crate::units::parse_duration;
 
@@ -96,7 +98,7 @@ pub struct WorkloadSpec {
     /// Distinct lock keys (fewer keys, more contention).
     pub keys: usize,
     pub ttl: Millis,
-    /// Time in the critical section, after the read and the write.
+    /// Time in the critical section between the read and the write (the work).
     pub hold: Span,
     /// Time between a release and the next acquire.
     pub think: Span,
@@ -111,6 +113,10 @@ pub struct WorkloadSpec {
     pub op_timeout: Millis,
     pub time_limit: Millis,
     pub seed: u64,
+    /// The fault schedule: a preset's name or a `nemesis/*.toml` file (`--nemesis`).
+    pub nemesis: Option<String>,
+    /// Per nemesis preset, the anomaly kinds `lockaudit audit` must and may find.
+    pub expect: BTreeMap<String, Expectation>,
 }
 
 impl Default for WorkloadSpec {
@@ -141,6 +147,8 @@ impl Default for WorkloadSpec {
             op_timeout: Millis(2000),
             time_limit: Millis(30_000),
             seed: 1,
+            nemesis: None,
+            expect: BTreeMap::new(),
         }
     }
 }
@@ -156,7 +164,7 @@ pub struct SpecError {
 
 /// The line (1-based) and key an error is about. An unknown key's error spans the whole
 /// table, so that key is looked up by name instead.
-fn locate(
+pub(crate) fn locate(
     text: &str,
     span: Option<std::ops::Range<usize>>,
     message: &str,
@@ -250,6 +258,14 @@ impl WorkloadSpec {
         }
         if self.ttl.0 == 0 {
             return Err("field `ttl`: must be longer than 0ms".into());
+        }
+        for (nemesis, expectation) in &self.expect {
+            if let Some(kind) = expectation.unknown_kinds().first() {
+                return Err(format!(
+                    "field `expect.{nemesis}`: \"{kind}\" is no anomaly kind (known: {})",
+                    crate::report::ANOMALY_KINDS.join(", ")
+                ));
+            }
         }
         Ok(())
     }

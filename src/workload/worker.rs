@@ -3,13 +3,17 @@
 //!
 //! The controller writes a `WorkerConfig` as one JSON line on the worker's stdin and keeps
 //! stdin open; the worker streams its events as JSON lines on stdout, flushed as they come.
-//! When stdin closes (the controller ended or died) the worker stops at once.
+//! Further stdin lines are `WorkerCommand`s from the nemesis (arm a crash point, skew the
+//! clients' clocks). When stdin closes (the controller ended or died) the worker stops at
+//! once.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncBufReadExt;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 use crate::cluster::Endpoints;
 use crate::history::Event;
@@ -31,6 +35,92 @@ pub struct WorkerConfig {
     pub base_ns: i64,
     /// Run time at which clients stop starting new cycles.
     pub deadline_ns: i64,
+    /// The first generation of process numbers (process = slot + generation × total_slots):
+    /// a restarted worker starts above every number its slots have used.
+    #[serde(default)]
+    pub first_generation: u64,
+}
+
+/// What the nemesis tells a running worker, one JSON line each on its stdin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "kebab-case")]
+pub enum WorkerCommand {
+    /// The first client to reach this step (a name from `locks::crash_points`) kills the
+    /// whole worker on the spot, after writing out the events recorded so far.
+    Arm {
+        point: String,
+    },
+    Disarm,
+    /// Every client's clock (for the algorithms that read it) runs this far ahead (ms;
+    /// negative: behind). 0 heals.
+    Skew {
+        ms: i64,
+    },
+}
+
+/// What the commands change, shared by the worker's clients.
+#[derive(Debug, Default)]
+pub struct Controls {
+    armed: Mutex<Option<String>>,
+    /// Read by every lock client of this worker (`LockOptions::live_skew_ms`).
+    pub skew_ms: Arc<AtomicI64>,
+}
+
+impl Controls {
+    fn apply(&self, command: WorkerCommand) {
+        match command {
+            WorkerCommand::Arm { point } => *self.armed_slot() = Some(point),
+            WorkerCommand::Disarm => *self.armed_slot() = None,
+            WorkerCommand::Skew { ms } => self.skew_ms.store(ms, Ordering::Relaxed),
+        }
+    }
+
+    fn armed_slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.armed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether reaching `step` must kill the worker.
+    pub fn is_armed(&self, step: &str) -> bool {
+        self.armed_slot().as_deref() == Some(step)
+    }
+}
+
+/// The worker's outgoing events: clients push, the writer task drains to stdout. A plain
+/// buffer rather than a channel so that a client about to crash the worker on purpose can
+/// write out everything recorded before it (its own invoke included) first.
+#[derive(Debug, Default)]
+pub struct EventSink {
+    buffer: Mutex<Vec<Event>>,
+    ready: Notify,
+}
+
+impl EventSink {
+    pub fn send(&self, event: Event) {
+        self.buffer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(event);
+        self.ready.notify_one();
+    }
+
+    fn take(&self) -> Vec<Event> {
+        std::mem::take(&mut *self.buffer.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Writes every buffered event to stdout and flushes.
+    pub fn write_out(&self) -> std::io::Result<()> {
+        let events = self.take();
+        if events.is_empty() {
+            return Ok(());
+        }
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        for event in &events {
+            serde_json::to_writer(&mut out, event)?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()
+    }
 }
 
 /// Runs the worker: reads its config from stdin, streams events to stdout until its clients
@@ -42,7 +132,8 @@ pub async fn run_worker() -> anyhow::Result<()> {
     let config: WorkerConfig = serde_json::from_str(&line)
         .map_err(|e| anyhow::anyhow!("worker: bad config from the controller: {e}"))?;
 
-    let (events, mut received) = mpsc::unbounded_channel::<Event>();
+    let sink = Arc::new(EventSink::default());
+    let controls = Arc::new(Controls::default());
     let clock = RunClock {
         base_ns: config.base_ns,
     };
@@ -51,44 +142,48 @@ pub async fn run_worker() -> anyhow::Result<()> {
         let plan = ClientPlan {
             slot,
             total_slots: config.total_slots,
+            first_generation: config.first_generation,
             spec: config.spec.clone(),
             endpoints: config.endpoints.clone(),
             clock,
             deadline_ns: config.deadline_ns,
+            controls: controls.clone(),
         };
-        clients.spawn(Client::new(plan, events.clone()).run());
+        clients.spawn(Client::new(plan, sink.clone()).run());
     }
-    drop(events);
 
-    // Stdin closing means the controller is gone: stop now, mid-operation if need be.
-    let orphaned = async move {
-        let mut rest = String::new();
-        while stdin.read_line(&mut rest).await.is_ok_and(|n| n > 0) {
-            rest.clear();
-        }
-    };
-    let writer = async move {
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        while let Some(event) = received.recv().await {
-            write_event(&mut out, &event)?;
-            while let Ok(event) = received.try_recv() {
-                write_event(&mut out, &event)?;
+    // Commands until stdin closes; closing means the controller is gone: stop now,
+    // mid-operation if need be.
+    let commands = {
+        let controls = controls.clone();
+        async move {
+            let mut line = String::new();
+            while stdin.read_line(&mut line).await.is_ok_and(|n| n > 0) {
+                match serde_json::from_str::<WorkerCommand>(&line) {
+                    Ok(command) => controls.apply(command),
+                    Err(e) => tracing::warn!("worker: ignored a bad command ({e}): {line}"),
+                }
+                line.clear();
             }
-            out.flush()?;
         }
-        Ok::<(), std::io::Error>(())
     };
+    let writer = {
+        let sink = sink.clone();
+        async move {
+            loop {
+                sink.ready.notified().await;
+                sink.write_out()?;
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), std::io::Error>(())
+        }
+    };
+    let all_done = async { while clients.join_next().await.is_some() {} };
     tokio::select! {
         result = writer => result?,
-        () = orphaned => {
-            clients.abort_all();
-        }
+        () = commands => {}
+        () = all_done => {}
     }
+    sink.write_out()?;
     Ok(())
-}
-
-fn write_event(out: &mut impl Write, event: &Event) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *out, event)?;
-    out.write_all(b"\n")
 }

@@ -1,0 +1,585 @@
+//! Carries out a plan during a run: injects each fault at its time, heals it when its time
+//! is up, records both in the history, notices workers that die on their own (a crash
+//! point), and heals everything still open when the run's time is up.
+//!
+//! One task does it all, one action at a time, so faults never race each other; every
+//! action is short (a signal, a restart of a few ms, a command line).
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+
+use nix::sys::signal::Signal;
+
+use crate::cluster::{Cluster, Endpoints, Topology};
+use crate::history::{Event, EventType};
+use crate::workload::clock::{wall_ms, RunClock};
+use crate::workload::fleet::{worker_name, Fleet, Remains, WorkerState};
+use crate::workload::worker::WorkerCommand;
+
+use super::network::Network;
+use super::plan::PlannedFault;
+use super::schedule::FaultKind;
+
+/// What the nemesis acts on.
+pub struct Targets<'a> {
+    pub fleet: &'a mut Fleet,
+    /// The servers' real addresses (the sentinels, for a Sentinel failover).
+    pub endpoints: &'a Endpoints,
+    /// The servers lockaudit started (None with `--redis`: no server faults).
+    pub cluster: Option<&'a mut Cluster>,
+    /// The proxies between clients and servers, when the plan needs them.
+    pub network: Option<&'a mut Network>,
+}
+
+/// Records nemesis events into the history (through the recorder's channel).
+#[derive(Clone)]
+pub struct Journal {
+    pub events: mpsc::UnboundedSender<String>,
+    pub clock: RunClock,
+}
+
+impl Journal {
+    /// A nemesis event: `f` with `{targets, processes, ...extra}`.
+    pub fn fault(&self, f: &str, targets: &[String], processes: &[u64], extra: Map<String, Value>) {
+        let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+        let mut event = Event::nemesis(0, self.clock.now(), f, &targets, processes);
+        if let Some(Value::Object(value)) = event.value.as_mut() {
+            value.extend(extra);
+        }
+        event.wall = Some(wall_ms());
+        self.send(&event);
+    }
+
+    /// The `info` completions of a killed worker's pending operations.
+    fn killed(&self, remains: &Remains) {
+        for (process, f, key) in &remains.pending {
+            let mut event = Event::client(0, self.clock.now(), *process, EventType::Info, f, key);
+            event.error = Some("killed".into());
+            event.wall = Some(wall_ms());
+            self.send(&event);
+        }
+    }
+
+    fn send(&self, event: &Event) {
+        if let Ok(line) = serde_json::to_string(event) {
+            let _ = self.events.send(line);
+        }
+    }
+}
+
+fn extra(pairs: &[(&str, Value)]) -> Map<String, Value> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    Begin,
+    End,
+}
+
+/// Runs the plan until `deadline_ms` of run time, then heals what is still open.
+pub async fn execute(
+    plan: &[PlannedFault],
+    targets: &mut Targets<'_>,
+    journal: &Journal,
+    exits: &mut mpsc::UnboundedReceiver<usize>,
+    deadline_ms: u64,
+) {
+    // (time, step, fault): ends before begins at the same instant, so a target healed and
+    // faulted again in the same millisecond is free for the second fault.
+    let mut agenda: Vec<(u64, Step, usize)> = Vec::new();
+    for (i, fault) in plan.iter().enumerate() {
+        agenda.push((fault.at_ms, Step::Begin, i));
+        agenda.push((fault.end_ms().min(deadline_ms), Step::End, i));
+    }
+    agenda.sort_by_key(|&(t, step, i)| (t, std::cmp::Reverse(step), i));
+    let mut state = Executor {
+        begun: vec![false; plan.len()],
+        armed: BTreeMap::new(),
+        stopped_primary: BTreeMap::new(),
+    };
+    let mut next = 0;
+    loop {
+        let due_ms = agenda.get(next).map(|a| a.0).unwrap_or(deadline_ms);
+        let due = tokio::time::Instant::now()
+            + std::time::Duration::from_nanos(
+                ((due_ms as i64) * 1_000_000 - journal.clock.now()).max(0) as u64,
+            );
+        tokio::select! {
+            biased;
+            Some(worker) = exits.recv() => {
+                state.crashed(worker, targets, journal).await;
+            }
+            () = tokio::time::sleep_until(due) => {
+                let Some(&(_, step, i)) = agenda.get(next) else { break };
+                next += 1;
+                match step {
+                    Step::Begin => state.begin(i, &plan[i], targets, journal).await,
+                    Step::End => state.end(i, &plan[i], targets, journal).await,
+                }
+            }
+        }
+    }
+}
+
+struct Executor {
+    /// Whether each fault was injected (a fault whose target was busy is skipped, and so is
+    /// its healing).
+    begun: Vec<bool>,
+    /// Worker -> the crash point armed in it.
+    armed: BTreeMap<usize, String>,
+    /// Sentinel failovers under way: fault -> the primary paused.
+    stopped_primary: BTreeMap<usize, String>,
+}
+
+/// `worker-3` -> 3.
+fn worker_number(target: &str) -> Option<usize> {
+    target.strip_prefix("worker-")?.parse().ok()
+}
+
+impl Executor {
+    async fn begin(
+        &mut self,
+        i: usize,
+        fault: &PlannedFault,
+        targets: &mut Targets<'_>,
+        journal: &Journal,
+    ) {
+        let done = match fault.kind {
+            FaultKind::KillClient => self.kill_worker(fault, targets, journal).await,
+            FaultKind::PauseClient => {
+                let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+                    return;
+                };
+                let ok = targets.fleet.pause(w);
+                if ok {
+                    journal.fault(
+                        "pause",
+                        &fault.targets,
+                        &targets.fleet.processes(w),
+                        Map::new(),
+                    );
+                }
+                ok
+            }
+            FaultKind::CrashPoint => {
+                let (Some(w), Some(point)) = (
+                    fault.targets.first().and_then(|t| worker_number(t)),
+                    fault.point.clone(),
+                ) else {
+                    return;
+                };
+                if targets.fleet.state(w) != Some(WorkerState::Running)
+                    || self.armed.contains_key(&w)
+                {
+                    return;
+                }
+                let ok = targets
+                    .fleet
+                    .command(
+                        w,
+                        &WorkerCommand::Arm {
+                            point: point.clone(),
+                        },
+                    )
+                    .await;
+                if ok {
+                    self.armed.insert(w, point);
+                }
+                ok
+            }
+            FaultKind::ClockSkew => {
+                let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+                    return;
+                };
+                let ok = targets
+                    .fleet
+                    .command(
+                        w,
+                        &WorkerCommand::Skew {
+                            ms: fault.offset_ms,
+                        },
+                    )
+                    .await;
+                if ok {
+                    journal.fault(
+                        "clock",
+                        &fault.targets,
+                        &targets.fleet.processes(w),
+                        extra(&[("offset_ms", json!(fault.offset_ms))]),
+                    );
+                }
+                ok
+            }
+            FaultKind::KillRedis => {
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                let mut killed = Vec::new();
+                for name in &fault.targets {
+                    if cluster.pid(name).is_some() && cluster.kill(name).is_ok() {
+                        killed.push(name.clone());
+                    }
+                }
+                if !killed.is_empty() {
+                    journal.fault("kill", &killed, &[], Map::new());
+                }
+                !killed.is_empty()
+            }
+            FaultKind::PauseRedis => {
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                let mut paused = Vec::new();
+                for name in &fault.targets {
+                    if cluster.signal(name, Signal::SIGSTOP).is_ok() {
+                        paused.push(name.clone());
+                    }
+                }
+                if !paused.is_empty() {
+                    journal.fault("pause", &paused, &[], Map::new());
+                }
+                !paused.is_empty()
+            }
+            FaultKind::ClockJump => {
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                let mut moved = Vec::new();
+                for name in &fault.targets {
+                    match cluster.set_clock_offset(name, fault.offset_ms) {
+                        Ok(()) => moved.push(name.clone()),
+                        Err(e) => tracing::warn!("clock-jump on {name}: {e}"),
+                    }
+                }
+                if !moved.is_empty() {
+                    journal.fault(
+                        "clock",
+                        &moved,
+                        &[],
+                        extra(&[("offset_ms", json!(fault.offset_ms))]),
+                    );
+                }
+                !moved.is_empty()
+            }
+            FaultKind::Failover if targets.endpoints.topology == Topology::Sentinel => {
+                // Sentinel's own failover: the primary stops answering, Sentinel elects
+                // a replica, clients find it through Sentinel.
+                let Some(primary) = sentinel_primary(targets.endpoints).await else {
+                    tracing::warn!("failover: the sentinels name no primary");
+                    return;
+                };
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                if cluster.signal(&primary, Signal::SIGSTOP).is_err() {
+                    return;
+                }
+                journal.fault("pause", std::slice::from_ref(&primary), &[], Map::new());
+                self.stopped_primary.insert(i, primary);
+                true
+            }
+            FaultKind::Partition | FaultKind::Latency | FaultKind::Failover => {
+                let Some(network) = targets.network.as_deref_mut() else {
+                    tracing::warn!("{}: no network of proxies in this run", fault.kind.name());
+                    return;
+                };
+                network
+                    .begin(
+                        fault,
+                        targets.fleet,
+                        targets.cluster.as_deref_mut(),
+                        journal,
+                    )
+                    .await
+            }
+        };
+        self.begun[i] = done;
+    }
+
+    async fn end(
+        &mut self,
+        i: usize,
+        fault: &PlannedFault,
+        targets: &mut Targets<'_>,
+        journal: &Journal,
+    ) {
+        if !std::mem::take(&mut self.begun[i]) {
+            return;
+        }
+        match fault.kind {
+            FaultKind::KillClient => {
+                let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+                    return;
+                };
+                self.restart_worker(w, targets, journal).await;
+            }
+            FaultKind::PauseClient => {
+                let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+                    return;
+                };
+                if targets.fleet.resume(w) {
+                    journal.fault(
+                        "resume",
+                        &fault.targets,
+                        &targets.fleet.processes(w),
+                        Map::new(),
+                    );
+                }
+            }
+            FaultKind::CrashPoint => {
+                let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+                    return;
+                };
+                // Still armed: nobody reached the step in time.
+                if self.armed.remove(&w).is_some() {
+                    targets.fleet.command(w, &WorkerCommand::Disarm).await;
+                }
+            }
+            FaultKind::ClockSkew => {
+                let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+                    return;
+                };
+                if targets
+                    .fleet
+                    .command(w, &WorkerCommand::Skew { ms: 0 })
+                    .await
+                {
+                    journal.fault(
+                        "clock",
+                        &fault.targets,
+                        &targets.fleet.processes(w),
+                        extra(&[("offset_ms", json!(0))]),
+                    );
+                }
+            }
+            FaultKind::KillRedis => {
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                let mut restarted = Vec::new();
+                for name in &fault.targets {
+                    if cluster.pid(name).is_some() {
+                        continue;
+                    }
+                    let result = if fault.persist {
+                        cluster.restart(name).await
+                    } else {
+                        cluster.restart_empty(name).await
+                    };
+                    match result {
+                        Ok(()) => restarted.push(name.clone()),
+                        Err(e) => tracing::warn!("cannot restart {name}: {e}"),
+                    }
+                }
+                if !restarted.is_empty() {
+                    journal.fault(
+                        "restart",
+                        &restarted,
+                        &[],
+                        extra(&[("persisted", json!(fault.persist))]),
+                    );
+                }
+            }
+            FaultKind::PauseRedis => {
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                let mut resumed = Vec::new();
+                for name in &fault.targets {
+                    if cluster.signal(name, Signal::SIGCONT).is_ok() {
+                        resumed.push(name.clone());
+                    }
+                }
+                journal.fault("resume", &resumed, &[], Map::new());
+            }
+            FaultKind::ClockJump => {
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                let mut healed = Vec::new();
+                for name in &fault.targets {
+                    if cluster.set_clock_offset(name, 0).is_ok() {
+                        healed.push(name.clone());
+                    }
+                }
+                journal.fault("clock", &healed, &[], extra(&[("offset_ms", json!(0))]));
+            }
+            FaultKind::Failover if targets.endpoints.topology == Topology::Sentinel => {
+                let Some(old) = self.stopped_primary.remove(&i) else {
+                    return;
+                };
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                let _ = cluster.signal(&old, Signal::SIGCONT);
+                journal.fault("resume", std::slice::from_ref(&old), &[], Map::new());
+                match sentinel_primary(targets.endpoints).await {
+                    Some(new) if new != old => journal.fault(
+                        "failover",
+                        &[new],
+                        &[],
+                        extra(&[("from", json!(old)), ("by", json!("sentinel"))]),
+                    ),
+                    _ => tracing::warn!("failover: Sentinel kept {old} as the primary"),
+                }
+            }
+            FaultKind::Partition | FaultKind::Latency | FaultKind::Failover => {
+                if let Some(network) = targets.network.as_deref_mut() {
+                    network
+                        .end(
+                            fault,
+                            targets.fleet,
+                            targets.cluster.as_deref_mut(),
+                            journal,
+                        )
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// SIGKILLs the target worker and records the kill and its pending operations.
+    async fn kill_worker(
+        &mut self,
+        fault: &PlannedFault,
+        targets: &mut Targets<'_>,
+        journal: &Journal,
+    ) -> bool {
+        let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+            return false;
+        };
+        if !matches!(
+            targets.fleet.state(w),
+            Some(WorkerState::Running | WorkerState::Paused)
+        ) {
+            return false;
+        }
+        self.armed.remove(&w);
+        let remains = targets.fleet.kill(w).await;
+        record_kill(journal, w, &remains, Map::new());
+        true
+    }
+
+    /// A worker exited on its own: at an armed crash point, or a crash of the harness. Either
+    /// way its processes are dead; record it like a kill, and start it again.
+    async fn crashed(&mut self, worker: usize, targets: &mut Targets<'_>, journal: &Journal) {
+        if !matches!(
+            targets.fleet.state(worker),
+            Some(WorkerState::Running | WorkerState::Paused)
+        ) {
+            return; // killed by us, already accounted for
+        }
+        let remains = targets.fleet.reap(worker).await;
+        let why = match self.armed.remove(&worker) {
+            Some(point) => extra(&[("crash_point", json!(point))]),
+            None => {
+                tracing::warn!("{} died unexpectedly; restarting it", worker_name(worker));
+                extra(&[("cause", json!("worker died unexpectedly"))])
+            }
+        };
+        record_kill(journal, worker, &remains, why);
+        self.restart_worker(worker, targets, journal).await;
+    }
+
+    async fn restart_worker(&mut self, w: usize, targets: &mut Targets<'_>, journal: &Journal) {
+        match targets.fleet.restart(w).await {
+            Ok(()) => journal.fault("restart", &[worker_name(w)], &[], Map::new()),
+            Err(e) => tracing::warn!("cannot restart {}: {e}", worker_name(w)),
+        }
+    }
+}
+
+/// The `kill` event listing the worker's processes (their holds end here, HISTORY.md), then
+/// an `info` completion for each operation it had under way.
+fn record_kill(journal: &Journal, worker: usize, remains: &Remains, why: Map<String, Value>) {
+    let mut processes = remains.processes.clone();
+    processes.extend(remains.pending.iter().map(|(p, _, _)| *p));
+    processes.sort_unstable();
+    processes.dedup();
+    journal.fault("kill", &[worker_name(worker)], &processes, why);
+    journal.killed(remains);
+}
+
+/// Heals whatever the nemesis may have left: resumes paused workers and servers, restarts
+/// killed servers, puts clocks back, heals the network. Called at the end of every run, after
+/// `execute` (which heals what it began) as a safety net, e.g. when a heal step failed.
+pub async fn heal_all(targets: &mut Targets<'_>, journal: &Journal) {
+    let resumed: Vec<String> = targets
+        .fleet
+        .resume_all()
+        .into_iter()
+        .map(worker_name)
+        .collect();
+    if !resumed.is_empty() {
+        journal.fault("resume", &resumed, &[], Map::new());
+    }
+    for w in 0..targets.fleet.len() {
+        targets.fleet.command(w, &WorkerCommand::Disarm).await;
+        targets
+            .fleet
+            .command(w, &WorkerCommand::Skew { ms: 0 })
+            .await;
+    }
+    if let Some(network) = targets.network.as_deref_mut() {
+        network.heal_all(journal);
+    }
+    if let Some(cluster) = targets.cluster.as_deref_mut() {
+        for name in cluster.names() {
+            if name.starts_with("sentinel") {
+                continue;
+            }
+            if cluster.pid(&name).is_none() {
+                if cluster.restart(&name).await.is_ok() {
+                    journal.fault("restart", std::slice::from_ref(&name), &[], Map::new());
+                }
+            } else {
+                let _ = cluster.signal(&name, Signal::SIGCONT);
+            }
+            if cluster.clock_offset_ms(&name).is_some_and(|o| o != 0)
+                && cluster.set_clock_offset(&name, 0).is_ok()
+            {
+                journal.fault(
+                    "clock",
+                    std::slice::from_ref(&name),
+                    &[],
+                    extra(&[("offset_ms", json!(0))]),
+                );
+            }
+        }
+    }
+}
+
+/// The name of the server the sentinels call primary now.
+async fn sentinel_primary(endpoints: &Endpoints) -> Option<String> {
+    let master = endpoints.master_name.as_deref()?;
+    for sentinel in &endpoints.sentinels {
+        for password in [endpoints.password.as_deref(), None] {
+            let url = crate::workload::resource::node_url(sentinel, password);
+            let asked = async {
+                let client = redis::Client::open(url.as_str())?;
+                let mut c = client.get_multiplexed_async_connection().await?;
+                redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(master)
+                    .query_async::<Option<(String, u16)>>(&mut c)
+                    .await
+            };
+            if let Ok(Ok(Some((_, port)))) =
+                tokio::time::timeout(std::time::Duration::from_secs(1), asked).await
+            {
+                return endpoints
+                    .nodes
+                    .iter()
+                    .find(|n| n.port == port)
+                    .map(|n| n.name.clone());
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,15 @@
+//! The nemesis: faults, their schedules, and the executor that injects and heals them.
+//!
+//! `schedule` reads `nemesis/*.toml` files and builds the presets; `plan` turns a schedule
+//! into the concrete faults of one run (same seed, same plan); `executor` injects them
+//! into the run's workers and servers, records each as a nemesis event, and heals them;
+//! `network` owns the TCP proxies that partitions, latency and manual failovers act on.
+
+pub mod executor;
+pub mod network;
+pub mod plan;
+pub mod proxy;
+pub mod schedule;
+
+pub use plan::{plan, PlannedFault, Stage};
+pub use schedule::{FaultKind, Schedule, ScheduleError, PRESETS};

@@ -1,0 +1,364 @@
+//! The links the nemesis can cut, slow down and move: TCP proxies on loopback that
+//! lockaudit owns (`proxy.rs`), one per (worker, lock server) between clients and servers,
+//! and one per server on the replication link.
+//!
+//! Why proxies rather than network namespaces: `tc netem` does not work on the machines we
+//! run on, so latency needs a proxy anyway; proxies cut one worker off from some servers
+//! while the others still reach them without root-only namespace plumbing; and a manual
+//! failover is then just what a virtual IP does: the clients' address of "the primary"
+//! moves to the promoted replica. Sentinel's own failover needs none of this.
+//!
+//! The replicated topology's clients reach the primary through one address, `master-0`'s
+//! proxy, whichever server is primary now.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::{json, Map};
+
+use crate::cluster::{Cluster, Endpoints, Node, Topology};
+use crate::workload::fleet::Fleet;
+
+use super::executor::Journal;
+use super::plan::PlannedFault;
+use super::proxy::Proxy;
+use super::schedule::{FaultKind, Link};
+
+type OpenKey = (u64, FaultKind);
+
+/// The proxies of one run.
+pub struct Network {
+    topology: Topology,
+    password: Option<String>,
+    /// Each server's real address, by name.
+    servers: BTreeMap<String, SocketAddr>,
+    /// `front[w][server]`: worker w's way to that server (for the replicated topology,
+    /// `master-0` is the address of whichever server is primary).
+    front: Vec<BTreeMap<String, Proxy>>,
+    /// Per server, its replication link to the primary (when it is a replica).
+    replication: BTreeMap<String, Proxy>,
+    /// The primary now (replicated topology).
+    primary: Option<String>,
+    /// Faults begun and not yet healed: (the fault's start and kind, targets, proxies).
+    open: Vec<(OpenKey, Vec<String>, Vec<Proxy>)>,
+}
+
+fn address(node: &Node) -> Result<SocketAddr, String> {
+    format!("{}:{}", node.host, node.port).parse().map_err(|e| {
+        format!(
+            "{}: bad address {}:{}: {e}",
+            node.name, node.host, node.port
+        )
+    })
+}
+
+impl Network {
+    /// Starts the proxies: client-side ones for every worker, and replication ones when
+    /// `replication` (the replicas are then re-pointed at the primary through them and
+    /// this waits until they are in sync again). Returns each worker's endpoints.
+    pub async fn start(
+        endpoints: &Endpoints,
+        workers: usize,
+        replication: bool,
+    ) -> Result<(Network, Vec<Endpoints>), String> {
+        let mut servers = BTreeMap::new();
+        for node in &endpoints.nodes {
+            servers.insert(node.name.clone(), address(node)?);
+        }
+        let mut network = Network {
+            topology: endpoints.topology,
+            password: endpoints.password.clone(),
+            servers,
+            front: Vec::new(),
+            replication: BTreeMap::new(),
+            primary: endpoints.nodes.first().map(|n| n.name.clone()),
+            open: Vec::new(),
+        };
+        let mut per_worker = Vec::new();
+        for w in 0..workers {
+            let mut proxies = BTreeMap::new();
+            let mut mine = endpoints.clone();
+            if endpoints.topology != Topology::Sentinel {
+                for node in &mut mine.nodes {
+                    let upstream = network.servers[&node.name];
+                    let proxy = Proxy::start(&format!("worker-{w}>{}", node.name), upstream)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    node.host = "127.0.0.1".into();
+                    node.port = proxy.port();
+                    proxies.insert(node.name.clone(), proxy);
+                }
+            }
+            network.front.push(proxies);
+            per_worker.push(mine);
+        }
+        if replication && endpoints.topology == Topology::Replicated {
+            let primary = network.primary.clone().unwrap_or_default();
+            for name in network.servers.keys().cloned().collect::<Vec<_>>() {
+                let proxy = Proxy::start(&format!("{name}>primary"), network.servers[&primary])
+                    .await
+                    .map_err(|e| e.to_string())?;
+                network.replication.insert(name.clone(), proxy);
+                if name != primary {
+                    network.replicate_through_proxy(&name).await?;
+                }
+            }
+            for name in network.servers.keys() {
+                if *name != primary {
+                    network.wait_in_sync(name).await?;
+                }
+            }
+        }
+        Ok((network, per_worker))
+    }
+
+    async fn connection(&self, name: &str) -> Result<redis::aio::MultiplexedConnection, String> {
+        let addr = self.servers[name];
+        let url = match &self.password {
+            Some(pw) => format!("redis://:{pw}@{}:{}/", addr.ip(), addr.port()),
+            None => format!("redis://{}:{}/", addr.ip(), addr.port()),
+        };
+        let client = redis::Client::open(url).map_err(|e| format!("{name}: {e}"))?;
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            client.get_multiplexed_async_connection(),
+        )
+        .await
+        .map_err(|_| format!("{name}: no answer in 2 s"))?
+        .map_err(|e| format!("{name}: {e}"))
+    }
+
+    /// `REPLICAOF` the server's replication proxy.
+    async fn replicate_through_proxy(&self, name: &str) -> Result<(), String> {
+        let port = self.replication[name].port();
+        let mut c = self.connection(name).await?;
+        redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(port)
+            .query_async::<()>(&mut c)
+            .await
+            .map_err(|e| format!("{name}: REPLICAOF: {e}"))
+    }
+
+    async fn wait_in_sync(&self, name: &str) -> Result<(), String> {
+        let mut c = self.connection(name).await?;
+        let until = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut c)
+                .await
+                .map_err(|e| format!("{name}: INFO: {e}"))?;
+            if info.contains("master_link_status:up") {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > until {
+                return Err(format!("{name} did not sync with the primary in 15 s"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The proxies a network fault acts on, and the names it records.
+    fn links(&self, fault: &PlannedFault) -> (Vec<String>, Vec<Proxy>) {
+        match fault.link {
+            Link::Replication => {
+                let primary = self.primary.clone().unwrap_or_default();
+                let replicas: Vec<String> = self
+                    .replication
+                    .keys()
+                    .filter(|n| **n != primary)
+                    .cloned()
+                    .collect();
+                let proxies = replicas
+                    .iter()
+                    .map(|n| self.replication[n].clone())
+                    .collect();
+                let mut targets = vec![primary];
+                targets.extend(replicas);
+                (targets, proxies)
+            }
+            Link::Clients => {
+                let Some(w) = fault
+                    .targets
+                    .first()
+                    .and_then(|t| t.strip_prefix("worker-"))
+                    .and_then(|n| n.parse::<usize>().ok())
+                else {
+                    return (Vec::new(), Vec::new());
+                };
+                let Some(front) = self.front.get(w) else {
+                    return (Vec::new(), Vec::new());
+                };
+                let mut targets = vec![fault.targets[0].clone()];
+                let mut proxies = Vec::new();
+                for server in &fault.targets[1..] {
+                    // Replicated: the clients' only way in is the primary's address.
+                    let via = if self.topology == Topology::Replicated {
+                        "master-0"
+                    } else {
+                        server.as_str()
+                    };
+                    if let Some(p) = front.get(via) {
+                        targets.push(server.clone());
+                        proxies.push(p.clone());
+                    }
+                }
+                (targets, proxies)
+            }
+        }
+    }
+
+    /// Begins a partition, a latency or a manual failover. False if there was nothing to
+    /// act on.
+    pub async fn begin(
+        &mut self,
+        fault: &PlannedFault,
+        fleet: &mut Fleet,
+        _cluster: Option<&mut Cluster>,
+        journal: &Journal,
+    ) -> bool {
+        match fault.kind {
+            FaultKind::Partition | FaultKind::Latency => {
+                let (targets, proxies) = self.links(fault);
+                if proxies.is_empty() {
+                    return false;
+                }
+                let mut extra = Map::new();
+                extra.insert("link".into(), json!(fault.link));
+                let name = if fault.kind == FaultKind::Partition {
+                    for p in &proxies {
+                        p.cut();
+                    }
+                    "partition"
+                } else {
+                    for p in &proxies {
+                        p.set_latency(Duration::from_millis(fault.latency_ms));
+                    }
+                    extra.insert("latency_ms".into(), json!(fault.latency_ms));
+                    "latency"
+                };
+                let processes = worker_processes(fleet, &targets);
+                journal.fault(name, &targets, &processes, extra);
+                self.open
+                    .push(((fault.at_ms, fault.kind), targets, proxies));
+                true
+            }
+            FaultKind::Failover => {
+                // Freeze the replication link: from now on the replicas lag.
+                let mut lag = fault.clone();
+                lag.link = Link::Replication;
+                let (targets, proxies) = self.links(&lag);
+                if proxies.is_empty() {
+                    return false;
+                }
+                for p in &proxies {
+                    p.cut();
+                }
+                let mut extra = Map::new();
+                extra.insert("link".into(), json!(Link::Replication));
+                journal.fault("partition", &targets, &[], extra);
+                self.open
+                    .push(((fault.at_ms, fault.kind), targets, proxies));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Heals what `begin` did; for a failover, first promotes a lagging replica and moves
+    /// the clients to it.
+    pub async fn end(
+        &mut self,
+        fault: &PlannedFault,
+        fleet: &mut Fleet,
+        _cluster: Option<&mut Cluster>,
+        journal: &Journal,
+    ) {
+        if fault.kind == FaultKind::Failover {
+            if let Err(e) = self.promote(journal).await {
+                tracing::warn!("failover: {e}");
+            }
+        }
+        let key = (fault.at_ms, fault.kind);
+        if let Some(i) = self.open.iter().position(|(k, _, _)| *k == key) {
+            let (_, targets, proxies) = self.open.remove(i);
+            for p in &proxies {
+                p.heal();
+            }
+            let processes = worker_processes(fleet, &targets);
+            journal.fault("heal", &targets, &processes, Map::new());
+        }
+    }
+
+    /// Promotes the first replica: `REPLICAOF NO ONE` on it, every client address of the
+    /// primary moved to it (their connections reset, as when a virtual IP moves), and the
+    /// other servers made its replicas through their replication proxies.
+    async fn promote(&mut self, journal: &Journal) -> Result<(), String> {
+        let old = self.primary.clone().ok_or("no primary")?;
+        let new = self
+            .servers
+            .keys()
+            .find(|n| **n != old)
+            .cloned()
+            .ok_or("no replica to promote")?;
+        let mut c = self.connection(&new).await?;
+        redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query_async::<()>(&mut c)
+            .await
+            .map_err(|e| format!("{new}: REPLICAOF NO ONE: {e}"))?;
+        let new_addr = self.servers[&new];
+        for front in &self.front {
+            if let Some(p) = front.get("master-0") {
+                p.retarget(new_addr);
+            }
+        }
+        let mut extra = Map::new();
+        extra.insert("from".into(), json!(old));
+        journal.fault("failover", std::slice::from_ref(&new), &[], extra);
+        self.primary = Some(new.clone());
+        for (name, proxy) in &self.replication {
+            proxy.retarget(new_addr);
+            if *name != new {
+                if let Err(e) = self.replicate_through_proxy(name).await {
+                    tracing::warn!("failover: {e}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Heals every link still cut or slowed (the end of the run).
+    pub fn heal_all(&mut self, journal: &Journal) {
+        for (_, targets, proxies) in std::mem::take(&mut self.open) {
+            for p in &proxies {
+                p.heal();
+            }
+            journal.fault("heal", &targets, &[], Map::new());
+        }
+    }
+
+    /// Stops every proxy.
+    pub async fn stop(self) {
+        for front in self.front {
+            for (_, p) in front {
+                p.stop().await;
+            }
+        }
+        for (_, p) in self.replication {
+            p.stop().await;
+        }
+    }
+}
+
+/// The live processes of the workers among `targets`.
+fn worker_processes(fleet: &Fleet, targets: &[String]) -> Vec<u64> {
+    targets
+        .iter()
+        .filter_map(|t| t.strip_prefix("worker-")?.parse::<usize>().ok())
+        .flat_map(|w| fleet.processes(w))
+        .collect()
+}

@@ -1,0 +1,275 @@
+//! From a schedule to the concrete faults of one run: every random choice (times, targets,
+//! durations, crash points) made up front from the seed, so the same seed gives the same
+//! plan. The plan is written to the run folder as `nemesis.json`.
+
+use rand::rngs::StdRng;
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::Topology;
+use crate::workload::spec::Span;
+
+use super::schedule::{FaultKind, FaultSpec, Link, Schedule};
+
+/// What there is to fault in this run.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    /// Worker processes, `worker-0` ...
+    pub workers: usize,
+    /// The lock servers' names (`master-0`, `replica-1`, ...).
+    pub servers: Vec<String>,
+    pub ttl_ms: u64,
+    /// The algorithm's crash points (`locks::crash_points`, plus the fencing step).
+    pub crash_points: Vec<String>,
+    pub time_limit_ms: u64,
+    pub seed: u64,
+    pub topology: Topology,
+}
+
+/// One fault of the run, fully decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedFault {
+    /// Run time of its start, ms.
+    pub at_ms: u64,
+    pub kind: FaultKind,
+    /// Workers or servers it acts on (empty for a failover: the primary of the moment).
+    pub targets: Vec<String>,
+    /// How long until it is healed (a kill: until the restart), ms.
+    pub duration_ms: u64,
+    /// Clock faults: ms.
+    #[serde(default)]
+    pub offset_ms: i64,
+    #[serde(default)]
+    pub persist: bool,
+    #[serde(default)]
+    pub point: Option<String>,
+    #[serde(default)]
+    pub latency_ms: u64,
+    #[serde(default)]
+    pub link: Link,
+}
+
+impl PlannedFault {
+    pub fn end_ms(&self) -> u64 {
+        self.at_ms + self.duration_ms
+    }
+}
+
+/// How long a Sentinel failover keeps the primary paused: down-after 1 s plus the election
+/// (measured 2.5–3.3 s on this kind of machine), with a margin.
+pub const SENTINEL_FAILOVER_MS: u64 = 5000;
+
+/// The default length of a fault of `kind` when the schedule gives none.
+fn default_duration(kind: FaultKind, ttl_ms: u64) -> Span {
+    use crate::workload::spec::Millis;
+    let (min, max) = match kind {
+        FaultKind::KillClient => (300, 800),
+        FaultKind::KillRedis => (300, 1000),
+        FaultKind::CrashPoint => (1000, 1000),
+        FaultKind::Failover => (1000, 1000),
+        _ => (ttl_ms * 3 / 2 + 200, ttl_ms * 3 + 500),
+    };
+    Span {
+        min: Millis(min),
+        max: Millis(max),
+    }
+}
+
+/// Decides every fault of `schedule` on `stage`, in order of start. Faults whose start is
+/// not before the time limit are dropped; the executor heals the others by then.
+pub fn plan(schedule: &Schedule, stage: &Stage) -> Result<Vec<PlannedFault>, String> {
+    let mut rng = StdRng::seed_from_u64(stage.seed ^ 0x6E65_6D65_7369_7321);
+    let mut faults = Vec::new();
+    for spec in &schedule.faults {
+        let at = spec.at.map(|m| m.0).unwrap_or(0);
+        if at < stage.time_limit_ms {
+            faults.push(decide(spec, at, stage, &mut rng)?);
+        }
+    }
+    if let Some(random) = &schedule.random {
+        let mut at = random.start.0;
+        while at < stage.time_limit_ms {
+            let spec = random
+                .faults
+                .choose(&mut rng)
+                .ok_or_else(|| "the random mix has no faults".to_string())?;
+            faults.push(decide(spec, at, stage, &mut rng)?);
+            at += draw(&mut rng, random.every).max(1);
+        }
+    }
+    faults.sort_by_key(|f| f.at_ms);
+    Ok(faults)
+}
+
+fn draw(rng: &mut StdRng, span: Span) -> u64 {
+    rng.random_range(span.min.0..=span.max.0.max(span.min.0))
+}
+
+fn decide(
+    spec: &FaultSpec,
+    at_ms: u64,
+    stage: &Stage,
+    rng: &mut StdRng,
+) -> Result<PlannedFault, String> {
+    let kind = spec.kind;
+    let duration = spec
+        .duration
+        .unwrap_or_else(|| default_duration(kind, stage.ttl_ms));
+    let count = spec.count.unwrap_or(1);
+    let targets = match (&spec.target, kind) {
+        (_, FaultKind::Failover) => Vec::new(),
+        (Some(target), _) => {
+            let known = if kind.targets_workers() {
+                (0..stage.workers).any(|w| format!("worker-{w}") == *target)
+            } else {
+                stage.servers.contains(target)
+            };
+            if !known {
+                return Err(format!(
+                    "{}: no target \"{target}\" in this run (workers: worker-0..worker-{}; servers: {})",
+                    kind.name(),
+                    stage.workers.saturating_sub(1),
+                    stage.servers.join(", ")
+                ));
+            }
+            vec![target.clone()]
+        }
+        (None, _) if kind.targets_workers() => {
+            vec![format!(
+                "worker-{}",
+                rng.random_range(0..stage.workers.max(1))
+            )]
+        }
+        (None, _) => {
+            if stage.servers.is_empty() {
+                return Err(format!("{}: this run has no servers to fault", kind.name()));
+            }
+            let mut picked: Vec<String> = stage
+                .servers
+                .choose_multiple(rng, count.min(stage.servers.len()))
+                .cloned()
+                .collect();
+            picked.sort();
+            picked
+        }
+    };
+    let point = match (kind, &spec.point) {
+        (FaultKind::CrashPoint, Some(point)) => {
+            if !stage.crash_points.contains(point) {
+                return Err(format!(
+                    "crash-point: \"{point}\" is no step of this algorithm (steps: {})",
+                    stage.crash_points.join(", ")
+                ));
+            }
+            Some(point.clone())
+        }
+        (FaultKind::CrashPoint, None) => Some(
+            stage
+                .crash_points
+                .choose(rng)
+                .cloned()
+                .ok_or_else(|| "crash-point: the algorithm names no steps".to_string())?,
+        ),
+        _ => None,
+    };
+    // A link between clients and servers is cut for one worker at a time.
+    let targets = if matches!(kind, FaultKind::Partition | FaultKind::Latency)
+        && spec.link == Link::Clients
+    {
+        let mut with_worker = vec![format!(
+            "worker-{}",
+            rng.random_range(0..stage.workers.max(1))
+        )];
+        with_worker.extend(targets);
+        with_worker
+    } else {
+        targets
+    };
+    let mut duration_ms = draw(rng, duration);
+    // Sentinel needs about 3 s to notice the primary is gone and elect another.
+    if kind == FaultKind::Failover && stage.topology == Topology::Sentinel {
+        duration_ms = duration_ms.max(SENTINEL_FAILOVER_MS);
+    }
+    Ok(PlannedFault {
+        at_ms,
+        kind,
+        targets,
+        duration_ms,
+        offset_ms: spec.offset.map(|o| o.0).unwrap_or(match kind {
+            FaultKind::ClockJump | FaultKind::ClockSkew => 2 * stage.ttl_ms as i64 + 1000,
+            _ => 0,
+        }),
+        persist: spec.persist,
+        point,
+        latency_ms: spec.latency.map(|l| l.0).unwrap_or(match kind {
+            FaultKind::Latency => stage.ttl_ms / 2,
+            _ => 0,
+        }),
+        link: spec.link,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nemesis::schedule::Workload;
+
+    fn stage(seed: u64) -> Stage {
+        Stage {
+            workers: 2,
+            servers: vec!["master-0".into()],
+            ttl_ms: 1000,
+            crash_points: vec!["setnx-expire:after-setnx".into()],
+            time_limit_ms: 30_000,
+            seed,
+            topology: Topology::Single,
+        }
+    }
+
+    fn workload() -> Workload {
+        Workload {
+            ttl_ms: 1000,
+            topology: Topology::Single,
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_plan_and_another_seed_another() {
+        let s = Schedule::preset("mix", &workload()).unwrap();
+        let a = plan(&s, &stage(7)).unwrap();
+        let b = plan(&s, &stage(7)).unwrap();
+        let c = plan(&s, &stage(8)).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert!(a.len() > 5, "{}", a.len());
+        assert!(a.iter().all(|f| f.at_ms < 30_000));
+        assert!(a.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+    }
+
+    #[test]
+    fn targets_are_checked_against_the_run() {
+        let s = Schedule::from_toml(
+            "[[fault]]\nat = \"1s\"\nkind = \"pause-client\"\ntarget = \"worker-9\"\n",
+            "n.toml",
+        )
+        .unwrap();
+        let e = plan(&s, &stage(1)).unwrap_err();
+        assert!(e.contains("worker-9"), "{e}");
+    }
+
+    #[test]
+    fn crash_points_come_from_the_algorithm() {
+        let s = Schedule::preset("crash-points", &workload()).unwrap();
+        let p = plan(&s, &stage(3)).unwrap();
+        assert!(p
+            .iter()
+            .all(|f| f.point.as_deref() == Some("setnx-expire:after-setnx")));
+        let s = Schedule::from_toml(
+            "[[fault]]\nat = \"1s\"\nkind = \"crash-point\"\npoint = \"x:y\"\n",
+            "n.toml",
+        )
+        .unwrap();
+        assert!(plan(&s, &stage(1)).unwrap_err().contains("x:y"));
+    }
+}

@@ -1,0 +1,579 @@
+//! Fault schedules: `nemesis/*.toml` files and the presets named on the command line.
+//!
+//! A schedule is a fixed timeline, a random mix, or both:
+//!
+//! ```toml
+//! [[fault]]                      # at a fixed time
+//! at = "3s"
+//! kind = "pause-client"
+//! target = "worker-0"            # default: one picked at random
+//! duration = "2500ms"            # or { min = "1s", max = "3s" }
+//!
+//! [random]                       # drawn with the run's seed: same seed, same schedule
+//! start = "1s"
+//! every = { min = "2s", max = "4s" }
+//! faults = [ { kind = "kill-client", duration = "500ms" }, { kind = "pause-redis" } ]
+//! ```
+//!
+//! Presets are schedules built here from the workload (its TTL, topology and algorithm), so
+//! that, say, a pause is always longer than the lease it must outlast.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::Topology;
+use crate::workload::spec::{locate, Millis, Span};
+
+/// What a fault does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// SIGKILL a worker process; restart it after `duration`.
+    KillClient,
+    /// SIGSTOP a worker for `duration`, then SIGCONT.
+    PauseClient,
+    /// SIGKILL `count` lock servers; restart them after `duration`, empty unless `persist`.
+    KillRedis,
+    /// SIGSTOP `count` lock servers for `duration`.
+    PauseRedis,
+    /// Promote a replica: by hand (replicated: with the replication link frozen for
+    /// `duration` first, so the replica lags), or by Sentinel (sentinel: the primary is
+    /// paused for `duration` and Sentinel elects a new one).
+    Failover,
+    /// Move a lock server's clock by `offset` for `duration`.
+    ClockJump,
+    /// Move a worker's client clocks by `offset` for `duration`.
+    ClockSkew,
+    /// Cut a worker off from `count` lock servers (or, with `link = "replication"`, the
+    /// replicas off from the primary) for `duration`.
+    Partition,
+    /// Delay every byte on those links by `latency` for `duration`.
+    Latency,
+    /// Arm a crash point in a worker: the first of its clients to reach step `point` kills
+    /// it. Waits up to `duration` for that, then disarms; the worker restarts at once.
+    CrashPoint,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 10] = [
+        FaultKind::KillClient,
+        FaultKind::PauseClient,
+        FaultKind::KillRedis,
+        FaultKind::PauseRedis,
+        FaultKind::Failover,
+        FaultKind::ClockJump,
+        FaultKind::ClockSkew,
+        FaultKind::Partition,
+        FaultKind::Latency,
+        FaultKind::CrashPoint,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::KillClient => "kill-client",
+            FaultKind::PauseClient => "pause-client",
+            FaultKind::KillRedis => "kill-redis",
+            FaultKind::PauseRedis => "pause-redis",
+            FaultKind::Failover => "failover",
+            FaultKind::ClockJump => "clock-jump",
+            FaultKind::ClockSkew => "clock-skew",
+            FaultKind::Partition => "partition",
+            FaultKind::Latency => "latency",
+            FaultKind::CrashPoint => "crash-point",
+        }
+    }
+
+    /// Whether it acts on a worker (else on servers).
+    pub fn targets_workers(self) -> bool {
+        matches!(
+            self,
+            FaultKind::KillClient
+                | FaultKind::PauseClient
+                | FaultKind::ClockSkew
+                | FaultKind::CrashPoint
+        )
+    }
+}
+
+/// Which links a network fault cuts or slows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Link {
+    /// Between a worker's clients and lock servers.
+    #[default]
+    Clients,
+    /// Between the primary and its replicas.
+    Replication,
+}
+
+/// A signed duration: `"+20s"`, `"-5m"`, `"20s"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Offset(pub i64);
+
+impl<'de> Deserialize<'de> for Offset {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let trimmed = text.trim();
+        let (sign, rest) = match trimmed.strip_prefix('-') {
+            Some(rest) => (-1, rest),
+            None => (1, trimmed.strip_prefix('+').unwrap_or(trimmed)),
+        };
+        let magnitude: Millis = rest.parse().map_err(serde::de::Error::custom)?;
+        Ok(Offset(sign * magnitude.0 as i64))
+    }
+}
+
+/// One fault, at a fixed time (`at`) or as a template of the random mix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    pub kind: FaultKind,
+    /// When, for the fixed timeline (not allowed in `[random]`).
+    #[serde(default)]
+    pub at: Option<Millis>,
+    /// `worker-<n>`, or a server's name (`master-0`, `replica-1`); default: random.
+    #[serde(default)]
+    pub target: Option<String>,
+    /// How long it lasts (a kill: until the restart); default per kind, from the TTL.
+    #[serde(default)]
+    pub duration: Option<Span>,
+    /// Clock faults: how far to move the clock (`"+3s"`, `"-5m"`).
+    #[serde(default)]
+    pub offset: Option<Offset>,
+    /// kill-redis: restart with the data it had (AOF on), instead of empty.
+    #[serde(default)]
+    pub persist: bool,
+    /// Servers hit at once (kill-redis, pause-redis, partition, clock-jump); default 1.
+    #[serde(default)]
+    pub count: Option<usize>,
+    /// crash-point: the step (`setnx-expire:after-setnx`); default: one of the
+    /// algorithm's at random.
+    #[serde(default)]
+    pub point: Option<String>,
+    /// latency: the delay per byte.
+    #[serde(default)]
+    pub latency: Option<Millis>,
+    /// partition, latency: which links.
+    #[serde(default)]
+    pub link: Link,
+}
+
+impl FaultSpec {
+    pub fn new(kind: FaultKind) -> FaultSpec {
+        FaultSpec {
+            kind,
+            at: None,
+            target: None,
+            duration: None,
+            offset: None,
+            persist: false,
+            count: None,
+            point: None,
+            latency: None,
+            link: Link::Clients,
+        }
+    }
+
+    fn lasting(mut self, min_ms: u64, max_ms: u64) -> FaultSpec {
+        self.duration = Some(Span {
+            min: Millis(min_ms),
+            max: Millis(max_ms.max(min_ms)),
+        });
+        self
+    }
+}
+
+/// Faults drawn at random.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomMix {
+    /// The first fault's time.
+    #[serde(default = "default_start")]
+    pub start: Millis,
+    /// The time from one fault's start to the next.
+    pub every: Span,
+    /// The templates, one picked uniformly each time.
+    pub faults: Vec<FaultSpec>,
+}
+
+fn default_start() -> Millis {
+    Millis(1000)
+}
+
+/// A fault schedule.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Schedule {
+    /// The preset's name, or the file's.
+    pub name: String,
+    #[serde(rename = "fault")]
+    pub faults: Vec<FaultSpec>,
+    pub random: Option<RandomMix>,
+}
+
+/// A schedule that cannot be used, with its place.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}:{line}: {message}")]
+pub struct ScheduleError {
+    pub path: String,
+    pub line: usize,
+    pub message: String,
+}
+
+/// The presets `--nemesis NAME` knows.
+pub const PRESETS: [&str; 11] = [
+    "none",
+    "kill-clients",
+    "pause-clients",
+    "kill-redis",
+    "pause-redis",
+    "failover",
+    "clock-jump",
+    "clock-skew",
+    "partition",
+    "crash-points",
+    "mix",
+];
+
+/// What presets are built from.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub ttl_ms: u64,
+    pub topology: Topology,
+}
+
+impl Schedule {
+    /// Reads a schedule file; errors name the file, the line and the field.
+    pub fn from_file(path: &Path) -> Result<Schedule, ScheduleError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScheduleError {
+            path: name.clone(),
+            line: 0,
+            message: format!("cannot read: {e}"),
+        })?;
+        Self::from_toml(&text, &name)
+    }
+
+    pub fn from_toml(text: &str, name: &str) -> Result<Schedule, ScheduleError> {
+        let mut schedule: Schedule = toml::from_str(text).map_err(|e| {
+            let message = e.message().trim().to_string();
+            let (line, field) = locate(text, e.span(), &message);
+            ScheduleError {
+                path: name.to_string(),
+                line,
+                message: match field {
+                    Some(field) if !message.contains(&format!("`{field}`")) => {
+                        format!("field `{field}`: {message}")
+                    }
+                    _ => message,
+                },
+            }
+        })?;
+        if schedule.name.is_empty() {
+            schedule.name = Path::new(name)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+        }
+        schedule.validate().map_err(|message| ScheduleError {
+            path: name.to_string(),
+            line: 0,
+            message,
+        })?;
+        Ok(schedule)
+    }
+
+    /// Checks what the types cannot say.
+    pub fn validate(&self) -> Result<(), String> {
+        for (i, fault) in self.faults.iter().enumerate() {
+            if fault.at.is_none() {
+                return Err(format!(
+                    "fault {} ({}): field `at` is missing: a fixed fault needs a time",
+                    i + 1,
+                    fault.kind.name()
+                ));
+            }
+            check_fault(fault)
+                .map_err(|e| format!("fault {} ({}): {e}", i + 1, fault.kind.name()))?;
+        }
+        if let Some(random) = &self.random {
+            if random.faults.is_empty() {
+                return Err("random: field `faults` is empty".into());
+            }
+            if random.every.min.0 == 0 {
+                return Err("random: field `every` must be longer than 0ms".into());
+            }
+            for (i, fault) in random.faults.iter().enumerate() {
+                if fault.at.is_some() {
+                    return Err(format!(
+                        "random.faults[{i}] ({}): field `at` belongs to [[fault]], not to the random mix",
+                        fault.kind.name()
+                    ));
+                }
+                check_fault(fault)
+                    .map_err(|e| format!("random.faults[{i}] ({}): {e}", fault.kind.name()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every kind of fault the schedule can inject.
+    pub fn kinds(&self) -> Vec<FaultKind> {
+        let mut kinds: Vec<FaultKind> = self
+            .faults
+            .iter()
+            .chain(self.random.iter().flat_map(|r| &r.faults))
+            .map(|f| f.kind)
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
+    }
+
+    /// Whether a server must keep its data over a restart (AOF on from the start).
+    pub fn needs_persistence(&self) -> bool {
+        self.faults
+            .iter()
+            .chain(self.random.iter().flat_map(|r| &r.faults))
+            .any(|f| f.persist)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.faults.is_empty() && self.random.is_none()
+    }
+
+    /// The preset called `name` for this workload, or None if there is no such preset.
+    pub fn preset(name: &str, workload: &Workload) -> Option<Schedule> {
+        let ttl = workload.ttl_ms.max(1);
+        let independent = workload.topology == Topology::Independent;
+        let mix = |every: (u64, u64), faults: Vec<FaultSpec>| RandomMix {
+            start: Millis(1000),
+            every: Span {
+                min: Millis(every.0),
+                max: Millis(every.1.max(every.0)),
+            },
+            faults,
+        };
+        // A pause that outlasts the lease, with room for someone else to take the lock.
+        let outlast = (ttl * 3 / 2 + 200, ttl * 3 + 500);
+        let random = match name {
+            "none" => None,
+            "kill-clients" => Some(mix(
+                (1500, 3000),
+                vec![FaultSpec::new(FaultKind::KillClient).lasting(200, 800)],
+            )),
+            "pause-clients" => Some(mix(
+                (outlast.1 + 500, outlast.1 + 1500),
+                vec![FaultSpec::new(FaultKind::PauseClient).lasting(outlast.0, outlast.1)],
+            )),
+            "kill-redis" => {
+                return Some(Schedule {
+                    name: name.into(),
+                    faults: Vec::new(),
+                    random: Some(if independent {
+                        // RedLock loses a lock only when a holder's majority shrinks below
+                        // quorum: two masters down at once leave holders with exactly a
+                        // quorum, and a third restarting empty hands it to someone else.
+                        mix(
+                            (700, 1500),
+                            vec![FaultSpec::new(FaultKind::KillRedis).lasting(1000, 2500)],
+                        )
+                    } else {
+                        mix(
+                            (2000, 4000),
+                            vec![FaultSpec::new(FaultKind::KillRedis).lasting(300, 1000)],
+                        )
+                    }),
+                });
+            }
+            "pause-redis" => Some(mix(
+                (outlast.1 + 500, outlast.1 + 1500),
+                vec![FaultSpec::new(FaultKind::PauseRedis).lasting(outlast.0, outlast.1)],
+            )),
+            "failover" => Some(mix(
+                (4000, 6000),
+                vec![FaultSpec::new(FaultKind::Failover).lasting(1000, 2000)],
+            )),
+            "clock-jump" => {
+                let mut jump = FaultSpec::new(FaultKind::ClockJump).lasting(1000, 2000);
+                jump.offset = Some(Offset((2 * ttl) as i64 + 1000));
+                // RedLock: a jump on one master of a holder's bare quorum frees the lock.
+                if independent {
+                    jump.count = Some(2);
+                }
+                Some(mix((2500, 4000), vec![jump]))
+            }
+            "clock-skew" => {
+                let mut skew = FaultSpec::new(FaultKind::ClockSkew).lasting(1500, 3000);
+                skew.offset = Some(Offset((2 * ttl) as i64 + 1000));
+                Some(mix((3000, 4500), vec![skew]))
+            }
+            "partition" => {
+                let mut cut = FaultSpec::new(FaultKind::Partition).lasting(outlast.0, outlast.1);
+                if independent {
+                    cut.count = Some(2);
+                }
+                Some(mix((outlast.1 + 500, outlast.1 + 1500), vec![cut]))
+            }
+            "crash-points" => Some(mix(
+                (1000, 2000),
+                vec![FaultSpec::new(FaultKind::CrashPoint).lasting(800, 800)],
+            )),
+            "mix" => {
+                let mut faults: Vec<FaultSpec> = Vec::new();
+                for preset in PRESETS {
+                    if matches!(preset, "none" | "mix") {
+                        continue;
+                    }
+                    if preset == "failover" && !has_replicas(workload.topology) {
+                        continue;
+                    }
+                    if let Some(s) = Schedule::preset(preset, workload) {
+                        faults.extend(s.random.into_iter().flat_map(|r| r.faults));
+                    }
+                }
+                Some(mix((1000, 2500), faults))
+            }
+            _ => return None,
+        };
+        Some(Schedule {
+            name: name.into(),
+            faults: Vec::new(),
+            random,
+        })
+    }
+
+    /// A preset's name, or a schedule file.
+    pub fn resolve(name_or_file: &str, workload: &Workload) -> Result<Schedule, ScheduleError> {
+        if let Some(s) = Schedule::preset(name_or_file, workload) {
+            return Ok(s);
+        }
+        let path = Path::new(name_or_file);
+        if path.exists() || name_or_file.ends_with(".toml") {
+            return Schedule::from_file(path);
+        }
+        Err(ScheduleError {
+            path: name_or_file.to_string(),
+            line: 0,
+            message: format!(
+                "no such nemesis preset or file (presets: {})",
+                PRESETS.join(", ")
+            ),
+        })
+    }
+}
+
+/// Whether the topology has replicas to fail over to.
+pub fn has_replicas(topology: Topology) -> bool {
+    matches!(topology, Topology::Replicated | Topology::Sentinel)
+}
+
+fn check_fault(fault: &FaultSpec) -> Result<(), String> {
+    let kind = fault.kind;
+    if fault.offset.is_some() && !matches!(kind, FaultKind::ClockJump | FaultKind::ClockSkew) {
+        return Err("field `offset` is only for clock-jump and clock-skew".into());
+    }
+    if fault.point.is_some() && kind != FaultKind::CrashPoint {
+        return Err("field `point` is only for crash-point".into());
+    }
+    if fault.latency.is_some() && kind != FaultKind::Latency {
+        return Err("field `latency` is only for latency".into());
+    }
+    if fault.persist && kind != FaultKind::KillRedis {
+        return Err("field `persist` is only for kill-redis".into());
+    }
+    if fault.count == Some(0) {
+        return Err("field `count` must be at least 1".into());
+    }
+    if let Some(target) = &fault.target {
+        let worker = target.starts_with("worker-");
+        if kind.targets_workers() != worker {
+            return Err(format!(
+                "field `target`: \"{target}\" is not a {}",
+                if kind.targets_workers() {
+                    "worker (worker-<n>)"
+                } else {
+                    "server (master-<n>, replica-<n>)"
+                }
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload() -> Workload {
+        Workload {
+            ttl_ms: 1000,
+            topology: Topology::Single,
+        }
+    }
+
+    #[test]
+    fn every_preset_exists_and_validates() {
+        for name in PRESETS {
+            let s = Schedule::preset(name, &workload()).expect(name);
+            s.validate().expect(name);
+            assert_eq!(s.is_empty(), name == "none", "{name}");
+        }
+        assert!(Schedule::preset("chaos", &workload()).is_none());
+    }
+
+    #[test]
+    fn pauses_outlast_the_lease() {
+        let s = Schedule::preset("pause-clients", &workload()).unwrap();
+        let pause = &s.random.unwrap().faults[0];
+        assert!(pause.duration.unwrap().min.0 > 1000);
+    }
+
+    #[test]
+    fn reads_a_file_with_a_timeline_and_a_mix() {
+        let s = Schedule::from_toml(
+            r#"
+[[fault]]
+at = "3s"
+kind = "clock-jump"
+target = "master-0"
+offset = "-5m"
+duration = "2s"
+
+[random]
+every = { min = "2s", max = "4s" }
+faults = [ { kind = "kill-client", duration = "500ms" } ]
+"#,
+            "nemesis/mine.toml",
+        )
+        .unwrap();
+        assert_eq!(s.name, "mine");
+        assert_eq!(s.faults[0].offset, Some(Offset(-300_000)));
+        assert_eq!(s.faults[0].at, Some(Millis(3000)));
+        assert_eq!(s.kinds(), vec![FaultKind::KillClient, FaultKind::ClockJump]);
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_field() {
+        let e = Schedule::from_toml("[[fault]]\nat = \"1s\"\nkind = \"meteor\"\n", "n.toml")
+            .unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.to_string().contains("meteor"), "{e}");
+        let e = Schedule::from_toml(
+            "[[fault]]\nat = \"1s\"\nkind = \"pause-client\"\ndurration = \"1s\"\n",
+            "n.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
+        let e = Schedule::from_toml("[[fault]]\nkind = \"pause-client\"\n", "n.toml").unwrap_err();
+        assert!(e.to_string().contains("`at`"), "{e}");
+        let e = Schedule::from_toml(
+            "[[fault]]\nat = \"1s\"\nkind = \"pause-client\"\ntarget = \"master-0\"\n",
+            "n.toml",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("field `target`"), "{e}");
+    }
+}

@@ -1,0 +1,423 @@
+//! The worker processes of a run, as the controller and the nemesis see them: start, kill,
+//! pause, resume, restart, and send commands to `lockaudit worker` children.
+//!
+//! Each worker's stdout is pumped line by line to the recorder. On the way the pump keeps a
+//! ledger of the worker's logical processes (which one is current in each slot, which
+//! operation each has pending), because a killed worker cannot say what it was doing: the
+//! controller then records a nemesis `kill` listing its processes and an `info` completion
+//! (error "killed") for each pending operation, as HISTORY.md asks.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+use crate::cluster;
+use crate::history::{fast_line, EventType, Process};
+
+use super::run::RunError;
+use super::worker::{WorkerCommand, WorkerConfig};
+
+/// What the pump has seen of one worker's logical processes.
+#[derive(Debug, Default)]
+struct Ledger {
+    /// Slot -> its current (not retired) process.
+    current: BTreeMap<u64, u64>,
+    /// Process -> (f, key) of its operation under way.
+    pending: BTreeMap<u64, (String, String)>,
+    /// The highest process number seen.
+    max_process: Option<u64>,
+}
+
+impl Ledger {
+    fn note(&mut self, line: &str, total_slots: u64) {
+        let Some(event) = fast_line::parse(line.as_bytes()) else {
+            return;
+        };
+        let Process::Client(process) = event.process else {
+            return;
+        };
+        self.max_process = Some(self.max_process.map_or(process, |m| m.max(process)));
+        let slot = process % total_slots.max(1);
+        match event.ty {
+            EventType::Invoke => {
+                self.current.insert(slot, process);
+                let key = event.key.unwrap_or_default().to_string();
+                self.pending.insert(process, (event.f.to_string(), key));
+            }
+            EventType::Info => {
+                self.pending.remove(&process);
+                if self.current.get(&slot) == Some(&process) {
+                    self.current.remove(&slot);
+                }
+            }
+            EventType::Ok | EventType::Fail => {
+                self.pending.remove(&process);
+            }
+        }
+    }
+}
+
+/// What a killed worker left behind: its live processes and their pending operations.
+#[derive(Debug, Clone, Default)]
+pub struct Remains {
+    pub processes: Vec<u64>,
+    /// (process, f, key)
+    pub pending: Vec<(u64, String, String)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerState {
+    Running,
+    Paused,
+    /// Killed by the nemesis, or crashed, and accounted for.
+    Dead,
+    /// Ended on its own at the end of the run.
+    Finished,
+}
+
+struct Handle {
+    config: WorkerConfig,
+    state: WorkerState,
+    pid: Option<u32>,
+    stdin: Option<ChildStdin>,
+    ledger: Arc<Mutex<Ledger>>,
+    /// Pumps stdout, then waits for the child; ends when the process has exited.
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// The run's workers.
+pub struct Fleet {
+    dir: PathBuf,
+    events: mpsc::UnboundedSender<String>,
+    /// Each worker's number is sent here when its process has exited (for whatever reason).
+    exits: mpsc::UnboundedSender<usize>,
+    workers: Vec<Handle>,
+}
+
+/// A worker's name in nemesis events: `worker-<n>`.
+pub fn worker_name(worker: usize) -> String {
+    format!("worker-{worker}")
+}
+
+impl Fleet {
+    /// Starts one worker per config. Exits are announced on the returned receiver.
+    pub async fn start(
+        dir: &Path,
+        configs: Vec<WorkerConfig>,
+        events: mpsc::UnboundedSender<String>,
+    ) -> Result<(Fleet, mpsc::UnboundedReceiver<usize>), RunError> {
+        let (exits, exited) = mpsc::unbounded_channel();
+        let mut fleet = Fleet {
+            dir: dir.to_path_buf(),
+            events,
+            exits,
+            workers: Vec::new(),
+        };
+        for config in configs {
+            let handle = fleet.spawn(config).await?;
+            fleet.workers.push(handle);
+        }
+        Ok((fleet, exited))
+    }
+
+    pub fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.workers.is_empty()
+    }
+
+    pub fn state(&self, worker: usize) -> Option<WorkerState> {
+        self.workers.get(worker).map(|w| w.state)
+    }
+
+    pub fn pid(&self, worker: usize) -> Option<u32> {
+        self.workers.get(worker).and_then(|w| w.pid)
+    }
+
+    /// The worker's live logical processes (one per slot that has done anything).
+    pub fn processes(&self, worker: usize) -> Vec<u64> {
+        self.workers
+            .get(worker)
+            .map(|w| lock(&w.ledger).current.values().copied().collect())
+            .unwrap_or_default()
+    }
+
+    async fn spawn(&self, config: WorkerConfig) -> Result<Handle, RunError> {
+        let exe = std::env::current_exe()
+            .map_err(|e| RunError::Setup(format!("cannot find the lockaudit binary: {e}")))?;
+        let log_path = self.dir.join(format!("worker-{}.log", config.worker));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|error| RunError::Io {
+                path: log_path.display().to_string(),
+                error,
+            })?;
+        let mut child = Command::new(exe)
+            .arg("worker")
+            .arg("--run")
+            .arg(&self.dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| RunError::Setup(format!("cannot start a worker: {e}")))?;
+        let pid = child.id();
+        if let Some(pid) = pid {
+            cluster::register_child(pid);
+        }
+        let mut stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| RunError::Setup("a worker has no stdin".into()))?;
+        let line =
+            serde_json::to_string(&config).map_err(|e| RunError::Setup(e.to_string()))? + "\n";
+        stdin
+            .write_all(line.as_bytes())
+            .await
+            .map_err(|e| RunError::Setup(format!("cannot configure a worker: {e}")))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| RunError::Setup("a worker has no stdout".into()))?;
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let task = tokio::spawn(pump(
+            child,
+            stdout,
+            config.worker,
+            config.total_slots,
+            ledger.clone(),
+            self.events.clone(),
+            self.exits.clone(),
+        ));
+        Ok(Handle {
+            config,
+            state: WorkerState::Running,
+            pid,
+            // Stdin stays open: the worker stops when it closes, that is, when we are gone.
+            stdin: Some(stdin),
+            ledger,
+            task: Some(task),
+        })
+    }
+
+    /// SIGKILLs the worker (resuming it first if paused) and waits until everything it
+    /// wrote has reached the recorder. Returns what it left behind, for the caller to record.
+    pub async fn kill(&mut self, worker: usize) -> Remains {
+        let Some(handle) = self.workers.get_mut(worker) else {
+            return Remains::default();
+        };
+        if let Some(pid) = handle.pid {
+            let _ = cluster::signal_child(pid, Signal::SIGCONT);
+            let _ = cluster::signal_child(pid, Signal::SIGKILL);
+        }
+        self.reap(worker).await
+    }
+
+    /// Accounts for a worker whose process has exited (killed, or crashed on its own):
+    /// waits for its output to drain and returns what it left behind. Idempotent: a worker
+    /// already accounted for leaves nothing.
+    pub async fn reap(&mut self, worker: usize) -> Remains {
+        let Some(handle) = self.workers.get_mut(worker) else {
+            return Remains::default();
+        };
+        if matches!(handle.state, WorkerState::Dead | WorkerState::Finished) {
+            return Remains::default();
+        }
+        if let Some(task) = handle.task.take() {
+            let _ = task.await;
+        }
+        handle.stdin = None;
+        handle.state = WorkerState::Dead;
+        if let Some(pid) = handle.pid.take() {
+            cluster::unregister_child(pid);
+        }
+        let mut ledger = lock(&handle.ledger);
+        let remains = Remains {
+            processes: ledger.current.values().copied().collect(),
+            pending: std::mem::take(&mut ledger.pending)
+                .into_iter()
+                .map(|(p, (f, key))| (p, f, key))
+                .collect(),
+        };
+        ledger.current.clear();
+        remains
+    }
+
+    /// Starts a dead worker again with the same slots and fresh process numbers.
+    pub async fn restart(&mut self, worker: usize) -> Result<(), RunError> {
+        let Some(handle) = self.workers.get(worker) else {
+            return Ok(());
+        };
+        if handle.state != WorkerState::Dead {
+            return Ok(());
+        }
+        let mut config = handle.config.clone();
+        let max = lock(&handle.ledger).max_process;
+        if let Some(max) = max {
+            config.first_generation = max / config.total_slots.max(1) + 1;
+        }
+        let mut fresh = self.spawn(config).await?;
+        // Keep the high-water mark, so a second restart also gets fresh numbers.
+        lock(&fresh.ledger).max_process = max;
+        std::mem::swap(&mut self.workers[worker], &mut fresh);
+        Ok(())
+    }
+
+    /// SIGSTOP: the worker's clients freeze mid-whatever, like a stop-the-world GC pause.
+    pub fn pause(&mut self, worker: usize) -> bool {
+        self.set_paused(worker, true)
+    }
+
+    /// SIGCONT.
+    pub fn resume(&mut self, worker: usize) -> bool {
+        self.set_paused(worker, false)
+    }
+
+    fn set_paused(&mut self, worker: usize, paused: bool) -> bool {
+        let Some(handle) = self.workers.get_mut(worker) else {
+            return false;
+        };
+        let (from, to, signal) = if paused {
+            (WorkerState::Running, WorkerState::Paused, Signal::SIGSTOP)
+        } else {
+            (WorkerState::Paused, WorkerState::Running, Signal::SIGCONT)
+        };
+        if handle.state != from {
+            return false;
+        }
+        let Some(pid) = handle.pid else { return false };
+        match cluster::signal_child(pid, signal) {
+            Some(Ok(())) => {
+                handle.state = to;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Sends a command line to the worker (see `WorkerCommand`). False if it is not running.
+    pub async fn command(&mut self, worker: usize, command: &WorkerCommand) -> bool {
+        let Some(handle) = self.workers.get_mut(worker) else {
+            return false;
+        };
+        let Some(stdin) = handle.stdin.as_mut() else {
+            return false;
+        };
+        let Ok(line) = serde_json::to_string(command) else {
+            return false;
+        };
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .is_ok()
+            && stdin.flush().await.is_ok()
+    }
+
+    /// Resumes every paused worker (the run's end heals every fault).
+    pub fn resume_all(&mut self) -> Vec<usize> {
+        (0..self.workers.len())
+            .filter(|&w| self.resume(w))
+            .collect()
+    }
+
+    /// Waits for the workers to end on their own until `limit` from now, then kills the
+    /// stragglers. Returns how many had to be killed.
+    pub async fn finish(&mut self, limit: Duration) -> usize {
+        let until = tokio::time::Instant::now() + limit;
+        let mut stragglers = 0;
+        for handle in &mut self.workers {
+            let Some(task) = handle.task.as_mut() else {
+                continue;
+            };
+            if tokio::time::timeout_at(until, &mut *task).await.is_err() {
+                stragglers += 1;
+                if let Some(pid) = handle.pid {
+                    let _ = cluster::signal_child(pid, Signal::SIGCONT);
+                    let _ = cluster::signal_child(pid, Signal::SIGKILL);
+                }
+                let _ = task.await;
+            }
+            handle.task = None;
+            handle.stdin = None;
+            if handle.state != WorkerState::Dead {
+                handle.state = WorkerState::Finished;
+            }
+            if let Some(pid) = handle.pid.take() {
+                cluster::unregister_child(pid);
+            }
+        }
+        stragglers
+    }
+}
+
+fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
+    ledger
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Copies the worker's event lines to the recorder, keeping the ledger; when its output
+/// closes, waits for the process and announces the exit.
+async fn pump(
+    mut child: Child,
+    stdout: tokio::process::ChildStdout,
+    worker: usize,
+    total_slots: u64,
+    ledger: Arc<Mutex<Ledger>>,
+    events: mpsc::UnboundedSender<String>,
+    exits: mpsc::UnboundedSender<usize>,
+) {
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        lock(&ledger).note(&line, total_slots);
+        // The recorder parses and renumbers; a worker's line goes to it as it is.
+        if events.send(line).is_err() {
+            break;
+        }
+    }
+    let status = child.wait().await;
+    tracing::debug!("worker {worker} ended: {status:?}");
+    let _ = exits.send(worker);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ledger_follows_processes_and_pending_operations() {
+        let mut ledger = Ledger::default();
+        let lines = [
+            r#"{"index":0,"time":1,"process":1,"type":"invoke","f":"acquire","key":"lock:0"}"#,
+            r#"{"index":0,"time":2,"process":3,"type":"invoke","f":"acquire","key":"lock:0"}"#,
+            r#"{"index":0,"time":3,"process":1,"type":"ok","f":"acquire","key":"lock:0","value":{"token":null,"lease_ms":100}}"#,
+            r#"{"index":0,"time":4,"process":3,"type":"info","f":"acquire","key":"lock:0","error":"timeout"}"#,
+            r#"{"index":0,"time":5,"process":1,"type":"invoke","f":"read","key":"lock:0"}"#,
+        ];
+        for line in lines {
+            ledger.note(line, 4);
+        }
+        // Process 3 (slot 3) retired with its info; process 1 (slot 1) is current.
+        assert_eq!(
+            ledger.current.values().copied().collect::<Vec<_>>(),
+            vec![1]
+        );
+        assert_eq!(
+            ledger.pending.get(&1),
+            Some(&("read".to_string(), "lock:0".to_string()))
+        );
+        assert_eq!(ledger.max_process, Some(3));
+    }
+}
