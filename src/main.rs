@@ -33,6 +33,9 @@ struct Cli {
 enum Command {
     /// Run a workload against real Redis, record its history, and check it.
     Run(RunArgs),
+    /// Every algorithm under every nemesis preset: a verdict matrix, judged against what
+    /// each workload file expects (exit 1 when a cell differs).
+    Audit(AuditArgs),
     /// (internal) One worker process of a run; the controller starts it.
     #[command(hide = true)]
     Worker {
@@ -84,6 +87,43 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+}
+
+/// `lockaudit audit`'s flags.
+#[derive(clap::Args)]
+struct AuditArgs {
+    /// Algorithms, comma-separated (default: all seven).
+    #[arg(long, value_delimiter = ',')]
+    algorithms: Vec<String>,
+    /// Nemesis presets, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    nemeses: Vec<String>,
+    /// Only these cells, as algorithm:nemesis pairs, comma-separated (instead of every
+    /// algorithm × every nemesis).
+    #[arg(long, value_delimiter = ',')]
+    cells: Vec<String>,
+    /// Each cell's run time.
+    #[arg(long, default_value = "20s")]
+    time_limit: Millis,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Every algorithm with fencing tokens: no stale write may get through.
+    #[arg(long)]
+    fenced: bool,
+    /// Run each cell this many times (seeds seed, seed+1, ...) and report how often each
+    /// reached its expectation and the median time to its first anomaly.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// The workload files, `<algorithm>.toml`.
+    #[arg(long, default_value = "workloads")]
+    workloads: PathBuf,
+    /// The audit folder (default: a new one under results/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[arg(long)]
+    redis_server: Option<PathBuf>,
+    #[arg(long)]
+    redis_sentinel: Option<PathBuf>,
 }
 
 /// `lockaudit run`'s flags; each overrides the workload file.
@@ -269,9 +309,100 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     }
 }
 
+/// Runs the matrix, prints it, writes audit.md / audit.json / audit.xml.
+fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
+    use lockaudit::audit::runner::{audit, reach_markdown, AuditOptions};
+
+    let out = args.out.unwrap_or_else(|| {
+        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            .to_string()
+            .replace(':', "");
+        PathBuf::from("results").join(format!("audit-{stamp}"))
+    });
+    let mut options = AuditOptions::new(out.clone());
+    if !args.algorithms.is_empty() {
+        options.algorithms = args.algorithms;
+    }
+    if !args.nemeses.is_empty() {
+        options.nemeses = args.nemeses;
+    }
+    if !args.cells.is_empty() {
+        let mut cells = Vec::new();
+        for cell in &args.cells {
+            let (a, n) = cell
+                .split_once(':')
+                .ok_or_else(|| anyhow::anyhow!("--cells: \"{cell}\" is not algorithm:nemesis"))?;
+            cells.push((a.to_string(), n.to_string()));
+        }
+        options.cells = Some(cells);
+    }
+    options.time_limit = args.time_limit;
+    options.seed = args.seed;
+    options.fenced = args.fenced;
+    options.repeat = args.repeat;
+    options.workloads = args.workloads;
+    options.redis_server = args.redis_server;
+    options.redis_sentinel = args.redis_sentinel;
+    options.validate().map_err(|e| anyhow::anyhow!(e))?;
+    println!("audit: {}", out.display());
+    lockaudit::cluster::install_cleanup_handlers();
+    let runtime = tokio::runtime::Runtime::new()?;
+    let result = runtime.block_on(audit(&options, |done, total, cell| {
+        let found = if cell.found.is_empty() {
+            "valid".to_string()
+        } else {
+            cell.found
+                .iter()
+                .map(|(k, n)| format!("{k} ×{n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let verdict = match cell.status {
+            lockaudit::audit::Status::Pass => "as expected".to_string(),
+            lockaudit::audit::Status::Skipped => "skipped".to_string(),
+            _ => format!("DIFFERS: {}", cell.why.as_deref().unwrap_or("")),
+        };
+        println!(
+            "[{done:>3}/{total}] {} × {}: {found} ({verdict}) {:.1}s",
+            cell.algorithm, cell.nemesis, cell.seconds
+        );
+    }));
+    let audit = match result {
+        Ok(audit) => audit,
+        Err(e) => anyhow::bail!(e),
+    };
+    println!("\n{}", audit.matrix.to_table());
+    let mut files = audit
+        .matrix
+        .write_all(&out)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+    let passed = audit.rounds.iter().all(|m| m.passed());
+    if options.repeat > 1 {
+        let text = reach_markdown(&audit.reach, options.time_limit);
+        println!("{text}");
+        let path = out.join("reach.md");
+        std::fs::write(&path, text)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        files.push(path);
+        for (i, round) in audit.rounds.iter().enumerate().skip(1) {
+            let dir = out.join(format!("round-{i}"));
+            files.extend(
+                round
+                    .write_all(&dir)
+                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dir.display()))?,
+            );
+        }
+    }
+    for f in &files {
+        println!("{}", f.display());
+    }
+    Ok(if passed { 0 } else { 1 })
+}
+
 fn run(command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Run(args) => run_workload(args),
+        Command::Audit(args) => run_audit(args),
         Command::Worker { .. } => {
             // One thread per worker: the machine's cores are shared by several workers and
             // the servers, and a client spends its time waiting on Redis anyway.

@@ -6,6 +6,7 @@
 //! none = {}                                        # valid: no anomaly at all
 //! kill-clients = { must = ["unavailable"] }
 //! pause-clients = { must = ["overlap"], may = ["stale-write", "lost-lock"] }
+//! failover = { must = ["overlap"], inside_lease = true }
 //! ```
 //!
 //! A nemesis the file does not name is expected to leave the run valid.
@@ -24,6 +25,9 @@ pub struct Expectation {
     pub must: Vec<String>,
     /// These may be found or not (faults make them likely but not certain).
     pub may: Vec<String>,
+    /// At least one overlap must begin while the earlier holder's lease still ran: the lock
+    /// itself failed, not just a holder that outlived its lease.
+    pub inside_lease: bool,
 }
 
 impl Expectation {
@@ -83,6 +87,7 @@ mod tests {
         let e = Expectation {
             must: vec!["overlap".into()],
             may: vec!["stale-write".into()],
+            ..Expectation::default()
         };
         assert!(e.differs(&found(&[])).expect("missing").contains("overlap"));
         assert_eq!(e.differs(&found(&[("overlap", 1)])), None);
@@ -100,7 +105,7 @@ mod tests {
     fn unknown_kinds_are_named() {
         let e = Expectation {
             must: vec!["overlapp".into()],
-            may: vec![],
+            ..Expectation::default()
         };
         assert_eq!(e.unknown_kinds(), vec!["overlapp"]);
     }

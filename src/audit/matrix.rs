@@ -1105,6 +1105,7 @@ mod tests {
         Expectation {
             must: must.iter().map(|s| s.to_string()).collect(),
             may: may.iter().map(|s| s.to_string()).collect(),
+            ..Expectation::default()
         }
     }
 

@@ -2,6 +2,7 @@
 
 pub mod expect;
 pub mod matrix;
+pub mod runner;
 
 pub use expect::Expectation;
 pub use matrix::{Cell, Counts, Matrix, Status};

@@ -126,6 +126,18 @@ pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) -> 
         });
     }
 
+    // Each process's successful acquisitions of any key, in time order: a process that gets
+    // somewhere is not starving, so they break its runs of failures.
+    let mut progress: HashMap<ProcessId, Vec<i64>> = Default::default();
+    for key_attempts in &attempts {
+        for a in key_attempts.iter().filter(|a| a.ty == OpType::Ok) {
+            progress.entry(a.process).or_default().push(a.completion);
+        }
+    }
+    for times in progress.values_mut() {
+        times.sort_unstable();
+    }
+
     for key in 0..keys {
         let key_blocks = &mut blocks[key];
         key_blocks.sort_by_key(|b| b.start);
@@ -145,6 +157,7 @@ pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) -> 
             options,
             key as KeyId,
             key_attempts,
+            &progress,
             &mut stats[key],
             findings,
         );
@@ -245,9 +258,17 @@ fn starvation(
     options: &CheckOptions,
     key: KeyId,
     attempts: &[Attempt],
+    progress: &HashMap<ProcessId, Vec<i64>>,
     stats: &mut KeyStats,
     findings: &mut Findings,
 ) {
+    // Whether `process` acquired anything (any key) strictly between `after` and `before`.
+    let progressed = |process: ProcessId, after: i64, before: i64| {
+        progress.get(&process).is_some_and(|times| {
+            let i = times.partition_point(|&t| t <= after);
+            times.get(i).is_some_and(|&t| t < before)
+        })
+    };
     let successes: Vec<(i64, ProcessId)> = attempts
         .iter()
         .filter(|a| a.ty == OpType::Ok)
@@ -263,6 +284,12 @@ fn starvation(
         match attempt.ty {
             OpType::Fail => {
                 stats.failed_attempts += 1;
+                // A run of failures is broken by the process getting another lock meanwhile.
+                if let Some(streak) = streaks.get(&attempt.process) {
+                    if progressed(attempt.process, streak.last_fail, attempt.invoke) {
+                        ends.extend(streaks.remove(&attempt.process));
+                    }
+                }
                 let streak = streaks.entry(attempt.process).or_insert(Streak {
                     process: attempt.process,
                     start: attempt.invoke,

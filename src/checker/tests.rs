@@ -644,6 +644,41 @@ fn no_starvation_when_nobody_else_got_the_lock_or_within_the_bound() {
     assert!(report.anomalies.iter().all(|a| a.kind != "starvation"));
 }
 
+#[test]
+fn getting_another_lock_breaks_a_run_of_failures() {
+    // Process 1 fails on k for 6 s, takes and releases j, then fails on k for 5 s more: it
+    // was making progress, so neither run reaches the 10 s bound.
+    let progressing = r#"
+    0      0 invoke acquire k
+    1      0 ok     acquire k {"lease_ms":1000}
+    2      1 invoke acquire k
+    500    0 invoke release k
+    501    0 ok     release k
+    502    2 invoke acquire k
+    503    2 ok     acquire k {"lease_ms":1000}
+    6000   1 fail   acquire k
+    6001   1 invoke acquire j
+    6002   1 ok     acquire j {"lease_ms":1000}
+    6003   1 invoke release j
+    6004   1 ok     release j
+    7000   1 invoke acquire k
+    11000  1 fail   acquire k
+    11001  1 invoke acquire k
+    12000  1 fail   acquire k
+"#;
+    let report = run(progressing);
+    assert!(
+        report.anomalies.iter().all(|a| a.kind != "starvation"),
+        "{:#?}",
+        report.anomalies
+    );
+    // The same failures with the acquisition of j failing too: a run of 12 s, starvation.
+    let stuck = progressing.replace("6002   1 ok     acquire j {\"lease_ms\":1000}\n    6003   1 invoke release j\n    6004   1 ok     release j\n", "6002   1 fail   acquire j\n");
+    assert_ne!(stuck, progressing);
+    let report = run(&stuck);
+    assert!(report.anomalies.iter().any(|a| a.kind == "starvation"));
+}
+
 // ---------------------------------------------------------------- lost-update
 
 fn counter_history(second_read: i64, final_read: i64) -> String {

@@ -103,6 +103,7 @@ pub async fn execute(
         armed: BTreeMap::new(),
         stopped_primary: BTreeMap::new(),
     };
+    let deadline_ns = (deadline_ms as i64).saturating_mul(1_000_000);
     let mut next = 0;
     loop {
         let due_ms = agenda.get(next).map(|a| a.0).unwrap_or(deadline_ms);
@@ -113,7 +114,10 @@ pub async fn execute(
         tokio::select! {
             biased;
             Some(worker) = exits.recv() => {
-                state.crashed(worker, targets, journal).await;
+                // From the deadline on, workers end on their own: that is no crash.
+                if journal.clock.now() < deadline_ns {
+                    state.crashed(worker, targets, journal).await;
+                }
             }
             () = tokio::time::sleep_until(due) => {
                 let Some(&(_, step, i)) = agenda.get(next) else { break };
@@ -488,6 +492,10 @@ impl Executor {
     }
 
     async fn restart_worker(&mut self, w: usize, targets: &mut Targets<'_>, journal: &Journal) {
+        // A worker started at the deadline would only end again: its clients are done.
+        if journal.clock.now() >= targets.fleet.deadline_ns() {
+            return;
+        }
         match targets.fleet.restart(w).await {
             Ok(()) => journal.fault("restart", &[worker_name(w)], &[], Map::new()),
             Err(e) => tracing::warn!("cannot restart {}: {e}", worker_name(w)),

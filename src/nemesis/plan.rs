@@ -117,42 +117,71 @@ fn decide(
         .duration
         .unwrap_or_else(|| default_duration(kind, stage.ttl_ms));
     let count = spec.count.unwrap_or(1);
-    let targets = match (&spec.target, kind) {
-        (_, FaultKind::Failover) => Vec::new(),
-        (Some(target), _) => {
-            let known = if kind.targets_workers() {
-                (0..stage.workers).any(|w| format!("worker-{w}") == *target)
-            } else {
-                stage.servers.contains(target)
-            };
-            if !known {
-                return Err(format!(
-                    "{}: no target \"{target}\" in this run (workers: worker-0..worker-{}; servers: {})",
-                    kind.name(),
-                    stage.workers.saturating_sub(1),
-                    stage.servers.join(", ")
-                ));
-            }
-            vec![target.clone()]
+    let pick_servers = |rng: &mut StdRng| -> Result<Vec<String>, String> {
+        if stage.servers.is_empty() {
+            return Err(format!("{}: this run has no servers to fault", kind.name()));
         }
-        (None, _) if kind.targets_workers() => {
-            vec![format!(
+        let mut picked: Vec<String> = stage
+            .servers
+            .choose_multiple(rng, count.min(stage.servers.len()))
+            .cloned()
+            .collect();
+        picked.sort();
+        Ok(picked)
+    };
+    let check = |name: &String, worker: bool| -> Result<(), String> {
+        let known = if worker {
+            (0..stage.workers).any(|w| format!("worker-{w}") == *name)
+        } else {
+            stage.servers.contains(name)
+        };
+        if known {
+            return Ok(());
+        }
+        Err(format!(
+            "{}: no {} \"{name}\" in this run (workers: worker-0..worker-{}; servers: {})",
+            kind.name(),
+            if worker { "worker" } else { "server" },
+            stage.workers.saturating_sub(1),
+            stage.servers.join(", ")
+        ))
+    };
+    let worker = |rng: &mut StdRng| -> Result<String, String> {
+        match &spec.target {
+            Some(t) => check(t, true).map(|()| t.clone()),
+            None => Ok(format!(
                 "worker-{}",
                 rng.random_range(0..stage.workers.max(1))
-            )]
+            )),
         }
-        (None, _) => {
-            if stage.servers.is_empty() {
-                return Err(format!("{}: this run has no servers to fault", kind.name()));
+    };
+    let targets = match kind {
+        // The primary of the moment.
+        FaultKind::Failover => Vec::new(),
+        // The replication link: the replicas of the primary of the moment.
+        FaultKind::Partition | FaultKind::Latency if spec.link == Link::Replication => Vec::new(),
+        // A link between clients and servers: one worker, some servers.
+        FaultKind::Partition | FaultKind::Latency => {
+            let mut targets = vec![worker(rng)?];
+            match &spec.servers {
+                Some(servers) => {
+                    for s in servers {
+                        check(s, false)?;
+                    }
+                    targets.extend(servers.iter().cloned());
+                }
+                None => targets.extend(pick_servers(rng)?),
             }
-            let mut picked: Vec<String> = stage
-                .servers
-                .choose_multiple(rng, count.min(stage.servers.len()))
-                .cloned()
-                .collect();
-            picked.sort();
-            picked
+            targets
         }
+        _ if kind.targets_workers() => vec![worker(rng)?],
+        _ => match &spec.target {
+            Some(t) => {
+                check(t, false)?;
+                vec![t.clone()]
+            }
+            None => pick_servers(rng)?,
+        },
     };
     let point = match (kind, &spec.point) {
         (FaultKind::CrashPoint, Some(point)) => {
@@ -172,19 +201,6 @@ fn decide(
                 .ok_or_else(|| "crash-point: the algorithm names no steps".to_string())?,
         ),
         _ => None,
-    };
-    // A link between clients and servers is cut for one worker at a time.
-    let targets = if matches!(kind, FaultKind::Partition | FaultKind::Latency)
-        && spec.link == Link::Clients
-    {
-        let mut with_worker = vec![format!(
-            "worker-{}",
-            rng.random_range(0..stage.workers.max(1))
-        )];
-        with_worker.extend(targets);
-        with_worker
-    } else {
-        targets
     };
     let mut duration_ms = draw(rng, duration);
     // Sentinel needs about 3 s to notice the primary is gone and elect another.
@@ -271,5 +287,45 @@ mod tests {
         )
         .unwrap();
         assert!(plan(&s, &stage(1)).unwrap_err().contains("x:y"));
+    }
+
+    #[test]
+    fn the_schedule_files_in_nemesis_read_and_plan() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("nemesis");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("nemesis/ exists") {
+            let path = entry.expect("entry").path();
+            if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+                continue;
+            }
+            let schedule = Schedule::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+            let stage = Stage {
+                workers: 2,
+                servers: (0..5).map(|i| format!("master-{i}")).collect(),
+                time_limit_ms: 15_000,
+                ..stage(1)
+            };
+            let planned =
+                plan(&schedule, &stage).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(!planned.is_empty(), "{}", path.display());
+            seen += 1;
+        }
+        assert!(seen >= 3, "{seen} schedule files");
+    }
+
+    #[test]
+    fn a_partition_names_its_worker_then_its_servers() {
+        let s = Schedule::from_toml(
+            "[[fault]]\nat = \"1s\"\nkind = \"partition\"\ntarget = \"worker-1\"\nservers = [\"master-0\"]\n",
+            "n.toml",
+        )
+        .unwrap();
+        let p = plan(&s, &stage(1)).unwrap();
+        assert_eq!(p[0].targets, vec!["worker-1", "master-0"]);
+        let s = Schedule::preset("partition", &workload()).unwrap();
+        let p = plan(&s, &stage(1)).unwrap();
+        assert!(p
+            .iter()
+            .all(|f| f.targets.len() == 2 && f.targets[0].starts_with("worker-")));
     }
 }

@@ -84,7 +84,8 @@ impl FaultKind {
         }
     }
 
-    /// Whether it acts on a worker (else on servers).
+    /// Whether its `target` is a worker (else a server). Partitions and latency act on the
+    /// links between a worker and some `servers`.
     pub fn targets_workers(self) -> bool {
         matches!(
             self,
@@ -92,6 +93,8 @@ impl FaultKind {
                 | FaultKind::PauseClient
                 | FaultKind::ClockSkew
                 | FaultKind::CrashPoint
+                | FaultKind::Partition
+                | FaultKind::Latency
         )
     }
 }
@@ -148,6 +151,10 @@ pub struct FaultSpec {
     /// Servers hit at once (kill-redis, pause-redis, partition, clock-jump); default 1.
     #[serde(default)]
     pub count: Option<usize>,
+    /// partition, latency: the servers the worker is cut off from (default: `count` at
+    /// random).
+    #[serde(default)]
+    pub servers: Option<Vec<String>>,
     /// crash-point: the step (`setnx-expire:after-setnx`); default: one of the
     /// algorithm's at random.
     #[serde(default)]
@@ -170,6 +177,7 @@ impl FaultSpec {
             offset: None,
             persist: false,
             count: None,
+            servers: None,
             point: None,
             latency: None,
             link: Link::Clients,
@@ -373,13 +381,13 @@ impl Schedule {
                     name: name.into(),
                     faults: Vec::new(),
                     random: Some(if independent {
-                        // RedLock loses a lock only when a holder's majority shrinks below
-                        // quorum: two masters down at once leave holders with exactly a
-                        // quorum, and a third restarting empty hands it to someone else.
-                        mix(
-                            (700, 1500),
-                            vec![FaultSpec::new(FaultKind::KillRedis).lasting(1000, 2500)],
-                        )
+                        // RedLock loses a lock when a holder's majority shrinks below
+                        // quorum: two masters down at once leave whoever locks meanwhile
+                        // with a bare quorum, and the next pair restarting empty soon after
+                        // (usually one of those three) lets someone else gather a quorum.
+                        let mut pair = FaultSpec::new(FaultKind::KillRedis).lasting(100, 300);
+                        pair.count = Some(2);
+                        mix((400, 800), vec![pair])
                     } else {
                         mix(
                             (2000, 4000),
@@ -480,6 +488,12 @@ fn check_fault(fault: &FaultSpec) -> Result<(), String> {
     }
     if fault.latency.is_some() && kind != FaultKind::Latency {
         return Err("field `latency` is only for latency".into());
+    }
+    if fault.servers.is_some() && !matches!(kind, FaultKind::Partition | FaultKind::Latency) {
+        return Err("field `servers` is only for partition and latency".into());
+    }
+    if fault.link == Link::Replication && (fault.target.is_some() || fault.servers.is_some()) {
+        return Err("a fault on the replication link takes no `target` or `servers`: it cuts the replicas of the primary of the moment".into());
     }
     if fault.persist && kind != FaultKind::KillRedis {
         return Err("field `persist` is only for kill-redis".into());

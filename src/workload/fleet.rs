@@ -127,6 +127,14 @@ impl Fleet {
         Ok((fleet, exited))
     }
 
+    /// The run time (ns) at which clients stop starting cycles.
+    pub fn deadline_ns(&self) -> i64 {
+        self.workers
+            .first()
+            .map(|w| w.config.deadline_ns)
+            .unwrap_or(i64::MAX)
+    }
+
     pub fn len(&self) -> usize {
         self.workers.len()
     }
@@ -152,8 +160,7 @@ impl Fleet {
     }
 
     async fn spawn(&self, config: WorkerConfig) -> Result<Handle, RunError> {
-        let exe = std::env::current_exe()
-            .map_err(|e| RunError::Setup(format!("cannot find the lockaudit binary: {e}")))?;
+        let exe = worker_exe()?;
         let log_path = self.dir.join(format!("worker-{}.log", config.worker));
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -360,6 +367,18 @@ impl Fleet {
         }
         stragglers
     }
+}
+
+/// The environment variable naming the binary to run as `lockaudit worker` (default: this
+/// very binary). Tests that drive a fleet from a test binary point it at lockaudit.
+pub const WORKER_EXE_ENV: &str = "LOCKAUDIT_WORKER_EXE";
+
+fn worker_exe() -> Result<PathBuf, RunError> {
+    if let Some(exe) = std::env::var_os(WORKER_EXE_ENV) {
+        return Ok(PathBuf::from(exe));
+    }
+    std::env::current_exe()
+        .map_err(|e| RunError::Setup(format!("cannot find the lockaudit binary: {e}")))
 }
 
 fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {

@@ -1,0 +1,406 @@
+//! Runs the audit: each algorithm's workload under each nemesis preset, one cell at a time
+//! (cells are timing-sensitive: running two at once on a small machine would change what
+//! they find), each judged against what its workload file expects.
+//!
+//! With `repeat` > 1 every cell runs that many times with consecutive seeds, and the audit
+//! also reports how often each cell reached its expectation and the median time to its
+//! first expected anomaly: the figures behind "finds it in 9 of 10 runs".
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::Topology;
+use crate::locks::ALGORITHMS;
+use crate::nemesis::schedule::{has_replicas, Workload};
+use crate::nemesis::{Schedule, PRESETS};
+use crate::report::Report;
+use crate::workload::run::{run, RunError, Servers};
+use crate::workload::spec::Millis;
+use crate::workload::WorkloadSpec;
+
+use super::matrix::{Cell, Matrix};
+use super::Expectation;
+
+/// What to audit.
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    pub algorithms: Vec<String>,
+    pub nemeses: Vec<String>,
+    /// Only these (algorithm, nemesis) cells instead of the whole cross product.
+    pub cells: Option<Vec<(String, String)>>,
+    /// Where `<algorithm>.toml` workloads are (a missing file: the defaults).
+    pub workloads: PathBuf,
+    /// Each cell's run time.
+    pub time_limit: Millis,
+    pub seed: u64,
+    /// Every algorithm with fencing tokens: then no `stale-write` may ever get through.
+    pub fenced: bool,
+    pub repeat: usize,
+    /// The audit's folder: `<algorithm>/<nemesis>[-<n>]/` per cell, and the matrix files.
+    pub out: PathBuf,
+    pub redis_server: Option<PathBuf>,
+    pub redis_sentinel: Option<PathBuf>,
+}
+
+impl AuditOptions {
+    pub fn new(out: PathBuf) -> AuditOptions {
+        AuditOptions {
+            algorithms: ALGORITHMS.iter().map(|s| s.to_string()).collect(),
+            nemeses: PRESETS.iter().map(|s| s.to_string()).collect(),
+            cells: None,
+            workloads: PathBuf::from("workloads"),
+            time_limit: Millis(DEFAULT_CELL_MS),
+            seed: 1,
+            fenced: false,
+            repeat: 1,
+            out,
+            redis_server: None,
+            redis_sentinel: None,
+        }
+    }
+
+    /// The cells to run, in order.
+    pub fn cell_list(&self) -> Vec<(String, String)> {
+        match &self.cells {
+            Some(cells) => cells.clone(),
+            None => self
+                .algorithms
+                .iter()
+                .flat_map(|a| self.nemeses.iter().map(move |n| (a.clone(), n.clone())))
+                .collect(),
+        }
+    }
+
+    /// Checks the names before anything runs.
+    pub fn validate(&self) -> Result<(), String> {
+        let (algorithms, nemeses): (Vec<String>, Vec<String>) =
+            self.cell_list().into_iter().unzip();
+        for a in &algorithms {
+            if !ALGORITHMS.contains(&a.as_str()) {
+                return Err(format!(
+                    "--algorithms: unknown \"{a}\" (known: {})",
+                    ALGORITHMS.join(", ")
+                ));
+            }
+        }
+        for n in &nemeses {
+            if !PRESETS.contains(&n.as_str()) {
+                return Err(format!(
+                    "--nemeses: unknown preset \"{n}\" (known: {})",
+                    PRESETS.join(", ")
+                ));
+            }
+        }
+        if self.repeat == 0 {
+            return Err("--repeat must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// A default cell's run time: long enough for every must-reach verdict (DESIGN.md) in at
+/// least 9 of 10 runs, short enough that the full 7 × 11 matrix takes about half an hour.
+pub const DEFAULT_CELL_MS: u64 = 20_000;
+
+/// How often one cell reached its expectation over the repeats.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reach {
+    pub algorithm: String,
+    pub nemesis: String,
+    pub must: Vec<String>,
+    pub runs: usize,
+    /// Runs that met the expectation.
+    pub passed: usize,
+    /// Per run that found them, when the first anomaly of a `must` kind began (ms of run
+    /// time).
+    pub first_anomaly_ms: Vec<f64>,
+}
+
+impl Reach {
+    pub fn median_first_ms(&self) -> Option<f64> {
+        let mut v = self.first_anomaly_ms.clone();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        Some(if v.len() % 2 == 1 {
+            v[v.len() / 2]
+        } else {
+            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+        })
+    }
+}
+
+/// The audit's result: the matrix of the first round, and the reach over all rounds.
+pub struct Audit {
+    pub matrix: Matrix,
+    pub rounds: Vec<Matrix>,
+    pub reach: Vec<Reach>,
+}
+
+/// Reads the workload of `algorithm`, or the defaults for it.
+fn workload_of(options: &AuditOptions, algorithm: &str) -> Result<WorkloadSpec, String> {
+    let path = options.workloads.join(format!("{algorithm}.toml"));
+    let mut spec = if path.exists() {
+        WorkloadSpec::from_file(&path).map_err(|e| e.to_string())?
+    } else {
+        WorkloadSpec {
+            algorithm: algorithm.to_string(),
+            ..WorkloadSpec::default()
+        }
+    };
+    spec.time_limit = options.time_limit;
+    spec.fenced |= options.fenced;
+    Ok(spec)
+}
+
+/// What a cell expects: the workload's table, and with fencing, never a stale write.
+fn expectation(spec: &WorkloadSpec, nemesis: &str, fenced: bool) -> Expectation {
+    let mut e = spec.expect.get(nemesis).cloned().unwrap_or_default();
+    if fenced {
+        e.must.retain(|k| k != "stale-write");
+        e.may.retain(|k| k != "stale-write");
+    }
+    e
+}
+
+/// Runs every cell; `announce` hears of each as it ends.
+pub async fn audit(
+    options: &AuditOptions,
+    mut announce: impl FnMut(usize, usize, &Cell),
+) -> Result<Audit, String> {
+    options.validate()?;
+    let cells = options.cell_list();
+    let mut specs = BTreeMap::new();
+    for (algorithm, _) in &cells {
+        if !specs.contains_key(algorithm) {
+            specs.insert(algorithm.clone(), workload_of(options, algorithm)?);
+        }
+    }
+    let total = cells.len() * options.repeat;
+    let mut done = 0;
+    let mut rounds = Vec::new();
+    let mut reach: BTreeMap<(String, String), Reach> = BTreeMap::new();
+    for round in 0..options.repeat {
+        let mut matrix = Matrix {
+            started_wall: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                .to_string(),
+            seed: options.seed + round as u64,
+            ..Matrix::default()
+        };
+        let began = Instant::now();
+        for (algorithm, nemesis) in &cells {
+            {
+                let mut spec = specs[algorithm].clone();
+                spec.seed = options.seed + round as u64;
+                let dir = if options.repeat > 1 {
+                    options
+                        .out
+                        .join(algorithm)
+                        .join(format!("{nemesis}-{round}"))
+                } else {
+                    options.out.join(algorithm).join(nemesis)
+                };
+                let expected = expectation(&spec, nemesis, options.fenced);
+                let cell = run_cell(options, spec, nemesis, &dir, expected.clone()).await;
+                done += 1;
+                announce(done, total, &cell);
+                let entry = reach
+                    .entry((algorithm.clone(), nemesis.clone()))
+                    .or_insert_with(|| Reach {
+                        algorithm: algorithm.clone(),
+                        nemesis: nemesis.clone(),
+                        must: expected.must.clone(),
+                        ..Reach::default()
+                    });
+                if cell.status != super::matrix::Status::Skipped {
+                    entry.runs += 1;
+                    entry.passed += usize::from(!cell.status.fails());
+                    if let Some(ms) = cell.first_anomaly_ms.filter(|_| !expected.must.is_empty()) {
+                        entry.first_anomaly_ms.push(ms);
+                    }
+                }
+                matrix.push(cell);
+            }
+        }
+        matrix.seconds = began.elapsed().as_secs_f64();
+        rounds.push(matrix);
+    }
+    Ok(Audit {
+        matrix: rounds[0].clone(),
+        rounds,
+        reach: reach.into_values().collect(),
+    })
+}
+
+/// One cell: the workload under the preset, judged.
+async fn run_cell(
+    options: &AuditOptions,
+    mut spec: WorkloadSpec,
+    nemesis: &str,
+    dir: &Path,
+    expected: Expectation,
+) -> Cell {
+    let algorithm = spec.algorithm.clone();
+    if nemesis == "failover" && !has_replicas(spec.topology()) {
+        if spec.topology() == Topology::Independent {
+            return Cell::skipped(
+                algorithm,
+                nemesis,
+                expected,
+                "RedLock's independent masters have no replicas to fail over to",
+            );
+        }
+        // A failover needs replicas: the algorithm runs on a primary with two.
+        spec.topology = Some(Topology::Replicated);
+    }
+    spec.nemesis = Some(nemesis.to_string());
+    let workload = Workload {
+        ttl_ms: spec.ttl.0,
+        topology: spec.topology(),
+    };
+    let schedule = match Schedule::resolve(nemesis, &workload) {
+        Ok(s) => s,
+        Err(e) => return Cell::error(algorithm, nemesis, expected, e.to_string()),
+    };
+    let began = Instant::now();
+    let _ = std::fs::remove_dir_all(dir);
+    let servers = Servers::Owned {
+        redis_server: options.redis_server.clone(),
+        redis_sentinel: options.redis_sentinel.clone(),
+    };
+    let outcome = run(&spec, &schedule, dir, servers).await;
+    let seconds = began.elapsed().as_secs_f64();
+    match outcome {
+        Ok(outcome) => {
+            let report = &outcome.report;
+            let found = found_kinds(report);
+            let mut cell =
+                Cell::judge(algorithm, nemesis, expected.clone(), found).with_run(dir, seconds);
+            let inside = report
+                .anomalies
+                .iter()
+                .any(|a| a.kind == "overlap" && a.lease_expired == Some(false));
+            if expected.inside_lease && !inside {
+                let why = "no overlap inside a lease (every overlap began after the earlier holder's lease ran out)";
+                cell.why = Some(match cell.why.take() {
+                    Some(w) => format!("{w}; {why}"),
+                    None => why.to_string(),
+                });
+                cell.status = super::matrix::Status::Differs;
+            }
+            cell.first_anomaly_ms = first_anomaly_ms(report, &expected);
+            cell.events = report.stats.events;
+            cell.faults = report.stats.faults;
+            // Pictures only where there is something to look at.
+            if !report.valid || cell.status.fails() {
+                if let Err(e) = crate::plot::plot(dir) {
+                    tracing::warn!("{}: the plots could not be drawn: {e}", dir.display());
+                }
+            }
+            cell
+        }
+        Err(RunError::Schedule(why)) => Cell::error(algorithm, nemesis, expected, why),
+        Err(e) => Cell::error(algorithm, nemesis, expected, e.to_string()).with_run(dir, seconds),
+    }
+}
+
+/// Anomaly counts by kind, all of them (listed or not).
+fn found_kinds(report: &Report) -> BTreeMap<String, u64> {
+    crate::report::ANOMALY_KINDS
+        .iter()
+        .map(|k| (k.to_string(), report.count(k)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// When the first anomaly of a kind the cell must find began (any kind if it must find
+/// none), in ms of run time.
+fn first_anomaly_ms(report: &Report, expected: &Expectation) -> Option<f64> {
+    report
+        .anomalies
+        .iter()
+        .filter(|a| expected.must.is_empty() || expected.must.contains(&a.kind))
+        .map(|a| a.start)
+        .min()
+        .map(|ns| ns as f64 / 1e6)
+}
+
+/// The reach table in Markdown: per cell that must find something, how often it did and
+/// how soon.
+pub fn reach_markdown(reach: &[Reach], time_limit: Millis) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "| algorithm | nemesis | must find | reached | median time to first anomaly | fastest | slowest |\n|---|---|---|---:|---:|---:|---:|\n",
+    );
+    for r in reach.iter().filter(|r| !r.must.is_empty() && r.runs > 0) {
+        let fmt = |ms: Option<f64>| {
+            ms.map(|v| format!("{:.1} s", v / 1000.0))
+                .unwrap_or("—".into())
+        };
+        let min = r.first_anomaly_ms.iter().copied().reduce(f64::min);
+        let max = r.first_anomaly_ms.iter().copied().reduce(f64::max);
+        out.push_str(&format!(
+            "| {} | {} | {} | {}/{} | {} | {} | {} |\n",
+            r.algorithm,
+            r.nemesis,
+            r.must.join(", "),
+            r.passed,
+            r.runs,
+            fmt(r.median_first_ms()),
+            fmt(min),
+            fmt(max),
+        ));
+    }
+    out.push_str(&format!(
+        "\nEach run {:.0} s; \"reached\" counts runs whose verdict met the workload's expectation.\n",
+        time_limit.0 as f64 / 1000.0
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_of_first_anomalies() {
+        let mut r = Reach::default();
+        assert_eq!(r.median_first_ms(), None);
+        r.first_anomaly_ms = vec![300.0, 100.0, 200.0];
+        assert_eq!(r.median_first_ms(), Some(200.0));
+        r.first_anomaly_ms.push(1000.0);
+        assert_eq!(r.median_first_ms(), Some(250.0));
+    }
+
+    #[test]
+    fn fencing_forbids_stale_writes_whatever_the_file_says() {
+        let mut spec = WorkloadSpec::default();
+        spec.expect.insert(
+            "pause-clients".into(),
+            Expectation {
+                must: vec!["overlap".into(), "stale-write".into()],
+                may: vec!["stale-write".into(), "lost-update".into()],
+                ..Expectation::default()
+            },
+        );
+        let e = expectation(&spec, "pause-clients", true);
+        assert_eq!(e.must, vec!["overlap"]);
+        assert_eq!(e.may, vec!["lost-update"]);
+        let found: BTreeMap<String, u64> =
+            [("overlap".to_string(), 3), ("stale-write".to_string(), 1)].into();
+        assert!(e.differs(&found).expect("differs").contains("stale-write"));
+        assert_eq!(expectation(&spec, "pause-clients", false).must.len(), 2);
+    }
+
+    #[test]
+    fn names_are_checked() {
+        let mut o = AuditOptions::new(PathBuf::from("x"));
+        assert!(o.validate().is_ok());
+        o.nemeses.push("chaos".into());
+        assert!(o.validate().unwrap_err().contains("chaos"));
+    }
+}
