@@ -1687,9 +1687,14 @@ fn a_random_mix_heals_every_fault_it_injects() {
                 }
             }
             "kill" => {
+                // A worker killed in the last second may stay dead: no client would start
+                // a cycle past the time limit. A server always comes back.
+                let late = time(event) >= ms(6000 - 1000);
                 for name in names {
                     stopped_.remove(&name);
-                    down.insert(name);
+                    if !(late && name.starts_with("worker-")) {
+                        down.insert(name);
+                    }
                 }
             }
             "restart" => {

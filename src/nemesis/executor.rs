@@ -400,7 +400,9 @@ impl Executor {
                         resumed.push(name.clone());
                     }
                 }
-                journal.fault("resume", &resumed, &[], Map::new());
+                if !resumed.is_empty() {
+                    journal.fault("resume", &resumed, &[], Map::new());
+                }
             }
             FaultKind::ClockJump => {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
@@ -412,7 +414,9 @@ impl Executor {
                         healed.push(name.clone());
                     }
                 }
-                journal.fault("clock", &healed, &[], extra(&[("offset_ms", json!(0))]));
+                if !healed.is_empty() {
+                    journal.fault("clock", &healed, &[], extra(&[("offset_ms", json!(0))]));
+                }
             }
             FaultKind::Failover if targets.endpoints.topology == Topology::Sentinel => {
                 let Some(old) = self.stopped_primary.remove(&i) else {

@@ -1,0 +1,128 @@
+//! `lockaudit audit` end to end on small matrices, against real redis-server: the files it
+//! writes, and its exit code following the workloads' expectations.
+
+use std::path::Path;
+use std::process::Command;
+
+fn lockaudit() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write");
+}
+
+#[test]
+fn a_matrix_that_meets_its_expectations_passes_and_writes_every_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("audit");
+    // lua-getset without faults must be `unavailable` (its release frees nothing);
+    // set-nx-px without faults must be valid: both as workloads/*.toml expect.
+    let output = lockaudit()
+        .args(["audit", "--cells", "set-nx-px:none,lua-getset:none"])
+        .args(["--time-limit", "5s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("lua-getset × none: unavailable"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("set-nx-px × none: valid"), "{stdout}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("audit.json")).expect("json"))
+            .expect("parses");
+    assert_eq!(json["passed"], true);
+    let cells = json["cells"].as_array().expect("cells");
+    assert_eq!(cells.len(), 2);
+    let lua = cells
+        .iter()
+        .find(|c| c["algorithm"] == "lua-getset")
+        .expect("lua cell");
+    assert!(
+        lua["found"]["unavailable"].as_u64().unwrap_or(0) > 0,
+        "{lua}"
+    );
+    // Each cell ran in its own folder, with its history and report.
+    let run_dir = Path::new(lua["run_dir"].as_str().expect("run_dir"));
+    assert!(run_dir.join("history.jsonl").exists());
+    assert!(run_dir.join("report.json").exists());
+    // With anomalies found, the cell's pictures are drawn and the Markdown links them.
+    assert!(run_dir.join("index.html").exists());
+    let md = std::fs::read_to_string(out.join("audit.md")).expect("md");
+    assert!(md.contains("index.html"), "{md}");
+    assert!(md.contains("| lua-getset"), "{md}");
+
+    let xml = std::fs::read_to_string(out.join("audit.xml")).expect("xml");
+    assert!(xml.contains("tests=\"2\""), "{xml}");
+    assert!(xml.contains("failures=\"0\""), "{xml}");
+}
+
+#[test]
+fn a_cell_that_differs_from_its_expectation_fails_the_audit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workloads = dir.path().join("workloads");
+    std::fs::create_dir_all(&workloads).expect("mkdir");
+    // A workload that wrongly expects an overlap from a fault-free set-nx-px run.
+    write(
+        &workloads.join("set-nx-px.toml"),
+        "algorithm = \"set-nx-px\"\nclients = 4\nworkers = 2\nkeys = 1\n\n[expect]\nnone = { must = [\"overlap\"] }\n",
+    );
+    let out = dir.path().join("audit");
+    let output = lockaudit()
+        .args(["audit", "--cells", "set-nx-px:none", "--time-limit", "3s"])
+        .arg("--workloads")
+        .arg(&workloads)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("expected but not found: overlap"),
+        "{stdout}"
+    );
+    let xml = std::fs::read_to_string(out.join("audit.xml")).expect("xml");
+    assert!(xml.contains("failures=\"1\""), "{xml}");
+    assert!(xml.contains("<failure"), "{xml}");
+}
+
+#[test]
+fn bad_audit_arguments_are_named() {
+    let output = lockaudit()
+        .args([
+            "audit",
+            "--nemeses",
+            "meteor",
+            "--out",
+            "/nonexistent/never",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("meteor"), "{stderr}");
+    let output = lockaudit()
+        .args([
+            "audit",
+            "--cells",
+            "set-nx-px",
+            "--out",
+            "/nonexistent/never",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("algorithm:nemesis"));
+}
