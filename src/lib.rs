@@ -13,5 +13,6 @@ pub mod plot;
 pub mod report;
 pub mod synth;
 pub mod sys;
+pub mod tomlfile;
 pub mod units;
 pub mod workload;

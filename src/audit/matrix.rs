@@ -1074,28 +1074,8 @@ mod lossy_path {
 mod tests {
     use super::*;
 
-    const NEMESES: [&str; 11] = [
-        "none",
-        "kill-clients",
-        "pause-clients",
-        "kill-redis",
-        "pause-redis",
-        "failover",
-        "clock-jump",
-        "clock-skew",
-        "partition",
-        "crash-points",
-        "mix",
-    ];
-    const ALGORITHMS: [&str; 7] = [
-        "setnx-del",
-        "setnx-expire",
-        "setnx-getset",
-        "lua-getset",
-        "set-nx-px",
-        "reentrant",
-        "redlock",
-    ];
+    const NEMESES: [&str; 11] = crate::nemesis::PRESETS;
+    const ALGORITHMS: [&str; 7] = crate::locks::ALGORITHMS;
 
     fn found(kinds: &[(&str, u64)]) -> BTreeMap<String, u64> {
         kinds.iter().map(|(k, n)| (k.to_string(), *n)).collect()

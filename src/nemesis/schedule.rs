@@ -23,7 +23,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::Topology;
-use crate::workload::spec::{locate, Millis, Span};
+use crate::tomlfile::{self, FileError};
+use crate::workload::spec::{Millis, Span};
 
 /// What a fault does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -222,13 +223,7 @@ pub struct Schedule {
 }
 
 /// A schedule that cannot be used, with its place.
-#[derive(Debug, thiserror::Error)]
-#[error("{path}:{line}: {message}")]
-pub struct ScheduleError {
-    pub path: String,
-    pub line: usize,
-    pub message: String,
-}
+pub type ScheduleError = FileError;
 
 /// The presets `--nemesis NAME` knows.
 pub const PRESETS: [&str; 11] = [
@@ -255,41 +250,23 @@ pub struct Workload {
 impl Schedule {
     /// Reads a schedule file; errors name the file, the line and the field.
     pub fn from_file(path: &Path) -> Result<Schedule, ScheduleError> {
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScheduleError {
-            path: name.clone(),
-            line: 0,
-            message: format!("cannot read: {e}"),
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            FileError::whole(&path.display().to_string(), format!("cannot read: {e}"))
         })?;
-        Self::from_toml(&text, &name)
+        Self::from_toml(&text, &path.display().to_string())
     }
 
     pub fn from_toml(text: &str, name: &str) -> Result<Schedule, ScheduleError> {
-        let mut schedule: Schedule = toml::from_str(text).map_err(|e| {
-            let message = e.message().trim().to_string();
-            let (line, field) = locate(text, e.span(), &message);
-            ScheduleError {
-                path: name.to_string(),
-                line,
-                message: match field {
-                    Some(field) if !message.contains(&format!("`{field}`")) => {
-                        format!("field `{field}`: {message}")
-                    }
-                    _ => message,
-                },
-            }
-        })?;
+        let mut schedule: Schedule = tomlfile::parse(text, name)?;
         if schedule.name.is_empty() {
             schedule.name = Path::new(name)
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
         }
-        schedule.validate().map_err(|message| ScheduleError {
-            path: name.to_string(),
-            line: 0,
-            message,
-        })?;
+        schedule
+            .validate()
+            .map_err(|message| FileError::whole(name, message))?;
         Ok(schedule)
     }
 
@@ -462,14 +439,13 @@ impl Schedule {
         if path.exists() || name_or_file.ends_with(".toml") {
             return Schedule::from_file(path);
         }
-        Err(ScheduleError {
-            path: name_or_file.to_string(),
-            line: 0,
-            message: format!(
+        Err(FileError::whole(
+            name_or_file,
+            format!(
                 "no such nemesis preset or file (presets: {})",
                 PRESETS.join(", ")
             ),
-        })
+        ))
     }
 }
 

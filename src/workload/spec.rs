@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::audit::Expectation;
 use crate::cluster::Topology;
+use crate::tomlfile::{self, FileError};
 use crate::units::parse_duration;
 
 /// A duration written as `"250ms"`, kept as milliseconds.
@@ -154,80 +155,22 @@ impl Default for WorkloadSpec {
 }
 
 /// A workload file that cannot be used, with its place.
-#[derive(Debug, thiserror::Error)]
-#[error("{path}:{line}: {message}")]
-pub struct SpecError {
-    pub path: String,
-    pub line: usize,
-    pub message: String,
-}
-
-/// The line (1-based) and key an error is about. An unknown key's error spans the whole
-/// table, so that key is looked up by name instead.
-pub(crate) fn locate(
-    text: &str,
-    span: Option<std::ops::Range<usize>>,
-    message: &str,
-) -> (usize, Option<String>) {
-    let key_of = |line: &str| {
-        line.split_once('=')
-            .map(|(key, _)| key.trim().to_string())
-            .filter(|key| !key.is_empty() && !key.starts_with('#'))
-    };
-    if let Some(unknown) = message
-        .strip_prefix("unknown field `")
-        .and_then(|rest| rest.split('`').next())
-    {
-        if let Some((n, line)) = text
-            .lines()
-            .enumerate()
-            .find(|(_, line)| key_of(line).as_deref() == Some(unknown))
-        {
-            return (n + 1, key_of(line));
-        }
-    }
-    match span {
-        Some(span) => {
-            let start = span.start.min(text.len());
-            let line = text[..start].matches('\n').count();
-            (line + 1, text.lines().nth(line).and_then(key_of))
-        }
-        None => (0, None),
-    }
-}
+pub type SpecError = FileError;
 
 impl WorkloadSpec {
     /// Reads a workload file; errors name the file, the line and the field.
     pub fn from_file(path: &Path) -> Result<WorkloadSpec, SpecError> {
+        let spec: WorkloadSpec = tomlfile::read(path)?;
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| SpecError {
-            path: name.clone(),
-            line: 0,
-            message: format!("cannot read: {e}"),
-        })?;
-        Self::from_toml(&text, &name)
+        spec.validate()
+            .map_err(|message| FileError::whole(&name, message))?;
+        Ok(spec)
     }
 
     pub fn from_toml(text: &str, name: &str) -> Result<WorkloadSpec, SpecError> {
-        let spec: WorkloadSpec = toml::from_str(text).map_err(|e| {
-            let message = e.message().trim().to_string();
-            let (line, field) = locate(text, e.span(), &message);
-            SpecError {
-                path: name.to_string(),
-                line,
-                message: match field {
-                    Some(field) if !message.contains(&format!("`{field}`")) => {
-                        format!("field `{field}`: {message}")
-                    }
-                    _ => message,
-                },
-            }
-        })?;
-        spec.validate().map_err(|message| SpecError {
-            path: name.to_string(),
-            line: 0,
-            message,
-        })?;
+        let spec: WorkloadSpec = tomlfile::parse(text, name)?;
+        spec.validate()
+            .map_err(|message| FileError::whole(name, message))?;
         Ok(spec)
     }
 
