@@ -193,14 +193,17 @@ impl Network {
                 };
                 let mut targets = vec![fault.targets[0].clone()];
                 let mut proxies = Vec::new();
+                if self.topology == Topology::Replicated {
+                    // The clients' only way in is the primary's address, whichever server
+                    // the plan named: cut that, and name the primary of the moment.
+                    if let (Some(p), Some(primary)) = (front.get("master-0"), &self.primary) {
+                        targets.push(primary.clone());
+                        proxies.push(p.clone());
+                    }
+                    return (targets, proxies);
+                }
                 for server in &fault.targets[1..] {
-                    // Replicated: the clients' only way in is the primary's address.
-                    let via = if self.topology == Topology::Replicated {
-                        "master-0"
-                    } else {
-                        server.as_str()
-                    };
-                    if let Some(p) = front.get(via) {
+                    if let Some(p) = front.get(server) {
                         targets.push(server.clone());
                         proxies.push(p.clone());
                     }
@@ -223,6 +226,11 @@ impl Network {
             FaultKind::Partition | FaultKind::Latency => {
                 let (targets, proxies) = self.links(fault);
                 if proxies.is_empty() {
+                    tracing::warn!(
+                        "{}: no link to act on ({:?} topology: clients reach servers through Sentinel, or no replicas)",
+                        fault.kind.name(),
+                        self.topology
+                    );
                     return false;
                 }
                 let mut extra = Map::new();

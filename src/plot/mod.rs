@@ -253,6 +253,7 @@ fn closer_of(name: &str) -> Option<&'static str> {
     Some(match name {
         "pause" => "resume",
         "partition" => "heal",
+        "latency" => "heal",
         "kill" => "restart",
         "stop" => "start",
         _ => return None,
