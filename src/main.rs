@@ -280,6 +280,16 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     match runtime.block_on(run(&spec, &schedule, &dir, servers)) {
         Ok(outcome) => {
             let history = outcome.dir.join("history.jsonl");
+            let planned = std::fs::read_to_string(outcome.dir.join("nemesis.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Vec<serde_json::Value>>(&t).ok())
+                .map_or(0, |p| p.len());
+            if planned > 0 {
+                println!(
+                    "nemesis: {}, {planned} faults planned (nemesis.json), all healed before the end",
+                    spec.nemesis.as_deref().unwrap_or("none")
+                );
+            }
             let c = outcome.counts;
             println!(
                 "recorded: {} acquisitions, {} failed attempts, {} indeterminate operations",

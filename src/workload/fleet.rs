@@ -19,7 +19,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
 use crate::cluster;
-use crate::history::{fast_line, EventType, Process};
+use crate::history::{fast_line, Event, EventType, Process};
 
 use super::run::RunError;
 use super::worker::{WorkerCommand, WorkerConfig};
@@ -37,19 +37,23 @@ struct Ledger {
 
 impl Ledger {
     fn note(&mut self, line: &str, total_slots: u64) {
-        let Some(event) = fast_line::parse(line.as_bytes()) else {
-            return;
+        // The workers' own layout parses on the fast path; anything else through serde.
+        let (process, ty, f, key) = match fast_line::parse(line.as_bytes()) {
+            Some(e) => (e.process, e.ty, e.f.to_string(), e.key.map(str::to_string)),
+            None => match serde_json::from_str::<Event>(line) {
+                Ok(e) => (e.process, e.ty, e.f, e.key),
+                Err(_) => return,
+            },
         };
-        let Process::Client(process) = event.process else {
+        let Process::Client(process) = process else {
             return;
         };
         self.max_process = Some(self.max_process.map_or(process, |m| m.max(process)));
         let slot = process % total_slots.max(1);
-        match event.ty {
+        match ty {
             EventType::Invoke => {
                 self.current.insert(slot, process);
-                let key = event.key.unwrap_or_default().to_string();
-                self.pending.insert(process, (event.f.to_string(), key));
+                self.pending.insert(process, (f, key.unwrap_or_default()));
             }
             EventType::Info => {
                 self.pending.remove(&process);
@@ -438,5 +442,15 @@ mod tests {
             Some(&("read".to_string(), "lock:0".to_string()))
         );
         assert_eq!(ledger.max_process, Some(3));
+        // A line in another layout is read too (through serde).
+        ledger.note(
+            r#"{"type":"invoke","f":"release","key":"lock:1","process":6,"time":9,"index":0}"#,
+            4,
+        );
+        assert_eq!(
+            ledger.pending.get(&6),
+            Some(&("release".to_string(), "lock:1".to_string()))
+        );
+        assert_eq!(ledger.current.get(&2), Some(&6));
     }
 }
