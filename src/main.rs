@@ -179,6 +179,11 @@ struct RunArgs {
     redis_sentinel: Option<PathBuf>,
 }
 
+/// How a workload is named in messages: its algorithm.
+fn args_workload_name(spec: &WorkloadSpec) -> String {
+    format!("workload ({})", spec.algorithm)
+}
+
 fn parse_topology(text: &str) -> Result<lockaudit::cluster::Topology, String> {
     serde_json::from_value(serde_json::Value::String(text.to_string()))
         .map_err(|_| "expected single, replicated, sentinel or independent".to_string())
@@ -311,6 +316,9 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
         }
         Err(lockaudit::workload::run::RunError::Schedule(why)) => {
             anyhow::bail!("{}: {why}", spec.nemesis.as_deref().unwrap_or("none"))
+        }
+        Err(lockaudit::workload::run::RunError::Workload(why)) => {
+            anyhow::bail!("{}: {why}", args_workload_name(&spec))
         }
         Err(error) => {
             eprintln!("lockaudit: the run could not be carried out: {error}");

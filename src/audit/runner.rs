@@ -303,7 +303,9 @@ async fn run_cell(
             }
             cell
         }
-        Err(RunError::Schedule(why)) => Cell::error(algorithm, nemesis, expected, why),
+        Err(RunError::Schedule(why) | RunError::Workload(why)) => {
+            Cell::error(algorithm, nemesis, expected, why)
+        }
         Err(e) => Cell::error(algorithm, nemesis, expected, e.to_string()).with_run(dir, seconds),
     }
 }

@@ -252,6 +252,30 @@ impl Conn {
             Err(_) => Err(self.timed_out()),
         }
     }
+
+    /// Runs a script as `eval` does, but an error reply is `Definite` only when
+    /// `changed_nothing` says so; any other is `Unknown`. For scripts that may fail half way:
+    /// Redis keeps the writes a script made before its error (no rollback).
+    pub(crate) async fn eval_classified<T: FromRedisValue>(
+        &mut self,
+        invocation: &ScriptInvocation<'_>,
+        changed_nothing: fn(&RedisError) -> bool,
+    ) -> Result<T, OpError> {
+        let timeout = self.timeout;
+        let conn = self.ensure().await?;
+        match tokio::time::timeout(timeout, invocation.invoke_async::<T>(conn)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                let reply = matches!(e.kind(), ErrorKind::Server(_) | ErrorKind::Extension);
+                let definite = !reply || changed_nothing(&e);
+                match self.failed(e) {
+                    OpError::Definite(m) if !definite => Err(OpError::Unknown(m)),
+                    other => Err(other),
+                }
+            }
+            Err(_) => Err(self.timed_out()),
+        }
+    }
 }
 
 /// Whether an error message is an authentication problem (wrong or missing password).

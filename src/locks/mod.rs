@@ -3,7 +3,9 @@
 //! Each module is one seed algorithm, written the way its source writes it, flaws included:
 //! the point of lockaudit is to show those flaws in a history, so none is "fixed" here.
 //! `connect` builds a client for an algorithm by name; `fenced: true` wraps any of them so
-//! that every successful acquire also takes a fencing token from `INCR`.
+//! that every successful acquire also takes a fencing token from `INCR`. Besides the seven
+//! built-ins, `connect` accepts `lua` (`SCRIPTED`): a lock the workload writes itself as Lua
+//! scripts (`lua_script.rs` documents the calling convention).
 //!
 //! Outcomes follow shared/HISTORY.md: `ok` took effect, `fail` certainly did not, `info`
 //! nobody knows (a timeout, a connection lost after the request was sent). Leases are
@@ -13,6 +15,7 @@
 mod conn;
 mod fenced;
 mod lua_getset;
+mod lua_script;
 mod redlock;
 mod reentrant;
 mod set_nx_px;
@@ -28,6 +31,7 @@ use async_trait::async_trait;
 
 use crate::cluster::{Endpoints, Topology};
 use conn::Conn;
+pub use lua_script::LuaScripts;
 
 /// How an acquire ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +81,8 @@ pub trait LockClient: Send {
     }
 }
 
-/// The algorithms' names, as `connect` and the CLI accept them.
+/// The seven built-in algorithms' names, as `connect` and the CLI accept them (the audit
+/// runs each). `connect` also accepts `SCRIPTED`.
 pub const ALGORITHMS: [&str; 7] = [
     "setnx-del",
     "setnx-expire",
@@ -87,6 +92,20 @@ pub const ALGORITHMS: [&str; 7] = [
     "reentrant",
     "redlock",
 ];
+
+/// The algorithm whose acquire, release and renew are the workload's own Lua scripts
+/// (`LockOptions::scripts`). Not in `ALGORITHMS`: it has no workload of its own to audit.
+pub const SCRIPTED: &str = "lua";
+
+/// Whether `connect` knows `name`: a built-in or `SCRIPTED`.
+pub fn is_known_algorithm(name: &str) -> bool {
+    ALGORITHMS.contains(&name) || name == SCRIPTED
+}
+
+/// The known algorithms for error messages: the built-ins, then `lua`.
+pub fn known_algorithms() -> String {
+    format!("{}, {SCRIPTED}", ALGORITHMS.join(", "))
+}
 
 /// Every named step an algorithm announces through `LockOptions::on_step`, by algorithm.
 /// The nemesis picks a crash point from these (a worker that dies at
@@ -100,6 +119,7 @@ pub fn crash_points(algorithm: &str) -> &'static [&'static str] {
         "set-nx-px" => set_nx_px::STEPS,
         "reentrant" => reentrant::STEPS,
         "redlock" => redlock::STEPS,
+        SCRIPTED => lua_script::STEPS,
         _ => &[],
     }
 }
@@ -150,6 +170,8 @@ pub struct LockOptions {
     /// The step at which the worker means to die (one of `crash_points`); carried here for
     /// the worker's `on_step` hook, which does the dying.
     pub crash_point: Option<String>,
+    /// `lua` only: the scripts' texts (the workload's `scripts`, read from its files).
+    pub scripts: Option<LuaScripts>,
     /// Called with each step name as the client reaches it.
     #[serde(skip)]
     pub on_step: Option<StepHook>,
@@ -176,6 +198,7 @@ impl Default for LockOptions {
             clock_skew_ms: 0,
             op_timeout_ms: 1000,
             crash_point: None,
+            scripts: None,
             on_step: None,
             live_skew_ms: None,
         }
@@ -200,6 +223,7 @@ impl std::fmt::Debug for LockOptions {
             .field("clock_skew_ms", &self.clock_skew_ms)
             .field("op_timeout_ms", &self.op_timeout_ms)
             .field("crash_point", &self.crash_point)
+            .field("scripts", &self.scripts.as_ref().map(|_| "set"))
             .field("on_step", &self.on_step.as_ref().map(|_| "set"))
             .field("live_skew_ms", &self.live_skew_ms)
             .finish()
@@ -277,8 +301,11 @@ impl LockOptions {
 /// Why a client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    #[error("unknown lock algorithm {0:?} (known: {known})", known = ALGORITHMS.join(", "))]
+    #[error("unknown lock algorithm {0:?} (known: {known})", known = known_algorithms())]
     UnknownAlgorithm(String),
+    /// `lua` without scripts, or with a script Redis cannot compile.
+    #[error("lua scripts: {0}")]
+    Scripts(String),
     #[error("bad endpoints: {0}")]
     Endpoints(String),
     #[error("authentication failed: {0}")]
@@ -297,7 +324,7 @@ pub async fn connect(
     endpoints: &Endpoints,
     options: &LockOptions,
 ) -> Result<Box<dyn LockClient>, LockError> {
-    if !ALGORITHMS.contains(&algorithm) {
+    if !is_known_algorithm(algorithm) {
         return Err(LockError::UnknownAlgorithm(algorithm.to_string()));
     }
     let mut options = options.clone();
@@ -329,6 +356,15 @@ pub async fn connect(
             primary(endpoints, &options).await?,
             options.clone(),
         )),
+        SCRIPTED => {
+            let scripts = options.scripts.clone().ok_or_else(|| {
+                LockError::Scripts(
+                    "algorithm \"lua\" without scripts (LockOptions::scripts)".into(),
+                )
+            })?;
+            let conn = primary(endpoints, &options).await?;
+            Box::new(lua_script::LuaScript::connect(conn, options.clone(), &scripts).await?)
+        }
         _ => {
             let masters = redlock_masters(endpoints, &options).await?;
             Box::new(redlock::Redlock::new(masters, options.clone())?)
@@ -484,6 +520,20 @@ mod tests {
                 assert!(p.starts_with(a), "{p}");
             }
         }
+    }
+
+    #[test]
+    fn lua_is_known_but_not_one_of_the_seven() {
+        assert!(is_known_algorithm(SCRIPTED));
+        assert!(is_known_algorithm("redlock"));
+        assert!(!is_known_algorithm("chubby"));
+        assert!(!ALGORITHMS.contains(&SCRIPTED));
+        assert_eq!(
+            crash_points(SCRIPTED),
+            ["lua:after-acquire", "lua:before-release"]
+        );
+        let message = LockError::UnknownAlgorithm("chubby".into()).to_string();
+        assert!(message.ends_with("redlock, lua)"), "{message}");
     }
 
     #[test]

@@ -113,6 +113,7 @@ impl Client {
                 retry_backoff_ms: spec.retry.backoff.0,
                 watchdog: spec.watchdog,
                 fenced: spec.fenced,
+                scripts: spec.lua_scripts(),
                 client_id: format!("client-{}-{:x}", self.process(), self.rng.random::<u64>()),
                 op_timeout_ms: spec.op_timeout.0,
                 on_step: Some(self.crash_hook()),

@@ -37,6 +37,9 @@ pub enum RunError {
     /// The schedule does not fit this run (a target it does not have): bad input.
     #[error("nemesis: {0}")]
     Schedule(String),
+    /// The workload cannot run as written (a Lua script Redis cannot compile): bad input.
+    #[error("{0}")]
+    Workload(String),
 }
 
 /// A run's result: where it went and what the checker said.
@@ -174,6 +177,8 @@ async fn drive(
         serde_json::to_string_pretty(&plan).map_err(|e| RunError::Setup(e.to_string()))?;
     std::fs::write(dir.join("nemesis.json"), plan_text + "\n").map_err(io_error(dir))?;
 
+    check_scripts(spec, endpoints).await?;
+
     let clock = RunClock::start();
     let deadline_ns = (spec.time_limit.0 as i64) * 1_000_000;
     let (events, received) = mpsc::unbounded_channel::<String>();
@@ -278,6 +283,26 @@ async fn drive(
     watch_progress.abort();
     progress.finish_and_clear();
     Ok(counts)
+}
+
+/// A workload's own Lua scripts must compile before any worker starts: a client that
+/// cannot load them would only retry its connection until the time limit.
+async fn check_scripts(spec: &WorkloadSpec, endpoints: &Endpoints) -> Result<(), RunError> {
+    if spec.algorithm != locks::SCRIPTED {
+        return Ok(());
+    }
+    let options = locks::LockOptions {
+        ttl_ms: spec.ttl.0,
+        op_timeout_ms: spec.op_timeout.0,
+        scripts: spec.lua_scripts(),
+        ..locks::LockOptions::default()
+    };
+    match locks::connect(&spec.algorithm, endpoints, &options).await {
+        Ok(_) => Ok(()),
+        Err(e @ locks::LockError::Scripts(_)) => Err(RunError::Workload(e.to_string())),
+        // Unreachable servers and the like are the clients' to meet and record.
+        Err(_) => Ok(()),
+    }
 }
 
 /// The steps a crash point can name for this workload's lock client.

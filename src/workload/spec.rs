@@ -2,13 +2,14 @@
 //! flags override. Every duration is a string such as `"250ms"` or `"30s"`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::audit::Expectation;
 use crate::cluster::Topology;
+use crate::locks::{self, LuaScripts};
 use crate::tomlfile::{self, FileError};
 use crate::units::parse_duration;
 
@@ -83,12 +84,87 @@ pub struct Retry {
     pub backoff: Millis,
 }
 
+/// `algorithm = "lua"`: the workload's own lock scripts (`scripts = { acquire = "a.lua",
+/// release = "r.lua", renew = "n.lua" }`, `renew` optional), files relative to the workload
+/// file's folder. They are read when the workload is read, so the spec that goes to the
+/// workers (and into the run folder's `workload.toml`) carries their texts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptFiles {
+    pub acquire: ScriptFile,
+    pub release: ScriptFile,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew: Option<ScriptFile>,
+}
+
+/// One script: a path as the workload writes it, and once read, the path it was read from and
+/// its text. From a string (the path) or a table `{ path, source }` (as lockaudit writes a
+/// read spec back out: a script with its `source` is not read again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScriptFile {
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for ScriptFile {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            path: String,
+            source: Option<String>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Path(String),
+            Table(Table),
+        }
+        match Form::deserialize(d) {
+            Ok(Form::Path(path)) => Ok(ScriptFile { path, source: None }),
+            Ok(Form::Table(t)) => Ok(ScriptFile {
+                path: t.path,
+                source: t.source,
+            }),
+            Err(_) => Err(serde::de::Error::custom(
+                "expected a path to a Lua file (\"acquire.lua\") or a table { path, source }",
+            )),
+        }
+    }
+}
+
+impl ScriptFiles {
+    /// The scripts by their field names.
+    fn each_mut(&mut self) -> Vec<(&'static str, &mut ScriptFile)> {
+        let mut all = vec![
+            ("acquire", &mut self.acquire),
+            ("release", &mut self.release),
+        ];
+        if let Some(renew) = self.renew.as_mut() {
+            all.push(("renew", renew));
+        }
+        all
+    }
+
+    fn each(&self) -> Vec<(&'static str, &ScriptFile)> {
+        let mut all = vec![("acquire", &self.acquire), ("release", &self.release)];
+        if let Some(renew) = self.renew.as_ref() {
+            all.push(("renew", renew));
+        }
+        all
+    }
+}
+
 /// Everything a run's clients do. Field docs are the TOML keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkloadSpec {
-    /// One of `locks::ALGORITHMS`.
+    /// One of `locks::ALGORITHMS`, or `lua` (`locks::SCRIPTED`) with `scripts`.
     pub algorithm: String,
+    /// `lua` only: the lock's acquire / release / renew scripts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scripts: Option<ScriptFiles>,
     /// Where the lock lives; the algorithm's natural topology if absent.
     pub topology: Option<Topology>,
     /// Masters for the `independent` topology.
@@ -124,6 +200,7 @@ impl Default for WorkloadSpec {
     fn default() -> Self {
         WorkloadSpec {
             algorithm: "set-nx-px".into(),
+            scripts: None,
             topology: None,
             masters: 5,
             clients: 8,
@@ -158,31 +235,80 @@ impl Default for WorkloadSpec {
 pub type SpecError = FileError;
 
 impl WorkloadSpec {
-    /// Reads a workload file; errors name the file, the line and the field.
+    /// Reads a workload file (and its Lua scripts, relative to its folder); errors name the
+    /// file, the line and the field.
     pub fn from_file(path: &Path) -> Result<WorkloadSpec, SpecError> {
-        let spec: WorkloadSpec = tomlfile::read(path)?;
         let name = path.display().to_string();
-        spec.validate()
-            .map_err(|message| FileError::whole(&name, message))?;
-        Ok(spec)
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| FileError::whole(&name, format!("cannot read: {e}")))?;
+        Self::from_toml(&text, &name)
     }
 
+    /// Parses a workload; `name` is its file's path (script paths are relative to its
+    /// folder: the current directory for a bare file name).
     pub fn from_toml(text: &str, name: &str) -> Result<WorkloadSpec, SpecError> {
-        let spec: WorkloadSpec = tomlfile::parse(text, name)?;
+        let mut spec: WorkloadSpec = tomlfile::parse(text, name)?;
+        let base = Path::new(name).parent().unwrap_or(Path::new(""));
+        spec.read_scripts(base)
+            .map_err(|(message, path)| FileError {
+                path: name.to_string(),
+                line: line_mentioning(text, &path),
+                message,
+            })?;
         spec.validate()
             .map_err(|message| FileError::whole(name, message))?;
         Ok(spec)
     }
 
+    /// Reads every script not read yet, from its path relative to `base`. The error names
+    /// the field; with it comes the path as written (to find its line).
+    fn read_scripts(&mut self, base: &Path) -> Result<(), (String, String)> {
+        let Some(scripts) = self.scripts.as_mut() else {
+            return Ok(());
+        };
+        for (field, script) in scripts.each_mut() {
+            if script.source.is_some() {
+                continue;
+            }
+            let full: PathBuf = base.join(&script.path);
+            let text = std::fs::read_to_string(&full).map_err(|e| {
+                (
+                    format!(
+                        "field `scripts.{field}`: cannot read {}: {e}",
+                        full.display()
+                    ),
+                    script.path.clone(),
+                )
+            })?;
+            script.path = full.display().to_string();
+            script.source = Some(text);
+        }
+        Ok(())
+    }
+
+    /// The scripts' texts for the lock clients (`LockOptions::scripts`), once read.
+    pub fn lua_scripts(&self) -> Option<LuaScripts> {
+        let scripts = self.scripts.as_ref()?;
+        Some(LuaScripts {
+            acquire: scripts.acquire.source.clone()?,
+            release: scripts.release.source.clone()?,
+            renew: match &scripts.renew {
+                Some(renew) => Some(renew.source.clone()?),
+                None => None,
+            },
+        })
+    }
+
     /// Checks what the types cannot say.
     pub fn validate(&self) -> Result<(), String> {
-        if !crate::locks::ALGORITHMS.contains(&self.algorithm.as_str()) {
+        if !locks::is_known_algorithm(&self.algorithm) {
             return Err(format!(
                 "field `algorithm`: unknown \"{}\" (known: {})",
                 self.algorithm,
-                crate::locks::ALGORITHMS.join(", ")
+                locks::known_algorithms()
             ));
         }
+        self.validate_scripts()?;
         for (field, value) in [
             ("clients", self.clients),
             ("workers", self.workers),
@@ -213,6 +339,48 @@ impl WorkloadSpec {
         Ok(())
     }
 
+    /// `scripts` goes with `algorithm = "lua"` and the other way round; each read and not
+    /// empty; `watchdog` needs a renew script.
+    fn validate_scripts(&self) -> Result<(), String> {
+        let lua = self.algorithm == locks::SCRIPTED;
+        let Some(scripts) = &self.scripts else {
+            if lua {
+                return Err(format!(
+                    "field `scripts`: algorithm \"{}\" needs scripts = {{ acquire = \"...\", release = \"...\" }} (Lua files, relative to the workload file)",
+                    locks::SCRIPTED
+                ));
+            }
+            return Ok(());
+        };
+        if !lua {
+            return Err(format!(
+                "field `scripts`: only for algorithm = \"{}\" (this workload's algorithm is \"{}\")",
+                locks::SCRIPTED,
+                self.algorithm
+            ));
+        }
+        for (field, script) in scripts.each() {
+            match &script.source {
+                None => {
+                    return Err(format!(
+                        "field `scripts.{field}`: {} was not read",
+                        script.path
+                    ))
+                }
+                Some(text) if text.trim().is_empty() => {
+                    return Err(format!("field `scripts.{field}`: {} is empty", script.path))
+                }
+                Some(_) => {}
+            }
+        }
+        if self.watchdog && scripts.renew.is_none() {
+            return Err(
+                "field `watchdog`: renewing needs a renew script (scripts.renew)".to_string(),
+            );
+        }
+        Ok(())
+    }
+
     /// The topology the algorithm runs on unless the workload says otherwise.
     pub fn topology(&self) -> Topology {
         self.topology.unwrap_or(if self.algorithm == "redlock" {
@@ -221,6 +389,14 @@ impl WorkloadSpec {
             Topology::Single
         })
     }
+}
+
+/// The 1-based line of `text` that mentions `"needle"` (quoted), 0 if none.
+fn line_mentioning(text: &str, needle: &str) -> usize {
+    let quoted = [format!("\"{needle}\""), format!("'{needle}'")];
+    text.lines()
+        .position(|line| quoted.iter().any(|q| line.contains(q.as_str())))
+        .map_or(0, |n| n + 1)
 }
 
 #[cfg(test)]
@@ -273,5 +449,116 @@ retry = { attempts = 3, backoff = "25ms" }
         assert!(error.to_string().contains("ttll"), "{error}");
         let error = WorkloadSpec::from_toml("algorithm = \"chubby\"\n", "w.toml").unwrap_err();
         assert!(error.to_string().contains("field `algorithm`"), "{error}");
+    }
+}
+
+#[cfg(test)]
+mod script_tests {
+    use super::*;
+
+    /// A folder with a workload naming scripts in a subfolder.
+    fn lua_workload(extra: &str, renew: bool) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("lock")).unwrap();
+        std::fs::write(dir.path().join("lock/acquire.lua"), "return 1\n").unwrap();
+        std::fs::write(dir.path().join("lock/release.lua"), "return 1\n").unwrap();
+        let mut text = String::from(
+            "algorithm = \"lua\"\nscripts = { acquire = \"lock/acquire.lua\", release = \"lock/release.lua\"",
+        );
+        if renew {
+            std::fs::write(dir.path().join("lock/renew.lua"), "return 0\n").unwrap();
+            text.push_str(", renew = \"lock/renew.lua\"");
+        }
+        text.push_str(" }\n");
+        text.push_str(extra);
+        std::fs::write(dir.path().join("w.toml"), text).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_lua_workload_reads_its_scripts_relative_to_its_folder() {
+        let dir = lua_workload("watchdog = true\n", true);
+        let spec = WorkloadSpec::from_file(&dir.path().join("w.toml")).unwrap();
+        let scripts = spec.lua_scripts().expect("read");
+        assert_eq!(scripts.acquire, "return 1\n");
+        assert_eq!(scripts.renew.as_deref(), Some("return 0\n"));
+        assert_eq!(spec.topology(), Topology::Single);
+
+        // To a worker as JSON: the texts go along.
+        let json = serde_json::to_string(&spec).unwrap();
+        let back: WorkloadSpec = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.lua_scripts(), Some(scripts.clone()));
+
+        // Into the run folder as TOML, read again from elsewhere once the files are gone.
+        let toml_text = toml::to_string_pretty(&spec).unwrap();
+        drop(dir);
+        let elsewhere = tempfile::tempdir().unwrap();
+        let copy = elsewhere.path().join("workload.toml");
+        std::fs::write(&copy, &toml_text).unwrap();
+        let again = WorkloadSpec::from_file(&copy).unwrap();
+        assert_eq!(again.lua_scripts(), Some(scripts), "{toml_text}");
+        assert_eq!(again, spec);
+    }
+
+    #[test]
+    fn a_missing_script_names_the_file_the_line_and_the_field() {
+        let dir = lua_workload("", false);
+        std::fs::remove_file(dir.path().join("lock/release.lua")).unwrap();
+        let path = dir.path().join("w.toml");
+        let error = WorkloadSpec::from_file(&path).unwrap_err();
+        let text = error.to_string();
+        assert_eq!(error.path, path.display().to_string());
+        assert_eq!(error.line, 2, "{text}");
+        assert!(text.contains("field `scripts.release`"), "{text}");
+        assert!(text.contains("lock/release.lua"), "{text}");
+        assert!(!text.contains("scripts.acquire"), "{text}");
+    }
+
+    #[test]
+    fn lua_and_scripts_go_together() {
+        let error = WorkloadSpec::from_toml("algorithm = \"lua\"\n", "w.toml").unwrap_err();
+        assert!(error.to_string().contains("field `scripts`"), "{error}");
+
+        let dir = lua_workload("", false);
+        let path = dir.path().join("w.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.display().to_string();
+        let other = text.replace("algorithm = \"lua\"", "algorithm = \"set-nx-px\"");
+        let error = WorkloadSpec::from_toml(&other, &name).unwrap_err();
+        assert!(
+            error.to_string().contains("field `scripts`: only for"),
+            "{error}"
+        );
+
+        // A watchdog needs something to renew with.
+        let error =
+            WorkloadSpec::from_toml(&format!("{text}watchdog = true\n"), &name).unwrap_err();
+        assert!(error.to_string().contains("field `watchdog`"), "{error}");
+
+        std::fs::write(dir.path().join("lock/acquire.lua"), "  \n").unwrap();
+        let error = WorkloadSpec::from_toml(&text, &name).unwrap_err();
+        assert!(
+            error.to_string().contains("field `scripts.acquire`"),
+            "{error}"
+        );
+        assert!(error.to_string().contains("is empty"), "{error}");
+
+        let error = WorkloadSpec::from_toml(
+            "algorithm = \"lua\"\nscripts = { acquire = \"a.lua\", release = 3 }\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("field `scripts`"), "{error}");
+        assert!(
+            error.to_string().contains("a path to a Lua file"),
+            "{error}"
+        );
+        assert_eq!(error.line, 2, "{error}");
+    }
+
+    #[test]
+    fn the_known_algorithms_include_lua() {
+        let error = WorkloadSpec::from_toml("algorithm = \"chubby\"\n", "w.toml").unwrap_err();
+        assert!(error.to_string().contains("redlock, lua)"), "{error}");
     }
 }

@@ -1,0 +1,8 @@
+-- reentrant, renew: Redisson's watchdog (renewExpirationAsync), every ttl/3 while held.
+-- KEYS[1] the lock; ARGV[1] the owner; ARGV[2] the ttl in ms.
+-- Returns 1 (extended by the ttl) or 0 (not ours any more).
+if (redis.call('hexists', KEYS[1], ARGV[1]) == 1) then
+    redis.call('pexpire', KEYS[1], ARGV[2]);
+    return 1;
+end;
+return 0;

@@ -1,0 +1,439 @@
+//! `algorithm = "lua"`: locks written as Lua scripts, against real redis-server processes.
+//!
+//! The clients run the example scripts of `examples/lua/` (set-nx-px and Redisson's reentrant
+//! lock, read through their workload files as a run reads them); then the real binary runs
+//! the set-nx-px example end to end, without faults (valid) and under `pause-clients`
+//! (overlap), as the built-in `set-nx-px` does.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lockaudit::cluster::{self, Cluster, ClusterSpec, Endpoints, Topology};
+use lockaudit::locks::{self, Acquired, LockClient, LockError, LockOptions, LuaScripts, Outcome};
+use lockaudit::workload::WorkloadSpec;
+use redis::aio::MultiplexedConnection;
+use serde_json::Value;
+
+struct Servers {
+    cluster: Cluster,
+    _dir: tempfile::TempDir,
+}
+
+async fn start() -> Servers {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = ClusterSpec::new(Topology::Single, dir.path());
+    let cluster = cluster::start(&spec).await.expect("start redis-server");
+    Servers { cluster, _dir: dir }
+}
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/lua")
+        .join(format!("{name}.toml"))
+}
+
+/// The scripts of an example workload, read as `lockaudit run` reads them.
+fn scripts_of(name: &str) -> LuaScripts {
+    let spec = WorkloadSpec::from_file(&example(name)).expect("example workload reads");
+    assert_eq!(spec.algorithm, locks::SCRIPTED);
+    spec.lua_scripts().expect("scripts read")
+}
+
+fn opts(scripts: &LuaScripts, ttl_ms: u64, owner: &str) -> LockOptions {
+    LockOptions {
+        ttl_ms,
+        retry_attempts: 0,
+        op_timeout_ms: 500,
+        client_id: owner.into(),
+        scripts: Some(scripts.clone()),
+        ..LockOptions::default()
+    }
+}
+
+async fn client(endpoints: &Endpoints, options: &LockOptions) -> Box<dyn LockClient> {
+    match locks::connect(locks::SCRIPTED, endpoints, options).await {
+        Ok(c) => c,
+        Err(e) => panic!("lua: connect: {e}"),
+    }
+}
+
+async fn raw(endpoints: &Endpoints) -> MultiplexedConnection {
+    let node = &endpoints.nodes[0];
+    let url = match &endpoints.password {
+        Some(pw) => format!("redis://:{pw}@{}:{}/", node.host, node.port),
+        None => format!("redis://{}:{}/", node.host, node.port),
+    };
+    redis::Client::open(url)
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw connection")
+}
+
+async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .expect("PTTL")
+}
+
+/// The hold count of `owner` in a reentrant lock's hash.
+async fn holds(conn: &mut MultiplexedConnection, key: &str, owner: &str) -> Option<i64> {
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(owner)
+        .query_async(conn)
+        .await
+        .expect("HGET")
+}
+
+fn lease(a: &Acquired) -> Option<i64> {
+    match a {
+        Acquired::Ok { lease_ms, .. } => *lease_ms,
+        other => panic!("expected ok, got {other:?}"),
+    }
+}
+
+fn assert_ok(a: &Acquired, what: &str) {
+    assert!(matches!(a, Acquired::Ok { .. }), "{what}: {a:?}");
+}
+
+fn assert_fail(a: &Acquired, what: &str) {
+    assert!(matches!(a, Acquired::Fail(_)), "{what}: {a:?}");
+}
+
+fn assert_not_ours(o: &Outcome, what: &str) {
+    assert!(matches!(o, Outcome::Fail(_)), "{what}: {o:?}");
+}
+
+const RELEASED: Outcome = Outcome::Ok { lease_ms: None };
+
+#[tokio::test]
+async fn set_nx_px_scripts_exclude_release_renew_and_refuse_a_foreign_release() {
+    let servers = start().await;
+    let ep = servers.cluster.endpoints();
+    let scripts = scripts_of("set-nx-px");
+    let o = LockOptions {
+        watchdog: true,
+        ..opts(&scripts, 300, "owner-a")
+    };
+    let mut a = client(&ep, &o).await;
+    let mut b = client(&ep, &opts(&scripts, 300, "owner-b")).await;
+    assert!(a.renews(), "a renew script and watchdog = true");
+    assert_eq!(a.renew_every(), Some(Duration::from_millis(100)));
+    assert!(!b.renews(), "no watchdog");
+    let key = "lock:x";
+    let mut r = raw(&ep).await;
+
+    let first = a.acquire(key).await;
+    assert!(lease(&first).is_some_and(|l| l >= 300), "{first:?}");
+    let value: String = redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut r)
+        .await
+        .expect("GET");
+    assert_eq!(value.len(), 36, "ARGV[3] is a fresh UUID: {value}");
+    assert_fail(&b.acquire(key).await, "a second client while held");
+    // The second client's release must not free the first one's lock.
+    assert_not_ours(&b.release(key).await, "a foreign release");
+    assert_not_ours(&b.renew(key).await, "a foreign renew");
+    assert_fail(
+        &b.acquire(key).await,
+        "still held after the foreign release",
+    );
+
+    // Renewing keeps it past twice the ttl.
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        match a.renew(key).await {
+            Outcome::Ok { lease_ms: Some(l) } => assert!(l >= 300, "renew lease {l}"),
+            other => panic!("renew: {other:?}"),
+        }
+    }
+    assert_fail(&b.acquire(key).await, "held through renewals");
+    let left = pttl(&mut r, key).await;
+    assert!(left > 0 && left <= 300, "pttl {left}");
+
+    assert_eq!(a.release(key).await, RELEASED);
+    assert_eq!(pttl(&mut r, key).await, -2, "released: the key is gone");
+    assert_not_ours(&a.release(key).await, "a second release");
+    assert_ok(&b.acquire(key).await, "free after the release");
+
+    // Without renewals the lease runs out, and the old holder finds out.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_ok(&a.acquire(key).await, "free after b's lease ran out");
+    assert_not_ours(&b.release(key).await, "b's lease ran out");
+    assert_eq!(a.release(key).await, RELEASED);
+}
+
+#[tokio::test]
+async fn reentrant_scripts_nest_and_count_holds() {
+    let servers = start().await;
+    let ep = servers.cluster.endpoints();
+    let scripts = scripts_of("reentrant");
+    let mut a = client(&ep, &opts(&scripts, 5000, "owner-a")).await;
+    let mut b = client(&ep, &opts(&scripts, 5000, "owner-b")).await;
+    let key = "lock:x";
+    let mut r = raw(&ep).await;
+    assert_ok(&a.acquire(key).await, "first");
+    assert_ok(&a.acquire(key).await, "nested");
+    assert_eq!(
+        holds(&mut r, key, "owner-a").await,
+        Some(2),
+        "ARGV[1] is the owner"
+    );
+    assert_fail(&b.acquire(key).await, "another owner");
+    assert_not_ours(&b.release(key).await, "another owner's release");
+    assert_eq!(a.release(key).await, RELEASED, "inner release");
+    assert_eq!(holds(&mut r, key, "owner-a").await, Some(1));
+    assert_fail(&b.acquire(key).await, "still held once");
+    assert_eq!(a.release(key).await, RELEASED, "outer release");
+    assert_eq!(holds(&mut r, key, "owner-a").await, None, "deleted at zero");
+    assert_not_ours(&a.release(key).await, "a third release is not ours");
+    assert_ok(&b.acquire(key).await, "free after both releases");
+    assert_not_ours(&a.release(key).await, "cannot release another owner's lock");
+}
+
+#[tokio::test]
+async fn steps_are_announced_and_fencing_wraps_a_lua_lock() {
+    let servers = start().await;
+    let ep = servers.cluster.endpoints();
+    let scripts = scripts_of("set-nx-px");
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    let o = LockOptions {
+        fenced: true,
+        on_step: Some(Arc::new(move |s: &str| {
+            log.lock().expect("step log").push(s.to_string());
+        })),
+        ..opts(&scripts, 1000, "owner-a")
+    };
+    let mut a = client(&ep, &o).await;
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        match a.acquire("lock:x").await {
+            Acquired::Ok { token: Some(t), .. } => tokens.push(t),
+            other => panic!("fenced acquire: {other:?}"),
+        }
+        assert_eq!(a.release("lock:x").await, RELEASED);
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    let seen = seen.lock().expect("step log").clone();
+    assert_eq!(
+        seen[..3],
+        [
+            "lua:after-acquire",
+            locks::FENCED_STEP,
+            "lua:before-release"
+        ]
+    );
+    for step in [&seen[0], &seen[2]] {
+        assert!(locks::crash_points(locks::SCRIPTED).contains(&step.as_str()));
+    }
+}
+
+#[tokio::test]
+async fn replies_outside_the_convention_and_script_errors_are_info() {
+    let servers = start().await;
+    let ep = servers.cluster.endpoints();
+    let mut r = raw(&ep).await;
+    // Writes, then fails: Redis keeps the write, so the acquire may have taken the lock.
+    let half_way = LuaScripts {
+        acquire: "redis.call('set', KEYS[1], ARGV[1]); return redis.call('hget', KEYS[1], 'x')"
+            .into(),
+        release: "return 2".into(),
+        renew: Some("return 'yes'".into()),
+    };
+    let mut a = client(&ep, &opts(&half_way, 1000, "owner-a")).await;
+    match a.acquire("lock:x").await {
+        Acquired::Info(m) => assert!(m.contains("WRONGTYPE"), "{m}"),
+        other => panic!("a script error after a write: {other:?}"),
+    }
+    let value: Option<String> = redis::cmd("GET")
+        .arg("lock:x")
+        .query_async(&mut r)
+        .await
+        .expect("GET");
+    assert_eq!(value.as_deref(), Some("owner-a"), "the write stayed");
+    match a.release("lock:x").await {
+        Outcome::Info(m) => assert!(m.contains("returned 2"), "{m}"),
+        other => panic!("release answered 2: {other:?}"),
+    }
+    match a.renew("lock:x").await {
+        Outcome::Info(m) => assert!(m.contains("\"yes\""), "{m}"),
+        other => panic!("renew answered 'yes': {other:?}"),
+    }
+
+    // Redisson's own acquire answers the holder's PTTL when the lock is taken: outside the
+    // convention, so never read as "taken".
+    let redisson = LuaScripts {
+        acquire: "return redis.call('pttl', KEYS[1])".into(),
+        release: "return 1".into(),
+        renew: None,
+    };
+    let mut b = client(&ep, &opts(&redisson, 1000, "owner-b")).await;
+    assert!(!b.renews());
+    assert!(matches!(b.acquire("lock:x").await, Acquired::Info(_)));
+
+    // A script that does not compile is a connect error.
+    let broken = LuaScripts {
+        acquire: "retrun 1".into(),
+        release: "return 1".into(),
+        renew: None,
+    };
+    match locks::connect(locks::SCRIPTED, &ep, &opts(&broken, 1000, "c")).await {
+        Err(LockError::Scripts(m)) => {
+            assert!(
+                m.contains("acquire script") && m.contains("compiling"),
+                "{m}"
+            )
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("connected with a script that does not compile"),
+    }
+    // And `lua` without scripts cannot connect at all.
+    let none = LockOptions {
+        scripts: None,
+        ..opts(&redisson, 1000, "d")
+    };
+    assert!(matches!(
+        locks::connect(locks::SCRIPTED, &ep, &none).await,
+        Err(LockError::Scripts(_))
+    ));
+}
+
+// --- the real binary ---
+
+fn run(name: &str, out: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("run")
+        .arg(format!("examples/lua/{name}.toml"))
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .expect("run lockaudit")
+}
+
+fn report(out: &Path) -> Value {
+    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json");
+    serde_json::from_str(&text).expect("report.json is JSON")
+}
+
+fn kinds(report: &Value) -> Vec<String> {
+    let mut kinds: Vec<String> = report["anomalies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["kind"].as_str().map(str::to_string))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+fn acquisitions(report: &Value) -> u64 {
+    ["lock:0", "lock:1"]
+        .iter()
+        .map(|k| {
+            report["stats"]["per_key"][k]["acquisitions"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+#[test]
+fn the_set_nx_px_example_runs_valid_without_faults() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = run("set-nx-px", &out, &["--time-limit", "4s"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    let report = report(&out);
+    assert_eq!(report["valid"], Value::Bool(true), "{stdout}");
+    assert!(acquisitions(&report) > 0, "no acquisitions: {stdout}");
+    // The run folder's workload carries the scripts' texts, and reads back.
+    let spec = WorkloadSpec::from_file(&out.join("workload.toml")).expect("workload.toml reads");
+    assert!(spec
+        .lua_scripts()
+        .is_some_and(|s| s.acquire.contains("'NX', 'PX'")));
+}
+
+#[test]
+fn the_set_nx_px_example_overlaps_under_client_pauses() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = run(
+        "set-nx-px",
+        &out,
+        &["--nemesis", "pause-clients", "--time-limit", "10s"],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
+    let report = report(&out);
+    let found = kinds(&report);
+    assert!(
+        found.contains(&"overlap".to_string()),
+        "{found:?}\n{stdout}"
+    );
+}
+
+#[test]
+fn a_missing_script_is_bad_input_naming_the_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        "algorithm = \"lua\"\nscripts = { acquire = \"nope.lua\", release = \"nope.lua\" }\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .arg("run")
+        .arg(&workload)
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .output()
+        .expect("run lockaudit");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&workload.display().to_string()), "{stderr}");
+    assert!(stderr.contains("field `scripts.acquire`"), "{stderr}");
+    assert!(!dir.path().join("run").exists(), "no run started");
+}
+
+#[test]
+fn a_script_redis_cannot_compile_stops_the_run_as_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("acquire.lua"), "this is not lua (\n").unwrap();
+    std::fs::write(
+        dir.path().join("release.lua"),
+        "return redis.call('del', KEYS[1])\n",
+    )
+    .unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        "algorithm = \"lua\"\nscripts = { acquire = \"acquire.lua\", release = \"release.lua\" }\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .arg("run")
+        .arg(&workload)
+        .args(["--time-limit", "30s", "--out"])
+        .arg(dir.path().join("run"))
+        .output()
+        .expect("run lockaudit");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("acquire script"), "{stderr}");
+    assert!(stderr.contains("compiling"), "{stderr}");
+    // Stopped before any worker started: nothing was recorded.
+    assert!(!dir.path().join("run/history.jsonl").exists());
+}
