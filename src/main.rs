@@ -43,6 +43,17 @@ enum Command {
         #[arg(long)]
         run: Option<PathBuf>,
     },
+    /// Check an external lock client (an adapter speaking shared/PROTOCOL.md) against a
+    /// fresh redis-server: prints a checklist, exit 0 when every check passes, 1 if not.
+    /// Example: lockaudit adapter-test -- python3 examples/adapters/redis_py_lock.py
+    AdapterTest {
+        /// The redis-server binary (default: found on PATH).
+        #[arg(long)]
+        redis_server: Option<PathBuf>,
+        /// The adapter's argv (after `--`), run without a shell.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        argv: Vec<String>,
+    },
     /// Check a history (JSONL, or Jepsen EDN by its .edn name) and print the verdict.
     Check {
         /// The history file.
@@ -421,17 +432,39 @@ fn run(command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Run(args) => run_workload(args),
         Command::Audit(args) => run_audit(args),
-        Command::Worker { .. } => {
+        Command::Worker { run } => {
             // One thread per worker: the machine's cores are shared by several workers and
             // the servers, and a client spends its time waiting on Redis anyway.
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            let result = runtime.block_on(lockaudit::workload::worker::run_worker());
+            let result = runtime.block_on(lockaudit::workload::worker::run_worker_in(run));
             // The blocking read of stdin never ends on its own: do not wait for it.
             runtime.shutdown_background();
             result?;
             Ok(0)
+        }
+        Command::AdapterTest { redis_server, argv } => {
+            lockaudit::cluster::install_cleanup_handlers();
+            // One thread: the adapters are forked from it, and die with it (PDEATHSIG).
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let checks =
+                runtime.block_on(lockaudit::locks::adapter_test::run(&argv, redis_server))?;
+            for check in &checks {
+                println!("{}", check.line());
+            }
+            let passed = lockaudit::locks::adapter_test::passed(&checks);
+            println!(
+                "{}",
+                if passed {
+                    "adapter-test: passed"
+                } else {
+                    "adapter-test: FAILED"
+                }
+            );
+            Ok(if passed { 0 } else { 1 })
         }
         Command::Check {
             history: path,

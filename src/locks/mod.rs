@@ -12,7 +12,9 @@
 //! counted from the start of the `acquire` / `renew` call and are lower bounds: the key
 //! cannot expire before them as long as the server's clock runs true.
 
+pub mod adapter_test;
 mod conn;
+pub mod external;
 mod fenced;
 mod lua_getset;
 mod lua_script;
@@ -97,14 +99,18 @@ pub const ALGORITHMS: [&str; 7] = [
 /// (`LockOptions::scripts`). Not in `ALGORITHMS`: it has no workload of its own to audit.
 pub const SCRIPTED: &str = "lua";
 
-/// Whether `connect` knows `name`: a built-in or `SCRIPTED`.
+/// The algorithm run by an external program, the workload's `adapter`, speaking the stdio
+/// protocol of shared/PROTOCOL.md (`external.rs`). Not in `ALGORITHMS` either.
+pub const EXTERNAL: &str = "external";
+
+/// Whether `connect` knows `name`: a built-in, `SCRIPTED` or `EXTERNAL`.
 pub fn is_known_algorithm(name: &str) -> bool {
-    ALGORITHMS.contains(&name) || name == SCRIPTED
+    ALGORITHMS.contains(&name) || name == SCRIPTED || name == EXTERNAL
 }
 
-/// The known algorithms for error messages: the built-ins, then `lua`.
+/// The known algorithms for error messages: the built-ins, then `lua` and `external`.
 pub fn known_algorithms() -> String {
-    format!("{}, {SCRIPTED}", ALGORITHMS.join(", "))
+    format!("{}, {SCRIPTED}, {EXTERNAL}", ALGORITHMS.join(", "))
 }
 
 /// Every named step an algorithm announces through `LockOptions::on_step`, by algorithm.
@@ -120,6 +126,7 @@ pub fn crash_points(algorithm: &str) -> &'static [&'static str] {
         "reentrant" => reentrant::STEPS,
         "redlock" => redlock::STEPS,
         SCRIPTED => lua_script::STEPS,
+        EXTERNAL => external::STEPS,
         _ => &[],
     }
 }
@@ -172,6 +179,17 @@ pub struct LockOptions {
     pub crash_point: Option<String>,
     /// `lua` only: the scripts' texts (the workload's `scripts`, read from its files).
     pub scripts: Option<LuaScripts>,
+    /// `external` only: the adapter's argv (program first; never run through a shell).
+    pub adapter: Option<Vec<String>>,
+    /// `external` only: the workload's `adapter_options`, passed as `options` in `init`.
+    pub adapter_options: Option<serde_json::Value>,
+    /// `external` only: an acquire's `wait_ms` (0: try once).
+    pub wait_ms: u64,
+    /// The run folder: an adapter's working directory and where its stderr log goes
+    /// (`adapter-<process>.log`). None: the current directory, stderr discarded.
+    pub run_dir: Option<std::path::PathBuf>,
+    /// The history's process number of this client incarnation (the adapter's `client`).
+    pub process: u64,
     /// Called with each step name as the client reaches it.
     #[serde(skip)]
     pub on_step: Option<StepHook>,
@@ -199,6 +217,11 @@ impl Default for LockOptions {
             op_timeout_ms: 1000,
             crash_point: None,
             scripts: None,
+            adapter: None,
+            adapter_options: None,
+            wait_ms: 0,
+            run_dir: None,
+            process: 0,
             on_step: None,
             live_skew_ms: None,
         }
@@ -224,6 +247,11 @@ impl std::fmt::Debug for LockOptions {
             .field("op_timeout_ms", &self.op_timeout_ms)
             .field("crash_point", &self.crash_point)
             .field("scripts", &self.scripts.as_ref().map(|_| "set"))
+            .field("adapter", &self.adapter)
+            .field("adapter_options", &self.adapter_options)
+            .field("wait_ms", &self.wait_ms)
+            .field("run_dir", &self.run_dir)
+            .field("process", &self.process)
             .field("on_step", &self.on_step.as_ref().map(|_| "set"))
             .field("live_skew_ms", &self.live_skew_ms)
             .finish()
@@ -310,6 +338,9 @@ pub enum LockError {
     Endpoints(String),
     #[error("authentication failed: {0}")]
     Auth(String),
+    /// `external`: the adapter could not be started or did not complete its `init`.
+    #[error("external adapter: {0}")]
+    Adapter(String),
 }
 
 /// Builds a client of `algorithm` on `endpoints`.
@@ -356,6 +387,7 @@ pub async fn connect(
             primary(endpoints, &options).await?,
             options.clone(),
         )),
+        EXTERNAL => Box::new(external::External::connect(endpoints, options.clone()).await?),
         SCRIPTED => {
             let scripts = options.scripts.clone().ok_or_else(|| {
                 LockError::Scripts(
@@ -533,7 +565,12 @@ mod tests {
             ["lua:after-acquire", "lua:before-release"]
         );
         let message = LockError::UnknownAlgorithm("chubby".into()).to_string();
-        assert!(message.ends_with("redlock, lua)"), "{message}");
+        assert!(message.ends_with("redlock, lua, external)"), "{message}");
+        assert!(is_known_algorithm(EXTERNAL));
+        assert_eq!(
+            crash_points(EXTERNAL),
+            ["external:after-acquire", "external:before-release"]
+        );
     }
 
     #[test]

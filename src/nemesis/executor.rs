@@ -484,6 +484,18 @@ impl Executor {
             return; // killed by us, already accounted for
         }
         let remains = targets.fleet.reap(worker).await;
+        if targets.fleet.gave_up(worker) {
+            let why = extra(&[(
+                "cause",
+                json!("its lock client cannot go on (adapter error)"),
+            )]);
+            record_kill(journal, worker, &remains, why);
+            tracing::error!(
+                "{} stopped: its lock adapter answered `error` (see its log); not restarting it",
+                worker_name(worker)
+            );
+            return;
+        }
         let why = match self.armed.remove(&worker) {
             Some(point) => extra(&[("crash_point", json!(point))]),
             None => {

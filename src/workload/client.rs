@@ -37,6 +37,8 @@ pub struct ClientPlan {
     pub deadline_ns: i64,
     /// The worker's crash point and clock skew, set by the nemesis.
     pub controls: Arc<Controls>,
+    /// The run folder (`lockaudit worker --run`): external adapters run and log there.
+    pub run_dir: Option<std::path::PathBuf>,
 }
 
 /// What an acquire came to, for the loop.
@@ -114,6 +116,11 @@ impl Client {
                 watchdog: spec.watchdog,
                 fenced: spec.fenced,
                 scripts: spec.lua_scripts(),
+                adapter: spec.adapter.clone(),
+                adapter_options: spec.adapter_options_json(),
+                wait_ms: spec.wait.map_or(0, |w| w.0),
+                run_dir: self.plan.run_dir.clone(),
+                process: self.process(),
                 client_id: format!("client-{}-{:x}", self.process(), self.rng.random::<u64>()),
                 op_timeout_ms: spec.op_timeout.0,
                 on_step: Some(self.crash_hook()),

@@ -33,6 +33,9 @@ struct Ledger {
     pending: BTreeMap<u64, (String, String)>,
     /// The highest process number seen.
     max_process: Option<u64>,
+    /// The worker's exit code once it ended on its own terms (None: running, or killed by a
+    /// signal).
+    exit_code: Option<i32>,
 }
 
 impl Ledger {
@@ -155,6 +158,14 @@ impl Fleet {
         self.workers.get(worker).and_then(|w| w.pid)
     }
 
+    /// Whether the worker ended on purpose because its lock client cannot go on (an
+    /// external adapter answered `error`): restarting it would only meet the same error.
+    pub fn gave_up(&self, worker: usize) -> bool {
+        self.workers.get(worker).is_some_and(|w| {
+            lock(&w.ledger).exit_code == Some(crate::locks::external::EXIT_ADAPTER_ERROR)
+        })
+    }
+
     /// The worker's live logical processes (one per slot that has done anything).
     pub fn processes(&self, worker: usize) -> Vec<u64> {
         self.workers
@@ -182,6 +193,9 @@ impl Fleet {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .kill_on_drop(true)
+            // Its own process group, shared with the adapters it starts (external lock
+            // clients): faults aimed at the worker reach them too.
+            .process_group(0)
             .spawn()
             .map_err(|e| RunError::Setup(format!("cannot start a worker: {e}")))?;
         let pid = child.id();
@@ -230,8 +244,8 @@ impl Fleet {
             return Remains::default();
         };
         if let Some(pid) = handle.pid {
-            let _ = cluster::signal_child(pid, Signal::SIGCONT);
-            let _ = cluster::signal_child(pid, Signal::SIGKILL);
+            let _ = signal_group(pid, Signal::SIGCONT);
+            let _ = signal_group(pid, Signal::SIGKILL);
         }
         self.reap(worker).await
     }
@@ -309,7 +323,7 @@ impl Fleet {
             return false;
         }
         let Some(pid) = handle.pid else { return false };
-        match cluster::signal_child(pid, signal) {
+        match signal_group(pid, signal) {
             Some(Ok(())) => {
                 handle.state = to;
                 true
@@ -355,8 +369,8 @@ impl Fleet {
             if tokio::time::timeout_at(until, &mut *task).await.is_err() {
                 stragglers += 1;
                 if let Some(pid) = handle.pid {
-                    let _ = cluster::signal_child(pid, Signal::SIGCONT);
-                    let _ = cluster::signal_child(pid, Signal::SIGKILL);
+                    let _ = signal_group(pid, Signal::SIGCONT);
+                    let _ = signal_group(pid, Signal::SIGKILL);
                 }
                 let _ = task.await;
             }
@@ -383,6 +397,20 @@ fn worker_exe() -> Result<PathBuf, RunError> {
     }
     std::env::current_exe()
         .map_err(|e| RunError::Setup(format!("cannot find the lockaudit binary: {e}")))
+}
+
+/// Signals a worker and its process group (the adapters it started): the worker through the
+/// registry (so only while it is still our unreaped child), then the whole group. The group
+/// is signalled only when the worker was, and its id cannot be reused while any member
+/// lives. The result is the worker's.
+fn signal_group(pid: u32, signal: Signal) -> Option<Result<(), nix::errno::Errno>> {
+    let result = cluster::signal_child(pid, signal)?;
+    if result.is_ok() {
+        if let Ok(pgid) = i32::try_from(pid) {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), signal);
+        }
+    }
+    Some(result)
 }
 
 fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
@@ -412,6 +440,9 @@ async fn pump(
     }
     let status = child.wait().await;
     tracing::debug!("worker {worker} ended: {status:?}");
+    if let Ok(status) = &status {
+        lock(&ledger).exit_code = status.code();
+    }
     let _ = exits.send(worker);
 }
 

@@ -165,6 +165,18 @@ pub struct WorkloadSpec {
     /// `lua` only: the lock's acquire / release / renew scripts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scripts: Option<ScriptFiles>,
+    /// `external` only: the adapter's argv (never through a shell). A relative element
+    /// that contains a `/` and names an existing file next to the workload file is made
+    /// absolute when the workload is read (adapters run in the run folder).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<Vec<String>>,
+    /// `external` only: a free-form table, the `options` of the adapter's `init`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter_options: Option<toml::Table>,
+    /// `external` only: how long an acquire may wait for the lock (`wait_ms`; default 0,
+    /// try once). Shorter than `op_timeout`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait: Option<Millis>,
     /// Where the lock lives; the algorithm's natural topology if absent.
     pub topology: Option<Topology>,
     /// Masters for the `independent` topology.
@@ -201,6 +213,9 @@ impl Default for WorkloadSpec {
         WorkloadSpec {
             algorithm: "set-nx-px".into(),
             scripts: None,
+            adapter: None,
+            adapter_options: None,
+            wait: None,
             topology: None,
             masters: 5,
             clients: 8,
@@ -255,9 +270,55 @@ impl WorkloadSpec {
                 line: line_mentioning(text, &path),
                 message,
             })?;
+        spec.resolve_adapter(base).map_err(|message| FileError {
+            path: name.to_string(),
+            line: line_starting(text, "adapter"),
+            message,
+        })?;
         spec.validate()
             .map_err(|message| FileError::whole(name, message))?;
         Ok(spec)
+    }
+
+    /// Makes the adapter's relative paths absolute (against `base`, the workload's folder)
+    /// and checks that its program exists: a relative path with a `/` must name a file
+    /// there, a bare name must be on PATH.
+    fn resolve_adapter(&mut self, base: &Path) -> Result<(), String> {
+        let Some(argv) = self.adapter.as_mut() else {
+            return Ok(());
+        };
+        let Some(program) = argv.first().cloned() else {
+            return Err("field `adapter`: an empty argv (want [\"program\", \"arg\", ...])".into());
+        };
+        let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
+        for (i, arg) in argv.iter_mut().enumerate() {
+            let path = Path::new(arg.as_str());
+            if !arg.contains('/') || path.is_absolute() || arg.starts_with('-') {
+                continue;
+            }
+            let full = base.join(path);
+            if full.exists() {
+                *arg = full.display().to_string();
+            } else if i == 0 {
+                return Err(format!(
+                    "field `adapter`: the program {} does not exist",
+                    full.display()
+                ));
+            }
+        }
+        if !program.contains('/') && !on_path(&program) {
+            return Err(format!(
+                "field `adapter`: the program {program:?} is not on PATH"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The lock clients' view of the adapter's `options` (JSON).
+    pub fn adapter_options_json(&self) -> Option<serde_json::Value> {
+        self.adapter_options
+            .as_ref()
+            .and_then(|t| serde_json::to_value(t).ok())
     }
 
     /// Reads every script not read yet, from its path relative to `base`. The error names
@@ -309,6 +370,7 @@ impl WorkloadSpec {
             ));
         }
         self.validate_scripts()?;
+        self.validate_adapter()?;
         for (field, value) in [
             ("clients", self.clients),
             ("workers", self.workers),
@@ -381,6 +443,52 @@ impl WorkloadSpec {
         Ok(())
     }
 
+    /// `adapter` goes with `algorithm = "external"` and the other way round;
+    /// `adapter_options` and `wait` only with it; `wait` shorter than `op_timeout`.
+    fn validate_adapter(&self) -> Result<(), String> {
+        let external = self.algorithm == locks::EXTERNAL;
+        match &self.adapter {
+            None if external => {
+                return Err(format!(
+                    "field `adapter`: algorithm \"{}\" needs adapter = [\"program\", \"arg\", ...] (the lock client's argv)",
+                    locks::EXTERNAL
+                ))
+            }
+            Some(_) if !external => {
+                return Err(format!(
+                    "field `adapter`: only for algorithm = \"{}\" (this workload's algorithm is \"{}\")",
+                    locks::EXTERNAL, self.algorithm
+                ))
+            }
+            Some(argv) if argv.first().is_none_or(|p| p.is_empty()) => {
+                return Err("field `adapter`: an empty program".into())
+            }
+            _ => {}
+        }
+        if !external {
+            for (field, set) in [
+                ("adapter_options", self.adapter_options.is_some()),
+                ("wait", self.wait.is_some()),
+            ] {
+                if set {
+                    return Err(format!(
+                        "field `{field}`: only for algorithm = \"{}\"",
+                        locks::EXTERNAL
+                    ));
+                }
+            }
+        }
+        if let Some(wait) = self.wait {
+            if wait.0 >= self.op_timeout.0 {
+                return Err(format!(
+                    "field `wait`: {} ms is not shorter than op_timeout ({} ms): every waiting acquire would time out",
+                    wait.0, self.op_timeout.0
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The topology the algorithm runs on unless the workload says otherwise.
     pub fn topology(&self) -> Topology {
         self.topology.unwrap_or(if self.algorithm == "redlock" {
@@ -389,6 +497,29 @@ impl WorkloadSpec {
             Topology::Single
         })
     }
+}
+
+/// Whether `program` is an executable file in one of PATH's folders.
+fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(path) = std::env::var_os("PATH") else {
+        return false;
+    };
+    std::env::split_paths(&path).any(|dir| {
+        std::fs::metadata(dir.join(program))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// The 1-based line of `text` that starts with `field` (0 if none).
+fn line_starting(text: &str, field: &str) -> usize {
+    text.lines()
+        .position(|line| {
+            line.trim_start()
+                .strip_prefix(field)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map_or(0, |n| n + 1)
 }
 
 /// The 1-based line of `text` that mentions `"needle"` (quoted), 0 if none.
@@ -559,6 +690,73 @@ mod script_tests {
     #[test]
     fn the_known_algorithms_include_lua() {
         let error = WorkloadSpec::from_toml("algorithm = \"chubby\"\n", "w.toml").unwrap_err();
-        assert!(error.to_string().contains("redlock, lua)"), "{error}");
+        assert!(
+            error.to_string().contains("redlock, lua, external)"),
+            "{error}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod adapter_tests {
+    use super::*;
+
+    #[test]
+    fn an_external_workload_resolves_its_adapter_next_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.py"), "print()\n").unwrap();
+        let text = "algorithm = \"external\"\nadapter = [\"python3\", \"./a.py\", \"--flag\"]\nadapter_options = { x = 1, name = \"n\" }\nwait = \"100ms\"\n";
+        std::fs::write(dir.path().join("w.toml"), text).unwrap();
+        let spec = WorkloadSpec::from_file(&dir.path().join("w.toml")).unwrap();
+        let argv = spec.adapter.clone().unwrap();
+        assert_eq!(argv[0], "python3");
+        assert!(Path::new(&argv[1]).is_absolute(), "{argv:?}");
+        assert!(argv[1].ends_with("a.py"), "{argv:?}");
+        assert_eq!(argv[2], "--flag");
+        assert_eq!(
+            spec.adapter_options_json(),
+            Some(serde_json::json!({ "x": 1, "name": "n" }))
+        );
+        assert_eq!(spec.wait, Some(Millis(100)));
+        // To a worker as JSON and into the run folder as TOML.
+        let json = serde_json::to_string(&spec).unwrap();
+        assert_eq!(serde_json::from_str::<WorkloadSpec>(&json).unwrap(), spec);
+        let toml_text = toml::to_string_pretty(&spec).unwrap();
+        assert_eq!(
+            WorkloadSpec::from_toml(&toml_text, "elsewhere/w.toml").unwrap(),
+            spec
+        );
+    }
+
+    #[test]
+    fn external_and_adapter_go_together() {
+        let error = WorkloadSpec::from_toml("algorithm = \"external\"\n", "w.toml").unwrap_err();
+        assert!(error.to_string().contains("field `adapter`"), "{error}");
+        let error = WorkloadSpec::from_toml("adapter = [\"true\"]\n", "w.toml").unwrap_err();
+        assert!(error.to_string().contains("only for"), "{error}");
+        let error = WorkloadSpec::from_toml("wait = \"1ms\"\n", "w.toml").unwrap_err();
+        assert!(error.to_string().contains("field `wait`"), "{error}");
+        let error = WorkloadSpec::from_toml(
+            "algorithm = \"external\"\nadapter = [\"no-such-program-xyz\"]\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("not on PATH"), "{error}");
+        assert_eq!(error.line, 2, "{error}");
+        let error = WorkloadSpec::from_toml(
+            "algorithm = \"external\"\nadapter = [\"./missing.py\"]\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("does not exist"), "{error}");
+        let error = WorkloadSpec::from_toml("algorithm = \"external\"\nadapter = []\n", "w.toml")
+            .unwrap_err();
+        assert!(error.to_string().contains("empty argv"), "{error}");
+        let error = WorkloadSpec::from_toml(
+            "algorithm = \"external\"\nadapter = [\"true\"]\nwait = \"5s\"\nop_timeout = \"1s\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("not shorter"), "{error}");
     }
 }

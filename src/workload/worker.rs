@@ -126,6 +126,12 @@ impl EventSink {
 /// Runs the worker: reads its config from stdin, streams events to stdout until its clients
 /// are done or stdin closes.
 pub async fn run_worker() -> anyhow::Result<()> {
+    run_worker_in(None).await
+}
+
+/// `run_worker` for the run folder `run` (`lockaudit worker --run DIR`), where external lock
+/// clients' adapters run and log.
+pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
     let mut line = String::new();
     stdin.read_line(&mut line).await?;
@@ -148,6 +154,7 @@ pub async fn run_worker() -> anyhow::Result<()> {
             clock,
             deadline_ns: config.deadline_ns,
             controls: controls.clone(),
+            run_dir: run.clone(),
         };
         clients.spawn(Client::new(plan, sink.clone()).run());
     }

@@ -1,0 +1,253 @@
+//! `lockaudit adapter-test -- ARGV…`: checks an external lock client (an adapter,
+//! shared/PROTOCOL.md) against a fresh single redis-server before it is audited: the
+//! handshake, the shapes of its replies, that a held lock refuses a second client, that a
+//! release of a lock not held fails, and that an unknown request gets an `error` reply.
+//!
+//! Two adapter processes play two clients; both run in the current directory (so relative
+//! paths in the argv work) with their stderr in a temporary folder, quoted on failure.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::external::{Adapter, Reply};
+use crate::cluster::{self, ClusterSpec, Endpoints, Topology};
+
+/// One line of the checklist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub name: String,
+    /// None: skipped (an optional feature the adapter declines).
+    pub passed: Option<bool>,
+    pub detail: String,
+}
+
+impl Check {
+    /// `✓ name`, `✗ name: detail`, `– name: detail`.
+    pub fn line(&self) -> String {
+        let mark = match self.passed {
+            Some(true) => "✓",
+            Some(false) => "✗",
+            None => "–",
+        };
+        if self.detail.is_empty() {
+            format!("{mark} {}", self.name)
+        } else {
+            format!("{mark} {}: {}", self.name, self.detail)
+        }
+    }
+}
+
+/// The checklist's verdict: every check passed or was skipped.
+pub fn passed(checks: &[Check]) -> bool {
+    checks.iter().all(|c| c.passed != Some(false))
+}
+
+/// How long each request may take (init included: an interpreter may start slowly).
+const PATIENCE: Duration = Duration::from_secs(10);
+
+const KEY: &str = "adapter-test:lock";
+const TTL_MS: u64 = 5000;
+
+/// Starts a redis-server (`redis_server`: the binary, default from PATH) in a temporary
+/// folder, runs the checks against `argv`, stops the server.
+pub async fn run(argv: &[String], redis_server: Option<PathBuf>) -> anyhow::Result<Vec<Check>> {
+    let dir = std::env::temp_dir().join(format!(
+        "lockaudit-adapter-test-{}-{:x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    let mut spec = ClusterSpec::new(Topology::Single, &dir);
+    spec.redis_server = redis_server;
+    let checks = match cluster::start(&spec).await {
+        Ok(cluster) => {
+            let endpoints = cluster.endpoints();
+            let checks = check_adapter(argv, &endpoints, &dir).await;
+            cluster.shutdown().await;
+            Ok(checks)
+        }
+        Err(e) => Err(anyhow::anyhow!("cannot start redis-server: {e}")),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    checks
+}
+
+struct Checklist(Vec<Check>);
+
+impl Checklist {
+    fn add(&mut self, name: &str, result: Result<String, String>) -> bool {
+        let (passed, detail) = match result {
+            Ok(detail) => (Some(true), detail),
+            Err(detail) => (Some(false), detail),
+        };
+        self.0.push(Check {
+            name: name.into(),
+            passed,
+            detail,
+        });
+        passed == Some(true)
+    }
+
+    fn skip(&mut self, name: &str, why: String) {
+        self.0.push(Check {
+            name: name.into(),
+            passed: None,
+            detail: why,
+        });
+    }
+}
+
+/// Sends `request`, expects a reply of type `want`.
+async fn expect(adapter: &mut Adapter, request: Value, want: &str) -> Result<Reply, String> {
+    let reply = adapter.request(request, PATIENCE).await?;
+    if reply.ty == want {
+        Ok(reply)
+    } else {
+        Err(format!(
+            "expected {want:?}, got {}",
+            Value::Object(reply.body.clone())
+        ))
+    }
+}
+
+fn is_bool(reply: &Reply, field: &str) -> Result<(), String> {
+    match reply.body.get(field) {
+        Some(Value::Bool(_)) => Ok(()),
+        other => Err(format!("`{field}` is {other:?}, not a boolean")),
+    }
+}
+
+/// Checks `token` (null or an integer) and `lease_ms` (an integer ≥ 0) of an ok.
+fn ok_shape(reply: &Reply, token: bool) -> Result<String, String> {
+    let mut detail = Vec::new();
+    if token {
+        match reply.body.get("token") {
+            Some(Value::Null) => detail.push("token null".to_string()),
+            Some(v) if v.as_i64().is_some() => detail.push(format!("token {v}")),
+            other => return Err(format!("`token` is {other:?}: null or an integer")),
+        }
+    }
+    match reply.body.get("lease_ms") {
+        Some(v) if v.as_i64().is_some_and(|n| n >= 0) => detail.push(format!("lease_ms {v}")),
+        other => return Err(format!("`lease_ms` is {other:?}: an integer ≥ 0")),
+    }
+    Ok(detail.join(", "))
+}
+
+fn start(argv: &[String], dir: &Path, name: &str) -> Result<Adapter, String> {
+    let log = dir.join(format!("adapter-{name}.log"));
+    Adapter::spawn(argv, None, Some(&log))
+}
+
+/// The checks, in order; a client whose adapter broke fails its later checks.
+pub async fn check_adapter(argv: &[String], endpoints: &Endpoints, dir: &Path) -> Vec<Check> {
+    let mut list = Checklist(Vec::new());
+    let init = |client: u64| super::external::init_request(client, endpoints, json!({}));
+
+    let mut a = match start(argv, dir, "a") {
+        Ok(a) => a,
+        Err(e) => {
+            list.add("starts", Err(e));
+            return list.0;
+        }
+    };
+    let hello = expect(&mut a, init(0), "init_ok").await.and_then(|r| {
+        let name = r
+            .body
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or("`name` is not a string")?
+            .to_string();
+        is_bool(&r, "fencing")?;
+        is_bool(&r, "reentrant")?;
+        Ok(format!(
+            "{name:?}, fencing {}, reentrant {}",
+            r.body["fencing"], r.body["reentrant"]
+        ))
+    });
+    if !list.add("init → init_ok with name, fencing, reentrant", hello) {
+        return list.0;
+    }
+
+    let acquire = json!({ "type": "acquire", "key": KEY, "ttl_ms": TTL_MS, "wait_ms": 0 });
+    let took = expect(&mut a, acquire.clone(), "ok")
+        .await
+        .and_then(|r| ok_shape(&r, true));
+    list.add("acquire of a free key → ok with token, lease_ms", took);
+
+    let mut b = start(argv, dir, "b");
+    let second = match b.as_mut() {
+        Ok(b) => match expect(b, init(1), "init_ok").await {
+            Ok(_) => expect(b, acquire.clone(), "fail")
+                .await
+                .map(|r| format!("{}", r.body.get("error").unwrap_or(&Value::Null))),
+            Err(e) => Err(format!("the second client's init: {e}")),
+        },
+        Err(e) => Err(e.clone()),
+    };
+    list.add("a second client's acquire of the held key → fail", second);
+
+    let renew = json!({ "type": "renew", "key": KEY, "ttl_ms": TTL_MS });
+    match a.request(renew, PATIENCE).await {
+        Ok(r) if r.ty == "ok" => {
+            list.add(
+                "renew of the held key → ok with lease_ms",
+                ok_shape(&r, false),
+            );
+        }
+        Ok(r) if r.ty == "error" => list.skip(
+            "renew",
+            format!(
+                "not supported ({})",
+                r.body.get("error").unwrap_or(&Value::Null)
+            ),
+        ),
+        Ok(r) => {
+            list.add(
+                "renew of the held key → ok with lease_ms",
+                Err(format!("got {}", Value::Object(r.body))),
+            );
+        }
+        Err(e) => {
+            list.add("renew of the held key → ok with lease_ms", Err(e));
+        }
+    }
+
+    let release = json!({ "type": "release", "key": KEY });
+    let released = expect(&mut a, release.clone(), "ok")
+        .await
+        .map(|_| String::new());
+    list.add("release of the held key → ok", released);
+
+    let again = expect(&mut a, release.clone(), "fail")
+        .await
+        .map(|r| format!("{}", r.body.get("error").unwrap_or(&Value::Null)));
+    list.add("release of a key not held → fail", again);
+
+    let retaken = match b.as_mut() {
+        Ok(b) => match expect(b, acquire.clone(), "ok").await {
+            Ok(r) => match ok_shape(&r, true) {
+                Ok(shape) => expect(b, release.clone(), "ok").await.map(|_| shape),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e.clone()),
+    };
+    list.add(
+        "after the release, the second client acquires and releases → ok",
+        retaken,
+    );
+
+    let unknown = json!({ "type": "frobnicate", "key": KEY });
+    let refused = expect(&mut a, unknown, "error")
+        .await
+        .map(|r| format!("{}", r.body.get("error").unwrap_or(&Value::Null)));
+    list.add("an unknown request → error", refused);
+
+    // Both adapters are SIGKILLed as they drop.
+    list.0
+}

@@ -1,0 +1,589 @@
+//! `external`: a lock client in another program (an *adapter*), driven over the stdio
+//! protocol of shared/PROTOCOL.md (version 1): JSON requests on its stdin, one JSON reply
+//! line per request on its stdout, free text on stderr (appended to
+//! `<run>/adapter-<process>.log`).
+//!
+//! One adapter process per lock client, that is per client incarnation (a process of the
+//! history): `connect` starts it (argv from the workload's `adapter`, never through a shell;
+//! the run folder as its working directory; `PR_SET_PDEATHSIG = SIGKILL`, so it dies with
+//! its worker; in the worker's process group, so pauses and kills aimed at the worker hit it
+//! too), sends `init` and waits for `init_ok` within the operation timeout, or
+//! `INIT_PATIENCE` (10 s) if that is longer: an interpreter's start is no operation. Dropping the
+//! client SIGKILLs the adapter (tokio reaps it).
+//!
+//! Any protocol failure (a reply that does not parse, a reply to another id, a line longer
+//! than `MAX_LINE`, end of output, no reply within the operation timeout) makes the pending
+//! operation `info`, its error quoting the adapter's last stderr lines; the client loop then
+//! retires the process and connects a fresh adapter. An `error` reply (the adapter could not
+//! even try) is `info` too, and a worker then stops: it logs the message and exits (status
+//! 3) shortly after, so that the `info` reaches the history first.
+//!
+//! Crash points: `external:after-acquire` (after an acquire that came back `ok`) and
+//! `external:before-release`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Map, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use super::{Acquired, LockClient, LockError, LockOptions, Outcome};
+use crate::cluster::Endpoints;
+
+/// The named steps (crash points).
+pub(crate) const STEPS: &[&str] = &["external:after-acquire", "external:before-release"];
+
+/// The longest reply line read (longer: a protocol failure).
+pub const MAX_LINE: usize = 1 << 20;
+
+/// How many of the adapter's last stderr lines an error quotes.
+const TAIL_LINES: usize = 5;
+
+/// The least time `init` may take: starting an interpreter and importing a client library
+/// takes seconds on a busy machine, and no operation waits on it (nothing is recorded).
+pub const INIT_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The exit status of a worker whose adapter answered `error`.
+pub const EXIT_ADAPTER_ERROR: i32 = 3;
+
+/// What an adapter said about itself in `init_ok`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    pub name: String,
+    pub fencing: bool,
+    pub reentrant: bool,
+}
+
+/// One reply, checked for `in_reply_to` and `type`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub ty: String,
+    pub body: Map<String, Value>,
+}
+
+impl Reply {
+    fn error_text(&self) -> String {
+        match self.body.get("error") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => self.ty.clone(),
+        }
+    }
+}
+
+/// A running adapter process and its pipes. Dropping it SIGKILLs the process.
+pub struct Adapter {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+    log: Option<PathBuf>,
+    program: String,
+    /// Set by the first protocol failure: nothing more is sent.
+    broken: Option<String>,
+}
+
+impl Adapter {
+    /// Starts `argv` in `cwd` (None: the current directory), stderr appended to `log`
+    /// (None: discarded). The error says clearly when the program is missing.
+    pub fn spawn(
+        argv: &[String],
+        cwd: Option<&Path>,
+        log: Option<&Path>,
+    ) -> Result<Adapter, String> {
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| "the adapter's argv is empty".to_string())?;
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| format!("cannot open the adapter log {}: {e}", path.display()))?,
+            ),
+            None => Stdio::null(),
+        };
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .kill_on_drop(true);
+        if let Some(dir) = cwd {
+            command.current_dir(dir);
+        }
+        // SAFETY: the closure only calls prctl(2), which is async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command.spawn().map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                format!("cannot start the adapter: program {program:?} not found (argv {argv:?})")
+            } else {
+                format!("cannot start the adapter {argv:?}: {e}")
+            }
+        })?;
+        let stdin = child.stdin.take().ok_or("the adapter has no stdin")?;
+        let stdout = child.stdout.take().ok_or("the adapter has no stdout")?;
+        Ok(Adapter {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+            next_id: 0,
+            log: log.map(Path::to_path_buf),
+            program: program.clone(),
+            broken: None,
+        })
+    }
+
+    /// The OS process id (None once reaped).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// The last lines of the adapter's stderr log, joined with ` | ` ("" if none).
+    pub fn stderr_tail(&self) -> String {
+        let Some(path) = &self.log else {
+            return String::new();
+        };
+        let Ok(bytes) = std::fs::read(path) else {
+            return String::new();
+        };
+        // Only the end of a long log.
+        let start = bytes.len().saturating_sub(8192);
+        let text = String::from_utf8_lossy(&bytes[start..]);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let from = lines.len().saturating_sub(TAIL_LINES);
+        lines[from..]
+            .iter()
+            .map(|l| l.chars().take(300).collect::<String>())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+
+    /// `what` with the stderr tail appended.
+    pub fn with_tail(&self, what: &str) -> String {
+        let tail = self.stderr_tail();
+        if tail.is_empty() {
+            format!("adapter {}: {what}", self.program)
+        } else {
+            format!("adapter {}: {what}; its stderr: {tail}", self.program)
+        }
+    }
+
+    /// Sends `request` (an object without `id`; the id is added) and reads its reply within
+    /// `timeout`. Any failure marks the adapter broken and returns why (stderr tail
+    /// included).
+    pub async fn request(&mut self, request: Value, timeout: Duration) -> Result<Reply, String> {
+        if let Some(why) = &self.broken {
+            return Err(why.clone());
+        }
+        let result = match tokio::time::timeout(timeout, self.exchange(request)).await {
+            Ok(result) => result,
+            Err(_) => Err(format!("no reply within {} ms", timeout.as_millis())),
+        };
+        result.map_err(|what| {
+            let why = self.with_tail(&what);
+            self.broken = Some(why.clone());
+            why
+        })
+    }
+
+    async fn exchange(&mut self, request: Value) -> Result<Reply, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut object = match request {
+            Value::Object(o) => o,
+            other => return Err(format!("not an object: {other}")),
+        };
+        object.insert("id".into(), json!(id));
+        let mut line = Value::Object(object).to_string();
+        line.push('\n');
+        self.stdin
+            .write_all(line.as_bytes())
+            .await
+            .map_err(|e| format!("cannot write the request (exited?): {e}"))?;
+        self.stdin
+            .flush()
+            .await
+            .map_err(|e| format!("cannot write the request (exited?): {e}"))?;
+        let raw = match read_line_bounded(&mut self.stdout, MAX_LINE).await {
+            Ok(Some(raw)) => raw,
+            Ok(None) => {
+                // Give the exit status a moment to be there, for the message.
+                let status =
+                    tokio::time::timeout(Duration::from_millis(100), self.child.wait()).await;
+                return Err(match status {
+                    Ok(Ok(s)) => format!("exited ({s}) without replying"),
+                    _ => "closed its stdout without replying".to_string(),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        parse_reply(&raw, id)
+    }
+
+    /// Sends `init` and waits for `init_ok`.
+    pub async fn init(
+        &mut self,
+        client: u64,
+        endpoints: &Endpoints,
+        options: Value,
+        timeout: Duration,
+    ) -> Result<Hello, String> {
+        let request = init_request(client, endpoints, options);
+        let reply = self.request(request, timeout).await?;
+        if reply.ty != "init_ok" {
+            let why = self.with_tail(&format!(
+                "answered init with {:?}: {}",
+                reply.ty,
+                reply.error_text()
+            ));
+            self.broken = Some(why.clone());
+            return Err(why);
+        }
+        Ok(Hello {
+            name: reply
+                .body
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            fencing: reply.body.get("fencing").and_then(Value::as_bool) == Some(true),
+            reentrant: reply.body.get("reentrant").and_then(Value::as_bool) == Some(true),
+        })
+    }
+}
+
+/// The `init` request (without its id) for `client` on `endpoints`.
+pub fn init_request(client: u64, endpoints: &Endpoints, options: Value) -> Value {
+    let password = endpoints.password.clone();
+    let nodes: Vec<Value> = endpoints
+        .nodes
+        .iter()
+        .map(|n| json!({ "host": n.host, "port": n.port, "password": password }))
+        .collect();
+    let sentinels: Vec<Value> = endpoints
+        .sentinels
+        .iter()
+        .map(|n| json!({ "host": n.host, "port": n.port }))
+        .collect();
+    let topology = serde_json::to_value(endpoints.topology).unwrap_or(Value::Null);
+    json!({
+        "type": "init",
+        "client": client,
+        "topology": topology,
+        "nodes": nodes,
+        "sentinels": sentinels,
+        "master_name": endpoints.master_name,
+        "options": if options.is_null() { json!({}) } else { options },
+    })
+}
+
+/// One line (without its `\n`) of at most `max` bytes; None at end of output. A longer line
+/// is an error.
+async fn read_line_bounded(
+    reader: &mut BufReader<ChildStdout>,
+    max: usize,
+) -> Result<Option<Vec<u8>>, String> {
+    let mut line = Vec::new();
+    loop {
+        let buf = reader
+            .fill_buf()
+            .await
+            .map_err(|e| format!("cannot read its reply: {e}"))?;
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        match memchr::memchr(b'\n', buf) {
+            Some(i) => {
+                line.extend_from_slice(&buf[..i]);
+                reader.consume(i + 1);
+                if line.len() > max {
+                    return Err(format!("a reply line longer than {max} bytes"));
+                }
+                return Ok(Some(line));
+            }
+            None => {
+                let n = buf.len();
+                line.extend_from_slice(buf);
+                reader.consume(n);
+                if line.len() > max {
+                    return Err(format!("a reply line longer than {max} bytes"));
+                }
+            }
+        }
+    }
+}
+
+/// Checks a reply line: a JSON object answering `id`, with a string `type`.
+fn parse_reply(raw: &[u8], id: u64) -> Result<Reply, String> {
+    let shown = || {
+        let text = String::from_utf8_lossy(raw);
+        let short: String = text.chars().take(200).collect();
+        if short.len() < text.len() {
+            format!("{short:?}…")
+        } else {
+            format!("{short:?}")
+        }
+    };
+    let value: Value = serde_json::from_slice(raw)
+        .map_err(|e| format!("a reply that is not JSON ({e}): {}", shown()))?;
+    let Value::Object(body) = value else {
+        return Err(format!("a reply that is not a JSON object: {}", shown()));
+    };
+    match body.get("in_reply_to").and_then(Value::as_u64) {
+        Some(n) if n == id => {}
+        _ => {
+            return Err(format!(
+                "a reply with in_reply_to {} to request {id}: {}",
+                body.get("in_reply_to").unwrap_or(&Value::Null),
+                shown()
+            ))
+        }
+    }
+    let Some(ty) = body.get("type").and_then(Value::as_str).map(str::to_string) else {
+        return Err(format!("a reply without a string `type`: {}", shown()));
+    };
+    Ok(Reply { ty, body })
+}
+
+/// A lease from an `ok` reply: absent or null, none promised; an integer ≥ 0.
+fn lease_of(reply: &Reply) -> Result<Option<i64>, String> {
+    match reply.body.get("lease_ms") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_i64() {
+            Some(n) if n >= 0 => Ok(Some(n)),
+            _ => Err(format!("`lease_ms` {v} is not an integer ≥ 0")),
+        },
+    }
+}
+
+/// A token from an `ok` reply: null / absent, or an integer.
+fn token_of(reply: &Reply) -> Result<Option<i64>, String> {
+    match reply.body.get("token") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| format!("`token` {v} is not an integer or null")),
+    }
+}
+
+/// A reply other than `ok`.
+enum NotOk {
+    Fail(String),
+    Info(String),
+}
+
+impl NotOk {
+    fn outcome(self) -> Outcome {
+        match self {
+            NotOk::Fail(why) => Outcome::Fail(why),
+            NotOk::Info(why) => Outcome::Info(why),
+        }
+    }
+}
+
+/// The lock client over an adapter.
+pub struct External {
+    adapter: Adapter,
+    options: LockOptions,
+    pub hello: Hello,
+}
+
+impl External {
+    /// Starts the adapter and completes its `init` within the operation timeout.
+    pub async fn connect(
+        endpoints: &Endpoints,
+        options: LockOptions,
+    ) -> Result<External, LockError> {
+        let argv = options.adapter.clone().ok_or_else(|| {
+            LockError::Adapter(
+                "algorithm \"external\" without an adapter (LockOptions::adapter)".into(),
+            )
+        })?;
+        let log = options
+            .run_dir
+            .as_ref()
+            .map(|dir| dir.join(format!("adapter-{}.log", options.process)));
+        let mut adapter = Adapter::spawn(&argv, options.run_dir.as_deref(), log.as_deref())
+            .map_err(LockError::Adapter)?;
+        let hello = adapter
+            .init(
+                options.process,
+                endpoints,
+                options.adapter_options.clone().unwrap_or(Value::Null),
+                options.op_timeout().max(INIT_PATIENCE),
+            )
+            .await
+            .map_err(LockError::Adapter)?;
+        tracing::debug!("adapter for process {}: {hello:?}", options.process);
+        Ok(External {
+            adapter,
+            options,
+            hello,
+        })
+    }
+
+    /// A little less than the operation timeout, so that our own limit (whose error quotes
+    /// the adapter's stderr) fires before the client loop's.
+    fn timeout(&self) -> Duration {
+        let full = self.options.op_timeout();
+        full.saturating_sub((full / 10).min(Duration::from_millis(50)))
+            .max(Duration::from_millis(1))
+    }
+
+    /// Sends a request; the reply, or the `info` error text.
+    async fn call(&mut self, request: Value) -> Result<Reply, String> {
+        let timeout = self.timeout();
+        let reply = self.adapter.request(request, timeout).await?;
+        if reply.ty == "error" {
+            let message = self
+                .adapter
+                .with_tail(&format!("error reply: {}", reply.error_text()));
+            self.fatal(&message);
+            return Err(message);
+        }
+        Ok(reply)
+    }
+
+    /// An `error` reply: PROTOCOL.md stops the run. In a worker (a run folder is known) the
+    /// worker logs the message and exits shortly, after the `info` is recorded; elsewhere
+    /// the caller gets the `info`.
+    fn fatal(&mut self, message: &str) {
+        self.adapter.broken = Some(message.to_string());
+        tracing::error!("stopping: {message}");
+        if self.options.run_dir.is_some() {
+            eprintln!("lockaudit worker: the adapter cannot go on, stopping: {message}");
+            tokio::spawn(async {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                std::process::exit(EXIT_ADAPTER_ERROR);
+            });
+        }
+    }
+
+    /// `ok` → Ok(reply), `fail` → Err(Fail), `info` or anything else → Err(Info).
+    fn classify(&mut self, reply: Reply) -> Result<Reply, NotOk> {
+        match reply.ty.as_str() {
+            "ok" => Ok(reply),
+            "fail" => Err(NotOk::Fail(reply.error_text())),
+            "info" => Err(NotOk::Info(reply.error_text())),
+            other => {
+                let why = self
+                    .adapter
+                    .with_tail(&format!("a reply of unknown type {other:?}"));
+                self.adapter.broken = Some(why.clone());
+                Err(NotOk::Info(why))
+            }
+        }
+    }
+
+    fn protocol_failure(&mut self, what: String) -> String {
+        let why = self.adapter.with_tail(&what);
+        self.adapter.broken = Some(why.clone());
+        why
+    }
+}
+
+#[async_trait]
+impl LockClient for External {
+    async fn acquire(&mut self, key: &str) -> Acquired {
+        let request = json!({
+            "type": "acquire",
+            "key": key,
+            "ttl_ms": self.options.ttl_ms,
+            "wait_ms": self.options.wait_ms,
+        });
+        let reply = match self.call(request).await {
+            Ok(reply) => reply,
+            Err(why) => return Acquired::Info(why),
+        };
+        let reply = match self.classify(reply) {
+            Ok(reply) => reply,
+            Err(NotOk::Fail(why)) => return Acquired::Fail(why),
+            Err(NotOk::Info(why)) => return Acquired::Info(why),
+        };
+        match (token_of(&reply), lease_of(&reply)) {
+            (Ok(token), Ok(lease_ms)) => {
+                self.options.step("external:after-acquire");
+                Acquired::Ok { token, lease_ms }
+            }
+            (Err(e), _) | (_, Err(e)) => Acquired::Info(self.protocol_failure(e)),
+        }
+    }
+
+    async fn release(&mut self, key: &str) -> Outcome {
+        self.options.step("external:before-release");
+        let request = json!({ "type": "release", "key": key });
+        match self.call(request).await {
+            Ok(reply) => match self.classify(reply) {
+                Ok(_) => Outcome::Ok { lease_ms: None },
+                Err(not_ok) => not_ok.outcome(),
+            },
+            Err(why) => Outcome::Info(why),
+        }
+    }
+
+    async fn renew(&mut self, key: &str) -> Outcome {
+        let request = json!({ "type": "renew", "key": key, "ttl_ms": self.options.ttl_ms });
+        match self.call(request).await {
+            Ok(reply) => match self.classify(reply) {
+                Ok(reply) => match lease_of(&reply) {
+                    Ok(lease_ms) => Outcome::Ok { lease_ms },
+                    Err(e) => Outcome::Info(self.protocol_failure(e)),
+                },
+                Err(not_ok) => not_ok.outcome(),
+            },
+            Err(why) => Outcome::Info(why),
+        }
+    }
+
+    fn renews(&self) -> bool {
+        self.options.watchdog
+    }
+
+    fn renew_every(&self) -> Option<Duration> {
+        self.options.watchdog_period()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_must_answer_the_request_and_parse() {
+        let ok = parse_reply(
+            br#"{"in_reply_to":4,"type":"ok","token":null,"lease_ms":10}"#,
+            4,
+        )
+        .unwrap();
+        assert_eq!(ok.ty, "ok");
+        assert_eq!(lease_of(&ok), Ok(Some(10)));
+        assert_eq!(token_of(&ok), Ok(None));
+        let e = parse_reply(br#"{"in_reply_to":3,"type":"ok"}"#, 4).unwrap_err();
+        assert!(e.contains("in_reply_to 3 to request 4"), "{e}");
+        let e = parse_reply(b"hello", 4).unwrap_err();
+        assert!(e.contains("not JSON"), "{e}");
+        let e = parse_reply(br#"[1]"#, 4).unwrap_err();
+        assert!(e.contains("not a JSON object"), "{e}");
+        let e = parse_reply(br#"{"in_reply_to":4}"#, 4).unwrap_err();
+        assert!(e.contains("type"), "{e}");
+        let bad = parse_reply(
+            br#"{"in_reply_to":4,"type":"ok","token":"x","lease_ms":-1}"#,
+            4,
+        )
+        .unwrap();
+        assert!(token_of(&bad).is_err());
+        assert!(lease_of(&bad).is_err());
+    }
+}

@@ -1,0 +1,521 @@
+//! External lock clients (`algorithm = "external"`, shared/PROTOCOL.md) against a real
+//! redis-server: the redis-py example's verdicts, protocol failures becoming `info` with no
+//! adapter left behind, and `lockaudit adapter-test`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use lockaudit::history::{self, OpF, OpType};
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether python3 with redis-py is there (CI installs it: .ci/run).
+fn have_redis_py() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import redis"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!(
+            "SKIPPED: python3 with redis-py is missing (python3 -m pip install redis==8.1.0)"
+        );
+    }
+    ok
+}
+
+/// Runs take turns: each starts a redis-server, workers and their adapters (a Python
+/// interpreter each for redis-py), too much at once for a small CI machine.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn run(workload: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let _turn = turn();
+    Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .current_dir(root())
+        .arg("run")
+        .arg(workload)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .expect("run lockaudit")
+}
+
+fn report(out: &Path) -> Value {
+    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json");
+    serde_json::from_str(&text).expect("report.json is JSON")
+}
+
+fn kinds(report: &Value) -> Vec<String> {
+    let mut kinds: Vec<String> = report["anomalies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["kind"].as_str().map(str::to_string))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+/// Pids of live processes whose working directory is `dir` or whose command line names it.
+fn processes_in(dir: &Path) -> Vec<(u32, String)> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let needle = dir.display().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cwd = std::fs::read_link(entry.path().join("cwd")).ok();
+        let cmdline = std::fs::read(entry.path().join("cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        // A zombie has no cmdline and cannot run anything.
+        if cmdline.is_empty() {
+            continue;
+        }
+        if cwd.as_deref() == Some(dir.as_path()) || cmdline.contains(&needle) {
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
+
+/// Waits a little for stragglers to go (a SIGKILLed process takes a moment to vanish).
+fn assert_no_process_left(dir: &Path) {
+    let mut left = processes_in(dir);
+    for _ in 0..50 {
+        if left.is_empty() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        left = processes_in(dir);
+    }
+    panic!("processes left behind in {}: {left:?}", dir.display());
+}
+
+#[test]
+fn the_redis_py_example_runs_valid_without_faults() {
+    if !have_redis_py() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = run(
+        Path::new("examples/adapters/redis-py.toml"),
+        &out,
+        &["--time-limit", "4s"],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    let report = report(&out);
+    assert_eq!(report["valid"], Value::Bool(true), "{stdout}");
+    let acquired: u64 = report["stats"]["per_key"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, k)| k["acquisitions"].as_u64())
+        .sum();
+    let log = std::fs::read_to_string(out.join("worker-0.log")).unwrap_or_default();
+    assert!(acquired > 0, "{acquired} acquisitions: {stdout}\n{log}");
+    // Each client incarnation's adapter logged into the run folder.
+    assert!(out.join("adapter-0.log").exists());
+    assert_no_process_left(&out);
+}
+
+#[test]
+fn the_redis_py_example_overlaps_under_client_pauses() {
+    if !have_redis_py() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = run(
+        Path::new("examples/adapters/redis-py.toml"),
+        &out,
+        &["--nemesis", "pause-clients", "--time-limit", "10s"],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
+    let found = kinds(&report(&out));
+    assert!(
+        found.contains(&"overlap".to_string()),
+        "{found:?}\n{stdout}"
+    );
+    assert_no_process_left(&out);
+}
+
+/// An adapter that answers `init` properly and then misbehaves on every acquire, as `mode`
+/// says; releases and renews are answered `fail`.
+const BROKEN: &str = r#"
+import json, sys, time
+mode = sys.argv[1]
+for line in sys.stdin:
+    req = json.loads(line)
+    rid = req["id"]
+    def send(obj):
+        sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
+    if req["type"] == "init":
+        send({"in_reply_to": rid, "type": "init_ok", "name": "broken " + mode, "fencing": False, "reentrant": False})
+    elif req["type"] == "acquire":
+        print("about to misbehave: " + mode, file=sys.stderr, flush=True)
+        if mode == "bad-json":
+            sys.stdout.write("this is { not json\n"); sys.stdout.flush()
+        elif mode == "wrong-id":
+            send({"in_reply_to": rid + 7, "type": "ok", "token": None, "lease_ms": 100})
+        elif mode == "exit":
+            print("dying now", file=sys.stderr, flush=True)
+            sys.exit(3)
+        elif mode == "sleep":
+            time.sleep(120)
+        elif mode == "huge":
+            sys.stdout.write("x" * (3 << 20)); sys.stdout.flush(); time.sleep(120)
+        elif mode == "error":
+            send({"in_reply_to": rid, "type": "error", "error": "acquire is not supported here"})
+    else:
+        send({"in_reply_to": rid, "type": "fail", "error": "not held"})
+"#;
+
+/// Runs a 2 s single-client workload over the broken adapter in `mode`; returns the run
+/// folder (inside `dir`) and lockaudit's output.
+fn broken_run(dir: &Path, mode: &str) -> (PathBuf, String) {
+    std::fs::write(dir.join("broken.py"), BROKEN).unwrap();
+    let workload = dir.join("w.toml");
+    std::fs::write(
+        &workload,
+        format!(
+            "algorithm = \"external\"\nadapter = [\"python3\", \"./broken.py\", \"{mode}\"]\nclients = 1\nworkers = 1\nop_timeout = \"400ms\"\nhold = \"5ms\"\nthink = \"5ms\"\n"
+        ),
+    )
+    .unwrap();
+    let out = dir.join("run");
+    let output = run(&workload, &out, &["--time-limit", "2s"]);
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        matches!(output.status.code(), Some(0) | Some(1)),
+        "{mode}: {text}"
+    );
+    (out, text)
+}
+
+/// The run's acquire completions as (type, error) from the JSONL, after checking that the
+/// history reads.
+fn acquire_completions(out: &Path) -> Vec<(String, String)> {
+    let path = out.join("history.jsonl");
+    let history = history::read_file(&path).expect("the history reads");
+    assert!(history
+        .ops
+        .iter()
+        .any(|op| op.f == OpF::Acquire && op.ty == OpType::Info));
+    assert!(!history
+        .ops
+        .iter()
+        .any(|op| op.f == OpF::Acquire && op.ty == OpType::Ok));
+    std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["f"] == "acquire" && e["type"] != "invoke")
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or("").to_string(),
+                e["error"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+fn check_protocol_failure(mode: &str, expect: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, text) = broken_run(dir.path(), mode);
+    let completions = acquire_completions(&out);
+    assert!(!completions.is_empty(), "{mode}: {text}");
+    for (ty, error) in &completions {
+        assert_eq!(ty, "info", "{mode}: {error}");
+        assert!(error.contains(expect), "{mode}: {error:?} lacks {expect:?}");
+    }
+    // Retired each time: several adapters were started, one per incarnation.
+    assert!(completions.len() >= 2, "{mode}: {completions:?}");
+    assert!(
+        out.join("adapter-1.log").exists(),
+        "{mode}: no second adapter"
+    );
+    assert_no_process_left(&out);
+}
+
+#[test]
+fn a_reply_that_is_not_json_is_info() {
+    check_protocol_failure("bad-json", "not JSON");
+}
+
+#[test]
+fn a_reply_to_another_request_is_info() {
+    check_protocol_failure("wrong-id", "in_reply_to");
+}
+
+#[test]
+fn an_adapter_that_exits_mid_request_is_info_with_its_stderr() {
+    check_protocol_failure("exit", "dying now");
+}
+
+#[test]
+fn an_adapter_that_never_answers_is_info_and_killed() {
+    check_protocol_failure("sleep", "no reply within");
+}
+
+#[test]
+fn an_endless_reply_line_is_info_and_killed() {
+    check_protocol_failure("huge", "longer than");
+}
+
+#[test]
+fn an_error_reply_is_info_and_stops_the_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, text) = broken_run(dir.path(), "error");
+    let completions = acquire_completions(&out);
+    assert!(
+        completions
+            .iter()
+            .any(|(ty, e)| ty == "info" && e.contains("acquire is not supported here")),
+        "{completions:?}\n{text}"
+    );
+    let log = std::fs::read_to_string(out.join("worker-0.log")).unwrap();
+    assert!(log.contains("cannot go on"), "{log}");
+    // The controller records the stop as a kill with its cause and does not restart a
+    // worker that would only meet the same error.
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    let nemesis: Vec<serde_json::Value> = history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["process"] == "nemesis")
+        .collect();
+    assert!(
+        nemesis.iter().any(|e| e["f"] == "kill"
+            && e["value"]["cause"]
+                .as_str()
+                .is_some_and(|c| c.contains("adapter error"))),
+        "{nemesis:?}"
+    );
+    assert!(nemesis.iter().all(|e| e["f"] != "restart"), "{nemesis:?}");
+    assert_no_process_left(&out);
+}
+
+#[test]
+fn a_missing_adapter_program_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        "algorithm = \"external\"\nadapter = [\"./no-such-adapter\"]\n",
+    )
+    .unwrap();
+    let output = run(&workload, &dir.path().join("run"), &["--time-limit", "1s"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no-such-adapter"), "{stderr}");
+    assert!(stderr.contains("field `adapter`"), "{stderr}");
+}
+
+fn adapter_test(argv: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .current_dir(root())
+        .arg("adapter-test")
+        .arg("--")
+        .args(argv)
+        .output()
+        .expect("run lockaudit adapter-test");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn adapter_test_passes_the_redis_py_example() {
+    if !have_redis_py() {
+        return;
+    }
+    let (code, text) = adapter_test(&["python3", "examples/adapters/redis_py_lock.py"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("✓ renew"), "{text}");
+    assert!(!text.contains('✗'), "{text}");
+}
+
+#[test]
+fn adapter_test_passes_the_rust_example() {
+    let (code, text) = adapter_test(&[env!("CARGO_BIN_EXE_lockaudit-adapter")]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("✓ a second client's acquire"), "{text}");
+    assert!(text.contains("adapter-test: passed"), "{text}");
+}
+
+#[test]
+fn adapter_test_fails_a_broken_adapter() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("broken.py");
+    std::fs::write(&script, BROKEN).unwrap();
+    let (code, text) = adapter_test(&["python3", script.to_str().unwrap(), "bad-json"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("✓ init"), "{text}");
+    assert!(text.contains("✗ acquire of a free key"), "{text}");
+    assert!(text.contains("not JSON"), "{text}");
+    assert!(text.contains("adapter-test: FAILED"), "{text}");
+    // A missing program is named.
+    let (code, text) = adapter_test(&["./no-such-adapter-program"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("not found"), "{text}");
+}
+
+#[test]
+fn the_rust_example_adapter_runs_a_valid_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        format!(
+            "algorithm = \"external\"\nadapter = [{:?}]\nadapter_options = {{ algorithm = \"set-nx-px\" }}\nclients = 4\nworkers = 2\nttl = \"1s\"\nhold = {{ min = \"1ms\", max = \"10ms\" }}\nthink = \"2ms\"\n",
+            env!("CARGO_BIN_EXE_lockaudit-adapter")
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let output = run(&workload, &out, &["--time-limit", "3s"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    let report = report(&out);
+    assert_eq!(report["valid"], Value::Bool(true), "{stdout}");
+    assert!(
+        report["stats"]["per_key"]["lock:0"]["acquisitions"]
+            .as_u64()
+            .unwrap_or(0)
+            > 10,
+        "{stdout}"
+    );
+    assert_no_process_left(&out);
+}
+
+#[test]
+fn a_killed_worker_takes_its_adapters_along() {
+    // kill-clients SIGKILLs whole workers: their adapters must go with them (process group
+    // and PDEATHSIG), and the run must still finish with a history that reads.
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        format!(
+            "algorithm = \"external\"\nadapter = [{:?}]\nclients = 4\nworkers = 2\nttl = \"1s\"\nhold = \"5ms\"\nthink = \"2ms\"\n",
+            env!("CARGO_BIN_EXE_lockaudit-adapter")
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let output = run(
+        &workload,
+        &out,
+        &["--nemesis", "kill-clients", "--time-limit", "6s"],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        matches!(output.status.code(), Some(0) | Some(1)),
+        "{stdout}\n{stderr}"
+    );
+    let history = history::read_file(&out.join("history.jsonl")).expect("the history reads");
+    assert!(history.ops.iter().any(|op| op.f == OpF::Fault), "{stdout}");
+    assert_no_process_left(&out);
+}
+
+/// (state, ppid) of a process, from /proc/<pid>/stat.
+fn state_of(pid: u32) -> Option<(char, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+#[test]
+fn a_paused_worker_freezes_its_adapters_with_it() {
+    // pause-clients SIGSTOPs a worker's process group: while the worker is stopped, so are
+    // the adapters it started (PROTOCOL.md: one process group).
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        format!(
+            "algorithm = \"external\"\nadapter = [{:?}]\nclients = 4\nworkers = 2\nttl = \"300ms\"\nhold = \"5ms\"\nthink = \"2ms\"\n",
+            env!("CARGO_BIN_EXE_lockaudit-adapter")
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let _turn = turn();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .current_dir(root())
+        .arg("run")
+        .arg(&workload)
+        .arg("--out")
+        .arg(&out)
+        .args(["--nemesis", "pause-clients", "--time-limit", "6s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start lockaudit");
+    let mut frozen_together = 0;
+    let mut split = Vec::new();
+    while child.try_wait().expect("wait").is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // Adapters by their worker (their parent).
+        let mut by_worker: std::collections::BTreeMap<u32, Vec<char>> = Default::default();
+        let run_dir = out.canonicalize().unwrap_or_else(|_| out.clone());
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if std::fs::read_link(entry.path().join("cwd")).ok().as_deref()
+                != Some(run_dir.as_path())
+            {
+                continue;
+            }
+            if let Some((state, ppid)) = state_of(pid) {
+                by_worker.entry(ppid).or_default().push(state);
+            }
+        }
+        for (worker, states) in by_worker {
+            let Some((worker_state, _)) = state_of(worker) else {
+                continue;
+            };
+            if worker_state == 'T' {
+                if states.iter().all(|&s| s == 'T') {
+                    frozen_together += 1;
+                } else {
+                    split.push(states);
+                }
+            }
+        }
+    }
+    assert!(frozen_together > 0, "never saw a stopped worker's adapters");
+    // A sample may fall between the group's SIGSTOP reaching the worker and its children.
+    assert!(
+        split.len() <= 2,
+        "adapters running under a stopped worker: {split:?}"
+    );
+    assert_no_process_left(&out);
+}
