@@ -323,6 +323,10 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
                     eprintln!("lockaudit: warning: the plots could not be drawn: {error}")
                 }
             }
+            if let Some(why) = &outcome.stopped {
+                eprintln!("lockaudit: the run was stopped before its time limit: {why}");
+                return Ok(EXIT_CANNOT_RUN);
+            }
             Ok(outcome.report.exit_code() as u8)
         }
         Err(lockaudit::workload::run::RunError::Schedule(why)) => {

@@ -741,7 +741,7 @@ async fn clock_skew_moves_the_worker_clients_clock_and_back() {
         cluster: Some(&mut cluster),
         network: None,
     };
-    let ((), samples) = tokio::join!(execute(&plan, &mut on, &journal, &mut exits, 2100), observe);
+    let (_, samples) = tokio::join!(execute(&plan, &mut on, &journal, &mut exits, 2100), observe);
     drop(journal);
     finish_fleet(fleet).await;
     let events = rec.finish().await;
@@ -864,7 +864,7 @@ async fn crash_point_kills_the_worker_between_setnx_and_expire() {
         cluster: Some(&mut cluster),
         network: None,
     };
-    let ((), stuck) = tokio::join!(execute(&plan, &mut on, &journal, &mut exits, 1600), observe);
+    let (_, stuck) = tokio::join!(execute(&plan, &mut on, &journal, &mut exits, 1600), observe);
     assert!(fleet.pid(0).is_some_and(|p| p != old_pid), "not restarted");
     // Well past the 1 s TTL, the lock is still there and never expires.
     let mut conn = conn.clone();

@@ -275,6 +275,10 @@ async fn run_cell(
     let outcome = run(&spec, &schedule, dir, servers).await;
     let seconds = began.elapsed().as_secs_f64();
     match outcome {
+        Ok(outcome) if outcome.stopped.is_some() => {
+            let why = outcome.stopped.unwrap_or_default();
+            Cell::error(algorithm, nemesis, expected, why).with_run(dir, seconds)
+        }
         Ok(outcome) => {
             let report = &outcome.report;
             let found = found_kinds(report);

@@ -82,14 +82,16 @@ enum Step {
     End,
 }
 
-/// Runs the plan until `deadline_ms` of run time, then heals what is still open.
+/// Runs the plan until `deadline_ms` of run time, then heals what is still open. Returns
+/// early, with why, when a worker stopped because its lock client cannot go on (an external
+/// adapter answered `error`: PROTOCOL.md stops the run); the caller then heals everything.
 pub async fn execute(
     plan: &[PlannedFault],
     targets: &mut Targets<'_>,
     journal: &Journal,
     exits: &mut mpsc::UnboundedReceiver<usize>,
     deadline_ms: u64,
-) {
+) -> Option<String> {
     // (time, step, fault): ends before begins at the same instant, so a target healed and
     // faulted again in the same millisecond is free for the second fault.
     let mut agenda: Vec<(u64, Step, usize)> = Vec::new();
@@ -116,11 +118,14 @@ pub async fn execute(
             Some(worker) = exits.recv() => {
                 // From the deadline on, workers end on their own: that is no crash.
                 if journal.clock.now() < deadline_ns {
-                    state.crashed(worker, targets, journal).await;
+                    if let Some(why) = state.crashed(worker, targets, journal).await {
+                        return Some(why);
+                    }
                 }
             }
             () = tokio::time::sleep_until(due) => {
-                let Some(&(_, step, i)) = agenda.get(next) else { break };
+                // The agenda done and the deadline reached: the run goes on to its end.
+                let &(_, step, i) = agenda.get(next)?;
                 next += 1;
                 match step {
                     Step::Begin => state.begin(i, &plan[i], targets, journal).await,
@@ -475,13 +480,19 @@ impl Executor {
     }
 
     /// A worker exited on its own: at an armed crash point, or a crash of the harness. Either
-    /// way its processes are dead; record it like a kill, and start it again.
-    async fn crashed(&mut self, worker: usize, targets: &mut Targets<'_>, journal: &Journal) {
+    /// way its processes are dead; record it like a kill, and start it again. A worker that
+    /// stopped because its lock client cannot go on stops the run: returns why.
+    async fn crashed(
+        &mut self,
+        worker: usize,
+        targets: &mut Targets<'_>,
+        journal: &Journal,
+    ) -> Option<String> {
         if !matches!(
             targets.fleet.state(worker),
             Some(WorkerState::Running | WorkerState::Paused)
         ) {
-            return; // killed by us, already accounted for
+            return None; // killed by us, already accounted for
         }
         let remains = targets.fleet.reap(worker).await;
         if targets.fleet.gave_up(worker) {
@@ -490,11 +501,11 @@ impl Executor {
                 json!("its lock client cannot go on (adapter error)"),
             )]);
             record_kill(journal, worker, &remains, why);
-            tracing::error!(
-                "{} stopped: its lock adapter answered `error` (see its log); not restarting it",
+            return Some(format!(
+                "{}'s lock adapter answered `error`: it cannot go on (its message is in {}.log)",
+                worker_name(worker),
                 worker_name(worker)
-            );
-            return;
+            ));
         }
         let why = match self.armed.remove(&worker) {
             Some(point) => extra(&[("crash_point", json!(point))]),
@@ -505,6 +516,7 @@ impl Executor {
         };
         record_kill(journal, worker, &remains, why);
         self.restart_worker(worker, targets, journal).await;
+        None
     }
 
     async fn restart_worker(&mut self, w: usize, targets: &mut Targets<'_>, journal: &Journal) {

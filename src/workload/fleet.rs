@@ -350,6 +350,14 @@ impl Fleet {
             && stdin.flush().await.is_ok()
     }
 
+    /// Closes every worker's stdin: each stops at once, mid-operation (its pending
+    /// operations stay without completion: the run was cut short).
+    pub fn close_inputs(&mut self) {
+        for handle in &mut self.workers {
+            handle.stdin = None;
+        }
+    }
+
     /// Resumes every paused worker (the run's end heals every fault).
     pub fn resume_all(&mut self) -> Vec<usize> {
         (0..self.workers.len())

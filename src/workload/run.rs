@@ -47,6 +47,9 @@ pub struct RunOutcome {
     pub dir: PathBuf,
     pub report: Report,
     pub counts: Counts,
+    /// Why the run stopped before its time limit, if it did (an adapter's `error`): the
+    /// history and report cover what ran, but the run could not be carried out.
+    pub stopped: Option<String>,
 }
 
 /// Where the run's servers are: started by lockaudit, or already running elsewhere.
@@ -135,7 +138,7 @@ pub async fn run(
     if let Some(cluster) = owned {
         cluster.shutdown().await;
     }
-    let counts = result?;
+    let (counts, stopped) = result?;
     if let Some(peak) = crate::sys::peak_resident_kib() {
         tracing::info!("recorder peak resident memory {peak} KiB");
     }
@@ -151,6 +154,7 @@ pub async fn run(
         dir: dir.to_path_buf(),
         report,
         counts,
+        stopped,
     })
 }
 
@@ -162,7 +166,7 @@ async fn drive(
     dir: &Path,
     endpoints: &Endpoints,
     cluster: Option<&mut Cluster>,
-) -> Result<Counts, RunError> {
+) -> Result<(Counts, Option<String>), RunError> {
     let stage = Stage {
         workers: spec.workers,
         servers: endpoints.nodes.iter().map(|n| n.name.clone()).collect(),
@@ -246,6 +250,7 @@ async fn drive(
         events: events.clone(),
         clock,
     };
+    let stopped;
     {
         let mut targets = Targets {
             fleet: &mut fleet,
@@ -253,8 +258,14 @@ async fn drive(
             cluster,
             network: network.as_mut(),
         };
-        executor::execute(&plan, &mut targets, &journal, &mut exits, spec.time_limit.0).await;
+        stopped =
+            executor::execute(&plan, &mut targets, &journal, &mut exits, spec.time_limit.0).await;
         executor::heal_all(&mut targets, &journal).await;
+    }
+    if let Some(why) = &stopped {
+        eprintln!("lockaudit: stopping the run: {why}");
+        // Closing their stdin stops the other workers at once.
+        fleet.close_inputs();
     }
 
     // Clients stop starting cycles at the deadline and finish the one under way; give them
@@ -282,7 +293,7 @@ async fn drive(
         .map_err(io_error(&history_path))?;
     watch_progress.abort();
     progress.finish_and_clear();
-    Ok(counts)
+    Ok((counts, stopped))
 }
 
 /// A workload's own Lua scripts must compile before any worker starts: a client that
