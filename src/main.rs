@@ -103,7 +103,8 @@ enum Command {
 /// `lockaudit audit`'s flags.
 #[derive(clap::Args)]
 struct AuditArgs {
-    /// Algorithms, comma-separated (default: all seven).
+    /// Algorithms, comma-separated (default: all seven). A workload file (`*.toml`: your
+    /// own Lua scripts or lock client, judged by its own `[expect]`) is a row too.
     #[arg(long, value_delimiter = ',')]
     algorithms: Vec<String>,
     /// Nemesis presets, comma-separated (default: all).
@@ -363,7 +364,7 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
         let mut cells = Vec::new();
         for cell in &args.cells {
             let (a, n) = cell
-                .split_once(':')
+                .rsplit_once(':')
                 .ok_or_else(|| anyhow::anyhow!("--cells: \"{cell}\" is not algorithm:nemesis"))?;
             cells.push((a.to_string(), n.to_string()));
         }

@@ -99,6 +99,40 @@ fn a_cell_that_differs_from_its_expectation_fails_the_audit() {
 }
 
 #[test]
+fn a_workload_file_is_a_row_of_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("audit");
+    // Your own Lua scripts, judged by the [expect] table of their workload file.
+    let output = lockaudit()
+        .args(["audit", "--cells", "examples/lua/set-nx-px.toml:none"])
+        .args(["--time-limit", "3s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("examples/lua/set-nx-px.toml × none: valid"),
+        "{stdout}"
+    );
+    assert!(out
+        .join("examples_lua_set-nx-px/none/history.jsonl")
+        .exists());
+    let output = lockaudit()
+        .args(["audit", "--algorithms", "examples/lua/nope.toml", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no workload file"));
+}
+
+#[test]
 fn bad_audit_arguments_are_named() {
     let output = lockaudit()
         .args([

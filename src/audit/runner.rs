@@ -79,9 +79,13 @@ impl AuditOptions {
         let (algorithms, nemeses): (Vec<String>, Vec<String>) =
             self.cell_list().into_iter().unzip();
         for a in &algorithms {
-            if !ALGORITHMS.contains(&a.as_str()) {
+            if is_workload_file(a) {
+                if !Path::new(a).exists() {
+                    return Err(format!("--algorithms: no workload file {a}"));
+                }
+            } else if !ALGORITHMS.contains(&a.as_str()) {
                 return Err(format!(
-                    "--algorithms: unknown \"{a}\" (known: {})",
+                    "--algorithms: unknown \"{a}\" (known: {}, or a workload file such as examples/lua/set-nx-px.toml)",
                     ALGORITHMS.join(", ")
                 ));
             }
@@ -141,9 +145,20 @@ pub struct Audit {
     pub reach: Vec<Reach>,
 }
 
-/// Reads the workload of `algorithm`, or the defaults for it.
+/// Whether a row of the matrix names a workload file (your own Lua scripts or lock client)
+/// rather than a built-in algorithm.
+pub fn is_workload_file(row: &str) -> bool {
+    row.ends_with(".toml")
+}
+
+/// Reads the workload of a row: a workload file, or `<workloads>/<algorithm>.toml`, or the
+/// defaults for the algorithm.
 fn workload_of(options: &AuditOptions, algorithm: &str) -> Result<WorkloadSpec, String> {
-    let path = options.workloads.join(format!("{algorithm}.toml"));
+    let path = if is_workload_file(algorithm) {
+        PathBuf::from(algorithm)
+    } else {
+        options.workloads.join(format!("{algorithm}.toml"))
+    };
     let mut spec = if path.exists() {
         WorkloadSpec::from_file(&path).map_err(|e| e.to_string())?
     } else {
@@ -196,16 +211,18 @@ pub async fn audit(
             {
                 let mut spec = specs[algorithm].clone();
                 spec.seed = options.seed + round as u64;
+                // A workload file's row gets a folder named after its path.
+                let folder = algorithm
+                    .trim_end_matches(".toml")
+                    .replace(['/', '\\'], "_");
                 let dir = if options.repeat > 1 {
-                    options
-                        .out
-                        .join(algorithm)
-                        .join(format!("{nemesis}-{round}"))
+                    options.out.join(&folder).join(format!("{nemesis}-{round}"))
                 } else {
-                    options.out.join(algorithm).join(nemesis)
+                    options.out.join(&folder).join(nemesis)
                 };
                 let expected = expectation(&spec, nemesis, options.fenced);
-                let cell = run_cell(options, spec, nemesis, &dir, expected.clone()).await;
+                let cell =
+                    run_cell(options, algorithm, spec, nemesis, &dir, expected.clone()).await;
                 done += 1;
                 announce(done, total, &cell);
                 let entry = reach
@@ -239,12 +256,13 @@ pub async fn audit(
 /// One cell: the workload under the preset, judged.
 async fn run_cell(
     options: &AuditOptions,
+    row: &str,
     mut spec: WorkloadSpec,
     nemesis: &str,
     dir: &Path,
     expected: Expectation,
 ) -> Cell {
-    let algorithm = spec.algorithm.clone();
+    let algorithm = row.to_string();
     if nemesis == "failover" && !has_replicas(spec.topology()) {
         if spec.topology() == Topology::Independent {
             return Cell::skipped(
