@@ -397,8 +397,8 @@ async fn fenced_tokens_increase_with_every_acquisition() {
 }
 
 #[tokio::test]
-async fn fenced_redlock_counts_on_the_first_master() {
-    let servers = start(Topology::Independent, 5).await;
+async fn fenced_tokens_count_on_the_storage_server_and_survive_a_lock_server_restart() {
+    let mut servers = start(Topology::Independent, 5).await;
     let ep = servers.endpoints();
     let o = LockOptions {
         fenced: true,
@@ -410,13 +410,29 @@ async fn fenced_redlock_counts_on_the_first_master() {
     assert_eq!(a.release("lock:x").await, RELEASED);
     let t2 = token(&b.acquire("lock:x").await);
     assert!(t2 > t1);
-    let mut first = raw(&ep, 0).await;
+    assert_eq!(b.release("lock:x").await, RELEASED);
+    let storage_url = ep.url(&ep.storage);
+    let mut storage = redis::Client::open(storage_url)
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("storage");
     let counter: i64 = redis::cmd("GET")
         .arg("lock:x:fence")
-        .query_async(&mut first)
+        .query_async(&mut storage)
         .await
         .expect("GET");
     assert_eq!(counter, t2);
+    // A lock server restarting empty does not set the tokens back.
+    servers.cluster.kill("master-0").expect("kill");
+    servers
+        .cluster
+        .restart_empty("master-0")
+        .await
+        .expect("restart");
+    let mut c = client("redlock", &ep, &o).await;
+    let t3 = token(&c.acquire("lock:x").await);
+    assert!(t3 > t2, "{t3} after {t2}");
 }
 
 #[tokio::test]

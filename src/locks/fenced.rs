@@ -1,8 +1,9 @@
 //! `--fenced`: any algorithm, plus a fencing token per acquisition.
 //!
-//! After the lock is won, `INCR <key>:fence` on the lock's server (the primary; RedLock's
-//! first master) gives a number that grows with every acquisition of that key, so the
-//! guarded resource can reject a write carrying a token lower than one it already accepted.
+//! After the lock is won, `INCR <key>:fence` on the storage server (never faulted, so the
+//! counter survives the lock servers' restarts and failovers) gives a number that grows with
+//! every acquisition of that key, so the guarded resource can reject a write carrying a token
+//! lower than one it already accepted.
 //! Fencing does not stop overlaps; it stops stale writes from getting through, which is what
 //! a fenced run must show.
 

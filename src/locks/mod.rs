@@ -405,18 +405,17 @@ pub async fn connect(
     if !options.fenced {
         return Ok(inner);
     }
-    // The counter lives on the lock's server: the primary, or RedLock's first master.
-    let counter = if algorithm == "redlock" && endpoints.topology == Topology::Independent {
-        let node = endpoints
-            .nodes
-            .first()
-            .ok_or_else(|| LockError::Endpoints("no lock nodes".into()))?;
-        let mut c = Conn::direct(node, endpoints.password.as_deref(), options.op_timeout())?;
-        c.probe().await?;
-        c
-    } else {
-        primary(endpoints, &options).await?
-    };
+    // The counter lives on the storage server, which the nemesis never faults: fencing needs
+    // a token source that outlives the lock servers' faults. On a lock server that restarts
+    // empty or fails over with lag, INCR hands out old numbers again and a stale write gets
+    // through with a higher token than its successor's (an audit with the counter there
+    // found exactly that: redlock --fenced under kill-redis).
+    let mut counter = Conn::direct(
+        &endpoints.storage,
+        endpoints.password.as_deref(),
+        options.op_timeout(),
+    )?;
+    counter.probe().await?;
     Ok(Box::new(fenced::Fenced::new(inner, counter, options)))
 }
 
