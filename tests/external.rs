@@ -416,6 +416,39 @@ fn the_rust_example_adapter_runs_a_valid_workload() {
 }
 
 #[test]
+fn the_rust_example_adapter_overlaps_under_client_pauses() {
+    // Unfenced set-nx-px behind the protocol: a pause longer than the lease must overlap,
+    // as it does built in.
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        format!(
+            "algorithm = \"external\"\nadapter = [{:?}]\nadapter_options = {{ algorithm = \"set-nx-px\" }}\nclients = 8\nworkers = 2\nkeys = 2\nttl = \"300ms\"\nhold = {{ min = \"50ms\", max = \"300ms\" }}\nthink = \"5ms\"\n",
+            env!("CARGO_BIN_EXE_lockaudit-adapter")
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let output = run(
+        &workload,
+        &out,
+        &["--nemesis", "pause-clients", "--time-limit", "8s"],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    let report = report(&out);
+    assert!(
+        report["checks"]["mutual-exclusion"]["counts"]["overlap"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "{stdout}"
+    );
+    assert_no_process_left(&out);
+}
+
+#[test]
 fn a_killed_worker_takes_its_adapters_along() {
     // kill-clients SIGKILLs whole workers: their adapters must go with them (process group
     // and PDEATHSIG), and the run must still finish with a history that reads.
