@@ -525,7 +525,8 @@ impl Executor {
             return;
         }
         match targets.fleet.restart(w).await {
-            Ok(()) => journal.fault("restart", &[worker_name(w)], &[], Map::new()),
+            Ok(true) => journal.fault("restart", &[worker_name(w)], &[], Map::new()),
+            Ok(false) => {}
             Err(e) => tracing::warn!("cannot restart {}: {e}", worker_name(w)),
         }
     }

@@ -280,13 +280,14 @@ impl Fleet {
         remains
     }
 
-    /// Starts a dead worker again with the same slots and fresh process numbers.
-    pub async fn restart(&mut self, worker: usize) -> Result<(), RunError> {
+    /// Starts a dead worker again with the same slots and fresh process numbers. False if
+    /// it was not dead (a crash was already followed by a restart).
+    pub async fn restart(&mut self, worker: usize) -> Result<bool, RunError> {
         let Some(handle) = self.workers.get(worker) else {
-            return Ok(());
+            return Ok(false);
         };
         if handle.state != WorkerState::Dead {
-            return Ok(());
+            return Ok(false);
         }
         let mut config = handle.config.clone();
         let max = lock(&handle.ledger).max_process;
@@ -297,7 +298,7 @@ impl Fleet {
         // Keep the high-water mark, so a second restart also gets fresh numbers.
         lock(&fresh.ledger).max_process = max;
         std::mem::swap(&mut self.workers[worker], &mut fresh);
-        Ok(())
+        Ok(true)
     }
 
     /// SIGSTOP: the worker's clients freeze mid-whatever, like a stop-the-world GC pause.
