@@ -16,6 +16,7 @@ use crate::cluster::{Cluster, Endpoints, Topology};
 use crate::history::{Event, EventType};
 use crate::workload::clock::{wall_ms, RunClock};
 use crate::workload::fleet::{worker_name, Fleet, Remains, WorkerState};
+use crate::workload::run::ask_sentinels;
 use crate::workload::worker::WorkerCommand;
 
 use super::network::Network;
@@ -146,9 +147,9 @@ struct Executor {
     stopped_primary: BTreeMap<usize, String>,
 }
 
-/// `worker-3` -> 3.
-fn worker_number(target: &str) -> Option<usize> {
-    target.strip_prefix("worker-")?.parse().ok()
+/// The worker a client fault acts on: its first target, `worker-3` -> 3.
+fn target_worker(fault: &PlannedFault) -> Option<usize> {
+    fault.targets.first()?.strip_prefix("worker-")?.parse().ok()
 }
 
 impl Executor {
@@ -162,7 +163,7 @@ impl Executor {
         let done = match fault.kind {
             FaultKind::KillClient => self.kill_worker(fault, targets, journal).await,
             FaultKind::PauseClient => {
-                let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+                let Some(w) = target_worker(fault) else {
                     return;
                 };
                 let ok = targets.fleet.pause(w);
@@ -177,10 +178,7 @@ impl Executor {
                 ok
             }
             FaultKind::CrashPoint => {
-                let (Some(w), Some(point)) = (
-                    fault.targets.first().and_then(|t| worker_number(t)),
-                    fault.point.clone(),
-                ) else {
+                let (Some(w), Some(point)) = (target_worker(fault), fault.point.clone()) else {
                     return;
                 };
                 if targets.fleet.state(w) != Some(WorkerState::Running)
@@ -203,7 +201,7 @@ impl Executor {
                 ok
             }
             FaultKind::ClockSkew => {
-                let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+                let Some(w) = target_worker(fault) else {
                     return;
                 };
                 let ok = targets
@@ -323,13 +321,13 @@ impl Executor {
         }
         match fault.kind {
             FaultKind::KillClient => {
-                let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+                let Some(w) = target_worker(fault) else {
                     return;
                 };
                 self.restart_worker(w, targets, journal).await;
             }
             FaultKind::PauseClient => {
-                let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+                let Some(w) = target_worker(fault) else {
                     return;
                 };
                 if targets.fleet.resume(w) {
@@ -342,7 +340,7 @@ impl Executor {
                 }
             }
             FaultKind::CrashPoint => {
-                let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+                let Some(w) = target_worker(fault) else {
                     return;
                 };
                 // Still armed: nobody reached the step in time.
@@ -351,7 +349,7 @@ impl Executor {
                 }
             }
             FaultKind::ClockSkew => {
-                let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+                let Some(w) = target_worker(fault) else {
                     return;
                 };
                 if targets
@@ -464,7 +462,7 @@ impl Executor {
         targets: &mut Targets<'_>,
         journal: &Journal,
     ) -> bool {
-        let Some(w) = fault.targets.first().and_then(|t| worker_number(t)) else {
+        let Some(w) = target_worker(fault) else {
             return false;
         };
         if !matches!(
@@ -594,29 +592,12 @@ pub async fn heal_all(targets: &mut Targets<'_>, journal: &Journal) {
 
 /// The name of the server the sentinels call primary now.
 async fn sentinel_primary(endpoints: &Endpoints) -> Option<String> {
-    let master = endpoints.master_name.as_deref()?;
-    for sentinel in &endpoints.sentinels {
-        for password in [endpoints.password.as_deref(), None] {
-            let url = crate::workload::resource::node_url(sentinel, password);
-            let asked = async {
-                let client = redis::Client::open(url.as_str())?;
-                let mut c = client.get_multiplexed_async_connection().await?;
-                redis::cmd("SENTINEL")
-                    .arg("get-master-addr-by-name")
-                    .arg(master)
-                    .query_async::<Option<(String, u16)>>(&mut c)
-                    .await
-            };
-            if let Ok(Ok(Some((_, port)))) =
-                tokio::time::timeout(std::time::Duration::from_secs(1), asked).await
-            {
-                return endpoints
-                    .nodes
-                    .iter()
-                    .find(|n| n.port == port)
-                    .map(|n| n.name.clone());
-            }
-        }
-    }
-    None
+    let (_, port) = ask_sentinels(endpoints, std::time::Duration::from_secs(1))
+        .await
+        .ok()?;
+    endpoints
+        .nodes
+        .iter()
+        .find(|n| n.port == port)
+        .map(|n| n.name.clone())
 }

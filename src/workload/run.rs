@@ -470,46 +470,68 @@ fn sentinel_endpoints(url: &str, rest: &str) -> Result<Endpoints, String> {
 
 /// Asks the sentinels which server is the primary now; it also holds the guarded resource.
 async fn find_primary(endpoints: &mut Endpoints) -> Result<(), RunError> {
+    let (host, port) = ask_sentinels(endpoints, Duration::from_secs(2))
+        .await
+        .map_err(RunError::Setup)?;
+    let primary = Node {
+        name: "master-0".into(),
+        host,
+        port,
+        pid: None,
+    };
+    endpoints.storage = Node {
+        name: "storage".into(),
+        ..primary.clone()
+    };
+    endpoints.nodes = vec![primary];
+    Ok(())
+}
+
+/// The primary's address as the sentinels name it now, asking each in turn (with the data
+/// nodes' password, then without: sentinels may or may not share it), each within `timeout`.
+pub async fn ask_sentinels(
+    endpoints: &Endpoints,
+    timeout: Duration,
+) -> Result<(String, u16), String> {
     let master = endpoints.master_name.clone().unwrap_or_default();
     let mut last_error = String::from("no sentinel given");
     for sentinel in &endpoints.sentinels {
-        let password = endpoints.password.as_deref();
-        let url = super::resource::node_url(sentinel, password);
-        let asked = async {
-            let client = redis::Client::open(url.as_str())?;
-            let mut connection = client.get_multiplexed_async_connection().await?;
-            redis::cmd("SENTINEL")
-                .arg("get-master-addr-by-name")
-                .arg(&master)
-                .query_async::<Option<(String, u16)>>(&mut connection)
-                .await
-        };
-        match tokio::time::timeout(Duration::from_secs(2), asked).await {
-            Ok(Ok(Some((host, port)))) => {
-                let primary = Node {
-                    name: "master-0".into(),
-                    host,
-                    port,
-                    pid: None,
-                };
-                endpoints.storage = Node {
-                    name: "storage".into(),
-                    ..primary.clone()
-                };
-                endpoints.nodes = vec![primary];
-                return Ok(());
+        let mut passwords = vec![endpoints.password.as_deref()];
+        if endpoints.password.is_some() {
+            passwords.push(None);
+        }
+        for password in passwords {
+            let url = super::resource::node_url(sentinel, password);
+            let asked = async {
+                let client = redis::Client::open(url.as_str())?;
+                let mut connection = client.get_multiplexed_async_connection().await?;
+                redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(&master)
+                    .query_async::<Option<(String, u16)>>(&mut connection)
+                    .await
+            };
+            match tokio::time::timeout(timeout, asked).await {
+                Ok(Ok(Some(address))) => return Ok(address),
+                Ok(Ok(None)) => {
+                    last_error = format!(
+                        "{}:{} knows no master \"{master}\"",
+                        sentinel.host, sentinel.port
+                    )
+                }
+                Ok(Err(e)) => last_error = format!("{}:{}: {e}", sentinel.host, sentinel.port),
+                Err(_) => {
+                    last_error = format!(
+                        "{}:{}: no answer in {}",
+                        sentinel.host,
+                        sentinel.port,
+                        crate::units::fmt_span(crate::units::nanos(timeout))
+                    )
+                }
             }
-            Ok(Ok(None)) => {
-                last_error = format!(
-                    "{}:{} knows no master \"{master}\"",
-                    sentinel.host, sentinel.port
-                )
-            }
-            Ok(Err(e)) => last_error = format!("{}:{}: {e}", sentinel.host, sentinel.port),
-            Err(_) => last_error = format!("{}:{}: no answer in 2 s", sentinel.host, sentinel.port),
         }
     }
-    Err(RunError::Setup(format!(
+    Err(format!(
         "cannot find the primary \"{master}\" through the sentinels: {last_error}"
-    )))
+    ))
 }
