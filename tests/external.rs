@@ -2,6 +2,9 @@
 //! redis-server: the redis-py example's verdicts, protocol failures becoming `info` with no
 //! adapter left behind, and `lockaudit adapter-test`.
 
+mod common;
+use common::{kinds, report};
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -45,23 +48,6 @@ fn run(workload: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
         .args(extra)
         .output()
         .expect("run lockaudit")
-}
-
-fn report(out: &Path) -> Value {
-    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json");
-    serde_json::from_str(&text).expect("report.json is JSON")
-}
-
-fn kinds(report: &Value) -> Vec<String> {
-    let mut kinds: Vec<String> = report["anomalies"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a["kind"].as_str().map(str::to_string))
-        .collect();
-    kinds.sort();
-    kinds.dedup();
-    kinds
 }
 
 /// Pids of live processes whose working directory is `dir` or whose command line names it.

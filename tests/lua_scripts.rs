@@ -5,6 +5,9 @@
 //! the set-nx-px example end to end, without faults (valid) and under `pause-clients`
 //! (overlap), as the built-in `set-nx-px` does.
 
+mod common;
+use common::{kinds, report};
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -317,23 +320,6 @@ fn run(name: &str, out: &Path, extra: &[&str]) -> std::process::Output {
         .args(extra)
         .output()
         .expect("run lockaudit")
-}
-
-fn report(out: &Path) -> Value {
-    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json");
-    serde_json::from_str(&text).expect("report.json is JSON")
-}
-
-fn kinds(report: &Value) -> Vec<String> {
-    let mut kinds: Vec<String> = report["anomalies"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a["kind"].as_str().map(str::to_string))
-        .collect();
-    kinds.sort();
-    kinds.dedup();
-    kinds
 }
 
 fn acquisitions(report: &Value) -> u64 {

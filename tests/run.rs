@@ -3,6 +3,9 @@
 //! Each test runs the real binary on a workload from `workloads/` with a short time limit,
 //! then asserts the verdict and that nothing it started is left running.
 
+mod common;
+use common::{kinds, report};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -28,23 +31,6 @@ fn run(name: &str, out: &Path, extra: &[&str]) -> Output {
         .args(extra)
         .output()
         .expect("run lockaudit")
-}
-
-fn report(out: &Path) -> Value {
-    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json");
-    serde_json::from_str(&text).expect("report.json is JSON")
-}
-
-fn kinds(report: &Value) -> Vec<String> {
-    let mut kinds: Vec<String> = report["anomalies"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a["kind"].as_str().map(str::to_string))
-        .collect();
-    kinds.sort();
-    kinds.dedup();
-    kinds
 }
 
 /// PIDs of live processes whose command line mentions `needle` (zombies excluded).

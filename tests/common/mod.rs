@@ -1,0 +1,24 @@
+//! Helpers shared by the integration tests that run `lockaudit` and read its run folder.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+/// The run folder's `report.json`.
+pub fn report(out: &Path) -> Value {
+    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json");
+    serde_json::from_str(&text).expect("report.json is JSON")
+}
+
+/// The anomaly kinds a report lists, sorted, each once.
+pub fn kinds(report: &Value) -> Vec<String> {
+    let mut kinds: Vec<String> = report["anomalies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["kind"].as_str().map(str::to_string))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
