@@ -1309,7 +1309,7 @@ impl<S: FnMut(&Rec) -> io::Result<()>> Sim<S> {
 // Injecting one violation.
 
 /// The anomaly kinds the injectors produce: every kind the checker reports.
-pub const INJECTABLE: [&str; 8] = crate::report::ANOMALY_KINDS;
+pub const INJECTABLE: [&str; 9] = crate::report::ANOMALY_KINDS;
 
 /// What an injector did.
 #[derive(Debug, Clone, PartialEq)]
@@ -1348,6 +1348,7 @@ pub fn inject(
 ) -> Option<Injection> {
     match kind {
         "overlap" => inject_overlap(events, seed),
+        "bad-lease" => inject_bad_lease(events, seed),
         "lost-lock" => inject_lost_lock(events, seed),
         "stale-write" => inject_stale_write(events, seed),
         "token-order" => inject_token_order(events, seed),
@@ -1727,6 +1728,24 @@ pub fn inject_duplicate_token(events: &mut [Event], seed: u64) -> Option<Injecti
         &key,
         vec![v.holds[a].begin() as u64, v.holds[b].begin() as u64],
     )
+}
+
+/// A grant promises a longer lease than its acquire asked for: the acquire's invoke gains a
+/// `ttl_ms` one below the `lease_ms` of its ok. Names the invoke and the ok.
+pub fn inject_bad_lease(events: &mut [Event], seed: u64) -> Option<Injection> {
+    let mut rng = Rng::new(seed);
+    let v = view(events);
+    let leased: Vec<usize> = (0..v.holds.len())
+        .filter(|&h| v.holds[h].lease_ms.is_some_and(|ms| ms > 0))
+        .collect();
+    let hold = &v.holds[pick(&mut rng, &leased)?];
+    let ok = hold.begin();
+    let invoke = (0..ok).rev().find(|&i| {
+        events[i].process == events[ok].process && events[i].ty == EventType::Invoke
+    })?;
+    events[invoke].value = Some(json!({ "ttl_ms": hold.lease_ms? - 1 }));
+    renumber(events);
+    done("bad-lease", &hold.key, vec![invoke as u64, ok as u64])
 }
 
 /// Two consecutive holds swap tokens, so the earlier (ended before the later began) has the

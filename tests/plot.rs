@@ -217,7 +217,7 @@ fn the_page_shows_the_verdict_every_explanation_and_links_files_that_exist() {
         let (history, out_dir) = (&plotted.history, &plotted.out_dir);
         let html = fs::read_to_string(out_dir.join("index.html")).expect("index.html");
         let report = report_of(history);
-        assert!(!report.valid);
+        assert!(report.is_invalid());
         assert!(
             html.contains("verdict invalid\">INVALID"),
             "{name}: no INVALID verdict"
@@ -291,7 +291,7 @@ fn a_valid_history_gets_a_green_verdict() {
     let (dir, history) = copied("independent-keys.jsonl");
     let report = report_of(&history);
     assert!(
-        report.valid,
+        report.is_valid(),
         "independent-keys is a valid reference history"
     );
     plot(&history);
@@ -482,7 +482,7 @@ fn a_200k_event_history_charts_within_a_size_bound() {
     let history = history::read_file(&path).expect("the synthetic history reads");
     let report = checker::check(&history, &CheckOptions::default());
     assert!(
-        report.valid,
+        report.is_valid(),
         "the synthetic history of a correct lock is valid"
     );
     let bands = fault_bands(&history);

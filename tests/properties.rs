@@ -134,7 +134,7 @@ fn describe(report: &Report) -> String {
 fn assert_valid(config: &SynthConfig) -> Result<(), TestCaseError> {
     let events = generate(config);
     let report = check_through_reader("valid", &events)?;
-    if !report.valid || !report.anomalies.is_empty() {
+    if !report.is_valid() || !report.anomalies.is_empty() {
         let path = failure_file("valid", &events);
         return Err(TestCaseError::fail(format!(
             "a correct lock's history ({}) got {} anomalies, e.g.\n{}",
@@ -172,7 +172,7 @@ fn assert_caught(kind: &str, config: &SynthConfig, seed: u64) -> Result<(), Test
 }
 
 fn judge(kind: &str, injection: &Injection, report: &Report) -> Result<(), String> {
-    if report.valid {
+    if report.is_valid() {
         return Err(format!("the injected {kind} was not found (report valid)"));
     }
     let of_kind: Vec<_> = report.anomalies.iter().filter(|a| a.kind == kind).collect();
@@ -241,7 +241,7 @@ fn a_race_for_a_key_idle_for_long_is_not_unavailable() {
 {"index":9,"time":2005000000,"process":1,"type":"ok","f":"release","key":"lock:a","value":null}
 "#;
     let report = check_text(text);
-    assert!(report.valid, "{}", describe(&report));
+    assert!(report.is_valid(), "{}", describe(&report));
 }
 
 #[test]
@@ -260,7 +260,7 @@ fn a_failure_answered_just_after_the_release_is_not_unavailable() {
 {"index":9,"time":2008000000,"process":1,"type":"ok","f":"release","key":"lock:a","value":null}
 "#;
     let report = check_text(text);
-    assert!(report.valid, "{}", describe(&report));
+    assert!(report.is_valid(), "{}", describe(&report));
 }
 
 proptest! {

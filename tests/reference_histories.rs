@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// The anomaly kinds of shared/DESIGN.md.
-const KINDS: [&str; 8] = lockaudit::report::ANOMALY_KINDS;
+const KINDS: [&str; 9] = lockaudit::report::ANOMALY_KINDS;
 
 /// A reference history is tiny: a check taking longer than this is hung.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
@@ -232,8 +232,13 @@ fn check_rejection(run: &Run, error: &Value) -> Vec<String> {
 
 fn check_verdict(run: &Run, expected: &Value) -> Vec<String> {
     let mut problems = Vec::new();
-    let valid = expected["valid"].as_bool().unwrap_or(false);
-    let want_code = if valid { 0 } else { 1 };
+    // true: exit 0; false: exit 1; null: unknown (no lock was exercised), exit 3.
+    let valid = expected["valid"].clone();
+    let want_code = match valid.as_bool() {
+        Some(true) => 0,
+        Some(false) => 1,
+        None => 3,
+    };
     if run.code != Some(want_code) {
         problems.push(format!(
             "exit code {:?}, expected {want_code}; {}",
@@ -249,7 +254,7 @@ fn check_verdict(run: &Run, expected: &Value) -> Vec<String> {
             return problems;
         }
     };
-    if report["valid"].as_bool() != Some(valid) {
+    if report["valid"] != valid {
         problems.push(format!("\"valid\": {}, expected {valid}", report["valid"]));
     }
     let reported: Vec<Value> = report["anomalies"].as_array().cloned().unwrap_or_default();
@@ -356,9 +361,14 @@ fn expectations_are_well_formed() {
             }
             continue;
         }
-        let Some(valid) = expected["valid"].as_bool() else {
-            problem("\"valid\" must be true or false".into());
-            continue;
+        // null: unknown, a history that exercised no lock.
+        let valid = match &expected["valid"] {
+            Value::Bool(v) => Some(*v),
+            Value::Null if expected.get("valid").is_some() => None,
+            _ => {
+                problem("\"valid\" must be true, false or null".into());
+                continue;
+            }
         };
         let kinds = strings(expected.get("kinds"));
         let mut sorted = kinds.clone();
@@ -370,8 +380,8 @@ fn expectations_are_well_formed() {
         if let Some(kind) = kinds.iter().find(|k| !KINDS.contains(&k.as_str())) {
             problem(format!("unknown kind {kind:?}"));
         }
-        if valid != kinds.is_empty() {
-            problem(format!("valid: {valid} with kinds {kinds:?}"));
+        if valid.unwrap_or(true) != kinds.is_empty() {
+            problem(format!("valid: {valid:?} with kinds {kinds:?}"));
         }
         for anomaly in expected["anomalies"].as_array().into_iter().flatten() {
             let kind = anomaly["kind"].as_str().unwrap_or("");

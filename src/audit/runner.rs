@@ -318,7 +318,7 @@ async fn run_cell(
             cell.events = report.stats.events;
             cell.faults = report.stats.faults;
             // Pictures only where there is something to look at.
-            if !report.valid || cell.status.fails() {
+            if !report.is_valid() || cell.status.fails() {
                 if let Err(e) = crate::plot::plot(dir) {
                     tracing::warn!("{}: the plots could not be drawn: {e}", dir.display());
                 }

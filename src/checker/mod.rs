@@ -129,8 +129,27 @@ pub fn check(history: &History, options: &CheckOptions) -> Report {
         .enumerate()
         .map(|(k, s)| (history.keys[k].clone(), s))
         .collect();
+    let acquisitions = holds.holds.len();
+    let (valid, unknown) = if !checks.values().all(|c| c.valid) {
+        (Some(false), None)
+    } else if acquisitions == 0 {
+        // Exit 0 promises that a lock was exercised and held up: with no acquire that took
+        // effect, the history proves nothing.
+        let why = if history.ops.is_empty() {
+            "the history has no events: nothing was tested".to_string()
+        } else {
+            format!(
+                "no acquire took effect in {} events: no lock was exercised, so nothing was proven",
+                history.ops.len()
+            )
+        };
+        (None, Some(why))
+    } else {
+        (Some(true), None)
+    };
     Report {
-        valid: checks.values().all(|c| c.valid),
+        valid,
+        unknown,
         anomalies,
         checks,
         stats: Stats {

@@ -79,7 +79,7 @@ fn only<'a>(report: &'a Report, kind: &str) -> &'a Anomaly {
 }
 
 fn assert_valid(report: &Report) {
-    assert!(report.valid, "expected valid, got {:#?}", report.anomalies);
+    assert!(report.is_valid(), "expected valid, got {:#?}", report.anomalies);
     assert!(report.anomalies.is_empty());
 }
 
@@ -103,7 +103,7 @@ fn overlap_inside_the_lease_is_the_lock_failing() {
     assert_eq!(overlap.processes, vec![0, 1]);
     assert_eq!((overlap.start, overlap.end), (101_000_000, 200_000_000));
     assert!(overlap.explanation.contains("the lock itself failed"));
-    assert!(!report.valid);
+    assert!(report.is_invalid());
 }
 
 #[test]

@@ -26,6 +26,10 @@ pub enum ValueShape {
 pub struct Payload {
     pub token: Option<i64>,
     pub lease_ms: Option<i64>,
+    /// Acquire invoke: the ttl asked for, the lock mode (`shared`: true), fairness.
+    pub ttl_ms: Option<i64>,
+    pub shared: bool,
+    pub fair: bool,
     pub value: ValueShape,
     pub targets: Vec<String>,
     pub processes: Vec<u64>,
@@ -373,8 +377,28 @@ impl HistoryBuilder {
             op.a = token;
             op.flags |= flags::TOKEN;
         }
-        // `b` carries a lease for acquire and renew, a value for read and write.
+        // `b` carries a lease for acquire and renew completions, the ttl asked for on an
+        // acquire invoke, a value for read and write.
         match f {
+            OpF::Acquire if ty == OpType::Invoke => {
+                if let Some(ttl) = payload.ttl_ms {
+                    if ttl < 0 {
+                        return Err(self.error(
+                            line,
+                            "value.ttl_ms",
+                            format!("must be >= 0, found {ttl}"),
+                        ));
+                    }
+                    op.b = ttl;
+                    op.flags |= flags::TTL;
+                }
+                if payload.shared {
+                    op.flags |= flags::SHARED;
+                }
+                if payload.fair {
+                    op.flags |= flags::FAIR;
+                }
+            }
             OpF::Acquire | OpF::Renew => {
                 if let Some(lease) = payload.lease_ms {
                     if lease < 0 {

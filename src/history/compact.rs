@@ -76,6 +76,12 @@ pub mod flags {
     pub const NULL_VALUE: u8 = 8;
     /// The value was present but not an integer (the register check skips such keys).
     pub const OTHER_VALUE: u8 = 16;
+    /// `ttl_ms` is set in `b` (acquire invoke: the ttl the client asked for).
+    pub const TTL: u8 = 32;
+    /// The acquire asked for a `shared` lock (acquire invoke).
+    pub const SHARED: u8 = 64;
+    /// The acquire asked for a lock that promises first-come-first-served order.
+    pub const FAIR: u8 = 128;
 }
 
 /// One event, reduced to what the checks need. 40 bytes.
@@ -84,7 +90,8 @@ pub struct Op {
     pub time: i64,
     /// The fencing token, or the fault's position in `History::faults`.
     pub a: i64,
-    /// `lease_ms` (acquire ok, renew ok) or the integer value (read ok, write).
+    /// `lease_ms` (acquire ok, renew ok), `ttl_ms` (acquire invoke) or the integer value
+    /// (read ok, write).
     pub b: i64,
     /// The event's `index`: its position in the file.
     pub index: u32,
@@ -102,6 +109,11 @@ impl Op {
 
     pub fn lease_ms(&self) -> Option<i64> {
         (self.flags & flags::LEASE != 0).then_some(self.b)
+    }
+
+    /// The ttl an acquire invoke asked for, ms.
+    pub fn ttl_ms(&self) -> Option<i64> {
+        (self.flags & flags::TTL != 0).then_some(self.b)
     }
 
     pub fn int_value(&self) -> Option<i64> {

@@ -124,6 +124,7 @@ h3 { font-size: 1em; margin: 1.2em 0 0.3em; }
 .verdict { font-size: 2.6em; font-weight: bold; padding: 0.35em 0.6em; border-radius: 6px;
            margin: 0.4em 0; color: #fff; }
 .verdict.valid { background: #1e8e3e; }
+.verdict.unknown { background: #b06000; }
 .verdict.invalid { background: #c5221f; }
 .verdict small { font-size: 0.45em; font-weight: normal; display: block; }
 .stats { color: #444; }
@@ -250,11 +251,18 @@ fn plural(n: u64, noun: &str) -> String {
 fn verdict(h: &mut String, page: &Page) {
     let report = page.report;
     let total: u64 = ANOMALY_KINDS.iter().map(|k| report.count(k)).sum();
-    if report.valid {
+    if report.is_valid() {
         let _ = writeln!(
             h,
             "<div class=\"verdict valid\">VALID<small>no anomaly in {} events</small></div>",
             report.stats.events
+        );
+    } else if report.valid.is_none() {
+        let why = report.unknown.as_deref().unwrap_or("nothing was tested");
+        let _ = writeln!(
+            h,
+            "<div class=\"verdict unknown\">UNKNOWN<small>{}</small></div>",
+            escape(why)
         );
     } else {
         let kinds: Vec<String> = ANOMALY_KINDS

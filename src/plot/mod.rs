@@ -63,7 +63,7 @@ pub struct PlotSummary {
     /// Every file written, pictures first, `index.html` last.
     pub files: Vec<PathBuf>,
     /// The verdict drawn.
-    pub valid: bool,
+    pub valid: Option<bool>,
     pub anomalies: usize,
     /// How the page was made, where it matters (no report.json, a stale one, ...).
     pub notes: Vec<String>,

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 pub use summary::render_summary;
 
 /// The anomaly kinds of DESIGN.md, in the order a summary lists them.
-pub const ANOMALY_KINDS: [&str; 8] = [
+pub const ANOMALY_KINDS: [&str; 9] = [
     "overlap",
+    "bad-lease",
     "lost-lock",
     "stale-write",
     "token-order",
@@ -120,7 +121,12 @@ pub struct Stats {
 /// Everything `lockaudit check` concludes about one history.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Report {
-    pub valid: bool,
+    /// `Some(true)`: a lock was exercised and held up; `Some(false)`: anomalies found;
+    /// `None`: unknown, the history proves nothing either way (`unknown` says why).
+    pub valid: Option<bool>,
+    /// Why the verdict is unknown (only with `valid: null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
     /// The anomalies found, ordered by time; at most `anomaly_limit` of each kind.
     pub anomalies: Vec<Anomaly>,
     pub checks: BTreeMap<String, CheckResult>,
@@ -133,13 +139,24 @@ pub struct Report {
 }
 
 impl Report {
-    /// The exit code DESIGN.md gives: 0 valid, 1 anomalies found.
+    /// The exit code DESIGN.md gives: 0 valid, 1 anomalies found, 3 unknown (nothing was
+    /// tested, so nothing was proven).
     pub fn exit_code(&self) -> i32 {
-        if self.valid {
-            0
-        } else {
-            1
+        match self.valid {
+            Some(true) => 0,
+            Some(false) => 1,
+            None => 3,
         }
+    }
+
+    /// Valid: a lock was exercised and no anomaly was found.
+    pub fn is_valid(&self) -> bool {
+        self.valid == Some(true)
+    }
+
+    /// Anomalies were found.
+    pub fn is_invalid(&self) -> bool {
+        self.valid == Some(false)
     }
 
     /// How many anomalies of `kind` were found, listed or not.

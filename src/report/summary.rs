@@ -24,10 +24,17 @@ pub fn render_summary(report: &Report, source: &str) -> String {
         let _ = writeln!(out, "warning: {warning}");
     }
     let total: u64 = ANOMALY_KINDS.iter().map(|k| report.count(k)).sum();
-    if report.valid {
-        let _ = writeln!(out, "VALID: no anomalies");
-    } else {
-        let _ = writeln!(out, "INVALID: {}", counted(total, "anomaly"));
+    match report.valid {
+        Some(true) => {
+            let _ = writeln!(out, "VALID: no anomalies");
+        }
+        Some(false) => {
+            let _ = writeln!(out, "INVALID: {}", counted(total, "anomaly"));
+        }
+        None => {
+            let why = report.unknown.as_deref().unwrap_or("nothing was tested");
+            let _ = writeln!(out, "UNKNOWN: {why}");
+        }
     }
     for (name, check) in &report.checks {
         let found: Vec<String> = check
