@@ -86,6 +86,10 @@ fn describe_token_cycle(names: &Names, cycle: &[Step]) -> Anomaly {
                     names.hold(b),
                     fmt_time(b.begin)
                 ),
+                Order::Token if a.token == b.token => format!(
+                    "has the same token as {}, so tokens do not put that one first (token order)",
+                    names.hold(b)
+                ),
                 Order::Token => format!("has a lower token than {} (token order)", names.hold(b)),
             };
             format!("{}. {} {why}", n + 1, names.hold(a))

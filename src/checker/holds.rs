@@ -4,14 +4,16 @@
 //! the `invoke` of that process's next `release` of the key, at a nemesis `kill` listing the
 //! process, or at the end of the history. A second `acquire` by a holder nests; the hold ends
 //! when the count returns to zero. An `acquire` that ended `info` never begins a hold. The
-//! lease ends at the acquire's invoke + `lease_ms` and is moved forward by each `renew` ok.
+//! lease ends at the acquire's invoke + `lease_ms`; a `renew` ok sets it to the renew's
+//! invoke + its `lease_ms` (shorter or longer); a nested acquire ok can only move it forward.
 
-use crate::history::compact::{KeyId, OpF, OpType, ProcessId, NEMESIS};
+use crate::history::compact::{KeyId, Op, OpF, OpType, ProcessId, NEMESIS};
 use crate::history::History;
 
 /// Marks "no hold" in `Holds::op_hold`.
 pub const NO_HOLD: u32 = u32::MAX;
-/// The end of a hold still open when the history ends: later than any event.
+/// The end of a hold still open when the history ends: no event is later. (Whether a hold is
+/// open is `end_cause`, never this value: an event may itself happen at `i64::MAX`.)
 pub const OPEN: i64 = i64::MAX;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +69,9 @@ pub struct Hold {
     pub lease_end: Option<i64>,
     /// When the lease might run out, counting renews that ended `info` as having worked.
     pub lease_end_possible: Option<i64>,
+    /// The grant's lease had already run out when the grant returned (`bad-lease`): the
+    /// holder was told it holds a lock it never held under its lease.
+    pub dead_grant: bool,
 }
 
 impl Hold {
@@ -76,13 +81,33 @@ impl Hold {
     }
 }
 
-/// A lease moved forward by a renew `ok` (or a nested acquire `ok`): from `invoke` on, the
-/// lease of `hold` runs at least to `lease_end`.
+/// A lease set by a renew `ok`, or moved forward by a nested acquire `ok`: from `invoke` on,
+/// the lease of `hold` runs to `lease_end` (a nested acquire: at least to it).
 #[derive(Debug, Clone, Copy)]
 pub struct Renewal {
     pub hold: u32,
     pub invoke: i64,
     pub lease_end: i64,
+    /// A renew replaces the lease; a nested acquire only extends it.
+    pub replaces: bool,
+}
+
+/// An acquire `ok` whose lease promise cannot be right (`bad-lease`).
+#[derive(Debug, Clone, Copy)]
+pub struct BadLease {
+    pub key: KeyId,
+    pub process: ProcessId,
+    pub invoke_index: u32,
+    pub ok_index: u32,
+    pub invoke: i64,
+    pub ok: i64,
+    pub lease_ms: i64,
+    /// The ttl the invoke asked for, if it said.
+    pub ttl_ms: Option<i64>,
+    /// The lease had run out by the time the grant returned (`lease_ms` <= its latency).
+    pub dead: bool,
+    /// The lease is longer than the ttl asked for.
+    pub too_long: bool,
 }
 
 /// A renew or release that found the lock no longer ours.
@@ -121,6 +146,8 @@ pub struct Holds {
     pub renewals: Vec<Renewal>,
     pub losses: Vec<LockLoss>,
     pub uncertain_acquires: Vec<UncertainAcquire>,
+    /// Acquire oks (nested ones too) whose lease promise cannot be right.
+    pub bad_leases: Vec<BadLease>,
     /// The time of the last event.
     pub history_end: i64,
 }
@@ -133,17 +160,23 @@ impl Holds {
         // `renewals` is sorted by hold.
         let from = self.renewals.partition_point(|r| r.hold < hold);
         let to = self.renewals.partition_point(|r| r.hold <= hold);
-        let renewed = self.renewals[from..to]
+        // In time order: a renew sets the lease, a nested acquire moves it forward.
+        let lease = self.renewals[from..to]
             .iter()
             .filter(|r| r.invoke < t)
-            .map(|r| r.lease_end)
-            .max();
-        Some(renewed.map_or(first, |r| r.max(first)))
+            .fold(first, |lease, r| {
+                if r.replaces {
+                    r.lease_end
+                } else {
+                    lease.max(r.lease_end)
+                }
+            });
+        Some(lease)
     }
 
     /// The end of `hold` for display and spans: the last event time if it is still open.
     pub fn shown_end(&self, hold: &Hold) -> i64 {
-        if hold.end == OPEN {
+        if hold.end_cause == HoldEnd::Open {
             self.history_end
         } else {
             hold.end
@@ -242,6 +275,10 @@ pub fn derive(history: &History) -> Holds {
                 let lease_end = op
                     .lease_ms()
                     .map(|ms| invoke_op.time.saturating_add(ms_to_ns(ms)));
+                let bad = bad_lease(invoke_op, op);
+                if let Some(bad) = bad {
+                    out.bad_leases.push(bad);
+                }
                 if let Some(i) = current {
                     // Reentrant: nest, and let the new promise move the lease forward.
                     let (_, nested_into, count) = &mut held[p][i];
@@ -249,7 +286,14 @@ pub fn derive(history: &History) -> Holds {
                     let nested_into = *nested_into;
                     out.op_hold[position] = nested_into;
                     if let Some(end) = lease_end {
-                        extend_lease(&mut out, nested_into, invoke_op.time, end, op.lease_ms());
+                        set_lease(
+                            &mut out,
+                            nested_into,
+                            invoke_op.time,
+                            end,
+                            op.lease_ms(),
+                            false,
+                        );
                     }
                 } else {
                     let id = out.holds.len() as u32;
@@ -269,6 +313,7 @@ pub fn derive(history: &History) -> Holds {
                         initial_lease_end: lease_end,
                         lease_end,
                         lease_end_possible: lease_end,
+                        dead_grant: bad.is_some_and(|b| b.dead),
                     });
                     held[p].push((op.key, id, 1));
                     out.op_hold[position] = id;
@@ -293,7 +338,7 @@ pub fn derive(history: &History) -> Holds {
             (OpF::Renew, OpType::Ok) if hold != NO_HOLD => {
                 if let Some(ms) = op.lease_ms() {
                     let end = invoke_op.time.saturating_add(ms_to_ns(ms));
-                    extend_lease(&mut out, hold, invoke_op.time, end, Some(ms));
+                    set_lease(&mut out, hold, invoke_op.time, end, Some(ms), true);
                 }
             }
             (OpF::Renew, OpType::Info) if hold != NO_HOLD => {
@@ -350,12 +395,26 @@ pub fn derive(history: &History) -> Holds {
     out
 }
 
-fn extend_lease(out: &mut Holds, hold: u32, invoke: i64, end: i64, lease_ms: Option<i64>) {
+/// A renew ok (`replaces`: the lease now runs to `end`) or a nested acquire ok (the lease
+/// runs at least to `end`).
+fn set_lease(
+    out: &mut Holds,
+    hold: u32,
+    invoke: i64,
+    end: i64,
+    lease_ms: Option<i64>,
+    replaces: bool,
+) {
     let h = &mut out.holds[hold as usize];
     // A hold promised "until released" keeps that promise whatever renews say.
     if let Some(current) = h.lease_end {
-        h.lease_end = Some(current.max(end));
-        h.lease_end_possible = h.lease_end_possible.map(|p| p.max(end));
+        let new_end = if replaces { end } else { current.max(end) };
+        h.lease_end = Some(new_end);
+        // An `info` renew retires its process, so none comes before a renew ok: what is
+        // possible is what is certain, moved forward by a nested acquire.
+        h.lease_end_possible = h
+            .lease_end_possible
+            .map(|p| if replaces { end } else { p.max(end) });
         if lease_ms.is_some() {
             h.lease_ms = lease_ms;
         }
@@ -363,8 +422,31 @@ fn extend_lease(out: &mut Holds, hold: u32, invoke: i64, end: i64, lease_ms: Opt
             hold,
             invoke,
             lease_end: end,
+            replaces,
         });
     }
+}
+
+/// Whether an acquire `ok` promises a lease that cannot be right: already over when the
+/// grant returned, or longer than the ttl the invoke asked for.
+fn bad_lease(invoke: &Op, ok: &Op) -> Option<BadLease> {
+    let lease_ms = ok.lease_ms()?;
+    let latency = ok.time.saturating_sub(invoke.time);
+    let dead = ms_to_ns(lease_ms) <= latency;
+    let ttl_ms = invoke.ttl_ms();
+    let too_long = ttl_ms.is_some_and(|ttl| lease_ms > ttl);
+    (dead || too_long).then_some(BadLease {
+        key: ok.key,
+        process: ok.process,
+        invoke_index: invoke.index,
+        ok_index: ok.index,
+        invoke: invoke.time,
+        ok: ok.time,
+        lease_ms,
+        ttl_ms,
+        dead,
+        too_long,
+    })
 }
 
 /// A renew (or nested acquire) whose outcome is unknown may have moved the lease by the

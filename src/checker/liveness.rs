@@ -2,10 +2,14 @@
 //!
 //! When is a key free (HISTORY.md)? From the `ok` of a release by its last holder; from the
 //! end of the lease of a holder that was killed or released with `info`; from the end of the
-//! longest lease seen on the key after an acquire that ended `info`; and, for a holder killed
-//! with no lease at all, from its death (the lock can never be freed). So each hold, and each
-//! acquire that may have taken the lock, *blocks* the key over an interval; the key is free
-//! in the gaps between blocking intervals.
+//! longest lease seen on the key after an acquire that ended `info`, counted from its
+//! completion (or from the heal of a server-side fault in force then: the request can still
+//! take effect when the server or the link comes back); for a holder killed with no lease at
+//! all, from its death; and for an `info` acquire on a key whose acquisitions show no lease,
+//! from that completion (if it took the lock, its retired process can never release it: the
+//! lock itself deadlocked). So each hold, and each acquire that may have taken the lock,
+//! *blocks* the key over an interval; the key is free in the gaps between blocking intervals.
+//! A key with no acquisition at all gives no ground either way and is not judged.
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -17,15 +21,109 @@ use super::findings::{Findings, Names};
 use super::holds::{ms_to_ns, Hold, HoldEnd, ReleaseOutcome, OPEN};
 use super::CheckOptions;
 
-/// An interval over which the key was (or may have been) taken, and the event that ends it.
+/// An interval over which the key was (or may have been) taken, and what ends it.
 #[derive(Debug, Clone, Copy)]
 struct Block {
     start: i64,
     /// The invoke of the acquire that began it.
     start_index: u32,
+    /// The acquire ended `info` (or never ended): it may not have taken the lock at all.
+    uncertain: bool,
     free_from: i64,
-    /// The event from which the key counts as free (None: never).
-    freed_by: Option<u32>,
+    freed: Freed,
+}
+
+/// Why a key counts as free from a block's `free_from`, for the explanation. Event indices.
+#[derive(Debug, Clone, Copy)]
+enum Freed {
+    /// It never does (the block lasts to the end of the history).
+    Never,
+    /// The holder's release returned `ok`, or came back `fail` (the lock was not ours).
+    Released {
+        process: ProcessId,
+        release: u32,
+        failed: bool,
+    },
+    /// The lease of a hold ran out after its holder was killed or its release ended `info`.
+    LeaseRanOut {
+        process: ProcessId,
+        acquired: u32,
+        ended: u32,
+        killed: bool,
+    },
+    /// The holder had no lease: killed, or its release ended `info`; nobody can free it.
+    NoLease {
+        process: ProcessId,
+        ended: u32,
+        killed: bool,
+    },
+    /// An acquire that ended `info`: the longest lease seen on the key from its completion
+    /// (or from the heal of a server fault in force then); with no lease seen, at once.
+    Uncertain {
+        process: ProcessId,
+        completion: u32,
+        lease_ms: Option<i64>,
+        heal: Option<u32>,
+    },
+}
+
+impl Freed {
+    /// The events the explanation names.
+    fn indices(self) -> Vec<u32> {
+        match self {
+            Freed::Never => Vec::new(),
+            Freed::Released { release, .. } => vec![release],
+            Freed::LeaseRanOut {
+                acquired, ended, ..
+            } => vec![acquired, ended],
+            Freed::NoLease { ended, .. } => vec![ended],
+            Freed::Uncertain {
+                completion, heal, ..
+            } => std::iter::once(completion).chain(heal).collect(),
+        }
+    }
+
+    /// "free from 2.100s, when ..."
+    fn describe(self, names: &Names, at: i64) -> String {
+        let p = |process: ProcessId| names.process(process);
+        let at = fmt_time(at);
+        match self {
+            Freed::Never => format!("free from the start of the history at {at}"),
+            Freed::Released { process, release, failed: false } => {
+                format!("free from {at}, when process {}'s release returned (event {release})", p(process))
+            }
+            Freed::Released { process, release, failed: true } => format!(
+                "free from {at}, when process {}'s release came back failed, the lock no longer its own (event {release})",
+                p(process)
+            ),
+            Freed::LeaseRanOut { process, acquired, ended, killed } => format!(
+                "free from {at}, when the lease of process {} (acquired at event {acquired}) ran out, {}",
+                p(process),
+                if killed {
+                    format!("the process having been killed (event {ended})")
+                } else {
+                    format!("its release having ended without an answer (event {ended})")
+                }
+            ),
+            Freed::NoLease { process, ended, killed } => format!(
+                "free from {at}, when process {}, holding it with no lease, {} (event {ended}): nobody could release it any more, a deadlock of the lock itself",
+                p(process),
+                if killed { "was killed" } else { "got no answer to its release" }
+            ),
+            Freed::Uncertain { process, completion, lease_ms: Some(ms), heal } => format!(
+                "free from {at}, the longest lease seen on the key ({ms}ms) after process {}'s acquire ended without an answer (event {completion}){}",
+                p(process),
+                match heal {
+                    Some(h) => format!(", counted from the heal of a server fault in force then (event {h})"),
+                    None => String::new(),
+                }
+            ),
+            Freed::Uncertain { process, completion, lease_ms: None, .. } => format!(
+                "free from {at}, when process {}'s acquire ended without an answer (event {completion}) on a lock that never expires: had it taken the lock, nobody could release it, a deadlock of the lock itself",
+                p(process)
+            ),
+        }
+    }
 }
 
 /// An attempt to acquire: its invoke and completion.
@@ -39,22 +137,91 @@ struct Attempt {
     ty: OpType,
 }
 
-/// When `hold` stops blocking its key.
-fn free_from(hold: &Hold) -> (i64, Option<u32>) {
-    let lease_or = |fallback: i64| hold.lease_end_possible.unwrap_or(fallback);
-    match (hold.end_cause, hold.release) {
-        (HoldEnd::Released, ReleaseOutcome::Ok { time, index }) => (time, Some(index)),
+/// When `hold` stops blocking its key, and why.
+fn free_from(hold: &Hold) -> (i64, Freed) {
+    let process = hold.process;
+    // Killed, or released with no answer: the lock goes when the lease runs out; with no
+    // lease, never, so the key counts as free from then on and waiting on it shows.
+    let ended = |time: i64, index: u32, killed: bool| match hold.lease_end_possible {
+        Some(lease_end) => (
+            lease_end,
+            Freed::LeaseRanOut {
+                process,
+                acquired: hold.begin_index,
+                ended: index,
+                killed,
+            },
+        ),
+        None => (
+            time,
+            Freed::NoLease {
+                process,
+                ended: index,
+                killed,
+            },
+        ),
+    };
+    match (hold.end_cause, hold.release, hold.end_index) {
+        (HoldEnd::Released, ReleaseOutcome::Ok { time, index }, _) => (
+            time,
+            Freed::Released {
+                process,
+                release: index,
+                failed: false,
+            },
+        ),
         // The implementation found the lock no longer ours: whoever had it, it was not us
         // by the time the answer came.
-        (HoldEnd::Released, ReleaseOutcome::Fail { time, index }) => (time, Some(index)),
-        (HoldEnd::Released, ReleaseOutcome::Info { time, index }) => (lease_or(time), Some(index)),
+        (HoldEnd::Released, ReleaseOutcome::Fail { time, index }, _) => (
+            time,
+            Freed::Released {
+                process,
+                release: index,
+                failed: true,
+            },
+        ),
+        (HoldEnd::Released, ReleaseOutcome::Info { time, index }, _) => ended(time, index, false),
+        (HoldEnd::Killed, _, Some(index)) => ended(hold.end, index, true),
         // A release still under way when the history ended frees nothing we know of.
-        (HoldEnd::Released, ReleaseOutcome::None) => (OPEN, None),
-        // A holder killed with a lease frees the key when it runs out; with none, never:
-        // the key counts as free from its death, so that waiting on it shows.
-        (HoldEnd::Killed, _) => (lease_or(hold.end), hold.end_index),
-        (HoldEnd::Open, _) => (OPEN, None),
+        _ => (OPEN, Freed::Never),
     }
+}
+
+/// A server-side fault (a paused server, a cut or slowed link) from its start to its heal:
+/// a request given up on during it may still take effect when it heals.
+#[derive(Debug, Clone, Copy)]
+struct ServerFault {
+    start: i64,
+    heal: i64,
+    heal_index: Option<u32>,
+}
+
+/// The server-side faults of `history`: a `pause` of anything but a client's worker until
+/// the `resume` of one of its targets; a `partition` or `latency` until a `heal` of one of
+/// its targets. Never healed: to the end of the history.
+fn server_faults(history: &crate::history::History) -> Vec<ServerFault> {
+    let is_worker = |t: &String| t.starts_with("worker-");
+    let shares_target = |a: &[String], b: &[String]| {
+        a.is_empty() || b.is_empty() || a.iter().any(|t| b.contains(t))
+    };
+    let (_, end) = history.time_span();
+    let mut out = Vec::new();
+    for (i, fault) in history.faults.iter().enumerate() {
+        let healed_by = match fault.name.as_str() {
+            "pause" if !fault.targets.iter().all(is_worker) => "resume",
+            "partition" | "latency" => "heal",
+            _ => continue,
+        };
+        let heal = history.faults[i + 1..].iter().find(|h| {
+            h.name == healed_by && h.time >= fault.time && shares_target(&fault.targets, &h.targets)
+        });
+        out.push(ServerFault {
+            start: fault.time,
+            heal: heal.map_or(end, |h| h.time),
+            heal_index: heal.map(|h| h.index),
+        });
+    }
+    out
 }
 
 pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) -> Vec<KeyStats> {
@@ -68,13 +235,14 @@ pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) -> 
     let mut longest_lease: Vec<Option<i64>> = vec![None; keys];
     let mut stats: Vec<KeyStats> = vec![KeyStats::default(); keys];
     for hold in &names.holds.holds {
-        let (free, freed_by) = free_from(hold);
+        let (free, freed) = free_from(hold);
         blocks[hold.key as usize].push(Block {
             // The acquisition may have taken effect as early as its invoke.
             start: hold.acquire_invoke,
             start_index: hold.acquire_invoke_index,
+            uncertain: false,
             free_from: free.max(hold.acquire_invoke),
-            freed_by,
+            freed,
         });
         let stat = &mut stats[hold.key as usize];
         stat.holds += 1;
@@ -110,19 +278,46 @@ pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) -> 
             ty: op.ty,
         });
     }
+    let faults = server_faults(history);
     for uncertain in &names.holds.uncertain_acquires {
         let key = uncertain.key as usize;
-        // With no lease ever seen on the key, nothing says when the lock it may have taken
-        // would be freed: it blocks for good.
-        let free = match longest_lease[key] {
-            Some(ms) => uncertain.invoke.saturating_add(ms_to_ns(ms)),
-            None => OPEN,
+        let freed = match uncertain.completion_index {
+            // Still under way when the history ended: it blocks to the end.
+            None => (OPEN, Freed::Never),
+            Some(completion) => {
+                // The request may still take effect when a server fault in force at the
+                // completion heals.
+                let late = faults
+                    .iter()
+                    .filter(|f| f.start <= uncertain.completion && uncertain.completion < f.heal)
+                    .max_by_key(|f| f.heal);
+                let from = late.map_or(uncertain.completion, |f| f.heal.max(uncertain.completion));
+                let lease_ms = longest_lease[key];
+                let free = lease_ms.map_or(from, |ms| from.saturating_add(ms_to_ns(ms)));
+                let heal = late.and(lease_ms).and(late.and_then(|f| f.heal_index));
+                let freed = Freed::Uncertain {
+                    process: uncertain.process,
+                    completion,
+                    lease_ms,
+                    heal,
+                };
+                // With no lease seen, it is free at once (from the completion).
+                (
+                    if lease_ms.is_some() {
+                        free
+                    } else {
+                        uncertain.completion
+                    },
+                    freed,
+                )
+            }
         };
         blocks[key].push(Block {
             start: uncertain.invoke,
             start_index: uncertain.invoke_index,
-            free_from: free.max(uncertain.invoke),
-            freed_by: uncertain.completion_index,
+            uncertain: true,
+            free_from: freed.0.max(uncertain.invoke),
+            freed: freed.1,
         });
     }
 
@@ -142,16 +337,19 @@ pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) -> 
         let key_blocks = &mut blocks[key];
         key_blocks.sort_by_key(|b| b.start);
         let key_attempts = &attempts[key];
-        unavailable(
-            names,
-            options,
-            key as KeyId,
-            key_blocks,
-            key_attempts,
-            (history_start, history_end),
-            &mut stats[key],
-            findings,
-        );
+        // A key nobody ever acquired gives no ground either way: not judged.
+        if stats[key].holds > 0 {
+            unavailable(
+                names,
+                options,
+                key as KeyId,
+                key_blocks,
+                key_attempts,
+                (history_start, history_end),
+                &mut stats[key],
+                findings,
+            );
+        }
         starvation(
             names,
             options,
@@ -183,11 +381,13 @@ fn unavailable(
     let mut failed: Vec<&Attempt> = attempts.iter().filter(|a| a.ty == OpType::Fail).collect();
     failed.sort_by_key(|a| a.invoke);
     let mut free_since = history_start;
-    let mut freed_by: Option<u32> = None;
+    let mut freed = Freed::Never;
     let mut longest_free = 0i64;
-    let mut report_gap = |start: i64, end: i64, freed_by: Option<u32>, next: Option<u32>| {
-        longest_free = longest_free.max(end - start);
-        if end - start <= options.liveness_bound_ns {
+    let mut report_gap = |start: i64, end: i64, freed: Freed, next: Option<&Block>| {
+        // Times may lie anywhere in i64: a span saturates rather than wraps.
+        let span = end.saturating_sub(start);
+        longest_free = longest_free.max(span);
+        if span <= options.liveness_bound_ns {
             return;
         }
         let from = failed.partition_point(|a| a.invoke < start);
@@ -203,18 +403,26 @@ fn unavailable(
             let mut processes: Vec<u64> = during.iter().map(|a| names.process(a.process)).collect();
             processes.sort_unstable();
             processes.dedup();
-            let mut indices: Vec<u64> = freed_by.into_iter().chain(next).map(u64::from).collect();
+            let mut indices: Vec<u64> = freed
+                .indices()
+                .into_iter()
+                .chain(next.map(|b| b.start_index))
+                .map(u64::from)
+                .collect();
             indices.extend(during.iter().take(5).flat_map(|a| {
                 [u64::from(a.invoke_index), u64::from(a.completion_index)]
             }));
-            let how_free = match freed_by {
-                Some(i) => format!("free from {} (event {i})", fmt_time(start)),
-                None => format!("free from the start of the history at {}", fmt_time(start)),
-            };
+            let how_free = freed.describe(names, start);
             let until = match next {
-                Some(i) => format!(
-                    "the next acquire that succeeded was invoked at {} (event {i})",
-                    fmt_time(end)
+                Some(b) if b.uncertain => format!(
+                    "an acquire that may have taken it (it ended without an answer) was invoked at {} (event {})",
+                    fmt_time(end),
+                    b.start_index
+                ),
+                Some(b) => format!(
+                    "the next acquire that took it was invoked at {} (event {})",
+                    fmt_time(end),
+                    b.start_index
                 ),
                 None => format!("the end of the history at {}", fmt_time(end)),
             };
@@ -226,7 +434,7 @@ fn unavailable(
                 explanation: format!(
                     "{} was {how_free} until {until}, {} with no acquisition, while {} attempts to acquire it failed (liveness bound {}).",
                     names.history.key_name(key),
-                    fmt_span(end - start),
+                    fmt_span(span),
                     during.len(),
                     fmt_span(options.liveness_bound_ns)
                 ),
@@ -240,15 +448,15 @@ fn unavailable(
     };
     for block in blocks {
         if block.start > free_since {
-            report_gap(free_since, block.start, freed_by, Some(block.start_index));
+            report_gap(free_since, block.start, freed, Some(block));
         }
         if block.free_from >= free_since {
             free_since = block.free_from;
-            freed_by = block.freed_by;
+            freed = block.freed;
         }
     }
     if free_since < history_end {
-        report_gap(free_since, history_end, freed_by, None);
+        report_gap(free_since, history_end, freed, None);
     }
     stats.longest_free_ms = longest_free as f64 / 1e6;
 }
@@ -307,7 +515,7 @@ fn starvation(
                 let started = streaks
                     .get(&attempt.process)
                     .map_or(attempt.invoke, |s| s.start);
-                waits.push((attempt.completion - started) as f64 / 1e6);
+                waits.push(attempt.completion.saturating_sub(started) as f64 / 1e6);
                 ends.extend(streaks.remove(&attempt.process));
             }
             _ => {
@@ -319,7 +527,7 @@ fn starvation(
     ends.extend(streaks.into_values());
     ends.sort_by_key(|s| s.start);
     for streak in ends {
-        if streak.last_fail - streak.start <= options.starvation_bound_ns {
+        if streak.last_fail.saturating_sub(streak.start) <= options.starvation_bound_ns {
             continue;
         }
         let from = successes.partition_point(|s| s.0 <= streak.start);
@@ -346,7 +554,7 @@ fn starvation(
                     "process {} tried to acquire {} for {} ({} failed attempts, from {} to {}) while other processes acquired it {} times (starvation bound {}).",
                     names.process(streak.process),
                     names.history.key_name(key),
-                    fmt_span(streak.last_fail - streak.start),
+                    fmt_span(streak.last_fail.saturating_sub(streak.start)),
                     streak.failures,
                     fmt_time(streak.start),
                     fmt_time(streak.last_fail),

@@ -26,7 +26,7 @@ pub fn check(names: &Names, findings: &mut Findings) -> Vec<u64> {
             let lease = match loss.lease_end {
                 Some(end) => format!(
                     "its lease still had {} to run (until {})",
-                    fmt_span(end - loss.completion_time),
+                    fmt_span(end.saturating_sub(loss.completion_time)),
                     fmt_time(end)
                 ),
                 None => "it had no lease, so only a release could free it".to_string(),

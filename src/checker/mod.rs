@@ -4,6 +4,7 @@
 mod fencing;
 mod findings;
 pub mod holds;
+mod lease;
 mod liveness;
 mod lost_lock;
 mod mutual_exclusion;
@@ -41,8 +42,9 @@ impl Default for CheckOptions {
 }
 
 /// Which check reports which anomaly kinds.
-const CHECKS: [(&str, &[&str]); 5] = [
+const CHECKS: [(&str, &[&str]); 6] = [
     ("mutual-exclusion", &["overlap"]),
+    ("lease", &["bad-lease"]),
     ("lost-lock", &["lost-lock"]),
     (
         "fencing",
@@ -62,6 +64,7 @@ pub fn check(history: &History, options: &CheckOptions) -> Report {
     let mut findings = Findings::new(options.anomaly_limit);
 
     mutual_exclusion::check(&names, &mut findings);
+    lease::check(&names, &mut findings);
     let expected_losses = lost_lock::check(&names, &mut findings);
     fencing::check(&names, &mut findings);
     let mut key_stats = liveness::check(&names, options, &mut findings);

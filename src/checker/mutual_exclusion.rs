@@ -42,15 +42,22 @@ fn describe(
     let lease = names.holds.lease_end_at(earlier_id, start);
     let lease_expired = lease.is_some_and(|l| l <= start);
     let verdict = match lease {
+        // The earlier holder's grant came back with its lease already over, and no renewal
+        // revived it: it never held the lock under its lease (`bad-lease`), which is not the
+        // hazard of a lease running out during a pause.
+        Some(l) if l <= start && earlier.dead_grant && l <= earlier.begin => format!(
+            "process {}'s lease had already run out when its grant returned (a bad-lease): the implementation told it that it held a lock it did not hold",
+            names.process(earlier.process)
+        ),
         Some(l) if l <= start => format!(
             "process {}'s lease had run out {} before, at {}: a lease-expiry hazard",
             names.process(earlier.process),
-            fmt_span(start - l),
+            fmt_span(start.saturating_sub(l)),
             fmt_time(l)
         ),
         Some(l) => format!(
             "its lease still had {} to run: the lock itself failed",
-            fmt_span(l - start)
+            fmt_span(l.saturating_sub(start))
         ),
         None => "it had no lease, so the lock itself failed".to_string(),
     };
@@ -68,7 +75,7 @@ fn describe(
             names.key(later),
             names.hold(earlier),
             names.hold_end(earlier),
-            fmt_span(end - start),
+            fmt_span(end.saturating_sub(start)),
         ),
         start,
         end,

@@ -11,10 +11,17 @@
 //!
 //! - time points: each hold's end is a point on a chain `T0 -> T1 -> ...` in end order; a hold
 //!   has an edge to its own point, and the latest point at or before its begin has an edge to
-//!   it. So A reaches B through the chain exactly when A ended no later than B began.
+//!   it. So A reaches B through the chain exactly when A ended no later than B began (and,
+//!   for a hold of zero length at the instant B began, A comes first in begin order: a hold
+//!   never precedes itself, and real time alone never makes a cycle).
 //! - token groups: holds with equal tokens form a group; a virtual node between each pair of
 //!   adjacent groups takes edges from every hold of the lower and gives edges to every hold
-//!   of the higher.
+//!   of the higher. A group of two or more also has a tie node with edges to and from each of
+//!   its holds: equal tokens are "not lower" either way.
+//!
+//! Token edges alone rise, or circle inside a tie; so a strongly connected component is a
+//! violation exactly when it holds a real-time edge: along any cycle through it tokens never
+//! fall, and the real-time step says one of them should have risen.
 
 use std::collections::VecDeque;
 
@@ -23,7 +30,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::holds::{Hold, OPEN};
+use super::holds::{Hold, HoldEnd};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Order {
@@ -38,6 +45,7 @@ enum Node {
     Hold(u32),
     TimePoint,
     TokenStep,
+    TokenTie,
 }
 
 /// One step of a cycle: hold `from` precedes hold `to` by `order`. Ids index `Holds::holds`.
@@ -48,8 +56,9 @@ pub struct Step {
     pub order: Order,
 }
 
-/// Builds the graph over `key_holds` (ids into `holds`, in begin order) and returns one
-/// shortest cycle per strongly connected component that has one, as steps between holds.
+/// Builds the graph over `key_holds` (ids into `holds`, in begin order) and returns, for each
+/// strongly connected component with a real-time edge, one shortest cycle through such an
+/// edge, as steps between holds.
 pub fn token_order_cycles(holds: &[Hold], key_holds: &[u32]) -> Vec<Vec<Step>> {
     let mut graph: DiGraph<Node, Order> =
         DiGraph::with_capacity(key_holds.len() * 3, key_holds.len() * 4);
@@ -67,7 +76,7 @@ pub fn token_order_cycles(holds: &[Hold], key_holds: &[u32]) -> Vec<Vec<Step>> {
         if component.len() < 2 {
             continue;
         }
-        if let Some(cycle) = shortest_cycle(&graph, &component) {
+        if let Some(cycle) = shortest_violating_cycle(&graph, &component) {
             cycles.push(cycle);
         }
     }
@@ -82,15 +91,22 @@ fn add_realtime_edges(
     nodes: &[NodeIndex],
 ) {
     let mut by_end: Vec<usize> = (0..key_holds.len())
-        .filter(|&i| holds[key_holds[i] as usize].end != OPEN)
+        .filter(|&i| holds[key_holds[i] as usize].end_cause != HoldEnd::Open)
         .collect();
-    by_end.sort_by_key(|&i| holds[key_holds[i] as usize].end);
+    by_end.sort_by_key(|&i| (holds[key_holds[i] as usize].end, i));
     let mut latest_point: Option<NodeIndex> = None;
     let mut next_end = 0;
-    // Holds are in begin order: walk the ends alongside.
+    // Holds are in begin order: walk the ends alongside. An end at the very instant hold `i`
+    // begins counts only for a hold earlier in begin order (`j < i`): that is a hold of
+    // zero length, which must not precede itself or a later one of the same instant.
     for (i, &h) in key_holds.iter().enumerate() {
         let begin = holds[h as usize].begin;
-        while next_end < by_end.len() && holds[key_holds[by_end[next_end]] as usize].end <= begin {
+        while next_end < by_end.len()
+            && (
+                holds[key_holds[by_end[next_end]] as usize].end,
+                by_end[next_end],
+            ) < (begin, i)
+        {
             let point = graph.add_node(Node::TimePoint);
             graph.add_edge(nodes[by_end[next_end]], point, Order::Realtime);
             if let Some(previous) = latest_point {
@@ -118,6 +134,13 @@ fn add_token_edges(
         .collect();
     tokened.sort_unstable();
     let groups: Vec<&[(i64, usize)]> = tokened.chunk_by(|a, b| a.0 == b.0).collect();
+    for group in groups.iter().filter(|g| g.len() > 1) {
+        let tie = graph.add_node(Node::TokenTie);
+        for &(_, member) in group.iter() {
+            graph.add_edge(nodes[member], tie, Order::Token);
+            graph.add_edge(tie, nodes[member], Order::Token);
+        }
+    }
     for pair in groups.windows(2) {
         let step = graph.add_node(Node::TokenStep);
         for &(_, from) in pair[0] {
@@ -129,66 +152,80 @@ fn add_token_edges(
     }
 }
 
-/// The shortest cycle through the component's lowest hold, found by breadth-first search
-/// inside the component, as steps between holds (virtual nodes folded away).
-fn shortest_cycle(graph: &DiGraph<Node, Order>, component: &[NodeIndex]) -> Option<Vec<Step>> {
+/// The shortest cycle through the component's first real-time edge (None: it has none, so
+/// it is only a tie of equal tokens), found by breadth-first search inside the component, as
+/// steps between holds (virtual nodes folded away).
+fn shortest_violating_cycle(
+    graph: &DiGraph<Node, Order>,
+    component: &[NodeIndex],
+) -> Option<Vec<Step>> {
     let inside: FxHashSet<NodeIndex> = component.iter().copied().collect();
-    let start = component
-        .iter()
-        .copied()
-        .filter_map(|n| match graph[n] {
-            Node::Hold(h) => Some((h, n)),
-            _ => None,
-        })
-        .min()?
-        .1;
-    let mut came_from: FxHashMap<NodeIndex, (NodeIndex, Order)> = FxHashMap::default();
-    let mut queue = VecDeque::from([start]);
+    let mut sorted = component.to_vec();
+    sorted.sort_unstable();
+    let (from, to) = sorted.iter().find_map(|&n| {
+        graph
+            .edges(n)
+            .find(|e| *e.weight() == Order::Realtime && inside.contains(&e.target()))
+            .map(|e| (n, e.target()))
+    })?;
+    // Breadth-first from `to` back to `from`; the edge from -> to closes the cycle.
+    let mut came_from: FxHashMap<NodeIndex, NodeIndex> = FxHashMap::default();
+    let mut queue = VecDeque::from([to]);
     while let Some(node) = queue.pop_front() {
+        if node == from {
+            break;
+        }
         for edge in graph.edges(node) {
             let next = edge.target();
-            if !inside.contains(&next) || came_from.contains_key(&next) {
-                continue;
+            if inside.contains(&next) && next != to && !came_from.contains_key(&next) {
+                came_from.insert(next, node);
+                queue.push_back(next);
             }
-            came_from.insert(next, (node, *edge.weight()));
-            if next == start {
-                return Some(fold_path(graph, &came_from, start));
-            }
-            queue.push_back(next);
         }
     }
-    None
+    let mut path = vec![from];
+    let mut at = from;
+    while at != to {
+        at = *came_from.get(&at)?;
+        path.push(at);
+    }
+    path.reverse(); // to ... from; the cycle closes with from -> to
+    Some(fold_cycle(graph, &path))
 }
 
-/// Walks the cycle back from `start` and folds each run of virtual nodes into one step.
-fn fold_path(
-    graph: &DiGraph<Node, Order>,
-    came_from: &FxHashMap<NodeIndex, (NodeIndex, Order)>,
-    start: NodeIndex,
-) -> Vec<Step> {
+/// Folds a cycle of nodes (the last has an edge back to the first) into steps between holds:
+/// each run of virtual nodes between two holds is one step, of the order of its edges (a run
+/// of time points is all real time, a run of token nodes all token order).
+fn fold_cycle(graph: &DiGraph<Node, Order>, cycle: &[NodeIndex]) -> Vec<Step> {
     let hold_of = |n: NodeIndex| match graph[n] {
         Node::Hold(h) => Some(h),
         _ => None,
     };
+    let order_of = |a: NodeIndex, b: NodeIndex| {
+        graph
+            .edges_connecting(a, b)
+            .next()
+            .map_or(Order::Token, |e| *e.weight())
+    };
+    let n = cycle.len();
+    let first = (0..n).find(|&i| hold_of(cycle[i]).is_some()).unwrap_or(0);
     let mut steps = Vec::new();
-    let mut to = start;
-    let mut at = start;
-    loop {
-        let (previous, order) = came_from[&at];
-        if let Some(from) = hold_of(previous) {
+    let mut from = first;
+    for offset in 1..=n {
+        let at = (first + offset) % n;
+        if let Some(to) = hold_of(cycle[at]) {
             steps.push(Step {
-                from,
-                to: hold_of(to).unwrap_or(from),
-                order,
+                from: hold_of(cycle[from]).unwrap_or(to),
+                to,
+                order: order_of(cycle[from], cycle[(from + 1) % n]),
             });
-            to = previous;
-        }
-        at = previous;
-        if at == start {
-            break;
+            from = at;
         }
     }
-    steps.reverse();
+    // Start the cycle at its lowest hold, so that the same cycle always reads the same.
+    if let Some(lowest) = (0..steps.len()).min_by_key(|&i| steps[i].from) {
+        steps.rotate_left(lowest);
+    }
     steps
 }
 
@@ -214,6 +251,7 @@ mod tests {
             initial_lease_end: None,
             lease_end: None,
             lease_end_possible: None,
+            dead_grant: false,
         }
     }
 
@@ -248,6 +286,30 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_hold_of_zero_length_is_no_cycle_with_itself() {
+        let holds = [
+            hold(0, 10, 1),
+            hold(10, 10, 2),
+            hold(10, 10, 3),
+            hold(10, 20, 4),
+        ];
+        assert!(cycles(&holds).is_empty());
+    }
+
+    #[test]
+    fn equal_tokens_one_after_the_other_are_a_cycle_but_side_by_side_are_not() {
+        let consecutive = [hold(0, 10, 7), hold(10, 20, 7)];
+        let found = cycles(&consecutive);
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].iter().map(|s| s.order).collect::<Vec<_>>(),
+            [Order::Realtime, Order::Token]
+        );
+        let concurrent = [hold(0, 20, 7), hold(10, 30, 7)];
+        assert!(cycles(&concurrent).is_empty());
     }
 
     #[test]

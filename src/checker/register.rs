@@ -130,7 +130,7 @@ fn lost_updates(names: &Names, key: KeyId, counter: &mut Counter, findings: &mut
         .chunk_by(|a, b| a.0 == b.0)
         .filter(|group| group.len() > 1)
         .collect();
-    let missing = final_read.map_or(0, |r| initial + acked - r.2);
+    let missing = final_read.map_or(0, |r| initial.saturating_add(acked).saturating_sub(r.2));
     if missing <= 0 && duplicated.is_empty() {
         return;
     }

@@ -60,6 +60,17 @@ fn run(text: &str) -> Report {
     run_with(text, &CheckOptions::default())
 }
 
+fn of_kind<'a>(report: &'a Report, kind: &str) -> Vec<&'a Anomaly> {
+    report.anomalies.iter().filter(|a| a.kind == kind).collect()
+}
+
+fn kinds_sorted(report: &Report) -> Vec<&str> {
+    let mut kinds: Vec<&str> = report.anomalies.iter().map(|a| a.kind.as_str()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    kinds
+}
+
 fn kinds(report: &Report) -> Vec<&str> {
     let mut kinds: Vec<&str> = report.anomalies.iter().map(|a| a.kind.as_str()).collect();
     kinds.dedup();
@@ -79,7 +90,11 @@ fn only<'a>(report: &'a Report, kind: &str) -> &'a Anomaly {
 }
 
 fn assert_valid(report: &Report) {
-    assert!(report.is_valid(), "expected valid, got {:#?}", report.anomalies);
+    assert!(
+        report.is_valid(),
+        "expected valid, got {:#?}",
+        report.anomalies
+    );
     assert!(report.anomalies.is_empty());
 }
 
@@ -253,6 +268,108 @@ fn a_holder_never_released_holds_to_the_end_of_the_history() {
     assert!(overlap.explanation.contains("end of the history"));
 }
 
+// ---------------------------------------------------------------- bad-lease
+
+#[test]
+fn a_grant_returning_after_its_lease_ran_out_is_a_bad_lease() {
+    // 200 ms promised from the invoke, granted after 300 ms.
+    let report = run(r#"
+        0    0 invoke acquire k
+        300  0 ok     acquire k {"lease_ms":200}
+        310  0 invoke release k
+        311  0 ok     release k
+    "#);
+    let bad = only(&report, "bad-lease");
+    assert_eq!(bad.indices, vec![0, 1]);
+    assert_eq!(bad.processes, vec![0]);
+    assert_eq!(bad.lease_expired, Some(true));
+    assert!(
+        bad.explanation.contains("had run out 100ms before"),
+        "{}",
+        bad.explanation
+    );
+}
+
+#[test]
+fn a_lease_exactly_as_long_as_the_wait_is_dead_one_longer_is_not() {
+    let text = r#"
+        0    0 invoke acquire k
+        300  0 ok     acquire k {"lease_ms":LEASE}
+        310  0 invoke release k
+        311  0 ok     release k
+    "#;
+    only(&run(&text.replace("LEASE", "300")), "bad-lease");
+    assert_valid(&run(&text.replace("LEASE", "301")));
+}
+
+#[test]
+fn a_lease_longer_than_the_ttl_asked_for_is_a_bad_lease() {
+    let text = r#"
+        0    0 invoke acquire k {"ttl_ms":1000}
+        1    0 ok     acquire k {"lease_ms":LEASE}
+        10   0 invoke release k
+        11   0 ok     release k
+    "#;
+    let report = run(&text.replace("LEASE", "9223372036854775807"));
+    let bad = only(&report, "bad-lease");
+    assert!(
+        bad.explanation.contains("asked for a ttl of 1000ms"),
+        "{}",
+        bad.explanation
+    );
+    assert_eq!(bad.lease_expired, Some(false));
+    assert_valid(&run(&text.replace("LEASE", "1000")));
+    // No ttl asked for, or a lock that never expires: nothing to compare with.
+    assert_valid(&run(&text
+        .replace("LEASE", "5000")
+        .replace(r#"{"ttl_ms":1000}"#, "")));
+    assert_valid(&run(&text.replace(r#"{"lease_ms":LEASE}"#, "")));
+}
+
+#[test]
+fn a_nested_grant_with_a_dead_lease_is_a_bad_lease_too() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"lease_ms":1000}
+        10   0 invoke acquire k
+        700  0 ok     acquire k {"lease_ms":500}
+        710  0 invoke release k
+        711  0 ok     release k
+        720  0 invoke release k
+        721  0 ok     release k
+    "#);
+    assert_eq!(only(&report, "bad-lease").indices, vec![2, 3]);
+}
+
+#[test]
+fn an_overlap_after_a_dead_grant_blames_the_grant_not_a_pause() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        300  0 ok     acquire k {"lease_ms":200}
+        310  1 invoke acquire k
+        311  1 ok     acquire k {"lease_ms":200}
+        400  0 invoke release k
+        401  0 fail   release k
+        410  1 invoke release k
+        411  1 ok     release k
+    "#);
+    assert_eq!(kinds_sorted(&report), ["bad-lease", "overlap"]);
+    let overlap = of_kind(&report, "overlap")[0];
+    assert_eq!(overlap.lease_expired, Some(true));
+    assert!(
+        overlap
+            .explanation
+            .contains("already run out when its grant returned"),
+        "{}",
+        overlap.explanation
+    );
+    assert!(
+        !overlap.explanation.contains("lease-expiry hazard"),
+        "{}",
+        overlap.explanation
+    );
+}
+
 // ---------------------------------------------------------------- lost-lock
 
 #[test]
@@ -392,8 +509,45 @@ fn two_holds_with_one_token_are_a_duplicate() {
         4    1 invoke acquire k
         5    1 ok     acquire k {"token":7}
     "#);
-    let duplicate = only(&report, "duplicate-token");
-    assert_eq!(duplicate.indices, vec![1, 5]);
+    // One after the other, the later token is "not lower": token order too (HISTORY.md).
+    let duplicate: Vec<&Anomaly> = of_kind(&report, "duplicate-token");
+    assert_eq!(duplicate.len(), 1);
+    assert_eq!(duplicate[0].indices, vec![1, 5]);
+    let cycle = of_kind(&report, "token-order");
+    assert_eq!(cycle.len(), 1, "{:#?}", report.anomalies);
+    assert!(cycle[0].indices.contains(&1) && cycle[0].indices.contains(&5));
+    assert_eq!(kinds_sorted(&report), ["duplicate-token", "token-order"]);
+}
+
+#[test]
+fn two_side_by_side_holds_with_one_token_are_a_duplicate_only() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"token":7}
+        2    1 invoke acquire k
+        3    1 ok     acquire k {"token":7}
+        4    0 invoke release k
+        5    0 ok     release k
+        6    1 invoke release k
+        7    1 ok     release k
+    "#);
+    assert_eq!(kinds_sorted(&report), ["duplicate-token", "overlap"]);
+}
+
+#[test]
+fn a_hold_of_zero_length_is_no_token_order_cycle() {
+    // Process 0 acquires and invokes its release in the same nanosecond.
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"token":1}
+        1    0 invoke release k
+        2    0 ok     release k
+        3    1 invoke acquire k
+        4    1 ok     acquire k {"token":2}
+        4    1 invoke release k
+        5    1 ok     release k
+    "#);
+    assert_valid(&report);
 }
 
 #[test]
@@ -553,7 +707,8 @@ fn a_failure_that_may_have_met_the_winner_or_the_holder_does_not_count() {
 }
 
 #[test]
-fn an_indeterminate_acquire_on_a_key_with_no_lease_seen_may_hold_it_for_good() {
+fn a_history_in_which_no_acquire_took_effect_is_unknown_not_valid() {
+    // Nobody ever held k: no ground for `unavailable`, and nothing was tested either.
     let report = run(r#"
         0     0 invoke acquire k
         5     0 info   acquire k
@@ -562,7 +717,231 @@ fn an_indeterminate_acquire_on_a_key_with_no_lease_seen_may_hold_it_for_good() {
         3000  1 invoke acquire k
         3001  1 fail   acquire k
     "#);
+    assert!(report.anomalies.is_empty(), "{:#?}", report.anomalies);
+    assert_eq!(report.valid, None);
+    assert_eq!(report.exit_code(), 3);
+    assert!(report
+        .unknown
+        .as_deref()
+        .unwrap()
+        .contains("no acquire took effect"));
+    let empty = check(
+        &read_jsonl(&b""[..], "empty", None).expect("an empty history reads"),
+        &CheckOptions::default(),
+    );
+    assert_eq!((empty.valid, empty.exit_code()), (None, 3));
+}
+
+#[test]
+fn a_key_nobody_ever_acquired_is_not_judged_for_unavailability() {
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k
+        2     0 invoke release k
+        3     0 ok     release k
+        10    1 invoke acquire other
+        11    1 info   acquire other
+        100   2 invoke acquire other
+        101   2 fail   acquire other
+        3000  2 invoke acquire other
+        3001  2 fail   acquire other
+    "#);
     assert_valid(&report);
+}
+
+#[test]
+fn an_indeterminate_acquire_does_not_hide_a_later_deadlock() {
+    // The issue's minimal case: one `info` acquire on a lock that never expires, then a
+    // holder with no lease killed, then failures for 6 s. Before, the info acquire blocked
+    // the key for good and the deadlock passed as valid.
+    let mut text = String::from(
+        r#"
+        0     0 invoke acquire k
+        5     0 info   acquire k
+        10    1 invoke acquire k
+        11    1 ok     acquire k
+        20    nemesis info kill - {"targets":["worker-1"],"processes":[1]}
+    "#,
+    );
+    for i in 0..12 {
+        let t = 100 + i * 500;
+        text.push_str(&format!(
+            "{t} 2 invoke acquire k
+{} 2 fail acquire k
+",
+            t + 1
+        ));
+    }
+    let report = run(&text);
+    let stuck = only(&report, "unavailable");
+    assert_eq!(stuck.start, 20_000_000, "free from the kill: {stuck:?}");
+    assert!(
+        stuck.explanation.contains("was killed (event 4)"),
+        "{}",
+        stuck.explanation
+    );
+    assert!(
+        stuck.explanation.contains("deadlock"),
+        "{}",
+        stuck.explanation
+    );
+}
+
+#[test]
+fn an_indeterminate_acquire_on_a_lock_that_never_expires_frees_the_key_at_once() {
+    // If it took the lock, its retired process can never release it: from its completion
+    // on, a refused acquire is waiting on a deadlock of the lock itself.
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k
+        10    0 invoke release k
+        11    0 ok     release k
+        20    1 invoke acquire k
+        30    1 info   acquire k
+        100   2 invoke acquire k
+        101   2 fail   acquire k
+        1500  2 invoke acquire k
+        1501  2 fail   acquire k
+    "#);
+    let stuck = only(&report, "unavailable");
+    assert_eq!(stuck.start, 30_000_000);
+    assert!(
+        stuck.explanation.contains("never expires"),
+        "{}",
+        stuck.explanation
+    );
+    assert!(
+        stuck.explanation.contains("until the end of the history"),
+        "{}",
+        stuck.explanation
+    );
+}
+
+/// An acquire given up on while a server was paused; `FAULT` is what was paused.
+const LATE_REQUEST: &str = r#"
+    0     0 invoke acquire k
+    1     0 ok     acquire k {"lease_ms":1000}
+    10    0 invoke release k
+    11    0 ok     release k
+    20    nemesis info pause - {"targets":["FAULT"]}
+    30    1 invoke acquire k
+    500   1 info   acquire k
+    1600  2 invoke acquire k
+    1601  2 fail   acquire k
+    2300  nemesis info resume - {"targets":["FAULT"]}
+    3200  2 invoke acquire k
+    3201  2 fail   acquire k
+    3350  2 invoke acquire k
+    3351  2 ok     acquire k {"lease_ms":1000}
+"#;
+
+#[test]
+fn a_request_held_by_a_paused_server_may_take_effect_at_the_heal() {
+    // The server resumed at 2.3 s and ran the SET then: the key is taken until 3.3 s.
+    let report = run(&LATE_REQUEST.replace("FAULT", "redis-0"));
+    assert_valid(&report);
+    // A paused client is no server fault: its request was not held anywhere, so the key
+    // counts as free from 0.5 s + 1 s, and the failures until 3.35 s are unavailability.
+    let report = run(&LATE_REQUEST.replace("FAULT", "worker-1"));
+    let stuck = only(&report, "unavailable");
+    assert_eq!(stuck.start, 1_500_000_000);
+    assert!(
+        stuck.explanation.contains("longest lease seen"),
+        "{}",
+        stuck.explanation
+    );
+}
+
+#[test]
+fn an_indeterminate_acquire_counts_the_lease_from_its_completion() {
+    // Invoked at 0.02 s, given up at 0.9 s: with a 1 s lease it may hold the key to 1.9 s.
+    // Counting from the invoke would free it at 1.02 s and call the wait to 2.1 s a 1.08 s
+    // stretch of unavailability.
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k {"lease_ms":1000}
+        10    0 invoke release k
+        11    0 ok     release k
+        20    1 invoke acquire k
+        900   1 info   acquire k
+        1100  2 invoke acquire k
+        1101  2 fail   acquire k
+        1800  2 invoke acquire k
+        1801  2 fail   acquire k
+        2100  2 invoke acquire k
+        2101  2 ok     acquire k {"lease_ms":1000}
+    "#);
+    assert_valid(&report);
+}
+
+#[test]
+fn a_renew_with_a_shorter_lease_shortens_it() {
+    // The renew at 0.1 s leaves 200 ms: the killed holder's lock is free from 0.3 s.
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k {"lease_ms":5000}
+        100   0 invoke renew   k
+        101   0 ok     renew   k {"lease_ms":200}
+        150   nemesis info kill - {"targets":["worker-0"],"processes":[0]}
+        400   1 invoke acquire k
+        401   1 fail   acquire k
+        1400  1 invoke acquire k
+        1401  1 fail   acquire k
+        1500  1 invoke acquire k
+        1501  1 ok     acquire k {"lease_ms":5000}
+    "#);
+    let stuck = only(&report, "unavailable");
+    assert_eq!(stuck.start, 300_000_000);
+    assert!(
+        stuck
+            .explanation
+            .contains("lease of process 0 (acquired at event 1) ran out"),
+        "{}",
+        stuck.explanation
+    );
+    assert!(
+        stuck.explanation.contains("killed (event 4)"),
+        "{}",
+        stuck.explanation
+    );
+}
+
+#[test]
+fn spans_near_the_ends_of_time_do_not_wrap() {
+    let min = i64::MIN;
+    let max = i64::MAX;
+    let lines = [
+        (min, 0, "invoke", "acquire"),
+        (min + 10, 0, "ok", "acquire"),
+        (min + 20, 0, "invoke", "release"),
+        (min + 30, 0, "ok", "release"),
+        (min + 40, 1, "invoke", "acquire"),
+        (min + 50, 1, "fail", "acquire"),
+        (max - 50, 1, "invoke", "acquire"),
+        (max - 40, 1, "fail", "acquire"),
+        (max - 30, 2, "invoke", "acquire"),
+        (max, 2, "ok", "acquire"),
+        (max, 2, "invoke", "release"),
+        (max, 3, "invoke", "acquire"),
+    ];
+    let mut text = String::new();
+    for (index, (time, process, ty, f)) in lines.iter().enumerate() {
+        let value = if *ty == "ok" && *f == "acquire" {
+            format!(r#","value":{{"token":{}}}"#, 1 + process)
+        } else {
+            String::new()
+        };
+        text.push_str(&format!(
+            r#"{{"index":{index},"time":{time},"process":{process},"type":"{ty}","f":"{f}","key":"k"{value}}}"#
+        ));
+        text.push('\n');
+    }
+    let history = read_jsonl(text.as_bytes(), "test", None).expect("a valid history");
+    let report = check(&history, &CheckOptions::default());
+    // Free from min + 30 to the acquire invoked at max - 30: the whole of time.
+    let stuck = only(&report, "unavailable");
+    assert_eq!((stuck.start, stuck.end), (min + 30, max - 30));
+    assert!(report.stats.per_key["k"].longest_free_ms > 9e12);
 }
 
 #[test]

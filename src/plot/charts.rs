@@ -424,7 +424,7 @@ impl<'b> LatencyChart<'b> {
                 OpType::Info => Outcome::Info,
             };
             if let Some(start) = slot.take() {
-                let ms = ((op.time - start) as f64 / 1e6).max(MIN_LATENCY_MS);
+                let ms = (op.time.saturating_sub(start) as f64 / 1e6).max(MIN_LATENCY_MS);
                 points[outcome as usize].push((secs(start), ms));
             }
         }
@@ -640,7 +640,7 @@ impl<'b> RateChart<'b> {
     fn new(history: &History, bands: &'b [FaultBand], axis: TimeAxis, label: &str) -> Self {
         let start_ns = (axis.start * 1e9) as i64;
         let end_ns = history.time_span().1.max(start_ns + 1);
-        let span_ns = end_ns - start_ns;
+        let span_ns = end_ns.saturating_sub(start_ns);
         let width_ns = NICE_WIDTHS_NS
             .iter()
             .copied()
@@ -649,8 +649,8 @@ impl<'b> RateChart<'b> {
         let n = span_ns.div_euclid(width_ns) as usize + 1;
         let mut buckets: Vec<(i64, i64, [u64; 3])> = (0..n as i64)
             .map(|b| {
-                let t0 = start_ns + b * width_ns;
-                (t0, (t0 + width_ns).min(end_ns), [0; 3])
+                let t0 = start_ns.saturating_add(b.saturating_mul(width_ns));
+                (t0, t0.saturating_add(width_ns).min(end_ns), [0; 3])
             })
             .collect();
         let mut totals = [0u64; 3];
@@ -672,7 +672,7 @@ impl<'b> RateChart<'b> {
         // that a few events in a sliver of time are not drawn as a spike or a drop.
         if buckets.len() >= 2 {
             if let Some(&(t0, t1, counts)) = buckets.last() {
-                if (t1 - t0) * 4 < width_ns {
+                if t1.saturating_sub(t0).saturating_mul(4) < width_ns {
                     buckets.pop();
                     if let Some(previous) = buckets.last_mut() {
                         previous.1 = t1;

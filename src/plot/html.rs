@@ -167,7 +167,7 @@ pub fn render(page: &Page, out_dir: &Path) -> String {
         plural(stats.processes, "process"),
         plural(stats.keys, "key"),
         plural(stats.faults, "fault event"),
-        (stats.time_span_ns[1] - stats.time_span_ns[0]) as f64 / 1e9,
+        stats.time_span_ns[1].saturating_sub(stats.time_span_ns[0]) as f64 / 1e9,
         escape(&page.source)
     );
     for note in page.notes.iter().chain(report.warnings.iter()) {

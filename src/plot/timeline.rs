@@ -352,7 +352,7 @@ pub fn draw_timelines(
             anomaly.start.min(anomaly.end),
             anomaly.start.max(anomaly.end),
         );
-        let reach = (end - start).max(1_000_000) * 2;
+        let reach = end.saturating_sub(start).max(1_000_000).saturating_mul(2);
         let (mut lo, mut hi) = (start, end);
         for &i in &anomaly.indices {
             if let Some(t) = src.time_of(i) {

@@ -18,7 +18,7 @@ pub fn render_summary(report: &Report, source: &str) -> String {
         counted(stats.processes, "process"),
         counted(stats.keys, "key"),
         counted(stats.faults, "fault"),
-        fmt_span(stats.time_span_ns[1] - stats.time_span_ns[0])
+        fmt_span(stats.time_span_ns[1].saturating_sub(stats.time_span_ns[0]))
     );
     for warning in &report.warnings {
         let _ = writeln!(out, "warning: {warning}");
