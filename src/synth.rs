@@ -1675,9 +1675,11 @@ pub fn inject_stale_write(events: &mut Vec<Event>, seed: u64) -> Option<Injectio
     let before = hold.begin_time - prev_end;
     let r = v.max_pid + 1;
     let payload = json!({ "token": null, "value": value });
+    // The grant comes back within a millisecond, well inside its lease: a correct grant.
+    let granted = prev_end + 2 * before / 3;
     let new = vec![
-        client(prev_end + before / 3, r, EventType::Invoke, "acquire", &key),
-        client(prev_end + 2 * before / 3, r, EventType::Ok, "acquire", &key)
+        client(granted - (before / 3).min(MS), r, EventType::Invoke, "acquire", &key),
+        client(granted, r, EventType::Ok, "acquire", &key)
             .with_value(json!({ "token": null, "lease_ms": hold.lease_ms })),
         client(w + gap / 4, r, EventType::Invoke, "write", &key).with_value(payload.clone()),
         client(w + gap / 2, r, EventType::Ok, "write", &key).with_value(payload),
