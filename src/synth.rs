@@ -1740,9 +1740,9 @@ pub fn inject_bad_lease(events: &mut [Event], seed: u64) -> Option<Injection> {
         .collect();
     let hold = &v.holds[pick(&mut rng, &leased)?];
     let ok = hold.begin();
-    let invoke = (0..ok).rev().find(|&i| {
-        events[i].process == events[ok].process && events[i].ty == EventType::Invoke
-    })?;
+    let invoke = (0..ok)
+        .rev()
+        .find(|&i| events[i].process == events[ok].process && events[i].ty == EventType::Invoke)?;
     events[invoke].value = Some(json!({ "ttl_ms": hold.lease_ms? - 1 }));
     renumber(events);
     done("bad-lease", &hold.key, vec![invoke as u64, ok as u64])

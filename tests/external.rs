@@ -543,3 +543,66 @@ fn a_paused_worker_freezes_its_adapters_with_it() {
     );
     assert_no_process_left(&out);
 }
+
+/// An adapter whose library promises a lease too large for a signed 64-bit integer.
+const HUGE_LEASE: &str = r#"
+import json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    rid = req["id"]
+    if req["type"] == "init":
+        reply = {"in_reply_to": rid, "type": "init_ok", "name": "huge lease", "fencing": False, "reentrant": False}
+    elif req["type"] == "acquire":
+        sys.stdout.write('{"in_reply_to": %d, "type": "ok", "token": null, "lease_ms": 18446744073709551615}\n' % rid)
+        sys.stdout.flush()
+        continue
+    else:
+        reply = {"in_reply_to": rid, "type": "ok"}
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
+"#;
+
+#[test]
+fn a_lease_too_large_for_i64_is_recorded_as_the_largest_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("huge.py"), HUGE_LEASE).unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        "algorithm = \"external\"\nadapter = [\"python3\", \"./huge.py\"]\nclients = 1\nworkers = 1\nhold = \"5ms\"\nthink = \"5ms\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let output = run(&workload, &out, &["--time-limit", "2s"]);
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{text}");
+    let lines: Vec<Value> = std::fs::read_to_string(out.join("history.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let acquires: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["f"] == "acquire" && e["type"] != "invoke")
+        .collect();
+    assert!(!acquires.is_empty(), "{text}");
+    for e in &acquires {
+        assert_eq!(e["type"], "ok", "{e}");
+        assert_eq!(e["value"]["lease_ms"], Value::from(i64::MAX), "{e}");
+    }
+    let adapter_log = std::fs::read_to_string(out.join("adapter-0.log")).unwrap_or_default();
+    assert!(
+        adapter_log.contains("too large for a signed 64-bit integer"),
+        "adapter log: {adapter_log}"
+    );
+    let worker_log = std::fs::read_to_string(out.join("worker-0.log")).unwrap_or_default();
+    assert!(
+        worker_log.contains("too large for a signed 64-bit integer"),
+        "worker log: {worker_log}"
+    );
+    assert_no_process_left(&out);
+}

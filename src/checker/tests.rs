@@ -79,7 +79,11 @@ fn only<'a>(report: &'a Report, kind: &str) -> &'a Anomaly {
 }
 
 fn assert_valid(report: &Report) {
-    assert!(report.is_valid(), "expected valid, got {:#?}", report.anomalies);
+    assert!(
+        report.is_valid(),
+        "expected valid, got {:#?}",
+        report.anomalies
+    );
     assert!(report.anomalies.is_empty());
 }
 
