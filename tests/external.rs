@@ -3,7 +3,7 @@
 //! adapter left behind, and `lockaudit adapter-test`.
 
 mod common;
-use common::{kinds, report};
+use common::{acquire_ttls, kinds, report};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -398,6 +398,9 @@ fn the_rust_example_adapter_runs_a_valid_workload() {
             > 10,
         "{stdout}"
     );
+    // Every acquire invoke records the ttl_ms its request sent the adapter.
+    let ttls = acquire_ttls(&out);
+    assert!(ttls.iter().all(|t| *t == Some(1000)), "{ttls:?}");
     assert_no_process_left(&out);
 }
 

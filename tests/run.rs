@@ -4,7 +4,7 @@
 //! then asserts the verdict and that nothing it started is left running.
 
 mod common;
-use common::{kinds, report};
+use common::{acquire_ttls, kinds, report};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -111,6 +111,18 @@ fn assert_run(name: &str, expected_kinds: &[&str]) {
             > 0,
         "{name}: no acquisitions: {stdout}"
     );
+    // Every acquire invoke says the ttl it asked for (whole seconds for the recipes that
+    // speak seconds); setnx-del asks for none.
+    let ttls = acquire_ttls(&out);
+    assert!(!ttls.is_empty(), "{name}");
+    let asked = match name {
+        "setnx-del" => None,
+        "lua-getset" => Some(3000),
+        "redlock" => Some(2000),
+        "reentrant" => Some(600),
+        _ => Some(1000),
+    };
+    assert!(ttls.iter().all(|t| *t == asked), "{name}: {ttls:?}");
     let left = left_running(&out);
     assert!(left.is_empty(), "{name}: processes left running: {left:?}");
 }

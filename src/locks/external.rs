@@ -533,6 +533,11 @@ impl External {
 
 #[async_trait]
 impl LockClient for External {
+    fn ttl_ms(&self) -> Option<i64> {
+        // The `ttl_ms` of the acquire request.
+        Some(self.options.ttl())
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
         let request = json!({
             "type": "acquire",

@@ -69,6 +69,11 @@ impl LuaGetset {
 
 #[async_trait]
 impl LockClient for LuaGetset {
+    fn ttl_ms(&self) -> Option<i64> {
+        // The script speaks whole seconds: the ttl rounded up is what the request asks.
+        Some(ttl_seconds(self.options.ttl_ms).saturating_mul(1000))
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
         let start_clock = self.options.client_now_ms();
         let ttl_s = ttl_seconds(self.options.ttl_ms);

@@ -75,6 +75,10 @@ pub trait LockClient: Send {
     fn renews(&self) -> bool {
         false
     }
+    /// The ttl each acquire asks the lock for, in ms, as its request sends it (HISTORY.md's
+    /// `ttl_ms` on the acquire invoke, so that the checker can flag a grant promising more
+    /// than was asked). None for a lock with no expiry (`setnx-del`), which asks for none.
+    fn ttl_ms(&self) -> Option<i64>;
     /// How often the holder should call `renew` (the watchdog period, ttl/3), when
     /// `renews()`; None otherwise. The worker drives the watchdog so that every renewal is
     /// an operation in the history.
