@@ -364,3 +364,103 @@ fn an_existing_sentinel_address_finds_the_primary() {
     assert!(kinds(&report(&out)).is_empty());
     runtime.block_on(cluster.shutdown());
 }
+
+/// `run --redis url` must stop before any worker starts: exit 3, a message naming
+/// `address` and `why`, and no history recorded.
+fn assert_cannot_use(url: &str, address: &str, why: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = run("set-nx-px", &out, &["--redis", url]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{url}: {stderr}");
+    assert!(stderr.contains(address), "{url}: {stderr}");
+    assert!(stderr.contains(why), "{url}: {stderr}");
+    assert!(
+        !out.join("history.jsonl").exists(),
+        "{url}: a history was recorded"
+    );
+    assert!(
+        !out.join("report.json").exists(),
+        "{url}: a verdict was written"
+    );
+}
+
+/// A port nothing listens on (bound, then closed again).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[test]
+fn a_redis_url_at_a_closed_port_cannot_be_used() {
+    let port = closed_port();
+    let address = format!("127.0.0.1:{port}");
+    assert_cannot_use(
+        &format!("redis://{address}"),
+        &address,
+        "connection refused",
+    );
+    // Through Sentinel, the sentinel is named.
+    assert_cannot_use(
+        &format!("sentinel://{address}/lockaudit"),
+        &format!("sentinel {address}"),
+        "connection refused",
+    );
+}
+
+#[test]
+fn a_redis_url_at_a_listener_that_is_not_redis_cannot_be_used() {
+    // A plain TCP listener that answers like a web server.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 256];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+        }
+    });
+    assert_cannot_use(
+        &format!("redis://{address}"),
+        &address,
+        "not a Redis server",
+    );
+}
+
+#[test]
+fn a_redis_url_at_a_listener_that_never_answers_cannot_be_used() {
+    // Accepted by the kernel, never answered: a stopped server, or not Redis.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    assert_cannot_use(&format!("redis://{address}"), &address, "timed out");
+    drop(listener);
+}
+
+#[test]
+fn a_redis_url_with_a_wrong_password_cannot_be_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let spec = lockaudit::cluster::ClusterSpec::new(
+        lockaudit::cluster::Topology::Single,
+        dir.path().join("theirs"),
+    );
+    let cluster = runtime.block_on(lockaudit::cluster::start(&spec)).unwrap();
+    let endpoints = cluster.endpoints();
+    assert!(endpoints.password.is_some(), "the server has a password");
+    let node = &endpoints.nodes[0];
+    let address = format!("{}:{}", node.host, node.port);
+    assert_cannot_use(
+        &format!("redis://:not-the-password@{address}"),
+        &address,
+        "refused the password",
+    );
+    // No password at all for a server that needs one.
+    assert_cannot_use(
+        &format!("redis://{address}"),
+        &address,
+        "refused the password",
+    );
+    runtime.block_on(cluster.shutdown());
+}

@@ -22,6 +22,7 @@ mod logs;
 mod ports;
 mod probe;
 pub mod process;
+pub mod reach;
 mod registry;
 mod sentinel;
 mod server;

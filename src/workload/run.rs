@@ -105,9 +105,7 @@ pub async fn run(
                     kind.name()
                 )));
             }
-            if endpoints.topology == cluster::Topology::Sentinel {
-                find_primary(&mut endpoints).await?;
-            }
+            preflight(&mut endpoints, PREFLIGHT_TIMEOUT).await?;
             eprintln!(
                 "lockaudit: using a Redis it did not start ({}:{}): server-side faults are unavailable",
                 endpoints.nodes[0].host, endpoints.nodes[0].port
@@ -468,17 +466,65 @@ fn sentinel_endpoints(url: &str, rest: &str) -> Result<Endpoints, String> {
     })
 }
 
-/// Asks the sentinels which server is the primary now; it also holds the guarded resource.
-async fn find_primary(endpoints: &mut Endpoints) -> Result<(), RunError> {
-    let (host, port) = ask_sentinels(endpoints, Duration::from_secs(2))
-        .await
-        .map_err(RunError::Setup)?;
+/// How long each server lockaudit did not start gets to accept a connection, take the
+/// password and answer `PING` (servers are checked together: a bad `--redis` fails within a
+/// second, naming the address and the error).
+pub const PREFLIGHT_TIMEOUT: Duration = Duration::from_millis(400);
+
+/// Checks servers lockaudit did not start before any worker does: the one server of a
+/// `redis://` URL, or every sentinel of a `sentinel://` URL and the primary they name (which
+/// then goes into `endpoints`: it also holds the guarded resource). Each must be reached,
+/// authenticated and answer `PING` within `timeout`.
+pub async fn preflight(endpoints: &mut Endpoints, timeout: Duration) -> Result<(), RunError> {
+    use crate::cluster::reach;
+    let cannot = |e: reach::Unreachable| RunError::Setup(format!("--redis: cannot use {e}"));
+    let password = endpoints.password.clone();
+    if endpoints.topology != cluster::Topology::Sentinel {
+        let node = endpoints
+            .nodes
+            .first()
+            .ok_or_else(|| RunError::Setup("--redis: no server given".into()))?;
+        reach::connect_and_ping(node, password.as_deref(), timeout)
+            .await
+            .map_err(cannot)?;
+        return Ok(());
+    }
+    let master = endpoints.master_name.clone().unwrap_or_default();
+    let answers = futures_util::future::join_all(
+        endpoints
+            .sentinels
+            .iter()
+            .map(|s| reach::sentinel_primary(s, &master, password.as_deref(), timeout)),
+    )
+    .await;
+    let mut primary = None;
+    for (sentinel, answer) in endpoints.sentinels.iter().zip(answers) {
+        let named =
+            answer.map_err(|e| RunError::Setup(format!("--redis: cannot use the sentinel {e}")))?;
+        match &primary {
+            None => primary = Some(named),
+            Some(first) if *first != named => tracing::warn!(
+                "the sentinels disagree on the primary \"{master}\": {}:{} names {}:{}, using {}:{}",
+                sentinel.host, sentinel.port, named.0, named.1, first.0, first.1
+            ),
+            Some(_) => {}
+        }
+    }
+    let (host, port) =
+        primary.ok_or_else(|| RunError::Setup("--redis: no sentinel given".into()))?;
     let primary = Node {
         name: "master-0".into(),
         host,
         port,
         pid: None,
     };
+    reach::connect_and_ping(&primary, password.as_deref(), timeout)
+        .await
+        .map_err(|e| {
+            RunError::Setup(format!(
+                "--redis: cannot use the primary \"{master}\" the sentinels name: {e}"
+            ))
+        })?;
     endpoints.storage = Node {
         name: "storage".into(),
         ..primary.clone()
