@@ -376,7 +376,7 @@ fn lease_checked(reply: &Reply) -> Result<(Option<i64>, Option<String>), String>
     // Beyond i64: a u64, or (past u64) a float with no fraction, as serde_json reads it.
     let huge = v.is_u64()
         || v.as_f64()
-            .is_some_and(|f| f >= 9.223_372_036_854_775_807e18 && f.fract() == 0.0);
+            .is_some_and(|f| f >= i64::MAX as f64 && f.fract() == 0.0);
     if huge {
         let warning = format!(
             "`lease_ms` {v} is too large for a signed 64-bit integer: recorded as {}",
