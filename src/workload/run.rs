@@ -258,6 +258,11 @@ async fn drive(
         };
         stopped =
             executor::execute(&plan, &mut targets, &journal, &mut exits, spec.time_limit.0).await;
+        if cluster::shutting_down() {
+            // Ctrl-C: the cleanup handler is stopping every child and ends the process next.
+            // Shutting down is no fault: nothing more is healed, read or recorded.
+            std::future::pending::<()>().await;
+        }
         executor::heal_all(&mut targets, &journal).await;
     }
     if let Some(why) = &stopped {
@@ -334,6 +339,10 @@ async fn final_reads(
     process: u64,
     events: &mpsc::UnboundedSender<String>,
 ) {
+    // Interrupted: the storage server is being stopped, and its silence observes nothing.
+    if cluster::shutting_down() {
+        return;
+    }
     let password = endpoints.password.as_deref();
     let Ok(mut resource) = Resource::connect(&endpoints.storage, password, spec.fenced).await
     else {
@@ -355,6 +364,7 @@ async fn final_reads(
                 &key,
                 Some(serde_json::json!({ "value": value })),
             ),
+            Err(_) if cluster::shutting_down() => return,
             Err(e) => {
                 let mut event =
                     Event::client(0, clock.now(), process, EventType::Info, "read", &key);
