@@ -609,3 +609,37 @@ fn a_lease_too_large_for_i64_is_recorded_as_the_largest_with_a_warning() {
     );
     assert_no_process_left(&out);
 }
+
+#[test]
+fn a_run_in_which_no_acquire_took_effect_is_unknown_and_exits_3() {
+    // Every acquire ends `info`: nothing was proven, so no verdict (and the final reads use
+    // a process number no retired client had: the history reads back).
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+import json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    kind = "init_ok" if req["type"] == "init" else "info"
+    sys.stdout.write(json.dumps({"in_reply_to": req["id"], "type": kind, "error": "lost", "name": "lost"}) + "\n")
+    sys.stdout.flush()
+"#;
+    std::fs::write(dir.path().join("lost.py"), script).unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        "algorithm = \"external\"\nadapter = [\"python3\", \"./lost.py\"]\nclients = 2\nworkers = 1\nthink = \"10ms\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let output = run(&workload, &out, &["--time-limit", "2s"]);
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(output.status.code(), Some(3), "{text}");
+    assert!(text.contains("UNKNOWN"), "{text}");
+    assert_eq!(report(&out)["valid"], Value::Null, "{text}");
+    history::read_file(&out.join("history.jsonl")).expect("the history reads");
+    assert_no_process_left(&out);
+}

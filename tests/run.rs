@@ -576,3 +576,67 @@ fn ctrl_c_records_no_fault_of_its_own_and_leaves_no_process() {
         assert_history_checks(&out);
     }
 }
+
+/// A run whose nemesis cannot act says so before it starts and in its outputs, and injects
+/// nothing.
+fn assert_not_applicable(name: &str, nemesis: &str, why: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(name);
+    let output = run(name, &out, &["--nemesis", nemesis]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{name}: {stdout}\n{stderr}"
+    );
+    // Before the run: the warning names the fault and why.
+    assert!(
+        stderr.contains(&format!(
+            "no fault of the nemesis {nemesis} can act on this run"
+        )),
+        "{name}: {stderr}"
+    );
+    assert!(stderr.contains(why), "{name}: {stderr}");
+    // After: never "all healed" as if faults had happened.
+    assert!(stdout.contains("NOT APPLICABLE"), "{name}: {stdout}");
+    assert!(!stdout.contains("all healed"), "{name}: {stdout}");
+    // nemesis.json marks every planned fault, report.json warns, the history has none.
+    let plan: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(out.join("nemesis.json")).unwrap()).unwrap();
+    assert!(!plan.is_empty(), "{name}");
+    for fault in &plan {
+        assert!(
+            fault["not_applicable"]
+                .as_str()
+                .is_some_and(|w| w.contains(why)),
+            "{name}: {fault}"
+        );
+    }
+    let warnings = report(&out)["warnings"].clone();
+    assert!(
+        warnings[0].as_str().is_some_and(|w| w.contains(why)),
+        "{name}: {warnings}"
+    );
+    assert!(
+        !history_events(&out)
+            .iter()
+            .any(|e| e["process"] == "nemesis"),
+        "{name}: a fault was recorded"
+    );
+    let left = left_running(&out);
+    assert!(left.is_empty(), "{name}: processes left running: {left:?}");
+}
+
+#[test]
+fn clock_skew_on_a_client_that_never_reads_its_clock_is_not_applicable() {
+    assert_not_applicable(
+        "set-nx-px",
+        "clock-skew",
+        "set-nx-px never reads the client's wall clock",
+    );
+}
+
+#[test]
+fn failover_on_redlocks_independent_masters_is_not_applicable() {
+    assert_not_applicable("redlock", "failover", "no replicas to fail over to");
+}

@@ -117,6 +117,28 @@ pub fn known_algorithms() -> String {
     format!("{}, {SCRIPTED}, {EXTERNAL}", ALGORITHMS.join(", "))
 }
 
+/// Why the clock-skew fault cannot act on `algorithm`'s clients, or None when they read the
+/// client's wall clock (`LockOptions::client_now_ms`: setnx-getset and lua-getset, whose
+/// locks store expiry timestamps). The others time leases on the servers or with a
+/// monotonic clock; Lua-script locks get no client time, and external adapters are not yet
+/// started under a faked clock.
+pub fn ignores_client_clock(algorithm: &str) -> Option<String> {
+    match algorithm {
+        "setnx-getset" | "lua-getset" => None,
+        SCRIPTED => Some(
+            "a Lua-script lock is passed no client time (its scripts see only the server's clock)"
+                .into(),
+        ),
+        EXTERNAL => Some(
+            "an external adapter does not run under a skewed clock yet (lockaudit skews only its own clients' clocks)"
+                .into(),
+        ),
+        other => Some(format!(
+            "{other} never reads the client's wall clock (only setnx-getset and lua-getset do)"
+        )),
+    }
+}
+
 /// Every named step an algorithm announces through `LockOptions::on_step`, by algorithm.
 /// The nemesis picks a crash point from these (a worker that dies at
 /// `setnx-expire:after-setnx` leaves a lock that never expires).

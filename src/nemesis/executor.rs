@@ -103,7 +103,12 @@ pub async fn execute(
     // (time, step, fault): ends before begins at the same instant, so a target healed and
     // faulted again in the same millisecond is free for the second fault.
     let mut agenda: Vec<(u64, Step, usize)> = Vec::new();
-    for (i, fault) in plan.iter().enumerate() {
+    // A fault that cannot act on this run is only marked in the plan: it is not injected.
+    for (i, fault) in plan
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.not_applicable.is_none())
+    {
         agenda.push((fault.at_ms, Step::Begin, i));
         agenda.push((fault.end_ms().min(deadline_ms), Step::End, i));
     }

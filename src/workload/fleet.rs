@@ -166,6 +166,15 @@ impl Fleet {
         })
     }
 
+    /// The highest client process number any worker has used (None: none yet). Complete once
+    /// `finish` has returned: every worker's output has been read by then.
+    pub fn max_process(&self) -> Option<u64> {
+        self.workers
+            .iter()
+            .filter_map(|w| lock(&w.ledger).max_process)
+            .max()
+    }
+
     /// The worker's live logical processes (one per slot that has done anything).
     pub fn processes(&self, worker: usize) -> Vec<u64> {
         self.workers

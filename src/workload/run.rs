@@ -14,6 +14,7 @@ use crate::history::{self, Event, EventType};
 use crate::locks;
 use crate::nemesis::executor::{self, Journal, Targets};
 use crate::nemesis::network::Network;
+use crate::nemesis::schedule::cannot_act;
 use crate::nemesis::{self, FaultKind, Schedule, Stage};
 use crate::report::Report;
 
@@ -50,6 +51,13 @@ pub struct RunOutcome {
     /// Why the run stopped before its time limit, if it did (an adapter's `error`): the
     /// history and report cover what ran, but the run could not be carried out.
     pub stopped: Option<String>,
+    /// The kinds of fault of the schedule that could not act on this run, each with why
+    /// ("clock-skew: set-nx-px never reads the client's wall clock ..."): left out of what
+    /// the nemesis did, marked in `nemesis.json`, listed in `report.json` as `warnings`.
+    pub not_applicable: Vec<String>,
+    /// How many faults the plan holds, and how many of them could act.
+    pub planned: usize,
+    pub acting: usize,
 }
 
 /// Where the run's servers are: started by lockaudit, or already running elsewhere.
@@ -96,6 +104,34 @@ pub async fn run(
     std::fs::write(dir.join("workload.toml"), spec_text).map_err(io_error(dir))?;
     let kinds = schedule.kinds();
 
+    // Faults that cannot act on this run are said before it starts, never passed off as
+    // injected and healed.
+    let topology = match &servers {
+        Servers::Existing(endpoints) => endpoints.topology,
+        Servers::Owned { .. } => spec.topology(),
+    };
+    let not_applicable: Vec<String> = schedule
+        .not_applicable(&spec.algorithm, topology)
+        .into_iter()
+        .map(|(kind, why)| format!("{}: {why}", kind.name()))
+        .collect();
+    if !not_applicable.is_empty() {
+        let all = schedule
+            .cannot_act_at_all(&spec.algorithm, topology)
+            .is_some();
+        eprintln!(
+            "lockaudit: warning: {} of the nemesis {} can act on this run ({}); {}",
+            if all { "no fault" } else { "not every fault" },
+            schedule.name,
+            not_applicable.join("; "),
+            if all {
+                "it runs without faults, and proves nothing about them"
+            } else {
+                "those faults are left out (marked in nemesis.json)"
+            }
+        );
+    }
+
     let mut owned = None;
     let endpoints = match servers {
         Servers::Existing(mut endpoints) => {
@@ -136,7 +172,12 @@ pub async fn run(
     if let Some(cluster) = owned {
         cluster.shutdown().await;
     }
-    let (counts, stopped) = result?;
+    let Driven {
+        counts,
+        stopped,
+        planned,
+        acting,
+    } = result?;
     if let Some(peak) = crate::sys::peak_resident_kib() {
         tracing::info!("recorder peak resident memory {peak} KiB");
     }
@@ -145,15 +186,36 @@ pub async fn run(
     let history = history::read_file(&history_path)
         .map_err(|e| RunError::Setup(format!("the recorded history does not read back: {e}")))?;
     let report = checker::check(&history, &CheckOptions::default());
+    // The checker judges the history; what the run could not do is the run's to add.
+    let mut report_value =
+        serde_json::to_value(&report).map_err(|e| RunError::Setup(e.to_string()))?;
+    if let (false, Some(object)) = (not_applicable.is_empty(), report_value.as_object_mut()) {
+        let warnings = not_applicable
+            .iter()
+            .map(|why| format!("a fault that cannot act on this run was left out: {why}").into())
+            .collect();
+        object.insert("warnings".into(), serde_json::Value::Array(warnings));
+    }
     let report_text =
-        serde_json::to_string_pretty(&report).map_err(|e| RunError::Setup(e.to_string()))?;
+        serde_json::to_string_pretty(&report_value).map_err(|e| RunError::Setup(e.to_string()))?;
     std::fs::write(dir.join("report.json"), report_text + "\n").map_err(io_error(dir))?;
     Ok(RunOutcome {
         dir: dir.to_path_buf(),
         report,
         counts,
         stopped,
+        not_applicable,
+        planned,
+        acting,
     })
+}
+
+/// What `drive` leaves for the run's outcome.
+struct Driven {
+    counts: Counts,
+    stopped: Option<String>,
+    planned: usize,
+    acting: usize,
 }
 
 /// Spawns the workers, runs the nemesis and records until the workers finish, heals
@@ -164,7 +226,7 @@ async fn drive(
     dir: &Path,
     endpoints: &Endpoints,
     cluster: Option<&mut Cluster>,
-) -> Result<(Counts, Option<String>), RunError> {
+) -> Result<Driven, RunError> {
     let stage = Stage {
         workers: spec.workers,
         servers: endpoints.nodes.iter().map(|n| n.name.clone()).collect(),
@@ -174,7 +236,12 @@ async fn drive(
         seed: spec.seed,
         topology: endpoints.topology,
     };
-    let plan = nemesis::plan(schedule, &stage).map_err(RunError::Schedule)?;
+    let mut plan = nemesis::plan(schedule, &stage).map_err(RunError::Schedule)?;
+    for fault in &mut plan {
+        fault.not_applicable = cannot_act(fault.kind, &spec.algorithm, endpoints.topology);
+    }
+    let planned = plan.len();
+    let acting = plan.iter().filter(|f| f.not_applicable.is_none()).count();
     let plan_text =
         serde_json::to_string_pretty(&plan).map_err(|e| RunError::Setup(e.to_string()))?;
     std::fs::write(dir.join("nemesis.json"), plan_text + "\n").map_err(io_error(dir))?;
@@ -285,7 +352,13 @@ async fn drive(
     if let Some(network) = network {
         network.stop().await;
     }
-    let max_process = counts_rx.borrow().max_process;
+    // A number no client used: the fleet's ledgers have read every worker's output by now,
+    // whereas the recorder's counts may still lag behind its queue (a client retired just
+    // before the end could then share its number with the final reads).
+    let max_process = fleet
+        .max_process()
+        .unwrap_or(0)
+        .max(counts_rx.borrow().max_process);
     final_reads(spec, endpoints, clock, max_process + 1, &events).await;
     drop(journal);
     drop(events);
@@ -296,7 +369,12 @@ async fn drive(
         .map_err(io_error(&history_path))?;
     watch_progress.abort();
     progress.finish_and_clear();
-    Ok((counts, stopped))
+    Ok(Driven {
+        counts,
+        stopped,
+        planned,
+        acting,
+    })
 }
 
 /// A workload's own Lua scripts must compile before any worker starts: a client that
