@@ -297,14 +297,22 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     match runtime.block_on(run(&spec, &schedule, &dir, servers)) {
         Ok(outcome) => {
             let history = outcome.dir.join("history.jsonl");
-            let planned = std::fs::read_to_string(outcome.dir.join("nemesis.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str::<Vec<serde_json::Value>>(&t).ok())
-                .map_or(0, |p| p.len());
-            if planned > 0 {
+            let (planned, acting) = (outcome.planned, outcome.acting);
+            let nemesis = spec.nemesis.as_deref().unwrap_or("none");
+            if planned > 0 && acting == planned {
                 println!(
-                    "nemesis: {}, {planned} faults planned (nemesis.json), all healed before the end",
-                    spec.nemesis.as_deref().unwrap_or("none")
+                    "nemesis: {nemesis}, {planned} faults planned (nemesis.json), all healed before the end"
+                );
+            } else if planned > 0 && acting > 0 {
+                println!(
+                    "nemesis: {nemesis}, {planned} faults planned (nemesis.json), {} of them NOT APPLICABLE to this run and left out ({}); the other {acting} all healed before the end",
+                    planned - acting,
+                    outcome.not_applicable.join("; ")
+                );
+            } else if !outcome.not_applicable.is_empty() {
+                println!(
+                    "nemesis: {nemesis}: NOT APPLICABLE to this run ({})",
+                    outcome.not_applicable.join("; ")
                 );
             }
             let c = outcome.counts;
@@ -382,7 +390,9 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
     lockaudit::cluster::install_cleanup_handlers();
     let runtime = tokio::runtime::Runtime::new()?;
     let result = runtime.block_on(audit(&options, |done, total, cell| {
-        let found = if cell.found.is_empty() {
+        let found = if cell.status == lockaudit::audit::Status::NotApplicable {
+            "not run".to_string()
+        } else if cell.found.is_empty() {
             "valid".to_string()
         } else {
             cell.found
@@ -393,7 +403,9 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
         };
         let verdict = match cell.status {
             lockaudit::audit::Status::Pass => "as expected".to_string(),
-            lockaudit::audit::Status::Skipped => "skipped".to_string(),
+            lockaudit::audit::Status::NotApplicable => {
+                format!("n/a: {}", cell.why.as_deref().unwrap_or("not applicable"))
+            }
             _ => format!("DIFFERS: {}", cell.why.as_deref().unwrap_or("")),
         };
         println!(

@@ -160,3 +160,112 @@ fn bad_audit_arguments_are_named() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("algorithm:nemesis"));
 }
+
+#[test]
+fn a_preset_that_cannot_act_is_not_applicable_in_every_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("audit");
+    // set-nx-px never reads the client clock; RedLock's masters have no replicas.
+    let output = lockaudit()
+        .args([
+            "audit",
+            "--cells",
+            "set-nx-px:clock-skew,redlock:failover,examples/lua/set-nx-px.toml:clock-skew",
+        ])
+        .args(["--time-limit", "3s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // Not applicable is no failure...
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // ...and no pass: the terminal says n/a and why, never ok.
+    assert!(
+        stdout.contains("set-nx-px × clock-skew: not run (n/a: clock-skew: set-nx-px never reads the client's wall clock"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("no replicas to fail over to"), "{stdout}");
+    assert!(stdout.contains("3 cells: 0 ok, 3 n/a"), "{stdout}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("audit.json")).expect("json"))
+            .expect("parses");
+    assert_eq!(json["counts"]["passed"], 0, "{json}");
+    assert_eq!(json["counts"]["not_applicable"], 3, "{json}");
+    for cell in json["cells"].as_array().expect("cells") {
+        assert_eq!(cell["status"], "n/a", "{cell}");
+        assert!(
+            cell["why"].as_str().is_some_and(|w| !w.is_empty()),
+            "{cell}"
+        );
+        // Not run: no run folder.
+        assert!(cell["run_dir"].is_null(), "{cell}");
+    }
+
+    let xml = std::fs::read_to_string(out.join("audit.xml")).expect("xml");
+    assert!(xml.contains("skipped=\"3\""), "{xml}");
+    assert_eq!(
+        xml.matches("<skipped message=\"not applicable: ").count(),
+        3,
+        "{xml}"
+    );
+
+    let md = std::fs::read_to_string(out.join("audit.md")).expect("md");
+    assert!(md.contains("| set-nx-px | n/a |"), "{md}");
+    assert!(md.contains("## Not applicable"), "{md}");
+    assert!(md.contains("3 cells: 0 ok, 3 n/a"), "{md}");
+}
+
+/// An adapter that never knows whether an acquire took effect: no acquire is ever known to.
+const ALWAYS_BUSY: &str = r#"
+import json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    rid = req["id"]
+    if req["type"] == "init":
+        reply = {"in_reply_to": rid, "type": "init_ok", "name": "always busy", "fencing": False, "reentrant": False}
+    else:
+        reply = {"in_reply_to": rid, "type": "info", "error": "lost"}
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
+"#;
+
+#[test]
+fn a_cell_whose_run_proved_nothing_is_an_error_not_ok() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(&dir.path().join("busy.py"), ALWAYS_BUSY);
+    let workload = dir.path().join("busy.toml");
+    write(
+        &workload,
+        &format!(
+            "algorithm = \"external\"\nadapter = [\"python3\", {:?}]\nclients = 2\nworkers = 1\nthink = \"10ms\"\n",
+            dir.path().join("busy.py").display().to_string()
+        ),
+    );
+    let out = dir.path().join("audit");
+    let output = lockaudit()
+        .args(["audit", "--cells"])
+        .arg(format!("{}:none", workload.display()))
+        .args(["--time-limit", "2s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("unknown verdict"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("audit.json")).expect("json"))
+            .expect("parses");
+    assert_eq!(json["cells"][0]["status"], "error", "{json}");
+    assert_eq!(json["counts"]["passed"], 0, "{json}");
+}

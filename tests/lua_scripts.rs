@@ -6,7 +6,7 @@
 //! (overlap), as the built-in `set-nx-px` does.
 
 mod common;
-use common::{kinds, report};
+use common::{acquire_ttls, kinds, report};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -349,6 +349,10 @@ fn the_set_nx_px_example_runs_valid_without_faults() {
     assert!(spec
         .lua_scripts()
         .is_some_and(|s| s.acquire.contains("'NX', 'PX'")));
+    // Every acquire invoke records the ttl its script was passed (ARGV[2]: the 1 s ttl).
+    let ttls = acquire_ttls(&out);
+    assert!(!ttls.is_empty());
+    assert!(ttls.iter().all(|t| *t == Some(1000)), "{ttls:?}");
 }
 
 #[test]

@@ -427,6 +427,7 @@ fn fault(kind: FaultKind, at_ms: u64, targets: &[&str], duration_ms: u64) -> Pla
         point: None,
         latency_ms: 0,
         link: Link::Clients,
+        not_applicable: None,
     }
 }
 

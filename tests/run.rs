@@ -4,7 +4,7 @@
 //! then asserts the verdict and that nothing it started is left running.
 
 mod common;
-use common::{kinds, report};
+use common::{acquire_ttls, kinds, report};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -111,6 +111,18 @@ fn assert_run(name: &str, expected_kinds: &[&str]) {
             > 0,
         "{name}: no acquisitions: {stdout}"
     );
+    // Every acquire invoke says the ttl it asked for (whole seconds for the recipes that
+    // speak seconds, and lua-getset's script adds one); setnx-del asks for none.
+    let ttls = acquire_ttls(&out);
+    assert!(!ttls.is_empty(), "{name}");
+    let asked = match name {
+        "setnx-del" => None,
+        "lua-getset" => Some(4000),
+        "redlock" => Some(2000),
+        "reentrant" => Some(600),
+        _ => Some(1000),
+    };
+    assert!(ttls.iter().all(|t| *t == asked), "{name}: {ttls:?}");
     let left = left_running(&out);
     assert!(left.is_empty(), "{name}: processes left running: {left:?}");
 }
@@ -186,7 +198,8 @@ fn signal(pid: u32, signal: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).expect("signal");
 }
 
-/// `lockaudit check` accepts the history (exit 0 or 1, never 2: bad input).
+/// `lockaudit check` accepts the history (exit 0, 1 or 3 for a history too short to prove
+/// anything; never 2: bad input).
 fn assert_history_checks(out: &Path) {
     let output = lockaudit()
         .arg("check")
@@ -194,7 +207,7 @@ fn assert_history_checks(out: &Path) {
         .output()
         .expect("run lockaudit check");
     assert!(
-        matches!(output.status.code(), Some(0 | 1)),
+        matches!(output.status.code(), Some(0 | 1 | 3)),
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
@@ -351,4 +364,279 @@ fn an_existing_sentinel_address_finds_the_primary() {
     );
     assert!(kinds(&report(&out)).is_empty());
     runtime.block_on(cluster.shutdown());
+}
+
+/// `run --redis url` must stop before any worker starts: exit 3, a message naming
+/// `address` and `why`, and no history recorded.
+fn assert_cannot_use(url: &str, address: &str, why: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = run("set-nx-px", &out, &["--redis", url]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{url}: {stderr}");
+    assert!(stderr.contains(address), "{url}: {stderr}");
+    assert!(stderr.contains(why), "{url}: {stderr}");
+    assert!(
+        !out.join("history.jsonl").exists(),
+        "{url}: a history was recorded"
+    );
+    assert!(
+        !out.join("report.json").exists(),
+        "{url}: a verdict was written"
+    );
+}
+
+/// A port nothing listens on (bound, then closed again).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[test]
+fn a_redis_url_at_a_closed_port_cannot_be_used() {
+    let port = closed_port();
+    let address = format!("127.0.0.1:{port}");
+    assert_cannot_use(
+        &format!("redis://{address}"),
+        &address,
+        "connection refused",
+    );
+    // Through Sentinel, the sentinel is named.
+    assert_cannot_use(
+        &format!("sentinel://{address}/lockaudit"),
+        &format!("sentinel {address}"),
+        "connection refused",
+    );
+}
+
+#[test]
+fn a_redis_url_at_a_listener_that_is_not_redis_cannot_be_used() {
+    // A plain TCP listener that answers like a web server.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 256];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+        }
+    });
+    assert_cannot_use(
+        &format!("redis://{address}"),
+        &address,
+        "not a Redis server",
+    );
+}
+
+#[test]
+fn a_redis_url_at_a_listener_that_never_answers_cannot_be_used() {
+    // Accepted by the kernel, never answered: a stopped server, or not Redis.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    assert_cannot_use(&format!("redis://{address}"), &address, "timed out");
+    drop(listener);
+}
+
+#[test]
+fn a_redis_url_with_a_wrong_password_cannot_be_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let spec = lockaudit::cluster::ClusterSpec::new(
+        lockaudit::cluster::Topology::Single,
+        dir.path().join("theirs"),
+    );
+    let cluster = runtime.block_on(lockaudit::cluster::start(&spec)).unwrap();
+    let endpoints = cluster.endpoints();
+    assert!(endpoints.password.is_some(), "the server has a password");
+    let node = &endpoints.nodes[0];
+    let address = format!("{}:{}", node.host, node.port);
+    assert_cannot_use(
+        &format!("redis://:not-the-password@{address}"),
+        &address,
+        "refused the password",
+    );
+    // No password at all for a server that needs one.
+    assert_cannot_use(
+        &format!("redis://{address}"),
+        &address,
+        "refused the password",
+    );
+    runtime.block_on(cluster.shutdown());
+}
+
+/// The run's history as JSON values (a last line cut short by the exit is skipped).
+fn history_events(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("history.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Waits until the run's history satisfies `ready` (ending the run if it never does).
+fn wait_for_history(out: &Path, child: &mut std::process::Child, ready: impl Fn(&[Value]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if ready(&history_events(out)) {
+            return;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the run never reached the moment to interrupt it");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Every nemesis `kill` of a worker in the history is one the plan (nemesis.json) made, and
+/// every `restart` follows such a kill of the same worker: lockaudit's own shutdown is no
+/// fault.
+fn assert_no_invented_faults(out: &Path, moment: &str) {
+    let plan: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(out.join("nemesis.json")).unwrap()).unwrap();
+    let planned_kills = |worker: &str, at_ms: f64| {
+        plan.iter().any(|f| {
+            f["kind"] == "kill-client"
+                && f["targets"][0] == worker
+                && f["at_ms"].as_f64().unwrap_or(f64::MAX) <= at_ms + 1.0
+        })
+    };
+    let mut killed: std::collections::BTreeMap<String, i64> = Default::default();
+    for e in history_events(out)
+        .iter()
+        .filter(|e| e["process"] == "nemesis")
+    {
+        let target = e["value"]["targets"][0].as_str().unwrap_or("").to_string();
+        if !target.starts_with("worker-") {
+            continue;
+        }
+        let at_ms = e["time"].as_f64().unwrap_or(0.0) / 1e6;
+        match e["f"].as_str() {
+            Some("kill") => {
+                assert!(
+                    e["value"].get("cause").is_none(),
+                    "{moment}: a kill lockaudit did not plan: {e}"
+                );
+                assert!(
+                    planned_kills(&target, at_ms),
+                    "{moment}: a kill that is not in the plan: {e}"
+                );
+                *killed.entry(target).or_default() += 1;
+            }
+            Some("restart") => {
+                let kills = killed.entry(target).or_default();
+                assert!(*kills > 0, "{moment}: a restart without a kill: {e}");
+                *kills -= 1;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_records_no_fault_of_its_own_and_leaves_no_process() {
+    // SIGINT at several moments of runs under kill-clients: early, mid-run, just after a
+    // planned kill (its restart pending), just after a restart.
+    type Ready = Box<dyn Fn(&[Value]) -> bool>;
+    let nemesis_has = |f: &'static str| -> Ready {
+        Box::new(move |h: &[Value]| h.iter().any(|e| e["process"] == "nemesis" && e["f"] == f))
+    };
+    let moments: Vec<(&str, Ready)> = vec![
+        ("after 20 events", Box::new(|h: &[Value]| h.len() >= 20)),
+        ("after 400 events", Box::new(|h: &[Value]| h.len() >= 400)),
+        ("after the first kill", nemesis_has("kill")),
+        ("after the first restart", nemesis_has("restart")),
+        ("after 3000 events", Box::new(|h: &[Value]| h.len() >= 3000)),
+    ];
+    for (moment, ready) in moments {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("interrupted");
+        let mut child = lockaudit()
+            .arg("run")
+            .arg(workload("set-nx-px"))
+            .args(["--nemesis", "kill-clients", "--time-limit", "30s", "--out"])
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start lockaudit run");
+        wait_for_history(&out, &mut child, ready);
+        signal(child.id(), nix::sys::signal::Signal::SIGINT);
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "{moment}: {status:?}");
+        assert_no_invented_faults(&out, moment);
+        let left = left_running(&out);
+        assert!(
+            left.is_empty(),
+            "{moment}: processes outlived Ctrl-C: {left:?}"
+        );
+        assert_history_checks(&out);
+    }
+}
+
+/// A run whose nemesis cannot act says so before it starts and in its outputs, and injects
+/// nothing.
+fn assert_not_applicable(name: &str, nemesis: &str, why: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(name);
+    let output = run(name, &out, &["--nemesis", nemesis]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{name}: {stdout}\n{stderr}"
+    );
+    // Before the run: the warning names the fault and why.
+    assert!(
+        stderr.contains(&format!(
+            "no fault of the nemesis {nemesis} can act on this run"
+        )),
+        "{name}: {stderr}"
+    );
+    assert!(stderr.contains(why), "{name}: {stderr}");
+    // After: never "all healed" as if faults had happened.
+    assert!(stdout.contains("NOT APPLICABLE"), "{name}: {stdout}");
+    assert!(!stdout.contains("all healed"), "{name}: {stdout}");
+    // nemesis.json marks every planned fault, report.json warns, the history has none.
+    let plan: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(out.join("nemesis.json")).unwrap()).unwrap();
+    assert!(!plan.is_empty(), "{name}");
+    for fault in &plan {
+        assert!(
+            fault["not_applicable"]
+                .as_str()
+                .is_some_and(|w| w.contains(why)),
+            "{name}: {fault}"
+        );
+    }
+    let warnings = report(&out)["warnings"].clone();
+    assert!(
+        warnings[0].as_str().is_some_and(|w| w.contains(why)),
+        "{name}: {warnings}"
+    );
+    assert!(
+        !history_events(&out)
+            .iter()
+            .any(|e| e["process"] == "nemesis"),
+        "{name}: a fault was recorded"
+    );
+    let left = left_running(&out);
+    assert!(left.is_empty(), "{name}: processes left running: {left:?}");
+}
+
+#[test]
+fn clock_skew_on_a_client_that_never_reads_its_clock_is_not_applicable() {
+    assert_not_applicable(
+        "set-nx-px",
+        "clock-skew",
+        "set-nx-px never reads the client's wall clock",
+    );
+}
+
+#[test]
+fn failover_on_redlocks_independent_masters_is_not_applicable() {
+    assert_not_applicable("redlock", "failover", "no replicas to fail over to");
 }

@@ -4,8 +4,10 @@
 //!
 //! A cell passes when what its run found meets the workload's [`Expectation`] for that
 //! nemesis; it differs when it does not; it is an error when the run could not be carried
-//! out; it is skipped when the preset cannot apply (e.g. failover without replicas). The
-//! audit passes when no cell differs and none is an error.
+//! out; it is not applicable ("n/a") when no fault of the preset can act on the cell's run
+//! (failover without replicas, clock-skew on a client that never reads its clock): such a
+//! cell is no pass (it proves nothing about the fault) and no failure, and it is not run.
+//! The audit passes when no cell differs and none is an error.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -31,8 +33,11 @@ pub enum Status {
     Differs,
     /// The run could not be carried out (`why` holds the error).
     Error,
-    /// The preset does not apply to this algorithm or setup (`why` says why).
-    Skipped,
+    /// Not applicable: no fault of the preset can act on this algorithm or setup (`why`
+    /// says why), so the cell was not run. Neither a pass nor a failure. Written "n/a"
+    /// ("skipped", as older audits wrote it, reads as this).
+    #[serde(rename = "n/a", alias = "skipped")]
+    NotApplicable,
 }
 
 impl Status {
@@ -41,13 +46,13 @@ impl Status {
         matches!(self, Status::Differs | Status::Error)
     }
 
-    /// "pass", "differs", "error", "skipped".
+    /// "pass", "differs", "error", "n/a".
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Pass => "pass",
             Status::Differs => "differs",
             Status::Error => "error",
-            Status::Skipped => "skipped",
+            Status::NotApplicable => "n/a",
         }
     }
 }
@@ -58,7 +63,8 @@ pub struct Cell {
     pub algorithm: String,
     pub nemesis: String,
     pub status: Status,
-    /// Differs: how (from [`Expectation::differs`]); Error: the error; Skipped: the reason.
+    /// Differs: how (from [`Expectation::differs`]); Error: the error; n/a: why no fault of
+    /// the preset can act.
     #[serde(default)]
     pub why: Option<String>,
     /// Anomaly counts by kind (kinds with a count of zero are left out).
@@ -130,15 +136,16 @@ impl Cell {
         }
     }
 
-    /// A cell that was not run, and why (e.g. "failover needs replicas").
-    pub fn skipped(
+    /// A cell not run because no fault of its preset can act on it, and why (e.g.
+    /// "failover needs replicas").
+    pub fn not_applicable(
         algorithm: impl Into<String>,
         nemesis: impl Into<String>,
         expected: Expectation,
         reason: impl Into<String>,
     ) -> Cell {
         Cell {
-            status: Status::Skipped,
+            status: Status::NotApplicable,
             why: Some(reason.into()),
             ..Cell::judge(algorithm, nemesis, expected, BTreeMap::new())
         }
@@ -207,7 +214,7 @@ impl Cell {
             Status::Pass => "as expected",
             Status::Differs => "differs from the expectation",
             Status::Error => "the run could not be carried out",
-            Status::Skipped => "skipped",
+            Status::NotApplicable => "not applicable",
         })
     }
 
@@ -224,7 +231,10 @@ pub struct Counts {
     pub passed: usize,
     pub differs: usize,
     pub errors: usize,
-    pub skipped: usize,
+    /// Not applicable ("n/a"): not run, neither passed nor failed. (`skipped` in older
+    /// audits.)
+    #[serde(alias = "skipped")]
+    pub not_applicable: usize,
 }
 
 /// Every algorithm under every nemesis preset.
@@ -273,7 +283,7 @@ impl Matrix {
             .find(|c| c.algorithm == algorithm && c.nemesis == nemesis)
     }
 
-    /// True when every cell passed or was skipped: a cell that differs from its
+    /// True when every cell passed or was not applicable: a cell that differs from its
     /// expectation, or whose run failed, fails the audit.
     pub fn passed(&self) -> bool {
         !self.cells.iter().any(|c| c.status.fails())
@@ -289,7 +299,7 @@ impl Matrix {
                 Status::Pass => counts.passed += 1,
                 Status::Differs => counts.differs += 1,
                 Status::Error => counts.errors += 1,
-                Status::Skipped => counts.skipped += 1,
+                Status::NotApplicable => counts.not_applicable += 1,
             }
         }
         counts
@@ -319,7 +329,7 @@ impl Matrix {
             .collect()
     }
 
-    /// "77 cells: 70 ok, 4 differ, 1 error, 2 skipped".
+    /// "77 cells: 70 ok, 4 differ, 1 error, 2 n/a".
     fn counts_text(&self) -> String {
         let c = self.counts();
         let mut parts = vec![format!("{} ok", c.passed)];
@@ -337,8 +347,8 @@ impl Matrix {
                 if c.errors == 1 { "" } else { "s" }
             ));
         }
-        if c.skipped > 0 {
-            parts.push(format!("{} skipped", c.skipped));
+        if c.not_applicable > 0 {
+            parts.push(format!("{} n/a", c.not_applicable));
         }
         format!(
             "{} cell{}: {}",
@@ -350,9 +360,9 @@ impl Matrix {
 
     /// The terminal table: a row per algorithm, a column per nemesis, each cell "ok", the
     /// kinds found (abbreviated), "✗" when they differ from the expectation, "ERR" when the
-    /// run failed, "-" when skipped ("?" if the grid has no such cell). Headers and kinds
+    /// run failed, "n/a" when not applicable ("?" if the grid has no such cell). Headers and kinds
     /// are abbreviated as far as needed to fit 120 columns; a legend says what they stand
-    /// for. Below: one line per failing or skipped cell, and the counts.
+    /// for. Below: one line per failing or not-applicable cell, and the counts.
     pub fn to_table(&self) -> String {
         let mut chosen = None;
         for level in [Level::Full, Level::ShortHeaders, Level::Codes] {
@@ -408,7 +418,7 @@ impl Matrix {
             let marker = match cell.status {
                 Status::Differs => "✗  ",
                 Status::Error => "ERR",
-                _ => "-  ",
+                _ => "n/a",
             };
             let mut text = format!(
                 "{marker} {} × {}: {}",
@@ -470,7 +480,8 @@ impl Matrix {
         parts.push("kinds alone = anomalies found, all expected".into());
         parts.push("✗ = differs from the expectation".into());
         parts.push("ERR = the run failed".into());
-        parts.push("- = skipped".into());
+        parts
+            .push("n/a = not applicable (no fault of the preset can act: not run, no pass)".into());
         if shown("?") {
             parts.push("? = not run".into());
         }
@@ -479,7 +490,7 @@ impl Matrix {
             let short = short_kind(kind, level);
             let used = self.cells.iter().any(|c| {
                 c.status != Status::Error
-                    && c.status != Status::Skipped
+                    && c.status != Status::NotApplicable
                     && c.found.get(kind).is_some_and(|n| *n > 0)
             });
             if used && short != kind {
@@ -554,7 +565,7 @@ impl Matrix {
                         let text = match cell.status {
                             Status::Differs => format!("**{} ✗**", md_kinds(cell)),
                             Status::Error => "**ERR**".to_string(),
-                            Status::Skipped => "–".to_string(),
+                            Status::NotApplicable => "n/a".to_string(),
                             Status::Pass => md_kinds(cell),
                         };
                         match link(cell) {
@@ -611,14 +622,18 @@ impl Matrix {
             }
             out.push('\n');
         }
-        let skipped: Vec<&Cell> = self
+        let not_applicable: Vec<&Cell> = self
             .ordered_cells()
             .into_iter()
-            .filter(|c| c.status == Status::Skipped)
+            .filter(|c| c.status == Status::NotApplicable)
             .collect();
-        if !skipped.is_empty() {
-            let _ = writeln!(out, "\n## Skipped\n");
-            for cell in skipped {
+        if !not_applicable.is_empty() {
+            let _ = writeln!(out, "\n## Not applicable\n");
+            let _ = writeln!(
+                out,
+                "No fault of the preset can act on these cells, so they were not run: they pass nothing.\n"
+            );
+            for cell in not_applicable {
                 let _ = writeln!(
                     out,
                     "- {} × {}: {}",
@@ -636,7 +651,7 @@ impl Matrix {
              - anomaly kinds alone: found, and all of them expected\n\
              - **✗**: differs from the expectation (see Differences)\n\
              - **ERR**: the run could not be carried out\n\
-             - **–**: skipped (see Skipped)"
+             - **n/a**: not applicable, not run: no fault of the preset can act (see Not applicable)"
         );
         if self
             .algorithms
@@ -672,7 +687,8 @@ impl Matrix {
 
     /// JUnit XML for CI: one `<testsuite>`, one `<testcase classname=ALGORITHM
     /// name=NEMESIS>` per cell; a cell that differs is a `<failure>`, one that errored an
-    /// `<error>`, a skipped one `<skipped>`; each case's `<system-out>` names its run folder.
+    /// `<error>`, a not-applicable one `<skipped>` (its message begins "not applicable: ");
+    /// each case's `<system-out>` names its run folder.
     pub fn to_junit(&self) -> String {
         let c = self.counts();
         let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -683,7 +699,7 @@ impl Matrix {
             c.cells,
             c.differs,
             c.errors,
-            c.skipped,
+            c.not_applicable,
             self.seconds,
             xml_escape(&self.started_wall)
         );
@@ -717,8 +733,8 @@ impl Matrix {
                         xml_escape(&details(cell))
                     );
                 }
-                Status::Skipped => {
-                    let _ = writeln!(out, "    <skipped message=\"{why}\"/>");
+                Status::NotApplicable => {
+                    let _ = writeln!(out, "    <skipped message=\"not applicable: {why}\"/>");
                 }
             }
             let mut system_out = String::new();
@@ -802,7 +818,7 @@ impl Grid {
 fn cell_text(cell: &Cell, level: Level) -> String {
     match cell.status {
         Status::Error => "ERR".into(),
-        Status::Skipped => "-".into(),
+        Status::NotApplicable => "n/a".into(),
         Status::Pass | Status::Differs => {
             let kinds = cell.kinds();
             let joiner = if level == Level::Codes { "+" } else { "," };
@@ -1127,7 +1143,7 @@ mod tests {
             expect(&["overlap"], &[]),
             "redis-server exited",
         ));
-        m.push(Cell::skipped(
+        m.push(Cell::not_applicable(
             "setnx-del",
             "failover",
             expect(&[], &[]),
@@ -1186,13 +1202,13 @@ mod tests {
                 passed: 4,
                 differs: 1,
                 errors: 1,
-                skipped: 1
+                not_applicable: 1
             }
         );
 
         let only_skips = full(|a, n| {
             (a == "setnx-del" && n == "failover")
-                .then(|| Cell::skipped(a, n, expect(&[], &[]), "no replicas"))
+                .then(|| Cell::not_applicable(a, n, expect(&[], &[]), "no replicas"))
         });
         assert!(only_skips.passed());
 
@@ -1225,7 +1241,7 @@ mod tests {
         };
         // setnx-del: none ok, kill-clients unavail (expected), no pause-clients cell, skipped.
         let del: Vec<&str> = row("setnx-del").split_whitespace().collect();
-        assert_eq!(del, ["setnx-del", "ok", "unavail", "?", "-"], "{table}");
+        assert_eq!(del, ["setnx-del", "ok", "unavail", "?", "n/a"], "{table}");
         let px: Vec<&str> = row("set-nx-px").split_whitespace().collect();
         assert_eq!(
             px,
@@ -1318,7 +1334,7 @@ mod tests {
         assert_eq!(lines[header + 1], "|---|---|---|---|---|");
         assert_eq!(
             lines[header + 2],
-            "| setnx-del | [ok](r/a/index.html) | [unavailable](r/b/index.html) | ? | – |"
+            "| setnx-del | [ok](r/a/index.html) | [unavailable](r/b/index.html) | ? | n/a |"
         );
         assert_eq!(
             lines[header + 3],
@@ -1395,11 +1411,15 @@ mod tests {
         assert_eq!(value["cells"][2]["run_dir"], "r/c");
         let back = Matrix::from_json(&text).unwrap();
         assert_eq!(back, m);
-        // A hand-trimmed cell still reads.
+        // A hand-trimmed cell still reads, and an older audit's "skipped" is "n/a".
         let cell: Cell =
             serde_json::from_str(r#"{"algorithm": "a", "nemesis": "n", "status": "skipped"}"#)
                 .unwrap();
-        assert_eq!(cell.status, Status::Skipped);
+        assert_eq!(cell.status, Status::NotApplicable);
+        assert_eq!(
+            serde_json::to_value(Status::NotApplicable).unwrap(),
+            serde_json::json!("n/a")
+        );
     }
 
     #[test]
@@ -1480,7 +1500,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             skipped.attribute("message"),
-            Some("failover needs replicas")
+            Some("not applicable: failover needs replicas")
         );
     }
 

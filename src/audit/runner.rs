@@ -233,7 +233,7 @@ pub async fn audit(
                         must: expected.must.clone(),
                         ..Reach::default()
                     });
-                if cell.status != super::matrix::Status::Skipped {
+                if cell.status != super::matrix::Status::NotApplicable {
                     entry.runs += 1;
                     entry.passed += usize::from(!cell.status.fails());
                     if let Some(ms) = cell.first_anomaly_ms.filter(|_| !expected.must.is_empty()) {
@@ -263,16 +263,12 @@ async fn run_cell(
     expected: Expectation,
 ) -> Cell {
     let algorithm = row.to_string();
-    if nemesis == "failover" && !has_replicas(spec.topology()) {
-        if spec.topology() == Topology::Independent {
-            return Cell::skipped(
-                algorithm,
-                nemesis,
-                expected,
-                "RedLock's independent masters have no replicas to fail over to",
-            );
-        }
-        // A failover needs replicas: the algorithm runs on a primary with two.
+    if nemesis == "failover"
+        && !has_replicas(spec.topology())
+        && spec.topology() != Topology::Independent
+    {
+        // A failover needs replicas: the algorithm runs on a primary with two. (RedLock's
+        // independent masters have none, and stay as they are: not applicable, below.)
         spec.topology = Some(Topology::Replicated);
     }
     spec.nemesis = Some(nemesis.to_string());
@@ -284,6 +280,11 @@ async fn run_cell(
         Ok(s) => s,
         Err(e) => return Cell::error(algorithm, nemesis, expected, e.to_string()),
     };
+    // No fault of the preset can act here: the run would prove nothing about it. Not run,
+    // and no pass.
+    if let Some(why) = schedule.cannot_act_at_all(&spec.algorithm, spec.topology()) {
+        return Cell::not_applicable(algorithm, nemesis, expected, why);
+    }
     let began = Instant::now();
     let _ = std::fs::remove_dir_all(dir);
     let servers = Servers::Owned {
@@ -296,6 +297,22 @@ async fn run_cell(
         Ok(outcome) if outcome.stopped.is_some() => {
             let why = outcome.stopped.unwrap_or_default();
             Cell::error(algorithm, nemesis, expected, why).with_run(dir, seconds)
+        }
+        // Unknown (no acquire took effect): the run proved nothing, so it cannot meet any
+        // expectation; as `run` exits 3 for it, the cell is an error, never ok.
+        Ok(outcome) if outcome.report.valid.is_none() => {
+            let why = format!(
+                "unknown verdict: {}",
+                outcome
+                    .report
+                    .unknown
+                    .as_deref()
+                    .unwrap_or("the history proves nothing")
+            );
+            let mut cell = Cell::error(algorithm, nemesis, expected, why).with_run(dir, seconds);
+            cell.events = outcome.report.stats.events;
+            cell.faults = outcome.report.stats.faults;
+            cell
         }
         Ok(outcome) => {
             let report = &outcome.report;

@@ -22,6 +22,7 @@ mod logs;
 mod ports;
 mod probe;
 pub mod process;
+pub mod reach;
 mod registry;
 mod sentinel;
 mod server;
@@ -36,7 +37,10 @@ pub use cleanup::install_cleanup_handlers;
 pub use clock::LIBFAKETIME_ENV;
 pub use error::ClusterError;
 pub use process::{ChildGuard, Exit, SignalError};
-pub use registry::{register_child, registered_pids, signal as signal_child, unregister_child};
+pub use registry::{
+    register_child, registered_pids, shutting_down, signal as signal_child, spawn_foreign,
+    unregister_child,
+};
 pub use sentinel::MASTER_NAME;
 
 use instance::Instance;

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,19 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     children: BTreeMap::new(),
     closing: false,
 });
+
+/// Set with `Registry::closing`, before the Ctrl-C cleanup kills anything, and readable
+/// without the lock (which the cleanup holds while it reaps): see [`shutting_down`].
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Whether lockaudit is shutting down (Ctrl-C, SIGTERM, SIGHUP): the cleanup handler is
+/// killing every child and the process exits next. From then on a child that ends was
+/// stopped by lockaudit itself, not by a fault: the nemesis must not record it as a kill,
+/// and nothing may be started again (a spawn is refused anyway). The flag is set before the
+/// first child is signalled, so whoever sees a child die of the cleanup sees it set.
+pub fn shutting_down() -> bool {
+    EXITING.load(Ordering::SeqCst)
+}
 
 /// The registry, even if a thread panicked while holding it: the map stays consistent
 /// because every update is a single insert or remove.
@@ -188,6 +202,28 @@ pub fn register_child(pid: u32) {
     });
 }
 
+/// Spawns a child whose owner reaps it (a worker from `tokio::process`) under the registry
+/// lock and announces it as [`register_child`] does, or refuses once lockaudit is shutting
+/// down: a spawn racing the Ctrl-C cleanup either happens before it (and the cleanup kills
+/// the child) or not at all. `spawn` must be quick (a fork and exec); `pid` names the child.
+pub fn spawn_foreign<C>(
+    spawn: impl FnOnce() -> io::Result<C>,
+    pid: impl FnOnce(&C) -> Option<u32>,
+) -> io::Result<C> {
+    let mut reg = registry();
+    if reg.closing {
+        return Err(io::Error::other("lockaudit is shutting down"));
+    }
+    let child = spawn()?;
+    if let Some(pid) = pid(&child) {
+        reg.children.entry(pid).or_insert(Entry {
+            name: format!("child {pid}"),
+            owned: false,
+        });
+    }
+    Ok(child)
+}
+
 /// Forgets a child announced with [`register_child`].
 pub fn unregister_child(pid: u32) {
     let mut reg = registry();
@@ -216,6 +252,7 @@ pub fn kill_all(patience: Duration, exiting: bool) -> usize {
     };
     if exiting {
         reg.closing = true;
+        EXITING.store(true, Ordering::SeqCst);
     }
     reg.children
         .retain(|&pid, entry| entry.owned || still_our_child(pid));

@@ -356,15 +356,35 @@ fn parse_reply(raw: &[u8], id: u64) -> Result<Reply, String> {
     Ok(Reply { ty, body })
 }
 
-/// A lease from an `ok` reply: absent or null, none promised; an integer ≥ 0.
-fn lease_of(reply: &Reply) -> Result<Option<i64>, String> {
-    match reply.body.get("lease_ms") {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_i64() {
-            Some(n) if n >= 0 => Ok(Some(n)),
-            _ => Err(format!("`lease_ms` {v} is not an integer ≥ 0")),
-        },
+/// A lease from an `ok` reply (absent or null: none promised; an integer ≥ 0), and a warning
+/// when it was too large for a signed 64-bit integer: such a lease is the library's answer all the same (PROTOCOL.md), recorded as `i64::MAX` for the
+/// checker to judge, with a warning.
+fn lease_checked(reply: &Reply) -> Result<(Option<i64>, Option<String>), String> {
+    let Some(v) = reply.body.get("lease_ms") else {
+        return Ok((None, None));
+    };
+    if v.is_null() {
+        return Ok((None, None));
     }
+    if let Some(n) = v.as_i64() {
+        return if n >= 0 {
+            Ok((Some(n), None))
+        } else {
+            Err(format!("`lease_ms` {v} is not an integer ≥ 0"))
+        };
+    }
+    // Beyond i64: a u64, or (past u64) a float with no fraction, as serde_json reads it.
+    let huge = v.is_u64()
+        || v.as_f64()
+            .is_some_and(|f| f >= i64::MAX as f64 && f.fract() == 0.0);
+    if huge {
+        let warning = format!(
+            "`lease_ms` {v} is too large for a signed 64-bit integer: recorded as {}",
+            i64::MAX
+        );
+        return Ok((Some(i64::MAX), Some(warning)));
+    }
+    Err(format!("`lease_ms` {v} is not an integer ≥ 0"))
 }
 
 /// A token from an `ok` reply: null / absent, or an integer.
@@ -487,6 +507,23 @@ impl External {
         }
     }
 
+    /// A reply lockaudit accepts but must warn about: logged, and appended to the
+    /// adapter's own log so that it sits next to what the adapter said.
+    fn warn(&self, what: &str) {
+        let message = format!("adapter {}: {what}", self.adapter.program);
+        tracing::warn!("{message}");
+        if let Some(path) = &self.adapter.log {
+            use std::io::Write as _;
+            if let Ok(mut log) = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(path)
+            {
+                let _ = writeln!(log, "lockaudit: warning: {what}");
+            }
+        }
+    }
+
     fn protocol_failure(&mut self, what: String) -> String {
         let why = self.adapter.with_tail(&what);
         self.adapter.broken = Some(why.clone());
@@ -496,6 +533,11 @@ impl External {
 
 #[async_trait]
 impl LockClient for External {
+    fn ttl_ms(&self) -> Option<i64> {
+        // The `ttl_ms` of the acquire request.
+        Some(self.options.ttl())
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
         let request = json!({
             "type": "acquire",
@@ -512,8 +554,11 @@ impl LockClient for External {
             Err(NotOk::Fail(why)) => return Acquired::Fail(why),
             Err(NotOk::Info(why)) => return Acquired::Info(why),
         };
-        match (token_of(&reply), lease_of(&reply)) {
-            (Ok(token), Ok(lease_ms)) => {
+        match (token_of(&reply), lease_checked(&reply)) {
+            (Ok(token), Ok((lease_ms, warning))) => {
+                if let Some(warning) = warning {
+                    self.warn(&warning);
+                }
                 self.options.step("external:after-acquire");
                 Acquired::Ok { token, lease_ms }
             }
@@ -537,8 +582,13 @@ impl LockClient for External {
         let request = json!({ "type": "renew", "key": key, "ttl_ms": self.options.ttl_ms });
         match self.call(request).await {
             Ok(reply) => match self.classify(reply) {
-                Ok(reply) => match lease_of(&reply) {
-                    Ok(lease_ms) => Outcome::Ok { lease_ms },
+                Ok(reply) => match lease_checked(&reply) {
+                    Ok((lease_ms, warning)) => {
+                        if let Some(warning) = warning {
+                            self.warn(&warning);
+                        }
+                        Outcome::Ok { lease_ms }
+                    }
                     Err(e) => Outcome::Info(self.protocol_failure(e)),
                 },
                 Err(not_ok) => not_ok.outcome(),
@@ -568,7 +618,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.ty, "ok");
-        assert_eq!(lease_of(&ok), Ok(Some(10)));
+        assert_eq!(lease_checked(&ok), Ok((Some(10), None)));
         assert_eq!(token_of(&ok), Ok(None));
         let e = parse_reply(br#"{"in_reply_to":3,"type":"ok"}"#, 4).unwrap_err();
         assert!(e.contains("in_reply_to 3 to request 4"), "{e}");
@@ -584,6 +634,30 @@ mod tests {
         )
         .unwrap();
         assert!(token_of(&bad).is_err());
-        assert!(lease_of(&bad).is_err());
+        assert!(lease_checked(&bad).is_err());
+    }
+
+    #[test]
+    fn a_lease_too_large_for_i64_is_the_largest_with_a_warning() {
+        for text in [
+            "18446744073709551615",
+            "9223372036854775808",
+            "1e30",
+            "100000000000000000000000",
+        ] {
+            let line = format!(r#"{{"in_reply_to":1,"type":"ok","token":null,"lease_ms":{text}}}"#);
+            let reply = parse_reply(line.as_bytes(), 1).unwrap();
+            let (lease, warning) = lease_checked(&reply).unwrap();
+            assert_eq!(lease, Some(i64::MAX), "{text}");
+            assert!(warning.unwrap().contains("too large"), "{text}");
+        }
+        let max = format!(r#"{{"in_reply_to":1,"type":"ok","lease_ms":{}}}"#, i64::MAX);
+        let reply = parse_reply(max.as_bytes(), 1).unwrap();
+        assert_eq!(lease_checked(&reply).unwrap(), (Some(i64::MAX), None));
+        for bad in ["-18446744073709551615", "1.5", "-1e30", "\"x\""] {
+            let line = format!(r#"{{"in_reply_to":1,"type":"ok","lease_ms":{bad}}}"#);
+            let reply = parse_reply(line.as_bytes(), 1).unwrap();
+            assert!(lease_checked(&reply).is_err(), "{bad}");
+        }
     }
 }

@@ -40,6 +40,10 @@ impl Fenced {
 
 #[async_trait]
 impl LockClient for Fenced {
+    fn ttl_ms(&self) -> Option<i64> {
+        self.inner.ttl_ms()
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
         let lease_ms = match self.inner.acquire(key).await {
             Acquired::Ok { lease_ms, .. } => lease_ms,

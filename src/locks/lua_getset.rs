@@ -69,6 +69,16 @@ impl LuaGetset {
 
 #[async_trait]
 impl LockClient for LuaGetset {
+    fn ttl_ms(&self) -> Option<i64> {
+        // The script stores `now + ttl + 1` in whole seconds (the ttl rounded up): the
+        // request asks for the lock until the end of that second, up to ttl + 1 s.
+        Some(
+            ttl_seconds(self.options.ttl_ms)
+                .saturating_add(1)
+                .saturating_mul(1000),
+        )
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
         let start_clock = self.options.client_now_ms();
         let ttl_s = ttl_seconds(self.options.ttl_ms);

@@ -356,6 +356,11 @@ enum Which {
 
 #[async_trait]
 impl LockClient for LuaScript {
+    fn ttl_ms(&self) -> Option<i64> {
+        // `ARGV[2]`.
+        Some(self.options.ttl())
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
         let start = Instant::now();
         let value = self.value(key);

@@ -75,6 +75,10 @@ pub trait LockClient: Send {
     fn renews(&self) -> bool {
         false
     }
+    /// The ttl each acquire asks the lock for, in ms, as its request sends it (HISTORY.md's
+    /// `ttl_ms` on the acquire invoke, so that the checker can flag a grant promising more
+    /// than was asked). None for a lock with no expiry (`setnx-del`), which asks for none.
+    fn ttl_ms(&self) -> Option<i64>;
     /// How often the holder should call `renew` (the watchdog period, ttl/3), when
     /// `renews()`; None otherwise. The worker drives the watchdog so that every renewal is
     /// an operation in the history.
@@ -111,6 +115,28 @@ pub fn is_known_algorithm(name: &str) -> bool {
 /// The known algorithms for error messages: the built-ins, then `lua` and `external`.
 pub fn known_algorithms() -> String {
     format!("{}, {SCRIPTED}, {EXTERNAL}", ALGORITHMS.join(", "))
+}
+
+/// Why the clock-skew fault cannot act on `algorithm`'s clients, or None when they read the
+/// client's wall clock (`LockOptions::client_now_ms`: setnx-getset and lua-getset, whose
+/// locks store expiry timestamps). The others time leases on the servers or with a
+/// monotonic clock; Lua-script locks get no client time, and external adapters are not yet
+/// started under a faked clock.
+pub fn ignores_client_clock(algorithm: &str) -> Option<String> {
+    match algorithm {
+        "setnx-getset" | "lua-getset" => None,
+        SCRIPTED => Some(
+            "a Lua-script lock is passed no client time (its scripts see only the server's clock)"
+                .into(),
+        ),
+        EXTERNAL => Some(
+            "an external adapter does not run under a skewed clock yet (lockaudit skews only its own clients' clocks)"
+                .into(),
+        ),
+        other => Some(format!(
+            "{other} never reads the client's wall clock (only setnx-getset and lua-getset do)"
+        )),
+    }
 }
 
 /// Every named step an algorithm announces through `LockOptions::on_step`, by algorithm.

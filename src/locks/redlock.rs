@@ -126,6 +126,11 @@ impl Redlock {
 
 #[async_trait]
 impl LockClient for Redlock {
+    fn ttl_ms(&self) -> Option<i64> {
+        // `PX ttl` on every master.
+        Some(self.options.ttl())
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
         let start = Instant::now();
         let value = random_id();

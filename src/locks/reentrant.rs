@@ -147,6 +147,11 @@ impl Reentrant {
 
 #[async_trait]
 impl LockClient for Reentrant {
+    fn ttl_ms(&self) -> Option<i64> {
+        // `PEXPIRE ttl`.
+        Some(self.options.ttl())
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
         let start = Instant::now();
         let channel = channel(key);

@@ -60,6 +60,11 @@ impl SetNxPx {
 
 #[async_trait]
 impl LockClient for SetNxPx {
+    fn ttl_ms(&self) -> Option<i64> {
+        // `PX ttl`.
+        Some(self.options.ttl())
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
         let start = Instant::now();
         let value = random_id();

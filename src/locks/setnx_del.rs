@@ -26,6 +26,11 @@ impl SetnxDel {
 
 #[async_trait]
 impl LockClient for SetnxDel {
+    fn ttl_ms(&self) -> Option<i64> {
+        // No expiry: the recipe asks for none.
+        None
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
         let mut setnx = redis::cmd("SETNX");
         setnx.arg(key).arg(1);

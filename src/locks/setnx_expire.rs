@@ -34,6 +34,11 @@ impl SetnxExpire {
 
 #[async_trait]
 impl LockClient for SetnxExpire {
+    fn ttl_ms(&self) -> Option<i64> {
+        // EXPIRE speaks whole seconds: the ttl rounded up is what the request asks.
+        Some(ttl_seconds(self.options.ttl_ms).saturating_mul(1000))
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
         let start = Instant::now();
         let ttl_s = ttl_seconds(self.options.ttl_ms);

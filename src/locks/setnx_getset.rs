@@ -109,6 +109,11 @@ impl SetnxGetset {
 
 #[async_trait]
 impl LockClient for SetnxGetset {
+    fn ttl_ms(&self) -> Option<i64> {
+        // The stored expiry is the client clock + this ttl (+ 1 ms).
+        Some(self.options.ttl())
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
         let start_clock = self.options.client_now_ms();
         for attempt in 0..=self.options.retry_attempts {

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use nix::sys::signal::Signal;
 
-use crate::cluster::{Cluster, Endpoints, Topology};
+use crate::cluster::{self, Cluster, Endpoints, Topology};
 use crate::history::{Event, EventType};
 use crate::workload::clock::{wall_ms, RunClock};
 use crate::workload::fleet::{worker_name, Fleet, Remains, WorkerState};
@@ -83,9 +83,16 @@ enum Step {
     End,
 }
 
+/// Why `execute` returned when lockaudit began shutting down (Ctrl-C).
+pub const SHUTTING_DOWN: &str = "lockaudit is shutting down (interrupted)";
+
 /// Runs the plan until `deadline_ms` of run time, then heals what is still open. Returns
 /// early, with why, when a worker stopped because its lock client cannot go on (an external
 /// adapter answered `error`: PROTOCOL.md stops the run); the caller then heals everything.
+///
+/// Returns at once, with [`SHUTTING_DOWN`], when lockaudit begins shutting down (Ctrl-C):
+/// the cleanup handler is stopping every child, and that is no fault. From then on nothing
+/// is injected, healed or restarted, and a worker that ends is not recorded as killed.
 pub async fn execute(
     plan: &[PlannedFault],
     targets: &mut Targets<'_>,
@@ -96,7 +103,12 @@ pub async fn execute(
     // (time, step, fault): ends before begins at the same instant, so a target healed and
     // faulted again in the same millisecond is free for the second fault.
     let mut agenda: Vec<(u64, Step, usize)> = Vec::new();
-    for (i, fault) in plan.iter().enumerate() {
+    // A fault that cannot act on this run is only marked in the plan: it is not injected.
+    for (i, fault) in plan
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.not_applicable.is_none())
+    {
         agenda.push((fault.at_ms, Step::Begin, i));
         agenda.push((fault.end_ms().min(deadline_ms), Step::End, i));
     }
@@ -109,6 +121,9 @@ pub async fn execute(
     let deadline_ns = (deadline_ms as i64).saturating_mul(1_000_000);
     let mut next = 0;
     loop {
+        if cluster::shutting_down() {
+            return Some(SHUTTING_DOWN.to_string());
+        }
         let due_ms = agenda.get(next).map(|a| a.0).unwrap_or(deadline_ms);
         let due = tokio::time::Instant::now()
             + std::time::Duration::from_nanos(
@@ -117,6 +132,10 @@ pub async fn execute(
         tokio::select! {
             biased;
             Some(worker) = exits.recv() => {
+                // Stopped by the shutdown's cleanup: no crash, and no restart.
+                if cluster::shutting_down() {
+                    return Some(SHUTTING_DOWN.to_string());
+                }
                 // From the deadline on, workers end on their own: that is no crash.
                 if journal.clock.now() < deadline_ns {
                     if let Some(why) = state.crashed(worker, targets, journal).await {
@@ -127,6 +146,9 @@ pub async fn execute(
             () = tokio::time::sleep_until(due) => {
                 // The agenda done and the deadline reached: the run goes on to its end.
                 let &(_, step, i) = agenda.get(next)?;
+                if cluster::shutting_down() {
+                    return Some(SHUTTING_DOWN.to_string());
+                }
                 next += 1;
                 match step {
                     Step::Begin => state.begin(i, &plan[i], targets, journal).await,
@@ -473,6 +495,10 @@ impl Executor {
         }
         self.armed.remove(&w);
         let remains = targets.fleet.kill(w).await;
+        if cluster::shutting_down() {
+            // The shutdown's cleanup may have stopped it first; either way the run is over.
+            return false;
+        }
         record_kill(journal, w, &remains, Map::new());
         true
     }
@@ -493,6 +519,10 @@ impl Executor {
             return None; // killed by us, already accounted for
         }
         let remains = targets.fleet.reap(worker).await;
+        if cluster::shutting_down() {
+            // It died of the shutdown's cleanup, not of a crash.
+            return Some(SHUTTING_DOWN.to_string());
+        }
         if targets.fleet.gave_up(worker) {
             let why = extra(&[(
                 "cause",
@@ -519,7 +549,8 @@ impl Executor {
 
     async fn restart_worker(&mut self, w: usize, targets: &mut Targets<'_>, journal: &Journal) {
         // A worker started at the deadline would only end again: its clients are done.
-        if journal.clock.now() >= targets.fleet.deadline_ns() {
+        // Nor is anything started once lockaudit is shutting down.
+        if journal.clock.now() >= targets.fleet.deadline_ns() || cluster::shutting_down() {
             return;
         }
         match targets.fleet.restart(w).await {

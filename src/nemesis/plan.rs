@@ -48,6 +48,10 @@ pub struct PlannedFault {
     pub latency_ms: u64,
     #[serde(default)]
     pub link: Link,
+    /// Why this fault cannot act on the run (`schedule::cannot_act`): the nemesis leaves it
+    /// out, and `nemesis.json` says so here. Absent for a fault that acts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_applicable: Option<String>,
 }
 
 impl PlannedFault {
@@ -223,6 +227,7 @@ fn decide(
             _ => 0,
         }),
         link: spec.link,
+        not_applicable: None,
     })
 }
 

@@ -329,6 +329,28 @@ impl Schedule {
         self.faults.is_empty() && self.random.is_none()
     }
 
+    /// The kinds of fault in the schedule that cannot act on a run of `algorithm` on
+    /// `topology`, each with why (see [`cannot_act`]).
+    pub fn not_applicable(&self, algorithm: &str, topology: Topology) -> Vec<(FaultKind, String)> {
+        self.kinds()
+            .into_iter()
+            .filter_map(|k| cannot_act(k, algorithm, topology).map(|why| (k, why)))
+            .collect()
+    }
+
+    /// Why no fault of the schedule can act on such a run, when that is so (a schedule with
+    /// no faults at all is no such case).
+    pub fn cannot_act_at_all(&self, algorithm: &str, topology: Topology) -> Option<String> {
+        let kinds = self.kinds();
+        let not = self.not_applicable(algorithm, topology);
+        (!kinds.is_empty() && not.len() == kinds.len()).then(|| {
+            not.iter()
+                .map(|(k, why)| format!("{}: {why}", k.name()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
+
     /// The preset called `name` for this workload, or None if there is no such preset.
     pub fn preset(name: &str, workload: &Workload) -> Option<Schedule> {
         let ttl = workload.ttl_ms.max(1);
@@ -449,6 +471,24 @@ impl Schedule {
     }
 }
 
+/// Why a fault of `kind` cannot act on a run of `algorithm` on `topology` (None: it can).
+/// A schedule may still name such a fault; the run says so before it starts, leaves it out
+/// of what the nemesis does, and marks it in `nemesis.json`, and the audit shows a cell
+/// whose every fault is like that as not applicable ("n/a"), never as a pass.
+pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Option<String> {
+    match kind {
+        FaultKind::Failover if !has_replicas(topology) => Some(match topology {
+            Topology::Independent => {
+                "RedLock's independent masters have no replicas to fail over to".to_string()
+            }
+            _ => "a single server has no replica to fail over to (--topology replicated or sentinel has)"
+                .to_string(),
+        }),
+        FaultKind::ClockSkew => crate::locks::ignores_client_clock(algorithm),
+        _ => None,
+    }
+}
+
 /// Whether the topology has replicas to fail over to.
 pub fn has_replicas(topology: Topology) -> bool {
     matches!(topology, Topology::Replicated | Topology::Sentinel)
@@ -512,6 +552,46 @@ mod tests {
             assert_eq!(s.is_empty(), name == "none", "{name}");
         }
         assert!(Schedule::preset("chaos", &workload()).is_none());
+    }
+
+    #[test]
+    fn faults_that_cannot_act_are_named_with_why() {
+        let on = |name: &str, algorithm: &str, topology: Topology| {
+            let w = Workload {
+                ttl_ms: 1000,
+                topology,
+            };
+            Schedule::preset(name, &w)
+                .unwrap()
+                .cannot_act_at_all(algorithm, topology)
+        };
+        let why = on("failover", "redlock", Topology::Independent).unwrap();
+        assert!(why.contains("no replicas"), "{why}");
+        assert!(on("failover", "set-nx-px", Topology::Single).is_some());
+        assert!(on("failover", "set-nx-px", Topology::Replicated).is_none());
+        for algorithm in [
+            "set-nx-px",
+            "reentrant",
+            "redlock",
+            "setnx-del",
+            "setnx-expire",
+            "lua",
+            "external",
+        ] {
+            let why = on("clock-skew", algorithm, Topology::Single).expect(algorithm);
+            assert!(why.starts_with("clock-skew: "), "{why}");
+        }
+        assert!(on("clock-skew", "setnx-getset", Topology::Single).is_none());
+        assert!(on("clock-skew", "lua-getset", Topology::Single).is_none());
+        // Nothing to act is not "cannot act"; a mix with some faults that act is runnable,
+        // and names the ones that cannot.
+        assert!(on("none", "set-nx-px", Topology::Single).is_none());
+        assert!(on("mix", "set-nx-px", Topology::Single).is_none());
+        let w = workload();
+        let mix = Schedule::preset("mix", &w).unwrap();
+        let not = mix.not_applicable("set-nx-px", Topology::Single);
+        assert_eq!(not.len(), 1, "{not:?}");
+        assert_eq!(not[0].0, FaultKind::ClockSkew);
     }
 
     #[test]

@@ -328,7 +328,13 @@ impl Client {
     /// One recorded acquire of `key`.
     async fn acquire(&mut self, process: u64, key: &str) -> Taken {
         let timeout = self.timeout();
-        self.record(process, EventType::Invoke, "acquire", key, None, None);
+        // The ttl the request asks for (HISTORY.md), when the lock has one.
+        let asked = self
+            .me
+            .as_ref()
+            .and_then(|me| me.lock.ttl_ms())
+            .map(|ttl| json!({ "ttl_ms": ttl }));
+        self.record(process, EventType::Invoke, "acquire", key, asked, None);
         let Some(me) = self.me.as_mut() else {
             return Taken::Retired;
         };

@@ -166,6 +166,15 @@ impl Fleet {
         })
     }
 
+    /// The highest client process number any worker has used (None: none yet). Complete once
+    /// `finish` has returned: every worker's output has been read by then.
+    pub fn max_process(&self) -> Option<u64> {
+        self.workers
+            .iter()
+            .filter_map(|w| lock(&w.ledger).max_process)
+            .max()
+    }
+
     /// The worker's live logical processes (one per slot that has done anything).
     pub fn processes(&self, worker: usize) -> Vec<u64> {
         self.workers
@@ -185,7 +194,8 @@ impl Fleet {
                 path: log_path.display().to_string(),
                 error,
             })?;
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        command
             .arg("worker")
             .arg("--run")
             .arg(&self.dir)
@@ -195,13 +205,12 @@ impl Fleet {
             .kill_on_drop(true)
             // Its own process group, shared with the adapters it starts (external lock
             // clients): faults aimed at the worker reach them too.
-            .process_group(0)
-            .spawn()
+            .process_group(0);
+        // Registered as it is spawned, and refused once a Ctrl-C has begun the shutdown:
+        // no worker starts after the cleanup has stopped the others.
+        let mut child = cluster::spawn_foreign(|| command.spawn(), Child::id)
             .map_err(|e| RunError::Setup(format!("cannot start a worker: {e}")))?;
         let pid = child.id();
-        if let Some(pid) = pid {
-            cluster::register_child(pid);
-        }
         let mut stdin = child
             .stdin
             .take()

@@ -89,3 +89,42 @@ pub async fn record(
     writer.flush()?;
     Ok(tally)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_acquire_invoke_with_its_ttl_is_recorded_as_it_is_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (counts, _) = watch::channel(Counts::default());
+        // As a worker writes them (`Event` serialised), numbered 0 by each worker.
+        for mut event in [
+            Event::client(0, 10, 3, EventType::Invoke, "acquire", "lock:0"),
+            Event::client(0, 20, 3, EventType::Ok, "acquire", "lock:0"),
+        ] {
+            event.value = Some(if event.ty == EventType::Invoke {
+                serde_json::json!({ "ttl_ms": 2000 })
+            } else {
+                serde_json::json!({ "token": null, "lease_ms": 2000 })
+            });
+            tx.send(serde_json::to_string(&event).unwrap()).unwrap();
+        }
+        drop(tx);
+        let tally = record(&path, rx, counts).await.unwrap();
+        assert_eq!(tally.events, 2);
+        assert_eq!(tally.acquisitions, 1);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["index"], 0);
+        assert_eq!(lines[0]["value"], serde_json::json!({ "ttl_ms": 2000 }));
+        assert_eq!(lines[1]["index"], 1);
+        let history = crate::history::read_file(&path).expect("the reader accepts ttl_ms");
+        assert_eq!(history.ops.len(), 2);
+    }
+}

@@ -14,6 +14,7 @@ use crate::history::{self, Event, EventType};
 use crate::locks;
 use crate::nemesis::executor::{self, Journal, Targets};
 use crate::nemesis::network::Network;
+use crate::nemesis::schedule::cannot_act;
 use crate::nemesis::{self, FaultKind, Schedule, Stage};
 use crate::report::Report;
 
@@ -50,6 +51,13 @@ pub struct RunOutcome {
     /// Why the run stopped before its time limit, if it did (an adapter's `error`): the
     /// history and report cover what ran, but the run could not be carried out.
     pub stopped: Option<String>,
+    /// The kinds of fault of the schedule that could not act on this run, each with why
+    /// ("clock-skew: set-nx-px never reads the client's wall clock ..."): left out of what
+    /// the nemesis did, marked in `nemesis.json`, listed in `report.json` as `warnings`.
+    pub not_applicable: Vec<String>,
+    /// How many faults the plan holds, and how many of them could act.
+    pub planned: usize,
+    pub acting: usize,
 }
 
 /// Where the run's servers are: started by lockaudit, or already running elsewhere.
@@ -96,6 +104,34 @@ pub async fn run(
     std::fs::write(dir.join("workload.toml"), spec_text).map_err(io_error(dir))?;
     let kinds = schedule.kinds();
 
+    // Faults that cannot act on this run are said before it starts, never passed off as
+    // injected and healed.
+    let topology = match &servers {
+        Servers::Existing(endpoints) => endpoints.topology,
+        Servers::Owned { .. } => spec.topology(),
+    };
+    let not_applicable: Vec<String> = schedule
+        .not_applicable(&spec.algorithm, topology)
+        .into_iter()
+        .map(|(kind, why)| format!("{}: {why}", kind.name()))
+        .collect();
+    if !not_applicable.is_empty() {
+        let all = schedule
+            .cannot_act_at_all(&spec.algorithm, topology)
+            .is_some();
+        eprintln!(
+            "lockaudit: warning: {} of the nemesis {} can act on this run ({}); {}",
+            if all { "no fault" } else { "not every fault" },
+            schedule.name,
+            not_applicable.join("; "),
+            if all {
+                "it runs without faults, and proves nothing about them"
+            } else {
+                "those faults are left out (marked in nemesis.json)"
+            }
+        );
+    }
+
     let mut owned = None;
     let endpoints = match servers {
         Servers::Existing(mut endpoints) => {
@@ -105,9 +141,7 @@ pub async fn run(
                     kind.name()
                 )));
             }
-            if endpoints.topology == cluster::Topology::Sentinel {
-                find_primary(&mut endpoints).await?;
-            }
+            preflight(&mut endpoints, PREFLIGHT_TIMEOUT).await?;
             eprintln!(
                 "lockaudit: using a Redis it did not start ({}:{}): server-side faults are unavailable",
                 endpoints.nodes[0].host, endpoints.nodes[0].port
@@ -138,7 +172,12 @@ pub async fn run(
     if let Some(cluster) = owned {
         cluster.shutdown().await;
     }
-    let (counts, stopped) = result?;
+    let Driven {
+        counts,
+        stopped,
+        planned,
+        acting,
+    } = result?;
     if let Some(peak) = crate::sys::peak_resident_kib() {
         tracing::info!("recorder peak resident memory {peak} KiB");
     }
@@ -147,15 +186,36 @@ pub async fn run(
     let history = history::read_file(&history_path)
         .map_err(|e| RunError::Setup(format!("the recorded history does not read back: {e}")))?;
     let report = checker::check(&history, &CheckOptions::default());
+    // The checker judges the history; what the run could not do is the run's to add.
+    let mut report_value =
+        serde_json::to_value(&report).map_err(|e| RunError::Setup(e.to_string()))?;
+    if let (false, Some(object)) = (not_applicable.is_empty(), report_value.as_object_mut()) {
+        let warnings = not_applicable
+            .iter()
+            .map(|why| format!("a fault that cannot act on this run was left out: {why}").into())
+            .collect();
+        object.insert("warnings".into(), serde_json::Value::Array(warnings));
+    }
     let report_text =
-        serde_json::to_string_pretty(&report).map_err(|e| RunError::Setup(e.to_string()))?;
+        serde_json::to_string_pretty(&report_value).map_err(|e| RunError::Setup(e.to_string()))?;
     std::fs::write(dir.join("report.json"), report_text + "\n").map_err(io_error(dir))?;
     Ok(RunOutcome {
         dir: dir.to_path_buf(),
         report,
         counts,
         stopped,
+        not_applicable,
+        planned,
+        acting,
     })
+}
+
+/// What `drive` leaves for the run's outcome.
+struct Driven {
+    counts: Counts,
+    stopped: Option<String>,
+    planned: usize,
+    acting: usize,
 }
 
 /// Spawns the workers, runs the nemesis and records until the workers finish, heals
@@ -166,7 +226,7 @@ async fn drive(
     dir: &Path,
     endpoints: &Endpoints,
     cluster: Option<&mut Cluster>,
-) -> Result<(Counts, Option<String>), RunError> {
+) -> Result<Driven, RunError> {
     let stage = Stage {
         workers: spec.workers,
         servers: endpoints.nodes.iter().map(|n| n.name.clone()).collect(),
@@ -176,7 +236,12 @@ async fn drive(
         seed: spec.seed,
         topology: endpoints.topology,
     };
-    let plan = nemesis::plan(schedule, &stage).map_err(RunError::Schedule)?;
+    let mut plan = nemesis::plan(schedule, &stage).map_err(RunError::Schedule)?;
+    for fault in &mut plan {
+        fault.not_applicable = cannot_act(fault.kind, &spec.algorithm, endpoints.topology);
+    }
+    let planned = plan.len();
+    let acting = plan.iter().filter(|f| f.not_applicable.is_none()).count();
     let plan_text =
         serde_json::to_string_pretty(&plan).map_err(|e| RunError::Setup(e.to_string()))?;
     std::fs::write(dir.join("nemesis.json"), plan_text + "\n").map_err(io_error(dir))?;
@@ -260,6 +325,11 @@ async fn drive(
         };
         stopped =
             executor::execute(&plan, &mut targets, &journal, &mut exits, spec.time_limit.0).await;
+        if cluster::shutting_down() {
+            // Ctrl-C: the cleanup handler is stopping every child and ends the process next.
+            // Shutting down is no fault: nothing more is healed, read or recorded.
+            std::future::pending::<()>().await;
+        }
         executor::heal_all(&mut targets, &journal).await;
     }
     if let Some(why) = &stopped {
@@ -282,7 +352,13 @@ async fn drive(
     if let Some(network) = network {
         network.stop().await;
     }
-    let max_process = counts_rx.borrow().max_process;
+    // A number no client used: the fleet's ledgers have read every worker's output by now,
+    // whereas the recorder's counts may still lag behind its queue (a client retired just
+    // before the end could then share its number with the final reads).
+    let max_process = fleet
+        .max_process()
+        .unwrap_or(0)
+        .max(counts_rx.borrow().max_process);
     final_reads(spec, endpoints, clock, max_process + 1, &events).await;
     drop(journal);
     drop(events);
@@ -293,7 +369,12 @@ async fn drive(
         .map_err(io_error(&history_path))?;
     watch_progress.abort();
     progress.finish_and_clear();
-    Ok((counts, stopped))
+    Ok(Driven {
+        counts,
+        stopped,
+        planned,
+        acting,
+    })
 }
 
 /// A workload's own Lua scripts must compile before any worker starts: a client that
@@ -336,6 +417,10 @@ async fn final_reads(
     process: u64,
     events: &mpsc::UnboundedSender<String>,
 ) {
+    // Interrupted: the storage server is being stopped, and its silence observes nothing.
+    if cluster::shutting_down() {
+        return;
+    }
     let password = endpoints.password.as_deref();
     let Ok(mut resource) = Resource::connect(&endpoints.storage, password, spec.fenced).await
     else {
@@ -357,6 +442,7 @@ async fn final_reads(
                 &key,
                 Some(serde_json::json!({ "value": value })),
             ),
+            Err(_) if cluster::shutting_down() => return,
             Err(e) => {
                 let mut event =
                     Event::client(0, clock.now(), process, EventType::Info, "read", &key);
@@ -468,17 +554,65 @@ fn sentinel_endpoints(url: &str, rest: &str) -> Result<Endpoints, String> {
     })
 }
 
-/// Asks the sentinels which server is the primary now; it also holds the guarded resource.
-async fn find_primary(endpoints: &mut Endpoints) -> Result<(), RunError> {
-    let (host, port) = ask_sentinels(endpoints, Duration::from_secs(2))
-        .await
-        .map_err(RunError::Setup)?;
+/// How long each server lockaudit did not start gets to accept a connection, take the
+/// password and answer `PING` (servers are checked together: a bad `--redis` fails within a
+/// second, naming the address and the error).
+pub const PREFLIGHT_TIMEOUT: Duration = Duration::from_millis(400);
+
+/// Checks servers lockaudit did not start before any worker does: the one server of a
+/// `redis://` URL, or every sentinel of a `sentinel://` URL and the primary they name (which
+/// then goes into `endpoints`: it also holds the guarded resource). Each must be reached,
+/// authenticated and answer `PING` within `timeout`.
+pub async fn preflight(endpoints: &mut Endpoints, timeout: Duration) -> Result<(), RunError> {
+    use crate::cluster::reach;
+    let cannot = |e: reach::Unreachable| RunError::Setup(format!("--redis: cannot use {e}"));
+    let password = endpoints.password.clone();
+    if endpoints.topology != cluster::Topology::Sentinel {
+        let node = endpoints
+            .nodes
+            .first()
+            .ok_or_else(|| RunError::Setup("--redis: no server given".into()))?;
+        reach::connect_and_ping(node, password.as_deref(), timeout)
+            .await
+            .map_err(cannot)?;
+        return Ok(());
+    }
+    let master = endpoints.master_name.clone().unwrap_or_default();
+    let answers = futures_util::future::join_all(
+        endpoints
+            .sentinels
+            .iter()
+            .map(|s| reach::sentinel_primary(s, &master, password.as_deref(), timeout)),
+    )
+    .await;
+    let mut primary = None;
+    for (sentinel, answer) in endpoints.sentinels.iter().zip(answers) {
+        let named =
+            answer.map_err(|e| RunError::Setup(format!("--redis: cannot use the sentinel {e}")))?;
+        match &primary {
+            None => primary = Some(named),
+            Some(first) if *first != named => tracing::warn!(
+                "the sentinels disagree on the primary \"{master}\": {}:{} names {}:{}, using {}:{}",
+                sentinel.host, sentinel.port, named.0, named.1, first.0, first.1
+            ),
+            Some(_) => {}
+        }
+    }
+    let (host, port) =
+        primary.ok_or_else(|| RunError::Setup("--redis: no sentinel given".into()))?;
     let primary = Node {
         name: "master-0".into(),
         host,
         port,
         pid: None,
     };
+    reach::connect_and_ping(&primary, password.as_deref(), timeout)
+        .await
+        .map_err(|e| {
+            RunError::Setup(format!(
+                "--redis: cannot use the primary \"{master}\" the sentinels name: {e}"
+            ))
+        })?;
     endpoints.storage = Node {
         name: "storage".into(),
         ..primary.clone()

@@ -22,3 +22,13 @@ pub fn kinds(report: &Value) -> Vec<String> {
     kinds.dedup();
     kinds
 }
+
+/// The `value.ttl_ms` of every acquire invoke in the run's history (None where it has none).
+pub fn acquire_ttls(out: &Path) -> Vec<Option<i64>> {
+    let text = std::fs::read_to_string(out.join("history.jsonl")).expect("history.jsonl");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["f"] == "acquire" && e["type"] == "invoke")
+        .map(|e| e["value"]["ttl_ms"].as_i64())
+        .collect()
+}
