@@ -1678,7 +1678,13 @@ pub fn inject_stale_write(events: &mut Vec<Event>, seed: u64) -> Option<Injectio
     // The grant comes back within a millisecond, well inside its lease: a correct grant.
     let granted = prev_end + 2 * before / 3;
     let new = vec![
-        client(granted - (before / 3).min(MS), r, EventType::Invoke, "acquire", &key),
+        client(
+            granted - (before / 3).min(MS),
+            r,
+            EventType::Invoke,
+            "acquire",
+            &key,
+        ),
         client(granted, r, EventType::Ok, "acquire", &key)
             .with_value(json!({ "token": null, "lease_ms": hold.lease_ms })),
         client(w + gap / 4, r, EventType::Invoke, "write", &key).with_value(payload.clone()),
