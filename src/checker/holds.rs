@@ -106,7 +106,7 @@ pub struct BadLease {
     pub ttl_ms: Option<i64>,
     /// The lease had run out by the time the grant returned (`lease_ms` <= its latency).
     pub dead: bool,
-    /// The lease is longer than the ttl asked for.
+    /// The lease ends after the grant + the ttl asked for.
     pub too_long: bool,
 }
 
@@ -434,7 +434,11 @@ fn bad_lease(invoke: &Op, ok: &Op) -> Option<BadLease> {
     let latency = ok.time.saturating_sub(invoke.time);
     let dead = ms_to_ns(lease_ms) <= latency;
     let ttl_ms = invoke.ttl_ms();
-    let too_long = ttl_ms.is_some_and(|ttl| lease_ms > ttl);
+    // A lease counted from the invoke may honestly exceed the ttl by the time until the
+    // request went out (a blocking acquire retries for a while): it is too long only if it
+    // ends after the grant + the ttl, the latest any server could have kept the lock.
+    let too_long =
+        ttl_ms.is_some_and(|ttl| ms_to_ns(lease_ms) > ms_to_ns(ttl).saturating_add(latency));
     (dead || too_long).then_some(BadLease {
         key: ok.key,
         process: ok.process,

@@ -1,7 +1,9 @@
 //! Leases: `bad-lease`, an acquire `ok` whose promised lease cannot be right. Either it had
 //! already run out when the grant returned (`lease_ms` no longer than the time from the
 //! acquire's invoke to its `ok`: the caller is told it holds a lock whose lease is over), or
-//! it is longer than the `ttl_ms` the invoke asked for (the library miscounted).
+//! it is longer than the `ttl_ms` the invoke asked for (the library miscounted). A lease is
+//! counted from the invoke and a ttl from the request, which may go out later: a lease counts
+//! as longer only when it ends after the grant + the ttl.
 
 use crate::report::Anomaly;
 use crate::units::{fmt_span, fmt_time};
@@ -26,8 +28,13 @@ pub fn check(names: &Names, findings: &mut Findings) {
             }
             if let (true, Some(ttl)) = (bad.too_long, bad.ttl_ms) {
                 problems.push(format!(
-                    "it promises a lease of {}ms where the acquire asked for a ttl of {ttl}ms: the lock expires before the promise does",
-                    bad.lease_ms
+                    "it promises a lease of {}ms from the invoke where the acquire asked for a ttl of {ttl}ms: the promise ends {} after the grant + the ttl, the latest the lock could live",
+                    bad.lease_ms,
+                    fmt_span(
+                        ms_to_ns(bad.lease_ms)
+                            .saturating_sub(ms_to_ns(ttl))
+                            .saturating_sub(latency)
+                    )
                 ));
             }
             Anomaly {

@@ -319,6 +319,9 @@ fn a_lease_longer_than_the_ttl_asked_for_is_a_bad_lease() {
     );
     assert_eq!(bad.lease_expired, Some(false));
     assert_valid(&run(&text.replace("LEASE", "1000")));
+    // From the invoke, a lease may run the ttl + the 1 ms until the grant: not more.
+    assert_valid(&run(&text.replace("LEASE", "1001")));
+    only(&run(&text.replace("LEASE", "1002")), "bad-lease");
     // No ttl asked for, or a lock that never expires: nothing to compare with.
     assert_valid(&run(&text
         .replace("LEASE", "5000")
