@@ -27,7 +27,7 @@
 //! | `:time` integer ns | `time`; absent on every op: synthesized as index × 1 ms, with a warning |
 //! | `:index` | `index`; absent: the op's position, counting from 0 |
 //! | `:key` keyword, string or integer | `key`; absent or nil: `"lock"` (Knossos lock tests have one lock) |
-//! | `:value` map | `:token`, `:lease-ms` / `:lease_ms`, `:value`, `:targets`, `:processes`, as in JSONL |
+//! | `:value` map | `:token`, `:lease-ms` / `:lease_ms`, `:ttl-ms`, `:mode`, `:fair`, `:wait-ms`, `:value`, `:targets`, `:processes`, as in JSONL |
 //! | `:value` integer, `:read` / `:write` | the register value |
 //! | `:value nil`, `:read` `:ok` | the register was empty (`{"value": null}`) |
 //! | `:value` vector / set of ints, nemesis `:kill` | the killed processes |
@@ -756,6 +756,30 @@ fn payload_map(map: BTreeMap<Value, Value>) -> Result<Payload, Bad> {
                 lease_field = Some(field);
                 payload.lease_ms = optional_int(&v, field)?;
             }
+            "ttl-ms" | "ttl_ms" => payload.ttl_ms = optional_int(&v, "value.ttl_ms")?,
+            "wait-ms" | "wait_ms" => {
+                optional_int(&v, "value.wait_ms")?;
+            }
+            "mode" => {
+                payload.shared = match &v {
+                    Value::Nil => false,
+                    Value::Keyword(k) if k.namespace().is_none() => mode_is_shared(k.name(), &v)?,
+                    Value::String(s) => mode_is_shared(s, &v)?,
+                    other => return Err(bad_mode(other)),
+                }
+            }
+            "fair" => {
+                payload.fair = match v {
+                    Value::Nil => false,
+                    Value::Boolean(b) => b,
+                    other => {
+                        return Err((
+                            "value.fair",
+                            format!("expected true or false, found {}", quote(&other)),
+                        ))
+                    }
+                }
+            }
             "value" => payload.value = shape(&v),
             "targets" => {
                 payload.targets = names(&v).ok_or_else(|| {
@@ -777,6 +801,22 @@ fn payload_map(map: BTreeMap<Value, Value>) -> Result<Payload, Bad> {
         }
     }
     Ok(payload)
+}
+
+/// `:mode` names the lock mode: `exclusive` (the default) or `shared`.
+fn mode_is_shared(name: &str, value: &Value) -> Result<bool, Bad> {
+    match name {
+        "exclusive" => Ok(false),
+        "shared" => Ok(true),
+        _ => Err(bad_mode(value)),
+    }
+}
+
+fn bad_mode(value: &Value) -> Bad {
+    (
+        "value.mode",
+        format!("expected :exclusive or :shared, found {}", quote(value)),
+    )
 }
 
 fn optional_int(value: &Value, field: &'static str) -> Result<Option<i64>, Bad> {
@@ -929,6 +969,25 @@ mod tests {
  {:process 1, :type :invoke, :f :read, :time 3000300000, :value nil}
  {:process 1, :type :ok, :f :read, :time 3000400000, :value 7}]
 "#;
+
+    #[test]
+    fn reads_the_acquire_options() {
+        let history = read(
+            "[{:process 0, :type :invoke, :f :acquire, :time 1, \
+               :value {:ttl-ms 900, :mode :shared, :fair true, :wait-ms 5}}]",
+        )
+        .unwrap();
+        let invoke = &history.ops[0];
+        assert_eq!(invoke.ttl_ms(), Some(900));
+        assert_ne!(invoke.flags & crate::history::compact::flags::SHARED, 0);
+        assert_ne!(invoke.flags & crate::history::compact::flags::FAIR, 0);
+        let (_, field, message) =
+            error_of("[{:process 0, :type :invoke, :f :acquire, :time 1, :value {:mode :read}}]");
+        assert_eq!(field, "value.mode", "{message}");
+        let (_, field, _) =
+            error_of("[{:process 0, :type :invoke, :f :acquire, :time 1, :value {:fair 1}}]");
+        assert_eq!(field, "value.fair");
+    }
 
     #[test]
     fn both_layouts_match_the_equivalent_jsonl() {

@@ -161,6 +161,9 @@ impl RawLine<'_> {
             Some(raw) => Payload {
                 token: raw.token,
                 lease_ms: raw.lease_ms,
+                ttl_ms: raw.ttl_ms,
+                shared: raw.mode == Some(LockMode::Shared),
+                fair: raw.fair == Some(true),
                 value: raw.value,
                 targets: raw.targets.clone().unwrap_or_default(),
                 processes: raw.processes.clone().unwrap_or_default(),
@@ -186,12 +189,30 @@ struct RawPayload {
     token: Option<i64>,
     #[serde(default)]
     lease_ms: Option<i64>,
+    /// Acquire invoke options: the ttl asked for, the lock mode, fairness, the wait allowed
+    /// (read so a wrong type is an error; the checks do not use the wait).
+    #[serde(default)]
+    ttl_ms: Option<i64>,
+    #[serde(default)]
+    mode: Option<LockMode>,
+    #[serde(default)]
+    fair: Option<bool>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    wait_ms: Option<i64>,
     #[serde(default)]
     value: ValueShape,
     #[serde(default)]
     targets: Option<Vec<String>>,
     #[serde(default)]
     processes: Option<Vec<u64>>,
+}
+
+#[derive(Deserialize, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum LockMode {
+    Exclusive,
+    Shared,
 }
 
 /// Any JSON value, reduced to the shape the register check cares about.
@@ -297,7 +318,7 @@ fn diagnose(source: &str, line: u64, text: &[u8], serde_error: &serde_json::Erro
     match object.get("value") {
         None | Some(Value::Null) => {}
         Some(Value::Object(payload)) => {
-            for field in ["token", "lease_ms"] {
+            for field in ["token", "lease_ms", "ttl_ms", "wait_ms"] {
                 match payload.get(field) {
                     None | Some(Value::Null) => {}
                     Some(v) if v.as_i64().is_some() => {}
@@ -307,6 +328,26 @@ fn diagnose(source: &str, line: u64, text: &[u8], serde_error: &serde_json::Erro
                             format!("expected an integer or null, found {}", describe(v)),
                         )
                     }
+                }
+            }
+            if let Some(v) = payload.get("mode") {
+                if !matches!(v, Value::Null) && !matches!(v.as_str(), Some("exclusive" | "shared"))
+                {
+                    return at(
+                        "value.mode",
+                        format!(
+                            "expected \"exclusive\" or \"shared\", found {}",
+                            describe(v)
+                        ),
+                    );
+                }
+            }
+            if let Some(v) = payload.get("fair") {
+                if !v.is_null() && !v.is_boolean() {
+                    return at(
+                        "value.fair",
+                        format!("expected true or false, found {}", describe(v)),
+                    );
                 }
             }
             if let Some(v) = payload.get("processes") {
@@ -353,7 +394,7 @@ fn strip_position(error: &serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::compact::{OpF, OpType};
+    use crate::history::compact::{flags, OpF, OpType};
 
     fn read(text: &str) -> Result<History, HistoryError> {
         read_jsonl(text.as_bytes(), "test.jsonl", None)
@@ -454,6 +495,42 @@ mod tests {
             "{:?}",
             history.warnings
         );
+    }
+
+    #[test]
+    fn reads_the_acquire_options_and_names_a_wrong_one() {
+        let options = r#"{"ttl_ms":1500,"mode":"shared","fair":true,"wait_ms":200}"#;
+        let text = EXAMPLE.replacen(
+            r#""f":"acquire","key":"lock:a"}"#,
+            &format!(r#""f":"acquire","key":"lock:a","value":{options}}}"#),
+            1,
+        );
+        let history = read(&text).unwrap();
+        let invoke = &history.ops[0];
+        assert_eq!(invoke.ttl_ms(), Some(1500));
+        assert_ne!(invoke.flags & flags::SHARED, 0);
+        assert_ne!(invoke.flags & flags::FAIR, 0);
+        let plain = read(EXAMPLE).unwrap();
+        assert_eq!(plain.ops[0].ttl_ms(), None);
+        assert_eq!(plain.ops[0].flags & (flags::SHARED | flags::FAIR), 0);
+        for (wrong, field) in [
+            (r#""mode":"shared""#, r#""mode":"read""#),
+            (r#""fair":true"#, r#""fair":"yes""#),
+            (r#""ttl_ms":1500"#, r#""ttl_ms":1.5"#),
+            (r#""wait_ms":200"#, r#""wait_ms":"2s""#),
+        ]
+        .map(|(from, to)| (text.replacen(from, to, 1), to.split('"').nth(1).unwrap()))
+        {
+            let (line, got, message) = error_of(&wrong);
+            assert_eq!(
+                (line, got.as_str()),
+                (1, &*format!("value.{field}")),
+                "{message}"
+            );
+        }
+        // A negative ttl is no ttl at all.
+        let (_, got, _) = error_of(&text.replacen("1500", "-1", 1));
+        assert_eq!(got, "value.ttl_ms");
     }
 
     #[test]
