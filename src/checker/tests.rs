@@ -485,6 +485,40 @@ fn stale_writes_need_no_tokens() {
     assert!(stale.tokens.is_empty());
 }
 
+/// Process 0's lease (50 ms) runs out, process 1 takes the lock; process 1's write is
+/// accepted at 346 ms, the very nanosecond process 0 invokes its own: `FIRST` and `SECOND`
+/// are those two lines, in either file order.
+const SAME_NS_WRITES: &str = r#"
+    241   0 invoke acquire k
+    245   0 ok     acquire k {"token":4,"lease_ms":50}
+    305   1 invoke acquire k
+    305   1 ok     acquire k {"token":5,"lease_ms":50}
+    307   1 invoke write   k {"token":5,"value":1}
+    FIRST
+    SECOND
+    347   0 ok     write   k
+"#;
+
+#[test]
+fn a_write_invoked_in_the_nanosecond_a_later_holders_write_was_accepted_is_not_stale() {
+    // "Invoked after the resource had already accepted": in the same nanosecond it was not
+    // (yet), and the verdict may not depend on how the file orders one nanosecond's events.
+    let accepted = "346   1 ok     write   k";
+    let invoked = r#"346   0 invoke write   k {"token":4,"value":2}"#;
+    for (first, second) in [(accepted, invoked), (invoked, accepted)] {
+        let report = run(&SAME_NS_WRITES
+            .replace("FIRST", first)
+            .replace("SECOND", second));
+        assert_eq!(kinds(&report), vec!["overlap"], "{first} / {second}");
+    }
+    // One nanosecond later it is stale.
+    let later = r#"346.000001   0 invoke write   k {"token":4,"value":2}"#;
+    let report = run(&SAME_NS_WRITES
+        .replace("FIRST", accepted)
+        .replace("SECOND", later));
+    assert_eq!(kinds_sorted(&report), vec!["overlap", "stale-write"]);
+}
+
 #[test]
 fn writes_in_lock_order_are_not_stale() {
     let report = run(r#"
