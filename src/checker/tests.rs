@@ -588,6 +588,50 @@ fn a_hold_of_zero_length_is_no_token_order_cycle() {
 }
 
 #[test]
+fn a_hold_of_zero_length_ending_as_another_begins_precedes_it_in_any_file_order() {
+    // At 350 ms process 1 gets token 8 and invokes its release (a hold of zero length), and
+    // process 0 gets token 6 and holds on: process 1's hold ended no later than process 0's
+    // began, yet its token is not lower. Touching holds are ordered, whichever of the two
+    // acquire oks of that nanosecond the file lists first.
+    let text = r#"
+        269   0 invoke acquire k
+        336   1 invoke acquire k
+        FIRST
+        SECOND
+        350   1 invoke release k
+        354   1 ok     release k
+    "#;
+    let zero = r#"350   1 ok     acquire k {"token":8}"#;
+    let long = r#"350   0 ok     acquire k {"token":6}"#;
+    for (first, second) in [(zero, long), (long, zero)] {
+        let report = run(&text.replace("FIRST", first).replace("SECOND", second));
+        assert_eq!(kinds(&report), vec!["token-order"], "{first} / {second}");
+    }
+}
+
+#[test]
+fn two_holds_of_zero_length_at_one_instant_are_simultaneous() {
+    // Each ended in the nanosecond the other began: neither precedes the other, so no token
+    // order is broken, in either file order.
+    let text = r#"
+        0     0 invoke acquire k
+        0     1 invoke acquire k
+        FIRST
+        SECOND
+        1     0 invoke release k
+        1     1 invoke release k
+        2     0 ok     release k
+        2     1 ok     release k
+    "#;
+    let a = r#"1   0 ok     acquire k {"token":1}"#;
+    let b = r#"1   1 ok     acquire k {"token":2}"#;
+    for (first, second) in [(a, b), (b, a)] {
+        let report = run(&text.replace("FIRST", first).replace("SECOND", second));
+        assert_valid(&report);
+    }
+}
+
+#[test]
 fn a_later_hold_with_a_lower_token_is_a_token_order_cycle() {
     let report = run(r#"
         0    0 invoke acquire k
