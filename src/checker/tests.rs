@@ -1139,6 +1139,35 @@ fn getting_another_lock_breaks_a_run_of_failures() {
     assert!(report.anomalies.iter().any(|a| a.kind == "starvation"));
 }
 
+#[test]
+fn getting_another_lock_in_the_nanosecond_of_the_next_attempt_breaks_the_run() {
+    // Process 1 fails on k, then at 6000 ms its acquire of j returns ok and, in that same
+    // nanosecond, it tries k again (and keeps failing until 12 s). Its own events put the
+    // acquisition between the two attempts: it was making progress, no starvation.
+    let text = r#"
+    0      0 invoke acquire k
+    1      0 ok     acquire k {"lease_ms":1000}
+    2      1 invoke acquire k
+    500    0 invoke release k
+    501    0 ok     release k
+    502    2 invoke acquire k
+    503    2 ok     acquire k {"lease_ms":1000}
+    5000   1 fail   acquire k
+    5999   1 invoke acquire j
+    6000   1 ok     acquire j {"lease_ms":100000}
+    6000   1 invoke acquire k
+    11000  1 fail   acquire k
+    11001  1 invoke acquire k
+    12000  1 fail   acquire k
+"#;
+    let report = run(text);
+    assert!(
+        report.anomalies.iter().all(|a| a.kind != "starvation"),
+        "{:#?}",
+        report.anomalies
+    );
+}
+
 // ---------------------------------------------------------------- lost-update
 
 fn counter_history(second_read: i64, final_read: i64) -> String {
