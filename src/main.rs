@@ -70,6 +70,10 @@ enum Command {
         /// A process trying for longer than this while others acquire is starving.
         #[arg(long, default_value = "10s", value_parser = parse_duration)]
         starvation_bound: std::time::Duration,
+        /// On a fair lock, an acquire invoked more than this after another that got the lock
+        /// first is `unfair`.
+        #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+        fairness_tolerance: std::time::Duration,
         /// List at most this many anomalies of each kind (all are counted).
         #[arg(long, default_value_t = 1000)]
         limit: usize,
@@ -489,6 +493,7 @@ fn run(command: Command) -> anyhow::Result<u8> {
             json,
             liveness_bound,
             starvation_bound,
+            fairness_tolerance,
             limit,
         } => {
             let started = std::time::Instant::now();
@@ -502,6 +507,7 @@ fn run(command: Command) -> anyhow::Result<u8> {
             let options = CheckOptions {
                 liveness_bound_ns: nanos(liveness_bound),
                 starvation_bound_ns: nanos(starvation_bound),
+                fairness_tolerance_ns: nanos(fairness_tolerance),
                 anomaly_limit: limit,
             };
             let report = checker::check(&history, &options);

@@ -252,6 +252,7 @@ mod tests {
             lease_end: None,
             lease_end_possible: None,
             dead_grant: false,
+            shared: false,
         }
     }
 

@@ -167,7 +167,6 @@ impl RawLine<'_> {
                 value: raw.value,
                 targets: raw.targets.clone().unwrap_or_default(),
                 processes: raw.processes.clone().unwrap_or_default(),
-                ..Payload::default()
             },
             None => Payload::default(),
         };

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 pub use summary::render_summary;
 
 /// The anomaly kinds of DESIGN.md, in the order a summary lists them.
-pub const ANOMALY_KINDS: [&str; 9] = [
+pub const ANOMALY_KINDS: [&str; 10] = [
     "overlap",
     "bad-lease",
     "lost-lock",
@@ -19,6 +19,7 @@ pub const ANOMALY_KINDS: [&str; 9] = [
     "duplicate-token",
     "starvation",
     "unavailable",
+    "unfair",
     "lost-update",
 ];
 
