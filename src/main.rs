@@ -12,7 +12,7 @@ use lockaudit::units::{nanos, parse_duration};
 use lockaudit::workload::spec::Millis;
 use lockaudit::workload::WorkloadSpec;
 
-/// Exit code for bad input or usage (DESIGN.md).
+/// Exit code for bad input or usage (the README's exit codes).
 const EXIT_BAD_INPUT: u8 = 2;
 
 #[derive(Parser)]
@@ -43,7 +43,7 @@ enum Command {
         #[arg(long)]
         run: Option<PathBuf>,
     },
-    /// Check an external lock client (an adapter speaking shared/PROTOCOL.md) against a
+    /// Check an external lock client (an adapter speaking docs/protocol.md) against a
     /// fresh redis-server: prints a checklist, exit 0 when every check passes, 1 if not.
     /// Example: lockaudit adapter-test -- python3 examples/adapters/redis_py_lock.py
     AdapterTest {
@@ -205,7 +205,7 @@ fn parse_topology(text: &str) -> Result<lockaudit::cluster::Topology, String> {
         .map_err(|_| "expected single, replicated, sentinel or independent".to_string())
 }
 
-/// Exit code for a run that could not be carried out (DESIGN.md).
+/// Exit code for a run that could not be carried out (the README's exit codes).
 const EXIT_CANNOT_RUN: u8 = 3;
 
 fn main() -> ExitCode {

@@ -6,7 +6,7 @@
 //! that end `info` (timeouts), renewals, reentrant acquires, holders slow enough to outlive
 //! their lease (nobody tries the key meanwhile, so their failed renew / release is an
 //! expected loss), and a shuffled merge of the processes' streams. The histories follow
-//! shared/HISTORY.md and the reader accepts every one of them; the checker must find no
+//! docs/history-format.md and the reader accepts every one of them; the checker must find no
 //! anomaly in any of them. `generate_to` streams the same history as JSONL without keeping
 //! it in memory (ten million events take a few seconds).
 //!
@@ -1955,7 +1955,7 @@ pub fn inject_unavailable(
     let mut rng = Rng::new(seed);
     let t = tail(events, &mut rng)?;
     // An indeterminate acquire on a key that never showed a lease may hold it for good
-    // (HISTORY.md gives it no end), so no later stretch of that key is certainly free.
+    // (docs/history-format.md gives it no end), so no later stretch of that key is certainly free.
     let uncertain = events.iter().any(|e| {
         e.f == "acquire" && e.ty == EventType::Info && e.key.as_deref() == Some(t.key.as_str())
     });

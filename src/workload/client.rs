@@ -2,7 +2,7 @@
 //! hold (work), write it + 1 (carrying the token); release; think; again, until the deadline.
 //!
 //! Every operation is recorded as an invoke just before it starts and a completion as soon
-//! as it ends (HISTORY.md). An operation that ends `info` retires the process: its state is
+//! as it ends (docs/history-format.md). An operation that ends `info` retires the process: its state is
 //! unknown, so the slot goes on as a fresh process with a fresh lock client (a new owner id),
 //! never reusing the old one's identity.
 
@@ -328,7 +328,7 @@ impl Client {
     /// One recorded acquire of `key`.
     async fn acquire(&mut self, process: u64, key: &str) -> Taken {
         let timeout = self.timeout();
-        // The ttl the request asks for (HISTORY.md), when the lock has one.
+        // The ttl the request asks for (docs/history-format.md), when the lock has one.
         let asked = self
             .me
             .as_ref()
