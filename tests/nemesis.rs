@@ -17,16 +17,16 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
+use lockaudit::clock::{wall_ms, RunClock};
 use lockaudit::cluster::{self, ClusterSpec, Endpoints, Topology};
 use lockaudit::nemesis::executor::{execute, Journal, Targets};
 use lockaudit::nemesis::network::Network;
 use lockaudit::nemesis::plan::SENTINEL_FAILOVER_MS;
 use lockaudit::nemesis::schedule::Link;
 use lockaudit::nemesis::{FaultKind, PlannedFault};
-use lockaudit::workload::clock::{wall_ms, RunClock};
+use lockaudit::units::Millis;
 use lockaudit::workload::fleet::{Fleet, WORKER_EXE_ENV};
 use lockaudit::workload::recorder::{record, Counts};
-use lockaudit::workload::spec::Millis;
 use lockaudit::workload::worker::WorkerConfig;
 use lockaudit::workload::WorkloadSpec;
 use redis::aio::MultiplexedConnection;

@@ -12,12 +12,12 @@ use tokio::sync::mpsc;
 
 use nix::sys::signal::Signal;
 
+use crate::clock::{wall_ms, RunClock};
 use crate::cluster::{self, Cluster, Endpoints, Topology};
 use crate::history::{Event, EventType};
-use crate::workload::clock::{wall_ms, RunClock};
+use crate::workload::controls::WorkerCommand;
 use crate::workload::fleet::{worker_name, Fleet, Remains, WorkerState};
 use crate::workload::run::ask_sentinels;
-use crate::workload::worker::WorkerCommand;
 
 use super::network::Network;
 use super::plan::PlannedFault;

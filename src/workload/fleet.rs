@@ -21,8 +21,9 @@ use tokio::sync::mpsc;
 use crate::cluster;
 use crate::history::{fast_line, Event, EventType, Process};
 
+use super::controls::WorkerCommand;
 use super::run::RunError;
-use super::worker::{WorkerCommand, WorkerConfig};
+use super::worker::WorkerConfig;
 
 /// What the pump has seen of one worker's logical processes.
 #[derive(Debug, Default)]

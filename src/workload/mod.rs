@@ -2,11 +2,13 @@
 //! clients, the recorder that merges their events, and the controller of a run.
 
 pub mod client;
-pub mod clock;
+pub mod controls;
+pub mod expect;
 pub mod fleet;
 pub mod recorder;
 pub mod resource;
 pub mod run;
+pub mod sink;
 pub mod spec;
 pub mod worker;
 

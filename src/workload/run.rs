@@ -19,12 +19,12 @@ use crate::nemesis::{self, FaultKind, Schedule, Stage};
 use crate::report::Report;
 
 use super::client::key_name;
-use super::clock::{wall_ms, RunClock};
 use super::fleet::Fleet;
 use super::recorder::{record, Counts};
 use super::resource::Resource;
 use super::spec::WorkloadSpec;
 use super::worker::WorkerConfig;
+use crate::clock::{wall_ms, RunClock};
 
 /// Why a run could not be carried out (exit 3), as opposed to what it found.
 #[derive(Debug, thiserror::Error)]
