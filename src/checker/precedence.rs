@@ -116,7 +116,7 @@ fn add_realtime_edges(
     // neither precedes the other (nor does one precede itself). This leaves out the ends of
     // zero-length holds at the very instant a zero-length hold begins, and nothing else,
     // whatever the file order of that instant's events.
-    for i in 0..key_holds.len() {
+    for (i, &node) in nodes.iter().enumerate().take(key_holds.len()) {
         let begin = hold(i).begin;
         let before = if zero_length(i) {
             by_end.partition_point(|&(end, zero, _)| end < begin || (end == begin && !zero))
@@ -124,7 +124,7 @@ fn add_realtime_edges(
             by_end.partition_point(|&(end, _, _)| end <= begin)
         };
         if before > 0 {
-            graph.add_edge(points[before - 1], nodes[i], Order::Realtime);
+            graph.add_edge(points[before - 1], node, Order::Realtime);
         }
     }
 }
