@@ -8,11 +8,11 @@ use clap::{Parser, Subcommand};
 use lockaudit::checker::{self, CheckOptions};
 use lockaudit::history;
 use lockaudit::report::render_summary;
+use lockaudit::units::Millis;
 use lockaudit::units::{nanos, parse_duration};
-use lockaudit::workload::spec::Millis;
 use lockaudit::workload::WorkloadSpec;
 
-/// Exit code for bad input or usage (DESIGN.md).
+/// Exit code for bad input or usage (the README's exit codes).
 const EXIT_BAD_INPUT: u8 = 2;
 
 #[derive(Parser)]
@@ -43,7 +43,7 @@ enum Command {
         #[arg(long)]
         run: Option<PathBuf>,
     },
-    /// Check an external lock client (an adapter speaking shared/PROTOCOL.md) against a
+    /// Check an external lock client (an adapter speaking docs/protocol.md) against a
     /// fresh redis-server: prints a checklist, exit 0 when every check passes, 1 if not.
     /// Example: lockaudit adapter-test -- python3 examples/adapters/redis_py_lock.py
     AdapterTest {
@@ -70,6 +70,10 @@ enum Command {
         /// A process trying for longer than this while others acquire is starving.
         #[arg(long, default_value = "10s", value_parser = parse_duration)]
         starvation_bound: std::time::Duration,
+        /// On a fair lock, an acquire invoked more than this after another that got the lock
+        /// first is `unfair`.
+        #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+        fairness_tolerance: std::time::Duration,
         /// List at most this many anomalies of each kind (all are counted).
         #[arg(long, default_value_t = 1000)]
         limit: usize,
@@ -201,7 +205,7 @@ fn parse_topology(text: &str) -> Result<lockaudit::cluster::Topology, String> {
         .map_err(|_| "expected single, replicated, sentinel or independent".to_string())
 }
 
-/// Exit code for a run that could not be carried out (DESIGN.md).
+/// Exit code for a run that could not be carried out (the README's exit codes).
 const EXIT_CANNOT_RUN: u8 = 3;
 
 fn main() -> ExitCode {
@@ -231,8 +235,8 @@ fn main() -> ExitCode {
 
 /// Resolves the workload, runs it, prints the run folder and the verdict.
 fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
-    use lockaudit::workload::run::{existing_endpoints, new_run_dir, run, Servers};
-    use lockaudit::workload::spec::Span;
+    use lockaudit::run::{existing_endpoints, new_run_dir, run, Servers};
+    use lockaudit::units::Span;
 
     let mut spec = match &args.workload {
         Some(path) => WorkloadSpec::from_file(path)?,
@@ -338,10 +342,10 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
             }
             Ok(outcome.report.exit_code() as u8)
         }
-        Err(lockaudit::workload::run::RunError::Schedule(why)) => {
+        Err(lockaudit::run::RunError::Schedule(why)) => {
             anyhow::bail!("{}: {why}", spec.nemesis.as_deref().unwrap_or("none"))
         }
-        Err(lockaudit::workload::run::RunError::Workload(why)) => {
+        Err(lockaudit::run::RunError::Workload(why)) => {
             anyhow::bail!("{}: {why}", args_workload_name(&spec))
         }
         Err(error) => {
@@ -489,6 +493,7 @@ fn run(command: Command) -> anyhow::Result<u8> {
             json,
             liveness_bound,
             starvation_bound,
+            fairness_tolerance,
             limit,
         } => {
             let started = std::time::Instant::now();
@@ -502,6 +507,7 @@ fn run(command: Command) -> anyhow::Result<u8> {
             let options = CheckOptions {
                 liveness_bound_ns: nanos(liveness_bound),
                 starvation_bound_ns: nanos(starvation_bound),
+                fairness_tolerance_ns: nanos(fairness_tolerance),
                 anomaly_limit: limit,
             };
             let report = checker::check(&history, &options);

@@ -6,7 +6,7 @@
 //! that end `info` (timeouts), renewals, reentrant acquires, holders slow enough to outlive
 //! their lease (nobody tries the key meanwhile, so their failed renew / release is an
 //! expected loss), and a shuffled merge of the processes' streams. The histories follow
-//! shared/HISTORY.md and the reader accepts every one of them; the checker must find no
+//! docs/history-format.md and the reader accepts every one of them; the checker must find no
 //! anomaly in any of them. `generate_to` streams the same history as JSONL without keeping
 //! it in memory (ten million events take a few seconds).
 //!
@@ -1309,7 +1309,7 @@ impl<S: FnMut(&Rec) -> io::Result<()>> Sim<S> {
 // Injecting one violation.
 
 /// The anomaly kinds the injectors produce: every kind the checker reports.
-pub const INJECTABLE: [&str; 9] = crate::report::ANOMALY_KINDS;
+pub const INJECTABLE: [&str; 10] = crate::report::ANOMALY_KINDS;
 
 /// What an injector did.
 #[derive(Debug, Clone, PartialEq)]
@@ -1355,6 +1355,7 @@ pub fn inject(
         "duplicate-token" => inject_duplicate_token(events, seed),
         "starvation" => inject_starvation(events, seed, starvation_bound_ns),
         "unavailable" => inject_unavailable(events, seed, liveness_bound_ns),
+        "unfair" => inject_unfair(events, seed),
         "lost-update" => inject_lost_update(events, seed),
         _ => None,
     }
@@ -1739,7 +1740,8 @@ pub fn inject_duplicate_token(events: &mut [Event], seed: u64) -> Option<Injecti
 }
 
 /// A grant promises a longer lease than its acquire asked for: the acquire's invoke gains a
-/// `ttl_ms` one below the `lease_ms` of its ok. Names the invoke and the ok.
+/// `ttl_ms` below the `lease_ms` of its ok by more than the grant's latency. Names the
+/// invoke and the ok.
 pub fn inject_bad_lease(events: &mut [Event], seed: u64) -> Option<Injection> {
     let mut rng = Rng::new(seed);
     let v = view(events);
@@ -1751,7 +1753,14 @@ pub fn inject_bad_lease(events: &mut [Event], seed: u64) -> Option<Injection> {
     let invoke = (0..ok)
         .rev()
         .find(|&i| events[i].process == events[ok].process && events[i].ty == EventType::Invoke)?;
-    events[invoke].value = Some(json!({ "ttl_ms": hold.lease_ms? - 1 }));
+    // A lease counts from the invoke and a ttl from the request, so the checker allows the
+    // grant's latency on top of the ttl: ask for less than the lease by more than that.
+    let latency_ms = (events[ok].time - events[invoke].time + MS - 1) / MS;
+    let ttl_ms = hold.lease_ms? - latency_ms - 1;
+    if ttl_ms < 0 {
+        return None;
+    }
+    events[invoke].value = Some(json!({ "ttl_ms": ttl_ms }));
     renumber(events);
     done("bad-lease", &hold.key, vec![invoke as u64, ok as u64])
 }
@@ -1946,7 +1955,7 @@ pub fn inject_unavailable(
     let mut rng = Rng::new(seed);
     let t = tail(events, &mut rng)?;
     // An indeterminate acquire on a key that never showed a lease may hold it for good
-    // (HISTORY.md gives it no end), so no later stretch of that key is certainly free.
+    // (docs/history-format.md gives it no end), so no later stretch of that key is certainly free.
     let uncertain = events.iter().any(|e| {
         e.f == "acquire" && e.ty == EventType::Info && e.key.as_deref() == Some(t.key.as_str())
     });
@@ -2032,6 +2041,55 @@ pub fn inject_starvation(
     let first = positions[fails[0] - 1];
     let last = positions[*fails.last()?];
     done("starvation", &key, vec![first as u64, last as u64])
+}
+
+/// Two fresh processes ask for the key as a fair lock, 15 ms apart (more than the 10 ms
+/// tolerance); the later one gets it first, holds it 1 ms, and only then the earlier one.
+pub fn inject_unfair(events: &mut Vec<Event>, seed: u64) -> Option<Injection> {
+    let mut rng = Rng::new(seed);
+    let t = tail(events, &mut rng)?;
+    let (waiting, jumper) = (t.next_pid, t.next_pid + 1);
+    let key = t.key.clone();
+    // The waiting acquire returns 17.2 ms after its invoke: a shorter lease would be dead.
+    if t.lease_ms.is_some_and(|l| l <= 18) {
+        return None;
+    }
+    let fair = json!({ "fair": true });
+    let grant = |token: Option<i64>| json!({ "token": token, "lease_ms": t.lease_ms });
+    let c = t.start;
+    let section = vec![
+        client(c, waiting, EventType::Invoke, "acquire", &key).with_value(fair.clone()),
+        client(c + 15 * MS, jumper, EventType::Invoke, "acquire", &key).with_value(fair),
+        client(c + 16 * MS, jumper, EventType::Ok, "acquire", &key)
+            .with_value(grant(t.max_token.map(|x| x + 1))),
+        client(c + 17 * MS, jumper, EventType::Invoke, "release", &key),
+        client(
+            c + 17 * MS + 100 * US,
+            jumper,
+            EventType::Ok,
+            "release",
+            &key,
+        ),
+        client(
+            c + 17 * MS + 200 * US,
+            waiting,
+            EventType::Ok,
+            "acquire",
+            &key,
+        )
+        .with_value(grant(t.max_token.map(|x| x + 2))),
+        client(c + 18 * MS, waiting, EventType::Invoke, "release", &key),
+        client(
+            c + 18 * MS + 100 * US,
+            waiting,
+            EventType::Ok,
+            "release",
+            &key,
+        ),
+    ];
+    let positions = close_tail(events, section, t.finals);
+    let indices = [0, 1, 2, 5].map(|i| positions[i] as u64).to_vec();
+    done("unfair", &key, indices)
 }
 
 #[cfg(test)]

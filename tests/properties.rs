@@ -311,6 +311,16 @@ proptest! {
     }
 
     #[test]
+    fn an_injected_bad_lease_is_caught(config in configs(), seed in any::<u64>()) {
+        assert_caught("bad-lease", &config, seed)?;
+    }
+
+    #[test]
+    fn an_injected_unfair_grant_is_caught(config in configs(), seed in any::<u64>()) {
+        assert_caught("unfair", &config, seed)?;
+    }
+
+    #[test]
     fn an_injected_starvation_is_caught(config in configs(), seed in any::<u64>()) {
         assert_caught("starvation", &config, seed)?;
     }

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The anomaly kinds of shared/DESIGN.md.
-const KINDS: [&str; 9] = lockaudit::report::ANOMALY_KINDS;
+/// The anomaly kinds the checker reports.
+const KINDS: [&str; 10] = lockaudit::report::ANOMALY_KINDS;
 
 /// A reference history is tiny: a check taking longer than this is hung.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(60);

@@ -853,7 +853,9 @@ fn short_kind(kind: &str, level: Level) -> Cow<'_, str> {
         "token-order" => ("tok-order", "TO"),
         "duplicate-token" => ("dup-token", "DT"),
         "starvation" => ("starved", "ST"),
+        "bad-lease" => ("bad-lease", "BL"),
         "unavailable" => ("unavail", "UN"),
+        "unfair" => ("unfair", "UF"),
         "lost-update" => ("lost-upd", "LU"),
         other => return Cow::Borrowed(other),
     };

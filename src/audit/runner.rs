@@ -17,8 +17,8 @@ use crate::locks::ALGORITHMS;
 use crate::nemesis::schedule::{has_replicas, Workload};
 use crate::nemesis::{Schedule, PRESETS};
 use crate::report::Report;
-use crate::workload::run::{run, RunError, Servers};
-use crate::workload::spec::Millis;
+use crate::run::{run, RunError, Servers};
+use crate::units::Millis;
 use crate::workload::WorkloadSpec;
 
 use super::matrix::{Cell, Matrix};
@@ -105,7 +105,7 @@ impl AuditOptions {
     }
 }
 
-/// A default cell's run time: long enough for every must-reach verdict (DESIGN.md) in at
+/// A default cell's run time: long enough for every must-reach verdict (the README's audit table) in at
 /// least 9 of 10 runs, short enough that the full 7 × 11 matrix takes about half an hour.
 pub const DEFAULT_CELL_MS: u64 = 20_000;
 

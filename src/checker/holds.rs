@@ -7,7 +7,7 @@
 //! lease ends at the acquire's invoke + `lease_ms`; a `renew` ok sets it to the renew's
 //! invoke + its `lease_ms` (shorter or longer); a nested acquire ok can only move it forward.
 
-use crate::history::compact::{KeyId, Op, OpF, OpType, ProcessId, NEMESIS};
+use crate::history::compact::{flags, KeyId, Op, OpF, OpType, ProcessId, NEMESIS};
 use crate::history::History;
 
 /// Marks "no hold" in `Holds::op_hold`.
@@ -72,6 +72,9 @@ pub struct Hold {
     /// The grant's lease had already run out when the grant returned (`bad-lease`): the
     /// holder was told it holds a lock it never held under its lease.
     pub dead_grant: bool,
+    /// Acquired in `shared` mode (a reader): shared holds may overlap one another. A nested
+    /// acquire in exclusive mode makes the whole hold exclusive (the stricter reading).
+    pub shared: bool,
 }
 
 impl Hold {
@@ -285,6 +288,7 @@ pub fn derive(history: &History) -> Holds {
                     *count += 1;
                     let nested_into = *nested_into;
                     out.op_hold[position] = nested_into;
+                    out.holds[nested_into as usize].shared &= invoke_op.flags & flags::SHARED != 0;
                     if let Some(end) = lease_end {
                         set_lease(
                             &mut out,
@@ -314,6 +318,7 @@ pub fn derive(history: &History) -> Holds {
                         lease_end,
                         lease_end_possible: lease_end,
                         dead_grant: bad.is_some_and(|b| b.dead),
+                        shared: invoke_op.flags & flags::SHARED != 0,
                     });
                     held[p].push((op.key, id, 1));
                     out.op_hold[position] = id;

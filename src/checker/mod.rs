@@ -1,6 +1,7 @@
 //! The checks: one module per property, all reading the holds derived once from a history
 //! (`holds.rs`), each adding what it finds to one `Findings`.
 
+mod fairness;
 mod fencing;
 mod findings;
 pub mod holds;
@@ -27,6 +28,9 @@ pub struct CheckOptions {
     pub liveness_bound_ns: i64,
     /// `starvation`: trying for longer than this while others acquire (default 10 s).
     pub starvation_bound_ns: i64,
+    /// `unfair`: how much later an acquire must be invoked to count as behind in the queue
+    /// (default 10 ms; clocks and networks jitter that much).
+    pub fairness_tolerance_ns: i64,
     /// At most this many anomalies of each kind are listed; all are counted.
     pub anomaly_limit: usize,
 }
@@ -36,13 +40,14 @@ impl Default for CheckOptions {
         CheckOptions {
             liveness_bound_ns: 1_000_000_000,
             starvation_bound_ns: 10_000_000_000,
+            fairness_tolerance_ns: 10_000_000,
             anomaly_limit: 1000,
         }
     }
 }
 
 /// Which check reports which anomaly kinds.
-const CHECKS: [(&str, &[&str]); 6] = [
+const CHECKS: [(&str, &[&str]); 7] = [
     ("mutual-exclusion", &["overlap"]),
     ("lease", &["bad-lease"]),
     ("lost-lock", &["lost-lock"]),
@@ -51,6 +56,7 @@ const CHECKS: [(&str, &[&str]); 6] = [
         &["stale-write", "token-order", "duplicate-token"],
     ),
     ("liveness", &["unavailable", "starvation"]),
+    ("fairness", &["unfair"]),
     ("register", &["lost-update"]),
 ];
 
@@ -68,6 +74,7 @@ pub fn check(history: &History, options: &CheckOptions) -> Report {
     let expected_losses = lost_lock::check(&names, &mut findings);
     fencing::check(&names, &mut findings);
     let mut key_stats = liveness::check(&names, options, &mut findings);
+    fairness::check(&names, options, &mut findings);
     let (counters_checked, counters_skipped) = register::check(&names, &mut findings);
 
     for (stats, expected) in key_stats.iter_mut().zip(expected_losses) {
@@ -94,6 +101,10 @@ pub fn check(history: &History, options: &CheckOptions) -> Report {
     figures.entry("liveness").or_default().insert(
         "starvation_bound_ms".into(),
         json!(options.starvation_bound_ns as f64 / 1e6),
+    );
+    figures.entry("fairness").or_default().insert(
+        "fairness_tolerance_ms".into(),
+        json!(options.fairness_tolerance_ns as f64 / 1e6),
     );
     figures
         .entry("register")

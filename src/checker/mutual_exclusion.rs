@@ -1,6 +1,7 @@
 //! Mutual exclusion: `overlap`, two holds of one key by different processes, each beginning
 //! strictly before the other ends (touching holds, a hand-over at the same nanosecond, do
-//! not overlap). Each overlap says whether the earlier holder's lease had already run out
+//! not overlap), unless both were acquired in `shared` mode: readers may share, a writer
+//! excludes everyone. Each overlap says whether the earlier holder's lease had already run out
 //! when it began: a lease-expiry hazard, or the lock itself failed.
 
 use crate::report::Anomaly;
@@ -18,7 +19,8 @@ pub fn check(names: &Names, findings: &mut Findings) {
         open.retain(|&a| holds[a as usize].end > hold.begin);
         for &a in open.iter() {
             let earlier = &holds[a as usize];
-            if earlier.process != hold.process && earlier.overlaps(hold) {
+            let readers = earlier.shared && hold.shared;
+            if earlier.process != hold.process && !readers && earlier.overlaps(hold) {
                 findings.add("overlap", || describe(names, a, earlier, id as u32, hold));
             }
         }

@@ -116,7 +116,7 @@ fn add_realtime_edges(
     // neither precedes the other (nor does one precede itself). This leaves out the ends of
     // zero-length holds at the very instant a zero-length hold begins, and nothing else,
     // whatever the file order of that instant's events.
-    for (i, &node) in nodes.iter().enumerate() {
+    for (i, &node) in nodes.iter().enumerate().take(key_holds.len()) {
         let begin = hold(i).begin;
         let before = if zero_length(i) {
             by_end.partition_point(|&(end, zero, _)| end < begin || (end == begin && !zero))
@@ -260,6 +260,7 @@ mod tests {
             lease_end: None,
             lease_end_possible: None,
             dead_grant: false,
+            shared: false,
         }
     }
 

@@ -1226,3 +1226,160 @@ fn values_that_are_not_a_counter_are_skipped_not_guessed() {
     assert_valid(&report);
     assert_eq!(report.checks["register"].figures["keys_skipped"], 1);
 }
+
+// ---------------------------------------------------------------------------------------
+// Shared mode: readers may share, a writer excludes everyone.
+
+#[test]
+fn two_shared_holds_may_overlap_but_a_writer_may_not_join_them() {
+    let text = r#"
+        0    0 invoke acquire k {"mode":"shared"}
+        1    0 ok     acquire k
+        2    1 invoke acquire k {"mode":"MODE"}
+        3    1 ok     acquire k
+        10   0 invoke release k
+        11   0 ok     release k
+        12   1 invoke release k
+        13   1 ok     release k
+    "#;
+    assert_valid(&run(&text.replace("MODE", "shared")));
+    let report = run(&text.replace("MODE", "exclusive"));
+    assert_eq!(only(&report, "overlap").indices, vec![1, 3, 4, 6]);
+    // A writer first and a reader after it: the same overlap.
+    let writer_first = text
+        .replacen(r#"{"mode":"shared"}"#, "", 1)
+        .replace("MODE", "shared");
+    only(&run(&writer_first), "overlap");
+}
+
+#[test]
+fn a_nested_exclusive_acquire_makes_a_shared_hold_exclusive() {
+    let report = run(r#"
+        0    0 invoke acquire k {"mode":"shared"}
+        1    0 ok     acquire k
+        2    0 invoke acquire k
+        3    0 ok     acquire k
+        4    1 invoke acquire k {"mode":"shared"}
+        5    1 ok     acquire k
+        10   0 invoke release k
+        11   0 ok     release k
+        12   0 invoke release k
+        13   0 ok     release k
+        14   1 invoke release k
+        15   1 ok     release k
+    "#);
+    only(&report, "overlap");
+}
+
+// ---------------------------------------------------------------------------------------
+// Fairness: on a fair lock, a later acquire must not get the lock before an earlier one.
+
+const QUEUE_JUMP: &str = r#"
+    0    0 invoke acquire k {"fair":true}
+    GAP  1 invoke acquire k {"fair":true}
+    30   1 ok     acquire k
+    31   1 invoke release k
+    32   1 ok     release k
+    33   0 END    acquire k
+    40   0 invoke release k
+    41   0 ok     release k
+"#;
+
+fn queue_jump(gap_ms: &str, end: &str) -> String {
+    QUEUE_JUMP.replace("GAP", gap_ms).replace("END", end)
+}
+
+#[test]
+fn a_later_acquire_granted_before_an_earlier_one_on_a_fair_lock_is_unfair() {
+    let report = run(&queue_jump("15", "ok"));
+    let unfair = only(&report, "unfair");
+    assert_eq!(unfair.indices, vec![0, 1, 2, 5]);
+    assert_eq!(unfair.processes, vec![0, 1]);
+    assert!(
+        unfair.explanation.contains("overtaken"),
+        "{}",
+        unfair.explanation
+    );
+    assert_eq!(report.checks["fairness"].counts["unfair"], 1);
+    assert!(!report.checks["fairness"].valid);
+}
+
+#[test]
+fn unfair_needs_more_than_the_tolerance_a_fair_mark_and_an_overtaken_grant() {
+    // Within the tolerance (10 ms, inclusive): the order of arrival is not known.
+    assert_valid(&run(&queue_jump("10", "ok")));
+    only(&run(&queue_jump("10.001", "ok")), "unfair");
+    // The earlier acquire did not get the lock after all: nobody was overtaken.
+    let failed = queue_jump("15", "fail").replace(
+        "    40   0 invoke release k\n    41   0 ok     release k\n",
+        "",
+    );
+    assert!(of_kind(&run(&failed), "unfair").is_empty());
+    // Not marked fair: no promise of order.
+    assert_valid(&run(&queue_jump("15", "ok").replace(r#"{"fair":true}"#, "")));
+    // A wider tolerance, from the options.
+    let lenient = CheckOptions {
+        fairness_tolerance_ns: 20_000_000,
+        ..CheckOptions::default()
+    };
+    assert_valid(&run_with(&queue_jump("15", "ok"), &lenient));
+}
+
+#[test]
+fn granted_at_the_same_instant_is_not_overtaking() {
+    let report = run(r#"
+        0    0 invoke acquire k {"fair":true,"mode":"shared"}
+        20   1 invoke acquire k {"fair":true,"mode":"shared"}
+        30   1 ok     acquire k
+        30   0 ok     acquire k
+        40   0 invoke release k
+        41   0 ok     release k
+        42   1 invoke release k
+        43   1 ok     release k
+    "#);
+    assert_valid(&report);
+}
+
+#[test]
+fn a_reentrant_acquire_by_the_holder_does_not_queue() {
+    // Process 1 holds the fair lock and takes it again while process 0 waits: no jump.
+    let report = run(r#"
+        0    1 invoke acquire k {"fair":true}
+        1    1 ok     acquire k
+        5    0 invoke acquire k {"fair":true}
+        20   1 invoke acquire k {"fair":true}
+        21   1 ok     acquire k
+        22   1 invoke release k
+        23   1 ok     release k
+        24   1 invoke release k
+        25   1 ok     release k
+        26   0 ok     acquire k
+        30   0 invoke release k
+        31   0 ok     release k
+    "#);
+    assert_valid(&report);
+}
+
+#[test]
+fn one_unfair_per_grant_naming_the_acquire_that_waited_longest() {
+    let report = run(r#"
+        0    0 invoke acquire k {"fair":true}
+        5    1 invoke acquire k {"fair":true}
+        30   2 invoke acquire k {"fair":true}
+        31   2 ok     acquire k
+        32   2 invoke release k
+        33   2 ok     release k
+        34   0 ok     acquire k
+        35   0 invoke release k
+        36   0 ok     release k
+        37   1 ok     acquire k
+        38   1 invoke release k
+        39   1 ok     release k
+    "#);
+    let unfair = of_kind(&report, "unfair");
+    // Process 2 overtook 0 and 1 (counted once, naming 0); then 0 overtook nobody, and
+    // 1, invoked 5 ms after 0 (within the tolerance), was not overtaken by 0.
+    assert_eq!(unfair.len(), 1, "{unfair:#?}");
+    assert_eq!(unfair[0].processes, vec![0, 2]);
+    assert_eq!(unfair[0].indices, vec![0, 2, 3, 6]);
+}

@@ -43,7 +43,7 @@ use std::path::Path;
 
 use edn_format::{Keyword, Parser, ParserOptions, Value};
 
-use super::build::{EventRef, HistoryBuilder, Payload, ValueShape};
+use super::build::{EventRef, HistoryBuilder, Payload, Slot, ValueShape, WrongMember};
 use super::compact::History;
 use super::error::HistoryError;
 use super::event::{EventType, Process};
@@ -141,6 +141,7 @@ fn import<R: Read>(
             f: &op.f,
             key: op.key.as_deref(),
             payload: op.payload,
+            wrong: &op.wrong,
         };
         builder
             .push(line, &event)
@@ -581,6 +582,8 @@ struct Converted {
     f: String,
     key: Option<String>,
     payload: Payload,
+    /// Payload members of the wrong type: an error only where the event uses them.
+    wrong: Vec<WrongMember>,
 }
 
 /// The fields of an op map the importer reads (keys without a namespace).
@@ -681,7 +684,8 @@ fn convert(map: BTreeMap<Value, Value>) -> Result<Converted, Bad> {
             }
         }),
     };
-    let payload = payload(fields.value, process, ty, &f)?;
+    let mut wrong = Vec::new();
+    let payload = payload(fields.value, process, ty, &f, &mut wrong);
     Ok(Converted {
         index,
         time,
@@ -690,6 +694,7 @@ fn convert(map: BTreeMap<Value, Value>) -> Result<Converted, Bad> {
         f,
         key,
         payload,
+        wrong,
     })
 }
 
@@ -703,25 +708,32 @@ fn bad_type(found: &Value) -> Bad {
     )
 }
 
-/// The op's `:value`, reduced to what the checks use.
-fn payload(value: Option<Value>, process: Process, ty: EventType, f: &str) -> Result<Payload, Bad> {
+/// The op's `:value`, reduced to what the checks use; members of the wrong type listed in
+/// `wrong`.
+fn payload(
+    value: Option<Value>,
+    process: Process,
+    ty: EventType,
+    f: &str,
+    wrong: &mut Vec<WrongMember>,
+) -> Payload {
     let client = matches!(process, Process::Client(_));
     let register = client && matches!(f, "read" | "write");
     match value {
         // A Knossos read that returned nil found the register empty.
-        None | Some(Value::Nil) if register && f == "read" && ty == EventType::Ok => Ok(Payload {
+        None | Some(Value::Nil) if register && f == "read" && ty == EventType::Ok => Payload {
             value: ValueShape::Null,
             ..Payload::default()
-        }),
-        None | Some(Value::Nil) => Ok(Payload::default()),
-        Some(Value::Map(map)) => payload_map(map),
-        Some(other) if register => Ok(Payload {
+        },
+        None | Some(Value::Nil) => Payload::default(),
+        Some(Value::Map(map)) => payload_map(map, wrong),
+        Some(other) if register => Payload {
             value: shape(&other),
             ..Payload::default()
-        }),
-        Some(other) if !client => Ok(nemesis_list(&other, f)),
+        },
+        Some(other) if !client => nemesis_list(&other, f),
         // Anything else a client's op carries is not the contract's to interpret.
-        Some(_) => Ok(Payload::default()),
+        Some(_) => Payload::default(),
     }
 }
 
@@ -733,8 +745,9 @@ fn shape(value: &Value) -> ValueShape {
     }
 }
 
-/// A `:value` map: the same fields as a JSONL `value` object.
-fn payload_map(map: BTreeMap<Value, Value>) -> Result<Payload, Bad> {
+/// A `:value` map: the same fields as a JSONL `value` object. A member of the wrong type is
+/// noted, not rejected: the builder decides whether the event uses it.
+fn payload_map(map: BTreeMap<Value, Value>, wrong: &mut Vec<WrongMember>) -> Payload {
     let mut payload = Payload::default();
     let mut lease_field: Option<&'static str> = None;
     for (k, v) in map {
@@ -742,8 +755,9 @@ fn payload_map(map: BTreeMap<Value, Value>) -> Result<Payload, Bad> {
         if keyword.namespace().is_some() {
             continue;
         }
+        let (p, w) = (&mut payload, &mut *wrong);
         match keyword.name() {
-            "token" => payload.token = optional_int(&v, "value.token")?,
+            "token" => p.token = optional_int(w, &v, Slot::Token, "value.token"),
             name @ ("lease-ms" | "lease_ms") => {
                 let field = if name == "lease-ms" {
                     "value.lease-ms"
@@ -751,82 +765,84 @@ fn payload_map(map: BTreeMap<Value, Value>) -> Result<Payload, Bad> {
                     "value.lease_ms"
                 };
                 if lease_field.is_some() {
-                    return Err((field, "both :lease-ms and :lease_ms are given".into()));
+                    let message = "both :lease-ms and :lease_ms are given".to_string();
+                    WrongMember::note(w, Slot::LeaseMs, field, message);
                 }
                 lease_field = Some(field);
-                payload.lease_ms = optional_int(&v, field)?;
+                p.lease_ms = optional_int(w, &v, Slot::LeaseMs, field);
             }
-            "ttl-ms" | "ttl_ms" => payload.ttl_ms = optional_int(&v, "value.ttl_ms")?,
+            "ttl-ms" | "ttl_ms" => p.ttl_ms = optional_int(w, &v, Slot::TtlMs, "value.ttl_ms"),
             "wait-ms" | "wait_ms" => {
-                optional_int(&v, "value.wait_ms")?;
+                optional_int(w, &v, Slot::WaitMs, "value.wait_ms");
             }
             "mode" => {
-                payload.shared = match &v {
-                    Value::Nil => false,
-                    Value::Keyword(k) if k.namespace().is_none() => mode_is_shared(k.name(), &v)?,
-                    Value::String(s) => mode_is_shared(s, &v)?,
-                    other => return Err(bad_mode(other)),
+                let mode = match &v {
+                    Value::Nil => Some("exclusive"),
+                    Value::Keyword(k) if k.namespace().is_none() => Some(k.name()),
+                    Value::String(s) => Some(s.as_str()),
+                    _ => None,
+                };
+                match mode {
+                    Some("exclusive") => p.shared = false,
+                    Some("shared") => p.shared = true,
+                    _ => WrongMember::note(
+                        w,
+                        Slot::Mode,
+                        "value.mode",
+                        format!("expected :exclusive or :shared, found {}", quote(&v)),
+                    ),
                 }
             }
-            "fair" => {
-                payload.fair = match v {
-                    Value::Nil => false,
-                    Value::Boolean(b) => b,
-                    other => {
-                        return Err((
-                            "value.fair",
-                            format!("expected true or false, found {}", quote(&other)),
-                        ))
-                    }
-                }
-            }
-            "value" => payload.value = shape(&v),
-            "targets" => {
-                payload.targets = names(&v).ok_or_else(|| {
-                    (
-                        "value.targets",
-                        format!("expected a list of names, found {}", quote(&v)),
-                    )
-                })?
-            }
-            "processes" => {
-                payload.processes = process_numbers(&v).ok_or_else(|| {
-                    (
-                        "value.processes",
-                        format!("expected a list of process numbers, found {}", quote(&v)),
-                    )
-                })?
-            }
+            "fair" => match v {
+                Value::Nil => p.fair = false,
+                Value::Boolean(b) => p.fair = b,
+                other => WrongMember::note(
+                    w,
+                    Slot::Fair,
+                    "value.fair",
+                    format!("expected true or false, found {}", quote(&other)),
+                ),
+            },
+            "value" => p.value = shape(&v),
+            "targets" => match names(&v) {
+                Some(names) => p.targets = names,
+                None => WrongMember::note(
+                    w,
+                    Slot::Targets,
+                    "value.targets",
+                    format!("expected a list of names, found {}", quote(&v)),
+                ),
+            },
+            "processes" => match process_numbers(&v) {
+                Some(numbers) => p.processes = numbers,
+                None => WrongMember::note(
+                    w,
+                    Slot::Processes,
+                    "value.processes",
+                    format!("expected a list of process numbers, found {}", quote(&v)),
+                ),
+            },
             _ => {}
         }
     }
-    Ok(payload)
+    payload
 }
 
-/// `:mode` names the lock mode: `exclusive` (the default) or `shared`.
-fn mode_is_shared(name: &str, value: &Value) -> Result<bool, Bad> {
-    match name {
-        "exclusive" => Ok(false),
-        "shared" => Ok(true),
-        _ => Err(bad_mode(value)),
-    }
-}
-
-fn bad_mode(value: &Value) -> Bad {
-    (
-        "value.mode",
-        format!("expected :exclusive or :shared, found {}", quote(value)),
-    )
-}
-
-fn optional_int(value: &Value, field: &'static str) -> Result<Option<i64>, Bad> {
+/// An integer or nil; anything else is noted as wrong and read as nil.
+fn optional_int(
+    wrong: &mut Vec<WrongMember>,
+    value: &Value,
+    slot: Slot,
+    field: &str,
+) -> Option<i64> {
     match value {
-        Value::Nil => Ok(None),
-        Value::Integer(i) => Ok(Some(*i)),
-        other => Err((
-            field,
-            format!("expected an integer or nil, found {}", quote(other)),
-        )),
+        Value::Nil => None,
+        Value::Integer(i) => Some(*i),
+        other => {
+            let message = format!("expected an integer or nil, found {}", quote(other));
+            WrongMember::note(wrong, slot, field, message);
+            None
+        }
     }
 }
 

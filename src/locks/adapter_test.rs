@@ -1,5 +1,5 @@
 //! `lockaudit adapter-test -- ARGV…`: checks an external lock client (an adapter,
-//! shared/PROTOCOL.md) against a fresh single redis-server before it is audited: the
+//! docs/protocol.md) against a fresh single redis-server before it is audited: the
 //! handshake, the shapes of its replies, that a held lock refuses a second client, that a
 //! release of a lock not held fails, and that an unknown request gets an `error` reply.
 //!

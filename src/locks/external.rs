@@ -1,5 +1,5 @@
 //! `external`: a lock client in another program (an *adapter*), driven over the stdio
-//! protocol of shared/PROTOCOL.md (version 1): JSON requests on its stdin, one JSON reply
+//! protocol of docs/protocol.md (version 1): JSON requests on its stdin, one JSON reply
 //! line per request on its stdout, free text on stderr (appended to
 //! `<run>/adapter-<process>.log`).
 //!
@@ -357,7 +357,7 @@ fn parse_reply(raw: &[u8], id: u64) -> Result<Reply, String> {
 }
 
 /// A lease from an `ok` reply (absent or null: none promised; an integer ≥ 0), and a warning
-/// when it was too large for a signed 64-bit integer: such a lease is the library's answer all the same (PROTOCOL.md), recorded as `i64::MAX` for the
+/// when it was too large for a signed 64-bit integer: such a lease is the library's answer all the same (docs/protocol.md), recorded as `i64::MAX` for the
 /// checker to judge, with a warning.
 fn lease_checked(reply: &Reply) -> Result<(Option<i64>, Option<String>), String> {
     let Some(v) = reply.body.get("lease_ms") else {
@@ -476,7 +476,7 @@ impl External {
         Ok(reply)
     }
 
-    /// An `error` reply: PROTOCOL.md stops the run. In a worker (a run folder is known) the
+    /// An `error` reply: docs/protocol.md stops the run. In a worker (a run folder is known) the
     /// worker logs the message and exits shortly, after the `info` is recorded; elsewhere
     /// the caller gets the `info`.
     fn fatal(&mut self, message: &str) {

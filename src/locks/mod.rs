@@ -7,7 +7,7 @@
 //! built-ins, `connect` accepts `lua` (`SCRIPTED`): a lock the workload writes itself as Lua
 //! scripts (`lua_script.rs` documents the calling convention).
 //!
-//! Outcomes follow shared/HISTORY.md: `ok` took effect, `fail` certainly did not, `info`
+//! Outcomes follow docs/history-format.md: `ok` took effect, `fail` certainly did not, `info`
 //! nobody knows (a timeout, a connection lost after the request was sent). Leases are
 //! counted from the start of the `acquire` / `renew` call and are lower bounds: the key
 //! cannot expire before them as long as the server's clock runs true.
@@ -75,7 +75,7 @@ pub trait LockClient: Send {
     fn renews(&self) -> bool {
         false
     }
-    /// The ttl each acquire asks the lock for, in ms, as its request sends it (HISTORY.md's
+    /// The ttl each acquire asks the lock for, in ms, as its request sends it (docs/history-format.md's
     /// `ttl_ms` on the acquire invoke, so that the checker can flag a grant promising more
     /// than was asked). None for a lock with no expiry (`setnx-del`), which asks for none.
     fn ttl_ms(&self) -> Option<i64>;
@@ -104,7 +104,7 @@ pub const ALGORITHMS: [&str; 7] = [
 pub const SCRIPTED: &str = "lua";
 
 /// The algorithm run by an external program, the workload's `adapter`, speaking the stdio
-/// protocol of shared/PROTOCOL.md (`external.rs`). Not in `ALGORITHMS` either.
+/// protocol of docs/protocol.md (`external.rs`). Not in `ALGORITHMS` either.
 pub const EXTERNAL: &str = "external";
 
 /// Whether `connect` knows `name`: a built-in, `SCRIPTED` or `EXTERNAL`.

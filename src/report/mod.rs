@@ -1,4 +1,4 @@
-//! The checker's verdict as plain data: `report.json` (DESIGN.md's shape) and the human
+//! The checker's verdict as plain data: `report.json` and the human
 //! summary printed by `lockaudit check`.
 
 mod summary;
@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 pub use summary::render_summary;
 
-/// The anomaly kinds of DESIGN.md, in the order a summary lists them.
-pub const ANOMALY_KINDS: [&str; 9] = [
+/// The anomaly kinds, in the order a summary lists them.
+pub const ANOMALY_KINDS: [&str; 10] = [
     "overlap",
     "bad-lease",
     "lost-lock",
@@ -19,6 +19,7 @@ pub const ANOMALY_KINDS: [&str; 9] = [
     "duplicate-token",
     "starvation",
     "unavailable",
+    "unfair",
     "lost-update",
 ];
 
@@ -139,7 +140,7 @@ pub struct Report {
 }
 
 impl Report {
-    /// The exit code DESIGN.md gives: 0 valid, 1 anomalies found, 3 unknown (nothing was
+    /// The exit code: 0 valid, 1 anomalies found, 3 unknown (nothing was
     /// tested, so nothing was proven).
     pub fn exit_code(&self) -> i32 {
         match self.valid {

@@ -2,7 +2,7 @@
 //! hold (work), write it + 1 (carrying the token); release; think; again, until the deadline.
 //!
 //! Every operation is recorded as an invoke just before it starts and a completion as soon
-//! as it ends (HISTORY.md). An operation that ends `info` retires the process: its state is
+//! as it ends (docs/history-format.md). An operation that ends `info` retires the process: its state is
 //! unknown, so the slot goes on as a fresh process with a fresh lock client (a new owner id),
 //! never reusing the old one's identity.
 
@@ -17,10 +17,12 @@ use crate::cluster::Endpoints;
 use crate::history::{Event, EventType};
 use crate::locks::{self, Acquired, LockClient, LockOptions, Outcome};
 
-use super::clock::{wall_ms, RunClock};
+use super::controls::Controls;
 use super::resource::{Resource, WriteResult};
-use super::spec::{Span, WorkloadSpec};
-use super::worker::{Controls, EventSink};
+use super::sink::EventSink;
+use super::spec::WorkloadSpec;
+use crate::clock::{wall_ms, RunClock};
+use crate::units::Span;
 
 /// Who this client is and where it works.
 #[derive(Debug, Clone)]
@@ -328,7 +330,7 @@ impl Client {
     /// One recorded acquire of `key`.
     async fn acquire(&mut self, process: u64, key: &str) -> Taken {
         let timeout = self.timeout();
-        // The ttl the request asks for (HISTORY.md), when the lock has one.
+        // The ttl the request asks for (docs/history-format.md), when the lock has one.
         let asked = self
             .me
             .as_ref()
