@@ -22,6 +22,7 @@ const MS: i64 = 1_000_000;
 pub struct Bounds {
     pub liveness_ns: i64,
     pub starvation_ns: i64,
+    pub fairness_ns: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -693,11 +694,13 @@ pub fn generate(seed: u64) -> (Vec<Event>, Bounds) {
         Bounds {
             liveness_ns: 1_000 * MS,
             starvation_ns: 10_000 * MS,
+            fairness_ns: 10 * MS,
         }
     } else {
         Bounds {
             liveness_ns: rng.random_range(10 * MS..=1_000 * MS),
             starvation_ns: rng.random_range(50 * MS..=3_000 * MS),
+            fairness_ns: rng.random_range(0..=100 * MS),
         }
     };
     (events, bounds)
