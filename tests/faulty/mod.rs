@@ -661,8 +661,23 @@ pub fn generate(seed: u64) -> (Vec<Event>, Bounds) {
                 Some(w) => vec![sim.slots[w.parse::<usize>().unwrap()].process],
                 None => Vec::new(),
             };
-            sim.push(Event::nemesis(0, f, name, &[&target], &processes));
-            sim.push(Event::nemesis(0, f + lasts, heal, &[&target], &processes));
+            // Now and then a fault or its heal names no target (a heal of everything).
+            let named = |sim: &mut Sim| {
+                if sim.rng.random_bool(0.1) {
+                    Vec::new()
+                } else {
+                    vec![target.as_str()]
+                }
+            };
+            let (start_targets, heal_targets) = (named(&mut sim), named(&mut sim));
+            sim.push(Event::nemesis(0, f, name, &start_targets, &processes));
+            sim.push(Event::nemesis(
+                0,
+                f + lasts,
+                heal,
+                &heal_targets,
+                &processes,
+            ));
             if !target.starts_with("worker-") {
                 sim.trouble_until = sim.trouble_until.max(f + lasts);
             }

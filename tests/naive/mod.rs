@@ -806,7 +806,8 @@ pub fn check(lines: Vec<Line>, options: &Options) -> Analysis {
 
 /// Server-side faults as (start, heal): a `pause` of anything that is not a client's
 /// `worker-N`, a `partition` or a `latency`, healed by the next `resume` (pause) or `heal`
-/// naming one of its targets; never healed: forever.
+/// naming one of its targets (or naming none, or healing a fault that named none); never
+/// healed: forever.
 fn server_faults(ev: &[Line]) -> Vec<(i128, i128)> {
     let mut out = Vec::new();
     for (pos, line) in ev.iter().enumerate() {
@@ -822,9 +823,14 @@ fn server_faults(ev: &[Line]) -> Vec<(i128, i128)> {
         let heal = ev[pos + 1..]
             .iter()
             .find(|h| {
-                h.client().is_none()
-                    && h.f == healer
-                    && h.strings("targets").iter().any(|t| targets.contains(t))
+                h.client().is_none() && h.f == healer && {
+                    // A heal naming no target heals everything; a fault naming none is
+                    // healed by any heal of its kind.
+                    let healed = h.strings("targets");
+                    healed.is_empty()
+                        || targets.is_empty()
+                        || healed.iter().any(|t| targets.contains(t))
+                }
             })
             .map_or(FOREVER, |h| i128::from(h.time));
         out.push((i128::from(line.time), heal));
