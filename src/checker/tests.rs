@@ -1168,6 +1168,29 @@ fn getting_another_lock_in_the_nanosecond_of_the_next_attempt_breaks_the_run() {
     );
 }
 
+#[test]
+fn a_nested_acquire_that_ended_info_blocks_like_any_info_acquire() {
+    // Process 1 holds k (lease 50 ms) and is killed while its nested acquire is under way.
+    // That acquire ended `info`: it may have taken effect as late as its completion, so the
+    // key is free only from 220 ms + the longest lease seen on k (1 s), not when process 1's
+    // own lease would have run out. Process 2's failed attempts at 1.5 s then lie in a free
+    // stretch of 380 ms, under the 1 s bound.
+    let report = run(r#"
+        0      0 invoke acquire k
+        1      0 ok     acquire k {"lease_ms":1000}
+        100    0 invoke release k
+        101    0 ok     release k
+        200    1 invoke acquire k
+        200    1 ok     acquire k {"lease_ms":50}
+        210    1 invoke acquire k
+        220    1 info   acquire k
+        220    nemesis info kill - {"targets":["worker-1"],"processes":[1]}
+        1500   2 invoke acquire k
+        1600   2 fail   acquire k
+    "#);
+    assert_valid(&report);
+}
+
 // ---------------------------------------------------------------- lost-update
 
 fn counter_history(second_read: i64, final_read: i64) -> String {

@@ -702,8 +702,16 @@ pub fn generate(seed: u64) -> (Vec<Event>, Bounds) {
     if rng.random_bool(0.3) {
         shuffle(&mut events, &mut rng);
     }
+    // Now and then the run's clock sits near an end of the 64-bit range (times may be any
+    // integers): leases then reach past i64::MAX, or times are negative.
+    let offset = match rng.random_range(0..20) {
+        0 => i64::MAX - end - rng.random_range(0..=2_000 * MS),
+        1 => i64::MIN + rng.random_range(0..=2_000 * MS),
+        _ => 0,
+    };
     for (i, e) in events.iter_mut().enumerate() {
         e.index = i as u64;
+        e.time += offset;
     }
     let bounds = if rng.random_bool(0.5) {
         Bounds {
