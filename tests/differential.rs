@@ -52,6 +52,7 @@ fn options_of(bounds: &Options) -> CheckOptions {
         liveness_bound_ns: bounds.liveness_ns,
         starvation_bound_ns: bounds.starvation_ns,
         anomaly_limit: usize::MAX,
+        ..CheckOptions::default()
     }
 }
 
