@@ -27,7 +27,6 @@ mod naive;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use lockaudit::checker::{check, CheckOptions};
 use lockaudit::history::reader::read_jsonl;
@@ -51,6 +50,7 @@ fn options_of(bounds: &Options) -> CheckOptions {
     CheckOptions {
         liveness_bound_ns: bounds.liveness_ns,
         starvation_bound_ns: bounds.starvation_ns,
+        fairness_tolerance_ns: bounds.fairness_ns,
         anomaly_limit: usize::MAX,
         ..CheckOptions::default()
     }
@@ -61,38 +61,6 @@ fn real_check(text: &str, options: &Options) -> Result<Report, String> {
     let history =
         read_jsonl(text.as_bytes(), "differential.jsonl", None).map_err(|e| e.to_string())?;
     Ok(check(&history, &options_of(options)))
-}
-
-/// Whether the real checker already exempts two `shared` holds from overlap (being built on
-/// main). Until it does, overlaps of two shared holds are left out of the comparison.
-fn real_exempts_shared() -> bool {
-    static PROBE: OnceLock<bool> = OnceLock::new();
-    *PROBE.get_or_init(|| {
-        let text = r#"{"index":0,"time":0,"process":0,"type":"invoke","f":"acquire","key":"k","value":{"mode":"shared"}}
-{"index":1,"time":1000000,"process":0,"type":"ok","f":"acquire","key":"k","value":{"token":null,"lease_ms":null}}
-{"index":2,"time":2000000,"process":1,"type":"invoke","f":"acquire","key":"k","value":{"mode":"shared"}}
-{"index":3,"time":3000000,"process":1,"type":"ok","f":"acquire","key":"k","value":{"token":null,"lease_ms":null}}
-"#;
-        let report = real_check(text, &Options::default()).expect("the probe reads");
-        report.count("overlap") == 0
-    })
-}
-
-/// Whether the real checker reports `unfair` yet (being built on main). Until it does, the
-/// naive checker's `unfair` findings are left out of the comparison.
-fn real_reports_unfair() -> bool {
-    static PROBE: OnceLock<bool> = OnceLock::new();
-    *PROBE.get_or_init(|| {
-        let text = r#"{"index":0,"time":0,"process":0,"type":"invoke","f":"acquire","key":"k","value":{"fair":true}}
-{"index":1,"time":100000000,"process":1,"type":"invoke","f":"acquire","key":"k","value":{"fair":true}}
-{"index":2,"time":200000000,"process":1,"type":"ok","f":"acquire","key":"k","value":{"token":null,"lease_ms":null}}
-{"index":3,"time":250000000,"process":1,"type":"invoke","f":"release","key":"k"}
-{"index":4,"time":260000000,"process":1,"type":"ok","f":"release","key":"k"}
-{"index":5,"time":300000000,"process":0,"type":"ok","f":"acquire","key":"k","value":{"token":null,"lease_ms":null}}
-"#;
-        let report = real_check(text, &Options::default()).expect("the probe reads");
-        report.anomalies.iter().any(|a| a.kind == "unfair")
-    })
 }
 
 fn is_acquire_ok(line: Option<&naive::Line>) -> bool {
@@ -256,7 +224,6 @@ struct Outcome {
     real: Vec<Finding>,
     naive: Vec<Finding>,
     diff: Diff,
-    excused: Vec<String>,
 }
 
 /// Runs both checkers on `text`; `Err` if the real reader rejects it.
@@ -264,32 +231,8 @@ fn compare(text: &str, options: &Options) -> Result<Outcome, String> {
     let report = real_check(text, options)?;
     let lines = naive::parse(text)?;
     let analysis = naive::check(lines, options);
-    let mut real = real_findings(&report, &analysis);
-    let mut naive = analysis.findings.clone();
-    let mut excused = Vec::new();
-    if !real_exempts_shared() {
-        // EXCLUSION (until main's checker exempts two shared holds): drop overlaps of two
-        // holds that were both acquired in shared mode from the real side.
-        let both_shared = |f: &Finding| {
-            f.kind == "overlap"
-                && f.events
-                    .iter()
-                    .all(|i| analysis.hold_begun_by(*i).is_some_and(|h| h.shared))
-        };
-        let n = real.len();
-        real.retain(|f| !both_shared(f));
-        if real.len() < n {
-            excused.push(format!("{} overlaps of two shared holds", n - real.len()));
-        }
-    }
-    if !real_reports_unfair() {
-        // EXCLUSION (until main's checker reports `unfair`).
-        let n = naive.len();
-        naive.retain(|f| f.kind != "unfair");
-        if naive.len() < n {
-            excused.push(format!("{} unfair", n - naive.len()));
-        }
-    }
+    let real = real_findings(&report, &analysis);
+    let naive = analysis.findings.clone();
     let diff = Diff {
         only_real: multiset_diff(&real, &naive),
         only_naive: multiset_diff(&naive, &real),
@@ -299,7 +242,6 @@ fn compare(text: &str, options: &Options) -> Result<Outcome, String> {
         real,
         naive,
         diff,
-        excused,
     })
 }
 
@@ -455,18 +397,12 @@ fn explain(name: &str, text: &str, options: &Options, outcome: &Outcome) -> Stri
 fn run_cases(suite: &str, cases: impl Iterator<Item = (String, String, Options)>) {
     let mut classes: BTreeMap<BTreeSet<String>, (usize, String)> = BTreeMap::new();
     let mut total = 0;
-    let mut excused: BTreeMap<String, usize> = BTreeMap::new();
     for (name, text, options) in cases {
         total += 1;
         let outcome = match compare(&text, &options) {
             Ok(o) => o,
             Err(e) => panic!("{suite}: {name}: the real reader rejects the history: {e}\n{text}"),
         };
-        for e in &outcome.excused {
-            *excused
-                .entry(e.split_once(' ').map_or(e.clone(), |(_, k)| k.to_string()))
-                .or_default() += 1;
-        }
         if outcome.diff.is_empty() {
             continue;
         }
@@ -476,9 +412,6 @@ fn run_cases(suite: &str, cases: impl Iterator<Item = (String, String, Options)>
         if entry.0 == 1 {
             entry.1 = explain(&format!("{suite}-{name}"), &text, &options, &outcome);
         }
-    }
-    if !excused.is_empty() {
-        eprintln!("{suite}: {total} cases; histories with excluded findings: {excused:?}");
     }
     if classes.is_empty() {
         eprintln!("{suite}: {total} cases, the checkers agree on every one");
@@ -523,6 +456,7 @@ fn options_from_args(args: &[String]) -> Options {
         match pair[0].as_str() {
             "--liveness-bound" => options.liveness_ns = ns(),
             "--starvation-bound" => options.starvation_ns = ns(),
+            "--fairness-tolerance" => options.fairness_ns = ns(),
             _ => {}
         }
     }
@@ -682,7 +616,7 @@ fn faulty_lock_histories_agree() {
         let options = Options {
             liveness_ns: bounds.liveness_ns,
             starvation_ns: bounds.starvation_ns,
-            ..Options::default()
+            fairness_ns: bounds.fairness_ns,
         };
         (format!("faulty-{seed}-{i}"), jsonl(&events), options)
     });

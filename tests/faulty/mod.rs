@@ -22,6 +22,7 @@ const MS: i64 = 1_000_000;
 pub struct Bounds {
     pub liveness_ns: i64,
     pub starvation_ns: i64,
+    pub fairness_ns: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -660,8 +661,23 @@ pub fn generate(seed: u64) -> (Vec<Event>, Bounds) {
                 Some(w) => vec![sim.slots[w.parse::<usize>().unwrap()].process],
                 None => Vec::new(),
             };
-            sim.push(Event::nemesis(0, f, name, &[&target], &processes));
-            sim.push(Event::nemesis(0, f + lasts, heal, &[&target], &processes));
+            // Now and then a fault or its heal names no target (a heal of everything).
+            let named = |sim: &mut Sim| {
+                if sim.rng.random_bool(0.1) {
+                    Vec::new()
+                } else {
+                    vec![target.as_str()]
+                }
+            };
+            let (start_targets, heal_targets) = (named(&mut sim), named(&mut sim));
+            sim.push(Event::nemesis(0, f, name, &start_targets, &processes));
+            sim.push(Event::nemesis(
+                0,
+                f + lasts,
+                heal,
+                &heal_targets,
+                &processes,
+            ));
             if !target.starts_with("worker-") {
                 sim.trouble_until = sim.trouble_until.max(f + lasts);
             }
@@ -693,11 +709,13 @@ pub fn generate(seed: u64) -> (Vec<Event>, Bounds) {
         Bounds {
             liveness_ns: 1_000 * MS,
             starvation_ns: 10_000 * MS,
+            fairness_ns: 10 * MS,
         }
     } else {
         Bounds {
             liveness_ns: rng.random_range(10 * MS..=1_000 * MS),
             starvation_ns: rng.random_range(50 * MS..=3_000 * MS),
+            fairness_ns: rng.random_range(0..=100 * MS),
         }
     };
     (events, bounds)

@@ -9,6 +9,7 @@
 //!
 //! Where the format's rules leave a choice, it takes the README's, and these (each checked
 //! against the rules when the two checkers first disagreed on it):
+//! - a hold is shared only if every acquire `ok` in it (nested ones too) asked for `shared`;
 //! - a failed release during a hold is a lost lock whether it ends the hold or only a nested
 //!   acquisition (the implementation found the lock no longer ours while we held it);
 //! - whether a lease still ran at a failure counts every earlier operation of the process,
@@ -37,7 +38,8 @@
 //! - unavailable: no events; `detail` = the free stretch `start..end`; `processes` = the
 //!   processes whose failed attempts lie wholly inside it.
 //! - starvation: the first attempt's invoke and the last failure of the run.
-//! - unfair: A's and B's acquire `ok` (A was overtaken by B).
+//! - unfair: B's acquire `ok` (B jumped the queue) and that of the earliest-invoked fair
+//!   acquire A it overtook.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -325,6 +327,9 @@ pub fn check(lines: Vec<Line>, options: &Options) -> Analysis {
                         .map(|ms| inv + i128::from(ms) * NS_PER_MS);
                     if let Some((h, count)) = open.get_mut(&op.key) {
                         *count += 1;
+                        // A reentrant exclusive acquire makes the whole hold exclusive.
+                        let mode = ev[op.invoke].field("mode").and_then(Value::as_str);
+                        holds[*h].shared &= mode == Some("shared");
                         holds[*h].changes.push((inv, LeaseChange::Forward(lease)));
                         if let Some(ms) = ev[done].int("lease_ms") {
                             holds[*h].last_ms = Some(ms);
@@ -758,26 +763,35 @@ pub fn check(lines: Vec<Line>, options: &Options) -> Analysis {
         }
     }
 
-    // unfair: fair acquires only.
+    // unfair: fair first acquisitions only (a nested acquire by the holder never queued).
+    // One finding per grant B that overtook a fair acquire A invoked more than the tolerance
+    // earlier and granted later; it names the earliest-invoked such A.
     let fair = |o: &Op| ev[o.invoke].field("fair").and_then(Value::as_bool) == Some(true);
-    let oks: Vec<&Op> = ops
+    let began_hold = |o: &Op| {
+        let index = ev[o.done.unwrap()].index;
+        holds.iter().any(|h| h.begin_index == index)
+    };
+    let grants: Vec<&Op> = ops
         .iter()
-        .filter(|o| o.f == "acquire" && outcome(o) == "ok" && fair(o))
+        .filter(|o| o.f == "acquire" && outcome(o) == "ok" && fair(o) && began_hold(o))
         .collect();
-    for a in &oks {
-        for b in &oks {
-            if a.key != b.key || a.process == b.process {
-                continue;
-            }
-            let (a_done, b_done) = (t(a.done.unwrap()), t(b.done.unwrap()));
-            if t(b.invoke) - t(a.invoke) > i128::from(options.fairness_ns) && b_done < a_done {
-                findings.push(Finding::new(
-                    "unfair",
-                    &a.key,
-                    vec![ev[a.done.unwrap()].index, ev[b.done.unwrap()].index],
-                    vec![a.process, b.process],
-                ));
-            }
+    for b in &grants {
+        let b_done = t(b.done.unwrap());
+        let overtaken = grants
+            .iter()
+            .filter(|a| {
+                a.key == b.key
+                    && t(b.invoke) - t(a.invoke) > i128::from(options.fairness_ns)
+                    && b_done < t(a.done.unwrap())
+            })
+            .min_by_key(|a| (t(a.invoke), ev[a.invoke].index));
+        if let Some(a) = overtaken {
+            findings.push(Finding::new(
+                "unfair",
+                &b.key,
+                vec![ev[a.done.unwrap()].index, ev[b.done.unwrap()].index],
+                vec![a.process, b.process],
+            ));
         }
     }
 
@@ -792,7 +806,8 @@ pub fn check(lines: Vec<Line>, options: &Options) -> Analysis {
 
 /// Server-side faults as (start, heal): a `pause` of anything that is not a client's
 /// `worker-N`, a `partition` or a `latency`, healed by the next `resume` (pause) or `heal`
-/// naming one of its targets; never healed: forever.
+/// naming one of its targets (or naming none, or healing a fault that named none); never
+/// healed: forever.
 fn server_faults(ev: &[Line]) -> Vec<(i128, i128)> {
     let mut out = Vec::new();
     for (pos, line) in ev.iter().enumerate() {
@@ -808,9 +823,14 @@ fn server_faults(ev: &[Line]) -> Vec<(i128, i128)> {
         let heal = ev[pos + 1..]
             .iter()
             .find(|h| {
-                h.client().is_none()
-                    && h.f == healer
-                    && h.strings("targets").iter().any(|t| targets.contains(t))
+                h.client().is_none() && h.f == healer && {
+                    // A heal naming no target heals everything; a fault naming none is
+                    // healed by any heal of its kind.
+                    let healed = h.strings("targets");
+                    healed.is_empty()
+                        || targets.is_empty()
+                        || healed.iter().any(|t| targets.contains(t))
+                }
             })
             .map_or(FOREVER, |h| i128::from(h.time));
         out.push((i128::from(line.time), heal));
