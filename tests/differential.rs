@@ -52,7 +52,6 @@ fn options_of(bounds: &Options) -> CheckOptions {
         starvation_bound_ns: bounds.starvation_ns,
         fairness_tolerance_ns: bounds.fairness_ns,
         anomaly_limit: usize::MAX,
-        ..CheckOptions::default()
     }
 }
 
