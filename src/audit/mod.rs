@@ -1,8 +1,16 @@
 //! `lockaudit audit`: every algorithm under every nemesis preset, as a verdict matrix.
 
+#[cfg(test)]
+mod fixtures;
+mod json;
+mod junit;
+mod markdown;
 pub mod matrix;
+mod paths;
 pub mod runner;
+mod table;
+mod text;
 
 // What a workload expects of a nemesis is the workload's to say; the matrix judges by it.
-pub use crate::workload::expect::{self, Expectation};
+pub use crate::workload::expect::Expectation;
 pub use matrix::{Cell, Counts, Matrix, Status};

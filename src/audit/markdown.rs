@@ -1,0 +1,292 @@
+//! `audit.md`: the verdict, the matrix as a Markdown table whose cells link to their runs'
+//! reports, the time to first anomaly, the differences and a legend.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::matrix::{Cell, Matrix, Status};
+use super::paths::relative_to;
+use super::text::{duration_text, one_line, seconds_text};
+use crate::report::ANOMALY_KINDS;
+
+impl Matrix {
+    /// Markdown: the verdict, a table (a row per algorithm, a column per nemesis, each cell
+    /// linking to its run's `index.html`), the time to first anomaly when known, the
+    /// differences, and a legend. Links use the run folders as they are stored; see
+    /// [`Matrix::to_markdown_in`] for links relative to where the file is written.
+    pub fn to_markdown(&self) -> String {
+        self.markdown(None)
+    }
+
+    /// As [`Matrix::to_markdown`], for a file written in `dir`: links are made relative to it.
+    pub fn to_markdown_in(&self, dir: &Path) -> String {
+        self.markdown(Some(dir))
+    }
+
+    fn markdown(&self, base: Option<&Path>) -> String {
+        let link = |cell: &Cell| {
+            cell.report_page().map(|page| {
+                let target = match base {
+                    Some(base) => relative_to(&page, base),
+                    None => page,
+                };
+                url_path(&target)
+            })
+        };
+        let mut out = String::new();
+        let _ = writeln!(out, "# lockaudit audit\n");
+        let _ = writeln!(
+            out,
+            "**{}** — {}. Started {}, took {}, seed {}.\n",
+            if self.passed() { "PASSED" } else { "FAILED" },
+            self.counts_text(),
+            md_text(&self.started_wall),
+            duration_text(self.seconds),
+            self.seed
+        );
+
+        let table_head = |out: &mut String| {
+            let _ = write!(out, "| algorithm |");
+            for nemesis in &self.nemeses {
+                let _ = write!(out, " {} |", md_text(nemesis));
+            }
+            let _ = write!(out, "\n|---|");
+            for _ in &self.nemeses {
+                let _ = write!(out, "---|");
+            }
+            out.push('\n');
+        };
+        table_head(&mut out);
+        for algorithm in &self.algorithms {
+            let _ = write!(out, "| {} |", md_text(algorithm));
+            for nemesis in &self.nemeses {
+                let text = match self.cell(algorithm, nemesis) {
+                    None => "?".to_string(),
+                    Some(cell) => {
+                        let text = match cell.status {
+                            Status::Differs => format!("**{} ✗**", md_kinds(cell)),
+                            Status::Error => "**ERR**".to_string(),
+                            Status::NotApplicable => "n/a".to_string(),
+                            Status::Pass => md_kinds(cell),
+                        };
+                        match link(cell) {
+                            Some(url) => format!("[{text}]({url})"),
+                            None => text,
+                        }
+                    }
+                };
+                let _ = write!(out, " {text} |");
+            }
+            out.push('\n');
+        }
+
+        if self.cells.iter().any(|c| c.first_anomaly_ms.is_some()) {
+            let _ = writeln!(out, "\n## Time to first anomaly\n");
+            table_head(&mut out);
+            for algorithm in &self.algorithms {
+                let _ = write!(out, "| {} |", md_text(algorithm));
+                for nemesis in &self.nemeses {
+                    let text = self
+                        .cell(algorithm, nemesis)
+                        .and_then(|c| c.first_anomaly_ms)
+                        .map_or("–".to_string(), |ms| seconds_text(ms / 1e3));
+                    let _ = write!(out, " {text} |");
+                }
+                out.push('\n');
+            }
+        }
+
+        let _ = writeln!(out, "\n## Differences\n");
+        let failures = self.failures();
+        if failures.is_empty() {
+            let _ = writeln!(out, "None: every cell that ran met its expectation.");
+        }
+        for cell in failures {
+            let label = match cell.status {
+                Status::Error => "error",
+                _ => "differs",
+            };
+            let _ = write!(
+                out,
+                "- **{} × {}** ({label}): {}. Found {}; expected {}.",
+                md_text(&cell.algorithm),
+                md_text(&cell.nemesis),
+                md_text(&one_line(cell.why_text())),
+                md_text(&cell.found_text()),
+                md_text(&cell.expected_text())
+            );
+            if let Some(ms) = cell.first_anomaly_ms {
+                let _ = write!(out, " First anomaly at {}.", seconds_text(ms / 1e3));
+            }
+            if let Some(url) = link(cell) {
+                let _ = write!(out, " [report]({url})");
+            }
+            out.push('\n');
+        }
+        let not_applicable: Vec<&Cell> = self
+            .ordered_cells()
+            .into_iter()
+            .filter(|c| c.status == Status::NotApplicable)
+            .collect();
+        if !not_applicable.is_empty() {
+            let _ = writeln!(out, "\n## Not applicable\n");
+            let _ = writeln!(
+                out,
+                "No fault of the preset can act on these cells, so they were not run: they pass nothing.\n"
+            );
+            for cell in not_applicable {
+                let _ = writeln!(
+                    out,
+                    "- {} × {}: {}",
+                    md_text(&cell.algorithm),
+                    md_text(&cell.nemesis),
+                    md_text(&one_line(cell.why_text()))
+                );
+            }
+        }
+
+        let _ = writeln!(out, "\n## Legend\n");
+        let _ = writeln!(
+            out,
+            "- **ok**: valid, as expected\n\
+             - anomaly kinds alone: found, and all of them expected\n\
+             - **✗**: differs from the expectation (see Differences)\n\
+             - **ERR**: the run could not be carried out\n\
+             - **n/a**: not applicable, not run: no fault of the preset can act (see Not applicable)"
+        );
+        if self
+            .algorithms
+            .iter()
+            .any(|a| self.nemeses.iter().any(|n| self.cell(a, n).is_none()))
+        {
+            let _ = writeln!(out, "- **?**: not run");
+        }
+        let _ = writeln!(
+            out,
+            "\nEach cell links to its run's report. Anomaly kinds: {}.",
+            ANOMALY_KINDS.join(", ")
+        );
+        out
+    }
+}
+
+/// The kinds of a Markdown cell: "ok", "valid" (found nothing, expected something) or the
+/// full kind names.
+fn md_kinds(cell: &Cell) -> String {
+    let kinds = cell.kinds();
+    if kinds.is_empty() {
+        return if cell.status == Status::Pass {
+            "ok"
+        } else {
+            "valid"
+        }
+        .into();
+    }
+    kinds
+        .iter()
+        .map(|(k, _)| md_text(k))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Text for Markdown: characters that would start markup or split a table cell are
+/// backslash-escaped.
+fn md_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in one_line(text).chars() {
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '#'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A path as a Markdown link target: `/`-separated, with characters that would end or
+/// confuse the link percent-encoded.
+fn url_path(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '%' | ' ' | '(' | ')' | '<' | '>' | '|' | '[' | ']' | '"' | '#' | '?' => {
+                let mut bytes = [0; 4];
+                for b in c.encode_utf8(&mut bytes).bytes() {
+                    let _ = write!(out, "%{b:02X}");
+                }
+            }
+            c if c.is_control() => {
+                let mut bytes = [0; 4];
+                for b in c.encode_utf8(&mut bytes).bytes() {
+                    let _ = write!(out, "%{b:02X}");
+                }
+            }
+            '\\' => out.push('/'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::fixtures::{expect, found, small};
+
+    #[test]
+    fn the_markdown_has_every_nemesis_every_algorithm_and_links() {
+        let m = small();
+        let md = m.to_markdown();
+        let lines: Vec<&str> = md.lines().collect();
+        let header = lines
+            .iter()
+            .position(|l| l.starts_with("| algorithm |"))
+            .expect("a table");
+        assert_eq!(
+            lines[header],
+            "| algorithm | none | kill-clients | pause-clients | failover |"
+        );
+        assert_eq!(lines[header + 1], "|---|---|---|---|---|");
+        assert_eq!(
+            lines[header + 2],
+            "| setnx-del | [ok](r/a/index.html) | [unavailable](r/b/index.html) | ? | n/a |"
+        );
+        assert_eq!(
+            lines[header + 3],
+            "| set-nx-px | [ok](r/f/index.html) | [ok](r/g/index.html) | \
+             [**overlap, stale-write ✗**](r/c/index.html) | **ERR** |"
+        );
+        assert!(md.contains("## Time to first anomaly"), "{md}");
+        assert!(md.contains("| 2.31s |"), "{md}");
+        let differences = md.split("## Differences").nth(1).expect("differences");
+        assert!(
+            differences
+                .contains("**set-nx-px × pause-clients** (differs): not expected: stale-write ×1"),
+            "{md}"
+        );
+        assert!(differences.contains("[report](r/c/index.html)"), "{md}");
+        assert!(
+            differences.contains("**set-nx-px × failover** (error): redis-server exited"),
+            "{md}"
+        );
+        assert!(md.contains("## Legend"), "{md}");
+        assert!(md.contains("**FAILED**"), "{md}");
+    }
+
+    #[test]
+    fn markdown_escapes_and_links_relative_to_its_folder() {
+        let mut m = Matrix::default();
+        m.push(
+            Cell::judge("a|b", "none", expect(&[], &[]), found(&[("overlap", 1)]))
+                .with_run("results/audit-1/a b", 1.0),
+        );
+        let md = m.to_markdown_in(Path::new("results/audit-1"));
+        assert!(md.contains("| a\\|b |"), "{md}");
+        assert!(md.contains("(a%20b/index.html)"), "{md}");
+        let md = m.to_markdown_in(Path::new("results/elsewhere"));
+        assert!(md.contains("(../audit-1/a%20b/index.html)"), "{md}");
+    }
+}

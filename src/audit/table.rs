@@ -1,0 +1,403 @@
+//! The terminal table of an audit: a row per algorithm, a column per nemesis, abbreviated as
+//! far as needed to fit the terminal, a legend, the cells that did not pass, and the counts.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+use super::matrix::{Cell, Matrix, Status};
+use super::text::{duration_text, one_line, seconds_text};
+use crate::report::ANOMALY_KINDS;
+
+/// The widest the terminal table tries to stay.
+const TABLE_WIDTH: usize = 120;
+
+impl Matrix {
+    /// The terminal table: a row per algorithm, a column per nemesis, each cell "ok", the
+    /// kinds found (abbreviated), "✗" when they differ from the expectation, "ERR" when the
+    /// run failed, "n/a" when not applicable ("?" if the grid has no such cell). Headers and kinds
+    /// are abbreviated as far as needed to fit 120 columns; a legend says what they stand
+    /// for. Below: one line per failing or not-applicable cell, and the counts.
+    pub fn to_table(&self) -> String {
+        let mut chosen = None;
+        for level in [Level::Full, Level::ShortHeaders, Level::Codes] {
+            let grid = self.grid(level);
+            let fits = grid.width() <= TABLE_WIDTH;
+            chosen = Some((level, grid));
+            if fits {
+                break;
+            }
+        }
+        let Some((level, grid)) = chosen else {
+            return String::new();
+        };
+
+        let mut out = String::new();
+        let widths = grid.widths();
+        let mut line = |row: &[String]| {
+            let mut text = String::new();
+            for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
+                if i > 0 {
+                    text.push_str("  ");
+                }
+                text.push_str(cell);
+                text.extend(std::iter::repeat_n(' ', width - cell.chars().count()));
+            }
+            let _ = writeln!(out, "{}", text.trim_end());
+        };
+        line(&grid.header);
+        let rule: Vec<String> = widths.iter().map(|w| "─".repeat(*w)).collect();
+        line(&rule);
+        for row in &grid.rows {
+            line(row);
+        }
+
+        for chunk in wrap("legend: ", &self.legend(level), TABLE_WIDTH) {
+            let _ = writeln!(out, "{chunk}");
+        }
+
+        let listed: Vec<&Cell> = self
+            .ordered_cells()
+            .into_iter()
+            .filter(|c| c.status != Status::Pass)
+            .collect();
+        if !listed.is_empty() {
+            out.push('\n');
+        }
+        // Failures first: they are what the reader came for.
+        for cell in listed
+            .iter()
+            .filter(|c| c.status.fails())
+            .chain(listed.iter().filter(|c| !c.status.fails()))
+        {
+            let marker = match cell.status {
+                Status::Differs => "✗  ",
+                Status::Error => "ERR",
+                _ => "n/a",
+            };
+            let mut text = format!(
+                "{marker} {} × {}: {}",
+                cell.algorithm,
+                cell.nemesis,
+                one_line(cell.why_text())
+            );
+            if cell.status == Status::Differs {
+                if let Some(ms) = cell.first_anomaly_ms {
+                    let _ = write!(text, ", first anomaly at {}", seconds_text(ms / 1e3));
+                }
+            }
+            if let Some(dir) = &cell.run_dir {
+                let _ = write!(text, " ({})", dir.display());
+            }
+            let _ = writeln!(out, "{text}");
+        }
+
+        let _ = writeln!(
+            out,
+            "\n{} in {}, seed {}: {}",
+            self.counts_text(),
+            duration_text(self.seconds),
+            self.seed,
+            if self.passed() { "PASSED" } else { "FAILED" }
+        );
+        out
+    }
+
+    /// The header and rows of the terminal table at one abbreviation level.
+    fn grid(&self, level: Level) -> Grid {
+        let mut header = vec!["algorithm".to_string()];
+        header.extend(self.nemeses.iter().map(|n| match level {
+            Level::Full => n.clone(),
+            _ => short_nemesis(n).to_string(),
+        }));
+        let rows = self
+            .algorithms
+            .iter()
+            .map(|algorithm| {
+                let mut row = vec![algorithm.clone()];
+                row.extend(self.nemeses.iter().map(
+                    |nemesis| match self.cell(algorithm, nemesis) {
+                        Some(cell) => cell_text(cell, level),
+                        None => "?".into(),
+                    },
+                ));
+                row
+            })
+            .collect();
+        Grid { header, rows }
+    }
+
+    /// What the table's marks and abbreviations stand for (only those it shows).
+    fn legend(&self, level: Level) -> Vec<String> {
+        let grid = self.grid(level);
+        let shown = |text: &str| grid.rows.iter().flatten().any(|c| c == text);
+        let mut parts = vec!["ok = valid, as expected".to_string()];
+        parts.push("kinds alone = anomalies found, all expected".into());
+        parts.push("✗ = differs from the expectation".into());
+        parts.push("ERR = the run failed".into());
+        parts
+            .push("n/a = not applicable (no fault of the preset can act: not run, no pass)".into());
+        if shown("?") {
+            parts.push("? = not run".into());
+        }
+        let mut kinds: Vec<String> = Vec::new();
+        for kind in ANOMALY_KINDS {
+            let short = short_kind(kind, level);
+            let used = self.cells.iter().any(|c| {
+                c.status != Status::Error
+                    && c.status != Status::NotApplicable
+                    && c.found.get(kind).is_some_and(|n| *n > 0)
+            });
+            if used && short != kind {
+                kinds.push(format!("{short} = {kind}"));
+            }
+        }
+        parts.extend(kinds);
+        if level != Level::Full {
+            for nemesis in &self.nemeses {
+                let short = short_nemesis(nemesis);
+                if short != nemesis {
+                    parts.push(format!("{short} = {nemesis}"));
+                }
+            }
+        }
+        parts
+    }
+}
+
+/// How far the terminal table abbreviates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// Full nemesis names, short words for kinds ("stale", "unavail").
+    Full,
+    /// Short nemesis names ("kill-cl"), short words for kinds.
+    ShortHeaders,
+    /// Short nemesis names, two-letter codes for kinds ("OV+SW").
+    Codes,
+}
+
+struct Grid {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Grid {
+    fn widths(&self) -> Vec<usize> {
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        widths
+    }
+
+    fn width(&self) -> usize {
+        let widths = self.widths();
+        widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1)
+    }
+}
+
+/// A cell of the terminal table.
+fn cell_text(cell: &Cell, level: Level) -> String {
+    match cell.status {
+        Status::Error => "ERR".into(),
+        Status::NotApplicable => "n/a".into(),
+        Status::Pass | Status::Differs => {
+            let kinds = cell.kinds();
+            let joiner = if level == Level::Codes { "+" } else { "," };
+            let text = if kinds.is_empty() {
+                if cell.status == Status::Pass {
+                    "ok".to_string()
+                } else {
+                    "valid".to_string()
+                }
+            } else {
+                kinds
+                    .iter()
+                    .map(|(k, _)| short_kind(k, level))
+                    .collect::<Vec<_>>()
+                    .join(joiner)
+            };
+            if cell.status == Status::Differs {
+                text + " ✗"
+            } else {
+                text
+            }
+        }
+    }
+}
+
+/// An anomaly kind for the terminal table.
+fn short_kind(kind: &str, level: Level) -> Cow<'_, str> {
+    let (word, code) = match kind {
+        "overlap" => ("overlap", "OV"),
+        "lost-lock" => ("lost-lock", "LL"),
+        "stale-write" => ("stale", "SW"),
+        "token-order" => ("tok-order", "TO"),
+        "duplicate-token" => ("dup-token", "DT"),
+        "starvation" => ("starved", "ST"),
+        "bad-lease" => ("bad-lease", "BL"),
+        "unavailable" => ("unavail", "UN"),
+        "unfair" => ("unfair", "UF"),
+        "lost-update" => ("lost-upd", "LU"),
+        other => return Cow::Borrowed(other),
+    };
+    Cow::Borrowed(if level == Level::Codes { code } else { word })
+}
+
+/// A nemesis preset's column header when space is short.
+fn short_nemesis(nemesis: &str) -> &str {
+    match nemesis {
+        "kill-clients" => "kill-cl",
+        "pause-clients" => "pause-cl",
+        "kill-redis" => "kill-rd",
+        "pause-redis" => "pause-rd",
+        "clock-jump" => "clk-jump",
+        "clock-skew" => "clk-skew",
+        "crash-points" => "crash-pt",
+        other => other,
+    }
+}
+
+/// `prefix` then the entries joined by " · ", broken between entries into lines of at most
+/// `width` characters where possible; later lines are indented as deep as the prefix.
+fn wrap(prefix: &str, entries: &[String], width: usize) -> Vec<String> {
+    let indent = " ".repeat(prefix.chars().count());
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = prefix.to_string();
+    let mut empty = true;
+    for entry in entries {
+        let len = line.chars().count();
+        if !empty && len + 3 + entry.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+            line.push_str(&indent);
+            empty = true;
+        }
+        if !empty {
+            line.push_str(" · ");
+        }
+        line.push_str(entry);
+        empty = false;
+    }
+    if !empty {
+        lines.push(line);
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::fixtures::{expect, found, full, small, ALGORITHMS};
+
+    #[test]
+    fn the_table_has_a_row_per_algorithm_and_abbreviations() {
+        let table = small().to_table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].starts_with("algorithm"), "{table}");
+        for n in ["none", "kill-clients", "pause-clients", "failover"] {
+            assert!(lines[0].contains(n), "{table}");
+        }
+        let row = |name: &str| {
+            *lines
+                .iter()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("no row {name}:\n{table}"))
+        };
+        // setnx-del: none ok, kill-clients unavail (expected), no pause-clients cell, skipped.
+        let del: Vec<&str> = row("setnx-del").split_whitespace().collect();
+        assert_eq!(del, ["setnx-del", "ok", "unavail", "?", "n/a"], "{table}");
+        let px: Vec<&str> = row("set-nx-px").split_whitespace().collect();
+        assert_eq!(
+            px,
+            ["set-nx-px", "ok", "ok", "overlap,stale", "✗", "ERR"],
+            "{table}"
+        );
+        // Columns line up: each cell starts under its header.
+        let column = lines[0].find("pause-clients").unwrap();
+        let line = row("set-nx-px");
+        assert_eq!(
+            line.char_indices()
+                .position(|(i, _)| i == line.find("overlap").unwrap()),
+            Some(column),
+            "{table}"
+        );
+        assert!(table.contains("stale = stale-write"), "{table}");
+        assert!(table.contains("unavail = unavailable"), "{table}");
+        assert!(table.contains("? = not run"), "{table}");
+        // One line per failing or skipped cell, with its run folder.
+        assert!(
+            table.contains(
+                "set-nx-px × pause-clients: not expected: stale-write ×1, first anomaly at 2.31s (r/c)"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("ERR set-nx-px × failover: redis-server exited"),
+            "{table}"
+        );
+        assert!(
+            table.contains("setnx-del × failover: failover needs replicas"),
+            "{table}"
+        );
+        assert!(!table.contains("setnx-del × none"), "{table}");
+        assert!(table.contains("FAILED"), "{table}");
+    }
+
+    #[test]
+    fn the_full_table_fits_in_120_columns() {
+        let m = full(|a, n| match (a, n) {
+            ("set-nx-px", "pause-clients") => Some(Cell::judge(
+                a,
+                n,
+                expect(&["overlap"], &[]),
+                found(&[("overlap", 3), ("stale-write", 2), ("lost-lock", 1)]),
+            )),
+            ("setnx-getset", "clock-skew") => Some(Cell::judge(
+                a,
+                n,
+                expect(&[], &[]),
+                found(&[("overlap", 3), ("stale-write", 2)]),
+            )),
+            ("redlock", "crash-points") => Some(Cell::error(a, n, expect(&[], &[]), "x")),
+            _ => None,
+        });
+        let table = m.to_table();
+        let rows: Vec<&str> = table.lines().take(2 + ALGORITHMS.len()).collect();
+        for line in &rows {
+            assert!(line.chars().count() <= 120, "{}:\n{table}", line.len());
+        }
+        for a in ALGORITHMS {
+            assert!(rows.iter().any(|l| l.starts_with(a)), "{a}\n{table}");
+        }
+        assert!(rows[0].contains("kill-cl"), "{table}");
+        assert!(table.contains("kill-cl = kill-clients"), "{table}");
+        let getset = rows.iter().find(|l| l.starts_with("setnx-getset")).unwrap();
+        assert!(
+            getset.contains("OV+SW ✗") || getset.contains("overlap,stale ✗"),
+            "{table}"
+        );
+        // Every line of the legend fits too.
+        for line in table.lines().filter(|l| !l.contains(" × ")) {
+            assert!(line.chars().count() <= 120, "{line}");
+        }
+    }
+
+    #[test]
+    fn the_legend_wraps_between_entries() {
+        let entries: Vec<String> = ["ok = valid", "ERR = the run failed", "OV = overlap"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            wrap("legend: ", &entries, 41),
+            [
+                "legend: ok = valid · ERR = the run failed",
+                "        OV = overlap"
+            ]
+        );
+        assert_eq!(
+            wrap("legend: ", &entries, 200),
+            ["legend: ok = valid · ERR = the run failed · OV = overlap"]
+        );
+    }
+}
