@@ -1,6 +1,11 @@
 //! `audit.xml`: the matrix as JUnit XML for CI, a test case per cell.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
+use std::io;
+
+use quick_xml::events::{BytesDecl, BytesText, Event};
+use quick_xml::Writer;
 
 use super::matrix::{Cell, Matrix, Status};
 use super::text::seconds_text;
@@ -11,52 +16,68 @@ impl Matrix {
     /// `<error>`, a not-applicable one `<skipped>` (its message begins "not applicable: ");
     /// each case's `<system-out>` names its run folder.
     pub fn to_junit(&self) -> String {
+        let mut writer = Writer::new_with_indent(Vec::new(), b' ', 2);
+        self.write_junit(&mut writer)
+            .expect("writing XML to memory cannot fail");
+        let mut xml = String::from_utf8(writer.into_inner()).expect("the XML is UTF-8");
+        xml.push('\n');
+        xml
+    }
+
+    fn write_junit(&self, w: &mut Writer<Vec<u8>>) -> io::Result<()> {
         let c = self.counts();
-        let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-        let _ = writeln!(
-            out,
-            "<testsuite name=\"lockaudit audit\" tests=\"{}\" failures=\"{}\" errors=\"{}\" \
-             skipped=\"{}\" time=\"{:.3}\" timestamp=\"{}\">",
-            c.cells,
-            c.differs,
-            c.errors,
-            c.not_applicable,
-            self.seconds,
-            xml_escape(&self.started_wall)
-        );
-        let _ = writeln!(
-            out,
-            "  <properties>\n    <property name=\"seed\" value=\"{}\"/>\n  </properties>",
-            self.seed
-        );
-        for cell in self.ordered_cells() {
-            let _ = writeln!(
-                out,
-                "  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\">",
-                xml_escape(&cell.algorithm),
-                xml_escape(&cell.nemesis),
-                cell.seconds
-            );
-            let why = xml_escape(cell.why_text());
-            match cell.status {
-                Status::Pass => {}
-                Status::Differs => {
-                    let _ = writeln!(
-                        out,
-                        "    <failure message=\"{why}\" type=\"differs\">{}</failure>",
-                        xml_escape(&details(cell))
-                    );
+        w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
+        w.create_element("testsuite")
+            .with_attributes([
+                ("name", "lockaudit audit"),
+                ("tests", &c.cells.to_string()),
+                ("failures", &c.differs.to_string()),
+                ("errors", &c.errors.to_string()),
+                ("skipped", &c.not_applicable.to_string()),
+                ("time", &format!("{:.3}", self.seconds)),
+                ("timestamp", &xml_chars(&self.started_wall)),
+            ])
+            .write_inner_content(|w| {
+                w.create_element("properties").write_inner_content(|w| {
+                    w.create_element("property")
+                        .with_attributes([("name", "seed"), ("value", &self.seed.to_string())])
+                        .write_empty()?;
+                    Ok(())
+                })?;
+                for cell in self.ordered_cells() {
+                    write_case(w, cell)?;
                 }
-                Status::Error => {
-                    let _ = writeln!(
-                        out,
-                        "    <error message=\"{why}\" type=\"error\">{}</error>",
-                        xml_escape(&details(cell))
-                    );
-                }
+                Ok(())
+            })?;
+        Ok(())
+    }
+}
+
+/// One `<testcase>`.
+fn write_case(w: &mut Writer<Vec<u8>>, cell: &Cell) -> io::Result<()> {
+    let why = xml_chars(cell.why_text());
+    w.create_element("testcase")
+        .with_attributes([
+            ("classname", xml_chars(&cell.algorithm).as_ref()),
+            ("name", &xml_chars(&cell.nemesis)),
+            ("time", &format!("{:.3}", cell.seconds)),
+        ])
+        .write_inner_content(|w| {
+            let outcome = match cell.status {
+                Status::Pass => None,
+                Status::Differs => Some(("failure", "differs")),
+                Status::Error => Some(("error", "error")),
                 Status::NotApplicable => {
-                    let _ = writeln!(out, "    <skipped message=\"not applicable: {why}\"/>");
+                    w.create_element("skipped")
+                        .with_attribute(("message", format!("not applicable: {why}").as_str()))
+                        .write_empty()?;
+                    None
                 }
+            };
+            if let Some((tag, kind)) = outcome {
+                w.create_element(tag)
+                    .with_attributes([("message", why.as_ref()), ("type", kind)])
+                    .write_text_content(BytesText::new(&xml_chars(&details(cell))))?;
             }
             let mut system_out = String::new();
             match &cell.run_dir {
@@ -73,15 +94,11 @@ impl Matrix {
                 cell.events,
                 cell.faults
             );
-            let _ = writeln!(
-                out,
-                "    <system-out>{}</system-out>\n  </testcase>",
-                xml_escape(&system_out)
-            );
-        }
-        out.push_str("</testsuite>\n");
-        out
-    }
+            w.create_element("system-out")
+                .write_text_content(BytesText::new(&xml_chars(&system_out)))?;
+            Ok(())
+        })?;
+    Ok(())
 }
 
 /// The failure or error body of a JUnit case.
@@ -107,28 +124,26 @@ fn details(cell: &Cell) -> String {
     text
 }
 
-/// Text for XML attributes and content: the five special characters escaped, line breaks
-/// and tabs kept as character references (attributes would fold them to spaces), and
-/// characters XML 1.0 forbids shown as `\u{..}`.
-fn xml_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
+/// Text that XML 1.0 can hold: the characters it forbids (control characters other than tab
+/// and line breaks, U+FFFE, U+FFFF) shown as `\u{..}`. The writer escapes the rest (markup
+/// characters everywhere; line breaks and tabs too in attributes, which would fold them to
+/// spaces).
+fn xml_chars(text: &str) -> Cow<'_, str> {
+    let forbidden = |c: char| {
+        (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{FFFE}' | '\u{FFFF}')
+    };
+    if !text.contains(forbidden) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' => out.push_str("&#10;"),
-            '\r' => out.push_str("&#13;"),
-            '\t' => out.push_str("&#9;"),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
+        if forbidden(c) {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
         }
     }
-    out
+    Cow::Owned(out)
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+
 use super::matrix::{Cell, Matrix, Status};
 use super::paths::relative_to;
 use super::text::{duration_text, one_line, seconds_text};
@@ -205,30 +207,26 @@ fn md_text(text: &str) -> String {
     out
 }
 
-/// A path as a Markdown link target: `/`-separated, with characters that would end or
-/// confuse the link percent-encoded.
+/// What a Markdown link target cannot hold as it is: control characters, the blank, `%`,
+/// and what would end or confuse the link. (Every byte outside ASCII is encoded too.)
+const LINK_TARGET: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'%')
+    .add(b'(')
+    .add(b')')
+    .add(b'<')
+    .add(b'>')
+    .add(b'|')
+    .add(b'[')
+    .add(b']')
+    .add(b'"')
+    .add(b'#')
+    .add(b'?');
+
+/// A path as a Markdown link target: `/`-separated, percent-encoded.
 fn url_path(path: &Path) -> String {
-    let text = path.to_string_lossy();
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '%' | ' ' | '(' | ')' | '<' | '>' | '|' | '[' | ']' | '"' | '#' | '?' => {
-                let mut bytes = [0; 4];
-                for b in c.encode_utf8(&mut bytes).bytes() {
-                    let _ = write!(out, "%{b:02X}");
-                }
-            }
-            c if c.is_control() => {
-                let mut bytes = [0; 4];
-                for b in c.encode_utf8(&mut bytes).bytes() {
-                    let _ = write!(out, "%{b:02X}");
-                }
-            }
-            '\\' => out.push('/'),
-            c => out.push(c),
-        }
-    }
-    out
+    let text = path.to_string_lossy().replace('\\', "/");
+    utf8_percent_encode(&text, LINK_TARGET).to_string()
 }
 
 #[cfg(test)]

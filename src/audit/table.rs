@@ -4,6 +4,8 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+use comfy_table::{ContentLineStyle, LineStyle, Table, TableStyle};
+
 use super::matrix::{Cell, Matrix, Status};
 use super::text::{duration_text, one_line, seconds_text};
 use crate::report::ANOMALY_KINDS;
@@ -20,36 +22,17 @@ impl Matrix {
     pub fn to_table(&self) -> String {
         let mut chosen = None;
         for level in [Level::Full, Level::ShortHeaders, Level::Codes] {
-            let grid = self.grid(level);
-            let fits = grid.width() <= TABLE_WIDTH;
-            chosen = Some((level, grid));
+            let table = self.grid(level).render();
+            let fits = table.lines().all(|l| l.chars().count() <= TABLE_WIDTH);
+            chosen = Some((level, table));
             if fits {
                 break;
             }
         }
-        let Some((level, grid)) = chosen else {
+        let Some((level, mut out)) = chosen else {
             return String::new();
         };
-
-        let mut out = String::new();
-        let widths = grid.widths();
-        let mut line = |row: &[String]| {
-            let mut text = String::new();
-            for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
-                if i > 0 {
-                    text.push_str("  ");
-                }
-                text.push_str(cell);
-                text.extend(std::iter::repeat_n(' ', width - cell.chars().count()));
-            }
-            let _ = writeln!(out, "{}", text.trim_end());
-        };
-        line(&grid.header);
-        let rule: Vec<String> = widths.iter().map(|w| "─".repeat(*w)).collect();
-        line(&rule);
-        for row in &grid.rows {
-            line(row);
-        }
+        out.push('\n');
 
         for chunk in wrap("legend: ", &self.legend(level), TABLE_WIDTH) {
             let _ = writeln!(out, "{chunk}");
@@ -180,20 +163,29 @@ struct Grid {
     rows: Vec<Vec<String>>,
 }
 
-impl Grid {
-    fn widths(&self) -> Vec<usize> {
-        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
-        for row in &self.rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        widths
-    }
+/// Left-aligned columns two spaces apart, a rule under the header, no borders.
+const PLAIN: TableStyle = TableStyle::new()
+    .header_lines(ContentLineStyle::none().junction(' '))
+    .header_separator(LineStyle::none().fill('─').junction(' '))
+    .content_lines(ContentLineStyle::none().junction(' '));
 
-    fn width(&self) -> usize {
-        let widths = self.widths();
-        widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1)
+impl Grid {
+    /// The table's lines, without trailing blanks.
+    fn render(&self) -> String {
+        let mut table = Table::new();
+        table
+            .load_style(PLAIN)
+            .set_header(self.header.clone())
+            .add_rows(self.rows.clone());
+        // One blank after each column but the last, then the junction's.
+        let columns = table.column_count();
+        for column in table.column_iter_mut().take(columns.saturating_sub(1)) {
+            column.set_padding((0, 1));
+        }
+        if let Some(last) = table.column_mut(columns.saturating_sub(1)) {
+            last.set_padding((0, 0));
+        }
+        table.trim_fmt()
     }
 }
 
