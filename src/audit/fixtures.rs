@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{Cell, Expectation, Matrix};
+use super::expect::Expectation;
+use super::matrix::{Cell, Matrix};
 
 pub const NEMESES: [&str; 11] = crate::nemesis::PRESETS;
 pub const ALGORITHMS: [&str; 7] = crate::locks::ALGORITHMS;

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 use crate::report::{Report, ANOMALY_KINDS};
 
+use super::bands::FaultBand;
 use super::charts::ChartFiles;
-use super::{FaultBand, PlotError};
+use super::error::PlotError;
 
 /// A timeline picture as the page links it.
 #[derive(Debug, Clone)]
