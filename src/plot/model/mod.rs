@@ -1,5 +1,5 @@
 //! What a timeline shows, merged to the pixel: lanes of processes, per-column cells of holds,
-//! latencies, leases and marks, fault bands and anomaly regions. `timeline.rs` lays these out
+//! latencies, leases and marks, fault bands and anomaly regions. `timeline` lays these out
 //! and paints them; nothing here knows about plotters.
 //!
 //! Merging: each lane keeps one cell per pixel column. A hold, a latency or a lease marks the
