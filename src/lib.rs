@@ -5,12 +5,15 @@
 
 pub mod audit;
 pub mod checker;
+pub mod clock;
 pub mod cluster;
+pub mod fleet;
 pub mod history;
 pub mod locks;
 pub mod nemesis;
 pub mod plot;
 pub mod report;
+pub mod run;
 pub mod synth;
 pub mod sys;
 pub mod tomlfile;

@@ -8,8 +8,8 @@ use clap::{Parser, Subcommand};
 use lockaudit::checker::{self, CheckOptions};
 use lockaudit::history;
 use lockaudit::report::render_summary;
+use lockaudit::units::Millis;
 use lockaudit::units::{nanos, parse_duration};
-use lockaudit::workload::spec::Millis;
 use lockaudit::workload::WorkloadSpec;
 
 /// Exit code for bad input or usage (the README's exit codes).
@@ -235,8 +235,8 @@ fn main() -> ExitCode {
 
 /// Resolves the workload, runs it, prints the run folder and the verdict.
 fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
-    use lockaudit::workload::run::{existing_endpoints, new_run_dir, run, Servers};
-    use lockaudit::workload::spec::Span;
+    use lockaudit::run::{existing_endpoints, new_run_dir, run, Servers};
+    use lockaudit::units::Span;
 
     let mut spec = match &args.workload {
         Some(path) => WorkloadSpec::from_file(path)?,
@@ -342,10 +342,10 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
             }
             Ok(outcome.report.exit_code() as u8)
         }
-        Err(lockaudit::workload::run::RunError::Schedule(why)) => {
+        Err(lockaudit::run::RunError::Schedule(why)) => {
             anyhow::bail!("{}: {why}", spec.nemesis.as_deref().unwrap_or("none"))
         }
-        Err(lockaudit::workload::run::RunError::Workload(why)) => {
+        Err(lockaudit::run::RunError::Workload(why)) => {
             anyhow::bail!("{}: {why}", args_workload_name(&spec))
         }
         Err(error) => {

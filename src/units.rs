@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Deserializer, Serialize};
+
 /// Parses a duration such as `"250ms"`, `"30s"`, `"1m 30s"` or `"1.5s"`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
@@ -16,6 +18,67 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| {
         format!("\"{text}\" is not a duration ({e}); write e.g. \"250ms\", \"30s\" or \"2m\"")
     })
+}
+
+/// A duration written as `"250ms"`, kept as milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Millis(pub u64);
+
+impl Millis {
+    pub fn duration(self) -> Duration {
+        Duration::from_millis(self.0)
+    }
+}
+
+/// From a string (`"250ms"`, as files write it) or a whole number of milliseconds (as the
+/// controller hands a spec to its workers).
+impl<'de> Deserialize<'de> for Millis {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Ms(u64),
+            Text(String),
+        }
+        match Form::deserialize(d)? {
+            Form::Ms(ms) => Ok(Millis(ms)),
+            Form::Text(text) => parse_duration(&text)
+                .map(|d| Millis(d.as_millis() as u64))
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl std::str::FromStr for Millis {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        parse_duration(text).map(|d| Millis(d.as_millis() as u64))
+    }
+}
+
+/// A time drawn uniformly from `min..=max` (`hold = { min = "10ms", max = "50ms" }`, or one
+/// duration string for a fixed time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Span {
+    pub min: Millis,
+    pub max: Millis,
+}
+
+impl<'de> Deserialize<'de> for Span {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Fixed(Millis),
+            Range { min: Millis, max: Millis },
+        }
+        match Form::deserialize(d)? {
+            Form::Fixed(m) => Ok(Span { min: m, max: m }),
+            Form::Range { min, max } if min.0 <= max.0 => Ok(Span { min, max }),
+            Form::Range { .. } => Err(serde::de::Error::custom("`min` is larger than `max`")),
+        }
+    }
 }
 
 /// Converts a duration to whole nanoseconds, saturating.

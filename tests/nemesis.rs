@@ -17,16 +17,17 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
+use lockaudit::clock::{wall_ms, RunClock};
 use lockaudit::cluster::{self, ClusterSpec, Endpoints, Topology};
-use lockaudit::nemesis::executor::{execute, Journal, Targets};
+use lockaudit::fleet::{Fleet, WORKER_EXE_ENV};
+use lockaudit::nemesis::executor::{execute, Targets};
+use lockaudit::nemesis::journal::Journal;
 use lockaudit::nemesis::network::Network;
 use lockaudit::nemesis::plan::SENTINEL_FAILOVER_MS;
 use lockaudit::nemesis::schedule::Link;
 use lockaudit::nemesis::{FaultKind, PlannedFault};
-use lockaudit::workload::clock::{wall_ms, RunClock};
-use lockaudit::workload::fleet::{Fleet, WORKER_EXE_ENV};
-use lockaudit::workload::recorder::{record, Counts};
-use lockaudit::workload::spec::Millis;
+use lockaudit::run::recorder::{record, Counts};
+use lockaudit::units::Millis;
 use lockaudit::workload::worker::WorkerConfig;
 use lockaudit::workload::WorkloadSpec;
 use redis::aio::MultiplexedConnection;
@@ -508,7 +509,7 @@ async fn pause_client_stops_the_worker_until_it_is_resumed() {
         .await;
     };
     let mut on = Targets {
-        fleet: &mut fleet,
+        workers: &mut fleet,
         endpoints: &endpoints,
         cluster: Some(&mut cluster),
         network: None,
@@ -606,7 +607,7 @@ async fn kill_client_kills_the_worker_and_restarts_it_with_fresh_processes() {
         .await;
     };
     let mut on = Targets {
-        fleet: &mut fleet,
+        workers: &mut fleet,
         endpoints: &endpoints,
         cluster: Some(&mut cluster),
         network: None,
@@ -737,7 +738,7 @@ async fn clock_skew_moves_the_worker_clients_clock_and_back() {
         samples
     };
     let mut on = Targets {
-        fleet: &mut fleet,
+        workers: &mut fleet,
         endpoints: &endpoints,
         cluster: Some(&mut cluster),
         network: None,
@@ -860,7 +861,7 @@ async fn crash_point_kills_the_worker_between_setnx_and_expire() {
         stuck
     };
     let mut on = Targets {
-        fleet: &mut fleet,
+        workers: &mut fleet,
         endpoints: &endpoints,
         cluster: Some(&mut cluster),
         network: None,
@@ -943,7 +944,7 @@ async fn pause_redis_stops_the_server_until_it_is_resumed() {
         assert_eq!(probe.ping(secs(5)).await, pong());
     };
     let mut on = Targets {
-        fleet: &mut fleet,
+        workers: &mut fleet,
         endpoints: &endpoints,
         cluster: Some(&mut cluster),
         network: None,
@@ -1005,7 +1006,7 @@ async fn kill_redis(persist: bool) {
         assert_eq!(restart["value"]["persisted"], persist, "{restart}");
     };
     let mut on = Targets {
-        fleet: &mut fleet,
+        workers: &mut fleet,
         endpoints: &endpoints,
         cluster: Some(&mut cluster),
         network: None,
@@ -1105,7 +1106,7 @@ async fn clock_jump_moves_the_server_clock_expires_leases_and_comes_back() {
         assert_ahead(&mut conn, 0, "healed").await;
     };
     let mut on = Targets {
-        fleet: &mut fleet,
+        workers: &mut fleet,
         endpoints: &endpoints,
         cluster: Some(&mut cluster),
         network: None,
@@ -1387,7 +1388,7 @@ async fn sentinel_failover_elects_another_primary_and_resumes_the_old_one() {
         .await;
     };
     let mut on = Targets {
-        fleet: &mut fleet,
+        workers: &mut fleet,
         endpoints: &endpoints,
         cluster: Some(&mut cluster),
         network: None,

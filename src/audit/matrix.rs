@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::expect::Expectation;
 use crate::report::ANOMALY_KINDS;
+use crate::workload::expect::Expectation;
 
 /// How one cell came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

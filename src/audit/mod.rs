@@ -1,6 +1,5 @@
 //! `lockaudit audit`: every algorithm under every nemesis preset, as a verdict matrix.
 
-pub mod expect;
 #[cfg(test)]
 mod fixtures;
 mod json;
@@ -12,5 +11,6 @@ pub mod runner;
 mod table;
 mod text;
 
-pub use expect::Expectation;
+// What a workload expects of a nemesis is the workload's to say; the matrix judges by it.
+pub use crate::workload::expect::Expectation;
 pub use matrix::{Cell, Counts, Matrix, Status};

@@ -17,8 +17,8 @@ use crate::locks::ALGORITHMS;
 use crate::nemesis::schedule::{has_replicas, Workload};
 use crate::nemesis::{Schedule, PRESETS};
 use crate::report::Report;
-use crate::workload::run::{run, RunError, Servers};
-use crate::workload::spec::Millis;
+use crate::run::{run, RunError, Servers};
+use crate::units::Millis;
 use crate::workload::WorkloadSpec;
 
 use super::matrix::{Cell, Matrix};

@@ -2,7 +2,8 @@
 //!
 //! - stale-write: a write accepted (`ok`) under hold H, invoked after the resource had
 //!   already accepted a write made under a later hold H' of the same key (H' began after H
-//!   began). Needs no tokens; names them where there are any.
+//!   began). Needs no tokens; names them where there are any. "After" is strictly after: a
+//!   write invoked in the nanosecond the other was accepted is not known to come later.
 //! - duplicate-token: two holds of one key got the same token.
 //! - token-order: a hold that ended before another began got a token that is not lower;
 //!   found as cycles in the precedence graph (see `precedence.rs`).
@@ -150,10 +151,24 @@ fn stale_writes(names: &Names, findings: &mut Findings) {
     let history = names.history;
     let holds = &names.holds.holds;
     let mut latest: Vec<Option<Accepted>> = vec![None; history.keys.len()];
+    // Writes accepted at the time now being read: a write invoked in the same nanosecond
+    // was not invoked after them (the file orders events of one nanosecond arbitrarily, so
+    // they only count from the next nanosecond on).
+    let mut accepted_now: Vec<(usize, Accepted)> = Vec::new();
     let mut pending: Vec<Option<PendingWrite>> = vec![None; history.processes.len()];
     for (position, op) in history.ops.iter().enumerate() {
         if op.f != OpF::Write {
             continue;
+        }
+        if accepted_now.first().is_some_and(|(_, a)| a.time < op.time) {
+            for (key, accepted) in accepted_now.drain(..) {
+                let newer = latest[key].is_none_or(|a| {
+                    holds[a.hold as usize].begin < holds[accepted.hold as usize].begin
+                });
+                if newer {
+                    latest[key] = Some(accepted);
+                }
+            }
         }
         let hold = names.holds.op_hold[position];
         if hold == NO_HOLD {
@@ -182,17 +197,16 @@ fn stale_writes(names: &Names, findings: &mut Findings) {
                         describe_stale(names, op, &write, &witness)
                     });
                 }
-                let newer = latest[key]
-                    .is_none_or(|a| holds[a.hold as usize].begin < holds[hold as usize].begin);
-                if newer {
-                    latest[key] = Some(Accepted {
+                accepted_now.push((
+                    key,
+                    Accepted {
                         hold,
                         write_invoke: write.invoke,
                         write_ok: op.index,
                         time: op.time,
                         token: write.token,
-                    });
-                }
+                    },
+                ));
             }
             _ => pending[p] = None,
         }

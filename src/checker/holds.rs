@@ -329,16 +329,17 @@ pub fn derive(history: &History) -> Holds {
                     // A nested acquire that may have renewed the lease.
                     let hold = held[p][i].1;
                     possibly_extend_lease(&mut out, hold, invoke_op.time);
-                } else {
-                    out.uncertain_acquires.push(UncertainAcquire {
-                        key: op.key,
-                        process: op.process,
-                        invoke: invoke_op.time,
-                        invoke_index: invoke_op.index,
-                        completion: op.time,
-                        completion_index: Some(op.index),
-                    });
                 }
+                // Like any acquire that ended `info` (nested ones too: the format makes no
+                // exception), it may take effect as late as its completion, or a heal.
+                out.uncertain_acquires.push(UncertainAcquire {
+                    key: op.key,
+                    process: op.process,
+                    invoke: invoke_op.time,
+                    invoke_index: invoke_op.index,
+                    completion: op.time,
+                    completion_index: Some(op.index),
+                });
             }
             (OpF::Renew, OpType::Ok) if hold != NO_HOLD => {
                 if let Some(ms) = op.lease_ms() {

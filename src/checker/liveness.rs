@@ -323,10 +323,15 @@ pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) -> 
 
     // Each process's successful acquisitions of any key, in time order: a process that gets
     // somewhere is not starving, so they break its runs of failures.
-    let mut progress: HashMap<ProcessId, Vec<i64>> = Default::default();
+    // (time, index): one process's events are in that order in the file, so it places an
+    // acquisition between two attempts even when all three share a nanosecond.
+    let mut progress: HashMap<ProcessId, Vec<(i64, u32)>> = Default::default();
     for key_attempts in &attempts {
         for a in key_attempts.iter().filter(|a| a.ty == OpType::Ok) {
-            progress.entry(a.process).or_default().push(a.completion);
+            progress
+                .entry(a.process)
+                .or_default()
+                .push((a.completion, a.completion_index));
         }
     }
     for times in progress.values_mut() {
@@ -466,12 +471,12 @@ fn starvation(
     options: &CheckOptions,
     key: KeyId,
     attempts: &[Attempt],
-    progress: &HashMap<ProcessId, Vec<i64>>,
+    progress: &HashMap<ProcessId, Vec<(i64, u32)>>,
     stats: &mut KeyStats,
     findings: &mut Findings,
 ) {
     // Whether `process` acquired anything (any key) strictly between `after` and `before`.
-    let progressed = |process: ProcessId, after: i64, before: i64| {
+    let progressed = |process: ProcessId, after: (i64, u32), before: (i64, u32)| {
         progress.get(&process).is_some_and(|times| {
             let i = times.partition_point(|&t| t <= after);
             times.get(i).is_some_and(|&t| t < before)
@@ -494,7 +499,11 @@ fn starvation(
                 stats.failed_attempts += 1;
                 // A run of failures is broken by the process getting another lock meanwhile.
                 if let Some(streak) = streaks.get(&attempt.process) {
-                    if progressed(attempt.process, streak.last_fail, attempt.invoke) {
+                    if progressed(
+                        attempt.process,
+                        (streak.last_fail, streak.last_index),
+                        (attempt.invoke, attempt.invoke_index),
+                    ) {
                         ends.extend(streaks.remove(&attempt.process));
                     }
                 }

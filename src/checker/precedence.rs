@@ -11,9 +11,10 @@
 //!
 //! - time points: each hold's end is a point on a chain `T0 -> T1 -> ...` in end order; a hold
 //!   has an edge to its own point, and the latest point at or before its begin has an edge to
-//!   it. So A reaches B through the chain exactly when A ended no later than B began (and,
-//!   for a hold of zero length at the instant B began, A comes first in begin order: a hold
-//!   never precedes itself, and real time alone never makes a cycle).
+//!   it. So A reaches B through the chain exactly when A ended no later than B began, unless
+//!   both are holds of zero length at that instant: those are simultaneous, neither precedes
+//!   the other (so a hold never precedes itself, real time alone never makes a cycle, and
+//!   the file order of one instant's events changes nothing).
 //! - token groups: holds with equal tokens form a group; a virtual node between each pair of
 //!   adjacent groups takes edges from every hold of the lower and gives edges to every hold
 //!   of the higher. A group of two or more also has a tie node with edges to and from each of
@@ -90,33 +91,40 @@ fn add_realtime_edges(
     key_holds: &[u32],
     nodes: &[NodeIndex],
 ) {
-    let mut by_end: Vec<usize> = (0..key_holds.len())
-        .filter(|&i| holds[key_holds[i] as usize].end_cause != HoldEnd::Open)
+    let hold = |i: usize| &holds[key_holds[i] as usize];
+    let zero_length = |i: usize| hold(i).end_cause != HoldEnd::Open && hold(i).end == hold(i).begin;
+    // The ends on one chain, in time order; at one instant the ends of holds that began
+    // earlier come before those of holds of zero length.
+    let mut by_end: Vec<(i64, bool, usize)> = (0..key_holds.len())
+        .filter(|&i| hold(i).end_cause != HoldEnd::Open)
+        .map(|i| (hold(i).end, zero_length(i), i))
         .collect();
-    by_end.sort_by_key(|&i| (holds[key_holds[i] as usize].end, i));
-    let mut latest_point: Option<NodeIndex> = None;
-    let mut next_end = 0;
-    // Holds are in begin order: walk the ends alongside. An end at the very instant hold `i`
-    // begins counts only for a hold earlier in begin order (`j < i`): that is a hold of
-    // zero length, which must not precede itself or a later one of the same instant.
-    for (i, &h) in key_holds.iter().enumerate() {
-        let begin = holds[h as usize].begin;
-        while next_end < by_end.len()
-            && (
-                holds[key_holds[by_end[next_end]] as usize].end,
-                by_end[next_end],
-            ) < (begin, i)
-        {
+    by_end.sort_unstable();
+    let points: Vec<NodeIndex> = by_end
+        .iter()
+        .map(|&(_, _, i)| {
             let point = graph.add_node(Node::TimePoint);
-            graph.add_edge(nodes[by_end[next_end]], point, Order::Realtime);
-            if let Some(previous) = latest_point {
-                graph.add_edge(previous, point, Order::Realtime);
-            }
-            latest_point = Some(point);
-            next_end += 1;
-        }
-        if let Some(point) = latest_point {
-            graph.add_edge(point, nodes[i], Order::Realtime);
+            graph.add_edge(nodes[i], point, Order::Realtime);
+            point
+        })
+        .collect();
+    for pair in points.windows(2) {
+        graph.add_edge(pair[0], pair[1], Order::Realtime);
+    }
+    // Every hold that ended no later than hold `i` began precedes it, except that two holds
+    // of zero length at one instant are simultaneous: each ended when the other began, so
+    // neither precedes the other (nor does one precede itself). This leaves out the ends of
+    // zero-length holds at the very instant a zero-length hold begins, and nothing else,
+    // whatever the file order of that instant's events.
+    for (i, &node) in nodes.iter().enumerate().take(key_holds.len()) {
+        let begin = hold(i).begin;
+        let before = if zero_length(i) {
+            by_end.partition_point(|&(end, zero, _)| end < begin || (end == begin && !zero))
+        } else {
+            by_end.partition_point(|&(end, _, _)| end <= begin)
+        };
+        if before > 0 {
+            graph.add_edge(points[before - 1], node, Order::Realtime);
         }
     }
 }

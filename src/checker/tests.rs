@@ -485,6 +485,40 @@ fn stale_writes_need_no_tokens() {
     assert!(stale.tokens.is_empty());
 }
 
+/// Process 0's lease (50 ms) runs out, process 1 takes the lock; process 1's write is
+/// accepted at 346 ms, the very nanosecond process 0 invokes its own: `FIRST` and `SECOND`
+/// are those two lines, in either file order.
+const SAME_NS_WRITES: &str = r#"
+    241   0 invoke acquire k
+    245   0 ok     acquire k {"token":4,"lease_ms":50}
+    305   1 invoke acquire k
+    305   1 ok     acquire k {"token":5,"lease_ms":50}
+    307   1 invoke write   k {"token":5,"value":1}
+    FIRST
+    SECOND
+    347   0 ok     write   k
+"#;
+
+#[test]
+fn a_write_invoked_in_the_nanosecond_a_later_holders_write_was_accepted_is_not_stale() {
+    // "Invoked after the resource had already accepted": in the same nanosecond it was not
+    // (yet), and the verdict may not depend on how the file orders one nanosecond's events.
+    let accepted = "346   1 ok     write   k";
+    let invoked = r#"346   0 invoke write   k {"token":4,"value":2}"#;
+    for (first, second) in [(accepted, invoked), (invoked, accepted)] {
+        let report = run(&SAME_NS_WRITES
+            .replace("FIRST", first)
+            .replace("SECOND", second));
+        assert_eq!(kinds(&report), vec!["overlap"], "{first} / {second}");
+    }
+    // One nanosecond later it is stale.
+    let later = r#"346.000001   0 invoke write   k {"token":4,"value":2}"#;
+    let report = run(&SAME_NS_WRITES
+        .replace("FIRST", accepted)
+        .replace("SECOND", later));
+    assert_eq!(kinds_sorted(&report), vec!["overlap", "stale-write"]);
+}
+
 #[test]
 fn writes_in_lock_order_are_not_stale() {
     let report = run(r#"
@@ -551,6 +585,50 @@ fn a_hold_of_zero_length_is_no_token_order_cycle() {
         5    1 ok     release k
     "#);
     assert_valid(&report);
+}
+
+#[test]
+fn a_hold_of_zero_length_ending_as_another_begins_precedes_it_in_any_file_order() {
+    // At 350 ms process 1 gets token 8 and invokes its release (a hold of zero length), and
+    // process 0 gets token 6 and holds on: process 1's hold ended no later than process 0's
+    // began, yet its token is not lower. Touching holds are ordered, whichever of the two
+    // acquire oks of that nanosecond the file lists first.
+    let text = r#"
+        269   0 invoke acquire k
+        336   1 invoke acquire k
+        FIRST
+        SECOND
+        350   1 invoke release k
+        354   1 ok     release k
+    "#;
+    let zero = r#"350   1 ok     acquire k {"token":8}"#;
+    let long = r#"350   0 ok     acquire k {"token":6}"#;
+    for (first, second) in [(zero, long), (long, zero)] {
+        let report = run(&text.replace("FIRST", first).replace("SECOND", second));
+        assert_eq!(kinds(&report), vec!["token-order"], "{first} / {second}");
+    }
+}
+
+#[test]
+fn two_holds_of_zero_length_at_one_instant_are_simultaneous() {
+    // Each ended in the nanosecond the other began: neither precedes the other, so no token
+    // order is broken, in either file order.
+    let text = r#"
+        0     0 invoke acquire k
+        0     1 invoke acquire k
+        FIRST
+        SECOND
+        1     0 invoke release k
+        1     1 invoke release k
+        2     0 ok     release k
+        2     1 ok     release k
+    "#;
+    let a = r#"1   0 ok     acquire k {"token":1}"#;
+    let b = r#"1   1 ok     acquire k {"token":2}"#;
+    for (first, second) in [(a, b), (b, a)] {
+        let report = run(&text.replace("FIRST", first).replace("SECOND", second));
+        assert_valid(&report);
+    }
 }
 
 #[test]
@@ -1059,6 +1137,58 @@ fn getting_another_lock_breaks_a_run_of_failures() {
     assert_ne!(stuck, progressing);
     let report = run(&stuck);
     assert!(report.anomalies.iter().any(|a| a.kind == "starvation"));
+}
+
+#[test]
+fn getting_another_lock_in_the_nanosecond_of_the_next_attempt_breaks_the_run() {
+    // Process 1 fails on k, then at 6000 ms its acquire of j returns ok and, in that same
+    // nanosecond, it tries k again (and keeps failing until 12 s). Its own events put the
+    // acquisition between the two attempts: it was making progress, no starvation.
+    let text = r#"
+    0      0 invoke acquire k
+    1      0 ok     acquire k {"lease_ms":1000}
+    2      1 invoke acquire k
+    500    0 invoke release k
+    501    0 ok     release k
+    502    2 invoke acquire k
+    503    2 ok     acquire k {"lease_ms":1000}
+    5000   1 fail   acquire k
+    5999   1 invoke acquire j
+    6000   1 ok     acquire j {"lease_ms":100000}
+    6000   1 invoke acquire k
+    11000  1 fail   acquire k
+    11001  1 invoke acquire k
+    12000  1 fail   acquire k
+"#;
+    let report = run(text);
+    assert!(
+        report.anomalies.iter().all(|a| a.kind != "starvation"),
+        "{:#?}",
+        report.anomalies
+    );
+}
+
+#[test]
+fn a_nested_acquire_that_ended_info_blocks_like_any_info_acquire() {
+    // Process 1 holds k (lease 50 ms) and is killed while its nested acquire is under way.
+    // That acquire ended `info`: it may have taken effect as late as its completion, so the
+    // key is free only from 220 ms + the longest lease seen on k (1 s), not when process 1's
+    // own lease would have run out. Process 2's failed attempts at 1.5 s then lie in a free
+    // stretch of 380 ms, under the 1 s bound.
+    let report = run(r#"
+        0      0 invoke acquire k
+        1      0 ok     acquire k {"lease_ms":1000}
+        100    0 invoke release k
+        101    0 ok     release k
+        200    1 invoke acquire k
+        200    1 ok     acquire k {"lease_ms":50}
+        210    1 invoke acquire k
+        220    1 info   acquire k
+        220    nemesis info kill - {"targets":["worker-1"],"processes":[1]}
+        1500   2 invoke acquire k
+        1600   2 fail   acquire k
+    "#);
+    assert_valid(&report);
 }
 
 // ---------------------------------------------------------------- lost-update

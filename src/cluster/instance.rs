@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 
 use super::error::ClusterError;
+use super::exit::Exit;
 use super::logs::LogCursor;
 use super::probe;
-use super::process::{self, ChildGuard, Exit};
+use super::process::{self, ChildGuard};
 
 /// How long a process may take from spawn to answering an authenticated INFO. Measured
 /// starts take 11–21 ms; 5 s leaves room for a loaded CI machine without hiding a hang.

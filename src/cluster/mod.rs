@@ -13,10 +13,12 @@
 //!   is configured and started; `probe`: the client connections used to check them;
 //! - this file: the topologies, [`start`] and [`Cluster`].
 
+mod ask;
 mod binaries;
 mod cleanup;
 mod clock;
 mod error;
+mod exit;
 mod instance;
 mod logs;
 mod ports;
@@ -33,10 +35,12 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use rand::Rng;
 
+pub use ask::{ask_sentinels, node_url};
 pub use cleanup::install_cleanup_handlers;
 pub use clock::LIBFAKETIME_ENV;
 pub use error::ClusterError;
-pub use process::{ChildGuard, Exit, SignalError};
+pub use exit::Exit;
+pub use process::{ChildGuard, SignalError};
 pub use registry::{
     register_child, registered_pids, shutting_down, signal as signal_child, spawn_foreign,
     unregister_child,

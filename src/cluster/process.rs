@@ -3,7 +3,6 @@
 //! All pid handling goes through `registry`, which guarantees that a pid is signalled only
 //! while it is still our unreaped child.
 
-use std::fmt;
 use std::io;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 use std::time::{Duration, Instant};
@@ -11,28 +10,8 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 
+use super::exit::Exit;
 use super::registry;
-
-/// How a child ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// It exited with this code.
-    Code(i32),
-    /// A signal ended it.
-    Signal(Signal),
-    /// Someone else reaped it (the Ctrl-C or panic cleanup), so the status is not known.
-    Unknown,
-}
-
-impl fmt::Display for Exit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Exit::Code(code) => write!(f, "exit code {code}"),
-            Exit::Signal(sig) => write!(f, "killed by {sig}"),
-            Exit::Unknown => f.write_str("ended (status collected by the cleanup handler)"),
-        }
-    }
-}
 
 /// Why a signal could not be sent.
 #[derive(Debug, thiserror::Error)]

@@ -24,7 +24,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use super::process::Exit;
+use super::exit::Exit;
 
 /// A registered child.
 struct Entry {

@@ -21,18 +21,76 @@ pub enum ValueShape {
     Other,
 }
 
-/// The parts of an event's `value` object the checks use.
+/// The payload members the builder may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    Token,
+    LeaseMs,
+    TtlMs,
+    WaitMs,
+    Mode,
+    Fair,
+    Targets,
+    Processes,
+}
+
+/// A payload member present with a value of the wrong type: its field as the input names it,
+/// and what is wrong.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WrongMember {
+    pub slot: Slot,
+    pub field: String,
+    pub message: String,
+}
+
+/// The parts of an event's `value` object the checks use. Each member is used only by the
+/// events the format gives it a meaning for (`uses`):
+///
+/// | member | used by |
+/// |---|---|
+/// | `token` | acquire ok, write |
+/// | `lease_ms` | acquire ok, renew ok |
+/// | `ttl_ms`, `wait_ms`, `mode` (`shared`), `fair` | acquire invoke |
+/// | `value` | read, write |
+/// | `targets`, `processes` | nemesis |
+///
+/// Any other member is unknown to the event and ignored, whatever it holds. So the readers
+/// do not judge members: they list a wrong one in `EventRef::wrong`, and the builder rejects
+/// it only where the event uses it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Payload {
     pub token: Option<i64>,
     pub lease_ms: Option<i64>,
-    /// Acquire invoke: the ttl asked for, the lock mode (`shared`: true), fairness.
     pub ttl_ms: Option<i64>,
     pub shared: bool,
     pub fair: bool,
     pub value: ValueShape,
     pub targets: Vec<String>,
     pub processes: Vec<u64>,
+}
+
+impl WrongMember {
+    pub fn note(list: &mut Vec<WrongMember>, slot: Slot, field: &str, message: String) {
+        list.push(WrongMember {
+            slot,
+            field: field.to_string(),
+            message,
+        });
+    }
+}
+
+/// Whether an event of this kind uses the member `slot` (see `Payload`).
+fn uses(f: OpF, ty: OpType, slot: Slot) -> bool {
+    match (f, ty) {
+        (OpF::Fault, _) => matches!(slot, Slot::Targets | Slot::Processes),
+        (OpF::Acquire, OpType::Invoke) => {
+            matches!(slot, Slot::TtlMs | Slot::WaitMs | Slot::Mode | Slot::Fair)
+        }
+        (OpF::Acquire, OpType::Ok) => matches!(slot, Slot::Token | Slot::LeaseMs),
+        (OpF::Renew, OpType::Ok) => slot == Slot::LeaseMs,
+        (OpF::Write, _) => slot == Slot::Token,
+        _ => false,
+    }
 }
 
 /// One event as the readers hand it over, borrowing its strings.
@@ -45,6 +103,9 @@ pub struct EventRef<'a> {
     pub f: &'a str,
     pub key: Option<&'a str>,
     pub payload: Payload,
+    /// Payload members of the wrong type (`wait_ms` is only checked, so it is only here).
+    /// Kept out of `Payload`, so that the fast path's events carry no list to drop.
+    pub wrong: &'a [WrongMember],
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -60,8 +121,10 @@ struct ProcessState {
     pending: Option<Pending>,
     /// The line whose `info` completion retired this process.
     retired_at: Option<u64>,
-    /// The line of a nemesis `kill` that listed this process.
-    killed_at: Option<u64>,
+    /// The earliest (by time) nemesis `kill` that listed this process: its time and line.
+    killed: Option<(i64, u64)>,
+    /// This process's latest invoke: its time and line.
+    last_invoke: Option<(i64, u64)>,
     last_time: Option<i64>,
 }
 
@@ -105,7 +168,9 @@ impl HistoryBuilder {
     /// Makes room for about `events` events up front, so the op vector never doubles (and
     /// never holds two copies) while a large history streams in.
     pub fn reserve(&mut self, events: usize) {
-        self.history.ops.reserve(events);
+        // A guess from the file's size, not a need: where the machine refuses it (a huge
+        // file), the vector grows as the events come instead.
+        let _ = self.history.ops.try_reserve(events);
     }
 
     pub fn warn(&mut self, warning: String) {
@@ -188,23 +253,51 @@ impl HistoryBuilder {
         }
     }
 
+    /// A wrong member the event uses is an error at `line`.
+    fn check_members(
+        &self,
+        line: u64,
+        f: OpF,
+        ty: OpType,
+        wrong: &[WrongMember],
+    ) -> Result<(), HistoryError> {
+        match wrong.iter().find(|w| uses(f, ty, w.slot)) {
+            Some(wrong) => Err(self.error(line, &wrong.field, wrong.message.clone())),
+            None => Ok(()),
+        }
+    }
+
     fn push_fault(
         &mut self,
-        _line: u64,
+        line: u64,
         index: u32,
         ty: OpType,
         event: &EventRef,
     ) -> Result<(), HistoryError> {
-        let processes: Vec<ProcessId> = event
-            .payload
-            .processes
-            .iter()
-            .map(|&p| self.intern_process(p))
-            .collect();
+        self.check_members(line, OpF::Fault, ty, event.wrong)?;
+        let numbers = &event.payload.processes;
+        let processes: Vec<ProcessId> = numbers.iter().map(|&p| self.intern_process(p)).collect();
         if event.f == "kill" {
-            for &p in &processes {
+            for (&p, &number) in processes.iter().zip(numbers) {
                 let state = &mut self.states[p as usize];
-                state.killed_at.get_or_insert(_line);
+                // The file may be a little out of time order across processes: the kill and
+                // the process's own events are ordered by (time, index), not by line. This
+                // kill comes after every event above it in the file with the same time.
+                if let Some((time, invoke_line)) =
+                    state.last_invoke.filter(|&(t, _)| t > event.time)
+                {
+                    return Err(self.error(
+                        line,
+                        "value.processes",
+                        format!(
+                            "kills process {number} at {}, before its invoke at line {invoke_line} (at {time}): a killed process may not be used again",
+                            event.time
+                        ),
+                    ));
+                }
+                if state.killed.is_none_or(|(t, _)| event.time < t) {
+                    state.killed = Some((event.time, line));
+                }
             }
         }
         let fault_id = self.history.faults.len() as i64;
@@ -277,12 +370,13 @@ impl HistoryBuilder {
                     ),
                 ));
             }
-            if let Some(killed) = state.killed_at {
+            // Ordered by (time, index), this invoke comes after a kill timed no later.
+            if let Some((time, killed)) = state.killed.filter(|&(t, _)| t <= event.time) {
                 return Err(self.error(
                     line,
                     "process",
                     format!(
-                        "process {number} was killed at line {killed} and may not be used again"
+                        "process {number} was killed at line {killed} (at {time}) and may not be used again"
                     ),
                 ));
             }
@@ -348,6 +442,9 @@ impl HistoryBuilder {
 
         let state = &mut self.states[process as usize];
         state.last_time = Some(event.time);
+        if ty == OpType::Invoke {
+            state.last_invoke = Some((event.time, line));
+        }
         state.pending = match ty {
             OpType::Invoke => Some(Pending {
                 f,
@@ -373,14 +470,12 @@ impl HistoryBuilder {
             f,
             flags: 0,
         };
-        if let Some(token) = payload.token {
-            op.a = token;
-            op.flags |= flags::TOKEN;
-        }
-        // `b` carries a lease for acquire and renew completions, the ttl asked for on an
-        // acquire invoke, a value for read and write.
-        match f {
-            OpF::Acquire if ty == OpType::Invoke => {
+        // `a` carries the token; `b` the ttl asked for on an acquire invoke, the lease on an
+        // acquire or renew ok, the value of a read or write. Members an event does not use
+        // are ignored (see `Payload`).
+        self.check_members(line, f, ty, event.wrong)?;
+        match (f, ty) {
+            (OpF::Acquire, OpType::Invoke) => {
                 if let Some(ttl) = payload.ttl_ms {
                     if ttl < 0 {
                         return Err(self.error(
@@ -399,7 +494,11 @@ impl HistoryBuilder {
                     op.flags |= flags::FAIR;
                 }
             }
-            OpF::Acquire | OpF::Renew => {
+            (OpF::Acquire | OpF::Renew, OpType::Ok) => {
+                if let Some(token) = payload.token.filter(|_| f == OpF::Acquire) {
+                    op.a = token;
+                    op.flags |= flags::TOKEN;
+                }
                 if let Some(lease) = payload.lease_ms {
                     if lease < 0 {
                         return Err(self.error(
@@ -412,15 +511,21 @@ impl HistoryBuilder {
                     op.flags |= flags::LEASE;
                 }
             }
-            OpF::Read | OpF::Write => match payload.value {
-                ValueShape::Int(v) => {
-                    op.b = v;
-                    op.flags |= flags::INT_VALUE;
+            (OpF::Read | OpF::Write, _) => {
+                if let Some(token) = payload.token.filter(|_| f == OpF::Write) {
+                    op.a = token;
+                    op.flags |= flags::TOKEN;
                 }
-                ValueShape::Null => op.flags |= flags::NULL_VALUE,
-                ValueShape::Other => op.flags |= flags::OTHER_VALUE,
-                ValueShape::Absent => {}
-            },
+                match payload.value {
+                    ValueShape::Int(v) => {
+                        op.b = v;
+                        op.flags |= flags::INT_VALUE;
+                    }
+                    ValueShape::Null => op.flags |= flags::NULL_VALUE,
+                    ValueShape::Other => op.flags |= flags::OTHER_VALUE,
+                    ValueShape::Absent => {}
+                }
+            }
             _ => {}
         }
         self.history.ops.push(op);

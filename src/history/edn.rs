@@ -8,14 +8,17 @@
 //! An op may be a plain map or a tagged record (`#jepsen.history.Op{...}`); `#_` discards and
 //! `;` comments are allowed between ops.
 //!
-//! The input is streamed. A small scanner splits it into the text of one op at a time,
+//! The input is streamed. A scanner (`scan.rs`) splits it into the text of one op at a time,
 //! tracking the line each op's map starts on; `edn-format` parses that text; the op is
 //! converted and pushed to the same `HistoryBuilder` the JSONL reader uses, so every rule of
-//! shared/HISTORY.md applies identically. Neither the file nor a vector of EDN values is ever
-//! held whole. (`edn_format::Parser` can iterate top-level forms, but it would parse the
-//! Knossos layout's one vector as a single giant value and reports no positions.)
+//! the format applies identically. Neither the file nor a vector of EDN values is ever held
+//! whole. (`edn_format::Parser` can iterate top-level forms, but it would parse the Knossos
+//! layout's one vector as a single giant value and reports no positions.) The scanner also
+//! bounds what `edn-format` would crash or run out of memory on: nesting, a form's size,
+//! absurd numbers, a malformed `\u` character literal.
 //!
-//! Errors name the file, the line where the op's map starts and the field at fault.
+//! Errors name the file, the line (where the op's map starts; for a syntax error, where it
+//! is) and the field at fault.
 //!
 //! How an op map becomes an event:
 //!
@@ -34,19 +37,24 @@
 //! | `:value` vector / set of names, nemesis | the fault's targets |
 //!
 //! Any other `:value` (Jepsen nemeses write all sorts) is ignored, as are unknown fields
-//! (`:error` included).
+//! (`:error` included) and the members of a `:value` map the op does not use (whatever they
+//! hold).
+
+mod scan;
 
 use std::collections::BTreeMap;
+use std::fmt::{self, Display, Write};
 use std::fs::File;
-use std::io::{ErrorKind, Read};
+use std::io::Read;
 use std::path::Path;
 
 use edn_format::{Keyword, Parser, ParserOptions, Value};
 
-use super::build::{EventRef, HistoryBuilder, Payload, ValueShape};
+use super::build::{EventRef, HistoryBuilder, Payload, Slot, ValueShape, WrongMember};
 use super::compact::History;
 use super::error::HistoryError;
 use super::event::{EventType, Process};
+use scan::Scanner;
 
 /// The shortest plausible op (`{:process 0, :type :ok, :f :acquire}`) is about 40 bytes;
 /// reserving for that many costs no resident memory for what goes unused.
@@ -60,6 +68,9 @@ const DEFAULT_KEY: &str = "lock";
 
 /// The longest rendering of a value quoted in an error message.
 const MAX_QUOTE_CHARS: usize = 80;
+
+/// The longest parser error message quoted (it may quote a value of the form).
+const MAX_ERROR_CHARS: usize = 200;
 
 /// Reads and validates the Jepsen / Knossos EDN history at `path`.
 pub fn read_edn_file(path: &Path) -> Result<History, HistoryError> {
@@ -101,7 +112,7 @@ fn import<R: Read>(
         let at = |field: &str, message: String| {
             HistoryError::at(source, line, field, annotate(message, position))
         };
-        let map = op_map(parse_form(scanner.form_text(line)?, source, line)?)
+        let map = op_map(parse_form(scanner.form_text(), source, line)?)
             .map_err(|message| at("", message))?;
         let op = convert(map).map_err(|(field, message)| at(field, message))?;
         let synthesized = (position as i64).saturating_mul(SYNTHETIC_STEP_NS);
@@ -141,6 +152,7 @@ fn import<R: Read>(
             f: &op.f,
             key: op.key.as_deref(),
             payload: op.payload,
+            wrong: &op.wrong,
         };
         builder
             .push(line, &event)
@@ -183,318 +195,23 @@ fn annotate_error(error: HistoryError, position: u64) -> HistoryError {
 }
 
 // ---------------------------------------------------------------------------------------
-// Splitting the input into forms.
-// ---------------------------------------------------------------------------------------
-
-/// The outer shape of the file, learnt from its first form.
-#[derive(Debug, Clone, Copy)]
-enum Layout {
-    /// Nothing but blanks so far.
-    Unknown,
-    /// Top-level op maps (Jepsen's history.edn).
-    Stream,
-    /// Inside the one top-level collection (Knossos), opened with `open` at `line`.
-    Collection { open: u8, close: u8, line: u64 },
-    /// After that collection closed: only blanks may follow.
-    Closed { close: u8 },
-}
-
-/// What `scan_element` consumed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scanned {
-    Element,
-    /// A `#_` discard and the element it discards: no value.
-    Discarded,
-}
-
-/// Splits EDN into the text of one op form at a time without parsing it: it only follows
-/// brackets, strings, character literals, comments and `#` dispatches. Reads in chunks, so a
-/// file written on one line costs no more memory than one written on many.
-struct Scanner<'s, R> {
-    input: R,
-    source: &'s str,
-    chunk: Box<[u8]>,
-    pos: usize,
-    len: usize,
-    /// The line of the next byte, counting from 1.
-    line: u64,
-    layout: Layout,
-    /// The current form's bytes.
-    form: Vec<u8>,
-}
-
-fn is_blank(b: u8) -> bool {
-    b.is_ascii_whitespace() || b == b','
-}
-
-fn ends_atom(b: u8) -> bool {
-    is_blank(b) || matches!(b, b'(' | b')' | b'[' | b']' | b'{' | b'}' | b'"' | b';')
-}
-
-fn closer_of(open: u8) -> u8 {
-    match open {
-        b'(' => b')',
-        b'{' => b'}',
-        _ => b']',
-    }
-}
-
-impl<'s, R: Read> Scanner<'s, R> {
-    fn new(input: R, source: &'s str) -> Self {
-        Scanner {
-            input,
-            source,
-            chunk: vec![0; 1 << 16].into_boxed_slice(),
-            pos: 0,
-            len: 0,
-            line: 1,
-            layout: Layout::Unknown,
-            form: Vec::with_capacity(512),
-        }
-    }
-
-    fn error(&self, line: u64, message: String) -> HistoryError {
-        HistoryError::at(self.source, line, "", message)
-    }
-
-    fn end_of_file_in_form(&self, start: u64) -> HistoryError {
-        self.error(
-            start,
-            "the file ends inside the form that starts on this line".into(),
-        )
-    }
-
-    /// The next byte, without consuming it; `None` at the end of the input.
-    fn peek(&mut self) -> Result<Option<u8>, HistoryError> {
-        if self.pos == self.len {
-            self.pos = 0;
-            self.len = 0;
-            loop {
-                match self.input.read(&mut self.chunk) {
-                    Ok(0) => return Ok(None),
-                    Ok(n) => {
-                        self.len = n;
-                        break;
-                    }
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(e) => return Err(HistoryError::io(self.source, e)),
-                }
-            }
-        }
-        Ok(Some(self.chunk[self.pos]))
-    }
-
-    /// Consumes the byte `peek` returned.
-    fn skip(&mut self) {
-        if self.chunk[self.pos] == b'\n' {
-            self.line += 1;
-        }
-        self.pos += 1;
-    }
-
-    /// Consumes the next byte into the form.
-    fn take(&mut self) -> Result<Option<u8>, HistoryError> {
-        let next = self.peek()?;
-        if let Some(b) = next {
-            self.skip();
-            self.form.push(b);
-        }
-        Ok(next)
-    }
-
-    /// Consumes the next byte into the form; the form (starting at `start`) must go on.
-    fn take_more(&mut self, start: u64) -> Result<u8, HistoryError> {
-        match self.take()? {
-            Some(b) => Ok(b),
-            None => Err(self.end_of_file_in_form(start)),
-        }
-    }
-
-    /// Skips whitespace, commas and comments; `keep` appends them to the form.
-    fn skip_blanks(&mut self, keep: bool) -> Result<(), HistoryError> {
-        let mut in_comment = false;
-        while let Some(b) = self.peek()? {
-            if in_comment {
-                in_comment = b != b'\n';
-            } else if b == b';' {
-                in_comment = true;
-            } else if !is_blank(b) {
-                break;
-            }
-            self.skip();
-            if keep {
-                self.form.push(b);
-            }
-        }
-        Ok(())
-    }
-
-    /// Finds the next op form; returns the line it starts on, its text in `self.form`.
-    fn next_form(&mut self) -> Result<Option<u64>, HistoryError> {
-        loop {
-            self.skip_blanks(false)?;
-            let Some(b) = self.peek()? else {
-                if let Layout::Collection { open, line, .. } = self.layout {
-                    return Err(self.error(
-                        line,
-                        format!(
-                            "the file ends before the `{}` opened on this line is closed",
-                            open as char
-                        ),
-                    ));
-                }
-                return Ok(None);
-            };
-            match self.layout {
-                Layout::Unknown if b == b'[' || b == b'(' => {
-                    self.layout = Layout::Collection {
-                        open: b,
-                        close: closer_of(b),
-                        line: self.line,
-                    };
-                    self.skip();
-                    continue;
-                }
-                Layout::Unknown => self.layout = Layout::Stream,
-                Layout::Collection { close, .. } if b == close => {
-                    self.layout = Layout::Closed { close };
-                    self.skip();
-                    continue;
-                }
-                Layout::Closed { close } => {
-                    return Err(self.error(
-                        self.line,
-                        format!(
-                            "unexpected text after the `{}` that closes the history's collection",
-                            close as char
-                        ),
-                    ))
-                }
-                Layout::Stream | Layout::Collection { .. } => {}
-            }
-            if matches!(b, b')' | b']' | b'}') {
-                return Err(self.error(self.line, format!("unexpected `{}`", b as char)));
-            }
-            let start = self.line;
-            self.form.clear();
-            if self.scan_element(start)? == Scanned::Element {
-                return Ok(Some(start));
-            }
-        }
-    }
-
-    /// Consumes one element (with any `#` prefix) into the form.
-    fn scan_element(&mut self, start: u64) -> Result<Scanned, HistoryError> {
-        let Some(b) = self.peek()? else {
-            return Err(self.end_of_file_in_form(start));
-        };
-        match b {
-            b'(' | b'[' | b'{' => self.scan_nested(start)?,
-            b'"' => {
-                self.take()?;
-                self.scan_string(start)?;
-            }
-            b'\\' => {
-                self.take()?;
-                self.take_more(start)?;
-                self.scan_atom()?;
-            }
-            b')' | b']' | b'}' => {
-                return Err(self.error(self.line, format!("unexpected `{}`", b as char)))
-            }
-            b'#' => {
-                self.take()?;
-                match self.peek()? {
-                    None => return Err(self.end_of_file_in_form(start)),
-                    Some(b'{') => self.scan_nested(start)?,
-                    Some(b'_') => {
-                        self.take()?;
-                        self.scan_prefixed(start)?;
-                        return Ok(Scanned::Discarded);
-                    }
-                    // A tag: `#inst "..."`, `#jepsen.history.Op{...}`.
-                    Some(_) => {
-                        self.scan_atom()?;
-                        self.scan_prefixed(start)?;
-                    }
-                }
-            }
-            _ => self.scan_atom()?,
-        }
-        Ok(Scanned::Element)
-    }
-
-    /// Consumes the element a `#` prefix applies to.
-    fn scan_prefixed(&mut self, start: u64) -> Result<(), HistoryError> {
-        loop {
-            self.skip_blanks(true)?;
-            if self.scan_element(start)? == Scanned::Element {
-                return Ok(());
-            }
-        }
-    }
-
-    fn scan_atom(&mut self) -> Result<(), HistoryError> {
-        while let Some(b) = self.peek()? {
-            if ends_atom(b) {
-                break;
-            }
-            self.take()?;
-        }
-        Ok(())
-    }
-
-    /// Consumes a string whose opening quote was taken.
-    fn scan_string(&mut self, start: u64) -> Result<(), HistoryError> {
-        loop {
-            match self.take_more(start)? {
-                b'"' => return Ok(()),
-                b'\\' => {
-                    self.take_more(start)?;
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// Consumes a bracketed element up to its matching closer. Mismatched brackets are left
-    /// for the parser to report.
-    fn scan_nested(&mut self, start: u64) -> Result<(), HistoryError> {
-        let mut depth: usize = 0;
-        loop {
-            match self.take_more(start)? {
-                b'(' | b'[' | b'{' => depth += 1,
-                b')' | b']' | b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return Ok(());
-                    }
-                }
-                b'"' => self.scan_string(start)?,
-                b'\\' => {
-                    self.take_more(start)?;
-                }
-                b';' => while self.take_more(start)? != b'\n' {},
-                _ => {}
-            }
-        }
-    }
-
-    fn form_text(&self, line: u64) -> Result<&str, HistoryError> {
-        std::str::from_utf8(&self.form).map_err(|e| {
-            let before = &self.form[..e.valid_up_to()];
-            let newlines = before.iter().filter(|&&b| b == b'\n').count() as u64;
-            self.error(line + newlines, "not valid UTF-8".into())
-        })
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // Parsing one form and converting it.
 // ---------------------------------------------------------------------------------------
 
-/// Parses the text of one form, which starts at `line`.
+/// Parses the text of one form, which starts at `line`. The scanner has refused what is
+/// known to crash `edn-format`; a panic all the same is reported as an error in the form.
 fn parse_form(text: &str, source: &str, line: u64) -> Result<Value, HistoryError> {
+    std::panic::catch_unwind(|| parse_checked_form(text, source, line)).unwrap_or_else(|_| {
+        Err(HistoryError::at(
+            source,
+            line,
+            "",
+            "not valid EDN: the EDN parser failed on this form".into(),
+        ))
+    })
+}
+
+fn parse_checked_form(text: &str, source: &str, line: u64) -> Result<Value, HistoryError> {
     let mut parser = Parser::from_str(text, ParserOptions::default());
     match parser.next() {
         Some(Ok(value)) => match parser.next() {
@@ -522,7 +239,7 @@ fn parse_form(text: &str, source: &str, line: u64) -> Result<Value, HistoryError
                 source,
                 line,
                 "",
-                format!("not valid EDN: {error}{at}"),
+                format!("not valid EDN: {}{at}", shorten(&error, MAX_ERROR_CHARS)),
             ))
         }
         // Only blanks: the scanner never hands those over.
@@ -547,13 +264,40 @@ fn op_map(value: Value) -> Result<BTreeMap<Value, Value>, String> {
 
 /// A value as EDN, shortened for a message.
 fn quote(value: &Value) -> String {
-    let text = value.to_string();
-    if text.chars().count() <= MAX_QUOTE_CHARS {
-        return text;
+    shorten(value, MAX_QUOTE_CHARS)
+}
+
+/// `value` displayed, cut at about `max` characters: it is never written out whole, as a
+/// form of a megabyte may be a value of many more when displayed.
+fn shorten(value: &dyn Display, max: usize) -> String {
+    /// Stops the display once it has `max` bytes.
+    struct Bounded {
+        text: String,
+        max: usize,
     }
-    let mut short: String = text.chars().take(MAX_QUOTE_CHARS - 3).collect();
-    short.push_str("...");
-    short
+    impl Write for Bounded {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            let room = self.max.saturating_sub(self.text.len());
+            if s.len() <= room {
+                self.text.push_str(s);
+                return Ok(());
+            }
+            let mut cut = room;
+            while !s.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.text.push_str(&s[..cut]);
+            Err(fmt::Error)
+        }
+    }
+    let mut out = Bounded {
+        text: String::new(),
+        max,
+    };
+    if write!(out, "{value}").is_err() {
+        out.text.push_str("...");
+    }
+    out.text
 }
 
 /// A keyword's text without the colon: `name` or `namespace/name`.
@@ -581,6 +325,8 @@ struct Converted {
     f: String,
     key: Option<String>,
     payload: Payload,
+    /// Payload members of the wrong type: an error only where the event uses them.
+    wrong: Vec<WrongMember>,
 }
 
 /// The fields of an op map the importer reads (keys without a namespace).
@@ -681,7 +427,8 @@ fn convert(map: BTreeMap<Value, Value>) -> Result<Converted, Bad> {
             }
         }),
     };
-    let payload = payload(fields.value, process, ty, &f)?;
+    let mut wrong = Vec::new();
+    let payload = payload(fields.value, process, ty, &f, &mut wrong);
     Ok(Converted {
         index,
         time,
@@ -690,6 +437,7 @@ fn convert(map: BTreeMap<Value, Value>) -> Result<Converted, Bad> {
         f,
         key,
         payload,
+        wrong,
     })
 }
 
@@ -703,25 +451,32 @@ fn bad_type(found: &Value) -> Bad {
     )
 }
 
-/// The op's `:value`, reduced to what the checks use.
-fn payload(value: Option<Value>, process: Process, ty: EventType, f: &str) -> Result<Payload, Bad> {
+/// The op's `:value`, reduced to what the checks use; members of the wrong type listed in
+/// `wrong`.
+fn payload(
+    value: Option<Value>,
+    process: Process,
+    ty: EventType,
+    f: &str,
+    wrong: &mut Vec<WrongMember>,
+) -> Payload {
     let client = matches!(process, Process::Client(_));
     let register = client && matches!(f, "read" | "write");
     match value {
         // A Knossos read that returned nil found the register empty.
-        None | Some(Value::Nil) if register && f == "read" && ty == EventType::Ok => Ok(Payload {
+        None | Some(Value::Nil) if register && f == "read" && ty == EventType::Ok => Payload {
             value: ValueShape::Null,
             ..Payload::default()
-        }),
-        None | Some(Value::Nil) => Ok(Payload::default()),
-        Some(Value::Map(map)) => payload_map(map),
-        Some(other) if register => Ok(Payload {
+        },
+        None | Some(Value::Nil) => Payload::default(),
+        Some(Value::Map(map)) => payload_map(map, wrong),
+        Some(other) if register => Payload {
             value: shape(&other),
             ..Payload::default()
-        }),
-        Some(other) if !client => Ok(nemesis_list(&other, f)),
+        },
+        Some(other) if !client => nemesis_list(&other, f),
         // Anything else a client's op carries is not the contract's to interpret.
-        Some(_) => Ok(Payload::default()),
+        Some(_) => Payload::default(),
     }
 }
 
@@ -733,8 +488,9 @@ fn shape(value: &Value) -> ValueShape {
     }
 }
 
-/// A `:value` map: the same fields as a JSONL `value` object.
-fn payload_map(map: BTreeMap<Value, Value>) -> Result<Payload, Bad> {
+/// A `:value` map: the same fields as a JSONL `value` object. A member of the wrong type is
+/// noted, not rejected: the builder decides whether the event uses it.
+fn payload_map(map: BTreeMap<Value, Value>, wrong: &mut Vec<WrongMember>) -> Payload {
     let mut payload = Payload::default();
     let mut lease_field: Option<&'static str> = None;
     for (k, v) in map {
@@ -742,8 +498,9 @@ fn payload_map(map: BTreeMap<Value, Value>) -> Result<Payload, Bad> {
         if keyword.namespace().is_some() {
             continue;
         }
+        let (p, w) = (&mut payload, &mut *wrong);
         match keyword.name() {
-            "token" => payload.token = optional_int(&v, "value.token")?,
+            "token" => p.token = optional_int(w, &v, Slot::Token, "value.token"),
             name @ ("lease-ms" | "lease_ms") => {
                 let field = if name == "lease-ms" {
                     "value.lease-ms"
@@ -751,82 +508,84 @@ fn payload_map(map: BTreeMap<Value, Value>) -> Result<Payload, Bad> {
                     "value.lease_ms"
                 };
                 if lease_field.is_some() {
-                    return Err((field, "both :lease-ms and :lease_ms are given".into()));
+                    let message = "both :lease-ms and :lease_ms are given".to_string();
+                    WrongMember::note(w, Slot::LeaseMs, field, message);
                 }
                 lease_field = Some(field);
-                payload.lease_ms = optional_int(&v, field)?;
+                p.lease_ms = optional_int(w, &v, Slot::LeaseMs, field);
             }
-            "ttl-ms" | "ttl_ms" => payload.ttl_ms = optional_int(&v, "value.ttl_ms")?,
+            "ttl-ms" | "ttl_ms" => p.ttl_ms = optional_int(w, &v, Slot::TtlMs, "value.ttl_ms"),
             "wait-ms" | "wait_ms" => {
-                optional_int(&v, "value.wait_ms")?;
+                optional_int(w, &v, Slot::WaitMs, "value.wait_ms");
             }
             "mode" => {
-                payload.shared = match &v {
-                    Value::Nil => false,
-                    Value::Keyword(k) if k.namespace().is_none() => mode_is_shared(k.name(), &v)?,
-                    Value::String(s) => mode_is_shared(s, &v)?,
-                    other => return Err(bad_mode(other)),
+                let mode = match &v {
+                    Value::Nil => Some("exclusive"),
+                    Value::Keyword(k) if k.namespace().is_none() => Some(k.name()),
+                    Value::String(s) => Some(s.as_str()),
+                    _ => None,
+                };
+                match mode {
+                    Some("exclusive") => p.shared = false,
+                    Some("shared") => p.shared = true,
+                    _ => WrongMember::note(
+                        w,
+                        Slot::Mode,
+                        "value.mode",
+                        format!("expected :exclusive or :shared, found {}", quote(&v)),
+                    ),
                 }
             }
-            "fair" => {
-                payload.fair = match v {
-                    Value::Nil => false,
-                    Value::Boolean(b) => b,
-                    other => {
-                        return Err((
-                            "value.fair",
-                            format!("expected true or false, found {}", quote(&other)),
-                        ))
-                    }
-                }
-            }
-            "value" => payload.value = shape(&v),
-            "targets" => {
-                payload.targets = names(&v).ok_or_else(|| {
-                    (
-                        "value.targets",
-                        format!("expected a list of names, found {}", quote(&v)),
-                    )
-                })?
-            }
-            "processes" => {
-                payload.processes = process_numbers(&v).ok_or_else(|| {
-                    (
-                        "value.processes",
-                        format!("expected a list of process numbers, found {}", quote(&v)),
-                    )
-                })?
-            }
+            "fair" => match v {
+                Value::Nil => p.fair = false,
+                Value::Boolean(b) => p.fair = b,
+                other => WrongMember::note(
+                    w,
+                    Slot::Fair,
+                    "value.fair",
+                    format!("expected true or false, found {}", quote(&other)),
+                ),
+            },
+            "value" => p.value = shape(&v),
+            "targets" => match names(&v) {
+                Some(names) => p.targets = names,
+                None => WrongMember::note(
+                    w,
+                    Slot::Targets,
+                    "value.targets",
+                    format!("expected a list of names, found {}", quote(&v)),
+                ),
+            },
+            "processes" => match process_numbers(&v) {
+                Some(numbers) => p.processes = numbers,
+                None => WrongMember::note(
+                    w,
+                    Slot::Processes,
+                    "value.processes",
+                    format!("expected a list of process numbers, found {}", quote(&v)),
+                ),
+            },
             _ => {}
         }
     }
-    Ok(payload)
+    payload
 }
 
-/// `:mode` names the lock mode: `exclusive` (the default) or `shared`.
-fn mode_is_shared(name: &str, value: &Value) -> Result<bool, Bad> {
-    match name {
-        "exclusive" => Ok(false),
-        "shared" => Ok(true),
-        _ => Err(bad_mode(value)),
-    }
-}
-
-fn bad_mode(value: &Value) -> Bad {
-    (
-        "value.mode",
-        format!("expected :exclusive or :shared, found {}", quote(value)),
-    )
-}
-
-fn optional_int(value: &Value, field: &'static str) -> Result<Option<i64>, Bad> {
+/// An integer or nil; anything else is noted as wrong and read as nil.
+fn optional_int(
+    wrong: &mut Vec<WrongMember>,
+    value: &Value,
+    slot: Slot,
+    field: &str,
+) -> Option<i64> {
     match value {
-        Value::Nil => Ok(None),
-        Value::Integer(i) => Ok(Some(*i)),
-        other => Err((
-            field,
-            format!("expected an integer or nil, found {}", quote(other)),
-        )),
+        Value::Nil => None,
+        Value::Integer(i) => Some(*i),
+        other => {
+            let message = format!("expected an integer or nil, found {}", quote(other));
+            WrongMember::note(wrong, slot, field, message);
+            None
+        }
     }
 }
 
@@ -987,6 +746,23 @@ mod tests {
         let (_, field, _) =
             error_of("[{:process 0, :type :invoke, :f :acquire, :time 1, :value {:fair 1}}]");
         assert_eq!(field, "value.fair");
+    }
+
+    #[test]
+    fn value_members_the_op_does_not_use_are_ignored() {
+        let text = "[{:process 0, :type :invoke, :f :acquire, :time 1, :value {:ttl-ms 5, :token \"x\"}}\n\
+                     {:process 0, :type :ok, :f :acquire, :time 2, \
+                      :value {:token 3, :processes :all, :mode 7, :targets 1}}\n\
+                     {:process :nemesis, :type :info, :f :kill, :time 3, \
+                      :value {:processes [0], :token \"t\", :lease-ms []}}]";
+        let history = read(text).unwrap();
+        assert_eq!(history.ops[1].token(), Some(3));
+        assert_eq!(history.faults[0].processes, vec![0]);
+        let (line, field, message) =
+            error_of(&text.replacen(":processes [0]", ":processes :all", 1));
+        assert_eq!((line, field.as_str()), (3, "value.processes"), "{message}");
+        let (line, field, message) = error_of(&text.replacen(":token 3", ":token \"3\"", 1));
+        assert_eq!((line, field.as_str()), (2, "value.token"), "{message}");
     }
 
     #[test]

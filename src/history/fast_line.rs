@@ -143,7 +143,25 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// The `value` object: token, lease_ms, value and reason; anything else goes to serde.
+    /// `true`, `false` or `null` (false).
+    fn optional_bool(&mut self) -> Option<bool> {
+        self.skip_ws();
+        let rest = &self.bytes[self.at..];
+        let (value, len) = if rest.starts_with(b"null") {
+            (false, 4)
+        } else if rest.starts_with(b"true") {
+            (true, 4)
+        } else if rest.starts_with(b"false") {
+            (false, 5)
+        } else {
+            return None;
+        };
+        self.at += len;
+        Some(value)
+    }
+
+    /// The `value` object's members the builder may use (`PAYLOAD_MEMBERS`); anything else
+    /// goes to serde.
     fn payload(&mut self) -> Option<Payload> {
         let mut payload = Payload::default();
         self.eat(b'{')?;
@@ -154,21 +172,27 @@ impl<'a> Scanner<'a> {
         }
         let mut seen = 0u8;
         loop {
-            let name = self.word(&["token", "lease_ms", "value", "reason"], 0)?;
+            let name = self.word(&PAYLOAD_MEMBERS, 0)?;
             self.eat(b':')?;
-            let bit = match name {
-                0 => {
-                    payload.token = self.optional_int()?;
-                    1
+            match PAYLOAD_MEMBERS[name] {
+                "token" => payload.token = self.optional_int()?,
+                "lease_ms" => payload.lease_ms = self.optional_int()?,
+                "ttl_ms" => payload.ttl_ms = self.optional_int()?,
+                "wait_ms" => {
+                    self.optional_int()?;
                 }
-                1 => {
-                    payload.lease_ms = self.optional_int()?;
-                    2
-                }
-                3 => {
+                "reason" => {
                     self.string()?;
-                    8
                 }
+                "mode" => {
+                    payload.shared = if self.is_null_next() {
+                        self.null()?;
+                        false
+                    } else {
+                        self.word(&["exclusive", "shared"], 0)? == 1
+                    }
+                }
+                "fair" => payload.fair = self.optional_bool()?,
                 _ => {
                     self.skip_ws();
                     payload.value = match self.peek()? {
@@ -182,9 +206,9 @@ impl<'a> Scanner<'a> {
                         }
                         _ => ValueShape::Int(self.integer()?),
                     };
-                    4
                 }
-            };
+            }
+            let bit = 1u8 << name;
             if seen & bit != 0 {
                 return None; // a duplicate field: serde's error message
             }
@@ -195,6 +219,11 @@ impl<'a> Scanner<'a> {
         }
     }
 }
+
+/// The payload members the fast paths read (8: one bit each in a `u8`).
+const PAYLOAD_MEMBERS: [&str; 8] = [
+    "token", "lease_ms", "value", "reason", "ttl_ms", "mode", "fair", "wait_ms",
+];
 
 /// Reads a line in exactly the layout `HistoryWriter` writes (compact, members in their
 /// declared order, an `error` but no node or wall): a run of fixed byte strings and numbers. About three
@@ -230,35 +259,64 @@ fn parse_canonical(line: &[u8]) -> Option<EventRef<'_>> {
         // serde_json writes the payload's members in alphabetical order, others may not.
         let mut seen = 0u8;
         loop {
-            let slot = if c.lit(b"\"lease_ms\":").is_some() {
-                1
-            } else if c.lit(b"\"token\":").is_some() {
-                2
-            } else if c.lit(b"\"value\":").is_some() {
-                4
-            } else if c.lit(b"\"reason\":\"").is_some() {
+            if c.lit(b"\"reason\":\"").is_some() {
                 c.plain_string()?; // why an acquire failed: for people, not for checks
-                if c.lit(b",").is_none() {
-                    c.lit(b"}")?;
-                    break;
+            } else {
+                let slot = if c.lit(b"\"lease_ms\":").is_some() {
+                    1
+                } else if c.lit(b"\"token\":").is_some() {
+                    2
+                } else if c.lit(b"\"value\":").is_some() {
+                    4
+                } else if c.lit(b"\"ttl_ms\":").is_some() {
+                    8
+                } else if c.lit(b"\"wait_ms\":").is_some() {
+                    16
+                } else if c.lit(b"\"mode\":").is_some() {
+                    32
+                } else if c.lit(b"\"fair\":").is_some() {
+                    64
+                } else {
+                    return None;
+                };
+                if seen & slot != 0 {
+                    return None;
                 }
-                continue;
-            } else {
-                return None;
-            };
-            if seen & slot != 0 {
-                return None;
-            }
-            seen |= slot;
-            let value = if c.lit(b"null").is_some() {
-                None
-            } else {
-                Some(c.int()?)
-            };
-            match slot {
-                1 => payload.lease_ms = value,
-                2 => payload.token = value,
-                _ => payload.value = value.map_or(ValueShape::Null, ValueShape::Int),
+                seen |= slot;
+                match slot {
+                    32 => {
+                        payload.shared = if c.lit(b"\"shared\"").is_some() {
+                            true
+                        } else if c.lit(b"\"exclusive\"").is_some() {
+                            false
+                        } else {
+                            c.lit(b"null")?;
+                            false
+                        }
+                    }
+                    64 => {
+                        payload.fair = if c.lit(b"true").is_some() {
+                            true
+                        } else {
+                            c.lit(b"false").or_else(|| c.lit(b"null"))?;
+                            false
+                        }
+                    }
+                    _ => {
+                        let value = if c.lit(b"null").is_some() {
+                            None
+                        } else {
+                            Some(c.int()?)
+                        };
+                        match slot {
+                            1 => payload.lease_ms = value,
+                            2 => payload.token = value,
+                            8 => payload.ttl_ms = value,
+                            16 => {} // how long the acquire may wait: no check uses it
+                            _ => payload.value = value.map_or(ValueShape::Null, ValueShape::Int),
+                        }
+                    }
+                }
             }
             if c.lit(b",").is_none() {
                 c.lit(b"}")?;
@@ -278,6 +336,7 @@ fn parse_canonical(line: &[u8]) -> Option<EventRef<'_>> {
         f,
         key,
         payload,
+        wrong: &[],
     })
 }
 
@@ -441,6 +500,7 @@ pub fn parse(line: &[u8]) -> Option<EventRef<'_>> {
         f: f?,
         key,
         payload,
+        wrong: &[],
     })
 }
 
@@ -475,6 +535,9 @@ mod tests {
             br#"{"index":3,"time":7,"process":1,"type":"ok","f":"read","key":"k","value":{"value":null}}"#,
             br#"{"index":3,"time":7,"process":1,"type":"info","f":"read","key":"k","error":"killed"}"#,
             br#"{"index":3,"time":7,"process":"nemesis","type":"info","f":"kill","value":{}}"#,
+            br#"{"index":3,"time":7,"process":1,"type":"invoke","f":"acquire","key":"k","value":{"ttl_ms":2000}}"#,
+            br#"{"index":3,"time":7,"process":1,"type":"invoke","f":"acquire","key":"k","value":{"fair":true,"mode":"shared","ttl_ms":null,"wait_ms":50}}"#,
+            br#"{"index":3,"time":7,"process":1,"type":"invoke","f":"acquire","key":"k","value":{"fair":false,"mode":"exclusive","wait_ms":0}}"#,
         ] {
             let canonical = parse_canonical(line).expect("canonical");
             let mut spaced = String::from_utf8(line.to_vec()).unwrap().replace(',', ", ");
@@ -482,6 +545,17 @@ mod tests {
             let general = parse(spaced.as_bytes()).expect("general");
             assert_eq!(format!("{canonical:?}"), format!("{general:?}"));
         }
+    }
+
+    #[test]
+    fn reads_the_acquire_options_on_both_paths() {
+        let line = br#"{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire","key":"k","value":{"fair":true,"mode":"shared","ttl_ms":2000,"wait_ms":50}}"#;
+        let canonical = parse_canonical(line).expect("canonical");
+        let p = &canonical.payload;
+        assert_eq!((p.ttl_ms, p.shared, p.fair), (Some(2000), true, true));
+        let spaced = String::from_utf8(line.to_vec()).unwrap().replace(':', ": ");
+        let general = parse(spaced.as_bytes()).expect("general");
+        assert_eq!(general.payload, canonical.payload);
     }
 
     #[test]
@@ -497,6 +571,11 @@ mod tests {
             br#"{"index":1,"time":99999999999999999999,"process":0,"type":"ok","f":"acquire","key":"a"}"#,
             br#"{"index":1,"time":1,"process":0,"type":"done","f":"acquire","key":"a"}"#,
             br#"{"time":1,"process":0,"type":"ok","f":"acquire","key":"a"}"#,
+            br#"{"index":1,"time":1,"process":0,"type":"invoke","f":"acquire","key":"a","value":{"mode":"read"}}"#,
+            br#"{"index":1,"time":1,"process":0,"type":"invoke","f":"acquire","key":"a","value":{"fair":1}}"#,
+            br#"{"index":1,"time":1,"process":0,"type":"invoke","f":"acquire","key":"a","value":{"ttl_ms":1.5}}"#,
+            br#"{"index":1,"time":1,"process":0,"type":"ok","f":"acquire","key":"a","value":[5,1000]}"#,
+            br#"[1,1,0,"ok","acquire","a"]"#,
         ] {
             assert!(parse(line).is_none(), "{}", String::from_utf8_lossy(line));
         }

@@ -8,13 +8,15 @@
 use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
+use std::marker::PhantomData;
 use std::path::Path;
 
+use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::build::{EventRef, HistoryBuilder, Payload, ValueShape};
+use super::build::{EventRef, HistoryBuilder, Payload, Slot, ValueShape, WrongMember};
 use super::compact::History;
 use super::error::HistoryError;
 use super::event::{EventType, Process};
@@ -23,6 +25,14 @@ use super::fast_line;
 /// The shortest plausible line is about 60 bytes; reserving for that many events costs no
 /// resident memory for what goes unused, and spares the op vector from doubling.
 const MIN_LINE_BYTES: u64 = 60;
+
+/// The longest line the reader takes, in bytes without its `\n`. An event is a few hundred
+/// bytes; without a bound, a file with no newline at all (`/dev/zero`) would grow one line
+/// buffer until memory ran out.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// The longest rendering of a value quoted in an error message.
+const MAX_QUOTE_CHARS: usize = 80;
 
 /// Reads and validates the JSONL history at `path`.
 pub fn read_jsonl_file(path: &Path) -> Result<History, HistoryError> {
@@ -58,15 +68,17 @@ pub fn read_jsonl<R: Read>(
         if !carry.is_empty() {
             match memchr::memchr(b'\n', rest) {
                 Some(end) => {
+                    line_no += 1;
+                    check_length(source, line_no, carry.len() + end)?;
                     carry.extend_from_slice(&rest[..=end]);
                     rest = &rest[end + 1..];
-                    line_no += 1;
                     if let Flow::Stop = handle_line(&mut builder, source, line_no, &carry)? {
                         return Ok(builder.finish());
                     }
                     carry.clear();
                 }
                 None => {
+                    check_length(source, line_no + 1, carry.len() + rest.len())?;
                     carry.extend_from_slice(rest);
                     reader.consume(filled);
                     continue;
@@ -80,6 +92,7 @@ pub fn read_jsonl<R: Read>(
             }
             rest = &rest[end + 1..];
         }
+        check_length(source, line_no + 1, rest.len())?;
         carry.extend_from_slice(rest);
         reader.consume(filled);
     }
@@ -93,6 +106,22 @@ pub fn read_jsonl<R: Read>(
 enum Flow {
     Go,
     Stop,
+}
+
+/// A line of `length` bytes (so far) is an error past `MAX_LINE_BYTES`.
+fn check_length(source: &str, line_no: u64, length: usize) -> Result<(), HistoryError> {
+    if length <= MAX_LINE_BYTES {
+        return Ok(());
+    }
+    Err(HistoryError::at(
+        source,
+        line_no,
+        "",
+        format!(
+            "the line is longer than {} MiB: a history line is one event of a few hundred bytes",
+            MAX_LINE_BYTES >> 20
+        ),
+    ))
 }
 
 /// Parses one line (with its `\n`, unless it is the unterminated last one) into `builder`.
@@ -115,7 +144,10 @@ fn handle_line(
         return Ok(Flow::Stop);
     }
     match parse_line(text) {
-        Ok(raw) => builder.push(line_no, &raw.as_event_ref())?,
+        Ok(raw) => {
+            let mut wrong = Vec::new();
+            builder.push(line_no, &raw.as_event_ref(&mut wrong))?
+        }
         Err(serde_error) => {
             // Only the final line may be cut short: the recorder was killed mid-write.
             if !terminated && serde_error.is_eof() {
@@ -152,22 +184,14 @@ struct RawLine<'a> {
     #[serde(borrow, default)]
     key: Option<Cow<'a, str>>,
     #[serde(default)]
-    value: Option<RawPayload>,
+    value: Option<ObjectOnly<RawPayload>>,
 }
 
 impl RawLine<'_> {
-    fn as_event_ref(&self) -> EventRef<'_> {
+    /// The event, its payload members of the wrong type listed in `wrong`.
+    fn as_event_ref<'e>(&'e self, wrong: &'e mut Vec<WrongMember>) -> EventRef<'e> {
         let payload = match &self.value {
-            Some(raw) => Payload {
-                token: raw.token,
-                lease_ms: raw.lease_ms,
-                ttl_ms: raw.ttl_ms,
-                shared: raw.mode == Some(LockMode::Shared),
-                fair: raw.fair == Some(true),
-                value: raw.value,
-                targets: raw.targets.clone().unwrap_or_default(),
-                processes: raw.processes.clone().unwrap_or_default(),
-            },
+            Some(ObjectOnly(raw)) => raw.to_payload(wrong),
             None => Payload::default(),
         };
         EventRef {
@@ -178,40 +202,146 @@ impl RawLine<'_> {
             f: &self.f,
             key: self.key.as_deref(),
             payload,
+            wrong,
         }
     }
 }
 
+/// A JSON object read as `T`. serde would also read a struct from an array, by position
+/// (`[5,1000]` as token 5, lease 1000); the format says object.
+struct ObjectOnly<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectOnly<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ObjectVisitor<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectVisitor<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(ObjectVisitor(PhantomData))
+            .map(ObjectOnly)
+    }
+}
+
+/// The payload members the builder may use, each as any JSON value (null: absent): whether
+/// a wrong one matters depends on the event (see `Payload`), so serde must not reject it.
+/// This is the slow path; `fast_line` reads the common lines.
 #[derive(Deserialize)]
 struct RawPayload {
     #[serde(default)]
-    token: Option<i64>,
+    token: Option<Value>,
     #[serde(default)]
-    lease_ms: Option<i64>,
-    /// Acquire invoke options: the ttl asked for, the lock mode, fairness, the wait allowed
-    /// (read so a wrong type is an error; the checks do not use the wait).
+    lease_ms: Option<Value>,
     #[serde(default)]
-    ttl_ms: Option<i64>,
+    ttl_ms: Option<Value>,
     #[serde(default)]
-    mode: Option<LockMode>,
+    wait_ms: Option<Value>,
     #[serde(default)]
-    fair: Option<bool>,
+    mode: Option<Value>,
     #[serde(default)]
-    #[allow(dead_code)]
-    wait_ms: Option<i64>,
+    fair: Option<Value>,
     #[serde(default)]
     value: ValueShape,
     #[serde(default)]
-    targets: Option<Vec<String>>,
+    targets: Option<Value>,
     #[serde(default)]
-    processes: Option<Vec<u64>>,
+    processes: Option<Value>,
 }
 
-#[derive(Deserialize, PartialEq, Eq, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-enum LockMode {
-    Exclusive,
-    Shared,
+impl RawPayload {
+    fn to_payload(&self, wrong: &mut Vec<WrongMember>) -> Payload {
+        let w = wrong;
+        let mode = |v: &Value| match v.as_str()? {
+            "exclusive" => Some(false),
+            "shared" => Some(true),
+            _ => None,
+        };
+        let names = |v: &Value| {
+            v.as_array()?
+                .iter()
+                .map(|t| t.as_str().map(str::to_string))
+                .collect()
+        };
+        let numbers = |v: &Value| v.as_array()?.iter().map(Value::as_u64).collect();
+        read(
+            w,
+            &self.wait_ms,
+            Slot::WaitMs,
+            "wait_ms",
+            INT,
+            Value::as_i64,
+        );
+        Payload {
+            token: read(w, &self.token, Slot::Token, "token", INT, Value::as_i64),
+            lease_ms: read(
+                w,
+                &self.lease_ms,
+                Slot::LeaseMs,
+                "lease_ms",
+                INT,
+                Value::as_i64,
+            ),
+            ttl_ms: read(w, &self.ttl_ms, Slot::TtlMs, "ttl_ms", INT, Value::as_i64),
+            shared: read(w, &self.mode, Slot::Mode, "mode", MODE, mode) == Some(true),
+            fair: read(w, &self.fair, Slot::Fair, "fair", BOOL, Value::as_bool) == Some(true),
+            value: self.value,
+            targets: read(w, &self.targets, Slot::Targets, "targets", NAMES, names)
+                .unwrap_or_default(),
+            processes: read(
+                w,
+                &self.processes,
+                Slot::Processes,
+                "processes",
+                NUMBERS,
+                numbers,
+            )
+            .unwrap_or_default(),
+        }
+    }
+}
+
+const INT: &str = "an integer or null";
+const MODE: &str = "\"exclusive\" or \"shared\"";
+const BOOL: &str = "true or false";
+const NAMES: &str = "a list of names";
+const NUMBERS: &str = "a list of process numbers";
+
+/// `value.<name>` as `convert` reads it; a value of the wrong type (expected `want`) is listed
+/// in `wrong` and read as absent.
+fn read<T>(
+    wrong: &mut Vec<WrongMember>,
+    value: &Option<Value>,
+    slot: Slot,
+    name: &str,
+    want: &str,
+    convert: impl FnOnce(&Value) -> Option<T>,
+) -> Option<T> {
+    let value = value.as_ref()?;
+    let converted = convert(value);
+    if converted.is_none() {
+        let message = format!("expected {want}, found {}", describe(value));
+        WrongMember::note(wrong, slot, &format!("value.{name}"), message);
+    }
+    converted
+}
+
+/// A JSON value for a message: strings named as such, long ones shortened.
+fn describe(value: &Value) -> String {
+    let text = match value {
+        Value::String(s) => format!("the string {}", Value::String(s.clone())),
+        other => other.to_string(),
+    };
+    if text.chars().count() <= MAX_QUOTE_CHARS {
+        return text;
+    }
+    let mut short: String = text.chars().take(MAX_QUOTE_CHARS - 3).collect();
+    short.push_str("...");
+    short
 }
 
 /// Any JSON value, reduced to the shape the register check cares about.
@@ -261,7 +391,7 @@ impl<'de> Deserialize<'de> for ValueShape {
 }
 
 fn parse_line(text: &[u8]) -> Result<RawLine<'_>, serde_json::Error> {
-    serde_json::from_slice(text)
+    serde_json::from_slice::<ObjectOnly<RawLine>>(text).map(|line| line.0)
 }
 
 /// Parses a line that serde rejected into a generic value and names the field at fault.
@@ -282,11 +412,6 @@ fn diagnose(source: &str, line: u64, text: &[u8], serde_error: &serde_json::Erro
     };
     let Some(object) = value.as_object() else {
         return at("", "not a JSON object".into());
-    };
-    let describe = |v: &Value| match v {
-        Value::Null => "null".to_string(),
-        Value::String(s) => format!("the string \"{s}\""),
-        other => other.to_string(),
     };
     for (field, want) in [
         ("index", "an integer >= 0"),
@@ -316,61 +441,8 @@ fn diagnose(source: &str, line: u64, text: &[u8], serde_error: &serde_json::Erro
     }
     match object.get("value") {
         None | Some(Value::Null) => {}
-        Some(Value::Object(payload)) => {
-            for field in ["token", "lease_ms", "ttl_ms", "wait_ms"] {
-                match payload.get(field) {
-                    None | Some(Value::Null) => {}
-                    Some(v) if v.as_i64().is_some() => {}
-                    Some(v) => {
-                        return at(
-                            &format!("value.{field}"),
-                            format!("expected an integer or null, found {}", describe(v)),
-                        )
-                    }
-                }
-            }
-            if let Some(v) = payload.get("mode") {
-                if !matches!(v, Value::Null) && !matches!(v.as_str(), Some("exclusive" | "shared"))
-                {
-                    return at(
-                        "value.mode",
-                        format!(
-                            "expected \"exclusive\" or \"shared\", found {}",
-                            describe(v)
-                        ),
-                    );
-                }
-            }
-            if let Some(v) = payload.get("fair") {
-                if !v.is_null() && !v.is_boolean() {
-                    return at(
-                        "value.fair",
-                        format!("expected true or false, found {}", describe(v)),
-                    );
-                }
-            }
-            if let Some(v) = payload.get("processes") {
-                let ok = v.is_null()
-                    || v.as_array()
-                        .is_some_and(|a| a.iter().all(|p| p.as_u64().is_some()));
-                if !ok {
-                    return at(
-                        "value.processes",
-                        format!("expected a list of process numbers, found {}", describe(v)),
-                    );
-                }
-            }
-            if let Some(v) = payload.get("targets") {
-                let ok =
-                    v.is_null() || v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
-                if !ok {
-                    return at(
-                        "value.targets",
-                        format!("expected a list of names, found {}", describe(v)),
-                    );
-                }
-            }
-        }
+        // Its members are judged by the builder, which knows which ones the event uses.
+        Some(Value::Object(_)) => {}
         Some(other) => {
             return at(
                 "value",
@@ -636,6 +708,122 @@ mod tests {
         let text = r#"{"index":0,"time":100,"process":0,"type":"invoke","f":"acquire"}
 "#;
         assert_eq!(error_of(text).1, "key");
+    }
+
+    #[test]
+    fn a_value_given_as_an_array_is_no_payload_read_by_position() {
+        let text = EXAMPLE.replacen(r#"{"token":33,"lease_ms":2000}"#, "[5,1000]", 1);
+        let (line, field, message) = error_of(&text);
+        assert_eq!((line, field.as_str()), (2, "value"), "{message}");
+        assert!(message.contains("expected an object or null"), "{message}");
+        let text = EXAMPLE.replacen(
+            r#"{"targets":["worker-0"],"processes":[0]}"#,
+            r#"[null,null,null,["w"],[0]]"#,
+            1,
+        );
+        let (line, field, message) = error_of(&text);
+        assert_eq!((line, field.as_str()), (3, "value"), "{message}");
+    }
+
+    #[test]
+    fn a_line_given_as_an_array_is_no_event_read_by_position() {
+        let (line, field, message) = error_of("[0,1200,0,\"invoke\",\"acquire\",\"lock:a\"]\n");
+        assert_eq!((line, field.as_str()), (1, ""), "{message}");
+        assert!(message.contains("not a JSON object"), "{message}");
+    }
+
+    #[test]
+    fn unknown_payload_members_are_ignored_whatever_they_hold() {
+        // Members the event does not use, some of a type that would be wrong where used.
+        let text = EXAMPLE
+            .replacen(
+                r#""token":33,"lease_ms":2000"#,
+                r#""token":33,"lease_ms":2000,"processes":"all","mode":7,"ttl_ms":"x","note":{"a":[1]}"#,
+                1,
+            )
+            .replacen(
+                r#""processes":[0]}"#,
+                r#""processes":[0],"token":"x","lease_ms":[],"extra":null}"#,
+                1,
+            )
+            .replacen(
+                r#""f":"write","key":"lock:a","value":{"token":34,"value":"b"}"#,
+                r#""f":"write","key":"lock:a","value":{"token":34,"value":"b","lease_ms":"long","fair":"x"}"#,
+                1,
+            );
+        let history = read(&text).unwrap();
+        assert_eq!(history.ops[1].token(), Some(33));
+        assert_eq!(history.ops[1].lease_ms(), Some(2000));
+        assert_eq!(history.faults[0].processes, vec![0]);
+        assert_eq!(history.ops[5].token(), Some(34));
+        // The same members are judged where the event uses them.
+        let (line, field, _) =
+            error_of(&EXAMPLE.replacen(r#""processes":[0]}"#, r#""processes":"all"}"#, 1));
+        assert_eq!((line, field.as_str()), (3, "value.processes"));
+        let (line, field, _) = error_of(&EXAMPLE.replacen(
+            r#""key":"lock:a"}"#,
+            r#""key":"lock:a","value":{"mode":7}}"#,
+            1,
+        ));
+        assert_eq!((line, field.as_str()), (1, "value.mode"));
+    }
+
+    /// Endless zero bytes, like `/dev/zero`.
+    struct Zeros;
+
+    impl Read for Zeros {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            out.fill(0);
+            Ok(out.len())
+        }
+    }
+
+    #[test]
+    fn a_line_longer_than_the_cap_is_an_error_naming_it() {
+        let error = read_jsonl(Zeros, "/dev/zero", None).expect_err("no line ends");
+        assert_eq!(error.line(), Some(1), "{error}");
+        assert!(error.to_string().contains("longer than 16 MiB"), "{error}");
+        // After good lines, cut by the buffer or not, terminated or not.
+        let long = "x".repeat(MAX_LINE_BYTES + 1);
+        for text in [format!("{EXAMPLE}{long}\n"), format!("{EXAMPLE}{long}")] {
+            let error = read(&text).expect_err("too long");
+            assert_eq!(error.line(), Some(7), "{error}");
+            assert!(error.to_string().contains("longer than"), "{error}");
+            let dribbled = read_jsonl(Dribble(text.as_bytes()), "test.jsonl", None);
+            assert_eq!(dribbled.expect_err("too long").line(), Some(7));
+        }
+        // A line just at the cap is judged for what it is.
+        let at_cap = format!("{EXAMPLE}{}\n", "x".repeat(MAX_LINE_BYTES));
+        let error = read(&at_cap).expect_err("not JSON");
+        assert!(error.to_string().contains("not valid JSON"), "{error}");
+    }
+
+    #[test]
+    fn a_kill_is_ordered_with_the_killed_process_by_time_not_by_line() {
+        // The kill is written before the release invoke it follows in time: merged streams.
+        let text = r#"{"index":0,"time":100,"process":0,"type":"invoke","f":"acquire","key":"k"}
+{"index":1,"time":110,"process":0,"type":"ok","f":"acquire","key":"k"}
+{"index":2,"time":300,"process":"nemesis","type":"info","f":"kill","value":{"targets":["worker-0"],"processes":[0]}}
+{"index":3,"time":290,"process":0,"type":"invoke","f":"release","key":"k"}
+{"index":4,"time":300,"process":0,"type":"info","f":"release","key":"k","error":"killed"}
+"#;
+        let history = read(text).unwrap();
+        let indices: Vec<u32> = history.ops.iter().map(|op| op.index).collect();
+        assert_eq!(indices, vec![0, 1, 3, 2, 4]);
+        // An invoke timed at or after the kill is a reuse, whichever comes first in the file.
+        let (line, field, message) = error_of(&text.replacen(r#""time":290"#, r#""time":300"#, 1));
+        assert_eq!((line, field.as_str()), (4, "process"), "{message}");
+        assert!(message.contains("killed at line 3"), "{message}");
+        let before = r#"{"index":0,"time":100,"process":0,"type":"invoke","f":"acquire","key":"k"}
+{"index":1,"time":310,"process":0,"type":"fail","f":"acquire","key":"k"}
+{"index":2,"time":300,"process":"nemesis","type":"info","f":"kill","value":{"targets":["worker-0"],"processes":[0]}}
+"#;
+        assert!(read(before).is_ok(), "a completion may follow the kill");
+        let reused = before.replacen(r#""index":0,"time":100"#, r#""index":0,"time":305"#, 1);
+        let reused = reused.replacen(r#""time":310"#, r#""time":306"#, 1);
+        let (line, field, message) = error_of(&reused);
+        assert_eq!((line, field.as_str()), (3, "value.processes"), "{message}");
+        assert!(message.contains("invoke at line 1"), "{message}");
     }
 
     #[test]

@@ -12,62 +12,25 @@ use tokio::sync::mpsc;
 
 use nix::sys::signal::Signal;
 
-use crate::cluster::{self, Cluster, Endpoints, Topology};
-use crate::history::{Event, EventType};
-use crate::workload::clock::{wall_ms, RunClock};
-use crate::workload::fleet::{worker_name, Fleet, Remains, WorkerState};
-use crate::workload::run::ask_sentinels;
-use crate::workload::worker::WorkerCommand;
+use crate::cluster::{self, ask_sentinels, Cluster, Endpoints, Topology};
+use crate::workload::controls::WorkerCommand;
 
+use super::journal::Journal;
 use super::network::Network;
 use super::plan::PlannedFault;
 use super::schedule::FaultKind;
+use super::workers::{worker_name, Remains, WorkerState, Workers};
 
 /// What the nemesis acts on.
-pub struct Targets<'a> {
-    pub fleet: &'a mut Fleet,
+pub struct Targets<'a, W: Workers> {
+    /// The worker processes (the fleet).
+    pub workers: &'a mut W,
     /// The servers' real addresses (the sentinels, for a Sentinel failover).
     pub endpoints: &'a Endpoints,
     /// The servers lockaudit started (None with `--redis`: no server faults).
     pub cluster: Option<&'a mut Cluster>,
     /// The proxies between clients and servers, when the plan needs them.
     pub network: Option<&'a mut Network>,
-}
-
-/// Records nemesis events into the history (through the recorder's channel).
-#[derive(Clone)]
-pub struct Journal {
-    pub events: mpsc::UnboundedSender<String>,
-    pub clock: RunClock,
-}
-
-impl Journal {
-    /// A nemesis event: `f` with `{targets, processes, ...extra}`.
-    pub fn fault(&self, f: &str, targets: &[String], processes: &[u64], extra: Map<String, Value>) {
-        let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
-        let mut event = Event::nemesis(0, self.clock.now(), f, &targets, processes);
-        if let Some(Value::Object(value)) = event.value.as_mut() {
-            value.extend(extra);
-        }
-        event.wall = Some(wall_ms());
-        self.send(&event);
-    }
-
-    /// The `info` completions of a killed worker's pending operations.
-    fn killed(&self, remains: &Remains) {
-        for (process, f, key) in &remains.pending {
-            let mut event = Event::client(0, self.clock.now(), *process, EventType::Info, f, key);
-            event.error = Some("killed".into());
-            event.wall = Some(wall_ms());
-            self.send(&event);
-        }
-    }
-
-    fn send(&self, event: &Event) {
-        if let Ok(line) = serde_json::to_string(event) {
-            let _ = self.events.send(line);
-        }
-    }
 }
 
 fn extra(pairs: &[(&str, Value)]) -> Map<String, Value> {
@@ -93,9 +56,9 @@ pub const SHUTTING_DOWN: &str = "lockaudit is shutting down (interrupted)";
 /// Returns at once, with [`SHUTTING_DOWN`], when lockaudit begins shutting down (Ctrl-C):
 /// the cleanup handler is stopping every child, and that is no fault. From then on nothing
 /// is injected, healed or restarted, and a worker that ends is not recorded as killed.
-pub async fn execute(
+pub async fn execute<W: Workers>(
     plan: &[PlannedFault],
-    targets: &mut Targets<'_>,
+    targets: &mut Targets<'_, W>,
     journal: &Journal,
     exits: &mut mpsc::UnboundedReceiver<usize>,
     deadline_ms: u64,
@@ -175,11 +138,11 @@ fn target_worker(fault: &PlannedFault) -> Option<usize> {
 }
 
 impl Executor {
-    async fn begin(
+    async fn begin<W: Workers>(
         &mut self,
         i: usize,
         fault: &PlannedFault,
-        targets: &mut Targets<'_>,
+        targets: &mut Targets<'_, W>,
         journal: &Journal,
     ) {
         let done = match fault.kind {
@@ -188,12 +151,12 @@ impl Executor {
                 let Some(w) = target_worker(fault) else {
                     return;
                 };
-                let ok = targets.fleet.pause(w);
+                let ok = targets.workers.pause(w);
                 if ok {
                     journal.fault(
                         "pause",
                         &fault.targets,
-                        &targets.fleet.processes(w),
+                        &targets.workers.processes(w),
                         Map::new(),
                     );
                 }
@@ -203,13 +166,13 @@ impl Executor {
                 let (Some(w), Some(point)) = (target_worker(fault), fault.point.clone()) else {
                     return;
                 };
-                if targets.fleet.state(w) != Some(WorkerState::Running)
+                if targets.workers.state(w) != Some(WorkerState::Running)
                     || self.armed.contains_key(&w)
                 {
                     return;
                 }
                 let ok = targets
-                    .fleet
+                    .workers
                     .command(
                         w,
                         &WorkerCommand::Arm {
@@ -227,7 +190,7 @@ impl Executor {
                     return;
                 };
                 let ok = targets
-                    .fleet
+                    .workers
                     .command(
                         w,
                         &WorkerCommand::Skew {
@@ -239,7 +202,7 @@ impl Executor {
                     journal.fault(
                         "clock",
                         &fault.targets,
-                        &targets.fleet.processes(w),
+                        &targets.workers.processes(w),
                         extra(&[("offset_ms", json!(fault.offset_ms))]),
                     );
                 }
@@ -321,7 +284,7 @@ impl Executor {
                 network
                     .begin(
                         fault,
-                        targets.fleet,
+                        targets.workers,
                         targets.cluster.as_deref_mut(),
                         journal,
                     )
@@ -331,11 +294,11 @@ impl Executor {
         self.begun[i] = done;
     }
 
-    async fn end(
+    async fn end<W: Workers>(
         &mut self,
         i: usize,
         fault: &PlannedFault,
-        targets: &mut Targets<'_>,
+        targets: &mut Targets<'_, W>,
         journal: &Journal,
     ) {
         if !std::mem::take(&mut self.begun[i]) {
@@ -352,11 +315,11 @@ impl Executor {
                 let Some(w) = target_worker(fault) else {
                     return;
                 };
-                if targets.fleet.resume(w) {
+                if targets.workers.resume(w) {
                     journal.fault(
                         "resume",
                         &fault.targets,
-                        &targets.fleet.processes(w),
+                        &targets.workers.processes(w),
                         Map::new(),
                     );
                 }
@@ -367,7 +330,7 @@ impl Executor {
                 };
                 // Still armed: nobody reached the step in time.
                 if self.armed.remove(&w).is_some() {
-                    targets.fleet.command(w, &WorkerCommand::Disarm).await;
+                    targets.workers.command(w, &WorkerCommand::Disarm).await;
                 }
             }
             FaultKind::ClockSkew => {
@@ -375,14 +338,14 @@ impl Executor {
                     return;
                 };
                 if targets
-                    .fleet
+                    .workers
                     .command(w, &WorkerCommand::Skew { ms: 0 })
                     .await
                 {
                     journal.fault(
                         "clock",
                         &fault.targets,
-                        &targets.fleet.processes(w),
+                        &targets.workers.processes(w),
                         extra(&[("offset_ms", json!(0))]),
                     );
                 }
@@ -467,7 +430,7 @@ impl Executor {
                     network
                         .end(
                             fault,
-                            targets.fleet,
+                            targets.workers,
                             targets.cluster.as_deref_mut(),
                             journal,
                         )
@@ -478,23 +441,23 @@ impl Executor {
     }
 
     /// SIGKILLs the target worker and records the kill and its pending operations.
-    async fn kill_worker(
+    async fn kill_worker<W: Workers>(
         &mut self,
         fault: &PlannedFault,
-        targets: &mut Targets<'_>,
+        targets: &mut Targets<'_, W>,
         journal: &Journal,
     ) -> bool {
         let Some(w) = target_worker(fault) else {
             return false;
         };
         if !matches!(
-            targets.fleet.state(w),
+            targets.workers.state(w),
             Some(WorkerState::Running | WorkerState::Paused)
         ) {
             return false;
         }
         self.armed.remove(&w);
-        let remains = targets.fleet.kill(w).await;
+        let remains = targets.workers.kill(w).await;
         if cluster::shutting_down() {
             // The shutdown's cleanup may have stopped it first; either way the run is over.
             return false;
@@ -506,24 +469,24 @@ impl Executor {
     /// A worker exited on its own: at an armed crash point, or a crash of the harness. Either
     /// way its processes are dead; record it like a kill, and start it again. A worker that
     /// stopped because its lock client cannot go on stops the run: returns why.
-    async fn crashed(
+    async fn crashed<W: Workers>(
         &mut self,
         worker: usize,
-        targets: &mut Targets<'_>,
+        targets: &mut Targets<'_, W>,
         journal: &Journal,
     ) -> Option<String> {
         if !matches!(
-            targets.fleet.state(worker),
+            targets.workers.state(worker),
             Some(WorkerState::Running | WorkerState::Paused)
         ) {
             return None; // killed by us, already accounted for
         }
-        let remains = targets.fleet.reap(worker).await;
+        let remains = targets.workers.reap(worker).await;
         if cluster::shutting_down() {
             // It died of the shutdown's cleanup, not of a crash.
             return Some(SHUTTING_DOWN.to_string());
         }
-        if targets.fleet.gave_up(worker) {
+        if targets.workers.gave_up(worker) {
             let why = extra(&[(
                 "cause",
                 json!("its lock client cannot go on (adapter error)"),
@@ -547,13 +510,18 @@ impl Executor {
         None
     }
 
-    async fn restart_worker(&mut self, w: usize, targets: &mut Targets<'_>, journal: &Journal) {
+    async fn restart_worker<W: Workers>(
+        &mut self,
+        w: usize,
+        targets: &mut Targets<'_, W>,
+        journal: &Journal,
+    ) {
         // A worker started at the deadline would only end again: its clients are done.
         // Nor is anything started once lockaudit is shutting down.
-        if journal.clock.now() >= targets.fleet.deadline_ns() || cluster::shutting_down() {
+        if journal.clock.now() >= targets.workers.deadline_ns() || cluster::shutting_down() {
             return;
         }
-        match targets.fleet.restart(w).await {
+        match targets.workers.restart(w).await {
             Ok(true) => journal.fault("restart", &[worker_name(w)], &[], Map::new()),
             Ok(false) => {}
             Err(e) => tracing::warn!("cannot restart {}: {e}", worker_name(w)),
@@ -575,9 +543,9 @@ fn record_kill(journal: &Journal, worker: usize, remains: &Remains, why: Map<Str
 /// Heals whatever the nemesis may have left: resumes paused workers and servers, restarts
 /// killed servers, puts clocks back, heals the network. Called at the end of every run, after
 /// `execute` (which heals what it began) as a safety net, e.g. when a heal step failed.
-pub async fn heal_all(targets: &mut Targets<'_>, journal: &Journal) {
+pub async fn heal_all<W: Workers>(targets: &mut Targets<'_, W>, journal: &Journal) {
     let resumed: Vec<String> = targets
-        .fleet
+        .workers
         .resume_all()
         .into_iter()
         .map(worker_name)
@@ -585,10 +553,10 @@ pub async fn heal_all(targets: &mut Targets<'_>, journal: &Journal) {
     if !resumed.is_empty() {
         journal.fault("resume", &resumed, &[], Map::new());
     }
-    for w in 0..targets.fleet.len() {
-        targets.fleet.command(w, &WorkerCommand::Disarm).await;
+    for w in 0..targets.workers.len() {
+        targets.workers.command(w, &WorkerCommand::Disarm).await;
         targets
-            .fleet
+            .workers
             .command(w, &WorkerCommand::Skew { ms: 0 })
             .await;
     }

@@ -18,12 +18,12 @@ use std::time::Duration;
 use serde_json::{json, Map};
 
 use crate::cluster::{Cluster, Endpoints, Node, Topology};
-use crate::workload::fleet::Fleet;
 
-use super::executor::Journal;
+use super::journal::Journal;
 use super::plan::PlannedFault;
 use super::proxy::Proxy;
 use super::schedule::{FaultKind, Link};
+use super::workers::Workers;
 
 type OpenKey = (u64, FaultKind);
 
@@ -218,7 +218,7 @@ impl Network {
     pub async fn begin(
         &mut self,
         fault: &PlannedFault,
-        fleet: &mut Fleet,
+        fleet: &mut impl Workers,
         _cluster: Option<&mut Cluster>,
         journal: &Journal,
     ) -> bool {
@@ -280,7 +280,7 @@ impl Network {
     pub async fn end(
         &mut self,
         fault: &PlannedFault,
-        fleet: &mut Fleet,
+        fleet: &mut impl Workers,
         _cluster: Option<&mut Cluster>,
         journal: &Journal,
     ) {
@@ -363,7 +363,7 @@ impl Network {
 }
 
 /// The live processes of the workers among `targets`.
-fn worker_processes(fleet: &Fleet, targets: &[String]) -> Vec<u64> {
+fn worker_processes(fleet: &impl Workers, targets: &[String]) -> Vec<u64> {
     targets
         .iter()
         .filter_map(|t| t.strip_prefix("worker-")?.parse::<usize>().ok())

@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::Topology;
-use crate::workload::spec::Span;
+use crate::units::Span;
 
 use super::schedule::{FaultKind, FaultSpec, Link, Schedule};
 
@@ -66,7 +66,7 @@ pub const SENTINEL_FAILOVER_MS: u64 = 5000;
 
 /// The default length of a fault of `kind` when the schedule gives none.
 fn default_duration(kind: FaultKind, ttl_ms: u64) -> Span {
-    use crate::workload::spec::Millis;
+    use crate::units::Millis;
     let (min, max) = match kind {
         FaultKind::KillClient => (300, 800),
         FaultKind::KillRedis => (300, 1000),

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::Topology;
 use crate::tomlfile::{self, FileError};
-use crate::workload::spec::{Millis, Span};
+use crate::units::{Millis, Span};
 
 /// What a fault does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

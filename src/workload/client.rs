@@ -17,10 +17,12 @@ use crate::cluster::Endpoints;
 use crate::history::{Event, EventType};
 use crate::locks::{self, Acquired, LockClient, LockOptions, Outcome};
 
-use super::clock::{wall_ms, RunClock};
+use super::controls::Controls;
 use super::resource::{Resource, WriteResult};
-use super::spec::{Span, WorkloadSpec};
-use super::worker::{Controls, EventSink};
+use super::sink::EventSink;
+use super::spec::WorkloadSpec;
+use crate::clock::{wall_ms, RunClock};
+use crate::units::Span;
 
 /// Who this client is and where it works.
 #[derive(Debug, Clone)]

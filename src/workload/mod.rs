@@ -1,12 +1,12 @@
-//! Workloads: the spec of what clients do, the client loop, the worker processes that run
-//! clients, the recorder that merges their events, and the controller of a run.
+//! Workloads: the spec of what clients do (and what they expect of each nemesis), the
+//! client loop, and `lockaudit worker`, the process that runs clients. The controller that
+//! starts workers and records their events is `run`; the workers as processes are `fleet`.
 
 pub mod client;
-pub mod clock;
-pub mod fleet;
-pub mod recorder;
+pub mod controls;
+pub mod expect;
 pub mod resource;
-pub mod run;
+pub mod sink;
 pub mod spec;
 pub mod worker;
 

@@ -7,7 +7,7 @@
 use redis::aio::MultiplexedConnection;
 use redis::Script;
 
-use crate::cluster::Node;
+use crate::cluster::{node_url, Node};
 
 /// Sets the value unless the token is below the highest accepted; 1 accepted, 0 rejected.
 const FENCED_WRITE: &str = r#"
@@ -37,14 +37,6 @@ pub struct Resource {
     connection: MultiplexedConnection,
     fenced: bool,
     script: Script,
-}
-
-/// The Redis URL of `node`, with the run's password.
-pub fn node_url(node: &Node, password: Option<&str>) -> String {
-    match password {
-        Some(pw) => format!("redis://:{pw}@{}:{}/", node.host, node.port),
-        None => format!("redis://{}:{}/", node.host, node.port),
-    }
 }
 
 fn value_key(lock_key: &str) -> String {

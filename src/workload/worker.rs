@@ -7,20 +7,18 @@
 //! clients' clocks). When stdin closes (the controller ended or died) the worker stops at
 //! once.
 
-use std::io::Write;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncBufReadExt;
-use tokio::sync::Notify;
 
 use crate::cluster::Endpoints;
-use crate::history::Event;
 
 use super::client::{Client, ClientPlan};
-use super::clock::RunClock;
+use super::controls::{Controls, WorkerCommand};
+use super::sink::EventSink;
 use super::spec::WorkloadSpec;
+use crate::clock::RunClock;
 
 /// Everything a worker needs, from the controller.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -39,88 +37,6 @@ pub struct WorkerConfig {
     /// a restarted worker starts above every number its slots have used.
     #[serde(default)]
     pub first_generation: u64,
-}
-
-/// What the nemesis tells a running worker, one JSON line each on its stdin.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "command", rename_all = "kebab-case")]
-pub enum WorkerCommand {
-    /// The first client to reach this step (a name from `locks::crash_points`) kills the
-    /// whole worker on the spot, after writing out the events recorded so far.
-    Arm {
-        point: String,
-    },
-    Disarm,
-    /// Every client's clock (for the algorithms that read it) runs this far ahead (ms;
-    /// negative: behind). 0 heals.
-    Skew {
-        ms: i64,
-    },
-}
-
-/// What the commands change, shared by the worker's clients.
-#[derive(Debug, Default)]
-pub struct Controls {
-    armed: Mutex<Option<String>>,
-    /// Read by every lock client of this worker (`LockOptions::live_skew_ms`).
-    pub skew_ms: Arc<AtomicI64>,
-}
-
-impl Controls {
-    fn apply(&self, command: WorkerCommand) {
-        match command {
-            WorkerCommand::Arm { point } => *self.armed_slot() = Some(point),
-            WorkerCommand::Disarm => *self.armed_slot() = None,
-            WorkerCommand::Skew { ms } => self.skew_ms.store(ms, Ordering::Relaxed),
-        }
-    }
-
-    fn armed_slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
-        self.armed.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Whether reaching `step` must kill the worker.
-    pub fn is_armed(&self, step: &str) -> bool {
-        self.armed_slot().as_deref() == Some(step)
-    }
-}
-
-/// The worker's outgoing events: clients push, the writer task drains to stdout. A plain
-/// buffer rather than a channel so that a client about to crash the worker on purpose can
-/// write out everything recorded before it (its own invoke included) first.
-#[derive(Debug, Default)]
-pub struct EventSink {
-    buffer: Mutex<Vec<Event>>,
-    ready: Notify,
-}
-
-impl EventSink {
-    pub fn send(&self, event: Event) {
-        self.buffer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(event);
-        self.ready.notify_one();
-    }
-
-    fn take(&self) -> Vec<Event> {
-        std::mem::take(&mut *self.buffer.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// Writes every buffered event to stdout and flushes.
-    pub fn write_out(&self) -> std::io::Result<()> {
-        let events = self.take();
-        if events.is_empty() {
-            return Ok(());
-        }
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        for event in &events {
-            serde_json::to_writer(&mut out, event)?;
-            out.write_all(b"\n")?;
-        }
-        out.flush()
-    }
 }
 
 /// Runs the worker: reads its config from stdin, streams events to stdout until its clients
@@ -178,7 +94,7 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
         let sink = sink.clone();
         async move {
             loop {
-                sink.ready.notified().await;
+                sink.ready().await;
                 sink.write_out()?;
             }
             #[allow(unreachable_code)]

@@ -20,9 +20,18 @@ use tokio::sync::mpsc;
 
 use crate::cluster;
 use crate::history::{fast_line, Event, EventType, Process};
+use crate::nemesis::workers::{Remains, WorkerState, Workers};
+use crate::workload::controls::WorkerCommand;
+use crate::workload::worker::WorkerConfig;
 
-use super::run::RunError;
-use super::worker::{WorkerCommand, WorkerConfig};
+/// Why the fleet could not start a worker.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error("{0}")]
+    Setup(String),
+    #[error("cannot write the run folder {path}: {error}")]
+    Io { path: String, error: std::io::Error },
+}
 
 /// What the pump has seen of one worker's logical processes.
 #[derive(Debug, Default)]
@@ -71,24 +80,6 @@ impl Ledger {
     }
 }
 
-/// What a killed worker left behind: its live processes and their pending operations.
-#[derive(Debug, Clone, Default)]
-pub struct Remains {
-    pub processes: Vec<u64>,
-    /// (process, f, key)
-    pub pending: Vec<(u64, String, String)>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkerState {
-    Running,
-    Paused,
-    /// Killed by the nemesis, or crashed, and accounted for.
-    Dead,
-    /// Ended on its own at the end of the run.
-    Finished,
-}
-
 struct Handle {
     config: WorkerConfig,
     state: WorkerState,
@@ -108,18 +99,13 @@ pub struct Fleet {
     workers: Vec<Handle>,
 }
 
-/// A worker's name in nemesis events: `worker-<n>`.
-pub fn worker_name(worker: usize) -> String {
-    format!("worker-{worker}")
-}
-
 impl Fleet {
     /// Starts one worker per config. Exits are announced on the returned receiver.
     pub async fn start(
         dir: &Path,
         configs: Vec<WorkerConfig>,
         events: mpsc::UnboundedSender<String>,
-    ) -> Result<(Fleet, mpsc::UnboundedReceiver<usize>), RunError> {
+    ) -> Result<(Fleet, mpsc::UnboundedReceiver<usize>), FleetError> {
         let (exits, exited) = mpsc::unbounded_channel();
         let mut fleet = Fleet {
             dir: dir.to_path_buf(),
@@ -134,36 +120,8 @@ impl Fleet {
         Ok((fleet, exited))
     }
 
-    /// The run time (ns) at which clients stop starting cycles.
-    pub fn deadline_ns(&self) -> i64 {
-        self.workers
-            .first()
-            .map(|w| w.config.deadline_ns)
-            .unwrap_or(i64::MAX)
-    }
-
-    pub fn len(&self) -> usize {
-        self.workers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.workers.is_empty()
-    }
-
-    pub fn state(&self, worker: usize) -> Option<WorkerState> {
-        self.workers.get(worker).map(|w| w.state)
-    }
-
     pub fn pid(&self, worker: usize) -> Option<u32> {
         self.workers.get(worker).and_then(|w| w.pid)
-    }
-
-    /// Whether the worker ended on purpose because its lock client cannot go on (an
-    /// external adapter answered `error`): restarting it would only meet the same error.
-    pub fn gave_up(&self, worker: usize) -> bool {
-        self.workers.get(worker).is_some_and(|w| {
-            lock(&w.ledger).exit_code == Some(crate::locks::external::EXIT_ADAPTER_ERROR)
-        })
     }
 
     /// The highest client process number any worker has used (None: none yet). Complete once
@@ -175,22 +133,14 @@ impl Fleet {
             .max()
     }
 
-    /// The worker's live logical processes (one per slot that has done anything).
-    pub fn processes(&self, worker: usize) -> Vec<u64> {
-        self.workers
-            .get(worker)
-            .map(|w| lock(&w.ledger).current.values().copied().collect())
-            .unwrap_or_default()
-    }
-
-    async fn spawn(&self, config: WorkerConfig) -> Result<Handle, RunError> {
+    async fn spawn(&self, config: WorkerConfig) -> Result<Handle, FleetError> {
         let exe = worker_exe()?;
         let log_path = self.dir.join(format!("worker-{}.log", config.worker));
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log_path)
-            .map_err(|error| RunError::Io {
+            .map_err(|error| FleetError::Io {
                 path: log_path.display().to_string(),
                 error,
             })?;
@@ -209,22 +159,22 @@ impl Fleet {
         // Registered as it is spawned, and refused once a Ctrl-C has begun the shutdown:
         // no worker starts after the cleanup has stopped the others.
         let mut child = cluster::spawn_foreign(|| command.spawn(), Child::id)
-            .map_err(|e| RunError::Setup(format!("cannot start a worker: {e}")))?;
+            .map_err(|e| FleetError::Setup(format!("cannot start a worker: {e}")))?;
         let pid = child.id();
         let mut stdin = child
             .stdin
             .take()
-            .ok_or_else(|| RunError::Setup("a worker has no stdin".into()))?;
+            .ok_or_else(|| FleetError::Setup("a worker has no stdin".into()))?;
         let line =
-            serde_json::to_string(&config).map_err(|e| RunError::Setup(e.to_string()))? + "\n";
+            serde_json::to_string(&config).map_err(|e| FleetError::Setup(e.to_string()))? + "\n";
         stdin
             .write_all(line.as_bytes())
             .await
-            .map_err(|e| RunError::Setup(format!("cannot configure a worker: {e}")))?;
+            .map_err(|e| FleetError::Setup(format!("cannot configure a worker: {e}")))?;
         let stdout = child
             .stdout
             .take()
-            .ok_or_else(|| RunError::Setup("a worker has no stdout".into()))?;
+            .ok_or_else(|| FleetError::Setup("a worker has no stdout".into()))?;
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let task = tokio::spawn(pump(
             child,
@@ -244,80 +194,6 @@ impl Fleet {
             ledger,
             task: Some(task),
         })
-    }
-
-    /// SIGKILLs the worker (resuming it first if paused) and waits until everything it
-    /// wrote has reached the recorder. Returns what it left behind, for the caller to record.
-    pub async fn kill(&mut self, worker: usize) -> Remains {
-        let Some(handle) = self.workers.get_mut(worker) else {
-            return Remains::default();
-        };
-        if let Some(pid) = handle.pid {
-            let _ = signal_group(pid, Signal::SIGCONT);
-            let _ = signal_group(pid, Signal::SIGKILL);
-        }
-        self.reap(worker).await
-    }
-
-    /// Accounts for a worker whose process has exited (killed, or crashed on its own):
-    /// waits for its output to drain and returns what it left behind. Idempotent: a worker
-    /// already accounted for leaves nothing.
-    pub async fn reap(&mut self, worker: usize) -> Remains {
-        let Some(handle) = self.workers.get_mut(worker) else {
-            return Remains::default();
-        };
-        if matches!(handle.state, WorkerState::Dead | WorkerState::Finished) {
-            return Remains::default();
-        }
-        if let Some(task) = handle.task.take() {
-            let _ = task.await;
-        }
-        handle.stdin = None;
-        handle.state = WorkerState::Dead;
-        if let Some(pid) = handle.pid.take() {
-            cluster::unregister_child(pid);
-        }
-        let mut ledger = lock(&handle.ledger);
-        let remains = Remains {
-            processes: ledger.current.values().copied().collect(),
-            pending: std::mem::take(&mut ledger.pending)
-                .into_iter()
-                .map(|(p, (f, key))| (p, f, key))
-                .collect(),
-        };
-        ledger.current.clear();
-        remains
-    }
-
-    /// Starts a dead worker again with the same slots and fresh process numbers. False if
-    /// it was not dead (a crash was already followed by a restart).
-    pub async fn restart(&mut self, worker: usize) -> Result<bool, RunError> {
-        let Some(handle) = self.workers.get(worker) else {
-            return Ok(false);
-        };
-        if handle.state != WorkerState::Dead {
-            return Ok(false);
-        }
-        let mut config = handle.config.clone();
-        let max = lock(&handle.ledger).max_process;
-        if let Some(max) = max {
-            config.first_generation = max / config.total_slots.max(1) + 1;
-        }
-        let mut fresh = self.spawn(config).await?;
-        // Keep the high-water mark, so a second restart also gets fresh numbers.
-        lock(&fresh.ledger).max_process = max;
-        std::mem::swap(&mut self.workers[worker], &mut fresh);
-        Ok(true)
-    }
-
-    /// SIGSTOP: the worker's clients freeze mid-whatever, like a stop-the-world GC pause.
-    pub fn pause(&mut self, worker: usize) -> bool {
-        self.set_paused(worker, true)
-    }
-
-    /// SIGCONT.
-    pub fn resume(&mut self, worker: usize) -> bool {
-        self.set_paused(worker, false)
     }
 
     fn set_paused(&mut self, worker: usize, paused: bool) -> bool {
@@ -342,37 +218,12 @@ impl Fleet {
         }
     }
 
-    /// Sends a command line to the worker (see `WorkerCommand`). False if it is not running.
-    pub async fn command(&mut self, worker: usize, command: &WorkerCommand) -> bool {
-        let Some(handle) = self.workers.get_mut(worker) else {
-            return false;
-        };
-        let Some(stdin) = handle.stdin.as_mut() else {
-            return false;
-        };
-        let Ok(line) = serde_json::to_string(command) else {
-            return false;
-        };
-        stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .is_ok()
-            && stdin.flush().await.is_ok()
-    }
-
     /// Closes every worker's stdin: each stops at once, mid-operation (its pending
     /// operations stay without completion: the run was cut short).
     pub fn close_inputs(&mut self) {
         for handle in &mut self.workers {
             handle.stdin = None;
         }
-    }
-
-    /// Resumes every paused worker (the run's end heals every fault).
-    pub fn resume_all(&mut self) -> Vec<usize> {
-        (0..self.workers.len())
-            .filter(|&w| self.resume(w))
-            .collect()
     }
 
     /// Waits for the workers to end on their own until `limit` from now, then kills the
@@ -405,16 +256,140 @@ impl Fleet {
     }
 }
 
+/// How the nemesis acts on the workers.
+impl Workers for Fleet {
+    /// Resumes every paused worker (the run's end heals every fault).
+    fn resume_all(&mut self) -> Vec<usize> {
+        (0..self.workers.len())
+            .filter(|&w| self.resume(w))
+            .collect()
+    }
+
+    /// The run time (ns) at which clients stop starting cycles.
+    fn deadline_ns(&self) -> i64 {
+        self.workers
+            .first()
+            .map(|w| w.config.deadline_ns)
+            .unwrap_or(i64::MAX)
+    }
+    fn len(&self) -> usize {
+        self.workers.len()
+    }
+    fn state(&self, worker: usize) -> Option<WorkerState> {
+        self.workers.get(worker).map(|w| w.state)
+    }
+    /// Whether the worker ended on purpose because its lock client cannot go on (an
+    /// external adapter answered `error`): restarting it would only meet the same error.
+    fn gave_up(&self, worker: usize) -> bool {
+        self.workers.get(worker).is_some_and(|w| {
+            lock(&w.ledger).exit_code == Some(crate::locks::external::EXIT_ADAPTER_ERROR)
+        })
+    }
+    /// The worker's live logical processes (one per slot that has done anything).
+    fn processes(&self, worker: usize) -> Vec<u64> {
+        self.workers
+            .get(worker)
+            .map(|w| lock(&w.ledger).current.values().copied().collect())
+            .unwrap_or_default()
+    }
+    /// SIGKILLs the worker (resuming it first if paused) and waits until everything it
+    /// wrote has reached the recorder. Returns what it left behind, for the caller to record.
+    async fn kill(&mut self, worker: usize) -> Remains {
+        let Some(handle) = self.workers.get_mut(worker) else {
+            return Remains::default();
+        };
+        if let Some(pid) = handle.pid {
+            let _ = signal_group(pid, Signal::SIGCONT);
+            let _ = signal_group(pid, Signal::SIGKILL);
+        }
+        self.reap(worker).await
+    }
+    /// Accounts for a worker whose process has exited (killed, or crashed on its own):
+    /// waits for its output to drain and returns what it left behind. Idempotent: a worker
+    /// already accounted for leaves nothing.
+    async fn reap(&mut self, worker: usize) -> Remains {
+        let Some(handle) = self.workers.get_mut(worker) else {
+            return Remains::default();
+        };
+        if matches!(handle.state, WorkerState::Dead | WorkerState::Finished) {
+            return Remains::default();
+        }
+        if let Some(task) = handle.task.take() {
+            let _ = task.await;
+        }
+        handle.stdin = None;
+        handle.state = WorkerState::Dead;
+        if let Some(pid) = handle.pid.take() {
+            cluster::unregister_child(pid);
+        }
+        let mut ledger = lock(&handle.ledger);
+        let remains = Remains {
+            processes: ledger.current.values().copied().collect(),
+            pending: std::mem::take(&mut ledger.pending)
+                .into_iter()
+                .map(|(p, (f, key))| (p, f, key))
+                .collect(),
+        };
+        ledger.current.clear();
+        remains
+    }
+    /// Starts a dead worker again with the same slots and fresh process numbers. False if
+    /// it was not dead (a crash was already followed by a restart).
+    async fn restart(&mut self, worker: usize) -> Result<bool, String> {
+        let Some(handle) = self.workers.get(worker) else {
+            return Ok(false);
+        };
+        if handle.state != WorkerState::Dead {
+            return Ok(false);
+        }
+        let mut config = handle.config.clone();
+        let max = lock(&handle.ledger).max_process;
+        if let Some(max) = max {
+            config.first_generation = max / config.total_slots.max(1) + 1;
+        }
+        let mut fresh = self.spawn(config).await.map_err(|e| e.to_string())?;
+        // Keep the high-water mark, so a second restart also gets fresh numbers.
+        lock(&fresh.ledger).max_process = max;
+        std::mem::swap(&mut self.workers[worker], &mut fresh);
+        Ok(true)
+    }
+    /// SIGSTOP: the worker's clients freeze mid-whatever, like a stop-the-world GC pause.
+    fn pause(&mut self, worker: usize) -> bool {
+        self.set_paused(worker, true)
+    }
+    /// SIGCONT.
+    fn resume(&mut self, worker: usize) -> bool {
+        self.set_paused(worker, false)
+    }
+    /// Sends a command line to the worker (see `WorkerCommand`). False if it is not running.
+    async fn command(&mut self, worker: usize, command: &WorkerCommand) -> bool {
+        let Some(handle) = self.workers.get_mut(worker) else {
+            return false;
+        };
+        let Some(stdin) = handle.stdin.as_mut() else {
+            return false;
+        };
+        let Ok(line) = serde_json::to_string(command) else {
+            return false;
+        };
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .is_ok()
+            && stdin.flush().await.is_ok()
+    }
+}
+
 /// The environment variable naming the binary to run as `lockaudit worker` (default: this
 /// very binary). Tests that drive a fleet from a test binary point it at lockaudit.
 pub const WORKER_EXE_ENV: &str = "LOCKAUDIT_WORKER_EXE";
 
-fn worker_exe() -> Result<PathBuf, RunError> {
+fn worker_exe() -> Result<PathBuf, FleetError> {
     if let Some(exe) = std::env::var_os(WORKER_EXE_ENV) {
         return Ok(PathBuf::from(exe));
     }
     std::env::current_exe()
-        .map_err(|e| RunError::Setup(format!("cannot find the lockaudit binary: {e}")))
+        .map_err(|e| FleetError::Setup(format!("cannot find the lockaudit binary: {e}")))
 }
 
 /// Signals a worker and its process group (the adapters it started): the worker through the

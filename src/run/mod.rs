@@ -10,27 +10,33 @@ use tokio::sync::{mpsc, watch};
 
 use crate::checker::{self, CheckOptions};
 use crate::cluster::{self, Cluster, ClusterSpec, Endpoints, Node};
+use crate::fleet::{Fleet, FleetError};
 use crate::history::{self, Event, EventType};
 use crate::locks;
-use crate::nemesis::executor::{self, Journal, Targets};
+use crate::nemesis::executor::{self, Targets};
+use crate::nemesis::journal::Journal;
 use crate::nemesis::network::Network;
 use crate::nemesis::schedule::cannot_act;
 use crate::nemesis::{self, FaultKind, Schedule, Stage};
 use crate::report::Report;
 
-use super::client::key_name;
-use super::clock::{wall_ms, RunClock};
-use super::fleet::Fleet;
-use super::recorder::{record, Counts};
-use super::resource::Resource;
-use super::spec::WorkloadSpec;
-use super::worker::WorkerConfig;
+use crate::clock::{wall_ms, RunClock};
+use crate::workload::client::key_name;
+use crate::workload::resource::Resource;
+use crate::workload::spec::WorkloadSpec;
+use crate::workload::worker::WorkerConfig;
+
+use recorder::{record, Counts};
+
+pub mod recorder;
 
 /// Why a run could not be carried out (exit 3), as opposed to what it found.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
     Cluster(#[from] cluster::ClusterError),
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
     #[error("{0}")]
     Setup(String),
     #[error("cannot write the run folder {path}: {error}")]
@@ -318,7 +324,7 @@ async fn drive(
     let stopped;
     {
         let mut targets = Targets {
-            fleet: &mut fleet,
+            workers: &mut fleet,
             endpoints,
             cluster,
             network: network.as_mut(),
@@ -619,53 +625,4 @@ pub async fn preflight(endpoints: &mut Endpoints, timeout: Duration) -> Result<(
     };
     endpoints.nodes = vec![primary];
     Ok(())
-}
-
-/// The primary's address as the sentinels name it now, asking each in turn (with the data
-/// nodes' password, then without: sentinels may or may not share it), each within `timeout`.
-pub async fn ask_sentinels(
-    endpoints: &Endpoints,
-    timeout: Duration,
-) -> Result<(String, u16), String> {
-    let master = endpoints.master_name.clone().unwrap_or_default();
-    let mut last_error = String::from("no sentinel given");
-    for sentinel in &endpoints.sentinels {
-        let mut passwords = vec![endpoints.password.as_deref()];
-        if endpoints.password.is_some() {
-            passwords.push(None);
-        }
-        for password in passwords {
-            let url = super::resource::node_url(sentinel, password);
-            let asked = async {
-                let client = redis::Client::open(url.as_str())?;
-                let mut connection = client.get_multiplexed_async_connection().await?;
-                redis::cmd("SENTINEL")
-                    .arg("get-master-addr-by-name")
-                    .arg(&master)
-                    .query_async::<Option<(String, u16)>>(&mut connection)
-                    .await
-            };
-            match tokio::time::timeout(timeout, asked).await {
-                Ok(Ok(Some(address))) => return Ok(address),
-                Ok(Ok(None)) => {
-                    last_error = format!(
-                        "{}:{} knows no master \"{master}\"",
-                        sentinel.host, sentinel.port
-                    )
-                }
-                Ok(Err(e)) => last_error = format!("{}:{}: {e}", sentinel.host, sentinel.port),
-                Err(_) => {
-                    last_error = format!(
-                        "{}:{}: no answer in {}",
-                        sentinel.host,
-                        sentinel.port,
-                        crate::units::fmt_span(crate::units::nanos(timeout))
-                    )
-                }
-            }
-        }
-    }
-    Err(format!(
-        "cannot find the primary \"{master}\" through the sentinels: {last_error}"
-    ))
 }

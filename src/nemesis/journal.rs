@@ -1,0 +1,46 @@
+//! The nemesis's side of the history: the fault events it records, through the recorder's
+//! channel, on the run's clock.
+
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use crate::clock::{wall_ms, RunClock};
+use crate::history::{Event, EventType};
+
+use super::workers::Remains;
+
+/// Records nemesis events into the history (through the recorder's channel).
+#[derive(Clone)]
+pub struct Journal {
+    pub events: mpsc::UnboundedSender<String>,
+    pub clock: RunClock,
+}
+
+impl Journal {
+    /// A nemesis event: `f` with `{targets, processes, ...extra}`.
+    pub fn fault(&self, f: &str, targets: &[String], processes: &[u64], extra: Map<String, Value>) {
+        let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+        let mut event = Event::nemesis(0, self.clock.now(), f, &targets, processes);
+        if let Some(Value::Object(value)) = event.value.as_mut() {
+            value.extend(extra);
+        }
+        event.wall = Some(wall_ms());
+        self.send(&event);
+    }
+
+    /// The `info` completions of a killed worker's pending operations.
+    pub fn killed(&self, remains: &Remains) {
+        for (process, f, key) in &remains.pending {
+            let mut event = Event::client(0, self.clock.now(), *process, EventType::Info, f, key);
+            event.error = Some("killed".into());
+            event.wall = Some(wall_ms());
+            self.send(&event);
+        }
+    }
+
+    fn send(&self, event: &Event) {
+        if let Ok(line) = serde_json::to_string(event) {
+            let _ = self.events.send(line);
+        }
+    }
+}
