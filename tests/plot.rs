@@ -406,11 +406,11 @@ fn a_run_folder_gets_its_page_inside_with_the_workload_and_no_password() {
     let html = fs::read_to_string(run.join("index.html")).expect("index.html in the run folder");
     assert!(run.join("latency.png").is_file() && run.join("fairness.svg").is_file());
     assert!(
-        html.contains("algorithm = &quot;set-nx-px&quot;"),
+        html.contains(&escape(r#"algorithm = "set-nx-px""#)),
         "workload not shown"
     );
     assert!(
-        html.contains("&lt;script&gt;") && !html.contains("<script>"),
+        html.contains(&escape("<script>")) && !html.contains("<script>"),
         "not escaped"
     );
     assert!(html.contains("master-0"), "endpoints not shown");
@@ -548,7 +548,7 @@ fn lockaudit_run_draws_its_pictures() {
     assert!(stdout.contains("plots: "), "{stdout}");
     let html = fs::read_to_string(out.join("index.html")).expect("index.html in the run folder");
     assert!(html.contains("verdict valid\">VALID"));
-    assert!(html.contains("algorithm = &quot;set-nx-px&quot;"));
+    assert!(html.contains(&escape(r#"algorithm = "set-nx-px""#)));
     let endpoints: serde_json::Value = serde_json::from_str(
         &fs::read_to_string(out.join("endpoints.json")).expect("endpoints.json"),
     )

@@ -1,4 +1,4 @@
-//! Property tests of the checker against synthetic histories (src/synth.rs).
+//! Property tests of the checker against synthetic histories (src/synth/).
 //!
 //! 1. A history generated from a correct lock, under any mix of random timings, kills,
 //!    indeterminate operations, leases, renewals, reentrancy, holders outliving their lease,

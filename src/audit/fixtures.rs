@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{Cell, Expectation, Matrix};
+use super::matrix::{Cell, Matrix};
+use crate::workload::expect::Expectation;
 
 pub const NEMESES: [&str; 11] = crate::nemesis::PRESETS;
 pub const ALGORITHMS: [&str; 7] = crate::locks::ALGORITHMS;

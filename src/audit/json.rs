@@ -35,7 +35,7 @@ impl Matrix {
 mod tests {
     use super::*;
     use crate::audit::fixtures::small;
-    use crate::audit::{Cell, Status};
+    use crate::audit::matrix::{Cell, Status};
 
     #[test]
     fn json_round_trips() {

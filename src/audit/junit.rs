@@ -79,16 +79,12 @@ fn write_case(w: &mut Writer<Vec<u8>>, cell: &Cell) -> io::Result<()> {
                     .with_attributes([("message", why.as_ref()), ("type", kind)])
                     .write_text_content(BytesText::new(&xml_chars(&details(cell))))?;
             }
-            let mut system_out = String::new();
-            match &cell.run_dir {
-                Some(dir) => {
-                    let _ = writeln!(system_out, "run folder: {}", dir.display());
-                }
-                None => system_out.push_str("run folder: none\n"),
-            }
-            let _ = write!(
-                system_out,
-                "found: {}; expected: {}; events: {}; faults: {}",
+            let run_folder = cell
+                .run_dir
+                .as_ref()
+                .map_or("none".into(), |dir| dir.display().to_string());
+            let system_out = format!(
+                "run folder: {run_folder}\nfound: {}; expected: {}; events: {}; faults: {}",
                 cell.found_text(),
                 cell.expected_text(),
                 cell.events,
@@ -135,15 +131,14 @@ fn xml_chars(text: &str) -> Cow<'_, str> {
     if !text.contains(forbidden) {
         return Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
+    let shown = |c: char| {
         if forbidden(c) {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            format!("\\u{{{:x}}}", c as u32)
         } else {
-            out.push(c);
+            c.to_string()
         }
-    }
-    Cow::Owned(out)
+    };
+    Cow::Owned(text.chars().map(shown).collect())
 }
 
 #[cfg(test)]

@@ -286,5 +286,8 @@ mod tests {
         assert!(md.contains("(a%20b/index.html)"), "{md}");
         let md = m.to_markdown_in(Path::new("results/elsewhere"));
         assert!(md.contains("(../audit-1/a%20b/index.html)"), "{md}");
+        // What would end or confuse a link, and every byte outside ASCII, is encoded.
+        let target = url_path(Path::new(r"r\(x) [1]#?%é"));
+        assert_eq!(target, "r/%28x%29%20%5B1%5D%23%3F%25%C3%A9");
     }
 }

@@ -3,14 +3,20 @@
 //! zoomed timeline, the timelines and charts, the fault schedule, the workload and the
 //! servers. Every piece of text from the run is escaped; every picture is linked by a
 //! relative path, so the folder can be moved or served as it is.
+//!
+//! The markup is the askama template `templates/plot/index.html` (checked when this crate
+//! compiles, every value HTML-escaped); this file gathers what it shows.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+use askama::Template;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 use crate::report::{Report, ANOMALY_KINDS};
 
+use super::bands::FaultBand;
 use super::charts::ChartFiles;
-use super::{FaultBand, PlotError};
+use super::error::PlotError;
 
 /// A timeline picture as the page links it.
 #[derive(Debug, Clone)]
@@ -52,21 +58,19 @@ pub fn write_index(page: &Page, out_dir: &Path) -> Result<PathBuf, PlotError> {
     Ok(path)
 }
 
-/// Escapes text for HTML element content and attribute values.
+/// Escapes text for HTML element content and attribute values, as the page does.
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
+    askama::filters::escape(text, askama::filters::Html)
+        .map(|safe| safe.to_string())
+        .unwrap_or_default()
 }
+
+/// Every byte of a URL path segment but the unreserved characters.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// `path` as a relative URL from `out_dir`: `./` first (a name like `timeline-lock:a.png`
 /// would otherwise read as a URL scheme), everything but unreserved characters
@@ -81,13 +85,10 @@ pub fn relative_url(out_dir: &Path, path: &Path) -> String {
     let mut url = String::from(".");
     for part in relative.components() {
         url.push('/');
-        for byte in part.as_os_str().to_string_lossy().bytes() {
-            if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-                url.push(byte as char);
-            } else {
-                let _ = write!(url, "%{byte:02X}");
-            }
-        }
+        url.extend(utf8_percent_encode(
+            &part.as_os_str().to_string_lossy(),
+            SEGMENT,
+        ));
     }
     url
 }
@@ -115,128 +116,173 @@ pub fn redact_endpoints(text: &str) -> Option<String> {
     serde_json::to_string_pretty(&value).ok()
 }
 
-const STYLE: &str = r#"
-body { font-family: "DejaVu Sans", Verdana, sans-serif; margin: 0 auto; max-width: 1260px;
-       padding: 1em 1.5em 3em; color: #1a1a1a; line-height: 1.45; }
-h1 { font-size: 1.3em; margin: 0.2em 0; font-weight: normal; }
-h2 { font-size: 1.15em; border-bottom: 1px solid #ddd; margin-top: 2em; }
-h3 { font-size: 1em; margin: 1.2em 0 0.3em; }
-.verdict { font-size: 2.6em; font-weight: bold; padding: 0.35em 0.6em; border-radius: 6px;
-           margin: 0.4em 0; color: #fff; }
-.verdict.valid { background: #1e8e3e; }
-.verdict.unknown { background: #b06000; }
-.verdict.invalid { background: #c5221f; }
-.verdict small { font-size: 0.45em; font-weight: normal; display: block; }
-.stats { color: #444; }
-table { border-collapse: collapse; margin: 0.5em 0; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; }
-td.ok { color: #1e8e3e; font-weight: bold; }
-td.fail { color: #c5221f; font-weight: bold; }
-.anomaly { border-left: 6px solid #c5221f; padding: 0.2em 0 0.6em 1em; margin: 1.2em 0;
-           background: #fff7f7; }
-.anomaly .meta { color: #444; font-size: 0.92em; }
-.explanation { font-size: 1.05em; }
-.warn { background: #fff4d6; border: 1px solid #e0c36c; padding: 0.5em 0.8em; }
-img { max-width: 100%; border: 1px solid #ddd; }
-figure { margin: 1em 0; }
-figcaption { color: #444; font-size: 0.92em; }
-pre { background: #f6f6f6; border: 1px solid #ddd; padding: 0.6em; overflow-x: auto; }
-a { color: #1558b0; }
-ul.cycle { list-style: none; padding-left: 1em; }
-ul.notes { color: #444; font-size: 0.9em; margin-top: -0.6em; }
-"#;
-
 /// The page's HTML.
 pub fn render(page: &Page, out_dir: &Path) -> String {
-    let report = page.report;
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>lockaudit: {}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
-        escape(&page.title)
-    );
-    let _ = writeln!(h, "<h1>lockaudit: {}</h1>", escape(&page.title));
-    verdict(&mut h, page);
-    let stats = &report.stats;
-    let _ = writeln!(
-        h,
-        "<p class=\"stats\">{}, {}, {}, {} over {:.3}s, read from <code>{}</code></p>",
-        plural(stats.events, "event"),
-        plural(stats.processes, "process"),
-        plural(stats.keys, "key"),
-        plural(stats.faults, "fault event"),
-        stats.time_span_ns[1].saturating_sub(stats.time_span_ns[0]) as f64 / 1e9,
-        escape(&page.source)
-    );
-    for note in page.notes.iter().chain(report.warnings.iter()) {
-        let _ = writeln!(h, "<p class=\"warn\">{}</p>", escape(note));
-    }
+    let mut html = IndexHtml::new(page, out_dir)
+        .render()
+        .expect("rendering the page into a String cannot fail");
+    // askama drops the template file's final line break.
+    html.push('\n');
+    html
+}
 
-    h.push_str("<h2 id=\"checks\">Checks</h2>\n");
-    checks_table(&mut h, report);
+/// What the template shows, as text (the template escapes it).
+#[derive(Template)]
+#[template(path = "plot/index.html")]
+struct IndexHtml<'a> {
+    title: &'a str,
+    verdict: Verdict,
+    /// "6901 events, 17 processes, 2 keys, 3 fault events over 3.020s".
+    stats: String,
+    source: &'a str,
+    /// The page's notes, then the report's warnings.
+    warnings: Vec<&'a str>,
+    checks: Vec<CheckRow<'a>>,
+    anomalies: Vec<AnomalyBlock<'a>>,
+    /// Anomalies found but not listed: (kind, how many).
+    omitted: Vec<(&'a str, u64)>,
+    /// Which keys got a timeline, when not all did.
+    timelines_note: Option<String>,
+    /// The whole-run timelines.
+    timelines: Vec<Figure>,
+    charts: Vec<Figure>,
+    /// The first `SCHEDULE_ROWS` faults, and how many more there are.
+    schedule: Vec<ScheduleRow<'a>>,
+    more_faults: usize,
+    workload: Option<&'a str>,
+    /// None: no endpoints.json; Some(None): it is not JSON.
+    endpoints: Option<Option<String>>,
+}
 
-    if !report.anomalies.is_empty() || !report.omitted.is_empty() {
-        h.push_str("<h2 id=\"anomalies\">Anomalies</h2>\n");
-        anomalies(&mut h, page, out_dir);
-    }
+struct Verdict {
+    /// `valid`, `unknown` or `invalid`.
+    class: &'static str,
+    word: &'static str,
+    detail: String,
+}
 
-    let whole: Vec<&TimelineLink> = page
-        .timelines
-        .iter()
-        .filter(|t| t.anomaly.is_none())
-        .collect();
-    h.push_str("<h2 id=\"timelines\">Timelines</h2>\n");
-    if whole.is_empty() {
-        h.push_str("<p>No timeline was drawn.</p>\n");
-    }
-    let keys = report.stats.keys as usize;
-    if !whole.is_empty() && whole.len() < keys {
-        let _ = writeln!(
-            h,
-            "<p>Timelines of {} of the {} keys: those with anomalies first, then the busiest.</p>",
-            whole.len(),
-            keys
-        );
-    }
-    for t in &whole {
-        figure(
-            &mut h,
-            out_dir,
-            &t.png,
-            &t.svg,
-            &format!("Timeline of {}, the whole run", t.key),
-        );
-        picture_notes(&mut h, &t.notes);
-    }
+struct CheckRow<'a> {
+    name: &'a str,
+    ok: bool,
+    counts: String,
+    figures: String,
+}
 
-    h.push_str("<h2 id=\"charts\">Latency, rate and fairness</h2>\n");
-    for chart in page.charts {
-        figure(&mut h, out_dir, &chart.png, &chart.svg, &chart.title);
-    }
+struct AnomalyBlock<'a> {
+    /// 1, 2, 3, ...
+    number: usize,
+    kind: &'a str,
+    key: &'a str,
+    /// Processes, events, time span, lease and tokens.
+    meta: String,
+    explanation: &'a str,
+    cycle: &'a [String],
+    zoom: Option<Figure>,
+    /// Without a zoom: the whole-run timeline it is drawn on (its URL and key), if any.
+    on_timeline: Option<(String, &'a str)>,
+}
 
-    h.push_str("<h2 id=\"schedule\">Fault schedule</h2>\n");
-    schedule(&mut h, page.bands);
+/// A picture, linked by relative URLs, with what it merged or left out.
+struct Figure {
+    png: String,
+    svg: String,
+    caption: String,
+    notes: Vec<String>,
+}
 
-    h.push_str("<h2 id=\"workload\">Workload</h2>\n");
-    match &page.workload {
-        Some(text) => {
-            let _ = writeln!(h, "<pre>{}</pre>", escape(text));
-        }
-        None => h.push_str("<p>No workload.toml: this history was not recorded by <code>lockaudit run</code> (or its folder lost the file).</p>\n"),
-    }
-    if let Some(text) = &page.endpoints {
-        h.push_str("<h2 id=\"endpoints\">Servers</h2>\n");
-        match redact_endpoints(text) {
-            Some(json) => {
-                let _ = writeln!(h, "<pre>{}</pre>", escape(&json));
-            }
-            None => h.push_str("<p>endpoints.json is not valid JSON; not shown.</p>\n"),
+impl Figure {
+    fn new(out_dir: &Path, png: &Path, svg: &Path, caption: String, notes: &[String]) -> Self {
+        Figure {
+            png: relative_url(out_dir, png),
+            svg: relative_url(out_dir, svg),
+            caption,
+            notes: notes.to_vec(),
         }
     }
-    h.push_str("</body>\n</html>\n");
-    h
+}
+
+struct ScheduleRow<'a> {
+    name: &'a str,
+    targets: String,
+    from: String,
+    to: String,
+    events: String,
+}
+
+impl<'a> IndexHtml<'a> {
+    fn new(page: &'a Page, out_dir: &Path) -> Self {
+        let report = page.report;
+        let stats = &report.stats;
+        let whole: Vec<&TimelineLink> = page
+            .timelines
+            .iter()
+            .filter(|t| t.anomaly.is_none())
+            .collect();
+        let keys = stats.keys as usize;
+        IndexHtml {
+            title: &page.title,
+            verdict: verdict(report),
+            stats: format!(
+                "{}, {}, {}, {} over {:.3}s",
+                plural(stats.events, "event"),
+                plural(stats.processes, "process"),
+                plural(stats.keys, "key"),
+                plural(stats.faults, "fault event"),
+                stats.time_span_ns[1].saturating_sub(stats.time_span_ns[0]) as f64 / 1e9,
+            ),
+            source: &page.source,
+            warnings: page
+                .notes
+                .iter()
+                .chain(&report.warnings)
+                .map(String::as_str)
+                .collect(),
+            checks: report
+                .checks
+                .iter()
+                .map(|(name, check)| CheckRow {
+                    name,
+                    ok: check.valid,
+                    counts: joined(check.counts.iter().map(|(kind, n)| format!("{kind}: {n}"))),
+                    figures: joined(check.figures.iter().map(|(k, v)| format!("{k}: {v}"))),
+                })
+                .collect(),
+            anomalies: anomalies(page, out_dir),
+            omitted: report
+                .omitted
+                .iter()
+                .map(|(kind, n)| (kind.as_str(), *n))
+                .collect(),
+            timelines_note: (!whole.is_empty() && whole.len() < keys).then(|| {
+                format!(
+                    "Timelines of {} of the {} keys: those with anomalies first, then the busiest.",
+                    whole.len(),
+                    keys
+                )
+            }),
+            timelines: whole
+                .iter()
+                .map(|t| {
+                    let caption = format!("Timeline of {}, the whole run", t.key);
+                    Figure::new(out_dir, &t.png, &t.svg, caption, &t.notes)
+                })
+                .collect(),
+            charts: page
+                .charts
+                .iter()
+                .map(|c| Figure::new(out_dir, &c.png, &c.svg, c.title.clone(), &[]))
+                .collect(),
+            schedule: page
+                .bands
+                .iter()
+                .take(SCHEDULE_ROWS)
+                .map(schedule_row)
+                .collect(),
+            more_faults: page.bands.len().saturating_sub(SCHEDULE_ROWS),
+            workload: page.workload.as_deref(),
+            endpoints: page.endpoints.as_deref().map(redact_endpoints),
+        }
+    }
 }
 
 /// "1 key", "2 keys", "1 process", "3 processes".
@@ -248,238 +294,259 @@ fn plural(n: u64, noun: &str) -> String {
     }
 }
 
-fn verdict(h: &mut String, page: &Page) {
-    let report = page.report;
-    let total: u64 = ANOMALY_KINDS.iter().map(|k| report.count(k)).sum();
+/// Items joined by ", ".
+fn joined(items: impl Iterator<Item = impl ToString>) -> String {
+    items.map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+fn verdict(report: &Report) -> Verdict {
     if report.is_valid() {
-        let _ = writeln!(
-            h,
-            "<div class=\"verdict valid\">VALID<small>no anomaly in {} events</small></div>",
-            report.stats.events
-        );
+        Verdict {
+            class: "valid",
+            word: "VALID",
+            detail: format!("no anomaly in {} events", report.stats.events),
+        }
     } else if report.valid.is_none() {
         let why = report.unknown.as_deref().unwrap_or("nothing was tested");
-        let _ = writeln!(
-            h,
-            "<div class=\"verdict unknown\">UNKNOWN<small>{}</small></div>",
-            escape(why)
-        );
+        Verdict {
+            class: "unknown",
+            word: "UNKNOWN",
+            detail: why.to_string(),
+        }
     } else {
-        let kinds: Vec<String> = ANOMALY_KINDS
-            .iter()
-            .filter(|k| report.count(k) > 0)
-            .map(|k| format!("{} {}", report.count(k), k))
-            .collect();
-        let _ = writeln!(
-            h,
-            "<div class=\"verdict invalid\">INVALID<small>{} {}: {}</small></div>",
-            total,
-            if total == 1 { "anomaly" } else { "anomalies" },
-            escape(&kinds.join(", "))
-        );
-    }
-}
-
-fn checks_table(h: &mut String, report: &Report) {
-    h.push_str("<table>\n<tr><th>check</th><th>verdict</th><th>anomalies found</th><th>figures</th></tr>\n");
-    for (name, check) in &report.checks {
-        let counts: Vec<String> = check
-            .counts
-            .iter()
-            .map(|(kind, n)| format!("{kind}: {n}"))
-            .collect();
-        let figures: Vec<String> = check
-            .figures
-            .iter()
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-        let _ = writeln!(
-            h,
-            "<tr><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td></tr>",
-            escape(name),
-            if check.valid { "ok" } else { "fail" },
-            if check.valid { "ok" } else { "FAIL" },
-            escape(&counts.join(", ")),
-            escape(&figures.join(", "))
-        );
-    }
-    h.push_str("</table>\n");
-}
-
-fn anomalies(h: &mut String, page: &Page, out_dir: &Path) {
-    let report = page.report;
-    for (i, a) in report.anomalies.iter().enumerate() {
-        let _ = writeln!(
-            h,
-            "<div class=\"anomaly\" id=\"anomaly-{}\">\n<h3>{}. {} on {}</h3>",
-            i + 1,
-            i + 1,
-            escape(&a.kind),
-            escape(&a.key)
-        );
-        let mut meta = vec![
-            format!(
-                "processes {}",
-                a.processes
-                    .iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            format!(
-                "events {}",
-                a.indices
-                    .iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            format!(
-                "from {:.3}s to {:.3}s",
-                a.start as f64 / 1e9,
-                a.end as f64 / 1e9
-            ),
-        ];
-        if let Some(expired) = a.lease_expired {
-            meta.push(if expired {
-                "the earlier holder's lease had run out".to_string()
-            } else {
-                "inside the earlier holder's lease".to_string()
-            });
-        }
-        if !a.tokens.is_empty() {
-            meta.push(format!(
-                "tokens {}",
-                a.tokens
-                    .iter()
-                    .map(i64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        let _ = writeln!(h, "<p class=\"meta\">{}</p>", escape(&meta.join(" · ")));
-        let _ = writeln!(h, "<p class=\"explanation\">{}</p>", escape(&a.explanation));
-        if !a.cycle.is_empty() {
-            // The steps carry their own numbers.
-            h.push_str("<ul class=\"cycle\">\n");
-            for step in &a.cycle {
-                let _ = writeln!(h, "<li>{}</li>", escape(step));
-            }
-            h.push_str("</ul>\n");
-        }
-        match page.timelines.iter().find(|t| t.anomaly == Some(i)) {
-            Some(t) => {
-                figure(
-                    h,
-                    out_dir,
-                    &t.png,
-                    &t.svg,
-                    &format!("Anomaly {}: {} on {}, zoomed", i + 1, a.kind, a.key),
-                );
-                picture_notes(h, &t.notes);
-            }
-            None => {
-                let whole = page
-                    .timelines
-                    .iter()
-                    .find(|t| t.anomaly.is_none() && t.key == a.key);
-                match whole {
-                    Some(t) => {
-                        let _ = writeln!(
-                            h,
-                            "<p class=\"meta\">No zoomed picture of this one (only the first anomalies get one); it is drawn on <a href=\"{}\">the timeline of {}</a>.</p>",
-                            escape(&relative_url(out_dir, &t.png)),
-                            escape(&a.key)
-                        );
-                    }
-                    None => h.push_str("<p class=\"meta\">No picture of this one.</p>\n"),
-                }
-            }
-        }
-        h.push_str("</div>\n");
-    }
-    for (kind, n) in &report.omitted {
-        let _ = writeln!(
-            h,
-            "<p class=\"warn\">{} more {} anomalies were found but not listed (<code>lockaudit check --limit</code> lists more).</p>",
-            n,
-            escape(kind)
-        );
-    }
-}
-
-fn figure(h: &mut String, out_dir: &Path, png: &Path, svg: &Path, caption: &str) {
-    let png_url = escape(&relative_url(out_dir, png));
-    let svg_url = escape(&relative_url(out_dir, svg));
-    let caption = escape(caption);
-    let _ = writeln!(
-        h,
-        "<figure>\n<a href=\"{png_url}\"><img src=\"{png_url}\" alt=\"{caption}\"></a>\n\
-         <figcaption>{caption} (<a href=\"{png_url}\">PNG</a>, <a href=\"{svg_url}\">SVG</a>)</figcaption>\n</figure>"
-    );
-}
-
-fn picture_notes(h: &mut String, notes: &[String]) {
-    if notes.is_empty() {
-        return;
-    }
-    h.push_str("<ul class=\"notes\">\n");
-    for note in notes {
-        let _ = writeln!(h, "<li>{}</li>", escape(note));
-    }
-    h.push_str("</ul>\n");
-}
-
-fn schedule(h: &mut String, bands: &[FaultBand]) {
-    if bands.is_empty() {
-        h.push_str("<p>No faults were injected.</p>\n");
-        return;
-    }
-    h.push_str(
-        "<table>\n<tr><th>fault</th><th>targets</th><th>from</th><th>to</th><th>events</th></tr>\n",
-    );
-    for band in bands.iter().take(SCHEDULE_ROWS) {
-        let to = if band.is_instant() {
-            "(instant)".to_string()
-        } else if band.unhealed {
-            format!("{:.3}s (never healed)", band.end as f64 / 1e9)
-        } else {
-            format!("{:.3}s", band.end as f64 / 1e9)
-        };
-        let _ = writeln!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td>{:.3}s</td><td>{}</td><td>{}</td></tr>",
-            escape(&band.name),
-            escape(&band.targets.join(", ")),
-            band.start as f64 / 1e9,
-            escape(&to),
-            band.indices
+        let total: u64 = ANOMALY_KINDS.iter().map(|k| report.count(k)).sum();
+        let kinds = joined(
+            ANOMALY_KINDS
                 .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
+                .filter(|k| report.count(k) > 0)
+                .map(|k| format!("{} {}", report.count(k), k)),
         );
+        let noun = if total == 1 { "anomaly" } else { "anomalies" };
+        Verdict {
+            class: "invalid",
+            word: "INVALID",
+            detail: format!("{total} {noun}: {kinds}"),
+        }
     }
-    h.push_str("</table>\n");
-    if bands.len() > SCHEDULE_ROWS {
-        let _ = writeln!(
-            h,
-            "<p>… and {} more faults (history.jsonl has them all).</p>",
-            bands.len() - SCHEDULE_ROWS
-        );
+}
+
+/// Every listed anomaly, with its zoomed picture or the timeline it is drawn on.
+fn anomalies<'a>(page: &'a Page, out_dir: &Path) -> Vec<AnomalyBlock<'a>> {
+    page.report
+        .anomalies
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let mut meta = vec![
+                format!("processes {}", joined(a.processes.iter())),
+                format!("events {}", joined(a.indices.iter())),
+                format!(
+                    "from {:.3}s to {:.3}s",
+                    a.start as f64 / 1e9,
+                    a.end as f64 / 1e9
+                ),
+            ];
+            if let Some(expired) = a.lease_expired {
+                meta.push(if expired {
+                    "the earlier holder's lease had run out".to_string()
+                } else {
+                    "inside the earlier holder's lease".to_string()
+                });
+            }
+            if !a.tokens.is_empty() {
+                meta.push(format!("tokens {}", joined(a.tokens.iter())));
+            }
+            let zoom = page
+                .timelines
+                .iter()
+                .find(|t| t.anomaly == Some(i))
+                .map(|t| {
+                    let caption = format!("Anomaly {}: {} on {}, zoomed", i + 1, a.kind, a.key);
+                    Figure::new(out_dir, &t.png, &t.svg, caption, &t.notes)
+                });
+            let on_timeline = page
+                .timelines
+                .iter()
+                .find(|t| zoom.is_none() && t.anomaly.is_none() && t.key == a.key)
+                .map(|t| (relative_url(out_dir, &t.png), a.key.as_str()));
+            AnomalyBlock {
+                number: i + 1,
+                kind: &a.kind,
+                key: &a.key,
+                meta: meta.join(" · "),
+                explanation: &a.explanation,
+                cycle: &a.cycle,
+                zoom,
+                on_timeline,
+            }
+        })
+        .collect()
+}
+
+fn schedule_row(band: &FaultBand) -> ScheduleRow<'_> {
+    let to = if band.is_instant() {
+        "(instant)".to_string()
+    } else if band.unhealed {
+        format!("{:.3}s (never healed)", band.end as f64 / 1e9)
+    } else {
+        format!("{:.3}s", band.end as f64 / 1e9)
+    };
+    ScheduleRow {
+        name: &band.name,
+        targets: band.targets.join(", "),
+        from: format!("{:.3}s", band.start as f64 / 1e9),
+        to,
+        events: joined(band.indices.iter()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::{Anomaly, CheckResult};
 
     #[test]
     fn escapes_markup_and_quotes() {
         assert_eq!(
             escape(r#"<b a="x">'&'</b>"#),
-            "&lt;b a=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/b&gt;"
+            "&#60;b a=&#34;x&#34;&#62;&#39;&#38;&#39;&#60;/b&#62;"
         );
+    }
+
+    /// Markup in every piece of text from the run (names, paths, notes, files) reaches the
+    /// page as text, never as markup.
+    #[test]
+    fn markup_in_names_and_paths_is_escaped() {
+        let evil = r#"<script>alert("x")</script> & 'q'"#;
+        let report = Report {
+            valid: Some(false),
+            anomalies: vec![Anomaly {
+                kind: "overlap".into(),
+                key: evil.into(),
+                processes: vec![1, 2],
+                indices: vec![3, 4],
+                explanation: evil.into(),
+                start: 0,
+                end: 1,
+                lease_expired: None,
+                tokens: vec![],
+                cycle: vec![evil.into()],
+            }],
+            checks: [(
+                evil.to_string(),
+                CheckResult {
+                    valid: false,
+                    counts: [("overlap".to_string(), 1)].into(),
+                    ..CheckResult::default()
+                },
+            )]
+            .into(),
+            warnings: vec![evil.into()],
+            ..Report::default()
+        };
+        let out_dir = Path::new("/r/run");
+        let timelines = [TimelineLink {
+            key: evil.into(),
+            anomaly: None,
+            png: out_dir.join(format!("{evil}.png")),
+            svg: out_dir.join(format!("{evil}.svg")),
+            notes: vec![evil.into()],
+        }];
+        let bands = [FaultBand {
+            start: 0,
+            end: 1,
+            name: evil.into(),
+            targets: vec![evil.into()],
+            indices: vec![0],
+            unhealed: false,
+        }];
+        let page = Page {
+            title: evil.into(),
+            source: evil.into(),
+            report: &report,
+            timelines: &timelines,
+            charts: &[],
+            bands: &bands,
+            workload: Some(evil.into()),
+            endpoints: Some(format!("{{\"name\": {}}}", serde_json::json!(evil))),
+            notes: vec![evil.into()],
+        };
+        let html = render(&page, out_dir);
+        assert!(!html.contains("<script"), "{html}");
+        assert!(!html.contains("alert(\"x\")"), "{html}");
+        let shown = escape(evil);
+        // The title twice, the source, note, warning, check, anomaly heading, explanation,
+        // cycle step, the timeline it is drawn on, that timeline's caption twice and its
+        // note, the fault and its target, the workload (the endpoints show it JSON-quoted).
+        assert!(html.matches(shown.as_str()).count() >= 16, "{html}");
+        // Paths are percent-encoded in links (the `/` of `</script>` is a folder).
+        assert!(
+            html.contains(
+                r#"href="./%3Cscript%3Ealert%28%22x%22%29%3C/script%3E%20%26%20%27q%27.png""#
+            ),
+            "{html}"
+        );
+        // The markup is the page's own: every tag it opens is one of its own.
+        let tags: std::collections::BTreeSet<&str> = html
+            .split('<')
+            .skip(1)
+            .map(|t| t.split([' ', '>']).next().unwrap_or(""))
+            .collect();
+        for tag in &tags {
+            assert!(
+                [
+                    "!DOCTYPE",
+                    "html",
+                    "/html",
+                    "head",
+                    "/head",
+                    "meta",
+                    "title",
+                    "/title",
+                    "style",
+                    "/style",
+                    "body",
+                    "/body",
+                    "h1",
+                    "/h1",
+                    "h2",
+                    "/h2",
+                    "h3",
+                    "/h3",
+                    "div",
+                    "/div",
+                    "small",
+                    "/small",
+                    "p",
+                    "/p",
+                    "code",
+                    "/code",
+                    "table",
+                    "/table",
+                    "tr",
+                    "/tr",
+                    "th",
+                    "/th",
+                    "td",
+                    "/td",
+                    "ul",
+                    "/ul",
+                    "li",
+                    "/li",
+                    "figure",
+                    "/figure",
+                    "figcaption",
+                    "/figcaption",
+                    "a",
+                    "/a",
+                    "img",
+                    "pre",
+                    "/pre"
+                ]
+                .contains(tag),
+                "<{tag} in {html}"
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! What to simulate: `SynthConfig` and its presets.
 
-use super::{MS, US};
+/// A millisecond and a microsecond, in ns (times are ns on the run's clock).
+pub(super) const MS: i64 = 1_000_000;
+pub(super) const US: i64 = 1_000;
 
 /// What to simulate. Times are in ns on the run's clock.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,10 +7,10 @@ use std::io;
 
 use crate::history::EventType;
 
+use super::config::{SynthConfig, MS};
 use super::record::{Op, Rec, Val, Why};
 use super::rng::Rng;
 use super::shuffle::Shuffler;
-use super::{SynthConfig, MS};
 
 const NOBODY: u32 = u32::MAX;
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::history::{Event, EventType, Process};
 
-use super::MS;
+use super::config::MS;
 
 /// A hold as the checker derives it, found in an event vector (positions, not indices).
 #[derive(Debug, Clone)]

@@ -4,11 +4,12 @@
 use serde_json::json;
 
 use crate::history::{Event, EventType};
+use crate::synth::config::MS;
 use crate::synth::rng::Rng;
 use crate::synth::view::view;
-use crate::synth::MS;
 
-use super::{done, pick, renumber, Injection};
+use super::edit::{pick, renumber};
+use super::injection::{done, Injection};
 
 /// A grant promises a longer lease than its acquire asked for: the acquire's invoke gains a
 /// `ttl_ms` below the `lease_ms` of its ok by more than the grant's latency. Names the

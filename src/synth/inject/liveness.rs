@@ -3,12 +3,13 @@
 use serde_json::json;
 
 use crate::history::{Event, EventType, Process};
+use crate::synth::config::{MS, US};
 use crate::synth::record::HELD_REASON;
 use crate::synth::rng::Rng;
 use crate::synth::view::view;
-use crate::synth::{MS, US};
 
-use super::{client, done, merge, pick, renumber, Injection};
+use super::edit::{client, merge, pick, renumber};
+use super::injection::{done, Injection};
 
 /// Appends a section after all lock activity: returns (the section's start, the key, its
 /// longest lease in ms, whether it is fenced and its highest token) and leaves the final

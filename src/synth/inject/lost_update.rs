@@ -8,7 +8,8 @@ use crate::history::{Event, EventType, Process};
 use crate::synth::rng::Rng;
 use crate::synth::view::{payload_i64, time_order, view, HoldView};
 
-use super::{done, renumber, Injection};
+use super::edit::renumber;
+use super::injection::{done, Injection};
 
 /// The final read of a key (whose increments were all acknowledged) reports one less than
 /// it should: the last acknowledged increment is missing. Names the final read (a counting

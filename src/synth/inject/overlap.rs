@@ -6,11 +6,12 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use crate::history::{Event, EventType};
+use crate::synth::config::{MS, US};
 use crate::synth::rng::Rng;
 use crate::synth::view::view;
-use crate::synth::{MS, US};
 
-use super::{client, done, merge, new_position, pick, Injection};
+use super::edit::{client, merge, new_position, pick};
+use super::injection::{done, Injection};
 
 /// A second process acquires a key inside another's hold (and its lease) and releases it
 /// before that hold ends: one overlap, inside the lease. Names both acquire oks.

@@ -8,7 +8,8 @@ use crate::history::Event;
 use crate::synth::rng::Rng;
 use crate::synth::view::{view, HoldView, View};
 
-use super::{done, pick, renumber, Injection};
+use super::edit::{pick, renumber};
+use super::injection::{done, Injection};
 
 /// Consecutive holds of a key that both carry tokens: (earlier, later).
 fn token_pairs(v: &View) -> Vec<(usize, usize)> {

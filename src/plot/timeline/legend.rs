@@ -1,0 +1,108 @@
+//! The legend under a timeline.
+
+use plotters::style::RGBColor;
+
+use super::scene::Scene;
+use super::style::{
+    fault_color, text_width, ANOMALY, ATTEMPT, HOLD, INFO, LATENCY, LEASE, PAST_LEASE, ROW,
+    SMALL_SIZE, TEXT, WRITE, WRITE_REJECTED,
+};
+
+/// Draws the legend from row `y`; returns the row below it.
+pub(super) fn legend(scene: &mut Scene, mut y: i32, width: i32, _plot_w: usize) -> i32 {
+    #[derive(Clone, Copy)]
+    enum Swatch {
+        Bar(RGBColor, f64, f64),
+        Tick(RGBColor),
+        Line(RGBColor),
+        Faint(RGBColor),
+        Triangle(RGBColor),
+        Cross,
+        Diamond(RGBColor),
+        Band(RGBColor),
+        Anomaly,
+    }
+    let items: [(Swatch, &str); 14] = [
+        (
+            Swatch::Bar(HOLD, 0.3, 0.92),
+            "hold: acquire ok → release invoke",
+        ),
+        (
+            Swatch::Bar(LATENCY, 0.42, 0.82),
+            "acquire / release latency",
+        ),
+        (
+            Swatch::Bar(PAST_LEASE, 0.3, 0.92),
+            "held after its lease ran out",
+        ),
+        (Swatch::Line(LEASE), "lease"),
+        (
+            Swatch::Triangle(LEASE),
+            "lease end (faint: after a clean release)",
+        ),
+        (
+            Swatch::Faint(LEASE),
+            "lease after a kill or unclean release (may still be taken)",
+        ),
+        (
+            Swatch::Faint(INFO),
+            "may hold: info acquire, to the longest lease",
+        ),
+        (
+            Swatch::Line(ATTEMPT),
+            "failed acquire, or op of unknown outcome",
+        ),
+        (Swatch::Cross, "failed op"),
+        (Swatch::Diamond(INFO), "indeterminate (info) op"),
+        (Swatch::Tick(WRITE), "write accepted (w<token>)"),
+        (Swatch::Tick(WRITE_REJECTED), "write rejected"),
+        (
+            Swatch::Band(fault_color("pause")),
+            "fault (darker: processes it hit)",
+        ),
+        (Swatch::Anomaly, "anomaly #n kind [event indices]"),
+    ];
+    let mut x = 12;
+    let h = 14;
+    for (swatch, text) in items {
+        let w = 24 + 6 + text_width(text, SMALL_SIZE) + 18;
+        if x + w > width - 12 {
+            x = 12;
+            y += ROW + 4;
+        }
+        let at = |f: f64| y + (h as f64 * f) as i32;
+        match swatch {
+            Swatch::Bar(c, a, b) => scene.fill(x, at(a), x + 24, at(b), c, 1.0),
+            Swatch::Tick(c) => scene.fill(x + 11, y, x + 13, y + h, c, 1.0),
+            Swatch::Line(c) => scene.fill(x, at(0.45), x + 24, at(0.45) + 2, c, 1.0),
+            Swatch::Faint(c) => scene.fill(x, at(0.45), x + 24, at(0.45) + 2, c, 0.45),
+            Swatch::Triangle(c) => scene
+                .polygons
+                .push((vec![(x + 6, y + 1), (x + 18, y + 1), (x + 12, y + 10)], c)),
+            Swatch::Cross => {
+                let (cx, cy, r) = (x + 12, y + 7, 5);
+                scene.cross(cx, cy, r);
+            }
+            Swatch::Diamond(c) => scene.polygons.push((
+                vec![
+                    (x + 12, y + 1),
+                    (x + 18, y + 7),
+                    (x + 12, y + 13),
+                    (x + 6, y + 7),
+                ],
+                c,
+            )),
+            Swatch::Band(c) => scene.fill(x, y, x + 24, y + h, c, 0.35),
+            Swatch::Anomaly => {
+                scene.fill(x, y, x + 24, y + h, ANOMALY, 0.22);
+                scene.fill(x, y, x + 24, y + 2, ANOMALY, 1.0);
+                scene.fill(x, y + h - 2, x + 24, y + h, ANOMALY, 1.0);
+                scene.fill(x, y, x + 2, y + h, ANOMALY, 1.0);
+                scene.fill(x + 22, y, x + 24, y + h, ANOMALY, 1.0);
+            }
+        }
+        scene.text(text, x + 30, y, SMALL_SIZE, TEXT);
+        x += w;
+    }
+    y + ROW + 4
+}

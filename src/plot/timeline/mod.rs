@@ -1,0 +1,279 @@
+//! Timelines: per key, one lane per client process (grouped by worker), a bar per hold with
+//! its acquire and release latencies, leases and their ends, failed and indeterminate
+//! operations, writes with their tokens, nemesis faults as bands and every anomaly in red.
+//! One picture of the whole run per key, and a zoomed picture around each of the first
+//! anomalies. Each is written as SVG and PNG.
+//!
+//! `model` turns the history into drawable items merged to the pixel; here they are laid out
+//! (`picture`, with its `legend`) into a `scene` of shapes and texts, which `paint` paints
+//! with plotters (the same painting for both backends). `style` holds the colours and sizes.
+
+mod legend;
+mod paint;
+mod picture;
+mod scene;
+mod style;
+mod text;
+
+use std::path::Path;
+
+use crate::checker::holds;
+use crate::history::compact::KeyId;
+use crate::history::History;
+use crate::report::Report;
+
+use crate::plot::error::PlotError;
+use crate::plot::fonts;
+use crate::plot::model::{self, Model, Source, View, XScale};
+
+pub use crate::plot::groups::ProcessGroups;
+pub use picture::{AnomalyMark, Picture};
+
+use picture::{draw_picture, Texts};
+use text::{file_safe, plural, seconds, wrap};
+
+/// How to draw the timelines.
+#[derive(Debug, Clone)]
+pub struct TimelineOptions {
+    /// Picture width in pixels.
+    pub width: u32,
+    /// At most this many keys get a whole-run timeline: keys with anomalies first (by their
+    /// first anomaly), then the busiest.
+    pub max_keys: usize,
+    /// Zoomed pictures around the first this many anomalies.
+    pub zooms: usize,
+    /// More processes than this in one picture share rows (see `model::lanes`).
+    pub max_lanes: usize,
+}
+
+impl Default for TimelineOptions {
+    fn default() -> Self {
+        TimelineOptions {
+            width: 1600,
+            max_keys: 16,
+            zooms: 10,
+            max_lanes: 64,
+        }
+    }
+}
+
+/// Draws the timelines of `history` (see the module doc) into `out_dir`.
+pub fn draw_timelines(
+    history: &History,
+    report: &Report,
+    groups: &ProcessGroups,
+    out_dir: &Path,
+    options: &TimelineOptions,
+) -> Result<Vec<Picture>, PlotError> {
+    fonts::register();
+    std::fs::create_dir_all(out_dir).map_err(|source| PlotError::Io {
+        path: out_dir.to_path_buf(),
+        source,
+    })?;
+    if history.ops.is_empty() {
+        return Ok(Vec::new());
+    }
+    let holds = holds::derive(history);
+
+    // Which keys get a whole-run picture.
+    let mut busy = vec![0u64; history.keys.len()];
+    for op in &history.ops {
+        if let Some(n) = busy.get_mut(op.key as usize) {
+            *n += 1;
+        }
+    }
+    let key_id = |name: &str| history.keys.iter().position(|k| k == name);
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut anomaly_keys = 0usize;
+    for a in &report.anomalies {
+        if let Some(k) = key_id(&a.key) {
+            if !chosen.contains(&k) {
+                chosen.push(k);
+                anomaly_keys += 1;
+            }
+        }
+    }
+    let mut rest: Vec<usize> = (0..history.keys.len())
+        .filter(|k| !chosen.contains(k) && busy[*k] > 0)
+        .collect();
+    rest.sort_by_key(|&k| (std::cmp::Reverse(busy[k]), k));
+    chosen.extend(rest);
+    let keys_with_ops = chosen.len();
+    chosen.truncate(options.max_keys.max(1));
+    let mut key_note = None;
+    if keys_with_ops > chosen.len() {
+        let left_anomalous = anomaly_keys.saturating_sub(chosen.len());
+        key_note = Some(format!(
+            "Timelines drawn for {} of {} keys (keys with anomalies first, then the busiest){}",
+            chosen.len(),
+            keys_with_ops,
+            if left_anomalous > 0 {
+                format!("; {left_anomalous} keys with anomalies are not drawn")
+            } else {
+                String::new()
+            }
+        ));
+    }
+
+    let zooms: Vec<usize> = (0..report.anomalies.len().min(options.zooms)).collect();
+    let mut needed: Vec<KeyId> = chosen.iter().map(|&k| k as KeyId).collect();
+    for &a in &zooms {
+        if let Some(k) = key_id(&report.anomalies[a].key) {
+            needed.push(k as KeyId);
+        }
+    }
+    needed.sort_unstable();
+    needed.dedup();
+    let src = Source::new(history, &holds, report, groups, &needed);
+    let width = options.width.max(400);
+    let left = if groups.is_none() { 96 } else { 176 };
+    let right = width as i32 - 24;
+
+    let (first, last) = history.time_span();
+    let pad = ((last - first) / 100).max(1_000_000);
+    // Not before the run began (time 0), unless the history does.
+    let whole = ((first - pad).max(first.min(0)), last + pad);
+
+    let mut pictures = Vec::new();
+    for &k in &chosen {
+        let name = &history.keys[k];
+        let anomalies: Vec<usize> = report
+            .anomalies
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| &a.key == name)
+            .map(|(i, _)| i)
+            .collect();
+        let view = View {
+            key: name,
+            scale: XScale::new(whole.0, whole.1, left, right),
+            active_only: false,
+            max_lanes: options.max_lanes,
+            anomalies,
+        };
+        let mut m = model::build(&src, &view);
+        if let Some(note) = &key_note {
+            m.notes.insert(0, note.clone());
+        }
+        let stem = format!("timeline-{}", file_safe(name));
+        let title = format!(
+            "{name}: the whole run, {} – {} s",
+            seconds(whole.0, 2),
+            seconds(whole.1, 2)
+        );
+        let subtitle = summary_line(&m, report, history);
+        pictures.push(draw_picture(
+            &m,
+            Texts {
+                title,
+                subtitle: vec![subtitle],
+            },
+            out_dir,
+            &stem,
+            None,
+            width,
+        )?);
+    }
+
+    for &a in &zooms {
+        let anomaly = &report.anomalies[a];
+        // The anomaly's span, widened to its events that lie near it (an event far away,
+        // such as the acquire of a hold that began long before, would shrink the anomaly to
+        // a sliver: its hold runs in from the left edge instead).
+        let (start, end) = (
+            anomaly.start.min(anomaly.end),
+            anomaly.start.max(anomaly.end),
+        );
+        let reach = end.saturating_sub(start).max(1_000_000).saturating_mul(2);
+        let (mut lo, mut hi) = (start, end);
+        for &i in &anomaly.indices {
+            if let Some(t) = src.time_of(i) {
+                if t >= start - reach && t <= end + reach {
+                    lo = lo.min(t);
+                    hi = hi.max(t);
+                }
+            }
+        }
+        let span = (hi - lo).max(0);
+        let min_window = 2_000_000;
+        let pad = (span / 5).max((min_window - span) / 2).max(100_000);
+        // Not before the run's first event nor after its last (with the whole run's margin).
+        let (t0, t1) = ((lo - pad).max(whole.0), (hi + pad).min(whole.1));
+        let view = View {
+            key: &anomaly.key,
+            scale: XScale::new(t0, t1, left, right),
+            active_only: true,
+            max_lanes: options.max_lanes,
+            anomalies: report
+                .anomalies
+                .iter()
+                .enumerate()
+                .filter(|(i, b)| *i == a || (b.key == anomaly.key && b.start <= t1 && b.end >= t0))
+                .map(|(i, _)| i)
+                .collect(),
+        };
+        let m = model::build(&src, &view);
+        let title = format!(
+            "Anomaly #{}: {} on {}, events {}; zoomed to {} – {} s",
+            a + 1,
+            anomaly.kind,
+            anomaly.key,
+            anomaly
+                .indices
+                .iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            seconds(t0, 3),
+            seconds(t1, 3)
+        );
+        let mut subtitle = wrap(&anomaly.explanation, ((width as f64) / 7.2) as usize, 3);
+        if !anomaly.tokens.is_empty() {
+            subtitle.push(format!(
+                "tokens: {}",
+                anomaly
+                    .tokens
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        pictures.push(draw_picture(
+            &m,
+            Texts { title, subtitle },
+            out_dir,
+            &format!("zoom-{}", a + 1),
+            Some(a),
+            width,
+        )?);
+    }
+    Ok(pictures)
+}
+
+fn summary_line(m: &Model, report: &Report, history: &History) -> String {
+    let mut kinds: Vec<(String, usize)> = Vec::new();
+    for item in &m.anomalies {
+        let kind = &report.anomalies[item.anomaly].kind;
+        match kinds.iter_mut().find(|(k, _)| k == kind) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((kind.clone(), 1)),
+        }
+    }
+    let anomalies = if kinds.is_empty() {
+        "no anomalies".to_string()
+    } else {
+        kinds
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "{}, {}; {}; {}",
+        plural(m.holds, "hold"),
+        plural(m.processes, "process"),
+        anomalies,
+        plural(history.faults.len(), "fault event")
+    )
+}
