@@ -1,6 +1,6 @@
 //! Liveness: `unavailable` and `starvation`, plus the per-key figures of the report.
 //!
-//! When is a key free (HISTORY.md)? From the `ok` of a release by its last holder; from the
+//! When is a key free (docs/history-format.md)? From the `ok` of a release by its last holder; from the
 //! end of the lease of a holder that was killed or released with `info`; from the end of the
 //! longest lease seen on the key after an acquire that ended `info`, counted from its
 //! completion (or from the heal of a server-side fault in force then: the request can still

@@ -1,5 +1,5 @@
 //! Histories: the event types, the JSONL reader and writer, and importers
-//! (shared/HISTORY.md is the contract).
+//! (docs/history-format.md is the contract).
 
 pub mod build;
 pub mod compact;
