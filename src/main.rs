@@ -130,9 +130,10 @@ struct AuditArgs {
     /// reached its expectation and the median time to its first anomaly.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
-    /// The workload files, `<algorithm>.toml`.
-    #[arg(long, default_value = "workloads")]
-    workloads: PathBuf,
+    /// A folder of workload files, `<algorithm>.toml`, that override the built-in ones
+    /// (an algorithm without a file there keeps its built-in workload).
+    #[arg(long)]
+    workloads: Option<PathBuf>,
     /// The audit folder (default: a new one under results/).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -145,8 +146,10 @@ struct AuditArgs {
 /// `lockaudit run`'s flags; each overrides the workload file.
 #[derive(clap::Args)]
 struct RunArgs {
-    /// A workload file (workloads/*.toml); without one, a 30 s set-nx-px audit.
+    /// A workload file (workloads/*.toml); without one, the built-in workload of
+    /// --algorithm (default set-nx-px): the same file's text, compiled in.
     workload: Option<PathBuf>,
+    /// The lock algorithm; without a workload file, its built-in workload.
     #[arg(long)]
     algorithm: Option<String>,
     #[arg(long)]
@@ -238,9 +241,14 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     use lockaudit::run::{existing_endpoints, new_run_dir, run, Servers};
     use lockaudit::units::Span;
 
+    // Without a file, the algorithm's own workload, built in (workloads/<algorithm>.toml).
     let mut spec = match &args.workload {
         Some(path) => WorkloadSpec::from_file(path)?,
-        None => WorkloadSpec::default(),
+        None => lockaudit::workload::builtin::workload(
+            args.algorithm
+                .as_deref()
+                .unwrap_or(&WorkloadSpec::default().algorithm),
+        )?,
     };
     if let Some(v) = args.algorithm {
         spec.algorithm = v;
@@ -277,13 +285,27 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     spec.watchdog |= args.watchdog;
     spec.validate()
         .map_err(|e| anyhow::anyhow!("workload: {e}"))?;
-    let schedule = lockaudit::nemesis::Schedule::resolve(
-        spec.nemesis.as_deref().unwrap_or("none"),
-        &lockaudit::nemesis::schedule::Workload {
-            ttl_ms: spec.ttl.0,
-            topology: spec.topology(),
-        },
-    )?;
+    let resolve = |spec: &WorkloadSpec| {
+        lockaudit::nemesis::Schedule::resolve(
+            spec.nemesis.as_deref().unwrap_or("none"),
+            &lockaudit::nemesis::schedule::Workload {
+                ttl_ms: spec.ttl.0,
+                topology: spec.topology(),
+            },
+        )
+    };
+    let mut schedule = resolve(&spec)?;
+    // A failover needs replicas: unless told where the lock lives, a single-server
+    // algorithm runs on a primary with two, as in the audit.
+    let chosen = spec.topology.is_some() || args.redis.is_some();
+    if let Some(topology) = schedule.topology_for(spec.topology()).filter(|_| !chosen) {
+        eprintln!(
+            "lockaudit: the nemesis {} fails the primary over: the lock runs on a primary with two replicas (--topology replicated)",
+            spec.nemesis.as_deref().unwrap_or("none")
+        );
+        spec.topology = Some(topology);
+        schedule = resolve(&spec)?;
+    }
 
     let servers = match &args.redis {
         Some(url) => Servers::Existing(existing_endpoints(url).map_err(|e| anyhow::anyhow!(e))?),

@@ -640,3 +640,99 @@ fn clock_skew_on_a_client_that_never_reads_its_clock_is_not_applicable() {
 fn failover_on_redlocks_independent_masters_is_not_applicable() {
     assert_not_applicable("redlock", "failover", "no replicas to fail over to");
 }
+
+/// `run --algorithm NAME` without a workload file, from a folder that has no `workloads/`:
+/// the algorithm's own workload, built into the binary, with the flags over it; and a
+/// schedule whose faults do not all fit in the time limit says so before the run starts,
+/// and in report.json.
+#[test]
+fn an_algorithm_alone_runs_its_builtin_workload_and_a_schedule_that_does_not_fit_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let schedule = dir.path().join("late.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"500ms\"\nkind = \"kill-client\"\nduration = \"300ms\"\n\n[[fault]]\nat = \"5s\"\nkind = \"kill-client\"\nduration = \"300ms\"\n",
+    )
+    .unwrap();
+    let output = lockaudit()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--algorithm",
+            "redlock",
+            "--clients",
+            "4",
+            "--fenced",
+        ])
+        .args(["--time-limit", "3s", "--nemesis", "late.toml", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run lockaudit");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{stdout}\n{stderr}"
+    );
+    let said = "late.toml: 1 of 2 faults fit in 3 s; the schedule needs 5.3 s (use --time-limit 6s or more)";
+    let warned = stderr.find(said).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        stderr[..warned].trim_end().ends_with("warning:"),
+        "{stderr}"
+    );
+    let warnings = report(&out)["warnings"].clone();
+    assert!(
+        warnings
+            .as_array()
+            .is_some_and(|w| w.iter().any(|w| w.as_str() == Some(said))),
+        "{warnings}"
+    );
+
+    // The run folder's workload.toml is redlock's own workload, the flags over it.
+    let text = std::fs::read_to_string(out.join("workload.toml")).unwrap();
+    let spec: toml::Table = toml::from_str(&text).unwrap();
+    assert_eq!(spec["algorithm"].as_str(), Some("redlock"), "{text}");
+    assert_eq!(spec["hold"]["max"].as_integer(), Some(1500), "{text}");
+    assert_eq!(spec["ttl"].as_integer(), Some(2000), "{text}");
+    assert_eq!(spec["clients"].as_integer(), Some(4), "{text}");
+    assert_eq!(spec["fenced"].as_bool(), Some(true), "{text}");
+    assert_eq!(spec["time_limit"].as_integer(), Some(3000), "{text}");
+    assert!(spec["expect"].get("kill-redis").is_some(), "{text}");
+    let ttls = acquire_ttls(&out);
+    assert!(!ttls.is_empty() && ttls.iter().all(|t| *t == Some(2000)));
+    let left = left_running(&out);
+    assert!(left.is_empty(), "processes left running: {left:?}");
+}
+
+/// The warning comes before the run starts: even a run that cannot start (no redis-server
+/// there) has said it.
+#[test]
+fn a_preset_that_does_not_fit_is_told_before_any_server_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = lockaudit()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--algorithm",
+            "set-nx-px",
+            "--nemesis",
+            "pause-clients",
+        ])
+        .args([
+            "--time-limit",
+            "2s",
+            "--redis-server",
+            "/nonexistent/redis-server",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .output()
+        .expect("run lockaudit");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("lockaudit: warning: pause-clients: none of its faults fits in 2 s (they begin at 1 s and last up to 3.5 s); the schedule needs 4.5 s (use --time-limit 5s or more)"),
+        "{stderr}"
+    );
+}

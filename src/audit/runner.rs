@@ -31,8 +31,9 @@ pub struct AuditOptions {
     pub nemeses: Vec<String>,
     /// Only these (algorithm, nemesis) cells instead of the whole cross product.
     pub cells: Option<Vec<(String, String)>>,
-    /// Where `<algorithm>.toml` workloads are (a missing file: the defaults).
-    pub workloads: PathBuf,
+    /// A folder of `<algorithm>.toml` workloads that override the built-in ones (a file
+    /// missing there: the built-in workload). None: the built-in workloads.
+    pub workloads: Option<PathBuf>,
     /// Each cell's run time.
     pub time_limit: Millis,
     pub seed: u64,
@@ -51,7 +52,7 @@ impl AuditOptions {
             algorithms: ALGORITHMS.iter().map(|s| s.to_string()).collect(),
             nemeses: PRESETS.iter().map(|s| s.to_string()).collect(),
             cells: None,
-            workloads: PathBuf::from("workloads"),
+            workloads: None,
             time_limit: Millis(DEFAULT_CELL_MS),
             seed: 1,
             fenced: false,
@@ -151,22 +152,24 @@ pub fn is_workload_file(row: &str) -> bool {
     row.ends_with(".toml")
 }
 
-/// Reads the workload of a row: a workload file, or `<workloads>/<algorithm>.toml`, or the
-/// defaults for the algorithm.
+/// Reads the workload of a row: a workload file; or `<workloads>/<algorithm>.toml` when
+/// `--workloads` names a folder that has it; else the algorithm's built-in workload (the
+/// one `run --algorithm` uses).
 fn workload_of(options: &AuditOptions, algorithm: &str) -> Result<WorkloadSpec, String> {
     let path = if is_workload_file(algorithm) {
-        PathBuf::from(algorithm)
+        Some(PathBuf::from(algorithm))
     } else {
-        options.workloads.join(format!("{algorithm}.toml"))
+        options
+            .workloads
+            .as_ref()
+            .map(|dir| dir.join(format!("{algorithm}.toml")))
+            .filter(|path| path.exists())
     };
-    let mut spec = if path.exists() {
-        WorkloadSpec::from_file(&path).map_err(|e| e.to_string())?
-    } else {
-        WorkloadSpec {
-            algorithm: algorithm.to_string(),
-            ..WorkloadSpec::default()
-        }
-    };
+    let mut spec = match path {
+        Some(path) => WorkloadSpec::from_file(&path),
+        None => crate::workload::builtin::workload(algorithm),
+    }
+    .map_err(|e| e.to_string())?;
     spec.time_limit = options.time_limit;
     spec.fenced |= options.fenced;
     Ok(spec)

@@ -80,6 +80,120 @@ fn default_duration(kind: FaultKind, ttl_ms: u64) -> Span {
     }
 }
 
+/// How much of a schedule can happen within a run's time limit: each fault counted from
+/// its start to its heal at the latest (its longest duration). A fault still open at the
+/// time limit is healed then, cut short; one that would start after it never happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fit {
+    /// The name the schedule goes by (the preset, or the file as given).
+    pub name: String,
+    pub time_limit_ms: u64,
+    /// The fixed timeline's faults (`[[fault]]`), and how many of them fit.
+    pub fixed: usize,
+    pub fixed_fitting: usize,
+    /// The random mix, if any: when its first fault begins and the longest a fault of it
+    /// lasts. A mix repeats for the whole run, its last fault cut short by the time limit
+    /// as a matter of course: it fits when its first fault can happen whole.
+    pub mix: Option<(u64, u64)>,
+    /// The time limit the whole schedule needs: the latest heal of a fixed fault, and of
+    /// the mix's first fault.
+    pub needs_ms: u64,
+}
+
+impl Fit {
+    /// Whether the random mix's first fault fits (None: no mix).
+    pub fn mix_fits(&self) -> Option<bool> {
+        self.mix
+            .map(|(start, longest)| start + longest <= self.time_limit_ms)
+    }
+
+    pub fn fits(&self) -> bool {
+        self.fixed_fitting == self.fixed && self.mix_fits() != Some(false)
+    }
+
+    /// What a run that the schedule does not fit should be told before it starts (None:
+    /// it fits): "nemesis/x.toml: 1 of 3 faults fit in 10 s; the schedule needs 15 s (use
+    /// --time-limit 15s or more)".
+    pub fn warning(&self) -> Option<String> {
+        if self.fits() {
+            return None;
+        }
+        let limit = seconds(self.time_limit_ms);
+        let mut what = String::new();
+        if self.fixed > 0 {
+            what = format!(
+                "{} of {} {} fit in {limit}",
+                self.fixed_fitting,
+                self.fixed,
+                if self.fixed == 1 { "fault" } else { "faults" }
+            );
+        }
+        if let (Some(false), Some((start, longest))) = (self.mix_fits(), self.mix) {
+            let when = format!(
+                "they begin at {} and last up to {}",
+                seconds(start),
+                seconds(longest)
+            );
+            what = if self.fixed > 0 {
+                format!("{what}, and none of its random faults ({when})")
+            } else {
+                format!("none of its faults fits in {limit} ({when})")
+            };
+        }
+        Some(format!(
+            "{}: {what}; the schedule needs {} (use --time-limit {}s or more)",
+            self.name,
+            seconds(self.needs_ms),
+            self.needs_ms.div_ceil(1000)
+        ))
+    }
+}
+
+/// Milliseconds as a person reads a run's length: `10 s`, `4.5 s`.
+fn seconds(ms: u64) -> String {
+    format!("{} s", ms as f64 / 1000.0)
+}
+
+/// How much of `schedule` fits in `time_limit_ms` on a run with this TTL and topology
+/// (which give the faults' default durations); `name` is how the warning names it.
+pub fn fit(
+    schedule: &Schedule,
+    name: &str,
+    ttl_ms: u64,
+    topology: Topology,
+    time_limit_ms: u64,
+) -> Fit {
+    let longest = |spec: &FaultSpec| {
+        let mut ms = spec
+            .duration
+            .unwrap_or_else(|| default_duration(spec.kind, ttl_ms))
+            .max
+            .0;
+        if spec.kind == FaultKind::Failover && topology == Topology::Sentinel {
+            ms = ms.max(SENTINEL_FAILOVER_MS);
+        }
+        ms
+    };
+    let heals: Vec<u64> = schedule
+        .faults
+        .iter()
+        .map(|f| f.at.map_or(0, |at| at.0) + longest(f))
+        .collect();
+    let mix = schedule
+        .random
+        .as_ref()
+        .map(|r| (r.start.0, r.faults.iter().map(longest).max().unwrap_or(0)));
+    let mix_heals = mix.map(|(start, longest)| start + longest);
+    Fit {
+        name: name.to_string(),
+        time_limit_ms,
+        fixed: heals.len(),
+        fixed_fitting: heals.iter().filter(|&&h| h <= time_limit_ms).count(),
+        mix,
+        needs_ms: heals.iter().chain(&mix_heals).copied().max().unwrap_or(0),
+    }
+}
+
 /// Decides every fault of `schedule` on `stage`, in order of start. Faults whose start is
 /// not before the time limit are dropped; the executor heals the others by then.
 pub fn plan(schedule: &Schedule, stage: &Stage) -> Result<Vec<PlannedFault>, String> {
@@ -316,6 +430,131 @@ mod tests {
             seen += 1;
         }
         assert!(seen >= 3, "{seen} schedule files");
+    }
+
+    fn schedule_file(name: &str) -> Schedule {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("nemesis")
+            .join(name);
+        Schedule::from_file(&path).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_fixed_timeline_that_does_not_fit_says_how_much_does_and_what_it_needs() {
+        // Faults at 1 s (a partition for 12 s), 3 s, 6 s, 9 s (kills of 200 ms).
+        let s = schedule_file("redlock-restart.toml");
+        let name = "nemesis/redlock-restart.toml";
+        let fit10 = fit(&s, name, 2000, Topology::Independent, 10_000);
+        assert_eq!((fit10.fixed, fit10.fixed_fitting), (4, 3));
+        assert_eq!(fit10.needs_ms, 13_000);
+        assert_eq!(
+            fit10.warning().as_deref(),
+            Some("nemesis/redlock-restart.toml: 3 of 4 faults fit in 10 s; the schedule needs 13 s (use --time-limit 13s or more)")
+        );
+        let fit5 = fit(&s, name, 2000, Topology::Independent, 5_000);
+        assert_eq!(fit5.fixed_fitting, 1);
+        assert!(fit5.warning().unwrap().contains("1 of 4 faults fit in 5 s"));
+        assert!(fit(&s, name, 2000, Topology::Independent, 13_000).fits());
+        assert_eq!(
+            fit(&s, name, 2000, Topology::Independent, 13_000).warning(),
+            None
+        );
+
+        // The count agrees with the plan: the faults that begin and heal within the limit.
+        let stage = Stage {
+            servers: (0..5).map(|i| format!("master-{i}")).collect(),
+            time_limit_ms: 10_000,
+            ..stage(1)
+        };
+        let planned = plan(&s, &stage).unwrap();
+        let whole = planned.iter().filter(|f| f.end_ms() <= 10_000).count();
+        assert_eq!(whole, fit10.fixed_fitting);
+    }
+
+    #[test]
+    fn a_fault_counts_to_its_longest_heal_and_its_default_duration() {
+        let s = Schedule::from_toml(
+            "[[fault]]\nat = \"2s\"\nkind = \"pause-client\"\nduration = { min = \"1s\", max = \"3s\" }\n\n[[fault]]\nat = \"1s\"\nkind = \"failover\"\n",
+            "n.toml",
+        )
+        .unwrap();
+        // The pause heals at 5 s at the latest; the failover's default lasts 1 s, but a
+        // Sentinel election 5 s.
+        assert_eq!(
+            fit(&s, "n", 1000, Topology::Replicated, 30_000).needs_ms,
+            5000
+        );
+        assert_eq!(
+            fit(&s, "n", 1000, Topology::Sentinel, 30_000).needs_ms,
+            6000
+        );
+        let f = fit(&s, "n", 1000, Topology::Replicated, 4_999);
+        assert_eq!((f.fixed, f.fixed_fitting), (2, 1));
+        assert!(fit(&s, "n", 1000, Topology::Replicated, 5_000).fits());
+        // A fault starting after the limit never happens: it does not fit either.
+        let late = Schedule::from_toml(
+            "[[fault]]\nat = \"20s\"\nkind = \"kill-client\"\n",
+            "n.toml",
+        )
+        .unwrap();
+        let f = fit(&late, "n", 1000, Topology::Single, 10_000);
+        assert_eq!((f.fixed, f.fixed_fitting, f.needs_ms), (1, 0, 20_800));
+    }
+
+    #[test]
+    fn a_random_mix_fits_when_its_first_fault_can_happen_whole() {
+        // pause-clients, TTL 1 s: from 1 s, pauses of up to 3.5 s, one after another for the
+        // whole run (the last one cut short by the time limit: that is no misfit).
+        let s = Schedule::preset("pause-clients", &workload()).unwrap();
+        assert!(fit(&s, "pause-clients", 1000, Topology::Single, 10_000).fits());
+        assert!(fit(&s, "pause-clients", 1000, Topology::Single, 4_500).fits());
+        let f = fit(&s, "pause-clients", 1000, Topology::Single, 3_000);
+        assert_eq!(f.needs_ms, 4_500);
+        assert_eq!(
+            f.warning().as_deref(),
+            Some("pause-clients: none of its faults fits in 3 s (they begin at 1 s and last up to 3.5 s); the schedule needs 4.5 s (use --time-limit 5s or more)")
+        );
+        assert!(fit(
+            &Schedule::preset("none", &workload()).unwrap(),
+            "none",
+            1000,
+            Topology::Single,
+            1
+        )
+        .fits());
+        // Fixed faults and a mix: both are said.
+        let both = Schedule::from_toml(
+            "[[fault]]\nat = \"8s\"\nkind = \"kill-client\"\nduration = \"4s\"\n\n[random]\nstart = \"7s\"\nevery = \"1s\"\nfaults = [ { kind = \"kill-redis\", duration = \"5s\" } ]\n",
+            "both.toml",
+        )
+        .unwrap();
+        let w = fit(&both, "both.toml", 1000, Topology::Single, 10_000)
+            .warning()
+            .unwrap();
+        assert_eq!(w, "both.toml: 0 of 1 fault fit in 10 s, and none of its random faults (they begin at 7 s and last up to 5 s); the schedule needs 12 s (use --time-limit 12s or more)");
+    }
+
+    #[test]
+    fn every_preset_fits_every_builtin_workload_in_an_audit_cell() {
+        for (algorithm, _) in crate::workload::builtin::BUILTIN {
+            let spec = crate::workload::builtin::workload(algorithm).unwrap();
+            let w = Workload {
+                ttl_ms: spec.ttl.0,
+                topology: spec.topology(),
+            };
+            for name in crate::nemesis::PRESETS {
+                let s = Schedule::preset(name, &w).unwrap();
+                let f = fit(&s, name, spec.ttl.0, spec.topology(), 20_000);
+                assert!(f.fits(), "{algorithm} × {name}: {:?}", f.warning());
+                // The first fault comes early: a flaw can show within seconds.
+                if let Some((start, _)) = f.mix {
+                    assert!(
+                        start <= 1000,
+                        "{algorithm} × {name}: first fault at {start} ms"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

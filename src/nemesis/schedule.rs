@@ -351,6 +351,16 @@ impl Schedule {
         })
     }
 
+    /// The topology a run of this schedule needs instead of `topology`, the workload's, when
+    /// the workload did not choose one: a schedule that fails over needs replicas, so a
+    /// single server becomes a primary with two (`replicated`), as the audit runs its
+    /// `failover` cells. None: `topology` will do (RedLock's independent masters stay as
+    /// they are: a failover cannot act on them).
+    pub fn topology_for(&self, topology: Topology) -> Option<Topology> {
+        (topology == Topology::Single && self.kinds().contains(&FaultKind::Failover))
+            .then_some(Topology::Replicated)
+    }
+
     /// The preset called `name` for this workload, or None if there is no such preset.
     pub fn preset(name: &str, workload: &Workload) -> Option<Schedule> {
         let ttl = workload.ttl_ms.max(1);
@@ -592,6 +602,20 @@ mod tests {
         let not = mix.not_applicable("set-nx-px", Topology::Single);
         assert_eq!(not.len(), 1, "{not:?}");
         assert_eq!(not[0].0, FaultKind::ClockSkew);
+    }
+
+    #[test]
+    fn a_failover_asks_for_replicas_where_there_are_none() {
+        let failover = Schedule::preset("failover", &workload()).unwrap();
+        assert_eq!(
+            failover.topology_for(Topology::Single),
+            Some(Topology::Replicated)
+        );
+        assert_eq!(failover.topology_for(Topology::Replicated), None);
+        assert_eq!(failover.topology_for(Topology::Sentinel), None);
+        assert_eq!(failover.topology_for(Topology::Independent), None);
+        let pause = Schedule::preset("pause-clients", &workload()).unwrap();
+        assert_eq!(pause.topology_for(Topology::Single), None);
     }
 
     #[test]

@@ -138,6 +138,19 @@ pub async fn run(
         );
     }
 
+    // A schedule whose faults cannot all happen within the time limit says so too.
+    let misfit = nemesis::plan::fit(
+        schedule,
+        spec.nemesis.as_deref().unwrap_or(&schedule.name),
+        spec.ttl.0,
+        topology,
+        spec.time_limit.0,
+    )
+    .warning();
+    if let Some(why) = &misfit {
+        eprintln!("lockaudit: warning: {why}");
+    }
+
     let mut owned = None;
     let endpoints = match servers {
         Servers::Existing(mut endpoints) => {
@@ -195,11 +208,13 @@ pub async fn run(
     // The checker judges the history; what the run could not do is the run's to add.
     let mut report_value =
         serde_json::to_value(&report).map_err(|e| RunError::Setup(e.to_string()))?;
-    if let (false, Some(object)) = (not_applicable.is_empty(), report_value.as_object_mut()) {
-        let warnings = not_applicable
-            .iter()
-            .map(|why| format!("a fault that cannot act on this run was left out: {why}").into())
-            .collect();
+    let warnings: Vec<serde_json::Value> = not_applicable
+        .iter()
+        .map(|why| format!("a fault that cannot act on this run was left out: {why}"))
+        .chain(misfit)
+        .map(Into::into)
+        .collect();
+    if let (false, Some(object)) = (warnings.is_empty(), report_value.as_object_mut()) {
         object.insert("warnings".into(), serde_json::Value::Array(warnings));
     }
     let report_text =

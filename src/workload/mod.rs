@@ -2,6 +2,7 @@
 //! client loop, and `lockaudit worker`, the process that runs clients. The controller that
 //! starts workers and records their events is `run`; the workers as processes are `fleet`.
 
+pub mod builtin;
 pub mod client;
 pub mod controls;
 pub mod expect;

@@ -1,0 +1,96 @@
+//! The built-in workloads: `workloads/<algorithm>.toml`, compiled into the binary, so that
+//! `lockaudit run --algorithm NAME` and `lockaudit audit` use each algorithm's own workload
+//! (its hold times, TTL, keys and `[expect]` table) from any folder and after
+//! `cargo install`. The files in `workloads/` are their source; a unit test parses each.
+
+use super::spec::{SpecError, WorkloadSpec};
+
+/// Each built-in algorithm's workload, as the text of its file.
+pub const BUILTIN: [(&str, &str); 7] = [
+    ("setnx-del", include_str!("../../workloads/setnx-del.toml")),
+    (
+        "setnx-expire",
+        include_str!("../../workloads/setnx-expire.toml"),
+    ),
+    (
+        "setnx-getset",
+        include_str!("../../workloads/setnx-getset.toml"),
+    ),
+    (
+        "lua-getset",
+        include_str!("../../workloads/lua-getset.toml"),
+    ),
+    ("set-nx-px", include_str!("../../workloads/set-nx-px.toml")),
+    ("reentrant", include_str!("../../workloads/reentrant.toml")),
+    ("redlock", include_str!("../../workloads/redlock.toml")),
+];
+
+/// Where a built-in workload comes from, as errors and messages name it.
+pub fn source_name(algorithm: &str) -> String {
+    format!("workloads/{algorithm}.toml (built in)")
+}
+
+/// The text of `algorithm`'s built-in workload, if it has one.
+pub fn text(algorithm: &str) -> Option<&'static str> {
+    BUILTIN
+        .iter()
+        .find(|(name, _)| *name == algorithm)
+        .map(|(_, text)| *text)
+}
+
+/// The workload `algorithm` runs when no file is given: its built-in one, or the generic
+/// defaults with that algorithm for an algorithm without one (`lua` and `external`, which
+/// need a file of their own anyway).
+pub fn workload(algorithm: &str) -> Result<WorkloadSpec, SpecError> {
+    match text(algorithm) {
+        Some(text) => WorkloadSpec::from_toml(text, &source_name(algorithm)),
+        None => Ok(WorkloadSpec {
+            algorithm: algorithm.to_string(),
+            ..WorkloadSpec::default()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locks::ALGORITHMS;
+
+    #[test]
+    fn every_builtin_workload_parses_and_names_its_own_algorithm() {
+        for (algorithm, text) in BUILTIN {
+            let spec = WorkloadSpec::from_toml(text, &source_name(algorithm))
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(spec.algorithm, algorithm);
+            assert!(!spec.expect.is_empty(), "{algorithm}: no [expect] table");
+        }
+    }
+
+    #[test]
+    fn every_algorithm_has_one_and_it_is_the_file_in_workloads() {
+        for algorithm in ALGORITHMS {
+            let builtin = text(algorithm).unwrap_or_else(|| panic!("{algorithm}: none"));
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("workloads")
+                .join(format!("{algorithm}.toml"));
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), builtin);
+        }
+        assert_eq!(BUILTIN.len(), ALGORITHMS.len());
+    }
+
+    #[test]
+    fn the_builtin_is_what_an_algorithm_runs_and_others_keep_the_defaults() {
+        let redlock = workload("redlock").unwrap();
+        assert_eq!(redlock.algorithm, "redlock");
+        assert_ne!(redlock.hold, WorkloadSpec::default().hold);
+        assert!(redlock.expect.contains_key("kill-redis"));
+        let lua = workload("lua").unwrap();
+        assert_eq!(
+            lua,
+            WorkloadSpec {
+                algorithm: "lua".into(),
+                ..WorkloadSpec::default()
+            }
+        );
+    }
+}
