@@ -3,7 +3,7 @@
 //! plan. The plan is written to the run folder as `nemesis.json`.
 
 use rand::rngs::StdRng;
-use rand::seq::IndexedRandom;
+use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
@@ -198,11 +198,12 @@ pub fn fit(
 /// not before the time limit are dropped; the executor heals the others by then.
 pub fn plan(schedule: &Schedule, stage: &Stage) -> Result<Vec<PlannedFault>, String> {
     let mut rng = StdRng::seed_from_u64(stage.seed ^ 0x6E65_6D65_7369_7321);
+    let mut deck = Vec::new();
     let mut faults = Vec::new();
     for spec in &schedule.faults {
         let at = spec.at.map(|m| m.0).unwrap_or(0);
         if at < stage.time_limit_ms {
-            faults.push(decide(spec, at, stage, &mut rng)?);
+            faults.push(decide(spec, at, stage, &mut rng, &mut deck)?);
         }
     }
     if let Some(random) = &schedule.random {
@@ -212,7 +213,7 @@ pub fn plan(schedule: &Schedule, stage: &Stage) -> Result<Vec<PlannedFault>, Str
                 .faults
                 .choose(&mut rng)
                 .ok_or_else(|| "the random mix has no faults".to_string())?;
-            faults.push(decide(spec, at, stage, &mut rng)?);
+            faults.push(decide(spec, at, stage, &mut rng, &mut deck)?);
             at += draw(&mut rng, random.every).max(1);
         }
     }
@@ -224,11 +225,13 @@ fn draw(rng: &mut StdRng, span: Span) -> u64 {
     rng.random_range(span.min.0..=span.max.0.max(span.min.0))
 }
 
+/// `deck`: the crash points still to come in this round (see below).
 fn decide(
     spec: &FaultSpec,
     at_ms: u64,
     stage: &Stage,
     rng: &mut StdRng,
+    deck: &mut Vec<String>,
 ) -> Result<PlannedFault, String> {
     let kind = spec.kind;
     let duration = spec
@@ -311,13 +314,19 @@ fn decide(
             }
             Some(point.clone())
         }
-        (FaultKind::CrashPoint, None) => Some(
-            stage
-                .crash_points
-                .choose(rng)
-                .cloned()
-                .ok_or_else(|| "crash-point: the algorithm names no steps".to_string())?,
-        ),
+        // Every step once per round, in a random order (drawn without replacement): the
+        // step that shows the algorithm's flaw comes within its first few crash points,
+        // never left out by chance for a whole run.
+        (FaultKind::CrashPoint, None) => {
+            if deck.is_empty() {
+                if stage.crash_points.is_empty() {
+                    return Err("crash-point: the algorithm names no steps".to_string());
+                }
+                deck.extend(stage.crash_points.iter().cloned());
+                deck.shuffle(rng);
+            }
+            deck.pop()
+        }
         _ => None,
     };
     let mut duration_ms = draw(rng, duration);
@@ -391,6 +400,26 @@ mod tests {
         .unwrap();
         let e = plan(&s, &stage(1)).unwrap_err();
         assert!(e.contains("worker-9"), "{e}");
+    }
+
+    #[test]
+    fn every_step_is_armed_once_in_each_round_of_crash_points() {
+        let s = Schedule::preset("crash-points", &workload()).unwrap();
+        let steps: Vec<String> = ["a:1", "a:2", "a:3"].map(String::from).to_vec();
+        for seed in 0..20 {
+            let stage = Stage {
+                crash_points: steps.clone(),
+                ..stage(seed)
+            };
+            let p = plan(&s, &stage).unwrap();
+            assert!(p.len() >= 6, "{}", p.len());
+            for round in p.chunks(3).filter(|r| r.len() == 3) {
+                let mut armed: Vec<&str> =
+                    round.iter().filter_map(|f| f.point.as_deref()).collect();
+                armed.sort();
+                assert_eq!(armed, ["a:1", "a:2", "a:3"], "seed {seed}");
+            }
+        }
     }
 
     #[test]

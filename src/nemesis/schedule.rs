@@ -414,13 +414,22 @@ impl Schedule {
                 vec![FaultSpec::new(FaultKind::Failover).lasting(1000, 2000)],
             )),
             "clock-jump" => {
-                let mut jump = FaultSpec::new(FaultKind::ClockJump).lasting(1000, 2000);
-                jump.offset = Some(Offset((2 * ttl) as i64 + 1000));
-                // RedLock: a jump on one master of a holder's bare quorum frees the lock.
+                let offset = Some(Offset((2 * ttl) as i64 + 1000));
                 if independent {
-                    jump.count = Some(2);
+                    // RedLock: a jump on one master of a holder's bare quorum frees the
+                    // lock. As with kill-redis, pairs of masters in quick succession: a
+                    // jump on two of a holder's five leaves it a bare quorum it does not
+                    // know of, and the next pair (usually one of those three) lets another
+                    // client gather a quorum while it holds.
+                    let mut pair = FaultSpec::new(FaultKind::ClockJump).lasting(100, 300);
+                    pair.offset = offset;
+                    pair.count = Some(2);
+                    Some(mix((400, 800), vec![pair]))
+                } else {
+                    let mut jump = FaultSpec::new(FaultKind::ClockJump).lasting(1000, 2000);
+                    jump.offset = offset;
+                    Some(mix((2500, 4000), vec![jump]))
                 }
-                Some(mix((2500, 4000), vec![jump]))
             }
             "clock-skew" => {
                 let mut skew = FaultSpec::new(FaultKind::ClockSkew).lasting(1500, 3000);
@@ -434,9 +443,12 @@ impl Schedule {
                 }
                 Some(mix((outlast.1 + 500, outlast.1 + 1500), vec![cut]))
             }
+            // Every half second or so: of an algorithm's steps only some leave a lock
+            // behind (setnx-expire: one of three), so the arming must be frequent for one
+            // of those to come within seconds.
             "crash-points" => Some(mix(
-                (1000, 2000),
-                vec![FaultSpec::new(FaultKind::CrashPoint).lasting(800, 800)],
+                (500, 1000),
+                vec![FaultSpec::new(FaultKind::CrashPoint).lasting(500, 500)],
             )),
             "mix" => {
                 let mut faults: Vec<FaultSpec> = Vec::new();
