@@ -182,6 +182,10 @@ struct RunArgs {
     /// The run folder (default: a new one under results/).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// End the run at the first anomaly the history proves (checked while it runs): heal
+    /// every fault, finish the history, check it whole, draw it, exit 1.
+    #[arg(long)]
+    stop_on_anomaly: bool,
     /// Use a Redis that is already running instead of starting servers:
     /// redis://[:password@]host:port, or sentinel://[:password@]host:port[,host:port]/master
     /// for a Sentinel-watched primary. Server-side faults are then unavailable.
@@ -235,7 +239,7 @@ fn main() -> ExitCode {
 
 /// Resolves the workload, runs it, prints the run folder and the verdict.
 fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
-    use lockaudit::run::{existing_endpoints, new_run_dir, run, Servers};
+    use lockaudit::run::{existing_endpoints, new_run_dir, run, Servers, StopWhen};
     use lockaudit::units::Span;
 
     let mut spec = match &args.workload {
@@ -298,8 +302,18 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     println!("run: {}", dir.display());
     lockaudit::cluster::install_cleanup_handlers();
     let runtime = tokio::runtime::Runtime::new()?;
-    match runtime.block_on(run(&spec, &schedule, &dir, servers)) {
+    let stop_when = if args.stop_on_anomaly {
+        StopWhen::FirstAnomaly
+    } else {
+        StopWhen::Never
+    };
+    match runtime.block_on(run(&spec, &schedule, &dir, servers, &stop_when)) {
         Ok(outcome) => {
+            if let Some(what) = &outcome.proven {
+                println!(
+                    "stopped early: {what} was proven while the run went on (--stop-on-anomaly)"
+                );
+            }
             let history = outcome.dir.join("history.jsonl");
             let (planned, acting) = (outcome.planned, outcome.acting);
             let nemesis = spec.nemesis.as_deref().unwrap_or("none");

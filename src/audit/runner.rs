@@ -17,7 +17,7 @@ use crate::locks::ALGORITHMS;
 use crate::nemesis::schedule::{has_replicas, Workload};
 use crate::nemesis::{Schedule, PRESETS};
 use crate::report::Report;
-use crate::run::{run, RunError, Servers};
+use crate::run::{run, RunError, Servers, StopWhen};
 use crate::units::Millis;
 use crate::workload::WorkloadSpec;
 
@@ -291,7 +291,16 @@ async fn run_cell(
         redis_server: options.redis_server.clone(),
         redis_sentinel: options.redis_sentinel.clone(),
     };
-    let outcome = run(&spec, &schedule, dir, servers).await;
+    // A cell that must find something stops as soon as it has: more time proves no more.
+    let stop_when = if expected.must.is_empty() {
+        StopWhen::Never
+    } else {
+        StopWhen::Found {
+            kinds: expected.must.clone(),
+            inside_lease: expected.inside_lease,
+        }
+    };
+    let outcome = run(&spec, &schedule, dir, servers, &stop_when).await;
     let seconds = began.elapsed().as_secs_f64();
     match outcome {
         Ok(outcome) if outcome.stopped.is_some() => {

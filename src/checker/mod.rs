@@ -9,6 +9,7 @@ mod lease;
 mod liveness;
 mod lost_lock;
 mod mutual_exclusion;
+pub mod online;
 mod precedence;
 mod register;
 

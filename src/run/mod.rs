@@ -2,11 +2,13 @@
 //! records their events into `results/<run>/history.jsonl`, stops everything at the time
 //! limit, reads the guarded counters one last time, and checks the history.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 
 use crate::checker::{self, CheckOptions};
 use crate::cluster::{self, Cluster, ClusterSpec, Endpoints, Node};
@@ -18,7 +20,7 @@ use crate::nemesis::journal::Journal;
 use crate::nemesis::network::Network;
 use crate::nemesis::schedule::cannot_act;
 use crate::nemesis::{self, FaultKind, Schedule, Stage};
-use crate::report::Report;
+use crate::report::{Anomaly, Report};
 
 use crate::clock::{wall_ms, RunClock};
 use crate::workload::client::key_name;
@@ -26,9 +28,44 @@ use crate::workload::resource::Resource;
 use crate::workload::spec::WorkloadSpec;
 use crate::workload::worker::WorkerConfig;
 
-use recorder::{record, Counts};
+use online::{Finished, Online};
+use recorder::{record_and_forward, Counts};
 
+pub mod online;
 pub mod recorder;
+
+/// When a run may end before its time limit: once the history proves what it was run for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StopWhen {
+    /// Never: the run takes its whole time limit.
+    #[default]
+    Never,
+    /// At the first anomaly of any kind (`run --stop-on-anomaly`).
+    FirstAnomaly,
+    /// Once an anomaly of each of `kinds` was found, and, if `inside_lease`, an overlap that
+    /// began inside the earlier holder's lease (an audit cell's expectation).
+    Found {
+        kinds: Vec<String>,
+        inside_lease: bool,
+    },
+}
+
+impl StopWhen {
+    fn is_met(&self, found: &Found) -> bool {
+        match self {
+            StopWhen::Never => false,
+            StopWhen::FirstAnomaly => !found.kinds.is_empty(),
+            StopWhen::Found {
+                kinds,
+                inside_lease,
+            } => {
+                !kinds.is_empty()
+                    && kinds.iter().all(|k| found.kinds.contains_key(k))
+                    && (!inside_lease || found.overlap_inside_lease)
+            }
+        }
+    }
+}
 
 /// Why a run could not be carried out (exit 3), as opposed to what it found.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +101,9 @@ pub struct RunOutcome {
     /// How many faults the plan holds, and how many of them could act.
     pub planned: usize,
     pub acting: usize,
+    /// Why the run ended before its time limit because it had proven what it was run for
+    /// (`StopWhen`): "overlap on lock:3 at 2.41 s".
+    pub proven: Option<String>,
 }
 
 /// Where the run's servers are: started by lockaudit, or already running elsewhere.
@@ -104,6 +144,7 @@ pub async fn run(
     schedule: &Schedule,
     dir: &Path,
     servers: Servers,
+    stop_when: &StopWhen,
 ) -> Result<RunOutcome, RunError> {
     std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     let spec_text = toml::to_string_pretty(spec).map_err(|e| RunError::Setup(e.to_string()))?;
@@ -174,7 +215,7 @@ pub async fn run(
         serde_json::to_string_pretty(&endpoints).map_err(|e| RunError::Setup(e.to_string()))?;
     std::fs::write(dir.join("endpoints.json"), endpoints_text).map_err(io_error(dir))?;
 
-    let result = drive(spec, schedule, dir, &endpoints, owned.as_mut()).await;
+    let result = drive(spec, schedule, dir, &endpoints, owned.as_mut(), stop_when).await;
     if let Some(cluster) = owned {
         cluster.shutdown().await;
     }
@@ -183,15 +224,32 @@ pub async fn run(
         stopped,
         planned,
         acting,
+        proven,
+        online,
     } = result?;
     if let Some(peak) = crate::sys::peak_resident_kib() {
         tracing::info!("recorder peak resident memory {peak} KiB");
     }
 
-    let history_path = dir.join("history.jsonl");
-    let history = history::read_file(&history_path)
-        .map_err(|e| RunError::Setup(format!("the recorded history does not read back: {e}")))?;
-    let report = checker::check(&history, &CheckOptions::default());
+    if online.late_events > 0 {
+        tracing::warn!(
+            "{} events reached the online checker after it had judged their time; the verdict below is on every event",
+            online.late_events
+        );
+    }
+    // The online checker has every event the file has, in its order: its final verdict is
+    // `check` on the file (tests/online.rs). Should it have stopped, the file is read.
+    let report = match online.report {
+        Ok(report) => report,
+        Err(e) => {
+            tracing::warn!("online checking stopped ({e}); reading the history back");
+            let history_path = dir.join("history.jsonl");
+            let history = history::read_file(&history_path).map_err(|e| {
+                RunError::Setup(format!("the recorded history does not read back: {e}"))
+            })?;
+            checker::check(&history, &CheckOptions::default())
+        }
+    };
     // The checker judges the history; what the run could not do is the run's to add.
     let mut report_value =
         serde_json::to_value(&report).map_err(|e| RunError::Setup(e.to_string()))?;
@@ -213,6 +271,7 @@ pub async fn run(
         not_applicable,
         planned,
         acting,
+        proven,
     })
 }
 
@@ -222,6 +281,45 @@ struct Driven {
     stopped: Option<String>,
     planned: usize,
     acting: usize,
+    proven: Option<String>,
+    online: Finished,
+}
+
+/// The anomalies the online checker has proven so far, and whether they end the run.
+#[derive(Default)]
+struct Found {
+    /// Kind -> how many.
+    kinds: BTreeMap<String, u64>,
+    /// Whether an overlap began inside the earlier holder's lease (a later renewal can only
+    /// lengthen a lease, so this holds in the final verdict too).
+    overlap_inside_lease: bool,
+    /// Set once `StopWhen` is met: what met it.
+    proven: Option<String>,
+}
+
+/// Collects what the online checker proves; notifies `stop` once `stop_when` is met.
+fn collect_found(
+    mut found: mpsc::UnboundedReceiver<Anomaly>,
+    stop_when: StopWhen,
+    state: Arc<Mutex<Found>>,
+    stop: Arc<Notify>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(anomaly) = found.recv().await {
+            let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+            *state.kinds.entry(anomaly.kind.clone()).or_default() += 1;
+            state.overlap_inside_lease |= anomaly.lease_expired == Some(false);
+            if state.proven.is_none() && stop_when.is_met(&state) {
+                state.proven = Some(format!(
+                    "{} on {} at {}",
+                    anomaly.kind,
+                    anomaly.key,
+                    crate::units::fmt_time(anomaly.start)
+                ));
+                stop.notify_one();
+            }
+        }
+    })
 }
 
 /// Spawns the workers, runs the nemesis and records until the workers finish, heals
@@ -232,6 +330,7 @@ async fn drive(
     dir: &Path,
     endpoints: &Endpoints,
     cluster: Option<&mut Cluster>,
+    stop_when: &StopWhen,
 ) -> Result<Driven, RunError> {
     let stage = Stage {
         workers: spec.workers,
@@ -259,10 +358,20 @@ async fn drive(
     let (events, received) = mpsc::unbounded_channel::<String>();
     let (counts_tx, counts_rx) = watch::channel(Counts::default());
     let history_path = dir.join("history.jsonl");
+    let (found_tx, found_rx) = mpsc::unbounded_channel::<Anomaly>();
+    let online = Online::start(
+        &history_path.display().to_string(),
+        CheckOptions::default(),
+        found_tx,
+    );
     let recorder = tokio::spawn({
         let path = history_path.clone();
-        async move { record(&path, received, counts_tx).await }
+        let forward = online.lines();
+        async move { record_and_forward(&path, received, counts_tx, Some(forward)).await }
     });
+    let found = Arc::new(Mutex::new(Found::default()));
+    let stop = Arc::new(Notify::new());
+    let collector = collect_found(found_rx, stop_when.clone(), found.clone(), stop.clone());
 
     // Proxies between clients and servers, when a fault needs them.
     let kinds = schedule.kinds();
@@ -301,13 +410,30 @@ async fn drive(
     let watch_progress = {
         let progress = progress.clone();
         let mut counts = counts_rx.clone();
+        let found = found.clone();
         tokio::spawn(async move {
             loop {
                 let c = *counts.borrow_and_update();
                 progress.set_position((clock.now() / 1_000_000).max(0) as u64);
+                let anomalies = {
+                    let found = found.lock().unwrap_or_else(|p| p.into_inner());
+                    found
+                        .kinds
+                        .iter()
+                        .map(|(kind, n)| format!("{kind} ×{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
                 progress.set_message(format!(
-                    "{} acquisitions, {} failed, {} indeterminate",
-                    c.acquisitions, c.failed_acquires, c.indeterminate
+                    "{} acquisitions, {} failed, {} indeterminate{}",
+                    c.acquisitions,
+                    c.failed_acquires,
+                    c.indeterminate,
+                    if anomalies.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" · found: {anomalies}")
+                    }
                 ));
                 tokio::select! {
                     changed = counts.changed() => if changed.is_err() { break },
@@ -329,8 +455,15 @@ async fn drive(
             cluster,
             network: network.as_mut(),
         };
-        stopped =
-            executor::execute(&plan, &mut targets, &journal, &mut exits, spec.time_limit.0).await;
+        stopped = executor::execute_until(
+            &plan,
+            &mut targets,
+            &journal,
+            &mut exits,
+            spec.time_limit.0,
+            &stop,
+        )
+        .await;
         if cluster::shutting_down() {
             // Ctrl-C: the cleanup handler is stopping every child and ends the process next.
             // Shutting down is no fault: nothing more is healed, read or recorded.
@@ -338,9 +471,19 @@ async fn drive(
         }
         executor::heal_all(&mut targets, &journal).await;
     }
+    let proven = found
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .proven
+        .clone();
     if let Some(why) = &stopped {
         eprintln!("lockaudit: stopping the run: {why}");
         // Closing their stdin stops the other workers at once.
+        fleet.close_inputs();
+    } else if let Some(what) = &proven {
+        progress.suspend(|| {
+            eprintln!("lockaudit: proven ({what}): stopping the run, healing every fault")
+        });
         fleet.close_inputs();
     }
 
@@ -375,11 +518,17 @@ async fn drive(
         .map_err(io_error(&history_path))?;
     watch_progress.abort();
     progress.finish_and_clear();
+    let online = tokio::task::spawn_blocking(move || online.finish())
+        .await
+        .map_err(|e| RunError::Setup(format!("the online checker failed: {e}")))?;
+    collector.abort();
     Ok(Driven {
         counts,
         stopped,
         planned,
         acting,
+        proven,
+        online,
     })
 }
 
