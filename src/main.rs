@@ -184,8 +184,12 @@ struct RunArgs {
     out: Option<PathBuf>,
     /// End the run at the first anomaly the history proves (checked while it runs): heal
     /// every fault, finish the history, check it whole, draw it, exit 1.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_online_check")]
     stop_on_anomaly: bool,
+    /// Check the history only once the run is over, not while it runs (the verdict is the
+    /// same; for measuring what online checking costs).
+    #[arg(long)]
+    no_online_check: bool,
     /// Use a Redis that is already running instead of starting servers:
     /// redis://[:password@]host:port, or sentinel://[:password@]host:port[,host:port]/master
     /// for a Sentinel-watched primary. Server-side faults are then unavailable.
@@ -239,7 +243,7 @@ fn main() -> ExitCode {
 
 /// Resolves the workload, runs it, prints the run folder and the verdict.
 fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
-    use lockaudit::run::{existing_endpoints, new_run_dir, run, Servers, StopWhen};
+    use lockaudit::run::{existing_endpoints, new_run_dir, run, RunOptions, Servers, StopWhen};
     use lockaudit::units::Span;
 
     let mut spec = match &args.workload {
@@ -302,12 +306,15 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     println!("run: {}", dir.display());
     lockaudit::cluster::install_cleanup_handlers();
     let runtime = tokio::runtime::Runtime::new()?;
-    let stop_when = if args.stop_on_anomaly {
-        StopWhen::FirstAnomaly
-    } else {
-        StopWhen::Never
+    let options = RunOptions {
+        stop_when: if args.stop_on_anomaly {
+            StopWhen::FirstAnomaly
+        } else {
+            StopWhen::Never
+        },
+        online_check: !args.no_online_check,
     };
-    match runtime.block_on(run(&spec, &schedule, &dir, servers, &stop_when)) {
+    match runtime.block_on(run(&spec, &schedule, &dir, servers, &options)) {
         Ok(outcome) => {
             if let Some(what) = &outcome.proven {
                 println!(

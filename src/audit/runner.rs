@@ -17,7 +17,7 @@ use crate::locks::ALGORITHMS;
 use crate::nemesis::schedule::{has_replicas, Workload};
 use crate::nemesis::{Schedule, PRESETS};
 use crate::report::Report;
-use crate::run::{run, RunError, Servers, StopWhen};
+use crate::run::{run, RunError, RunOptions, Servers, StopWhen};
 use crate::units::Millis;
 use crate::workload::WorkloadSpec;
 
@@ -300,7 +300,11 @@ async fn run_cell(
             inside_lease: expected.inside_lease,
         }
     };
-    let outcome = run(&spec, &schedule, dir, servers, &stop_when).await;
+    let run_options = RunOptions {
+        stop_when,
+        ..RunOptions::default()
+    };
+    let outcome = run(&spec, &schedule, dir, servers, &run_options).await;
     let seconds = began.elapsed().as_secs_f64();
     match outcome {
         Ok(outcome) if outcome.stopped.is_some() => {

@@ -23,7 +23,7 @@ use super::{check, CheckOptions};
 /// How long after an event every event of an earlier time has arrived, as a worker that is
 /// not paused delivers its events (a pipe and a channel: microseconds; a loaded machine
 /// stalls a process for far less than this).
-pub const SETTLE_NS: i64 = 1_000_000_000;
+pub const SETTLE_NS: i64 = 500_000_000;
 
 /// The kinds that events after the horizon cannot take back, so an anomaly of one of them
 /// in the history up to the horizon is in the final verdict too: holds only grow as later

@@ -50,6 +50,24 @@ pub enum StopWhen {
     },
 }
 
+/// How a run is watched while it goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOptions {
+    pub stop_when: StopWhen,
+    /// Check the history while it is recorded (the verdict is the same without; only
+    /// `StopWhen` and the progress bar's anomalies need it).
+    pub online_check: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            stop_when: StopWhen::Never,
+            online_check: true,
+        }
+    }
+}
+
 impl StopWhen {
     fn is_met(&self, found: &Found) -> bool {
         match self {
@@ -144,7 +162,7 @@ pub async fn run(
     schedule: &Schedule,
     dir: &Path,
     servers: Servers,
-    stop_when: &StopWhen,
+    options: &RunOptions,
 ) -> Result<RunOutcome, RunError> {
     std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     let spec_text = toml::to_string_pretty(spec).map_err(|e| RunError::Setup(e.to_string()))?;
@@ -215,7 +233,7 @@ pub async fn run(
         serde_json::to_string_pretty(&endpoints).map_err(|e| RunError::Setup(e.to_string()))?;
     std::fs::write(dir.join("endpoints.json"), endpoints_text).map_err(io_error(dir))?;
 
-    let result = drive(spec, schedule, dir, &endpoints, owned.as_mut(), stop_when).await;
+    let result = drive(spec, schedule, dir, &endpoints, owned.as_mut(), options).await;
     if let Some(cluster) = owned {
         cluster.shutdown().await;
     }
@@ -231,18 +249,20 @@ pub async fn run(
         tracing::info!("recorder peak resident memory {peak} KiB");
     }
 
-    if online.late_events > 0 {
+    if let Some(late) = online.as_ref().map(|o| o.late_events).filter(|&n| n > 0) {
         tracing::warn!(
-            "{} events reached the online checker after it had judged their time; the verdict below is on every event",
-            online.late_events
+            "{late} events reached the online checker after it had judged their time; the verdict below is on every event"
         );
     }
     // The online checker has every event the file has, in its order: its final verdict is
-    // `check` on the file (tests/online.rs). Should it have stopped, the file is read.
-    let report = match online.report {
-        Ok(report) => report,
-        Err(e) => {
-            tracing::warn!("online checking stopped ({e}); reading the history back");
+    // `check` on the file (tests/online.rs). Without it, or should it have stopped, the file
+    // is read.
+    let report = match online.map(|o| o.report) {
+        Some(Ok(report)) => report,
+        other => {
+            if let Some(Err(e)) = other {
+                tracing::warn!("online checking stopped ({e}); reading the history back");
+            }
             let history_path = dir.join("history.jsonl");
             let history = history::read_file(&history_path).map_err(|e| {
                 RunError::Setup(format!("the recorded history does not read back: {e}"))
@@ -282,7 +302,7 @@ struct Driven {
     planned: usize,
     acting: usize,
     proven: Option<String>,
-    online: Finished,
+    online: Option<Finished>,
 }
 
 /// The anomalies the online checker has proven so far, and whether they end the run.
@@ -330,7 +350,7 @@ async fn drive(
     dir: &Path,
     endpoints: &Endpoints,
     cluster: Option<&mut Cluster>,
-    stop_when: &StopWhen,
+    options: &RunOptions,
 ) -> Result<Driven, RunError> {
     let stage = Stage {
         workers: spec.workers,
@@ -359,19 +379,26 @@ async fn drive(
     let (counts_tx, counts_rx) = watch::channel(Counts::default());
     let history_path = dir.join("history.jsonl");
     let (found_tx, found_rx) = mpsc::unbounded_channel::<Anomaly>();
-    let online = Online::start(
-        &history_path.display().to_string(),
-        CheckOptions::default(),
-        found_tx,
-    );
+    let online = options.online_check.then(|| {
+        Online::start(
+            &history_path.display().to_string(),
+            CheckOptions::default(),
+            found_tx,
+        )
+    });
     let recorder = tokio::spawn({
         let path = history_path.clone();
-        let forward = online.lines();
-        async move { record_and_forward(&path, received, counts_tx, Some(forward)).await }
+        let forward = online.as_ref().map(Online::lines);
+        async move { record_and_forward(&path, received, counts_tx, forward).await }
     });
     let found = Arc::new(Mutex::new(Found::default()));
     let stop = Arc::new(Notify::new());
-    let collector = collect_found(found_rx, stop_when.clone(), found.clone(), stop.clone());
+    let collector = collect_found(
+        found_rx,
+        options.stop_when.clone(),
+        found.clone(),
+        stop.clone(),
+    );
 
     // Proxies between clients and servers, when a fault needs them.
     let kinds = schedule.kinds();
@@ -518,9 +545,14 @@ async fn drive(
         .map_err(io_error(&history_path))?;
     watch_progress.abort();
     progress.finish_and_clear();
-    let online = tokio::task::spawn_blocking(move || online.finish())
-        .await
-        .map_err(|e| RunError::Setup(format!("the online checker failed: {e}")))?;
+    let online = match online {
+        Some(online) => Some(
+            tokio::task::spawn_blocking(move || online.finish())
+                .await
+                .map_err(|e| RunError::Setup(format!("the online checker failed: {e}")))?,
+        ),
+        None => None,
+    };
     collector.abort();
     Ok(Driven {
         counts,
