@@ -128,8 +128,12 @@ struct AuditArgs {
     fenced: bool,
     /// Run each cell this many times (seeds seed, seed+1, ...) and report how often each
     /// reached its expectation and the median time to its first anomaly.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "quick")]
     repeat: usize,
+    /// Only the cells that must find something (each known flaw), once each; every cell
+    /// stops as soon as its run has found what it must. The CI gate.
+    #[arg(long)]
+    quick: bool,
     /// The workload files, `<algorithm>.toml`.
     #[arg(long, default_value = "workloads")]
     workloads: PathBuf,
@@ -407,6 +411,7 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
     options.seed = args.seed;
     options.fenced = args.fenced;
     options.repeat = args.repeat;
+    options.quick = args.quick;
     options.workloads = args.workloads;
     options.redis_server = args.redis_server;
     options.redis_sentinel = args.redis_sentinel;

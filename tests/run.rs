@@ -668,8 +668,21 @@ fn stop_on_anomaly_ends_the_run_once_proven_with_checks_verdict() {
     let began = Instant::now();
     // A holder killed while it holds a lock without expiry: every later attempt fails.
     let output = lockaudit()
-        .args(["run", "--algorithm", "setnx-del", "--nemesis", "kill-clients"])
-        .args(["--time-limit", "30s", "--stop-on-anomaly", "--seed", "1", "--out"])
+        .args([
+            "run",
+            "--algorithm",
+            "setnx-del",
+            "--nemesis",
+            "kill-clients",
+        ])
+        .args([
+            "--time-limit",
+            "30s",
+            "--stop-on-anomaly",
+            "--seed",
+            "1",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .expect("run lockaudit");
@@ -682,7 +695,10 @@ fn stop_on_anomaly_ends_the_run_once_proven_with_checks_verdict() {
         "{stdout}\n{stderr}"
     );
     let report = report(&out);
-    assert!(kinds(&report).contains(&"unavailable".to_string()), "{stdout}");
+    assert!(
+        kinds(&report).contains(&"unavailable".to_string()),
+        "{stdout}"
+    );
     // The history ends soon after the anomaly was proven, far before the time limit.
     let span = &report["stats"]["time_span_ns"];
     let seconds = (span[1].as_i64().unwrap() - span[0].as_i64().unwrap()) as f64 / 1e9;
