@@ -118,9 +118,13 @@ struct AuditArgs {
     /// algorithm × every nemesis).
     #[arg(long, value_delimiter = ',')]
     cells: Vec<String>,
-    /// Each cell's run time.
+    /// The longest a cell that must find something runs (it stops once it has).
     #[arg(long, default_value = "20s")]
     time_limit: Millis,
+    /// How long a cell expected to stay valid runs (nothing ends it early; default 4 s, or
+    /// --time-limit if that is shorter).
+    #[arg(long)]
+    valid_time_limit: Option<Millis>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Every algorithm with fencing tokens: no stale write may get through.
@@ -408,6 +412,11 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
         options.cells = Some(cells);
     }
     options.time_limit = args.time_limit;
+    options.valid_time_limit = args.valid_time_limit.unwrap_or(Millis(
+        args.time_limit
+            .0
+            .min(lockaudit::audit::runner::DEFAULT_VALID_CELL_MS),
+    ));
     options.seed = args.seed;
     options.fenced = args.fenced;
     options.repeat = args.repeat;
