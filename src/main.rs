@@ -125,6 +125,9 @@ struct AuditArgs {
     /// --time-limit if that is shorter).
     #[arg(long)]
     valid_time_limit: Option<Millis>,
+    /// Every cell runs its whole time, even once it has found what it must.
+    #[arg(long)]
+    no_early_stop: bool,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Every algorithm with fencing tokens: no stale write may get through.
@@ -412,6 +415,7 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
         options.cells = Some(cells);
     }
     options.time_limit = args.time_limit;
+    options.early_stop = !args.no_early_stop;
     options.valid_time_limit = args.valid_time_limit.unwrap_or(Millis(
         args.time_limit
             .0

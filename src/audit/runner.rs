@@ -37,6 +37,9 @@ pub struct AuditOptions {
     pub time_limit: Millis,
     /// How long a cell expected to stay valid runs: nothing ends it early.
     pub valid_time_limit: Millis,
+    /// Whether a cell that must find something stops once it has (`--no-early-stop`: every
+    /// cell runs its whole time, as audits did before online checking).
+    pub early_stop: bool,
     pub seed: u64,
     /// Every algorithm with fencing tokens: then no `stale-write` may ever get through.
     pub fenced: bool,
@@ -59,6 +62,7 @@ impl AuditOptions {
             workloads: PathBuf::from("workloads"),
             time_limit: Millis(DEFAULT_CELL_MS),
             valid_time_limit: Millis(DEFAULT_VALID_CELL_MS),
+            early_stop: true,
             seed: 1,
             fenced: false,
             repeat: 1,
@@ -318,7 +322,7 @@ async fn run_cell(
         redis_sentinel: options.redis_sentinel.clone(),
     };
     // A cell that must find something stops as soon as it has: more time proves no more.
-    let stop_when = if expected.must.is_empty() {
+    let stop_when = if expected.must.is_empty() || !options.early_stop {
         StopWhen::Never
     } else {
         StopWhen::Found {
