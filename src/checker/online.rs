@@ -27,10 +27,16 @@ pub const SETTLE_NS: i64 = 500_000_000;
 
 /// The kinds that events after the horizon cannot take back, so an anomaly of one of them
 /// in the history up to the horizon is in the final verdict too: holds only grow as later
-/// events end them, a pending acquire takes no part until it completes, and every anomaly
-/// here is judged from completed operations before the horizon. (The property is tested on
-/// every reference history, recorded runs and generated histories: `tests/online.rs`.)
-pub const PROVEN_EARLY: [&str; 10] = [
+/// events end them, a pending acquire takes no part until it completes, and each of these
+/// is judged from operations completed before the horizon. (Tested on every reference
+/// history, the recorded runs and generated histories: `tests/online.rs`.) Left out:
+/// `lost-update`, since a later write that is not its process's last read + 1 makes the key
+/// no counter at all, and the final read of a prefix is not the final read.
+///
+/// One rule can still move: an `info` acquire blocks its key for the longest lease seen, so
+/// a longer lease granted after the horizon lengthens the block and can shorten a free
+/// stretch reported as `unavailable`. The run says so if that ever happens.
+pub const PROVEN_EARLY: [&str; 9] = [
     "overlap",
     "bad-lease",
     "lost-lock",
@@ -40,7 +46,6 @@ pub const PROVEN_EARLY: [&str; 10] = [
     "starvation",
     "unavailable",
     "unfair",
-    "lost-update",
 ];
 
 /// What makes two reports of an anomaly the same violation: its kind, key and start. But a

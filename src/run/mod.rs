@@ -244,6 +244,7 @@ pub async fn run(
         acting,
         proven,
         online,
+        found_kinds,
     } = result?;
     if let Some(peak) = crate::sys::peak_resident_kib() {
         tracing::info!("recorder peak resident memory {peak} KiB");
@@ -270,6 +271,20 @@ pub async fn run(
             checker::check(&history, &CheckOptions::default())
         }
     };
+    let taken_back: Vec<&String> = found_kinds
+        .iter()
+        .filter(|kind| {
+            report
+                .checks
+                .values()
+                .all(|c| c.counts.get(*kind).is_none_or(|n| *n == 0))
+        })
+        .collect();
+    if !taken_back.is_empty() {
+        eprintln!(
+            "lockaudit: warning: reported while the run went on but not in the final verdict: {taken_back:?} (a lease granted later lengthened a block; the final verdict is on every event)"
+        );
+    }
     // The checker judges the history; what the run could not do is the run's to add.
     let mut report_value =
         serde_json::to_value(&report).map_err(|e| RunError::Setup(e.to_string()))?;
@@ -303,6 +318,8 @@ struct Driven {
     acting: usize,
     proven: Option<String>,
     online: Option<Finished>,
+    /// The kinds the online checker reported while the run went on.
+    found_kinds: Vec<String>,
 }
 
 /// The anomalies the online checker has proven so far, and whether they end the run.
@@ -554,6 +571,13 @@ async fn drive(
         None => None,
     };
     collector.abort();
+    let found_kinds = found
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .kinds
+        .keys()
+        .cloned()
+        .collect();
     Ok(Driven {
         counts,
         stopped,
@@ -561,6 +585,7 @@ async fn drive(
         acting,
         proven,
         online,
+        found_kinds,
     })
 }
 
