@@ -15,10 +15,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use crate::history::build::HistoryBuilder;
 use crate::history::reader::push_recorded_line;
-use crate::history::HistoryError;
+use crate::history::{HistoryError, OpF, OpType};
 use crate::report::{Anomaly, Report};
 
-use super::{check, CheckOptions};
+use super::{check, check_with_lease_floor, CheckOptions};
 
 /// How long after an event every event of an earlier time has arrived, as a worker that is
 /// not paused delivers its events (a pipe and a channel: microseconds; a loaded machine
@@ -48,17 +48,21 @@ pub const PROVEN_EARLY: [&str; 9] = [
     "unfair",
 ];
 
-/// What makes two reports of an anomaly the same violation: its kind, key and start. But a
-/// `token-order` anomaly stands for a strongly connected component of the key's precedence
-/// graph (`precedence.rs`), and components grow and merge as holds are added, so the final
-/// verdict may name the one reported early by another of its cycles: one per key.
-pub fn violation_of(anomaly: &Anomaly) -> (&str, &str, i64) {
-    let start = if anomaly.kind == "token-order" {
-        0
-    } else {
-        anomaly.start
-    };
-    (&anomaly.kind, &anomaly.key, start)
+/// Whether two reports of an anomaly are of the same violation. Mostly: the same kind, key
+/// and start. But a `token-order` anomaly stands for a strongly connected component of the
+/// key's precedence graph (`precedence.rs`), and components grow and merge as holds are
+/// added, so the final verdict may name the one reported early by another of its cycles:
+/// one per key. And an `unavailable` free stretch may start later once a longer lease is
+/// seen, or earlier once its beginning has settled: the same stretch if the spans meet.
+pub fn same_violation(a: &Anomaly, b: &Anomaly) -> bool {
+    if a.kind != b.kind || a.key != b.key {
+        return false;
+    }
+    match a.kind.as_str() {
+        "token-order" => true,
+        "unavailable" => a.start <= b.end && b.start <= a.end,
+        _ => a.start == b.start,
+    }
 }
 
 /// Checks a history as its events arrive.
@@ -73,10 +77,15 @@ pub struct OnlineChecker {
     paused: BTreeMap<String, i64>,
     /// Pauses that ended: (time of the pause, time of the resume).
     resumed: Vec<(i64, i64)>,
+    /// The longest ttl an acquire asked for so far (ms).
+    longest_ttl_ms: Option<i64>,
     /// The horizon of the last check: an event before it that arrives now is late.
     judged_until: i64,
     late: u64,
+    /// What was reported: (kind, key, start) of the anomalies compared by start, and the
+    /// latest report of each other violation (`same_violation`), with its span kept up to date.
     reported: HashSet<(String, String, i64)>,
+    reported_spans: Vec<Anomaly>,
     broken: Option<HistoryError>,
 }
 
@@ -91,9 +100,11 @@ impl OnlineChecker {
             latest: i64::MIN,
             paused: BTreeMap::new(),
             resumed: Vec::new(),
+            longest_ttl_ms: None,
             judged_until: i64::MIN,
             late: 0,
             reported: HashSet::new(),
+            reported_spans: Vec::new(),
             broken: None,
         }
     }
@@ -118,6 +129,11 @@ impl OnlineChecker {
             self.late += 1;
         }
         self.latest = self.latest.max(time);
+        if op.f == OpF::Acquire && op.ty == OpType::Invoke {
+            if let Some(ttl) = op.ttl_ms() {
+                self.longest_ttl_ms = Some(self.longest_ttl_ms.map_or(ttl, |l| l.max(ttl)));
+            }
+        }
         let Some(fault) = fault else {
             return;
         };
@@ -172,17 +188,36 @@ impl OnlineChecker {
         }
         self.judged_until = horizon;
         let history = self.builder.snapshot_until(horizon);
-        let report = check(&history, &self.options);
-        report
-            .anomalies
-            .into_iter()
-            .filter(|a| PROVEN_EARLY.contains(&a.kind.as_str()))
-            .filter(|a| {
-                let (kind, key, start) = violation_of(a);
-                self.reported
-                    .insert((kind.to_string(), key.to_string(), start))
-            })
-            .collect()
+        // A lease granted after the horizon may be longer than any seen before it, and
+        // lengthen what an `info` acquire blocks: judge with at least the ttl asked for.
+        let report = check_with_lease_floor(&history, &self.options, self.longest_ttl_ms);
+        let mut new = Vec::new();
+        for anomaly in report.anomalies {
+            if !PROVEN_EARLY.contains(&anomaly.kind.as_str()) {
+                continue;
+            }
+            if matches!(anomaly.kind.as_str(), "token-order" | "unavailable") {
+                match self
+                    .reported_spans
+                    .iter_mut()
+                    .find(|r| same_violation(r, &anomaly))
+                {
+                    // Known: remember its span as it is now, for the next comparison.
+                    Some(known) => *known = anomaly,
+                    None => {
+                        self.reported_spans.push(anomaly.clone());
+                        new.push(anomaly);
+                    }
+                }
+            } else if self.reported.insert((
+                anomaly.kind.clone(),
+                anomaly.key.clone(),
+                anomaly.start,
+            )) {
+                new.push(anomaly);
+            }
+        }
+        new
     }
 
     /// Events that arrived after a check had judged their time (see `SETTLE_NS`): if any
