@@ -2,7 +2,6 @@
 //! records their events into `results/<run>/history.jsonl`, stops everything at the time
 //! limit, reads the guarded counters one last time, and checks the history.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,27 +27,12 @@ use crate::workload::resource::Resource;
 use crate::workload::spec::WorkloadSpec;
 use crate::workload::worker::WorkerConfig;
 
-use online::{Finished, Online};
+pub use online::StopWhen;
+use online::{collect_found, Finished, Found, Online};
 use recorder::{record_and_forward, Counts};
 
 pub mod online;
 pub mod recorder;
-
-/// When a run may end before its time limit: once the history proves what it was run for.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum StopWhen {
-    /// Never: the run takes its whole time limit.
-    #[default]
-    Never,
-    /// At the first anomaly of any kind (`run --stop-on-anomaly`).
-    FirstAnomaly,
-    /// Once an anomaly of each of `kinds` was found, and, if `inside_lease`, an overlap that
-    /// began inside the earlier holder's lease (an audit cell's expectation).
-    Found {
-        kinds: Vec<String>,
-        inside_lease: bool,
-    },
-}
 
 /// How a run is watched while it goes on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,23 +48,6 @@ impl Default for RunOptions {
         RunOptions {
             stop_when: StopWhen::Never,
             online_check: true,
-        }
-    }
-}
-
-impl StopWhen {
-    fn is_met(&self, found: &Found) -> bool {
-        match self {
-            StopWhen::Never => false,
-            StopWhen::FirstAnomaly => !found.kinds.is_empty(),
-            StopWhen::Found {
-                kinds,
-                inside_lease,
-            } => {
-                !kinds.is_empty()
-                    && kinds.iter().all(|k| found.kinds.contains_key(k))
-                    && (!inside_lease || found.overlap_inside_lease)
-            }
         }
     }
 }
@@ -320,43 +287,6 @@ struct Driven {
     online: Option<Finished>,
     /// The kinds the online checker reported while the run went on.
     found_kinds: Vec<String>,
-}
-
-/// The anomalies the online checker has proven so far, and whether they end the run.
-#[derive(Default)]
-struct Found {
-    /// Kind -> how many.
-    kinds: BTreeMap<String, u64>,
-    /// Whether an overlap began inside the earlier holder's lease (a later renewal can only
-    /// lengthen a lease, so this holds in the final verdict too).
-    overlap_inside_lease: bool,
-    /// Set once `StopWhen` is met: what met it.
-    proven: Option<String>,
-}
-
-/// Collects what the online checker proves; notifies `stop` once `stop_when` is met.
-fn collect_found(
-    mut found: mpsc::UnboundedReceiver<Anomaly>,
-    stop_when: StopWhen,
-    state: Arc<Mutex<Found>>,
-    stop: Arc<Notify>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        while let Some(anomaly) = found.recv().await {
-            let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
-            *state.kinds.entry(anomaly.kind.clone()).or_default() += 1;
-            state.overlap_inside_lease |= anomaly.lease_expired == Some(false);
-            if state.proven.is_none() && stop_when.is_met(&state) {
-                state.proven = Some(format!(
-                    "{} on {} at {}",
-                    anomaly.kind,
-                    anomaly.key,
-                    crate::units::fmt_time(anomaly.start)
-                ));
-                stop.notify_one();
-            }
-        }
-    })
 }
 
 /// Spawns the workers, runs the nemesis and records until the workers finish, heals

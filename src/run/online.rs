@@ -1,11 +1,15 @@
-//! The online checker's thread: takes the recorder's lines, checks what has settled now and
-//! then, and sends each anomaly it proves to the controller as soon as it does.
+//! Watching a run while it goes on: the online checker's thread takes the recorder's lines,
+//! checks what has settled now and then, and sends each anomaly it proves to the controller,
+//! which counts them for the progress bar and ends the run once `StopWhen` is met.
 
+use std::collections::BTreeMap;
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::Notify;
 
 use crate::checker::online::OnlineChecker;
 use crate::checker::CheckOptions;
@@ -88,4 +92,74 @@ impl Online {
             late_events: 0,
         })
     }
+}
+
+/// When a run may end before its time limit: once the history proves what it was run for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StopWhen {
+    /// Never: the run takes its whole time limit.
+    #[default]
+    Never,
+    /// At the first anomaly of any kind (`run --stop-on-anomaly`).
+    FirstAnomaly,
+    /// Once an anomaly of each of `kinds` was found, and, if `inside_lease`, an overlap that
+    /// began inside the earlier holder's lease (an audit cell's expectation).
+    Found {
+        kinds: Vec<String>,
+        inside_lease: bool,
+    },
+}
+
+impl StopWhen {
+    fn is_met(&self, found: &Found) -> bool {
+        match self {
+            StopWhen::Never => false,
+            StopWhen::FirstAnomaly => !found.kinds.is_empty(),
+            StopWhen::Found {
+                kinds,
+                inside_lease,
+            } => {
+                !kinds.is_empty()
+                    && kinds.iter().all(|k| found.kinds.contains_key(k))
+                    && (!inside_lease || found.overlap_inside_lease)
+            }
+        }
+    }
+}
+
+/// The anomalies the online checker has proven so far, and whether they end the run.
+#[derive(Default)]
+pub struct Found {
+    /// Kind -> how many.
+    pub kinds: BTreeMap<String, u64>,
+    /// Whether an overlap began inside the earlier holder's lease (a later renewal can only
+    /// lengthen a lease, so this holds in the final verdict too).
+    pub overlap_inside_lease: bool,
+    /// Set once `StopWhen` is met: what met it.
+    pub proven: Option<String>,
+}
+
+/// Collects what the online checker proves; notifies `stop` once `stop_when` is met.
+pub fn collect_found(
+    mut found: UnboundedReceiver<Anomaly>,
+    stop_when: StopWhen,
+    state: Arc<Mutex<Found>>,
+    stop: Arc<Notify>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(anomaly) = found.recv().await {
+            let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+            *state.kinds.entry(anomaly.kind.clone()).or_default() += 1;
+            state.overlap_inside_lease |= anomaly.lease_expired == Some(false);
+            if state.proven.is_none() && stop_when.is_met(&state) {
+                state.proven = Some(format!(
+                    "{} on {} at {}",
+                    anomaly.kind,
+                    anomaly.key,
+                    crate::units::fmt_time(anomaly.start)
+                ));
+                stop.notify_one();
+            }
+        }
+    })
 }
