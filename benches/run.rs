@@ -42,6 +42,32 @@ time_limit = "10s"
         out.to_str().unwrap_or_default(),
     ]);
     let (all_ops, lock_ops, seconds) = operation_rates(&out.join("history.jsonl"));
+
+    // What checking while recording costs: the same run without it, alternating, twice each
+    // (the first run above counts as one with it).
+    let mut with_online = vec![all_ops / seconds];
+    let mut without_online = Vec::new();
+    for i in 0..3 {
+        let online = i % 2 == 1;
+        let out = dir.path().join(format!("throughput-{i}"));
+        let mut args = vec![
+            "run",
+            workload.to_str().unwrap_or_default(),
+            "--out",
+            out.to_str().unwrap_or_default(),
+        ];
+        if !online {
+            args.push("--no-online-check");
+        }
+        run_lockaudit(&args);
+        let (ops, _, seconds) = operation_rates(&out.join("history.jsonl"));
+        if online {
+            with_online.push(ops / seconds);
+        } else {
+            without_online.push(ops / seconds);
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let recorder_kib = stderr
         .lines()
         .find_map(|l| l.split("recorder peak resident memory ").nth(1))
@@ -59,6 +85,12 @@ time_limit = "10s"
         "ratio (recorded operations / SET):       {:>10.2}   (acquire+release only: {:.2})",
         all_ops / seconds / set_rate,
         lock_ops / seconds / set_rate
+    );
+    println!(
+        "with online checking / without:          {:>10.2}   ({:.0} vs {:.0} recorded operations/s, mean of 2 runs each)",
+        mean(&with_online) / mean(&without_online),
+        mean(&with_online),
+        mean(&without_online)
     );
     println!(
         "recorder peak resident memory:           {:>10.1} MB",

@@ -118,9 +118,16 @@ struct AuditArgs {
     /// algorithm × every nemesis).
     #[arg(long, value_delimiter = ',')]
     cells: Vec<String>,
-    /// Each cell's run time.
+    /// The longest a cell that must find something runs (it stops once it has).
     #[arg(long, default_value = "20s")]
     time_limit: Millis,
+    /// How long a cell expected to stay valid runs (nothing ends it early; default 4 s, or
+    /// --time-limit if that is shorter).
+    #[arg(long)]
+    valid_time_limit: Option<Millis>,
+    /// Every cell runs its whole time, even once it has found what it must.
+    #[arg(long)]
+    no_early_stop: bool,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Every algorithm with fencing tokens: no stale write may get through.
@@ -128,8 +135,12 @@ struct AuditArgs {
     fenced: bool,
     /// Run each cell this many times (seeds seed, seed+1, ...) and report how often each
     /// reached its expectation and the median time to its first anomaly.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "quick")]
     repeat: usize,
+    /// Only the cells that must find something (each known flaw), once each; every cell
+    /// stops as soon as its run has found what it must. The CI gate.
+    #[arg(long)]
+    quick: bool,
     /// A folder of workload files, `<algorithm>.toml`, that override the built-in ones
     /// (an algorithm without a file there keeps its built-in workload).
     #[arg(long)]
@@ -185,6 +196,14 @@ struct RunArgs {
     /// The run folder (default: a new one under results/).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// End the run at the first anomaly the history proves (checked while it runs): heal
+    /// every fault, finish the history, check it whole, draw it, exit 1.
+    #[arg(long, conflicts_with = "no_online_check")]
+    stop_on_anomaly: bool,
+    /// Check the history only once the run is over, not while it runs (the verdict is the
+    /// same; for measuring what online checking costs).
+    #[arg(long)]
+    no_online_check: bool,
     /// Use a Redis that is already running instead of starting servers:
     /// redis://[:password@]host:port, or sentinel://[:password@]host:port[,host:port]/master
     /// for a Sentinel-watched primary. Server-side faults are then unavailable.
@@ -238,7 +257,7 @@ fn main() -> ExitCode {
 
 /// Resolves the workload, runs it, prints the run folder and the verdict.
 fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
-    use lockaudit::run::{existing_endpoints, new_run_dir, run, Servers};
+    use lockaudit::run::{existing_endpoints, new_run_dir, run, RunOptions, Servers, StopWhen};
     use lockaudit::units::Span;
 
     // Without a file, the algorithm's own workload, built in (workloads/<algorithm>.toml).
@@ -320,8 +339,21 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     println!("run: {}", dir.display());
     lockaudit::cluster::install_cleanup_handlers();
     let runtime = tokio::runtime::Runtime::new()?;
-    match runtime.block_on(run(&spec, &schedule, &dir, servers)) {
+    let options = RunOptions {
+        stop_when: if args.stop_on_anomaly {
+            StopWhen::FirstAnomaly
+        } else {
+            StopWhen::Never
+        },
+        online_check: !args.no_online_check,
+    };
+    match runtime.block_on(run(&spec, &schedule, &dir, servers, &options)) {
         Ok(outcome) => {
+            if let Some(what) = &outcome.proven {
+                println!(
+                    "stopped early: {what} was proven while the run went on (--stop-on-anomaly)"
+                );
+            }
             let history = outcome.dir.join("history.jsonl");
             let (planned, acting) = (outcome.planned, outcome.acting);
             let nemesis = spec.nemesis.as_deref().unwrap_or("none");
@@ -405,9 +437,16 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
         options.cells = Some(cells);
     }
     options.time_limit = args.time_limit;
+    options.early_stop = !args.no_early_stop;
+    options.valid_time_limit = args.valid_time_limit.unwrap_or(Millis(
+        args.time_limit
+            .0
+            .min(lockaudit::audit::runner::DEFAULT_VALID_CELL_MS),
+    ));
     options.seed = args.seed;
     options.fenced = args.fenced;
     options.repeat = args.repeat;
+    options.quick = args.quick;
     options.workloads = args.workloads;
     options.redis_server = args.redis_server;
     options.redis_sentinel = args.redis_sentinel;

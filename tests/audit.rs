@@ -269,3 +269,41 @@ fn a_cell_whose_run_proved_nothing_is_an_error_not_ok() {
     assert_eq!(json["cells"][0]["status"], "error", "{json}");
     assert_eq!(json["counts"]["passed"], 0, "{json}");
 }
+
+#[test]
+fn quick_runs_only_the_cells_that_must_find_something_each_stopping_once_proven() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("quick");
+    // setnx-del must find `unavailable` under kill-clients and nothing without faults; with
+    // --quick only the first runs, and stops long before its 30 s.
+    let output = lockaudit()
+        .args(["audit", "--quick", "--algorithms", "setnx-del"])
+        .args([
+            "--nemeses",
+            "none,kill-clients",
+            "--time-limit",
+            "30s",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("audit.json")).expect("json"))
+            .expect("parses");
+    let cells = json["cells"].as_array().expect("cells");
+    assert_eq!(cells.len(), 1, "{stdout}");
+    assert_eq!(cells[0]["nemesis"], "kill-clients");
+    let seconds = cells[0]["seconds"].as_f64().expect("seconds");
+    assert!(seconds < 20.0, "the cell ran {seconds} s: {stdout}");
+    // The JUnit file a CI system publishes has the one case.
+    let xml = std::fs::read_to_string(out.join("audit.xml")).expect("audit.xml");
+    assert!(xml.contains("tests=\"1\""), "{xml}");
+}

@@ -641,6 +641,87 @@ fn failover_on_redlocks_independent_masters_is_not_applicable() {
     assert_not_applicable("redlock", "failover", "no replicas to fail over to");
 }
 
+/// `report.json` without the run's own `warnings`, and `lockaudit check --json` of the
+/// run's history: the run's verdict must be exactly what `check` says of its file.
+fn assert_verdict_is_checks(out: &Path) {
+    let output = lockaudit()
+        .arg("check")
+        .arg(out.join("history.jsonl"))
+        .arg("--json")
+        .output()
+        .expect("run lockaudit check");
+    let mut checked: Value =
+        serde_json::from_slice(&output.stdout).expect("check --json prints a report");
+    let mut recorded = report(out);
+    for value in [&mut checked, &mut recorded] {
+        if let Some(object) = value.as_object_mut() {
+            object.remove("warnings");
+        }
+    }
+    assert_eq!(recorded, checked, "the run's verdict differs from check's");
+}
+
+#[test]
+fn stop_on_anomaly_ends_the_run_once_proven_with_checks_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("stop");
+    let began = Instant::now();
+    // A holder killed while it holds a lock without expiry: every later attempt fails.
+    let output = lockaudit()
+        .args([
+            "run",
+            "--algorithm",
+            "setnx-del",
+            "--nemesis",
+            "kill-clients",
+        ])
+        .args([
+            "--time-limit",
+            "30s",
+            "--stop-on-anomaly",
+            "--seed",
+            "1",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run lockaudit");
+    let took = began.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("stopped early: unavailable on lock:"),
+        "{stdout}\n{stderr}"
+    );
+    let report = report(&out);
+    assert!(
+        kinds(&report).contains(&"unavailable".to_string()),
+        "{stdout}"
+    );
+    // The history ends soon after the anomaly was proven, far before the time limit.
+    let span = &report["stats"]["time_span_ns"];
+    let seconds = (span[1].as_i64().unwrap() - span[0].as_i64().unwrap()) as f64 / 1e9;
+    assert!(seconds < 25.0, "the history spans {seconds:.1} s: {stdout}");
+    assert!(took < Duration::from_secs(28), "took {took:?}");
+    assert_verdict_is_checks(&out);
+    let left = left_running(&out);
+    assert!(left.is_empty(), "processes left running: {left:?}");
+}
+
+#[test]
+fn a_run_under_faults_reaches_the_verdict_check_reaches_on_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pauses");
+    let output = run("set-nx-px", &out, &["--nemesis", "pause-clients"]);
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_verdict_is_checks(&out);
+}
+
 /// `run --algorithm NAME` without a workload file, from a folder that has no `workloads/`:
 /// the algorithm's own workload, built into the binary, with the flags over it; and a
 /// schedule whose faults do not all fit in the time limit says so before the run starts,

@@ -224,7 +224,14 @@ fn server_faults(history: &crate::history::History) -> Vec<ServerFault> {
     out
 }
 
-pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) -> Vec<KeyStats> {
+/// `lease_floor_ms`: the least an `info` acquire blocks its key for, whatever leases were
+/// seen (`None` for a finished history: only what was seen).
+pub fn check(
+    names: &Names,
+    options: &CheckOptions,
+    lease_floor_ms: Option<i64>,
+    findings: &mut Findings,
+) -> Vec<KeyStats> {
     let history = names.history;
     let keys = history.keys.len();
     let (history_start, history_end) = history.time_span();
@@ -232,7 +239,7 @@ pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) -> 
     // Gather, per key, what blocked it and every attempt to acquire it.
     let mut blocks: Vec<Vec<Block>> = vec![Vec::new(); keys];
     let mut attempts: Vec<Vec<Attempt>> = vec![Vec::new(); keys];
-    let mut longest_lease: Vec<Option<i64>> = vec![None; keys];
+    let mut longest_lease: Vec<Option<i64>> = vec![lease_floor_ms; keys];
     let mut stats: Vec<KeyStats> = vec![KeyStats::default(); keys];
     for hold in &names.holds.holds {
         let (free, freed) = free_from(hold);

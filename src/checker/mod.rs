@@ -9,6 +9,7 @@ mod lease;
 mod liveness;
 mod lost_lock;
 mod mutual_exclusion;
+pub mod online;
 mod precedence;
 mod register;
 
@@ -62,6 +63,17 @@ const CHECKS: [(&str, &[&str]); 7] = [
 
 /// Runs every check on `history`.
 pub fn check(history: &History, options: &CheckOptions) -> Report {
+    check_with_lease_floor(history, options, None)
+}
+
+/// `check`, where an `info` acquire blocks its key for at least `lease_floor_ms` (when no
+/// longer lease was seen). Online checking judges a prefix of a history with the longest
+/// ttl asked so far as the floor: a lease granted later could lengthen the block.
+fn check_with_lease_floor(
+    history: &History,
+    options: &CheckOptions,
+    lease_floor_ms: Option<i64>,
+) -> Report {
     let holds = holds::derive(history);
     let names = Names {
         history,
@@ -73,7 +85,7 @@ pub fn check(history: &History, options: &CheckOptions) -> Report {
     lease::check(&names, &mut findings);
     let expected_losses = lost_lock::check(&names, &mut findings);
     fencing::check(&names, &mut findings);
-    let mut key_stats = liveness::check(&names, options, &mut findings);
+    let mut key_stats = liveness::check(&names, options, lease_floor_ms, &mut findings);
     fairness::check(&names, options, &mut findings);
     let (counters_checked, counters_skipped) = register::check(&names, &mut findings);
 

@@ -532,6 +532,54 @@ impl HistoryBuilder {
         Ok(())
     }
 
+    /// The event added last, with its fault if it is a nemesis event.
+    pub fn last(&self) -> Option<(&Op, Option<&Fault>)> {
+        let op = self.history.ops.last()?;
+        let fault = (op.process == NEMESIS)
+            .then(|| self.history.faults.get(op.a as usize))
+            .flatten();
+        Some((op, fault))
+    }
+
+    /// The history of the events so far whose time is at most `horizon`, ordered as
+    /// `finish` orders them: what online checking judges while later events may still come.
+    /// Each process's events are in time order, so this is a prefix of each process's own
+    /// events; every key and process seen so far is named, whether or not it is in the cut.
+    pub fn snapshot_until(&self, horizon: i64) -> History {
+        let source = &self.history;
+        // Faults are numbered by their position; those in the cut are numbered afresh.
+        let mut fault_at = vec![u32::MAX; source.faults.len()];
+        let mut faults = Vec::new();
+        for (position, fault) in source.faults.iter().enumerate() {
+            if fault.time <= horizon {
+                fault_at[position] = faults.len() as u32;
+                faults.push(fault.clone());
+            }
+        }
+        let mut ops: Vec<Op> = source
+            .ops
+            .iter()
+            .filter(|op| op.time <= horizon)
+            .map(|op| {
+                let mut op = *op;
+                if op.process == NEMESIS {
+                    op.a = i64::from(fault_at[op.a as usize]);
+                }
+                op
+            })
+            .collect();
+        if !ops.is_sorted_by_key(|op| (op.time, op.index)) {
+            ops.sort_unstable_by_key(|op| (op.time, op.index));
+        }
+        History {
+            ops,
+            faults,
+            keys: source.keys.clone(),
+            processes: source.processes.clone(),
+            warnings: Vec::new(),
+        }
+    }
+
     /// Orders the events by (time, index): the file may be a little out of time order where
     /// several processes' streams were merged.
     pub fn finish(mut self) -> History {

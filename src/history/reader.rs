@@ -163,6 +163,31 @@ fn handle_line(
     Ok(Flow::Go)
 }
 
+/// Adds one line of a history as it is being recorded (the text of one event, no line end),
+/// numbered `line_no - 1` whatever its own `index` says: the recorder renumbers each line as
+/// it writes it, and this sees the line before that.
+pub fn push_recorded_line(
+    builder: &mut HistoryBuilder,
+    source: &str,
+    line_no: u64,
+    text: &[u8],
+) -> Result<(), HistoryError> {
+    let index = line_no.saturating_sub(1);
+    if let Some(mut event) = fast_line::parse(text) {
+        event.index = index;
+        return builder.push(line_no, &event);
+    }
+    match parse_line(text) {
+        Ok(raw) => {
+            let mut wrong = Vec::new();
+            let mut event = raw.as_event_ref(&mut wrong);
+            event.index = index;
+            builder.push(line_no, &event)
+        }
+        Err(serde_error) => Err(diagnose(source, line_no, text, &serde_error)),
+    }
+}
+
 fn trim_line_end(line: &[u8]) -> &[u8] {
     let mut end = line.len();
     while end > 0 && (line[end - 1] == b'\n' || line[end - 1] == b'\r') {

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 use nix::sys::signal::Signal;
 
@@ -63,6 +63,20 @@ pub async fn execute<W: Workers>(
     exits: &mut mpsc::UnboundedReceiver<usize>,
     deadline_ms: u64,
 ) -> Option<String> {
+    execute_until(plan, targets, journal, exits, deadline_ms, &Notify::new()).await
+}
+
+/// `execute`, which also returns (with `None`, as at the deadline) when `stop` is notified:
+/// the run has proven what it was run for. Between two steps of the plan, never inside one,
+/// so no fault is left half made or half healed.
+pub async fn execute_until<W: Workers>(
+    plan: &[PlannedFault],
+    targets: &mut Targets<'_, W>,
+    journal: &Journal,
+    exits: &mut mpsc::UnboundedReceiver<usize>,
+    deadline_ms: u64,
+    stop: &Notify,
+) -> Option<String> {
     // (time, step, fault): ends before begins at the same instant, so a target healed and
     // faulted again in the same millisecond is free for the second fault.
     let mut agenda: Vec<(u64, Step, usize)> = Vec::new();
@@ -94,6 +108,7 @@ pub async fn execute<W: Workers>(
             );
         tokio::select! {
             biased;
+            () = stop.notified() => return None,
             Some(worker) = exits.recv() => {
                 // Stopped by the shutdown's cleanup: no crash, and no restart.
                 if cluster::shutting_down() {

@@ -3,10 +3,11 @@
 //! limit, reads the guarded counters one last time, and checks the history.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 
 use crate::checker::{self, CheckOptions};
 use crate::cluster::{self, Cluster, ClusterSpec, Endpoints, Node};
@@ -18,7 +19,7 @@ use crate::nemesis::journal::Journal;
 use crate::nemesis::network::Network;
 use crate::nemesis::schedule::cannot_act;
 use crate::nemesis::{self, FaultKind, Schedule, Stage};
-use crate::report::Report;
+use crate::report::{Anomaly, Report};
 
 use crate::clock::{wall_ms, RunClock};
 use crate::workload::client::key_name;
@@ -26,9 +27,30 @@ use crate::workload::resource::Resource;
 use crate::workload::spec::WorkloadSpec;
 use crate::workload::worker::WorkerConfig;
 
-use recorder::{record, Counts};
+pub use online::StopWhen;
+use online::{collect_found, Finished, Found, Online};
+use recorder::{record_and_forward, Counts};
 
+pub mod online;
 pub mod recorder;
+
+/// How a run is watched while it goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOptions {
+    pub stop_when: StopWhen,
+    /// Check the history while it is recorded (the verdict is the same without; only
+    /// `StopWhen` and the progress bar's anomalies need it).
+    pub online_check: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            stop_when: StopWhen::Never,
+            online_check: true,
+        }
+    }
+}
 
 /// Why a run could not be carried out (exit 3), as opposed to what it found.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +86,9 @@ pub struct RunOutcome {
     /// How many faults the plan holds, and how many of them could act.
     pub planned: usize,
     pub acting: usize,
+    /// Why the run ended before its time limit because it had proven what it was run for
+    /// (`StopWhen`): "overlap on lock:3 at 2.41 s".
+    pub proven: Option<String>,
 }
 
 /// Where the run's servers are: started by lockaudit, or already running elsewhere.
@@ -104,6 +129,7 @@ pub async fn run(
     schedule: &Schedule,
     dir: &Path,
     servers: Servers,
+    options: &RunOptions,
 ) -> Result<RunOutcome, RunError> {
     std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     let spec_text = toml::to_string_pretty(spec).map_err(|e| RunError::Setup(e.to_string()))?;
@@ -187,7 +213,7 @@ pub async fn run(
         serde_json::to_string_pretty(&endpoints).map_err(|e| RunError::Setup(e.to_string()))?;
     std::fs::write(dir.join("endpoints.json"), endpoints_text).map_err(io_error(dir))?;
 
-    let result = drive(spec, schedule, dir, &endpoints, owned.as_mut()).await;
+    let result = drive(spec, schedule, dir, &endpoints, owned.as_mut(), options).await;
     if let Some(cluster) = owned {
         cluster.shutdown().await;
     }
@@ -196,15 +222,49 @@ pub async fn run(
         stopped,
         planned,
         acting,
+        proven,
+        online,
+        found_kinds,
     } = result?;
     if let Some(peak) = crate::sys::peak_resident_kib() {
         tracing::info!("recorder peak resident memory {peak} KiB");
     }
 
-    let history_path = dir.join("history.jsonl");
-    let history = history::read_file(&history_path)
-        .map_err(|e| RunError::Setup(format!("the recorded history does not read back: {e}")))?;
-    let report = checker::check(&history, &CheckOptions::default());
+    if let Some(late) = online.as_ref().map(|o| o.late_events).filter(|&n| n > 0) {
+        tracing::warn!(
+            "{late} events reached the online checker after it had judged their time; the verdict below is on every event"
+        );
+    }
+    // The online checker has every event the file has, in its order: its final verdict is
+    // `check` on the file (tests/online.rs). Without it, or should it have stopped, the file
+    // is read.
+    let report = match online.map(|o| o.report) {
+        Some(Ok(report)) => report,
+        other => {
+            if let Some(Err(e)) = other {
+                tracing::warn!("online checking stopped ({e}); reading the history back");
+            }
+            let history_path = dir.join("history.jsonl");
+            let history = history::read_file(&history_path).map_err(|e| {
+                RunError::Setup(format!("the recorded history does not read back: {e}"))
+            })?;
+            checker::check(&history, &CheckOptions::default())
+        }
+    };
+    let taken_back: Vec<&String> = found_kinds
+        .iter()
+        .filter(|kind| {
+            report
+                .checks
+                .values()
+                .all(|c| c.counts.get(*kind).is_none_or(|n| *n == 0))
+        })
+        .collect();
+    if !taken_back.is_empty() {
+        eprintln!(
+            "lockaudit: warning: reported while the run went on but not in the final verdict: {taken_back:?} (a lease granted later lengthened a block; the final verdict is on every event)"
+        );
+    }
     // The checker judges the history; what the run could not do is the run's to add.
     let mut report_value =
         serde_json::to_value(&report).map_err(|e| RunError::Setup(e.to_string()))?;
@@ -228,6 +288,7 @@ pub async fn run(
         not_applicable,
         planned,
         acting,
+        proven,
     })
 }
 
@@ -237,6 +298,10 @@ struct Driven {
     stopped: Option<String>,
     planned: usize,
     acting: usize,
+    proven: Option<String>,
+    online: Option<Finished>,
+    /// The kinds the online checker reported while the run went on.
+    found_kinds: Vec<String>,
 }
 
 /// Spawns the workers, runs the nemesis and records until the workers finish, heals
@@ -247,6 +312,7 @@ async fn drive(
     dir: &Path,
     endpoints: &Endpoints,
     cluster: Option<&mut Cluster>,
+    options: &RunOptions,
 ) -> Result<Driven, RunError> {
     let stage = Stage {
         workers: spec.workers,
@@ -274,10 +340,27 @@ async fn drive(
     let (events, received) = mpsc::unbounded_channel::<String>();
     let (counts_tx, counts_rx) = watch::channel(Counts::default());
     let history_path = dir.join("history.jsonl");
+    let (found_tx, found_rx) = mpsc::unbounded_channel::<Anomaly>();
+    let online = options.online_check.then(|| {
+        Online::start(
+            &history_path.display().to_string(),
+            CheckOptions::default(),
+            found_tx,
+        )
+    });
     let recorder = tokio::spawn({
         let path = history_path.clone();
-        async move { record(&path, received, counts_tx).await }
+        let forward = online.as_ref().map(Online::lines);
+        async move { record_and_forward(&path, received, counts_tx, forward).await }
     });
+    let found = Arc::new(Mutex::new(Found::default()));
+    let stop = Arc::new(Notify::new());
+    let collector = collect_found(
+        found_rx,
+        options.stop_when.clone(),
+        found.clone(),
+        stop.clone(),
+    );
 
     // Proxies between clients and servers, when a fault needs them.
     let kinds = schedule.kinds();
@@ -316,13 +399,30 @@ async fn drive(
     let watch_progress = {
         let progress = progress.clone();
         let mut counts = counts_rx.clone();
+        let found = found.clone();
         tokio::spawn(async move {
             loop {
                 let c = *counts.borrow_and_update();
                 progress.set_position((clock.now() / 1_000_000).max(0) as u64);
+                let anomalies = {
+                    let found = found.lock().unwrap_or_else(|p| p.into_inner());
+                    found
+                        .kinds
+                        .iter()
+                        .map(|(kind, n)| format!("{kind} ×{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
                 progress.set_message(format!(
-                    "{} acquisitions, {} failed, {} indeterminate",
-                    c.acquisitions, c.failed_acquires, c.indeterminate
+                    "{} acquisitions, {} failed, {} indeterminate{}",
+                    c.acquisitions,
+                    c.failed_acquires,
+                    c.indeterminate,
+                    if anomalies.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" · found: {anomalies}")
+                    }
                 ));
                 tokio::select! {
                     changed = counts.changed() => if changed.is_err() { break },
@@ -344,8 +444,15 @@ async fn drive(
             cluster,
             network: network.as_mut(),
         };
-        stopped =
-            executor::execute(&plan, &mut targets, &journal, &mut exits, spec.time_limit.0).await;
+        stopped = executor::execute_until(
+            &plan,
+            &mut targets,
+            &journal,
+            &mut exits,
+            spec.time_limit.0,
+            &stop,
+        )
+        .await;
         if cluster::shutting_down() {
             // Ctrl-C: the cleanup handler is stopping every child and ends the process next.
             // Shutting down is no fault: nothing more is healed, read or recorded.
@@ -353,9 +460,19 @@ async fn drive(
         }
         executor::heal_all(&mut targets, &journal).await;
     }
+    let proven = found
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .proven
+        .clone();
     if let Some(why) = &stopped {
         eprintln!("lockaudit: stopping the run: {why}");
         // Closing their stdin stops the other workers at once.
+        fleet.close_inputs();
+    } else if let Some(what) = &proven {
+        progress.suspend(|| {
+            eprintln!("lockaudit: proven ({what}): stopping the run, healing every fault")
+        });
         fleet.close_inputs();
     }
 
@@ -390,11 +507,30 @@ async fn drive(
         .map_err(io_error(&history_path))?;
     watch_progress.abort();
     progress.finish_and_clear();
+    let online = match online {
+        Some(online) => Some(
+            tokio::task::spawn_blocking(move || online.finish())
+                .await
+                .map_err(|e| RunError::Setup(format!("the online checker failed: {e}")))?,
+        ),
+        None => None,
+    };
+    collector.abort();
+    let found_kinds = found
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .kinds
+        .keys()
+        .cloned()
+        .collect();
     Ok(Driven {
         counts,
         stopped,
         planned,
         acting,
+        proven,
+        online,
+        found_kinds,
     })
 }
 

@@ -43,28 +43,30 @@ impl Counts {
     }
 }
 
-/// Counts one line and appends it, renumbered. Lines in the workers' own layout pass
-/// through without being parsed into an `Event` and written again; anything else is parsed,
-/// and a line that is no event is reported and dropped (a worker bug, not history).
+/// Counts one line and appends it, renumbered; returns whether it was. Lines in the
+/// workers' own layout pass through without being parsed into an `Event` and written again;
+/// anything else is parsed, and a line that is no event is reported and dropped (a worker
+/// bug, not history).
 fn append(
     writer: &mut HistoryWriter<BufWriter<File>>,
     tally: &mut Counts,
     line: &str,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     if let Some(event) = fast_line::parse(line.as_bytes()) {
         tally.add(event.process, event.ty, event.f);
         if writer.append_line(line)? {
-            return Ok(());
+            return Ok(true);
         }
     }
     match serde_json::from_str::<Event>(line) {
         Ok(mut event) => {
             tally.add(event.process, event.ty, &event.f);
-            writer.append(&mut event)
+            writer.append(&mut event)?;
+            Ok(true)
         }
         Err(e) => {
             tracing::warn!("dropped a line that is no event ({e}): {line}");
-            Ok(())
+            Ok(false)
         }
     }
 }
@@ -72,16 +74,36 @@ fn append(
 /// Appends event lines from `lines` to `path` until every sender is gone; publishes counts.
 pub async fn record(
     path: &Path,
+    lines: UnboundedReceiver<String>,
+    counts: watch::Sender<Counts>,
+) -> std::io::Result<Counts> {
+    record_and_forward(path, lines, counts, None).await
+}
+
+/// `record`, which also hands each line it appended, in the same order, to `forward` (the
+/// online checker; it numbers them itself, as they are numbered in the file).
+pub async fn record_and_forward(
+    path: &Path,
     mut lines: UnboundedReceiver<String>,
     counts: watch::Sender<Counts>,
+    forward: Option<std::sync::mpsc::Sender<String>>,
 ) -> std::io::Result<Counts> {
     let file = File::create(path)?;
     let mut writer = HistoryWriter::new(BufWriter::with_capacity(1 << 16, file));
     let mut tally = Counts::default();
+    let take = |writer: &mut HistoryWriter<_>, tally: &mut Counts, line: String| {
+        if append(writer, tally, &line)? {
+            if let Some(forward) = &forward {
+                // A checker that stopped listening only stops seeing lines.
+                let _ = forward.send(line);
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    };
     while let Some(line) = lines.recv().await {
-        append(&mut writer, &mut tally, &line)?;
+        take(&mut writer, &mut tally, line)?;
         while let Ok(line) = lines.try_recv() {
-            append(&mut writer, &mut tally, &line)?;
+            take(&mut writer, &mut tally, line)?;
         }
         writer.flush()?;
         counts.send_replace(tally);

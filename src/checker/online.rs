@@ -1,0 +1,343 @@
+//! Online checking: the same checks, run on a history while it is being recorded, so that
+//! an anomaly is reported as soon as the events recorded so far prove it.
+//!
+//! Events arrive in the order the recorder writes them, which is not quite time order: each
+//! worker's stream is in time order, but the streams are merged as they come, and a worker
+//! that is paused (SIGSTOP) delivers what it recorded just before the pause only after it
+//! resumes. So a check judges only the events up to a *horizon*, a time before which nothing
+//! more can arrive: `SETTLE` before the latest event seen, and before every worker pause that
+//! is still on or ended less than `SETTLE` ago. The history up to the horizon is checked
+//! whole, by the same `check` as a finished history; an anomaly it shows is reported once, if
+//! its kind is one a later event cannot take back (`PROVEN_EARLY`). The final verdict is
+//! `check` on everything, identical to `lockaudit check` on the recorded file.
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::history::build::HistoryBuilder;
+use crate::history::reader::push_recorded_line;
+use crate::history::{HistoryError, OpF, OpType};
+use crate::report::{Anomaly, Report};
+
+use super::{check, check_with_lease_floor, CheckOptions};
+
+/// How long after an event every event of an earlier time has arrived, as a worker that is
+/// not paused delivers its events (a pipe and a channel: microseconds; a loaded machine
+/// stalls a process for far less than this).
+pub const SETTLE_NS: i64 = 500_000_000;
+
+/// The kinds that events after the horizon cannot take back, so an anomaly of one of them
+/// in the history up to the horizon is in the final verdict too: holds only grow as later
+/// events end them, a pending acquire takes no part until it completes, and each of these
+/// is judged from operations completed before the horizon. (Tested on every reference
+/// history, the recorded runs and generated histories: `tests/online.rs`.) Left out:
+/// `lost-update`, since a later write that is not its process's last read + 1 makes the key
+/// no counter at all, and the final read of a prefix is not the final read.
+///
+/// One rule can still move: an `info` acquire blocks its key for the longest lease seen, so
+/// a longer lease granted after the horizon lengthens the block and can shorten a free
+/// stretch reported as `unavailable`. The run says so if that ever happens.
+pub const PROVEN_EARLY: [&str; 9] = [
+    "overlap",
+    "bad-lease",
+    "lost-lock",
+    "stale-write",
+    "token-order",
+    "duplicate-token",
+    "starvation",
+    "unavailable",
+    "unfair",
+];
+
+/// Whether two reports of an anomaly are of the same violation. Mostly: the same kind, key
+/// and start. But a `token-order` anomaly stands for a strongly connected component of the
+/// key's precedence graph (`precedence.rs`), and components grow and merge as holds are
+/// added, so the final verdict may name the one reported early by another of its cycles:
+/// one per key. And an `unavailable` free stretch may start later once a longer lease is
+/// seen, or earlier once its beginning has settled: the same stretch if the spans meet.
+pub fn same_violation(a: &Anomaly, b: &Anomaly) -> bool {
+    if a.kind != b.kind || a.key != b.key {
+        return false;
+    }
+    match a.kind.as_str() {
+        "token-order" => true,
+        "unavailable" => a.start <= b.end && b.start <= a.end,
+        _ => a.start == b.start,
+    }
+}
+
+/// Checks a history as its events arrive.
+pub struct OnlineChecker {
+    source: String,
+    builder: HistoryBuilder,
+    options: CheckOptions,
+    lines: u64,
+    /// The latest event time seen.
+    latest: i64,
+    /// Workers paused and not yet resumed: target name -> time of the pause.
+    paused: BTreeMap<String, i64>,
+    /// Pauses that ended: (time of the pause, time of the resume).
+    resumed: Vec<(i64, i64)>,
+    /// The longest ttl an acquire asked for so far (ms).
+    longest_ttl_ms: Option<i64>,
+    /// The horizon of the last check: an event before it that arrives now is late.
+    judged_until: i64,
+    late: u64,
+    /// What was reported: (kind, key, start) of the anomalies compared by start, and the
+    /// latest report of each other violation (`same_violation`), with its span kept up to date.
+    reported: HashSet<(String, String, i64)>,
+    reported_spans: Vec<Anomaly>,
+    broken: Option<HistoryError>,
+}
+
+impl OnlineChecker {
+    /// `source` names the history (its path) in error messages.
+    pub fn new(source: &str, options: CheckOptions) -> Self {
+        OnlineChecker {
+            source: source.to_string(),
+            builder: HistoryBuilder::new(source),
+            options,
+            lines: 0,
+            latest: i64::MIN,
+            paused: BTreeMap::new(),
+            resumed: Vec::new(),
+            longest_ttl_ms: None,
+            judged_until: i64::MIN,
+            late: 0,
+            reported: HashSet::new(),
+            reported_spans: Vec::new(),
+            broken: None,
+        }
+    }
+
+    /// Adds the next line the recorder wrote (its text, without the line end). A line the
+    /// history format rejects stops online checking: the error is kept for `finish`.
+    pub fn push_line(&mut self, text: &[u8]) {
+        if self.broken.is_some() {
+            return;
+        }
+        self.lines += 1;
+        let text = text.trim_ascii_end();
+        if let Err(error) = push_recorded_line(&mut self.builder, &self.source, self.lines, text) {
+            self.broken = Some(error);
+            return;
+        }
+        let Some((op, fault)) = self.builder.last() else {
+            return;
+        };
+        let time = op.time;
+        if time < self.judged_until {
+            self.late += 1;
+        }
+        self.latest = self.latest.max(time);
+        if op.f == OpF::Acquire && op.ty == OpType::Invoke {
+            if let Some(ttl) = op.ttl_ms() {
+                self.longest_ttl_ms = Some(self.longest_ttl_ms.map_or(ttl, |l| l.max(ttl)));
+            }
+        }
+        let Some(fault) = fault else {
+            return;
+        };
+        match fault.name.as_str() {
+            // Only a pause of workers (it lists the clients it stopped) holds back events.
+            "pause" if !fault.processes.is_empty() => {
+                for target in &fault.targets {
+                    self.paused.entry(target.clone()).or_insert(time);
+                }
+            }
+            // A worker killed or restarted while paused was resumed first, or never
+            // delivers what it held back.
+            "resume" | "kill" | "restart" => {
+                for target in &fault.targets {
+                    if let Some(paused_at) = self.paused.remove(target) {
+                        self.resumed.push((paused_at, time));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The time up to which every event has arrived, as far as the events show.
+    pub fn horizon(&mut self) -> i64 {
+        let mut horizon = self.latest.saturating_sub(SETTLE_NS);
+        for &paused_at in self.paused.values() {
+            horizon = horizon.min(paused_at.saturating_sub(SETTLE_NS));
+        }
+        let latest = self.latest;
+        // A resumed worker delivers what it held back at once; after `SETTLE` it has.
+        self.resumed
+            .retain(|&(_, resumed_at)| resumed_at > latest.saturating_sub(SETTLE_NS));
+        for &(paused_at, _) in &self.resumed {
+            horizon = horizon.min(paused_at.saturating_sub(SETTLE_NS));
+        }
+        horizon
+    }
+
+    /// Checks the history up to the horizon; returns the anomalies it proves that were not
+    /// reported before.
+    pub fn poll(&mut self) -> Vec<Anomaly> {
+        let horizon = self.horizon();
+        self.check_until(horizon)
+    }
+
+    /// Checks the events up to `horizon` (all that came, if it is `i64::MAX`); returns the
+    /// anomalies of the `PROVEN_EARLY` kinds not reported before.
+    pub fn check_until(&mut self, horizon: i64) -> Vec<Anomaly> {
+        if self.broken.is_some() || horizon <= self.judged_until {
+            return Vec::new();
+        }
+        self.judged_until = horizon;
+        let history = self.builder.snapshot_until(horizon);
+        // A lease granted after the horizon may be longer than any seen before it, and
+        // lengthen what an `info` acquire blocks: judge with at least the ttl asked for.
+        let report = check_with_lease_floor(&history, &self.options, self.longest_ttl_ms);
+        let mut new = Vec::new();
+        for anomaly in report.anomalies {
+            if !PROVEN_EARLY.contains(&anomaly.kind.as_str()) {
+                continue;
+            }
+            if matches!(anomaly.kind.as_str(), "token-order" | "unavailable") {
+                match self
+                    .reported_spans
+                    .iter_mut()
+                    .find(|r| same_violation(r, &anomaly))
+                {
+                    // Known: remember its span as it is now, for the next comparison.
+                    Some(known) => *known = anomaly,
+                    None => {
+                        self.reported_spans.push(anomaly.clone());
+                        new.push(anomaly);
+                    }
+                }
+            } else if self.reported.insert((
+                anomaly.kind.clone(),
+                anomaly.key.clone(),
+                anomaly.start,
+            )) {
+                new.push(anomaly);
+            }
+        }
+        new
+    }
+
+    /// Events that arrived after a check had judged their time (see `SETTLE_NS`): if any
+    /// did, an anomaly reported early may not be in the final verdict.
+    pub fn late_events(&self) -> u64 {
+        self.late
+    }
+
+    /// The final verdict on every event, or the error of the first line the format rejects.
+    pub fn finish(self) -> Result<Report, HistoryError> {
+        if let Some(error) = self.broken {
+            return Err(error);
+        }
+        Ok(check(&self.builder.finish(), &self.options))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    fn line(index: u64, time_ms: i64, process: u64, ty: &str, f: &str, value: &str) -> String {
+        format!(
+            r#"{{"index":{index},"time":{},"process":{process},"type":"{ty}","f":"{f}","key":"lock:0"{value}}}"#,
+            time_ms * MS
+        )
+    }
+
+    fn nemesis(time_ms: i64, f: &str, processes: &str) -> String {
+        format!(
+            r#"{{"index":0,"time":{},"process":"nemesis","type":"info","f":"{f}","value":{{"targets":["worker-0"],"processes":{processes}}}}}"#,
+            time_ms * MS
+        )
+    }
+
+    fn push(online: &mut OnlineChecker, lines: &[String]) {
+        for l in lines {
+            online.push_line(l.as_bytes());
+        }
+        assert!(online.broken.is_none(), "{:?}", online.broken);
+    }
+
+    /// Two clients hold the lock at once from 100 ms on.
+    fn overlap() -> Vec<String> {
+        vec![
+            line(0, 0, 1, "invoke", "acquire", ""),
+            line(0, 10, 1, "ok", "acquire", ""),
+            line(0, 50, 2, "invoke", "acquire", ""),
+            line(0, 100, 2, "ok", "acquire", ""),
+        ]
+    }
+
+    #[test]
+    fn an_anomaly_is_reported_once_when_the_settled_history_proves_it() {
+        let mut online = OnlineChecker::new("live", CheckOptions::default());
+        push(&mut online, &overlap());
+        // The latest event is at 100 ms: nothing is settled yet.
+        assert_eq!(online.horizon(), 100 * MS - SETTLE_NS);
+        assert!(online.poll().is_empty());
+        push(&mut online, &[line(0, 1_200, 3, "invoke", "acquire", "")]);
+        let found = online.poll();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].kind, "overlap");
+        push(&mut online, &[line(0, 1_300, 3, "fail", "acquire", "")]);
+        assert!(online.poll().is_empty(), "reported twice");
+        let report = online.finish().unwrap();
+        assert_eq!(report.anomalies.len(), 1);
+    }
+
+    #[test]
+    fn a_paused_worker_holds_the_horizon_back_until_it_has_delivered() {
+        let mut online = OnlineChecker::new("live", CheckOptions::default());
+        push(
+            &mut online,
+            &[
+                line(0, 0, 1, "invoke", "acquire", ""),
+                line(0, 10, 1, "ok", "acquire", ""),
+                nemesis(2_000, "pause", "[1]"),
+                line(0, 9_000, 2, "invoke", "acquire", ""),
+            ],
+        );
+        assert_eq!(online.horizon(), 2_000 * MS - SETTLE_NS);
+        push(&mut online, &[nemesis(9_500, "resume", "[1]")]);
+        // Resumed, but what it held back may still be on its way.
+        assert_eq!(online.horizon(), 2_000 * MS - SETTLE_NS);
+        push(&mut online, &[line(0, 10_600, 2, "fail", "acquire", "")]);
+        assert_eq!(online.horizon(), 10_600 * MS - SETTLE_NS);
+    }
+
+    #[test]
+    fn a_paused_server_does_not_hold_the_horizon_back() {
+        let mut online = OnlineChecker::new("live", CheckOptions::default());
+        push(
+            &mut online,
+            &[
+                nemesis(100, "pause", "[]"),
+                line(0, 5_000, 1, "invoke", "acquire", ""),
+            ],
+        );
+        assert_eq!(online.horizon(), 5_000 * MS - SETTLE_NS);
+    }
+
+    #[test]
+    fn an_event_older_than_the_last_horizon_is_counted_late() {
+        let mut online = OnlineChecker::new("live", CheckOptions::default());
+        push(&mut online, &[line(0, 3_000, 1, "invoke", "acquire", "")]);
+        online.poll();
+        assert_eq!(online.late_events(), 0);
+        push(&mut online, &[line(0, 1_000, 2, "invoke", "acquire", "")]);
+        assert_eq!(online.late_events(), 1);
+    }
+
+    #[test]
+    fn a_line_the_format_rejects_stops_online_checking_with_its_error() {
+        let mut online = OnlineChecker::new("live.jsonl", CheckOptions::default());
+        online
+            .push_line(br#"{"index":0,"time":5,"process":1,"type":"ok","f":"acquire","key":"k"}"#);
+        let error = online.finish().unwrap_err().to_string();
+        assert!(error.contains("live.jsonl:1"), "{error}");
+    }
+}
