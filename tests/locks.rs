@@ -492,6 +492,30 @@ async fn redlock_with_three_masters_paused_does_not_acquire() {
 }
 
 #[tokio::test]
+async fn setnx_getset_never_promises_more_than_the_ttl_from_its_start() {
+    // The lease is read off a whole-millisecond clock; a tick between the start and the
+    // timestamp once made it the ttl + 1 ms, longer than the lock could live (bad-lease).
+    let servers = start(Topology::Single, 1).await;
+    let ep = servers.endpoints();
+    let mut a = client("setnx-getset", &ep, &opts(1000)).await;
+    let mut leases = Vec::new();
+    for i in 0..300 {
+        let key = format!("lock:{i}");
+        let started = std::time::Instant::now();
+        let got = a.acquire(&key).await;
+        let took = started.elapsed();
+        let l = lease(&got).expect("lease");
+        assert!(
+            Duration::from_millis(l as u64) <= Duration::from_millis(1000) + took,
+            "a lease of {l} ms after {took:?}"
+        );
+        leases.push(l);
+        assert_eq!(a.release(&key).await, RELEASED);
+    }
+    assert!(leases.iter().all(|&l| l >= 998), "{leases:?}");
+}
+
+#[tokio::test]
 async fn setnx_getset_takes_over_an_expired_lock() {
     let servers = start(Topology::Single, 1).await;
     let ep = servers.endpoints();

@@ -65,6 +65,21 @@ pub fn same_violation(a: &Anomaly, b: &Anomaly) -> bool {
     }
 }
 
+/// The most events online checking keeps (40 bytes each, and as much again while a check
+/// copies the settled part): a run at full speed reaches it after minutes; from then on the
+/// run's verdict comes from reading its file back.
+pub const MAX_EVENTS: u64 = 10_000_000;
+
+/// Why online checking stopped before the end.
+#[derive(Debug, thiserror::Error)]
+pub enum Stopped {
+    /// A line the history format rejects.
+    #[error(transparent)]
+    Rejected(#[from] HistoryError),
+    #[error("online checking keeps at most {0} events")]
+    TooLong(u64),
+}
+
 /// Checks a history as its events arrive.
 pub struct OnlineChecker {
     source: String,
@@ -86,7 +101,8 @@ pub struct OnlineChecker {
     /// latest report of each other violation (`same_violation`), with its span kept up to date.
     reported: HashSet<(String, String, i64)>,
     reported_spans: Vec<Anomaly>,
-    broken: Option<HistoryError>,
+    broken: Option<Stopped>,
+    max_events: u64,
 }
 
 impl OnlineChecker {
@@ -106,7 +122,14 @@ impl OnlineChecker {
             reported: HashSet::new(),
             reported_spans: Vec::new(),
             broken: None,
+            max_events: MAX_EVENTS,
         }
+    }
+
+    /// Keeps at most `events` events instead of `MAX_EVENTS`.
+    pub fn with_max_events(mut self, events: u64) -> Self {
+        self.max_events = events;
+        self
     }
 
     /// Adds the next line the recorder wrote (its text, without the line end). A line the
@@ -115,10 +138,15 @@ impl OnlineChecker {
         if self.broken.is_some() {
             return;
         }
+        if self.lines >= self.max_events {
+            self.broken = Some(Stopped::TooLong(self.max_events));
+            self.builder = HistoryBuilder::new(&self.source);
+            return;
+        }
         self.lines += 1;
         let text = text.trim_ascii_end();
         if let Err(error) = push_recorded_line(&mut self.builder, &self.source, self.lines, text) {
-            self.broken = Some(error);
+            self.broken = Some(error.into());
             return;
         }
         let Some((op, fault)) = self.builder.last() else {
@@ -226,8 +254,9 @@ impl OnlineChecker {
         self.late
     }
 
-    /// The final verdict on every event, or the error of the first line the format rejects.
-    pub fn finish(self) -> Result<Report, HistoryError> {
+    /// The final verdict on every event, or why online checking stopped: the first line the
+    /// format rejects, or too many events.
+    pub fn finish(self) -> Result<Report, Stopped> {
         if let Some(error) = self.broken {
             return Err(error);
         }
@@ -330,6 +359,20 @@ mod tests {
         assert_eq!(online.late_events(), 0);
         push(&mut online, &[line(0, 1_000, 2, "invoke", "acquire", "")]);
         assert_eq!(online.late_events(), 1);
+    }
+
+    #[test]
+    fn a_history_longer_than_the_bound_is_let_go_of() {
+        let mut online = OnlineChecker::new("live", CheckOptions::default()).with_max_events(3);
+        push(&mut online, &overlap()[..3]);
+        assert!(online.finish().is_ok());
+        let mut online = OnlineChecker::new("live", CheckOptions::default()).with_max_events(3);
+        for line in overlap() {
+            online.push_line(line.as_bytes());
+        }
+        assert_eq!(online.builder.len(), 0, "the events are let go of");
+        assert!(online.poll().is_empty());
+        assert!(matches!(online.finish(), Err(Stopped::TooLong(3))));
     }
 
     #[test]

@@ -122,11 +122,14 @@ impl LockClient for SetnxGetset {
             }
             match self.attempt(key).await {
                 // The "+ 1" of the recipe is a margin, not part of the promise: the lease is
-                // the ttl from the moment the timestamp was taken, on the client's clock.
+                // the ttl from the moment the timestamp was taken, on the client's clock,
+                // counted from the start. That clock reads whole milliseconds, so the
+                // difference of two readings overstates the time between them by up to 1 ms:
+                // 1 ms less, so that the promise never outlasts the grant + the ttl.
                 Try::Won(expires) => {
                     return Acquired::Ok {
                         token: None,
-                        lease_ms: Some(expires.saturating_sub(start_clock).saturating_sub(1)),
+                        lease_ms: Some(expires.saturating_sub(start_clock).saturating_sub(2)),
                     }
                 }
                 Try::Taken => continue,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::Notify;
 
-use crate::checker::online::OnlineChecker;
+use crate::checker::online::{OnlineChecker, Stopped};
 use crate::checker::CheckOptions;
 use crate::history::HistoryError;
 use crate::report::{Anomaly, Report};
@@ -27,7 +27,7 @@ const INTERVAL_PER_CHECK_TIME: u32 = 20;
 /// What the thread leaves when the recorder has finished.
 pub struct Finished {
     /// The verdict on every event, or the error of a line the format rejects.
-    pub report: Result<Report, HistoryError>,
+    pub report: Result<Report, Stopped>,
     /// Events that came after a check had judged their time (`OnlineChecker::late_events`).
     pub late_events: u64,
 }
@@ -85,10 +85,10 @@ impl Online {
     pub fn finish(self) -> Finished {
         drop(self.lines);
         self.thread.join().unwrap_or_else(|_| Finished {
-            report: Err(HistoryError::io(
+            report: Err(Stopped::Rejected(HistoryError::io(
                 "the online checker",
                 std::io::Error::other("its thread panicked"),
-            )),
+            ))),
             late_events: 0,
         })
     }
