@@ -64,16 +64,8 @@ enum Command {
         /// Print the report as JSON on stdout instead of the summary.
         #[arg(long)]
         json: bool,
-        /// A free key with failed attempts for longer than this is `unavailable`.
-        #[arg(long, default_value = "1s", value_parser = parse_duration)]
-        liveness_bound: std::time::Duration,
-        /// A process trying for longer than this while others acquire is starving.
-        #[arg(long, default_value = "10s", value_parser = parse_duration)]
-        starvation_bound: std::time::Duration,
-        /// On a fair lock, an acquire invoked more than this after another that got the lock
-        /// first is `unfair`.
-        #[arg(long, default_value = "10ms", value_parser = parse_duration)]
-        fairness_tolerance: std::time::Duration,
+        #[command(flatten)]
+        bounds: Bounds,
         /// List at most this many anomalies of each kind (all are counted).
         #[arg(long, default_value_t = 1000)]
         limit: usize,
@@ -104,6 +96,33 @@ enum Command {
     },
 }
 
+/// The checker's bounds, the same for `check`, `run` and `audit` (README: "Choosing the
+/// bounds").
+#[derive(clap::Args, Debug, Clone)]
+struct Bounds {
+    /// A free key with failed attempts for longer than this is `unavailable`.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    liveness_bound: std::time::Duration,
+    /// A process trying for longer than this while others acquire is starving.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    starvation_bound: std::time::Duration,
+    /// On a fair lock, an acquire invoked more than this after another that got the lock
+    /// first is `unfair`.
+    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    fairness_tolerance: std::time::Duration,
+}
+
+impl Bounds {
+    fn check_options(&self) -> CheckOptions {
+        CheckOptions {
+            liveness_bound_ns: nanos(self.liveness_bound),
+            starvation_bound_ns: nanos(self.starvation_bound),
+            fairness_tolerance_ns: nanos(self.fairness_tolerance),
+            ..CheckOptions::default()
+        }
+    }
+}
+
 /// `lockaudit audit`'s flags.
 #[derive(clap::Args)]
 struct AuditArgs {
@@ -128,6 +147,8 @@ struct AuditArgs {
     /// Every cell runs its whole time, even once it has found what it must.
     #[arg(long)]
     no_early_stop: bool,
+    #[command(flatten)]
+    bounds: Bounds,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Every algorithm with fencing tokens: no stale write may get through.
@@ -200,6 +221,8 @@ struct RunArgs {
     /// every fault, finish the history, check it whole, draw it, exit 1.
     #[arg(long, conflicts_with = "no_online_check")]
     stop_on_anomaly: bool,
+    #[command(flatten)]
+    bounds: Bounds,
     /// Check the history only once the run is over, not while it runs (the verdict is the
     /// same; for measuring what online checking costs).
     #[arg(long)]
@@ -346,6 +369,7 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
             StopWhen::Never
         },
         online_check: !args.no_online_check,
+        check: args.bounds.check_options(),
     };
     match runtime.block_on(run(&spec, &schedule, &dir, servers, &options)) {
         Ok(outcome) => {
@@ -438,6 +462,7 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
     }
     options.time_limit = args.time_limit;
     options.early_stop = !args.no_early_stop;
+    options.check = args.bounds.check_options();
     options.valid_time_limit = args.valid_time_limit.unwrap_or(Millis(
         args.time_limit
             .0
@@ -552,9 +577,7 @@ fn run(command: Command) -> anyhow::Result<u8> {
             history: path,
             out,
             json,
-            liveness_bound,
-            starvation_bound,
-            fairness_tolerance,
+            bounds,
             limit,
         } => {
             let started = std::time::Instant::now();
@@ -566,10 +589,8 @@ fn run(command: Command) -> anyhow::Result<u8> {
             );
             let started = std::time::Instant::now();
             let options = CheckOptions {
-                liveness_bound_ns: nanos(liveness_bound),
-                starvation_bound_ns: nanos(starvation_bound),
-                fairness_tolerance_ns: nanos(fairness_tolerance),
                 anomaly_limit: limit,
+                ..bounds.check_options()
             };
             let report = checker::check(&history, &options);
             tracing::info!("checked in {:.3}s", started.elapsed().as_secs_f64());

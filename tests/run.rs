@@ -817,3 +817,20 @@ fn a_preset_that_does_not_fit_is_told_before_any_server_starts() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_checker_bounds_given_to_run_decide_its_verdict() {
+    // lua-getset's release frees nothing: each hand-over waits for the TTL, `unavailable`
+    // at the default 1 s bound (`lua_getset_without_faults_...`), accepted at 30 s.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("patient");
+    let output = run("lua-getset", &out, &["--liveness-bound", "30s"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(kinds(&report(&out)).is_empty(), "{stdout}");
+}

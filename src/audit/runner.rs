@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::checker::CheckOptions;
 use crate::cluster::Topology;
 use crate::locks::ALGORITHMS;
 use crate::nemesis::schedule::{has_replicas, Workload};
@@ -41,6 +42,8 @@ pub struct AuditOptions {
     /// Whether a cell that must find something stops once it has (`--no-early-stop`: every
     /// cell runs its whole time, as audits did before online checking).
     pub early_stop: bool,
+    /// The checker's bounds for every cell.
+    pub check: CheckOptions,
     pub seed: u64,
     /// Every algorithm with fencing tokens: then no `stale-write` may ever get through.
     pub fenced: bool,
@@ -64,6 +67,7 @@ impl AuditOptions {
             time_limit: Millis(DEFAULT_CELL_MS),
             valid_time_limit: Millis(DEFAULT_VALID_CELL_MS),
             early_stop: true,
+            check: CheckOptions::default(),
             seed: 1,
             fenced: false,
             repeat: 1,
@@ -335,6 +339,7 @@ async fn run_cell(
     };
     let run_options = RunOptions {
         stop_when,
+        check: options.check.clone(),
         ..RunOptions::default()
     };
     let outcome = run(&spec, &schedule, dir, servers, &run_options).await;

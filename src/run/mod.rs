@@ -37,12 +37,14 @@ pub mod online;
 pub mod recorder;
 
 /// How a run is watched while it goes on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RunOptions {
     pub stop_when: StopWhen,
     /// Check the history while it is recorded (the verdict is the same without; only
     /// `StopWhen` and the progress bar's anomalies need it).
     pub online_check: bool,
+    /// The checker's bounds, for the verdict and for checking online.
+    pub check: CheckOptions,
 }
 
 impl Default for RunOptions {
@@ -50,6 +52,7 @@ impl Default for RunOptions {
         RunOptions {
             stop_when: StopWhen::Never,
             online_check: true,
+            check: CheckOptions::default(),
         }
     }
 }
@@ -252,7 +255,7 @@ pub async fn run(
             let history = history::read_file(&history_path).map_err(|e| {
                 RunError::Setup(format!("the recorded history does not read back: {e}"))
             })?;
-            checker::check(&history, &CheckOptions::default())
+            checker::check(&history, &options.check)
         }
     };
     let taken_back: Vec<&String> = found_kinds
@@ -348,7 +351,7 @@ async fn drive(
     let online = options.online_check.then(|| {
         Online::start(
             &history_path.display().to_string(),
-            CheckOptions::default(),
+            options.check.clone(),
             found_tx,
         )
     });
