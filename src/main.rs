@@ -381,13 +381,17 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
             let history = outcome.dir.join("history.jsonl");
             let (planned, acting) = (outcome.planned, outcome.acting);
             let nemesis = spec.nemesis.as_deref().unwrap_or("none");
+            // A run that stopped early never reached the faults planned after that.
+            let healed = if outcome.proven.is_some() {
+                "those injected before the run stopped all healed (the history shows which)"
+            } else {
+                "all healed before the end"
+            };
             if planned > 0 && acting == planned {
-                println!(
-                    "nemesis: {nemesis}, {planned} faults planned (nemesis.json), all healed before the end"
-                );
+                println!("nemesis: {nemesis}, {planned} faults planned (nemesis.json), {healed}");
             } else if planned > 0 && acting > 0 {
                 println!(
-                    "nemesis: {nemesis}, {planned} faults planned (nemesis.json), {} of them NOT APPLICABLE to this run and left out ({}); the other {acting} all healed before the end",
+                    "nemesis: {nemesis}, {planned} faults planned (nemesis.json), {} of them NOT APPLICABLE to this run and left out ({}); of the other {acting}, {healed}",
                     planned - acting,
                     outcome.not_applicable.join("; ")
                 );

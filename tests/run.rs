@@ -694,6 +694,12 @@ fn stop_on_anomaly_ends_the_run_once_proven_with_checks_verdict() {
         stdout.contains("stopped early: unavailable on lock:"),
         "{stdout}\n{stderr}"
     );
+    // The faults planned after the stop never happened, and the summary does not say they
+    // were healed.
+    assert!(
+        stdout.contains("those injected before the run stopped all healed"),
+        "{stdout}"
+    );
     let report = report(&out);
     assert!(
         kinds(&report).contains(&"unavailable".to_string()),

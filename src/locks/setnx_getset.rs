@@ -125,12 +125,15 @@ impl LockClient for SetnxGetset {
                 // the ttl from the moment the timestamp was taken, on the client's clock,
                 // counted from the start. That clock reads whole milliseconds, so the
                 // difference of two readings overstates the time between them by up to 1 ms:
-                // 1 ms less, so that the promise never outlasts the grant + the ttl.
+                // 1 ms less of it, so that the promise never outlasts the grant + the ttl.
                 Try::Won(expires) => {
+                    let ttl = self.options.ttl();
+                    let taken_at = expires.saturating_sub(ttl).saturating_sub(1);
+                    let elapsed = taken_at.saturating_sub(start_clock).saturating_sub(1);
                     return Acquired::Ok {
                         token: None,
-                        lease_ms: Some(expires.saturating_sub(start_clock).saturating_sub(2)),
-                    }
+                        lease_ms: Some(ttl.saturating_add(elapsed.max(0))),
+                    };
                 }
                 Try::Taken => continue,
                 Try::Done(outcome) => return outcome,
