@@ -113,26 +113,55 @@ async fn expect(adapter: &mut Adapter, request: Value, want: &str) -> Result<Rep
     }
 }
 
-fn is_bool(reply: &Reply, field: &str) -> Result<(), String> {
-    match reply.body.get(field) {
-        Some(Value::Bool(_)) => Ok(()),
-        other => Err(format!("`{field}` is {other:?}, not a boolean")),
+/// A member of a reply as a person reads it: missing, or its JSON text.
+fn shown(value: Option<&Value>) -> String {
+    match value {
+        None => "missing".to_string(),
+        Some(v) => format!("{v}"),
     }
 }
 
-/// Checks `token` (null or an integer) and `lease_ms` (an integer ≥ 0) of an ok.
+fn is_bool(reply: &Reply, field: &str) -> Result<(), String> {
+    match reply.body.get(field) {
+        Some(Value::Bool(_)) => Ok(()),
+        other => Err(format!(
+            "`{field}` is {}: it must be true or false",
+            shown(other)
+        )),
+    }
+}
+
+/// Checks `token` (null or an integer) and the lease of an ok: `lease_ms` (an integer ≥ 0,
+/// or null for a lock that never expires) or, from protocol 1.1, `valid_ms`.
 fn ok_shape(reply: &Reply, token: bool) -> Result<String, String> {
     let mut detail = Vec::new();
     if token {
         match reply.body.get("token") {
             Some(Value::Null) => detail.push("token null".to_string()),
             Some(v) if v.as_i64().is_some() => detail.push(format!("token {v}")),
-            other => return Err(format!("`token` is {other:?}: null or an integer")),
+            other => {
+                return Err(format!(
+                    "`token` is {}: it must be an integer, or null if the library issues none",
+                    shown(other)
+                ))
+            }
         }
     }
-    match reply.body.get("lease_ms") {
-        Some(v) if v.as_i64().is_some_and(|n| n >= 0) => detail.push(format!("lease_ms {v}")),
-        other => return Err(format!("`lease_ms` is {other:?}: an integer ≥ 0")),
+    match (reply.body.get("lease_ms"), reply.body.get("valid_ms")) {
+        (Some(Value::Null), _) => detail.push("lease_ms null (never expires)".to_string()),
+        (Some(v), _) if v.as_i64().is_some_and(|n| n >= 0) => detail.push(format!("lease_ms {v}")),
+        (None, Some(v)) if v.as_i64().is_some_and(|n| n >= 0) => {
+            detail.push(format!("valid_ms {v}"))
+        }
+        (lease, valid) => {
+            let what = match (lease, valid) {
+                (None, Some(v)) => format!("`valid_ms` is {v}"),
+                (lease, _) => format!("`lease_ms` is {}", shown(lease)),
+            };
+            return Err(format!(
+                "{what}: send `lease_ms`, the milliseconds of validity promised from the request (null if the lock never expires), or `valid_ms`, what is left when you answer"
+            ));
+        }
     }
     Ok(detail.join(", "))
 }
@@ -190,6 +219,29 @@ pub async fn check_adapter(argv: &[String], endpoints: &Endpoints, dir: &Path) -
     };
     list.add("a second client's acquire of the held key → fail", second);
 
+    // Not only the adapter's own bookkeeping: the lock must refuse another client's release.
+    let release = json!({ "type": "release", "key": KEY });
+    let foreign = match b.as_mut() {
+        Ok(b) => expect(b, release.clone(), "fail")
+            .await
+            .map(|r| format!("{}", r.body.get("error").unwrap_or(&Value::Null))),
+        Err(e) => Err(e.clone()),
+    };
+    list.add(
+        "a second client's release of the key the first holds → fail",
+        foreign,
+    );
+    let still = match b.as_mut() {
+        Ok(b) => expect(b, acquire.clone(), "fail")
+            .await
+            .map(|_| "the first client still holds it".to_string()),
+        Err(e) => Err(e.clone()),
+    };
+    list.add(
+        "after that release, the second client's acquire → still fail",
+        still,
+    );
+
     let renew = json!({ "type": "renew", "key": KEY, "ttl_ms": TTL_MS });
     match a.request(renew, PATIENCE).await {
         Ok(r) if r.ty == "ok" => {
@@ -216,7 +268,6 @@ pub async fn check_adapter(argv: &[String], endpoints: &Endpoints, dir: &Path) -
         }
     }
 
-    let release = json!({ "type": "release", "key": KEY });
     let released = expect(&mut a, release.clone(), "ok")
         .await
         .map(|_| String::new());

@@ -356,10 +356,29 @@ fn parse_reply(raw: &[u8], id: u64) -> Result<Reply, String> {
     Ok(Reply { ty, body })
 }
 
-/// A lease from an `ok` reply (absent or null: none promised; an integer ≥ 0), and a warning
-/// when it was too large for a signed 64-bit integer: such a lease is the library's answer all the same (docs/protocol.md), recorded as `i64::MAX` for the
-/// checker to judge, with a warning.
-fn lease_checked(reply: &Reply) -> Result<(Option<i64>, Option<String>), String> {
+/// A lease from an `ok` reply, counted from the request: `lease_ms` (absent or null: none
+/// promised; an integer ≥ 0), or (protocol 1.1) `valid_ms`, the validity the library reports
+/// as left when it answered, to which the time the request took (`elapsed`) is added. A
+/// warning comes with a lease too large for a signed 64-bit integer: such a lease is the
+/// library's answer all the same (docs/protocol.md), recorded as `i64::MAX` for the checker
+/// to judge.
+fn lease_checked(
+    reply: &Reply,
+    elapsed: Duration,
+) -> Result<(Option<i64>, Option<String>), String> {
+    if reply.body.get("lease_ms").is_none() {
+        if let Some(v) = reply.body.get("valid_ms") {
+            let valid = v
+                .as_i64()
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| format!("`valid_ms` {v} is not an integer ≥ 0"))?;
+            // Whole milliseconds, rounded up: the lock was valid at least that long after
+            // the request.
+            let took = elapsed.as_micros().div_ceil(1000);
+            let took = i64::try_from(took).unwrap_or(i64::MAX);
+            return Ok((Some(valid.saturating_add(took)), None));
+        }
+    }
     let Some(v) = reply.body.get("lease_ms") else {
         return Ok((None, None));
     };
@@ -545,16 +564,18 @@ impl LockClient for External {
             "ttl_ms": self.options.ttl_ms,
             "wait_ms": self.options.wait_ms,
         });
+        let sent = std::time::Instant::now();
         let reply = match self.call(request).await {
             Ok(reply) => reply,
             Err(why) => return Acquired::Info(why),
         };
+        let elapsed = sent.elapsed();
         let reply = match self.classify(reply) {
             Ok(reply) => reply,
             Err(NotOk::Fail(why)) => return Acquired::Fail(why),
             Err(NotOk::Info(why)) => return Acquired::Info(why),
         };
-        match (token_of(&reply), lease_checked(&reply)) {
+        match (token_of(&reply), lease_checked(&reply, elapsed)) {
             (Ok(token), Ok((lease_ms, warning))) => {
                 if let Some(warning) = warning {
                     self.warn(&warning);
@@ -580,9 +601,10 @@ impl LockClient for External {
 
     async fn renew(&mut self, key: &str) -> Outcome {
         let request = json!({ "type": "renew", "key": key, "ttl_ms": self.options.ttl_ms });
+        let sent = std::time::Instant::now();
         match self.call(request).await {
             Ok(reply) => match self.classify(reply) {
-                Ok(reply) => match lease_checked(&reply) {
+                Ok(reply) => match lease_checked(&reply, sent.elapsed()) {
                     Ok((lease_ms, warning)) => {
                         if let Some(warning) = warning {
                             self.warn(&warning);
@@ -618,7 +640,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.ty, "ok");
-        assert_eq!(lease_checked(&ok), Ok((Some(10), None)));
+        assert_eq!(lease_checked(&ok, Duration::ZERO), Ok((Some(10), None)));
         assert_eq!(token_of(&ok), Ok(None));
         let e = parse_reply(br#"{"in_reply_to":3,"type":"ok"}"#, 4).unwrap_err();
         assert!(e.contains("in_reply_to 3 to request 4"), "{e}");
@@ -634,7 +656,7 @@ mod tests {
         )
         .unwrap();
         assert!(token_of(&bad).is_err());
-        assert!(lease_checked(&bad).is_err());
+        assert!(lease_checked(&bad, Duration::ZERO).is_err());
     }
 
     #[test]
@@ -647,17 +669,36 @@ mod tests {
         ] {
             let line = format!(r#"{{"in_reply_to":1,"type":"ok","token":null,"lease_ms":{text}}}"#);
             let reply = parse_reply(line.as_bytes(), 1).unwrap();
-            let (lease, warning) = lease_checked(&reply).unwrap();
+            let (lease, warning) = lease_checked(&reply, Duration::ZERO).unwrap();
             assert_eq!(lease, Some(i64::MAX), "{text}");
             assert!(warning.unwrap().contains("too large"), "{text}");
         }
         let max = format!(r#"{{"in_reply_to":1,"type":"ok","lease_ms":{}}}"#, i64::MAX);
         let reply = parse_reply(max.as_bytes(), 1).unwrap();
-        assert_eq!(lease_checked(&reply).unwrap(), (Some(i64::MAX), None));
+        assert_eq!(
+            lease_checked(&reply, Duration::ZERO).unwrap(),
+            (Some(i64::MAX), None)
+        );
         for bad in ["-18446744073709551615", "1.5", "-1e30", "\"x\""] {
             let line = format!(r#"{{"in_reply_to":1,"type":"ok","lease_ms":{bad}}}"#);
             let reply = parse_reply(line.as_bytes(), 1).unwrap();
-            assert!(lease_checked(&reply).is_err(), "{bad}");
+            assert!(lease_checked(&reply, Duration::ZERO).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn valid_ms_is_counted_from_the_request() {
+        let reply = |body: &str| parse_reply(body.as_bytes(), 1).unwrap();
+        // 1.1: 700 ms left when the library answered, 1.2 s after the request.
+        let took = Duration::from_micros(1_200_100);
+        let r = reply(r#"{"in_reply_to":1,"type":"ok","token":null,"valid_ms":700}"#);
+        assert_eq!(lease_checked(&r, took), Ok((Some(1_901), None)));
+        // lease_ms wins when both come; null is a lock that never expires.
+        let r = reply(r#"{"in_reply_to":1,"type":"ok","lease_ms":300,"valid_ms":700}"#);
+        assert_eq!(lease_checked(&r, took), Ok((Some(300), None)));
+        let r = reply(r#"{"in_reply_to":1,"type":"ok","lease_ms":null}"#);
+        assert_eq!(lease_checked(&r, took), Ok((None, None)));
+        let r = reply(r#"{"in_reply_to":1,"type":"ok","valid_ms":-5}"#);
+        assert!(lease_checked(&r, took).unwrap_err().contains("valid_ms"));
     }
 }
