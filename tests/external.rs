@@ -228,13 +228,19 @@ fn acquire_completions(out: &Path) -> Vec<(String, String)> {
 }
 
 fn check_protocol_failure(mode: &str, expect: &str) {
+    check_protocol_failure_says(mode, &[expect]);
+}
+
+fn check_protocol_failure_says(mode: &str, expected: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let (out, text) = broken_run(dir.path(), mode);
     let completions = acquire_completions(&out);
     assert!(!completions.is_empty(), "{mode}: {text}");
     for (ty, error) in &completions {
         assert_eq!(ty, "info", "{mode}: {error}");
-        assert!(error.contains(expect), "{mode}: {error:?} lacks {expect:?}");
+        for expect in expected {
+            assert!(error.contains(expect), "{mode}: {error:?} lacks {expect:?}");
+        }
     }
     // Retired each time: several adapters were started, one per incarnation.
     assert!(completions.len() >= 2, "{mode}: {completions:?}");
@@ -257,7 +263,11 @@ fn a_reply_to_another_request_is_info() {
 
 #[test]
 fn an_adapter_that_exits_mid_request_is_info_with_its_stderr() {
-    check_protocol_failure("exit", "dying now");
+    // Named by its script, not only its interpreter.
+    check_protocol_failure_says(
+        "exit",
+        &["dying now", "adapter python3 ", "broken.py exit:"],
+    );
 }
 
 #[test]

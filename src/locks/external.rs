@@ -57,6 +57,27 @@ pub struct Hello {
     pub reentrant: bool,
 }
 
+/// How messages name an adapter: its command line, shortened (`python3 ./adapter.py`).
+fn command_line(argv: &[String]) -> String {
+    let line = argv.join(" ");
+    if line.chars().count() <= 120 {
+        return line;
+    }
+    let short: String = line.chars().take(117).collect();
+    format!("{short}...")
+}
+
+/// The non-empty lines of a stderr log without the frames of a stack trace (indented lines,
+/// Python's `Traceback` header), so that its last lines hold the error itself: Python
+/// prints it after the frames, Node before them.
+fn without_stack_frames(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter(|l| !l.starts_with([' ', '\t']))
+        .filter(|l| !l.starts_with("Traceback (most recent call last)"))
+        .collect()
+}
+
 /// One reply, checked for `in_reply_to` and `type`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
@@ -139,7 +160,7 @@ impl Adapter {
             stdout: BufReader::new(stdout),
             next_id: 0,
             log: log.map(Path::to_path_buf),
-            program: program.clone(),
+            program: command_line(argv),
             broken: None,
         })
     }
@@ -160,7 +181,7 @@ impl Adapter {
         // Only the end of a long log.
         let start = bytes.len().saturating_sub(8192);
         let text = String::from_utf8_lossy(&bytes[start..]);
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let lines = without_stack_frames(&text);
         let from = lines.len().saturating_sub(TAIL_LINES);
         lines[from..]
             .iter()
@@ -169,7 +190,8 @@ impl Adapter {
             .join(" | ")
     }
 
-    /// `what` with the stderr tail appended.
+    /// `what` with the stderr tail appended, naming the adapter by its command line (the
+    /// script, not only the interpreter).
     pub fn with_tail(&self, what: &str) -> String {
         let tail = self.stderr_tail();
         if tail.is_empty() {
@@ -684,6 +706,21 @@ mod tests {
             let reply = parse_reply(line.as_bytes(), 1).unwrap();
             assert!(lease_checked(&reply, Duration::ZERO).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_stack_trace_is_shown_by_its_error_line() {
+        let python = "Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n    main()\n  File \"a.py\", line 2, in main\n    raise ValueError(\"no redis\")\nValueError: no redis\n";
+        assert_eq!(without_stack_frames(python), ["ValueError: no redis"]);
+        let node = "/srv/adapter.js:10\n    throw new Error('boom');\n    ^\n\nError: boom\n    at Object.<anonymous> (/srv/adapter.js:10:11)\n    at Module._compile (node:internal/modules/cjs/loader:1256:14)\n\nNode.js v20.11.0\n";
+        assert_eq!(
+            without_stack_frames(node),
+            ["/srv/adapter.js:10", "Error: boom", "Node.js v20.11.0"]
+        );
+        assert_eq!(
+            command_line(&["node".into(), "./adapter.js".into()]),
+            "node ./adapter.js"
+        );
     }
 
     #[test]
