@@ -43,14 +43,20 @@ enum Command {
         #[arg(long)]
         run: Option<PathBuf>,
     },
-    /// Check an external lock client (an adapter speaking docs/protocol.md) against a
-    /// fresh redis-server: prints a checklist, exit 0 when every check passes, 1 if not.
-    /// Example: lockaudit adapter-test -- python3 examples/adapters/redis_py_lock.py
+    /// Check an external lock client (an adapter speaking docs/protocol.md) against fresh
+    /// servers: prints a checklist, exit 0 when every check passes, 1 if not. Examples:
+    /// lockaudit adapter-test -- python3 examples/adapters/redis_py_lock.py (one server, no
+    /// options); lockaudit adapter-test examples/adapters/redis-py.toml (the workload's
+    /// adapter, topology, masters and adapter_options).
     AdapterTest {
         /// The redis-server binary (default: found on PATH).
         #[arg(long)]
         redis_server: Option<PathBuf>,
-        /// The adapter's argv (after `--`), run without a shell.
+        /// The redis-sentinel binary, for a workload on the sentinel topology.
+        #[arg(long)]
+        redis_sentinel: Option<PathBuf>,
+        /// A workload file (`algorithm = "external"`), or the adapter's argv after `--`,
+        /// run without a shell.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         argv: Vec<String>,
     },
@@ -555,14 +561,53 @@ fn run(command: Command) -> anyhow::Result<u8> {
             result?;
             Ok(0)
         }
-        Command::AdapterTest { redis_server, argv } => {
+        Command::AdapterTest {
+            redis_server,
+            redis_sentinel,
+            argv,
+        } => {
+            use lockaudit::locks::adapter_test::Setup;
+            let mut setup = Setup {
+                redis_server,
+                redis_sentinel,
+                ..Setup::default()
+            };
+            let argv = match argv.as_slice() {
+                [file] if file.ends_with(".toml") => {
+                    let path = PathBuf::from(file);
+                    let spec = WorkloadSpec::from_file(&path)?;
+                    let Some(adapter) = spec.adapter.clone() else {
+                        anyhow::bail!(
+                            "{file}: algorithm \"{}\" has no adapter: adapter-test needs a workload with algorithm = \"external\"",
+                            spec.algorithm
+                        );
+                    };
+                    setup.topology = spec.topology();
+                    setup.masters = spec.masters;
+                    setup.options = spec
+                        .adapter_options_json()
+                        .unwrap_or_else(|| serde_json::json!({}));
+                    println!(
+                        "adapter-test: {} on the {} topology ({} master{}), options {}",
+                        adapter.join(" "),
+                        serde_json::to_value(setup.topology)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default(),
+                        setup.masters,
+                        if setup.masters == 1 { "" } else { "s" },
+                        setup.options
+                    );
+                    adapter
+                }
+                _ => argv,
+            };
             lockaudit::cluster::install_cleanup_handlers();
             // One thread: the adapters are forked from it, and die with it (PDEATHSIG).
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            let checks =
-                runtime.block_on(lockaudit::locks::adapter_test::run(&argv, redis_server))?;
+            let checks = runtime.block_on(lockaudit::locks::adapter_test::run(&argv, &setup))?;
             for check in &checks {
                 println!("{}", check.line());
             }

@@ -736,3 +736,41 @@ fn adapter_test_fails_a_lock_that_lets_another_client_release_it() {
         "{text}"
     );
 }
+
+#[test]
+fn adapter_test_of_a_workload_uses_its_topology_and_options() {
+    // RedLock over five independent masters through the Rust example adapter: the init
+    // carries the workload's adapter_options, and the lock needs a quorum of the five.
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("redlock.toml");
+    std::fs::write(
+        &workload,
+        format!(
+            "algorithm = \"external\"\nadapter = [\"{}\"]\nadapter_options = {{ algorithm = \"redlock\" }}\ntopology = \"independent\"\nmasters = 5\n",
+            env!("CARGO_BIN_EXE_lockaudit-adapter")
+        ),
+    )
+    .unwrap();
+    let (code, text) = adapter_test(&[workload.to_str().unwrap()]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("on the independent topology (5 masters)"),
+        "{text}"
+    );
+    assert!(text.contains("lockaudit built-in redlock"), "{text}");
+
+    // A workload that is not an external client's is named as such.
+    let (code, text) = adapter_test(&["workloads/set-nx-px.toml"]);
+    assert_ne!(code, 0, "{text}");
+    assert!(text.contains("has no adapter"), "{text}");
+}
+
+#[test]
+fn adapter_test_of_the_redis_py_workload_passes() {
+    if !have_redis_py() {
+        return;
+    }
+    let (code, text) = adapter_test(&["examples/adapters/redis-py.toml"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("options {\"socket_timeout\":1.0}"), "{text}");
+}

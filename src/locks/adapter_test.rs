@@ -50,9 +50,32 @@ const PATIENCE: Duration = Duration::from_secs(10);
 const KEY: &str = "adapter-test:lock";
 const TTL_MS: u64 = 5000;
 
-/// Starts a redis-server (`redis_server`: the binary, default from PATH) in a temporary
-/// folder, runs the checks against `argv`, stops the server.
-pub async fn run(argv: &[String], redis_server: Option<PathBuf>) -> anyhow::Result<Vec<Check>> {
+/// Where and how the adapter is tried: the servers to start and the `options` of its
+/// `init` (a workload file's `topology`, `masters` and `adapter_options`).
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub topology: Topology,
+    pub masters: usize,
+    pub options: Value,
+    pub redis_server: Option<PathBuf>,
+    pub redis_sentinel: Option<PathBuf>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            topology: Topology::Single,
+            masters: 1,
+            options: json!({}),
+            redis_server: None,
+            redis_sentinel: None,
+        }
+    }
+}
+
+/// Starts the servers of `setup` (the binaries default from PATH) in a temporary folder,
+/// runs the checks against `argv`, stops the servers.
+pub async fn run(argv: &[String], setup: &Setup) -> anyhow::Result<Vec<Check>> {
     let dir = std::env::temp_dir().join(format!(
         "lockaudit-adapter-test-{}-{:x}",
         std::process::id(),
@@ -60,16 +83,18 @@ pub async fn run(argv: &[String], redis_server: Option<PathBuf>) -> anyhow::Resu
     ));
     std::fs::create_dir_all(&dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-    let mut spec = ClusterSpec::new(Topology::Single, &dir);
-    spec.redis_server = redis_server;
+    let mut spec = ClusterSpec::new(setup.topology, &dir);
+    spec.masters = setup.masters;
+    spec.redis_server = setup.redis_server.clone();
+    spec.redis_sentinel = setup.redis_sentinel.clone();
     let checks = match cluster::start(&spec).await {
         Ok(cluster) => {
             let endpoints = cluster.endpoints();
-            let checks = check_adapter(argv, &endpoints, &dir).await;
+            let checks = check_adapter(argv, &endpoints, &dir, &setup.options).await;
             cluster.shutdown().await;
             Ok(checks)
         }
-        Err(e) => Err(anyhow::anyhow!("cannot start redis-server: {e}")),
+        Err(e) => Err(anyhow::anyhow!("cannot start the servers: {e}")),
     };
     let _ = std::fs::remove_dir_all(&dir);
     checks
@@ -172,9 +197,14 @@ fn start(argv: &[String], dir: &Path, name: &str) -> Result<Adapter, String> {
 }
 
 /// The checks, in order; a client whose adapter broke fails its later checks.
-pub async fn check_adapter(argv: &[String], endpoints: &Endpoints, dir: &Path) -> Vec<Check> {
+pub async fn check_adapter(
+    argv: &[String],
+    endpoints: &Endpoints,
+    dir: &Path,
+    options: &Value,
+) -> Vec<Check> {
     let mut list = Checklist(Vec::new());
-    let init = |client: u64| super::external::init_request(client, endpoints, json!({}));
+    let init = |client: u64| super::external::init_request(client, endpoints, options.clone());
 
     let mut a = match start(argv, dir, "a") {
         Ok(a) => a,
