@@ -86,10 +86,15 @@ fn agrees(name: &str, text: &str, options: &CheckOptions) -> Result<bool, String
             continue;
         }
         if !expected.anomalies.iter().any(|a| same_anomaly(a, early)) {
+            let final_of_kind: Vec<_> = expected
+                .anomalies
+                .iter()
+                .filter(|a| a.kind == early.kind && a.key == early.key)
+                .map(|a| (a.start, &a.indices))
+                .collect();
             return Err(format!(
-                "{name}: reported when judged up to {cut} ns, but not in the final verdict: {} on {} from {} ns: {} {:?}\nfinal of that kind: {:?}",
-                early.kind, early.key, early.start, early.explanation, early.indices,
-                expected.anomalies.iter().filter(|a| a.kind == early.kind && a.key == early.key).map(|a| (a.start, &a.indices, &a.cycle)).collect::<Vec<_>>()
+                "{name}: reported when judged up to {cut} ns, but not in the final verdict: {} on {} from {} ns (events {:?}): {}\nthe final verdict's of that kind and key: {final_of_kind:?}",
+                early.kind, early.key, early.start, early.indices, early.explanation
             ));
         }
     }
