@@ -1,6 +1,7 @@
 //! `lockaudit run`: the controller. It starts the servers, spawns the worker processes,
-//! records their events into `results/<run>/history.jsonl`, stops everything at the time
-//! limit, reads the guarded counters one last time, and checks the history.
+//! records their events into `results/<run>/history.jsonl` while they are checked online
+//! (`online.rs`), stops everything at the time limit (or once `StopWhen` is met), heals
+//! every fault, reads the guarded counters one last time, and takes the checker's verdict.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
