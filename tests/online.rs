@@ -14,7 +14,7 @@ mod faulty;
 
 use std::path::{Path, PathBuf};
 
-use lockaudit::checker::online::{same_violation, OnlineChecker, PROVEN_EARLY};
+use lockaudit::checker::online::{proven_early, same_violation, OnlineChecker};
 use lockaudit::checker::{check, CheckOptions};
 use lockaudit::history::reader::read_jsonl;
 use lockaudit::history::{Event, History, OpF, OpType};
@@ -81,7 +81,7 @@ fn agrees(name: &str, text: &str, options: &CheckOptions) -> Result<bool, String
     }
     for (cut, early) in &reported {
         if early.kind == "unavailable" && longer_lease_came_later(&history, &early.key, *cut) {
-            // The one rule that can move (`PROVEN_EARLY`): a lease longer than any asked
+            // The one rule that can move (`proven_early`): a lease longer than any asked
             // for or seen up to the cut lengthened what an `info` acquire blocks.
             continue;
         }
@@ -102,7 +102,7 @@ fn agrees(name: &str, text: &str, options: &CheckOptions) -> Result<bool, String
         // Online checking lets an `info` acquire block its key for at least the longest ttl
         // asked (a later lease could be longer), more cautious than the final rule: it may
         // leave an `unavailable` to the final verdict.
-        if PROVEN_EARLY.contains(&anomaly.kind.as_str())
+        if proven_early(&anomaly.kind)
             && anomaly.kind != "unavailable"
             && !reported.iter().any(|(_, a)| same_anomaly(a, anomaly))
         {

@@ -8,7 +8,7 @@
 //! more can arrive: `SETTLE` before the latest event seen, and before every worker pause that
 //! is still on or ended less than `SETTLE` ago. The history up to the horizon is checked
 //! whole, by the same `check` as a finished history; an anomaly it shows is reported once, if
-//! its kind is one a later event cannot take back (`PROVEN_EARLY`). The final verdict is
+//! its kind is one a later event cannot take back (`proven_early`). The final verdict is
 //! `check` on everything, identical to `lockaudit check` on the recorded file.
 
 use std::collections::{BTreeMap, HashSet};
@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashSet};
 use crate::history::build::HistoryBuilder;
 use crate::history::reader::push_recorded_line;
 use crate::history::{HistoryError, OpF, OpType};
-use crate::report::{Anomaly, Report};
+use crate::report::{Anomaly, Report, ANOMALY_KINDS};
 
 use super::{check, check_with_lease_floor, CheckOptions};
 
@@ -25,28 +25,24 @@ use super::{check, check_with_lease_floor, CheckOptions};
 /// stalls a process for far less than this).
 pub const SETTLE_NS: i64 = 500_000_000;
 
-/// The kinds that events after the horizon cannot take back, so an anomaly of one of them
-/// in the history up to the horizon is in the final verdict too: holds only grow as later
-/// events end them, a pending acquire takes no part until it completes, and each of these
-/// is judged from operations completed before the horizon. (Tested on every reference
-/// history, the recorded runs and generated histories: `tests/online.rs`.) Left out:
-/// `lost-update`, since a later write that is not its process's last read + 1 makes the key
-/// no counter at all, and the final read of a prefix is not the final read.
+/// The kinds only the finished history can show: `lost-update`, since a later write that is
+/// not its process's last read + 1 makes the key no counter at all, and the final read of a
+/// prefix is not the final read.
+pub const ONLY_AT_THE_END: [&str; 1] = ["lost-update"];
+
+/// Whether events after the horizon cannot take back an anomaly of `kind`, so that one in
+/// the history up to the horizon is in the final verdict too: holds only grow as later
+/// events end them, a pending acquire takes no part until it completes, and each such kind
+/// is judged from operations completed before the horizon. That is every kind but
+/// `ONLY_AT_THE_END`. (Tested on every reference history, the recorded runs and generated
+/// histories: `tests/online.rs`.)
 ///
 /// One rule can still move: an `info` acquire blocks its key for the longest lease seen, so
 /// a longer lease granted after the horizon lengthens the block and can shorten a free
 /// stretch reported as `unavailable`. The run says so if that ever happens.
-pub const PROVEN_EARLY: [&str; 9] = [
-    "overlap",
-    "bad-lease",
-    "lost-lock",
-    "stale-write",
-    "token-order",
-    "duplicate-token",
-    "starvation",
-    "unavailable",
-    "unfair",
-];
+pub fn proven_early(kind: &str) -> bool {
+    ANOMALY_KINDS.contains(&kind) && !ONLY_AT_THE_END.contains(&kind)
+}
 
 /// Whether two reports of an anomaly are of the same violation. Mostly: the same kind, key
 /// and start. But a `token-order` anomaly stands for a strongly connected component of the
@@ -209,7 +205,7 @@ impl OnlineChecker {
     }
 
     /// Checks the events up to `horizon` (all that came, if it is `i64::MAX`); returns the
-    /// anomalies of the `PROVEN_EARLY` kinds not reported before.
+    /// anomalies of the kinds `proven_early` names, not reported before.
     pub fn check_until(&mut self, horizon: i64) -> Vec<Anomaly> {
         if self.broken.is_some() || horizon <= self.judged_until {
             return Vec::new();
@@ -221,7 +217,7 @@ impl OnlineChecker {
         let report = check_with_lease_floor(&history, &self.options, self.longest_ttl_ms);
         let mut new = Vec::new();
         for anomaly in report.anomalies {
-            if !PROVEN_EARLY.contains(&anomaly.kind.as_str()) {
+            if !proven_early(&anomaly.kind) {
                 continue;
             }
             if matches!(anomaly.kind.as_str(), "token-order" | "unavailable") {
