@@ -654,10 +654,12 @@ for line in sys.stdin:
     assert_no_process_left(&out);
 }
 
-/// A lock that never expires (`SET NX` without expiry), its owner checked on release: the
-/// shape of python-redis-lock's default.
-const NEVER_EXPIRES: &str = r#"
+/// A Redis lock in one of two modes (its first argument): `never-expires`, `SET NX` without
+/// expiry and its owner checked on release (the shape of python-redis-lock's default), or
+/// `releases-anything`, a 5 s lease and a release that deletes the key whoever holds it.
+const SET_NX_ADAPTER: &str = r#"
 import json, sys, redis
+mode = sys.argv[1]
 r = None
 me = None
 for line in sys.stdin:
@@ -667,14 +669,21 @@ for line in sys.stdin:
         node = req["nodes"][0]
         r = redis.Redis(host=node["host"], port=node["port"], password=node.get("password"))
         me = "client-%d" % req["client"]
-        reply = {"type": "init_ok", "name": "never expires", "fencing": False, "reentrant": False}
+        reply = {"type": "init_ok", "name": mode, "fencing": False, "reentrant": False}
     elif kind == "acquire":
-        if r.set(req["key"], me, nx=True):
-            reply = {"type": "ok", "token": None, "lease_ms": None}
+        if mode == "never-expires":
+            taken, lease = r.set(req["key"], me, nx=True), None
+        else:
+            taken, lease = r.set(req["key"], me, nx=True, px=5000), 5000
+        if taken:
+            reply = {"type": "ok", "token": None, "lease_ms": lease}
         else:
             reply = {"type": "fail", "error": "held by another client"}
     elif kind == "release":
-        freed = r.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end", 1, req["key"], me)
+        if mode == "never-expires":
+            freed = r.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end", 1, req["key"], me)
+        else:
+            freed = r.delete(req["key"])
         reply = {"type": "ok"} if freed == 1 else {"type": "fail", "error": "not ours"}
     else:
         reply = {"type": "error", "error": "no such request: " + kind}
@@ -682,15 +691,20 @@ for line in sys.stdin:
     print(json.dumps(reply), flush=True)
 "#;
 
+/// `adapter-test` of `SET_NX_ADAPTER` in `mode`.
+fn adapter_test_set_nx(mode: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("set_nx.py");
+    std::fs::write(&script, SET_NX_ADAPTER).unwrap();
+    adapter_test(&["python3", script.to_str().unwrap(), mode])
+}
+
 #[test]
 fn adapter_test_passes_a_lock_that_never_expires_and_tries_a_foreign_release() {
     if !have_redis_py() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("never.py");
-    std::fs::write(&script, NEVER_EXPIRES).unwrap();
-    let (code, text) = adapter_test(&["python3", script.to_str().unwrap()]);
+    let (code, text) = adapter_test_set_nx("never-expires");
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("lease_ms null (never expires)"), "{text}");
     assert!(
@@ -700,36 +714,12 @@ fn adapter_test_passes_a_lock_that_never_expires_and_tries_a_foreign_release() {
     assert!(text.contains("still fail"), "{text}");
 }
 
-/// Frees whatever key it is asked to release, whoever holds it: adapter-test must catch that.
-const RELEASES_ANYTHING: &str = r#"
-import json, sys, redis
-r = None
-for line in sys.stdin:
-    req = json.loads(line)
-    kind = req["type"]
-    if kind == "init":
-        node = req["nodes"][0]
-        r = redis.Redis(host=node["host"], port=node["port"], password=node.get("password"))
-        reply = {"type": "init_ok", "name": "careless", "fencing": False, "reentrant": False}
-    elif kind == "acquire":
-        reply = {"type": "ok", "token": None, "lease_ms": 5000} if r.set(req["key"], 1, nx=True, px=5000) else {"type": "fail", "error": "held"}
-    elif kind == "release":
-        reply = {"type": "ok"} if r.delete(req["key"]) == 1 else {"type": "fail", "error": "not held"}
-    else:
-        reply = {"type": "error", "error": "no such request: " + kind}
-    reply["in_reply_to"] = req["id"]
-    print(json.dumps(reply), flush=True)
-"#;
-
 #[test]
 fn adapter_test_fails_a_lock_that_lets_another_client_release_it() {
     if !have_redis_py() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("careless.py");
-    std::fs::write(&script, RELEASES_ANYTHING).unwrap();
-    let (code, text) = adapter_test(&["python3", script.to_str().unwrap()]);
+    let (code, text) = adapter_test_set_nx("releases-anything");
     assert_eq!(code, 1, "{text}");
     assert!(
         text.contains("✗ a second client's release of the key the first holds"),
