@@ -1,13 +1,23 @@
 //! `lockaudit audit` end to end on small matrices, against real redis-server: the files it
 //! writes, and its exit code following the workloads' expectations.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
+
+use common::assert_exit;
 
 fn lockaudit() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
     c.current_dir(env!("CARGO_MANIFEST_DIR"));
     c
+}
+
+/// The audit folder's `audit.json`.
+fn audit_json(out: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(out.join("audit.json")).expect("audit.json");
+    serde_json::from_str(&text).expect("audit.json is JSON")
 }
 
 fn write(path: &Path, text: &str) {
@@ -26,22 +36,14 @@ fn a_matrix_that_meets_its_expectations_passes_and_writes_every_format() {
         .arg(&out)
         .output()
         .expect("runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = assert_exit(&output, 0);
     assert!(
         stdout.contains("lua-getset × none: unavailable"),
         "{stdout}"
     );
     assert!(stdout.contains("set-nx-px × none: valid"), "{stdout}");
 
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("audit.json")).expect("json"))
-            .expect("parses");
+    let json = audit_json(&out);
     assert_eq!(json["passed"], true);
     let cells = json["cells"].as_array().expect("cells");
     assert_eq!(cells.len(), 2);
@@ -109,13 +111,7 @@ fn a_workload_file_is_a_row_of_its_own() {
         .arg(&out)
         .output()
         .expect("runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = assert_exit(&output, 0);
     assert!(
         stdout.contains("examples/lua/set-nx-px.toml × none: valid"),
         "{stdout}"
@@ -192,9 +188,7 @@ fn a_preset_that_cannot_act_is_not_applicable_in_every_format() {
     assert!(stdout.contains("no replicas to fail over to"), "{stdout}");
     assert!(stdout.contains("3 cells: 0 ok, 3 n/a"), "{stdout}");
 
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("audit.json")).expect("json"))
-            .expect("parses");
+    let json = audit_json(&out);
     assert_eq!(json["counts"]["passed"], 0, "{json}");
     assert_eq!(json["counts"]["not_applicable"], 3, "{json}");
     for cell in json["cells"].as_array().expect("cells") {
@@ -255,17 +249,9 @@ fn a_cell_whose_run_proved_nothing_is_an_error_not_ok() {
         .arg(&out)
         .output()
         .expect("runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = assert_exit(&output, 1);
     assert!(stdout.contains("unknown verdict"), "{stdout}");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("audit.json")).expect("json"))
-            .expect("parses");
+    let json = audit_json(&out);
     assert_eq!(json["cells"][0]["status"], "error", "{json}");
     assert_eq!(json["counts"]["passed"], 0, "{json}");
 }
@@ -288,16 +274,8 @@ fn quick_runs_only_the_cells_that_must_find_something_each_stopping_once_proven(
         .arg(&out)
         .output()
         .expect("runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("audit.json")).expect("json"))
-            .expect("parses");
+    let stdout = assert_exit(&output, 0);
+    let json = audit_json(&out);
     let cells = json["cells"].as_array().expect("cells");
     assert_eq!(cells.len(), 1, "{stdout}");
     assert_eq!(cells[0]["nemesis"], "kill-clients");

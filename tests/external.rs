@@ -3,7 +3,7 @@
 //! adapter left behind, and `lockaudit adapter-test`.
 
 mod common;
-use common::{acquire_ttls, kinds, report};
+use common::{acquire_ttls, assert_exit, kinds, report};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -99,9 +99,7 @@ fn the_redis_py_example_runs_valid_without_faults() {
         &out,
         &["--time-limit", "4s"],
     );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    let stdout = assert_exit(&output, 0);
     let report = report(&out);
     assert_eq!(report["valid"], Value::Bool(true), "{stdout}");
     let acquired: u64 = report["stats"]["per_key"]
@@ -129,9 +127,7 @@ fn the_redis_py_example_overlaps_under_client_pauses() {
         &out,
         &["--nemesis", "pause-clients", "--time-limit", "10s"],
     );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
+    let stdout = assert_exit(&output, 1);
     let found = kinds(&report(&out));
     assert!(
         found.contains(&"overlap".to_string()),
@@ -396,9 +392,7 @@ fn the_rust_example_adapter_runs_a_valid_workload() {
     .unwrap();
     let out = dir.path().join("run");
     let output = run(&workload, &out, &["--time-limit", "3s"]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    let stdout = assert_exit(&output, 0);
     let report = report(&out);
     assert_eq!(report["valid"], Value::Bool(true), "{stdout}");
     assert!(

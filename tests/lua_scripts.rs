@@ -6,7 +6,7 @@
 //! (overlap), as the built-in `set-nx-px` does.
 
 mod common;
-use common::{acquire_ttls, kinds, report};
+use common::{acquire_ttls, assert_exit, kinds, report};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -338,9 +338,7 @@ fn the_set_nx_px_example_runs_valid_without_faults() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let output = run("set-nx-px", &out, &["--time-limit", "4s"]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    let stdout = assert_exit(&output, 0);
     let report = report(&out);
     assert_eq!(report["valid"], Value::Bool(true), "{stdout}");
     assert!(acquisitions(&report) > 0, "no acquisitions: {stdout}");
@@ -364,9 +362,7 @@ fn the_set_nx_px_example_overlaps_under_client_pauses() {
         &out,
         &["--nemesis", "pause-clients", "--time-limit", "10s"],
     );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
+    let stdout = assert_exit(&output, 1);
     let report = report(&out);
     let found = kinds(&report);
     assert!(

@@ -4,7 +4,7 @@
 //! then asserts the verdict and that nothing it started is left running.
 
 mod common;
-use common::{acquire_ttls, kinds, report};
+use common::{acquire_ttls, assert_exit, kinds, report};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -687,9 +687,8 @@ fn stop_on_anomaly_ends_the_run_once_proven_with_checks_verdict() {
         .output()
         .expect("run lockaudit");
     let took = began.elapsed();
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = assert_exit(&output, 1);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("stopped early: unavailable on lock:"),
         "{stdout}\n{stderr}"
@@ -831,12 +830,6 @@ fn the_checker_bounds_given_to_run_decide_its_verdict() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("patient");
     let output = run("lua-getset", &out, &["--liveness-bound", "30s"]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = assert_exit(&output, 0);
     assert!(kinds(&report(&out)).is_empty(), "{stdout}");
 }

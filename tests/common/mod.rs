@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests that run `lockaudit` and read its run folder.
+// Each test crate uses the helpers it needs.
+#![allow(dead_code)]
 
 use std::path::Path;
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -31,4 +34,17 @@ pub fn acquire_ttls(out: &Path) -> Vec<Option<i64>> {
         .filter(|e| e["f"] == "acquire" && e["type"] == "invoke")
         .map(|e| e["value"]["ttl_ms"].as_i64())
         .collect()
+}
+
+/// Asserts that `output` exited with `code`, showing its stdout and stderr if not; returns
+/// its stdout.
+pub fn assert_exit(output: &Output, code: i32) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }
