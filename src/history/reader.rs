@@ -133,34 +133,56 @@ fn handle_line(
 ) -> Result<Flow, HistoryError> {
     let terminated = line.last() == Some(&b'\n');
     let text = trim_line_end(line);
-    if let Some(event) = fast_line::parse(text) {
-        builder.push(line_no, &event)?;
-        return Ok(Flow::Go);
-    }
     if text.iter().all(u8::is_ascii_whitespace) {
         if terminated {
             return Err(HistoryError::at(source, line_no, "", "empty line".into()));
         }
         return Ok(Flow::Stop);
     }
+    match push_event(builder, line_no, text, None)? {
+        Parsed::Pushed => Ok(Flow::Go),
+        // Only the final line may be cut short: the recorder was killed mid-write.
+        Parsed::NotJson(serde_error) if !terminated && serde_error.is_eof() => {
+            builder.warn(format!(
+                "{source}:{line_no}: skipped a truncated final line ({} bytes)",
+                text.len()
+            ));
+            Ok(Flow::Stop)
+        }
+        Parsed::NotJson(serde_error) => Err(diagnose(source, line_no, text, &serde_error)),
+    }
+}
+
+/// What became of a line's text.
+enum Parsed {
+    Pushed,
+    /// serde could not read it as an event: the caller judges why.
+    NotJson(serde_json::Error),
+}
+
+/// Parses an event's text, by the fast path where it can and by serde otherwise, and adds it
+/// to `builder`; `index`, if given, replaces the event's own.
+fn push_event(
+    builder: &mut HistoryBuilder,
+    line_no: u64,
+    text: &[u8],
+    index: Option<u64>,
+) -> Result<Parsed, HistoryError> {
+    if let Some(mut event) = fast_line::parse(text) {
+        event.index = index.unwrap_or(event.index);
+        builder.push(line_no, &event)?;
+        return Ok(Parsed::Pushed);
+    }
     match parse_line(text) {
         Ok(raw) => {
             let mut wrong = Vec::new();
-            builder.push(line_no, &raw.as_event_ref(&mut wrong))?
+            let mut event = raw.as_event_ref(&mut wrong);
+            event.index = index.unwrap_or(event.index);
+            builder.push(line_no, &event)?;
+            Ok(Parsed::Pushed)
         }
-        Err(serde_error) => {
-            // Only the final line may be cut short: the recorder was killed mid-write.
-            if !terminated && serde_error.is_eof() {
-                builder.warn(format!(
-                    "{source}:{line_no}: skipped a truncated final line ({} bytes)",
-                    text.len()
-                ));
-                return Ok(Flow::Stop);
-            }
-            return Err(diagnose(source, line_no, text, &serde_error));
-        }
+        Err(serde_error) => Ok(Parsed::NotJson(serde_error)),
     }
-    Ok(Flow::Go)
 }
 
 /// Adds one line of a history as it is being recorded (the text of one event, no line end),
@@ -172,19 +194,10 @@ pub fn push_recorded_line(
     line_no: u64,
     text: &[u8],
 ) -> Result<(), HistoryError> {
-    let index = line_no.saturating_sub(1);
-    if let Some(mut event) = fast_line::parse(text) {
-        event.index = index;
-        return builder.push(line_no, &event);
-    }
-    match parse_line(text) {
-        Ok(raw) => {
-            let mut wrong = Vec::new();
-            let mut event = raw.as_event_ref(&mut wrong);
-            event.index = index;
-            builder.push(line_no, &event)
-        }
-        Err(serde_error) => Err(diagnose(source, line_no, text, &serde_error)),
+    let index = Some(line_no.saturating_sub(1));
+    match push_event(builder, line_no, text, index)? {
+        Parsed::Pushed => Ok(()),
+        Parsed::NotJson(serde_error) => Err(diagnose(source, line_no, text, &serde_error)),
     }
 }
 
