@@ -255,9 +255,6 @@ pub async fn audit(
                     options.out.join(&folder).join(nemesis)
                 };
                 let expected = expectation(&spec, nemesis, options.fenced);
-                if expected.must.is_empty() {
-                    spec.time_limit = options.valid_time_limit;
-                }
                 let cell =
                     run_cell(options, algorithm, spec, nemesis, &dir, expected.clone()).await;
                 done += 1;
@@ -328,8 +325,12 @@ async fn run_cell(
         redis_server: options.redis_server.clone(),
         redis_sentinel: options.redis_sentinel.clone(),
     };
-    // A cell that must find something stops as soon as it has: more time proves no more.
-    let stop_when = if expected.must.is_empty() || !options.early_stop {
+    // A cell that must find something runs at most `time_limit` and stops as soon as it has
+    // found it: more time proves no more. A cell expected valid runs `valid_time_limit`, whole.
+    let stop_when = if expected.must.is_empty() {
+        spec.time_limit = options.valid_time_limit;
+        StopWhen::Never
+    } else if !options.early_stop {
         StopWhen::Never
     } else {
         StopWhen::Found {
