@@ -709,6 +709,29 @@ fn adapter_test_passes_a_lock_that_never_expires_and_tries_a_foreign_release() {
 }
 
 #[test]
+fn a_workload_named_by_its_bare_file_name_finds_its_adapter_next_to_it() {
+    // `lockaudit run w.toml` in the workload's own folder: `./set_nx.py` is resolved
+    // there, not in the run folder the adapter starts in.
+    if !have_redis_py() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("set_nx.py"), SET_NX_ADAPTER).unwrap();
+    std::fs::write(
+        dir.path().join("w.toml"),
+        "algorithm = \"external\"\nadapter = [\"python3\", \"./set_nx.py\", \"never-expires\"]\n",
+    )
+    .unwrap();
+    let _turn = turn();
+    let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .current_dir(dir.path())
+        .args(["run", "w.toml", "--time-limit", "1s", "--out", "run"])
+        .output()
+        .expect("run lockaudit run");
+    assert_exit(&output, 0);
+}
+
+#[test]
 fn adapter_test_fails_a_lock_that_lets_another_client_release_it() {
     if !have_redis_py() {
         return;
@@ -757,4 +780,156 @@ fn adapter_test_of_the_redis_py_workload_passes() {
     let (code, text) = adapter_test(&["examples/adapters/redis-py.toml"]);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("options {\"socket_timeout\":1.0}"), "{text}");
+}
+
+/// A `SET NX PX` lock whose library renews it by itself, as python-redis-lock's
+/// `auto_renewal` and node-redlock's `using()` do: a thread extends the held key every
+/// ttl/3 (if it is still ours) and says so in a protocol-1.1 notice, `renewed` or `lost`.
+/// In mode `lies-lost` it also reports every lock lost right after taking it, which it was
+/// not.
+const SELF_RENEWING_ADAPTER: &str = r#"
+import json, sys, threading, redis
+mode = sys.argv[1]
+out = threading.Lock()
+def say(message):
+    with out:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+EXTEND = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+held = {}
+def renewing(key, ttl, stop):
+    while not stop.wait(ttl / 3000.0):
+        if r.eval(EXTEND, 1, key, me, ttl) == 1:
+            say({"type": "renewed", "key": key, "lease_ms": ttl})
+        else:
+            say({"type": "lost", "key": key, "error": "not ours any more"})
+            return
+r = None
+me = None
+for line in sys.stdin:
+    req = json.loads(line)
+    kind, rid = req["type"], req["id"]
+    if kind == "init":
+        node = req["nodes"][0]
+        r = redis.Redis(host=node["host"], port=node["port"], password=node.get("password"))
+        me = "client-%d" % req["client"]
+        say({"in_reply_to": rid, "type": "init_ok", "name": mode, "fencing": False, "reentrant": False})
+    elif kind == "acquire":
+        ttl = req["ttl_ms"]
+        if r.set(req["key"], me, nx=True, px=ttl):
+            stop = threading.Event()
+            held[req["key"]] = stop
+            say({"in_reply_to": rid, "type": "ok", "token": None, "lease_ms": ttl})
+            if mode == "lies-lost":
+                say({"type": "lost", "key": req["key"], "error": "a lie"})
+            threading.Thread(target=renewing, args=(req["key"], ttl, stop), daemon=True).start()
+        else:
+            say({"in_reply_to": rid, "type": "fail", "error": "held by another client"})
+    elif kind == "release":
+        held.pop(req["key"], threading.Event()).set()
+        freed = r.eval(RELEASE, 1, req["key"], me)
+        say({"in_reply_to": rid, "type": "ok"} if freed == 1 else {"in_reply_to": rid, "type": "fail", "error": "not ours"})
+    else:
+        say({"in_reply_to": rid, "type": "error", "error": "no such request: " + kind})
+"#;
+
+/// Runs the self-renewing adapter in `mode` for `limit` under `nemesis`: holds of 2.5 s
+/// on a 600 ms lock, so that every hold lives on the library's renewals alone.
+fn self_renewing_run(dir: &Path, mode: &str, nemesis: &str, limit: &str) -> (PathBuf, String) {
+    std::fs::write(dir.join("renewing.py"), SELF_RENEWING_ADAPTER).unwrap();
+    let workload = dir.join("w.toml");
+    std::fs::write(
+        &workload,
+        format!("algorithm = \"external\"\nadapter = [\"python3\", \"./renewing.py\", \"{mode}\"]\nclients = 3\nworkers = 3\nkeys = 1\nttl = \"600ms\"\nhold = \"2500ms\"\nthink = \"10ms\"\nop_timeout = \"1s\"\n"),
+    )
+    .unwrap();
+    let out = dir.join("run");
+    let output = run(
+        &workload,
+        &out,
+        &["--nemesis", nemesis, "--time-limit", limit],
+    );
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_no_process_left(&out);
+    (out, text)
+}
+
+/// The renews of a run's history that came from notices: (type, lease_ms).
+fn notice_renews(out: &Path) -> Vec<(String, Option<i64>)> {
+    std::fs::read_to_string(out.join("history.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["f"] == "renew" && e["value"]["notice"] == Value::Bool(true))
+        .map(|e| {
+            let ty = e["type"].as_str().unwrap_or("").to_string();
+            (ty, e["value"]["lease_ms"].as_i64())
+        })
+        .collect()
+}
+
+#[test]
+fn a_library_s_own_renewals_are_recorded_and_keep_the_run_valid() {
+    if !have_redis_py() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (out, text) = self_renewing_run(dir.path(), "renews", "none", "5s");
+    assert_eq!(report(&out)["valid"], Value::Bool(true), "{text}");
+    let renews = notice_renews(&out);
+    // Each 2.5 s hold is renewed every 200 ms: about a dozen renewals a hold.
+    assert!(renews.len() >= 10, "{renews:?}\n{text}");
+    for (ty, lease) in &renews {
+        assert_eq!(ty, "ok", "{renews:?}");
+        // Read while no request was pending: the lease is the notice's own.
+        let lease = lease.expect("a renewed notice's lease");
+        assert!((550..=600).contains(&lease), "{renews:?}");
+    }
+}
+
+#[test]
+fn a_killed_self_renewing_holder_is_not_reported_unavailable() {
+    // Without the notices, the lease of a holder killed 2 s into its hold would seem to have
+    // ended 1.4 s before the key really expired, and the stretch in between (acquires
+    // refused) would read as a lock that stayed free for no reason.
+    if !have_redis_py() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (out, text) = self_renewing_run(dir.path(), "renews", "kill-clients", "10s");
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    assert!(history.contains("\"f\":\"kill\""), "no kill: {text}");
+    assert!(!notice_renews(&out).is_empty(), "{text}");
+    let found = kinds(&report(&out));
+    assert!(
+        !found.contains(&"unavailable".to_string()),
+        "{found:?}\n{text}"
+    );
+    assert!(
+        !found.contains(&"lost-lock".to_string()),
+        "{found:?}\n{text}"
+    );
+}
+
+#[test]
+fn a_library_reporting_a_lock_lost_inside_its_lease_is_a_lost_lock() {
+    if !have_redis_py() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (out, text) = self_renewing_run(dir.path(), "lies-lost", "none", "3s");
+    assert!(
+        notice_renews(&out).iter().any(|(ty, _)| ty == "fail"),
+        "{text}"
+    );
+    let found = kinds(&report(&out));
+    assert!(
+        found.contains(&"lost-lock".to_string()),
+        "{found:?}\n{text}"
+    );
 }

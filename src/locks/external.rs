@@ -1,7 +1,13 @@
 //! `external`: a lock client in another program (an *adapter*), driven over the stdio
-//! protocol of docs/protocol.md (version 1): JSON requests on its stdin, one JSON reply
+//! protocol of docs/protocol.md (version 1.1): JSON requests on its stdin, one JSON reply
 //! line per request on its stdout, free text on stderr (appended to
 //! `<run>/adapter-<process>.log`).
+//!
+//! Besides replies, the adapter may write *notices* at any time (1.1): the library renewed
+//! the lock by itself (`renewed`) or found it lost (`lost`). A task reads the adapter's
+//! stdout all the time, so that a notice is timed when it arrives, even while no request
+//! is pending; it passes replies to the pending request and notices, stamped with the
+//! moment they were read, to [`LockClient::notices`], for the client loop to record.
 //!
 //! One adapter process per lock client, that is per client incarnation (a process of the
 //! history): `connect` starts it (argv from the workload's `adapter`, never through a shell;
@@ -29,8 +35,9 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::mpsc;
 
-use super::{Acquired, LockClient, LockError, LockOptions, Outcome};
+use super::{Acquired, LockClient, LockError, LockOptions, Notice, NoticeKind, Outcome};
 use crate::cluster::Endpoints;
 
 /// The named steps (crash points).
@@ -95,11 +102,18 @@ impl Reply {
     }
 }
 
-/// A running adapter process and its pipes. Dropping it SIGKILLs the process.
+/// What the stdout reader passes on for the pending request: a line that is not a notice
+/// (checked against the request by `parse_reply`), or why reading failed. The channel
+/// closes at the end of the adapter's output.
+type ReplyLine = Result<Vec<u8>, String>;
+
+/// A running adapter process and its pipes. Dropping it SIGKILLs the process (and so ends
+/// its stdout reader).
 pub struct Adapter {
     child: Child,
     stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    replies: mpsc::UnboundedReceiver<ReplyLine>,
+    notices: mpsc::UnboundedReceiver<Notice>,
     next_id: u64,
     log: Option<PathBuf>,
     program: String,
@@ -154,13 +168,24 @@ impl Adapter {
         })?;
         let stdin = child.stdin.take().ok_or("the adapter has no stdin")?;
         let stdout = child.stdout.take().ok_or("the adapter has no stdout")?;
+        let (reply_tx, replies) = mpsc::unbounded_channel();
+        let (notice_tx, notices) = mpsc::unbounded_channel();
+        let program = command_line(argv);
+        tokio::spawn(read_stdout(
+            BufReader::new(stdout),
+            reply_tx,
+            notice_tx,
+            program.clone(),
+            log.map(Path::to_path_buf),
+        ));
         Ok(Adapter {
             child,
             stdin,
-            stdout: BufReader::new(stdout),
+            replies,
+            notices,
             next_id: 0,
             log: log.map(Path::to_path_buf),
-            program: command_line(argv),
+            program,
             broken: None,
         })
     }
@@ -237,9 +262,10 @@ impl Adapter {
             .flush()
             .await
             .map_err(|e| format!("cannot write the request (exited?): {e}"))?;
-        let raw = match read_line_bounded(&mut self.stdout, MAX_LINE).await {
-            Ok(Some(raw)) => raw,
-            Ok(None) => {
+        let raw = match self.replies.recv().await {
+            Some(Ok(raw)) => raw,
+            Some(Err(e)) => return Err(e),
+            None => {
                 // Give the exit status a moment to be there, for the message.
                 let status =
                     tokio::time::timeout(Duration::from_millis(100), self.child.wait()).await;
@@ -248,9 +274,18 @@ impl Adapter {
                     _ => "closed its stdout without replying".to_string(),
                 });
             }
-            Err(e) => return Err(e),
         };
         parse_reply(&raw, id)
+    }
+
+    /// The next notice, waiting for one (None once the adapter's output ended).
+    pub async fn next_notice(&mut self) -> Option<Notice> {
+        self.notices.recv().await
+    }
+
+    /// A notice already read, if any.
+    pub fn try_notice(&mut self) -> Option<Notice> {
+        self.notices.try_recv().ok()
     }
 
     /// Sends `init` and waits for `init_ok`.
@@ -346,6 +381,79 @@ async fn read_line_bounded(
     }
 }
 
+/// The adapter's stdout until its end: notices go to `notices`, stamped with the moment
+/// they were read; everything else (replies, and lines that are neither) goes to
+/// `replies`, as does a notice that does not parse (a protocol failure for the request
+/// pending then, or the next one). Stops after a read error, or when nobody listens.
+async fn read_stdout(
+    mut stdout: BufReader<ChildStdout>,
+    replies: mpsc::UnboundedSender<ReplyLine>,
+    notices: mpsc::UnboundedSender<Notice>,
+    program: String,
+    log: Option<PathBuf>,
+) {
+    loop {
+        let raw = match read_line_bounded(&mut stdout, MAX_LINE).await {
+            Ok(Some(raw)) => raw,
+            Ok(None) => return,
+            Err(e) => {
+                let _ = replies.send(Err(e));
+                return;
+            }
+        };
+        let at = std::time::Instant::now();
+        let sent = match notice_of(&raw) {
+            None => replies.send(Ok(raw)).is_ok(),
+            Some(Ok((kind, warning))) => {
+                if let Some(warning) = warning {
+                    warn_in_log(&program, log.as_deref(), &warning);
+                }
+                notices.send(Notice { at, kind }).is_ok()
+            }
+            Some(Err(e)) => replies.send(Err(e)).is_ok(),
+        };
+        if !sent {
+            return;
+        }
+    }
+}
+
+/// Whether a line is a notice (a JSON object with no `in_reply_to` and `type` `renewed` or
+/// `lost`): None if not; the notice (with a warning about its lease, if any), or why it
+/// cannot be one, if so.
+fn notice_of(raw: &[u8]) -> Option<Result<(NoticeKind, Option<String>), String>> {
+    let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(raw) else {
+        return None;
+    };
+    if body.contains_key("in_reply_to") {
+        return None;
+    }
+    let ty = body.get("type").and_then(Value::as_str)?.to_string();
+    if ty != "renewed" && ty != "lost" {
+        return None;
+    }
+    let shown: String = String::from_utf8_lossy(raw).chars().take(200).collect();
+    let Some(key) = body.get("key").and_then(Value::as_str).map(str::to_string) else {
+        return Some(Err(format!(
+            "a `{ty}` notice without a string `key`: {shown:?}"
+        )));
+    };
+    let notice = Reply { ty, body };
+    if notice.ty == "lost" {
+        let lost = NoticeKind::Lost {
+            key,
+            error: notice.error_text(),
+        };
+        return Some(Ok((lost, None)));
+    }
+    // The lease runs from the moment the line is read: nothing to add to `valid_ms`.
+    Some(
+        lease_checked(&notice, Duration::ZERO)
+            .map(|(lease_ms, warning)| (NoticeKind::Renewed { key, lease_ms }, warning))
+            .map_err(|e| format!("a `renewed` notice whose {e}: {shown:?}")),
+    )
+}
+
 /// Checks a reply line: a JSON object answering `id`, with a string `type`.
 fn parse_reply(raw: &[u8], id: u64) -> Result<Reply, String> {
     let shown = || {
@@ -436,6 +544,22 @@ fn token_of(reply: &Reply) -> Result<Option<i64>, String> {
             .as_i64()
             .map(Some)
             .ok_or_else(|| format!("`token` {v} is not an integer or null")),
+    }
+}
+
+/// A reply or notice lockaudit accepts but must warn about: logged, and appended to the
+/// adapter's own log (`log`) so that it sits next to what the adapter said.
+fn warn_in_log(program: &str, log: Option<&Path>, what: &str) {
+    tracing::warn!("adapter {program}: {what}");
+    if let Some(path) = log {
+        use std::io::Write as _;
+        if let Ok(mut log) = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+        {
+            let _ = writeln!(log, "lockaudit: warning: {what}");
+        }
     }
 }
 
@@ -548,21 +672,9 @@ impl External {
         }
     }
 
-    /// A reply lockaudit accepts but must warn about: logged, and appended to the
-    /// adapter's own log so that it sits next to what the adapter said.
+    /// A reply lockaudit accepts but must warn about (`warn_in_log`).
     fn warn(&self, what: &str) {
-        let message = format!("adapter {}: {what}", self.adapter.program);
-        tracing::warn!("{message}");
-        if let Some(path) = &self.adapter.log {
-            use std::io::Write as _;
-            if let Ok(mut log) = std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(path)
-            {
-                let _ = writeln!(log, "lockaudit: warning: {what}");
-            }
-        }
+        warn_in_log(&self.adapter.program, self.adapter.log.as_deref(), what);
     }
 
     fn protocol_failure(&mut self, what: String) -> String {
@@ -647,6 +759,18 @@ impl LockClient for External {
 
     fn renew_every(&self) -> Option<Duration> {
         self.options.watchdog_period()
+    }
+
+    async fn next_notice(&mut self) -> Option<Notice> {
+        match self.adapter.next_notice().await {
+            Some(notice) => Some(notice),
+            // The output ended: no notice will come (the next request finds out why).
+            None => std::future::pending().await,
+        }
+    }
+
+    fn try_notice(&mut self) -> Option<Notice> {
+        self.adapter.try_notice()
     }
 }
 
@@ -737,5 +861,50 @@ mod tests {
         assert_eq!(lease_checked(&r, took), Ok((None, None)));
         let r = reply(r#"{"in_reply_to":1,"type":"ok","valid_ms":-5}"#);
         assert!(lease_checked(&r, took).unwrap_err().contains("valid_ms"));
+    }
+
+    #[test]
+    fn notices_are_told_from_replies() {
+        // A reply, or a line with another type, is no notice: it goes to the request.
+        assert!(notice_of(br#"{"in_reply_to":1,"type":"renewed","key":"k"}"#).is_none());
+        assert!(notice_of(br#"{"type":"ok"}"#).is_none());
+        assert!(notice_of(b"not json").is_none());
+        assert_eq!(
+            notice_of(br#"{"type":"renewed","key":"lock:a","lease_ms":2000}"#),
+            Some(Ok((
+                NoticeKind::Renewed {
+                    key: "lock:a".into(),
+                    lease_ms: Some(2000)
+                },
+                None
+            )))
+        );
+        // `valid_ms` counts from the same moment: nothing is added.
+        assert_eq!(
+            notice_of(br#"{"type":"renewed","key":"k","valid_ms":1500}"#),
+            Some(Ok((
+                NoticeKind::Renewed {
+                    key: "k".into(),
+                    lease_ms: Some(1500)
+                },
+                None
+            )))
+        );
+        assert_eq!(
+            notice_of(br#"{"type":"lost","key":"k","error":"expired"}"#),
+            Some(Ok((
+                NoticeKind::Lost {
+                    key: "k".into(),
+                    error: "expired".into()
+                },
+                None
+            )))
+        );
+        let no_key = notice_of(br#"{"type":"lost"}"#).unwrap().unwrap_err();
+        assert!(no_key.contains("without a string `key`"), "{no_key}");
+        let bad_lease = notice_of(br#"{"type":"renewed","key":"k","lease_ms":-5}"#)
+            .unwrap()
+            .unwrap_err();
+        assert!(bad_lease.contains("`lease_ms` -5"), "{bad_lease}");
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::conn::Conn;
-use super::{Acquired, LockClient, LockOptions, Outcome};
+use super::{Acquired, LockClient, LockOptions, Notice, Outcome};
 
 /// The step between winning the lock and taking the token.
 pub(crate) const STEP: &str = "fenced:before-incr";
@@ -77,5 +77,13 @@ impl LockClient for Fenced {
 
     fn renew_every(&self) -> Option<Duration> {
         self.inner.renew_every()
+    }
+
+    async fn next_notice(&mut self) -> Option<Notice> {
+        self.inner.next_notice().await
+    }
+
+    fn try_notice(&mut self) -> Option<Notice> {
+        self.inner.try_notice()
     }
 }

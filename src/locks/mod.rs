@@ -61,6 +61,22 @@ pub enum Outcome {
     Info(String),
 }
 
+/// A renewal or loss a lock's library found by itself and reported (an external adapter's
+/// notice, docs/protocol.md 1.1), with the moment lockaudit read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub at: Instant,
+    pub kind: NoticeKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoticeKind {
+    /// The library extended the lock: it now runs `lease_ms` from `at` (None: no expiry).
+    Renewed { key: String, lease_ms: Option<i64> },
+    /// The library found the lock no longer ours.
+    Lost { key: String, error: String },
+}
+
 /// One client's handle on one algorithm. A client runs one operation at a time.
 #[async_trait]
 pub trait LockClient: Send {
@@ -83,6 +99,15 @@ pub trait LockClient: Send {
     /// `renews()`; None otherwise. The worker drives the watchdog so that every renewal is
     /// an operation in the history.
     fn renew_every(&self) -> Option<Duration> {
+        None
+    }
+    /// The next renewal or loss the lock's library reports by itself, waiting for it. A
+    /// lock whose library reports none (every built-in) never gives one.
+    async fn next_notice(&mut self) -> Option<Notice> {
+        std::future::pending().await
+    }
+    /// A notice already reported and not yet taken, without waiting.
+    fn try_notice(&mut self) -> Option<Notice> {
         None
     }
 }

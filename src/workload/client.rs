@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::cluster::Endpoints;
 use crate::history::{Event, EventType};
-use crate::locks::{self, Acquired, LockClient, LockOptions, Outcome};
+use crate::locks::{self, Acquired, LockClient, LockOptions, Notice, NoticeKind, Outcome};
 
 use super::controls::Controls;
 use super::resource::{Resource, WriteResult};
@@ -72,6 +72,8 @@ pub struct Client {
     rng: StdRng,
     generation: u64,
     me: Option<Incarnation>,
+    /// The time of the last event recorded, which the next may not precede.
+    last_time: i64,
 }
 
 /// The lock keys of a workload: `lock:0`, `lock:1`, ...
@@ -99,6 +101,7 @@ impl Client {
             events,
             rng: StdRng::seed_from_u64(seed),
             me: None,
+            last_time: 0,
         }
     }
 
@@ -161,7 +164,7 @@ impl Client {
     }
 
     fn record(
-        &self,
+        &mut self,
         process: u64,
         ty: EventType,
         f: &str,
@@ -169,11 +172,99 @@ impl Client {
         value: Option<serde_json::Value>,
         error: Option<String>,
     ) {
-        let mut event = Event::client(0, self.plan.clock.now(), process, ty, f, key);
+        let now = self.plan.clock.now();
+        self.record_at(now, process, ty, f, key, value, error);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_at(
+        &mut self,
+        time: i64,
+        process: u64,
+        ty: EventType,
+        f: &str,
+        key: &str,
+        value: Option<serde_json::Value>,
+        error: Option<String>,
+    ) {
+        // A process's events stay in time order (docs/history-format.md).
+        let time = time.max(self.last_time);
+        self.last_time = time;
+        let mut event = Event::client(0, time, process, ty, f, key);
         event.value = value;
         event.error = error;
         event.wall = Some(wall_ms());
         self.events.send(event);
+    }
+
+    /// Waits `pause`, recording the lock library's notices as they come.
+    async fn idle(&mut self, pause: Duration) {
+        let until = tokio::time::Instant::now() + pause;
+        loop {
+            let Some(me) = self.me.as_mut() else {
+                tokio::time::sleep_until(until).await;
+                return;
+            };
+            let process = me.process;
+            let notice = tokio::select! {
+                () = tokio::time::sleep_until(until) => return,
+                notice = me.lock.next_notice() => notice,
+            };
+            if let Some(notice) = notice {
+                self.record_notice(process, notice);
+            }
+        }
+    }
+
+    /// Records the notices the lock's library sent while an operation was pending, now that
+    /// it is complete: the process runs one operation at a time.
+    fn record_pending_notices(&mut self, process: u64) {
+        while let Some(notice) = self.me.as_mut().and_then(|me| me.lock.try_notice()) {
+            self.record_notice(process, notice);
+        }
+    }
+
+    /// One notice as the renew it reports (docs/protocol.md): a `renew` invoked and
+    /// completed when the notice was read, `ok` with its lease for `renewed`, `fail` for
+    /// `lost`. One read while an operation was pending is recorded after that operation's
+    /// completion, its lease shortened by the wait so that it still ends where the notice
+    /// said.
+    fn record_notice(&mut self, process: u64, notice: Notice) {
+        let now = self.plan.clock.now();
+        let waited = i64::try_from(notice.at.elapsed().as_nanos()).unwrap_or(i64::MAX);
+        let read = now.saturating_sub(waited);
+        let time = read.max(self.last_time);
+        let late_ms = (time - read + 999_999) / 1_000_000;
+        match notice.kind {
+            NoticeKind::Renewed { key, lease_ms } => {
+                let lease_ms = lease_ms.map(|ms| ms.saturating_sub(late_ms).max(0));
+                self.record_at(time, process, EventType::Invoke, "renew", &key, None, None);
+                let value = json!({ "lease_ms": lease_ms, "notice": true });
+                self.record_at(
+                    time,
+                    process,
+                    EventType::Ok,
+                    "renew",
+                    &key,
+                    Some(value),
+                    None,
+                );
+            }
+            NoticeKind::Lost { key, error } => {
+                self.record_at(time, process, EventType::Invoke, "renew", &key, None, None);
+                let value = json!({ "notice": true });
+                let error = format!("the library reported the lock lost: {error}");
+                self.record_at(
+                    time,
+                    process,
+                    EventType::Fail,
+                    "renew",
+                    &key,
+                    Some(value),
+                    Some(error),
+                );
+            }
+        }
     }
 
     /// The hook every lock client of this worker announces its steps to: at the armed crash
@@ -192,9 +283,13 @@ impl Client {
 
     fn complete(&mut self, process: u64, f: &str, key: &str, done: Done) {
         match done {
-            Done::Ok(value) => self.record(process, EventType::Ok, f, key, value, None),
+            Done::Ok(value) => {
+                self.record(process, EventType::Ok, f, key, value, None);
+                self.record_pending_notices(process);
+            }
             Done::Fail(value, error) => {
-                self.record(process, EventType::Fail, f, key, value, Some(error))
+                self.record(process, EventType::Fail, f, key, value, Some(error));
+                self.record_pending_notices(process);
             }
             Done::Info(error) => {
                 self.record(process, EventType::Info, f, key, None, Some(error));
@@ -227,7 +322,7 @@ impl Client {
             Taken::Held(token) => token,
             Taken::Refused => {
                 let pause = draw(&mut self.rng, self.plan.spec.think).max(Duration::from_millis(1));
-                tokio::time::sleep(pause).await;
+                self.idle(pause).await;
                 return;
             }
             Taken::Retired => return,
@@ -237,7 +332,7 @@ impl Client {
             self.release(process, &key).await;
         }
         let pause = draw(&mut self.rng, self.plan.spec.think);
-        tokio::time::sleep(pause).await;
+        self.idle(pause).await;
     }
 
     /// Reads the counter, works for the hold time (renewing if the lock asks; with
@@ -366,8 +461,8 @@ impl Client {
     async fn hold(&mut self, process: u64, key: &str) -> bool {
         let hold = draw(&mut self.rng, self.plan.spec.hold);
         let Some(every) = self.me.as_ref().and_then(|m| m.lock.renew_every()) else {
-            tokio::time::sleep(hold).await;
-            return true;
+            self.idle(hold).await;
+            return self.me.is_some();
         };
         let until = tokio::time::Instant::now() + hold;
         loop {
@@ -375,7 +470,7 @@ impl Client {
             if now >= until {
                 return true;
             }
-            tokio::time::sleep(every.min(until - now)).await;
+            self.idle(every.min(until - now)).await;
             if tokio::time::Instant::now() >= until {
                 return true;
             }
@@ -398,10 +493,8 @@ impl Client {
                     // The lock is gone; the application carries on to its release, as a
                     // real one whose watchdog failed would.
                     self.complete(process, "renew", key, Done::Fail(None, reason));
-                    tokio::time::sleep(
-                        until.saturating_duration_since(tokio::time::Instant::now()),
-                    )
-                    .await;
+                    self.idle(until.saturating_duration_since(tokio::time::Instant::now()))
+                        .await;
                     return true;
                 }
                 Outcome::Info(error) => {

@@ -228,6 +228,12 @@ impl WorkloadSpec {
         let Some(program) = argv.first().cloned() else {
             return Err("field `adapter`: an empty argv (want [\"program\", \"arg\", ...])".into());
         };
+        // A bare file name's folder is "", which `absolute` refuses: it is the current one.
+        let base = if base.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            base
+        };
         let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
         for (i, arg) in argv.iter_mut().enumerate() {
             let path = Path::new(arg.as_str());
