@@ -933,3 +933,88 @@ fn a_library_reporting_a_lock_lost_inside_its_lease_is_a_lost_lock() {
         "{found:?}\n{text}"
     );
 }
+
+/// A `SET NX PX` lock (timed by the server) that writes, on each acquire, how far its wall
+/// clock has moved from its monotonic clock since `init` (to stderr, its log).
+const CLOCK_WATCHING_ADAPTER: &str = r#"
+import json, sys, time, redis
+r = None
+base = time.time() - time.monotonic()
+for line in sys.stdin:
+    req = json.loads(line)
+    kind, rid = req["type"], req["id"]
+    if kind == "init":
+        node = req["nodes"][0]
+        r = redis.Redis(host=node["host"], port=node["port"], password=node.get("password"))
+        reply = {"type": "init_ok", "name": "clock watcher", "fencing": False, "reentrant": False}
+    elif kind == "acquire":
+        moved = round((time.time() - time.monotonic() - base) * 1000)
+        print("wall clock moved %d ms" % moved, file=sys.stderr, flush=True)
+        if r.set(req["key"], "me-%d" % rid, nx=True, px=req["ttl_ms"]):
+            reply = {"type": "ok", "token": None, "lease_ms": req["ttl_ms"]}
+        else:
+            reply = {"type": "fail", "error": "taken"}
+    elif kind == "release":
+        r.delete(req["key"])
+        reply = {"type": "ok"}
+    else:
+        reply = {"type": "error", "error": "no such request: " + kind}
+    reply["in_reply_to"] = rid
+    print(json.dumps(reply), flush=True)
+"#;
+
+#[test]
+fn clock_skew_moves_an_adapter_s_wall_clock_and_nothing_else() {
+    if !have_redis_py() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("watch.py"), CLOCK_WATCHING_ADAPTER).unwrap();
+    let workload = dir.path().join("w.toml");
+    // One worker, so that the skew lands on the adapters watching; ttl 500 ms: the preset
+    // skews by 2 × ttl + 1 s = 2000 ms.
+    std::fs::write(
+        &workload,
+        "algorithm = \"external\"\nadapter = [\"python3\", \"./watch.py\"]\nclients = 2\nworkers = 1\nkeys = 2\nttl = \"500ms\"\nhold = \"5ms\"\nthink = \"20ms\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let output = run(
+        &workload,
+        &out,
+        &["--nemesis", "clock-skew", "--time-limit", "8s"],
+    );
+    let text = assert_exit(&output, 0);
+    let mut moved = Vec::new();
+    for entry in std::fs::read_dir(&out).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.starts_with("adapter-") && name.ends_with(".log") {
+            let log = std::fs::read_to_string(entry.path()).unwrap();
+            moved.extend(log.lines().filter_map(|l| {
+                l.strip_prefix("wall clock moved ")?
+                    .strip_suffix(" ms")?
+                    .parse::<i64>()
+                    .ok()
+            }));
+        }
+    }
+    assert!(!moved.is_empty(), "no acquire logged: {text}");
+    // Before the skew and after its heal the clocks agree; during it, 2 s ahead.
+    assert!(moved.iter().any(|m| m.abs() < 50), "{moved:?}");
+    assert!(
+        moved.iter().any(|m| (1950..=2050).contains(m)),
+        "the skew never reached the adapter: {moved:?}\n{text}"
+    );
+    assert!(
+        moved
+            .iter()
+            .all(|m| m.abs() < 50 || (1950..=2050).contains(m)),
+        "{moved:?}"
+    );
+    // The monotonic clock stays true: a lock timed by the server is not fooled.
+    assert_eq!(report(&out)["valid"], Value::Bool(true), "{text}");
+    assert!(
+        out.join("adapter-clock-0.faketime").exists(),
+        "no offset file"
+    );
+}

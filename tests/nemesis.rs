@@ -400,6 +400,7 @@ async fn start_fleet(
             base_ns: clock.base_ns,
             deadline_ns: ms(spec.time_limit.0),
             first_generation: 0,
+            adapter_clock: None,
         })
         .collect();
     Fleet::start(dir, configs, events)

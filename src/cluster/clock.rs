@@ -53,8 +53,8 @@ const LIBC_PATHS: &[&str] = &[
     "/lib64/libc.so.6",
 ];
 
-/// The `LD_PRELOAD` value for a fake-clocked server: libfaketime, then glibc.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The `LD_PRELOAD` value for a fake-clocked process: libfaketime, then glibc.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Preload {
     pub libfaketime: PathBuf,
     pub libc: PathBuf,
@@ -128,10 +128,21 @@ impl FakeClock {
 
     /// The environment that makes the server read its time through libfaketime.
     pub fn apply(&self, cmd: &mut Command) {
-        cmd.env("LD_PRELOAD", self.preload.value())
-            .env("FAKETIME_TIMESTAMP_FILE", &self.file)
-            .env("FAKETIME_NO_CACHE", "1")
-            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        cmd.envs(self.env());
+    }
+
+    /// The environment variables that make a program read its wall clock through this
+    /// clock (an external lock client's adapter, started by a worker).
+    pub fn env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        vec![
+            ("LD_PRELOAD", self.preload.value().into()),
+            (
+                "FAKETIME_TIMESTAMP_FILE",
+                self.file.clone().into_os_string(),
+            ),
+            ("FAKETIME_NO_CACHE", "1".into()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+        ]
     }
 
     pub fn preload(&self) -> &Preload {

@@ -37,7 +37,7 @@ use rand::Rng;
 
 pub use ask::{ask_sentinels, node_url};
 pub use cleanup::install_cleanup_handlers;
-pub use clock::LIBFAKETIME_ENV;
+pub use clock::{FakeClock, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;
 pub use exit::Exit;
 pub use process::{ChildGuard, SignalError};

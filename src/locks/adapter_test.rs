@@ -193,7 +193,7 @@ fn ok_shape(reply: &Reply, token: bool) -> Result<String, String> {
 
 fn start(argv: &[String], dir: &Path, name: &str) -> Result<Adapter, String> {
     let log = dir.join(format!("adapter-{name}.log"));
-    Adapter::spawn(argv, None, Some(&log))
+    Adapter::spawn(argv, None, Some(&log), None)
 }
 
 /// The checks, in order; a client whose adapter broke fails its later checks.

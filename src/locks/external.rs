@@ -24,6 +24,11 @@
 //! even try) is `info` too, and a worker then stops: it logs the message and exits (status
 //! 3) shortly after, so that the `info` reaches the history first.
 //!
+//! Under a run that skews client clocks, the adapter starts with libfaketime preloaded and
+//! reads its wall clock (not its monotonic clock) through the worker's offset file
+//! (`LockOptions::adapter_clock`): a library that times its lock by the time of day is
+//! skewed as it would be in an application.
+//!
 //! Crash points: `external:after-acquire` (after an acquire that came back `ok`) and
 //! `external:before-release`.
 
@@ -38,7 +43,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 
 use super::{Acquired, LockClient, LockError, LockOptions, Notice, NoticeKind, Outcome};
-use crate::cluster::Endpoints;
+use crate::cluster::{Endpoints, FakeClock};
 
 /// The named steps (crash points).
 pub(crate) const STEPS: &[&str] = &["external:after-acquire", "external:before-release"];
@@ -123,11 +128,13 @@ pub struct Adapter {
 
 impl Adapter {
     /// Starts `argv` in `cwd` (None: the current directory), stderr appended to `log`
-    /// (None: discarded). The error says clearly when the program is missing.
+    /// (None: discarded), its wall clock read through `clock` if given. The error says
+    /// clearly when the program is missing.
     pub fn spawn(
         argv: &[String],
         cwd: Option<&Path>,
         log: Option<&Path>,
+        clock: Option<&FakeClock>,
     ) -> Result<Adapter, String> {
         let (program, args) = argv
             .split_first()
@@ -151,6 +158,9 @@ impl Adapter {
             .kill_on_drop(true);
         if let Some(dir) = cwd {
             command.current_dir(dir);
+        }
+        if let Some(clock) = clock {
+            command.envs(clock.env());
         }
         // SAFETY: the closure only calls prctl(2), which is async-signal-safe.
         unsafe {
@@ -600,8 +610,13 @@ impl External {
             .run_dir
             .as_ref()
             .map(|dir| dir.join(format!("adapter-{}.log", options.process)));
-        let mut adapter = Adapter::spawn(&argv, options.run_dir.as_deref(), log.as_deref())
-            .map_err(LockError::Adapter)?;
+        let mut adapter = Adapter::spawn(
+            &argv,
+            options.run_dir.as_deref(),
+            log.as_deref(),
+            options.adapter_clock.as_ref(),
+        )
+        .map_err(LockError::Adapter)?;
         let hello = adapter
             .init(
                 options.process,

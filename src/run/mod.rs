@@ -386,6 +386,18 @@ async fn drive(
         (None, vec![endpoints.clone(); spec.workers])
     };
 
+    // An external adapter's clock can only be skewed through libfaketime.
+    let adapter_clock =
+        if spec.algorithm == crate::locks::EXTERNAL && kinds.contains(&FaultKind::ClockSkew) {
+            Some(cluster::Preload::find().map_err(|e| {
+                RunError::Setup(format!(
+                    "clock-skew on an external adapter needs its wall clock faked: {e}"
+                ))
+            })?)
+        } else {
+            None
+        };
+
     let total = spec.clients as u64;
     let configs = (0..spec.workers)
         .map(|w| WorkerConfig {
@@ -399,6 +411,7 @@ async fn drive(
             base_ns: clock.base_ns,
             deadline_ns,
             first_generation: 0,
+            adapter_clock: adapter_clock.clone(),
         })
         .collect();
     let (mut fleet, mut exits) = Fleet::start(dir, configs, events.clone()).await?;

@@ -130,6 +130,7 @@ impl Client {
                 op_timeout_ms: spec.op_timeout.0,
                 on_step: Some(self.crash_hook()),
                 live_skew_ms: Some(self.plan.controls.skew_ms.clone()),
+                adapter_clock: self.plan.controls.adapter_clock.clone(),
                 ..LockOptions::default()
             };
             let password = self.plan.endpoints.password.clone();

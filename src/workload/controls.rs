@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::FakeClock;
+
 /// What the nemesis tells a running worker, one JSON line each on its stdin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "kebab-case")]
@@ -16,8 +18,9 @@ pub enum WorkerCommand {
         point: String,
     },
     Disarm,
-    /// Every client's clock (for the algorithms that read it) runs this far ahead (ms;
-    /// negative: behind). 0 heals.
+    /// Every client's clock (for the algorithms that read it, and the wall clock of
+    /// external adapters started under a faked clock) runs this far ahead (ms; negative:
+    /// behind). 0 heals.
     Skew {
         ms: i64,
     },
@@ -29,14 +32,31 @@ pub struct Controls {
     armed: Mutex<Option<String>>,
     /// Read by every lock client of this worker (`LockOptions::live_skew_ms`).
     pub skew_ms: Arc<AtomicI64>,
+    /// The faked wall clock the worker's external adapters run under, when the run skews
+    /// client clocks (`WorkerConfig::adapter_clock`): a skew moves it too.
+    pub adapter_clock: Option<FakeClock>,
 }
 
 impl Controls {
+    pub fn with_adapter_clock(adapter_clock: Option<FakeClock>) -> Controls {
+        Controls {
+            adapter_clock,
+            ..Controls::default()
+        }
+    }
+
     pub fn apply(&self, command: WorkerCommand) {
         match command {
             WorkerCommand::Arm { point } => *self.armed_slot() = Some(point),
             WorkerCommand::Disarm => *self.armed_slot() = None,
-            WorkerCommand::Skew { ms } => self.skew_ms.store(ms, Ordering::Relaxed),
+            WorkerCommand::Skew { ms } => {
+                self.skew_ms.store(ms, Ordering::Relaxed);
+                if let Some(clock) = &self.adapter_clock {
+                    if let Err(e) = clock.set(ms) {
+                        tracing::error!("worker: cannot skew the adapters' clock: {e}");
+                    }
+                }
+            }
         }
     }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncBufReadExt;
 
-use crate::cluster::Endpoints;
+use crate::cluster::{Endpoints, FakeClock, Preload};
 
 use super::client::{Client, ClientPlan};
 use super::controls::{Controls, WorkerCommand};
@@ -37,6 +37,10 @@ pub struct WorkerConfig {
     /// a restarted worker starts above every number its slots have used.
     #[serde(default)]
     pub first_generation: u64,
+    /// libfaketime to start external adapters under, when the run skews client clocks:
+    /// the worker keeps the offset in `<run>/adapter-clock-<worker>.faketime`.
+    #[serde(default)]
+    pub adapter_clock: Option<Preload>,
 }
 
 /// Runs the worker: reads its config from stdin, streams events to stdout until its clients
@@ -55,7 +59,17 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
         .map_err(|e| anyhow::anyhow!("worker: bad config from the controller: {e}"))?;
 
     let sink = Arc::new(EventSink::default());
-    let controls = Arc::new(Controls::default());
+    let adapter_clock =
+        match (&config.adapter_clock, &run) {
+            (Some(preload), Some(dir)) => {
+                let file = dir.join(format!("adapter-clock-{}.faketime", config.worker));
+                Some(FakeClock::create(preload.clone(), file).map_err(|e| {
+                    anyhow::anyhow!("worker: cannot set up the adapters' clock: {e}")
+                })?)
+            }
+            _ => None,
+        };
+    let controls = Arc::new(Controls::with_adapter_clock(adapter_clock));
     let clock = RunClock {
         base_ns: config.base_ns,
     };
