@@ -587,15 +587,22 @@ fn run(command: Command) -> anyhow::Result<u8> {
                     setup.options = spec
                         .adapter_options_json()
                         .unwrap_or_else(|| serde_json::json!({}));
+                    let topology = serde_json::to_value(setup.topology)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    // Only the independent topology has a number of masters to tell.
+                    let masters = match setup.topology {
+                        lockaudit::cluster::Topology::Independent => format!(
+                            " ({} master{})",
+                            setup.masters,
+                            if setup.masters == 1 { "" } else { "s" }
+                        ),
+                        _ => String::new(),
+                    };
                     println!(
-                        "adapter-test: {} on the {} topology ({} master{}), options {}",
+                        "adapter-test: {} on the {topology} topology{masters}, options {}",
                         adapter.join(" "),
-                        serde_json::to_value(setup.topology)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default(),
-                        setup.masters,
-                        if setup.masters == 1 { "" } else { "s" },
                         setup.options
                     );
                     adapter

@@ -15,18 +15,9 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Whether python3 with redis-py is there (CI installs it: .ci/run).
-fn have_redis_py() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import redis"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!(
-            "SKIPPED: python3 with redis-py is missing (python3 -m pip install redis==8.1.0)"
-        );
-    }
-    ok
+/// Fails the test, saying what to install, without python3 and redis-py.
+fn require_redis_py() {
+    common::require_python(&["redis"]);
 }
 
 /// Runs take turns: each starts a redis-server, workers and their adapters (a Python
@@ -89,9 +80,7 @@ fn assert_no_process_left(dir: &Path) {
 
 #[test]
 fn the_redis_py_example_runs_valid_without_faults() {
-    if !have_redis_py() {
-        return;
-    }
+    require_redis_py();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let output = run(
@@ -117,9 +106,7 @@ fn the_redis_py_example_runs_valid_without_faults() {
 
 #[test]
 fn the_redis_py_example_overlaps_under_client_pauses() {
-    if !have_redis_py() {
-        return;
-    }
+    require_redis_py();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let output = run(
@@ -344,9 +331,7 @@ fn adapter_test(argv: &[&str]) -> (i32, String) {
 
 #[test]
 fn adapter_test_passes_the_redis_py_example() {
-    if !have_redis_py() {
-        return;
-    }
+    require_redis_py();
     let (code, text) = adapter_test(&["python3", "examples/adapters/redis_py_lock.py"]);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("✓ renew"), "{text}");
@@ -695,9 +680,7 @@ fn adapter_test_set_nx(mode: &str) -> (i32, String) {
 
 #[test]
 fn adapter_test_passes_a_lock_that_never_expires_and_tries_a_foreign_release() {
-    if !have_redis_py() {
-        return;
-    }
+    require_redis_py();
     let (code, text) = adapter_test_set_nx("never-expires");
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("lease_ms null (never expires)"), "{text}");
@@ -712,9 +695,7 @@ fn adapter_test_passes_a_lock_that_never_expires_and_tries_a_foreign_release() {
 fn a_workload_named_by_its_bare_file_name_finds_its_adapter_next_to_it() {
     // `lockaudit run w.toml` in the workload's own folder: `./set_nx.py` is resolved
     // there, not in the run folder the adapter starts in.
-    if !have_redis_py() {
-        return;
-    }
+    require_redis_py();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("set_nx.py"), SET_NX_ADAPTER).unwrap();
     std::fs::write(
@@ -733,9 +714,7 @@ fn a_workload_named_by_its_bare_file_name_finds_its_adapter_next_to_it() {
 
 #[test]
 fn adapter_test_fails_a_lock_that_lets_another_client_release_it() {
-    if !have_redis_py() {
-        return;
-    }
+    require_redis_py();
     let (code, text) = adapter_test_set_nx("releases-anything");
     assert_eq!(code, 1, "{text}");
     assert!(
@@ -774,9 +753,7 @@ fn adapter_test_of_a_workload_uses_its_topology_and_options() {
 
 #[test]
 fn adapter_test_of_the_redis_py_workload_passes() {
-    if !have_redis_py() {
-        return;
-    }
+    require_redis_py();
     let (code, text) = adapter_test(&["examples/adapters/redis-py.toml"]);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("options {\"socket_timeout\":1.0}"), "{text}");
@@ -875,9 +852,7 @@ fn notice_renews(out: &Path) -> Vec<(String, Option<i64>)> {
 
 #[test]
 fn a_library_s_own_renewals_are_recorded_and_keep_the_run_valid() {
-    if !have_redis_py() {
-        return;
-    }
+    require_redis_py();
     let dir = tempfile::tempdir().unwrap();
     let (out, text) = self_renewing_run(dir.path(), "renews", "none", "5s");
     assert_eq!(report(&out)["valid"], Value::Bool(true), "{text}");
@@ -897,9 +872,7 @@ fn a_killed_self_renewing_holder_is_not_reported_unavailable() {
     // Without the notices, the lease of a holder killed 2 s into its hold would seem to have
     // ended 1.4 s before the key really expired, and the stretch in between (acquires
     // refused) would read as a lock that stayed free for no reason.
-    if !have_redis_py() {
-        return;
-    }
+    require_redis_py();
     let dir = tempfile::tempdir().unwrap();
     let (out, text) = self_renewing_run(dir.path(), "renews", "kill-clients", "10s");
     let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
@@ -918,9 +891,7 @@ fn a_killed_self_renewing_holder_is_not_reported_unavailable() {
 
 #[test]
 fn a_library_reporting_a_lock_lost_inside_its_lease_is_a_lost_lock() {
-    if !have_redis_py() {
-        return;
-    }
+    require_redis_py();
     let dir = tempfile::tempdir().unwrap();
     let (out, text) = self_renewing_run(dir.path(), "lies-lost", "none", "3s");
     assert!(
@@ -965,9 +936,7 @@ for line in sys.stdin:
 
 #[test]
 fn clock_skew_moves_an_adapter_s_wall_clock_and_nothing_else() {
-    if !have_redis_py() {
-        return;
-    }
+    require_redis_py();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("watch.py"), CLOCK_WATCHING_ADAPTER).unwrap();
     let workload = dir.path().join("w.toml");

@@ -48,3 +48,43 @@ pub fn assert_exit(output: &Output, code: i32) -> String {
     );
     stdout
 }
+
+/// The Python packages the ready adapters of examples/adapters/ need, as pip installs them
+/// (`.ci/run` does).
+pub const PIP_INSTALL: &str =
+    "python3 -m pip install redis==8.1.0 python-redis-lock==4.0.1 pottery==3.0.1";
+
+/// Fails the test, saying what to install, unless python3 can import every one of
+/// `modules`: a test of a lock library must not pass without it.
+pub fn require_python(modules: &[&str]) {
+    let script = modules
+        .iter()
+        .map(|m| format!("import {m}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "this test needs python3 with the modules {modules:?}: install them with `{PIP_INSTALL}` (bash .ci/run does)"
+    );
+}
+
+/// Fails the test, saying what to install, unless node and node-redlock's packages are
+/// there (examples/adapters/node-redlock/node_modules).
+pub fn require_node_redlock() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let modules = root
+        .join("examples/adapters/node-redlock/node_modules/redlock")
+        .is_dir();
+    assert!(
+        node && modules,
+        "this test needs Node.js and node-redlock: install them with `npm ci --prefix examples/adapters/node-redlock` (bash .ci/run does)"
+    );
+}

@@ -1,0 +1,153 @@
+//! The ready adapters of examples/adapters/, over real lock libraries (python-redis-lock,
+//! pottery's Redlock, node-redlock), against real servers that lockaudit starts: each
+//! passes `adapter-test` on its workload's topology, and a short audit of all of them meets
+//! every workload's `[expect]` table under the presets that tell them apart. The libraries
+//! must be installed (`bash .ci/run` does); without them these tests fail, saying what to
+//! install.
+
+mod common;
+use common::{require_node_redlock, require_python};
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The Python workloads: python-redis-lock without expiry and with auto-renewal, pottery
+/// on one master and on five.
+const PYTHON: [&str; 4] = [
+    "examples/adapters/python-redis-lock.toml",
+    "examples/adapters/python-redis-lock-renewal.toml",
+    "examples/adapters/pottery.toml",
+    "examples/adapters/pottery-5.toml",
+];
+
+/// node-redlock on five masters: plain acquire/extend/release, and `using()`.
+const NODE: [&str; 2] = [
+    "examples/adapters/node-redlock/node-redlock.toml",
+    "examples/adapters/node-redlock/node-redlock-using.toml",
+];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn require_libraries() {
+    require_python(&["redis", "redis_lock", "pottery"]);
+    require_node_redlock();
+}
+
+/// Each test starts servers and a dozen interpreters: one at a time.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn lockaudit(args: &[&str]) -> (Option<i32>, String) {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .current_dir(root())
+        .args(args)
+        .output()
+        .expect("run lockaudit");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), text)
+}
+
+#[test]
+fn every_ready_adapter_passes_adapter_test_on_its_topology() {
+    require_libraries();
+    let mut failed = Vec::new();
+    for workload in PYTHON.iter().chain(&NODE) {
+        let (code, text) = lockaudit(&["adapter-test", workload]);
+        if code != Some(0) || !text.contains("✓") {
+            failed.push(format!("{workload} (exit {code:?}):\n{text}"));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+#[test]
+fn a_short_audit_of_the_ready_adapters_meets_their_expectations() {
+    // The presets that tell these libraries apart: a killed holder of a lock that never
+    // expires deadlocks it, and one that renews by itself must not look like one
+    // (kill-clients); leases outlived by paused holders (pause-clients); a wall clock that
+    // node-redlock reads and the others do not (clock-skew).
+    require_libraries();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("audit");
+    let rows = PYTHON
+        .iter()
+        .chain(&NODE)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(",");
+    let (code, text) = lockaudit(&[
+        "audit",
+        "--algorithms",
+        &rows,
+        "--nemeses",
+        "none,kill-clients,pause-clients,clock-skew",
+        "--time-limit",
+        "10s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let matrix = std::fs::read_to_string(out.join("audit.md")).unwrap_or_default();
+    assert_eq!(code, Some(0), "{text}\n{matrix}");
+    // Every row ran: 6 workloads × 4 presets, none of them skipped as not applicable.
+    let cells = cells_of(&out.join("audit.json"));
+    assert_eq!(cells.len(), 24, "{matrix}");
+    assert!(
+        cells.iter().all(|cell| cell.status == "pass"),
+        "{cells:?}\n{matrix}"
+    );
+    // node-redlock's using() checks its lock's expiry against Date.now(): with the adapter's
+    // wall clock skewed ahead, it drops a lock whose validity still runs. The Python
+    // libraries, which leave expiry to the server, stay valid under the same skew.
+    let skewed = |row: &str| {
+        cells
+            .iter()
+            .find(|cell| cell.algorithm.ends_with(row) && cell.nemesis == "clock-skew")
+            .map(|cell| cell.found.clone())
+            .unwrap_or_else(|| panic!("no clock-skew cell for {row}"))
+    };
+    assert!(
+        skewed("node-redlock-using.toml").contains(&"lost-lock".to_string()),
+        "{matrix}"
+    );
+    for row in ["python-redis-lock-renewal.toml", "pottery.toml"] {
+        assert!(skewed(row).is_empty(), "{row}: {:?}\n{matrix}", skewed(row));
+    }
+}
+
+/// One cell of an audit's `audit.json`.
+#[derive(Debug)]
+struct Cell {
+    algorithm: String,
+    nemesis: String,
+    status: String,
+    found: Vec<String>,
+}
+
+fn cells_of(path: &Path) -> Vec<Cell> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let audit: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    audit["cells"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|cell| {
+            let field = |name: &str| cell[name].as_str().unwrap_or("").to_string();
+            Cell {
+                algorithm: field("algorithm"),
+                nemesis: field("nemesis"),
+                status: field("status"),
+                found: cell["found"]
+                    .as_object()
+                    .map(|found| found.keys().cloned().collect())
+                    .unwrap_or_default(),
+            }
+        })
+        .collect()
+}
