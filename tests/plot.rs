@@ -236,18 +236,26 @@ fn the_page_shows_the_verdict_every_explanation_and_links_files_that_exist() {
                     "{name}: cycle step {step} missing"
                 );
             }
-            // Its block links its zoomed picture.
+            // Its row in the table of every anomaly.
+            assert!(
+                html.contains(&format!("<tr id=\"anomaly-{}\">", i + 1)),
+                "{name}: no row for anomaly {}",
+                i + 1
+            );
+        }
+        // Each of these anomalies is an episode of its own, and each episode's card links
+        // its zoomed picture.
+        for e in 1..=report.anomalies.len() {
             let start = html
-                .find(&format!("id=\"anomaly-{}\"", i + 1))
-                .unwrap_or_else(|| panic!("{name}: no block for anomaly {}", i + 1));
+                .find(&format!("id=\"episode-{e}\""))
+                .unwrap_or_else(|| panic!("{name}: no card for episode {e}"));
             let block = &html[start..];
             let block = &block[..block.find("</div>").unwrap_or(block.len())];
             assert!(
                 links(block)
                     .iter()
                     .any(|l| l.contains("zoom") && l.ends_with(".png")),
-                "{name}: anomaly {} has no zoomed picture: {block}",
-                i + 1
+                "{name}: episode {e} has no zoomed picture: {block}"
             );
         }
         for check in report.checks.keys() {
@@ -272,6 +280,13 @@ fn the_page_shows_the_verdict_every_explanation_and_links_files_that_exist() {
             "{name}: no timeline on the page"
         );
         for link in &links {
+            if let Some(id) = link.strip_prefix('#') {
+                assert!(
+                    html.contains(&format!("id=\"{id}\"")),
+                    "{name}: link {link} names no element of the page"
+                );
+                continue;
+            }
             let target = link_target(out_dir, link);
             assert!(
                 target.is_file(),

@@ -69,6 +69,22 @@ impl Class {
     }
 }
 
+/// Where `kind` stands in the order worst first (overlaps at their worst), for lists by kind.
+pub fn kind_rank(kind: &str) -> Class {
+    Class::of(&Anomaly {
+        kind: kind.to_string(),
+        key: String::new(),
+        processes: Vec::new(),
+        indices: Vec::new(),
+        explanation: String::new(),
+        start: 0,
+        end: 0,
+        lease_expired: None,
+        tokens: Vec::new(),
+        cycle: Vec::new(),
+    })
+}
+
 /// Anomalies of one class close in time: what one fault caused.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Episode {
