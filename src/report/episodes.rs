@@ -114,10 +114,13 @@ impl Episode {
         let n = self.anomalies.len();
         let kind = if self.kinds.len() == 1 {
             let kind = &self.kinds[0];
-            if n == 1 {
-                kind.clone()
-            } else {
-                format!("{kind}s")
+            match (n, kind.as_str()) {
+                (1, _) => kind.clone(),
+                // Adjectives and uncountables read as kinds of anomaly.
+                (_, "unavailable" | "unfair" | "starvation" | "token-order") => {
+                    format!("{kind} anomalies")
+                }
+                _ => format!("{kind}s"),
             }
         } else {
             self.kinds.join(" / ")
@@ -320,6 +323,10 @@ mod tests {
         let e = episodes(&list);
         assert_eq!(e.len(), 1);
         assert_eq!((e[0].start, e[0].end), (0, 12 * S));
+        assert_eq!(
+            e[0].headline(),
+            "3 unavailable anomalies on lock:0, lock:1 between 0.000s and 12.000s"
+        );
     }
 
     #[test]
