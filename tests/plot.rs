@@ -615,6 +615,7 @@ fn a_pause_run_page_shows_the_worst_episodes_first_and_every_link_resolves() {
     let list = &list[..list.find("</ol>").expect("the list's end")];
     let headlines: Vec<&str> = list
         .lines()
+        .filter(|l| l.contains("href=\"#episode-"))
         .filter_map(|l| l.split("\">").nth(1))
         .filter_map(|l| l.split("</a>").next())
         .collect();
