@@ -236,18 +236,26 @@ fn the_page_shows_the_verdict_every_explanation_and_links_files_that_exist() {
                     "{name}: cycle step {step} missing"
                 );
             }
-            // Its block links its zoomed picture.
+            // Its row in the table of every anomaly.
+            assert!(
+                html.contains(&format!("<tr id=\"anomaly-{}\">", i + 1)),
+                "{name}: no row for anomaly {}",
+                i + 1
+            );
+        }
+        // Each of these anomalies is an episode of its own, and each episode's card links
+        // its zoomed picture.
+        for e in 1..=report.anomalies.len() {
             let start = html
-                .find(&format!("id=\"anomaly-{}\"", i + 1))
-                .unwrap_or_else(|| panic!("{name}: no block for anomaly {}", i + 1));
+                .find(&format!("id=\"episode-{e}\""))
+                .unwrap_or_else(|| panic!("{name}: no card for episode {e}"));
             let block = &html[start..];
             let block = &block[..block.find("</div>").unwrap_or(block.len())];
             assert!(
                 links(block)
                     .iter()
                     .any(|l| l.contains("zoom") && l.ends_with(".png")),
-                "{name}: anomaly {} has no zoomed picture: {block}",
-                i + 1
+                "{name}: episode {e} has no zoomed picture: {block}"
             );
         }
         for check in report.checks.keys() {
@@ -272,6 +280,13 @@ fn the_page_shows_the_verdict_every_explanation_and_links_files_that_exist() {
             "{name}: no timeline on the page"
         );
         for link in &links {
+            if let Some(id) = link.strip_prefix('#') {
+                assert!(
+                    html.contains(&format!("id=\"{id}\"")),
+                    "{name}: link {link} names no element of the page"
+                );
+                continue;
+            }
             let target = link_target(out_dir, link);
             assert!(
                 target.is_file(),
@@ -562,4 +577,114 @@ fn lockaudit_run_draws_its_pictures() {
     for chart in ["latency", "rate", "fairness"] {
         assert!(out.join(format!("{chart}.png")).is_file());
     }
+}
+
+/// A real run under paused clients: the page lists its worst episodes first (a stale write
+/// or an overlap inside a live lease before any overlap after a lease ran out, the lost
+/// updates last), the episodes' zoomed pictures exist, and every local link and picture of
+/// the page points at a file that exists or an element of the page.
+#[test]
+fn a_pause_run_page_shows_the_worst_episodes_first_and_every_link_resolves() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("pause");
+    let output = lockaudit()
+        .args([
+            "run",
+            "--algorithm",
+            "set-nx-px",
+            "--nemesis",
+            "pause-clients",
+        ])
+        .args(["--time-limit", "6s", "--seed", "7", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run lockaudit");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let html = fs::read_to_string(out.join("index.html")).expect("index.html");
+
+    // The one-line list of episodes, worst first.
+    let list = &html[html
+        .find("<ol class=\"summary\">")
+        .expect("the episode list")..];
+    let list = &list[..list.find("</ol>").expect("the list's end")];
+    let headlines: Vec<&str> = list
+        .lines()
+        .filter(|l| l.contains("href=\"#episode-"))
+        .filter_map(|l| l.split("\">").nth(1))
+        .filter_map(|l| l.split("</a>").next())
+        .collect();
+    let first = |what: &str| headlines.iter().position(|h| h.contains(what));
+    let last = |what: &str| headlines.iter().rposition(|h| h.contains(what));
+    let worst = [first("stale-write"), first("inside a live lease")]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or_else(|| {
+            panic!("no stale-write nor overlap inside a live lease: {headlines:?}\n{stdout}")
+        });
+    let worst_last = [last("stale-write"), last("inside a live lease")]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(worst);
+    assert_eq!(worst, 0, "the worst episode is not first: {headlines:?}");
+    if let Some(after) = first("after a lease ran out") {
+        assert!(worst_last < after, "{headlines:?}");
+    }
+    if let Some(lost) = first("lost-update") {
+        assert_eq!(lost, headlines.len() - 1, "{headlines:?}");
+    }
+    // The summary the run printed has the same order.
+    let printed = stdout
+        .find("episodes, worst first")
+        .expect("the episodes in the summary");
+    let printed = &stdout[printed..];
+    if let (Some(stale), Some(after)) = (
+        printed.find("stale-write"),
+        printed.find("after a lease ran out"),
+    ) {
+        assert!(stale < after, "{stdout}");
+    }
+
+    // The first episode's card shows its zoomed picture, which exists.
+    let card = &html[html.find("id=\"episode-1\"").expect("episode 1's card")..];
+    let card = &card[..card.find("</div>").unwrap_or(card.len())];
+    let zooms: Vec<String> = links(card)
+        .into_iter()
+        .filter(|l| l.starts_with("./zoom-"))
+        .collect();
+    assert!(!zooms.is_empty(), "episode 1 has no zoom: {card}");
+    // Every link: a file of the run folder, or an element of the page.
+    let all = links(&html);
+    assert!(all.iter().filter(|l| l.starts_with("./zoom-")).count() >= zooms.len());
+    for link in &all {
+        if let Some(id) = link.strip_prefix('#') {
+            assert!(
+                html.contains(&format!("id=\"{id}\"")),
+                "link {link} names no element of the page"
+            );
+            continue;
+        }
+        let target = link_target(&out, link);
+        assert!(
+            target.is_file(),
+            "link {link} -> {} does not exist",
+            target.display()
+        );
+    }
+    // No card per anomaly: the long tail is a table row each.
+    let report: Report =
+        serde_json::from_str(&fs::read_to_string(out.join("report.json")).expect("report.json"))
+            .expect("a report");
+    assert_eq!(
+        html.matches("<tr id=\"anomaly-").count(),
+        report.anomalies.len()
+    );
+    assert!(html.matches("class=\"episode\"").count() <= 10);
 }

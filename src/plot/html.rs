@@ -1,6 +1,7 @@
 //! `index.html`: one self-contained page per run (inline CSS, no scripts, no external
-//! assets) with the verdict, the checks, every listed anomaly with its explanation and its
-//! zoomed timeline, the timelines and charts, the fault schedule, the workload and the
+//! assets) with the verdict, the worst episodes of anomalies (`report::episodes`) each with
+//! its first anomaly's explanation and its zoomed timeline, the checks, a table of every
+//! listed anomaly, the timelines and charts, the fault schedule, the workload and the
 //! servers. Every piece of text from the run is escaped; every picture is linked by a
 //! relative path, so the folder can be moved or served as it is.
 //!
@@ -12,11 +13,14 @@ use std::path::{Path, PathBuf};
 use askama::Template;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
-use crate::report::{Report, ANOMALY_KINDS};
+use crate::report::episodes::kind_rank;
+use crate::report::{episodes, Anomaly, Report, ANOMALY_KINDS};
+use crate::units::fmt_time;
 
 use super::bands::FaultBand;
 use super::charts::ChartFiles;
 use super::error::PlotError;
+use super::model::shorten;
 
 /// A timeline picture as the page links it.
 #[derive(Debug, Clone)]
@@ -50,6 +54,15 @@ pub struct Page<'a> {
 
 /// At most this many faults are listed in the schedule table.
 const SCHEDULE_ROWS: usize = 500;
+
+/// At most this many episodes get a card at the top of the page (the rest are in the table).
+const EPISODE_CARDS: usize = 10;
+
+/// At most this many anomalies are listed in the table (report.json has them all).
+const TABLE_ROWS: usize = 1000;
+
+/// Explanations in the table are cut to this many characters (the row's tooltip has it whole).
+const SHORT: usize = 160;
 
 /// Writes `index.html` into `out_dir`.
 pub fn write_index(page: &Page, out_dir: &Path) -> Result<PathBuf, PlotError> {
@@ -138,7 +151,14 @@ struct IndexHtml<'a> {
     /// The page's notes, then the report's warnings.
     warnings: Vec<&'a str>,
     checks: Vec<CheckRow<'a>>,
-    anomalies: Vec<AnomalyBlock<'a>>,
+    /// The worst episodes, each with its first anomaly and zoom (see `report::episodes`).
+    episodes: Vec<EpisodeBlock<'a>>,
+    /// Episodes beyond `EPISODE_CARDS`, only in the table.
+    more_episodes: usize,
+    /// Every listed anomaly, worst episode first, one row each.
+    rows: Vec<AnomalyRow<'a>>,
+    /// Listed anomalies beyond `TABLE_ROWS`.
+    more_rows: usize,
     /// Anomalies found but not listed: (kind, how many).
     omitted: Vec<(&'a str, u64)>,
     /// Which keys got a timeline, when not all did.
@@ -168,18 +188,43 @@ struct CheckRow<'a> {
     figures: String,
 }
 
-struct AnomalyBlock<'a> {
-    /// 1, 2, 3, ...
+struct EpisodeBlock<'a> {
+    /// 1, 2, 3, ... (worst first).
     number: usize,
+    /// "38 overlaps inside a live lease on lock:0..3 between 2.100s and 4.300s".
+    headline: String,
+    /// The first anomaly's number (its position in the report + 1), kind and key.
+    first: usize,
     kind: &'a str,
     key: &'a str,
-    /// Processes, events, time span, lease and tokens.
+    /// The first anomaly's processes, events, time span, lease and tokens.
     meta: String,
     explanation: &'a str,
     cycle: &'a [String],
+    /// How many more anomalies the episode has (they are in the table).
+    more: usize,
     zoom: Option<Figure>,
     /// Without a zoom: the whole-run timeline it is drawn on (its URL and key), if any.
     on_timeline: Option<(String, &'a str)>,
+}
+
+struct AnomalyRow<'a> {
+    /// Its position in the report + 1, as the pictures label it (`#5 overlap`).
+    number: usize,
+    /// The episode it belongs to (1-based), and whether that episode has a card.
+    episode: usize,
+    carded: bool,
+    /// The kind with its lease class: "overlap, inside a live lease".
+    kind: String,
+    key: &'a str,
+    time: String,
+    processes: String,
+    events: String,
+    /// The explanation, cut short; `explanation` whole (the row's tooltip).
+    short: String,
+    explanation: &'a str,
+    /// Its zoomed picture, if it has one.
+    zoom: Option<String>,
 }
 
 /// A picture, linked by relative URLs, with what it merged or left out.
@@ -219,6 +264,8 @@ impl<'a> IndexHtml<'a> {
             .filter(|t| t.anomaly.is_none())
             .collect();
         let keys = stats.keys as usize;
+        let (cards, rows) = anomalies(page, out_dir);
+        let n_episodes = cards.len();
         IndexHtml {
             title: &page.title,
             verdict: verdict(report),
@@ -247,7 +294,10 @@ impl<'a> IndexHtml<'a> {
                     figures: joined(check.figures.iter().map(|(k, v)| format!("{k}: {v}"))),
                 })
                 .collect(),
-            anomalies: anomalies(page, out_dir),
+            episodes: cards.into_iter().take(EPISODE_CARDS).collect(),
+            more_episodes: n_episodes.saturating_sub(EPISODE_CARDS),
+            more_rows: rows.len().saturating_sub(TABLE_ROWS),
+            rows: rows.into_iter().take(TABLE_ROWS).collect(),
             omitted: report
                 .omitted
                 .iter()
@@ -315,12 +365,13 @@ fn verdict(report: &Report) -> Verdict {
         }
     } else {
         let total: u64 = ANOMALY_KINDS.iter().map(|k| report.count(k)).sum();
-        let kinds = joined(
-            ANOMALY_KINDS
-                .iter()
-                .filter(|k| report.count(k) > 0)
-                .map(|k| format!("{} {}", report.count(k), k)),
-        );
+        let mut found: Vec<&str> = ANOMALY_KINDS
+            .iter()
+            .copied()
+            .filter(|k| report.count(k) > 0)
+            .collect();
+        found.sort_by_key(|k| kind_rank(k));
+        let kinds = joined(found.iter().map(|k| format!("{} {}", report.count(k), k)));
         let noun = if total == 1 { "anomaly" } else { "anomalies" };
         Verdict {
             class: "invalid",
@@ -330,57 +381,92 @@ fn verdict(report: &Report) -> Verdict {
     }
 }
 
-/// Every listed anomaly, with its zoomed picture or the timeline it is drawn on.
-fn anomalies<'a>(page: &'a Page, out_dir: &Path) -> Vec<AnomalyBlock<'a>> {
-    page.report
-        .anomalies
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            let mut meta = vec![
-                format!("processes {}", joined(a.processes.iter())),
-                format!("events {}", joined(a.indices.iter())),
-                format!(
-                    "from {:.3}s to {:.3}s",
-                    a.start as f64 / 1e9,
-                    a.end as f64 / 1e9
-                ),
-            ];
-            if let Some(expired) = a.lease_expired {
-                meta.push(if expired {
-                    "the earlier holder's lease had run out".to_string()
-                } else {
-                    "inside the earlier holder's lease".to_string()
-                });
-            }
-            if !a.tokens.is_empty() {
-                meta.push(format!("tokens {}", joined(a.tokens.iter())));
-            }
-            let zoom = page
-                .timelines
-                .iter()
-                .find(|t| t.anomaly == Some(i))
-                .map(|t| {
-                    let caption = format!("Anomaly {}: {} on {}, zoomed", i + 1, a.kind, a.key);
-                    Figure::new(out_dir, &t.png, &t.svg, caption, &t.notes)
-                });
-            let on_timeline = page
-                .timelines
-                .iter()
-                .find(|t| zoom.is_none() && t.anomaly.is_none() && t.key == a.key)
-                .map(|t| (relative_url(out_dir, &t.png), a.key.as_str()));
-            AnomalyBlock {
+/// What an anomaly's `lease_expired` says, in words true of its kind.
+fn lease_note(a: &Anomaly) -> Option<&'static str> {
+    Some(match (a.kind.as_str(), a.lease_expired?) {
+        ("overlap", true) => "after the earlier holder's lease ran out",
+        ("overlap", false) => "inside the earlier holder's live lease",
+        ("lost-lock", _) => "lost before its lease ran out (or it had none)",
+        ("bad-lease", true) => "the lease was over when the grant returned",
+        ("bad-lease", false) => "a lease longer than the ttl asked for",
+        _ => return None,
+    })
+}
+
+/// "2.100s", or "2.100s – 3.000s".
+fn time_span(a: &Anomaly) -> String {
+    let (s, e) = (a.start.min(a.end), a.start.max(a.end));
+    if s == e {
+        fmt_time(s)
+    } else {
+        format!("{} – {}", fmt_time(s), fmt_time(e))
+    }
+}
+
+/// The episodes worst first, each with its first anomaly and its zoom, and every listed
+/// anomaly as a row of the table, in the same order.
+fn anomalies<'a>(page: &'a Page, out_dir: &Path) -> (Vec<EpisodeBlock<'a>>, Vec<AnomalyRow<'a>>) {
+    let report = page.report;
+    let zoom_of = |i: usize| page.timelines.iter().find(|t| t.anomaly == Some(i));
+    let mut cards = Vec::new();
+    let mut rows = Vec::new();
+    for (e, episode) in episodes(&report.anomalies).iter().enumerate() {
+        let first = episode.first();
+        let a = &report.anomalies[first];
+        let mut meta = vec![
+            format!("processes {}", joined(a.processes.iter())),
+            format!("events {}", joined(a.indices.iter())),
+            time_span(a),
+        ];
+        if let Some(note) = lease_note(a) {
+            meta.push(note.to_string());
+        }
+        if !a.tokens.is_empty() {
+            meta.push(format!("tokens {}", joined(a.tokens.iter())));
+        }
+        let zoom = zoom_of(first).map(|t| {
+            let caption = format!("Anomaly #{}: {} on {}, zoomed", first + 1, a.kind, a.key);
+            Figure::new(out_dir, &t.png, &t.svg, caption, &t.notes)
+        });
+        let on_timeline = page
+            .timelines
+            .iter()
+            .find(|t| zoom.is_none() && t.anomaly.is_none() && t.key == a.key)
+            .map(|t| (relative_url(out_dir, &t.png), a.key.as_str()));
+        cards.push(EpisodeBlock {
+            number: e + 1,
+            headline: episode.headline(),
+            first: first + 1,
+            kind: &a.kind,
+            key: &a.key,
+            meta: meta.join(" · "),
+            explanation: &a.explanation,
+            cycle: &a.cycle,
+            more: episode.anomalies.len() - 1,
+            zoom,
+            on_timeline,
+        });
+        for &i in &episode.anomalies {
+            let a = &report.anomalies[i];
+            rows.push(AnomalyRow {
                 number: i + 1,
-                kind: &a.kind,
+                episode: e + 1,
+                carded: e < EPISODE_CARDS,
+                kind: match lease_note(a) {
+                    Some(note) => format!("{}, {note}", a.kind),
+                    None => a.kind.clone(),
+                },
                 key: &a.key,
-                meta: meta.join(" · "),
+                time: time_span(a),
+                processes: joined(a.processes.iter()),
+                events: joined(a.indices.iter()),
+                short: shorten(&a.explanation, SHORT),
                 explanation: &a.explanation,
-                cycle: &a.cycle,
-                zoom,
-                on_timeline,
-            }
-        })
-        .collect()
+                zoom: zoom_of(i).map(|t| relative_url(out_dir, &t.png)),
+            });
+        }
+    }
+    (cards, rows)
 }
 
 fn schedule_row(band: &FaultBand) -> ScheduleRow<'_> {
@@ -531,6 +617,8 @@ mod tests {
                     "/td",
                     "ul",
                     "/ul",
+                    "ol",
+                    "/ol",
                     "li",
                     "/li",
                     "figure",

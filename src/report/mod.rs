@@ -1,12 +1,14 @@
 //! The checker's verdict as plain data: `report.json` and the human
 //! summary printed by `lockaudit check`.
 
+pub mod episodes;
 mod summary;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use episodes::{episodes, Class, Episode};
 pub use summary::render_summary;
 
 /// The anomaly kinds, in the order a summary lists them.

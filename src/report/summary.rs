@@ -1,12 +1,14 @@
-//! The human summary `lockaudit check` prints: the verdict, each check, the first anomalies.
+//! The human summary `lockaudit check` prints: the verdict, each check, the episodes of anomalies worst
+//! first (see `episodes`), each with its first anomaly.
 
 use std::fmt::Write;
 
+use super::episodes::episodes;
 use super::{Report, ANOMALY_KINDS};
 use crate::units::fmt_span;
 
-/// How many anomalies the summary spells out.
-const SHOWN: usize = 5;
+/// How many episodes the summary spells out (worst first), each with its first anomaly.
+const SHOWN: usize = 6;
 
 pub fn render_summary(report: &Report, source: &str) -> String {
     let mut out = String::new();
@@ -47,27 +49,33 @@ pub fn render_summary(report: &Report, source: &str) -> String {
         let line = format!("  {name:<17} {verdict:<5} {}", found.join(", "));
         let _ = writeln!(out, "{}", line.trim_end());
     }
-    if !report.anomalies.is_empty() {
-        let _ = writeln!(out, "first anomalies:");
-        for anomaly in report.anomalies.iter().take(SHOWN) {
+    let episodes = episodes(&report.anomalies);
+    if !episodes.is_empty() {
+        let _ = writeln!(out, "episodes, worst first (the first anomaly of each):");
+        for episode in episodes.iter().take(SHOWN) {
+            let anomaly = &report.anomalies[episode.first()];
             let events: Vec<String> = anomaly.indices.iter().map(u64::to_string).collect();
             let _ = writeln!(
                 out,
-                "  [{}] {} (events {})\n    {}",
+                "  {}\n    [{}] {} (events {})\n      {}",
+                episode.headline(),
                 anomaly.kind,
                 anomaly.key,
                 events.join(", "),
                 anomaly.explanation
             );
             for step in &anomaly.cycle {
-                let _ = writeln!(out, "      {step}");
+                let _ = writeln!(out, "        {step}");
             }
         }
-        let more = total.saturating_sub(SHOWN as u64);
+        let more = episodes.len().saturating_sub(SHOWN);
         if more > 0 {
+            let rest: usize = episodes[SHOWN..].iter().map(|e| e.anomalies.len()).sum();
             let _ = writeln!(
                 out,
-                "  … and {more} more (all listed in report.json, up to the limit)"
+                "  … and {} more ({}; all listed in report.json, up to the limit)",
+                counted(more as u64, "episode"),
+                counted(rest as u64, "anomaly"),
             );
         }
     }

@@ -303,6 +303,44 @@ pub fn build(src: &Source, view: &View) -> Model {
     let mut anomalies = Vec::new();
     for &a in &view.anomalies {
         let anomaly = &src.report.anomalies[a];
+        if anomaly.kind == "lost-update" {
+            // It concerns the whole run: drawn as marks on the events it names (the final
+            // read, the writes of a duplicated value), not as a region over every lane.
+            let mut events: Vec<(i64, u64)> = anomaly
+                .indices
+                .iter()
+                .filter_map(|&i| src.time_of(i).map(|t| (t, i)))
+                .filter(|&(t, _)| t >= t0 && t <= t1)
+                .collect();
+            events.sort_unstable();
+            let mut labelled = false;
+            for (t, i) in events {
+                let Some((first, _)) = scale.cells(t, t) else {
+                    continue;
+                };
+                let start = first
+                    .saturating_sub(1)
+                    .min(width.saturating_sub(MIN_ANOMALY_PX));
+                let lanes: Vec<usize> =
+                    src.process_of(i).and_then(lane_index).into_iter().collect();
+                if lanes.is_empty() {
+                    continue;
+                }
+                anomalies.push(AnomalyItem {
+                    anomaly: a,
+                    start,
+                    end: (start + MIN_ANOMALY_PX).min(width),
+                    lanes,
+                    label: if labelled {
+                        String::new()
+                    } else {
+                        anomaly_label(a, anomaly)
+                    },
+                });
+                labelled = true;
+            }
+            continue;
+        }
         let (s, e) = (
             anomaly.start.min(anomaly.end),
             anomaly.start.max(anomaly.end),

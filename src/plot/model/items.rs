@@ -164,6 +164,7 @@ pub struct AnomalyItem {
     pub end: usize,
     /// The lanes it concerns; empty: every lane.
     pub lanes: Vec<usize>,
+    /// Empty for the second and later marks of one anomaly (a lost update's writes).
     pub label: String,
 }
 

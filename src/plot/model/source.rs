@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use crate::checker::holds::Holds;
-use crate::history::compact::KeyId;
+use crate::history::compact::{KeyId, ProcessId, NEMESIS};
 use crate::history::History;
 use crate::plot::groups::ProcessGroups;
 use crate::report::Report;
@@ -24,6 +24,8 @@ pub struct Source<'a> {
     pub key_holds: HashMap<KeyId, Vec<u32>>,
     /// Time of each event, by its index (for anomalies' events).
     pub index_time: Vec<i64>,
+    /// The process of each event, by its index (`NEMESIS` for none).
+    pub index_process: Vec<ProcessId>,
 }
 
 impl<'a> Source<'a> {
@@ -39,12 +41,15 @@ impl<'a> Source<'a> {
         let mut key_holds: HashMap<KeyId, Vec<u32>> =
             keys.iter().map(|&k| (k, Vec::new())).collect();
         let mut index_time = Vec::new();
+        let mut index_process = Vec::new();
         if !report.anomalies.is_empty() {
             index_time = vec![i64::MIN; history.ops.len()];
+            index_process = vec![NEMESIS; history.ops.len()];
         }
         for (i, op) in history.ops.iter().enumerate() {
             if let Some(slot) = index_time.get_mut(op.index as usize) {
                 *slot = op.time;
+                index_process[op.index as usize] = op.process;
             }
             if !op.is_client() {
                 continue;
@@ -67,6 +72,7 @@ impl<'a> Source<'a> {
             key_ops,
             key_holds,
             index_time,
+            index_process,
         }
     }
 
@@ -76,6 +82,14 @@ impl<'a> Source<'a> {
             .get(index as usize)
             .copied()
             .filter(|&t| t != i64::MIN)
+    }
+
+    /// The client process of the event with index `index`, if it has one.
+    pub fn process_of(&self, index: u64) -> Option<ProcessId> {
+        self.index_process
+            .get(index as usize)
+            .copied()
+            .filter(|&p| p != NEMESIS)
     }
 
     pub(super) fn key_id(&self, key: &str) -> Option<KeyId> {

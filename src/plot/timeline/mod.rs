@@ -1,8 +1,8 @@
 //! Timelines: per key, one lane per client process (grouped by worker), a bar per hold with
 //! its acquire and release latencies, leases and their ends, failed and indeterminate
 //! operations, writes with their tokens, nemesis faults as bands and every anomaly in red.
-//! One picture of the whole run per key, and a zoomed picture around each of the first
-//! anomalies. Each is written as SVG and PNG.
+//! One picture of the whole run per key, and a zoomed picture around the first anomaly of
+//! each of the worst episodes (`report::episodes`). Each is written as SVG and PNG.
 //!
 //! `model` turns the history into drawable items merged to the pixel; here they are laid out
 //! (`picture`, with its `legend`) into a `scene` of shapes and texts, which `paint` paints
@@ -20,7 +20,7 @@ use std::path::Path;
 use crate::checker::holds;
 use crate::history::compact::KeyId;
 use crate::history::History;
-use crate::report::Report;
+use crate::report::{episodes, Report};
 
 use crate::plot::error::PlotError;
 use crate::plot::fonts;
@@ -40,7 +40,7 @@ pub struct TimelineOptions {
     /// At most this many keys get a whole-run timeline: keys with anomalies first (by their
     /// first anomaly), then the busiest.
     pub max_keys: usize,
-    /// Zoomed pictures around the first this many anomalies.
+    /// Zoomed pictures of the worst this many episodes (`report::episodes`), one each.
     pub zooms: usize,
     /// More processes than this in one picture share rows (see `model::lanes`).
     pub max_lanes: usize,
@@ -115,7 +115,13 @@ pub fn draw_timelines(
         ));
     }
 
-    let zooms: Vec<usize> = (0..report.anomalies.len().min(options.zooms)).collect();
+    // Zooms go to the worst episodes, one each (on its first anomaly), not to the first
+    // anomalies by time.
+    let zooms: Vec<usize> = episodes(&report.anomalies)
+        .iter()
+        .take(options.zooms)
+        .map(|e| e.first())
+        .collect();
     let mut needed: Vec<KeyId> = chosen.iter().map(|&k| k as KeyId).collect();
     for &a in &zooms {
         if let Some(k) = key_id(&report.anomalies[a].key) {
@@ -253,8 +259,10 @@ pub fn draw_timelines(
 
 fn summary_line(m: &Model, report: &Report, history: &History) -> String {
     let mut kinds: Vec<(String, usize)> = Vec::new();
-    for item in &m.anomalies {
-        let kind = &report.anomalies[item.anomaly].kind;
+    let mut drawn: Vec<usize> = m.anomalies.iter().map(|item| item.anomaly).collect();
+    drawn.dedup();
+    for a in drawn {
+        let kind = &report.anomalies[a].kind;
         match kinds.iter_mut().find(|(k, _)| k == kind) {
             Some((_, n)) => *n += 1,
             None => kinds.push((kind.clone(), 1)),

@@ -135,6 +135,9 @@ pub(super) fn draw_picture(
     order.sort_by_key(|&i| (Some(m.anomalies[i].anomaly) != focus, m.anomalies[i].start));
     for i in order {
         let item = &m.anomalies[i];
+        if item.label.is_empty() {
+            continue;
+        }
         let w = text_width(&item.label, SMALL_SIZE);
         let x = band_x(item.start).min(right - w).max(left);
         if let Some(row) = anomaly_rows.place(x, x + w) {
@@ -572,7 +575,13 @@ pub(super) fn draw_picture(
             label_box,
         });
     }
-    let unlabelled = anomaly_labels.iter().filter(|l| l.is_none()).count();
+    let labelled_items = m.anomalies.iter().filter(|a| !a.label.is_empty()).count();
+    let unlabelled = m
+        .anomalies
+        .iter()
+        .zip(&anomaly_labels)
+        .filter(|(a, l)| !a.label.is_empty() && l.is_none())
+        .count();
 
     // Axis.
     let mut y = lanes_bottom + 2;
@@ -594,8 +603,7 @@ pub(super) fn draw_picture(
     let mut axis_title = "run time (s)".to_string();
     if unlabelled > 0 {
         axis_title.push_str(&format!(
-            "   ·   {unlabelled} of {} anomalies drawn here are too close to others to be labelled; every one is drawn in red",
-            m.anomalies.len()
+            "   ·   {unlabelled} of {labelled_items} anomalies drawn here are too close to others to be labelled; every one is drawn in red"
         ));
     }
     if unlabelled_bands > 0 {
