@@ -557,7 +557,16 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
         Ok(audit) => audit,
         Err(e) => anyhow::bail!(e),
     };
+    if options.repeat > 1 {
+        println!(
+            "\nround 1 of {} (the matrices of the others: round-1/, round-2/, ...):",
+            options.repeat
+        );
+    }
     println!("\n{}", audit.matrix.to_table());
+    if options.repeat > 1 {
+        print!("{}", audit.rounds_text());
+    }
     let mut files = audit
         .matrix
         .write_all(&out)
