@@ -417,6 +417,11 @@ async fn drive(
     let (mut fleet, mut exits) = Fleet::start(dir, configs, events.clone()).await?;
 
     let progress = progress_bar(spec);
+    // Where the bar cannot show (stderr is no terminal: a CI log, a pipe), a line on stdout
+    // every few seconds says the run goes on, and how far.
+    let mut lines = progress
+        .is_hidden()
+        .then(|| ProgressLines::new(options.online_check));
     let watch_progress = {
         let progress = progress.clone();
         let mut counts = counts_rx.clone();
@@ -424,7 +429,8 @@ async fn drive(
         tokio::spawn(async move {
             loop {
                 let c = *counts.borrow_and_update();
-                progress.set_position((clock.now() / 1_000_000).max(0) as u64);
+                let now_ns = clock.now().max(0);
+                progress.set_position((now_ns / 1_000_000) as u64);
                 let anomalies = {
                     let found = found.lock().unwrap_or_else(|p| p.into_inner());
                     found
@@ -434,6 +440,9 @@ async fn drive(
                         .collect::<Vec<_>>()
                         .join(", ")
                 };
+                if let Some(line) = lines.as_mut().and_then(|l| l.due(now_ns, &c, &anomalies)) {
+                    println!("{line}");
+                }
                 progress.set_message(format!(
                     "{} acquisitions, {} failed, {} indeterminate{}",
                     c.acquisitions,
@@ -635,6 +644,53 @@ async fn final_reads(
 fn send_event(events: &mpsc::UnboundedSender<String>, event: &Event) {
     if let Ok(line) = serde_json::to_string(event) {
         let _ = events.send(line);
+    }
+}
+
+/// How often a progress line is printed when the bar cannot show.
+const PROGRESS_LINE_EVERY_NS: i64 = 5_000_000_000;
+
+/// The progress lines of a run whose bar is hidden: one every [`PROGRESS_LINE_EVERY_NS`] of
+/// run time.
+///
+/// ```text
+/// progress: 5s, 4121 events, 1012 acquisitions, 3 failed, 0 indeterminate; anomalies so far: none
+/// ```
+struct ProgressLines {
+    next_ns: i64,
+    online_check: bool,
+}
+
+impl ProgressLines {
+    fn new(online_check: bool) -> ProgressLines {
+        ProgressLines {
+            next_ns: PROGRESS_LINE_EVERY_NS,
+            online_check,
+        }
+    }
+
+    /// The line to print at `now_ns` of run time, if one is due; `anomalies` is what the
+    /// online checker found so far ("overlap ×2, ...", empty for none).
+    fn due(&mut self, now_ns: i64, counts: &Counts, anomalies: &str) -> Option<String> {
+        if now_ns < self.next_ns {
+            return None;
+        }
+        while self.next_ns <= now_ns {
+            self.next_ns += PROGRESS_LINE_EVERY_NS;
+        }
+        let anomalies = match (self.online_check, anomalies.is_empty()) {
+            (false, _) => "anomalies: checked at the end (--no-online-check)".to_string(),
+            (true, true) => "anomalies so far: none".to_string(),
+            (true, false) => format!("anomalies so far: {anomalies}"),
+        };
+        Some(format!(
+            "progress: {}s, {} events, {} acquisitions, {} failed, {} indeterminate; {anomalies}",
+            now_ns / 1_000_000_000,
+            counts.events,
+            counts.acquisitions,
+            counts.failed_acquires,
+            counts.indeterminate
+        ))
     }
 }
 
