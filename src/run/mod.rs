@@ -703,3 +703,38 @@ fn progress_bar(spec: &WorkloadSpec) -> ProgressBar {
     );
     bar
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_progress_line_every_five_seconds_of_run_time() {
+        let counts = Counts {
+            events: 4121,
+            acquisitions: 1012,
+            failed_acquires: 3,
+            ..Counts::default()
+        };
+        let mut lines = ProgressLines::new(true);
+        assert_eq!(lines.due(4_999_999_999, &counts, ""), None);
+        assert_eq!(
+            lines.due(5_000_000_000, &counts, "").as_deref(),
+            Some("progress: 5s, 4121 events, 1012 acquisitions, 3 failed, 0 indeterminate; anomalies so far: none")
+        );
+        assert_eq!(lines.due(9_000_000_000, &counts, ""), None);
+        // A late wake-up prints one line, not one per interval missed.
+        let line = lines
+            .due(16_000_000_000, &counts, "overlap ×2")
+            .expect("due");
+        assert!(line.starts_with("progress: 16s, "), "{line}");
+        assert!(line.ends_with("; anomalies so far: overlap ×2"), "{line}");
+        assert_eq!(lines.due(19_000_000_000, &counts, ""), None);
+        let mut offline = ProgressLines::new(false);
+        let line = offline.due(5_000_000_000, &counts, "").expect("due");
+        assert!(
+            line.ends_with("checked at the end (--no-online-check)"),
+            "{line}"
+        );
+    }
+}
