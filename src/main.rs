@@ -92,11 +92,13 @@ enum Command {
         /// About how many events.
         #[arg(long, default_value_t = 1_000_000)]
         events: usize,
+        /// Lock keys the clients share.
         #[arg(long, default_value_t = 1000)]
         keys: usize,
         /// Concurrent client processes.
         #[arg(long, default_value_t = 2000)]
         processes: usize,
+        /// The random seed: the same seed writes the same history.
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
@@ -132,12 +134,11 @@ impl Bounds {
 /// `lockaudit audit`'s flags.
 #[derive(clap::Args)]
 struct AuditArgs {
-    /// Algorithms, comma-separated (default: all seven). A workload file (`*.toml`: your
-    /// own Lua scripts or lock client, judged by its own `[expect]`) is a row too.
-    #[arg(long, value_delimiter = ',')]
+    // The help names every algorithm (algorithms_help).
+    #[arg(long, value_delimiter = ',', help = algorithms_help())]
     algorithms: Vec<String>,
-    /// Nemesis presets, comma-separated (default: all).
-    #[arg(long, value_delimiter = ',')]
+    // The help names every preset (nemeses_help).
+    #[arg(long, value_delimiter = ',', help = nemeses_help())]
     nemeses: Vec<String>,
     /// Only these cells, as algorithm:nemesis pairs, comma-separated (instead of every
     /// algorithm × every nemesis).
@@ -155,6 +156,7 @@ struct AuditArgs {
     no_early_stop: bool,
     #[command(flatten)]
     bounds: Bounds,
+    /// The seed of the first round's fault plans (each round adds 1).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Every algorithm with fencing tokens: no stale write may get through.
@@ -175,8 +177,10 @@ struct AuditArgs {
     /// The audit folder (default: a new one under results/).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The redis-server binary (default: found on PATH).
     #[arg(long)]
     redis_server: Option<PathBuf>,
+    /// The redis-sentinel binary (default: found on PATH).
     #[arg(long)]
     redis_sentinel: Option<PathBuf>,
 }
@@ -187,28 +191,32 @@ struct RunArgs {
     /// A workload file (workloads/*.toml); without one, the built-in workload of
     /// --algorithm (default set-nx-px): the same file's text, compiled in.
     workload: Option<PathBuf>,
-    /// The lock algorithm; without a workload file, its built-in workload.
-    #[arg(long)]
+    // The help names every algorithm (algorithm_help).
+    #[arg(long, help = algorithm_help())]
     algorithm: Option<String>,
+    /// Concurrent lock clients (each a process id in the history).
     #[arg(long)]
     clients: Option<usize>,
     /// Worker processes the clients are spread over.
     #[arg(long)]
     workers: Option<usize>,
+    /// Lock keys the clients share (lock:0, lock:1, ...).
     #[arg(long)]
     keys: Option<usize>,
+    /// The lock's time to live, its lease (e.g. 500ms, 2s).
     #[arg(long)]
     ttl: Option<Millis>,
     /// A fixed hold time (the file can give a range).
     #[arg(long)]
     hold: Option<Millis>,
+    /// How long the clients work (e.g. 10s).
     #[arg(long)]
     time_limit: Option<Millis>,
+    /// The random seed of the clients and the fault plan: same seed, same plan.
     #[arg(long)]
     seed: Option<u64>,
-    /// The faults: a preset (none, kill-clients, pause-clients, kill-redis, pause-redis,
-    /// failover, clock-jump, clock-skew, partition, crash-points, mix) or a nemesis/*.toml file.
-    #[arg(long)]
+    // The help names every preset (nemesis_help).
+    #[arg(long, help = nemesis_help())]
     nemesis: Option<String>,
     /// Where the lock lives: single, replicated, sentinel, independent (default: the
     /// algorithm's own; redlock: independent).
@@ -244,6 +252,38 @@ struct RunArgs {
     /// The redis-sentinel binary (default: found on PATH).
     #[arg(long)]
     redis_sentinel: Option<PathBuf>,
+}
+
+/// `--algorithm`'s help: the names, from the list the runner knows.
+fn algorithm_help() -> String {
+    format!(
+        "The lock algorithm, one of {}; without a workload file, its built-in workload (default set-nx-px)",
+        lockaudit::locks::ALGORITHMS.join(", ")
+    )
+}
+
+/// `--algorithms`' help.
+fn algorithms_help() -> String {
+    format!(
+        "Algorithms, comma-separated, of {} (default: all), or workload files (*.toml: your own Lua scripts or lock client, judged by its own [expect])",
+        lockaudit::locks::ALGORITHMS.join(", ")
+    )
+}
+
+/// `--nemesis`' help: the presets, from the list the nemesis knows.
+fn nemesis_help() -> String {
+    format!(
+        "The faults: a preset, one of {}, or a schedule file (nemesis/*.toml)",
+        lockaudit::nemesis::PRESETS.join(", ")
+    )
+}
+
+/// `--nemeses`' help.
+fn nemeses_help() -> String {
+    format!(
+        "Nemesis presets, comma-separated, of {} (default: all)",
+        lockaudit::nemesis::PRESETS.join(", ")
+    )
 }
 
 /// How a workload is named in messages: its algorithm.
@@ -517,7 +557,16 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
         Ok(audit) => audit,
         Err(e) => anyhow::bail!(e),
     };
+    if options.repeat > 1 {
+        println!(
+            "\nround 1 of {} (the matrices of the others: round-1/, round-2/, ...):",
+            options.repeat
+        );
+    }
     println!("\n{}", audit.matrix.to_table());
+    if options.repeat > 1 {
+        print!("{}", audit.rounds_text());
+    }
     let mut files = audit
         .matrix
         .write_all(&out)
@@ -702,6 +751,65 @@ fn run(command: Command) -> anyhow::Result<u8> {
                 .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
             eprintln!("wrote {written} events to {}", out.display());
             Ok(0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every argument of every subcommand, hidden ones included, and their names.
+    fn arguments(command: &clap::Command, path: &str, out: &mut Vec<(String, clap::Arg)>) {
+        for arg in command.get_arguments() {
+            out.push((format!("{path} {}", arg.get_id()), arg.clone()));
+        }
+        for sub in command.get_subcommands() {
+            arguments(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_flag_of_every_subcommand_has_a_help_line() {
+        let mut command = Cli::command();
+        command.build();
+        let mut args = Vec::new();
+        arguments(&command, "lockaudit", &mut args);
+        assert!(args.len() > 40, "{} arguments", args.len());
+        let empty: Vec<&String> = args
+            .iter()
+            .filter(|(_, arg)| {
+                arg.get_help()
+                    .or(arg.get_long_help())
+                    .is_none_or(|h| h.to_string().trim().is_empty())
+            })
+            .map(|(name, _)| name)
+            .collect();
+        assert!(empty.is_empty(), "flags without help: {empty:?}");
+    }
+
+    #[test]
+    fn the_algorithm_and_nemesis_helps_name_every_choice() {
+        let command = Cli::command();
+        let help = |sub: &str, arg: &str| {
+            let sub = command.find_subcommand(sub).expect(sub);
+            let arg = sub.get_arguments().find(|a| a.get_id() == arg).expect(arg);
+            arg.get_help().expect("a help").to_string()
+        };
+        for (sub, arg, names) in [
+            ("run", "algorithm", &lockaudit::locks::ALGORITHMS[..]),
+            ("audit", "algorithms", &lockaudit::locks::ALGORITHMS[..]),
+            ("run", "nemesis", &lockaudit::nemesis::PRESETS[..]),
+            ("audit", "nemeses", &lockaudit::nemesis::PRESETS[..]),
+        ] {
+            let text = help(sub, arg);
+            for name in names {
+                assert!(
+                    text.contains(name),
+                    "{sub} --{arg}: {name} missing from {text:?}"
+                );
+            }
         }
     }
 }

@@ -20,6 +20,19 @@ fn audit_json(out: &Path) -> serde_json::Value {
     serde_json::from_str(&text).expect("audit.json is JSON")
 }
 
+/// The targets of every Markdown link `[text](target)` in `md`.
+fn link_targets(md: &str) -> Vec<String> {
+    let mut targets = Vec::new();
+    let mut rest = md;
+    while let Some(at) = rest.find("](") {
+        let after = &rest[at + 2..];
+        let end = after.find(')').expect("a link closes");
+        targets.push(after[..end].to_string());
+        rest = &after[end..];
+    }
+    targets
+}
+
 fn write(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write");
 }
@@ -284,4 +297,58 @@ fn quick_runs_only_the_cells_that_must_find_something_each_stopping_once_proven(
     // The JUnit file a CI system publishes has the one case.
     let xml = std::fs::read_to_string(out.join("audit.xml")).expect("audit.xml");
     assert!(xml.contains("tests=\"1\""), "{xml}");
+}
+
+#[test]
+fn every_link_of_audit_md_leads_to_a_page_that_exists() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("audit");
+    // A valid cell, a cell with anomalies, a cell that is not applicable (RedLock has no
+    // replicas to fail over to) and, in the grid, two cells not asked for.
+    let output = lockaudit()
+        .args([
+            "audit",
+            "--cells",
+            "set-nx-px:none,lua-getset:none,redlock:failover",
+        ])
+        .args(["--time-limit", "5s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    let stdout = assert_exit(&output, 0);
+    assert!(
+        !stdout.contains('?'),
+        "cells not asked for are blank:\n{stdout}"
+    );
+    let md = std::fs::read_to_string(out.join("audit.md")).expect("audit.md");
+    let targets = link_targets(&md);
+    for target in &targets {
+        let path = percent_encoding::percent_decode_str(target)
+            .decode_utf8()
+            .expect("UTF-8");
+        assert!(
+            out.join(path.as_ref()).is_file(),
+            "audit.md links {target}, which does not exist:\n{md}"
+        );
+    }
+    // Both cells that ran are linked, the valid one too; the n/a cell links nothing.
+    let table: Vec<&str> = md.lines().filter(|l| l.starts_with("| ")).collect();
+    let row = |name: &str| {
+        *table
+            .iter()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no row {name}:\n{md}"))
+    };
+    assert!(
+        row("set-nx-px").contains("[ok](set-nx-px/none/index.html)"),
+        "{md}"
+    );
+    assert!(
+        row("lua-getset").contains("[unavailable](lua-getset/none/index.html)"),
+        "{md}"
+    );
+    assert!(row("redlock").contains(" n/a |"), "{md}");
+    assert!(!row("redlock").contains("]("), "{md}");
+    assert!(!md.contains('?'), "{md}");
+    assert!(targets.len() >= 2, "{targets:?}");
 }

@@ -833,3 +833,40 @@ fn the_checker_bounds_given_to_run_decide_its_verdict() {
     let stdout = assert_exit(&output, 0);
     assert!(kinds(&report(&out)).is_empty(), "{stdout}");
 }
+
+#[test]
+fn a_run_whose_output_is_no_terminal_prints_progress_lines() {
+    // Output piped (as in every CI log): the bar is hidden, so lines say how the run goes.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("run");
+    let output = lockaudit()
+        .arg("run")
+        .arg(workload("set-nx-px"))
+        .args(["--time-limit", "6s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run lockaudit");
+    let stdout = assert_exit(&output, 0);
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("progress: "))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line per 5 s of a 6 s run:\n{stdout}");
+    let line = lines[0];
+    assert!(line.starts_with("progress: 5s, "), "{line}");
+    let number = |before: &str| -> u64 {
+        line.split(", ")
+            .chain(line.split("; "))
+            .find_map(|part| part.strip_suffix(before))
+            .and_then(|n| n.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no \"{before}\" count in {line}"))
+    };
+    assert!(number(" events") > 0, "{line}");
+    assert!(number(" acquisitions") > 0, "{line}");
+    assert!(line.ends_with("; anomalies so far: none"), "{line}");
+    // The line comes before the verdict, while the run goes on.
+    let progress_at = stdout.find("progress: ").expect("progress");
+    let verdict_at = stdout.find("recorded: ").expect("recorded line");
+    assert!(progress_at < verdict_at, "{stdout}");
+}

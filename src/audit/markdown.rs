@@ -63,7 +63,8 @@ impl Matrix {
             let _ = write!(out, "| {} |", md_text(algorithm));
             for nemesis in &self.nemeses {
                 let text = match self.cell(algorithm, nemesis) {
-                    None => "?".to_string(),
+                    // Not asked for (`--cells`, `--quick`): left blank.
+                    None => String::new(),
                     Some(cell) => {
                         let text = match cell.status {
                             Status::Differs => format!("**{} ✗**", md_kinds(cell)),
@@ -88,10 +89,12 @@ impl Matrix {
             for algorithm in &self.algorithms {
                 let _ = write!(out, "| {} |", md_text(algorithm));
                 for nemesis in &self.nemeses {
-                    let text = self
-                        .cell(algorithm, nemesis)
-                        .and_then(|c| c.first_anomaly_ms)
-                        .map_or("–".to_string(), |ms| seconds_text(ms / 1e3));
+                    let text = match self.cell(algorithm, nemesis) {
+                        None => String::new(),
+                        Some(c) => c
+                            .first_anomaly_ms
+                            .map_or("–".to_string(), |ms| seconds_text(ms / 1e3)),
+                    };
                     let _ = write!(out, " {text} |");
                 }
                 out.push('\n');
@@ -161,11 +164,11 @@ impl Matrix {
             .iter()
             .any(|a| self.nemeses.iter().any(|n| self.cell(a, n).is_none()))
         {
-            let _ = writeln!(out, "- **?**: not run");
+            let _ = writeln!(out, "- blank: a cell not asked for (`--cells`, `--quick`)");
         }
         let _ = writeln!(
             out,
-            "\nEach cell links to its run's report. Anomaly kinds: {}.",
+            "\nEach cell that ran links to its run's report. Anomaly kinds: {}.",
             ANOMALY_KINDS.join(", ")
         );
         out
@@ -250,7 +253,7 @@ mod tests {
         assert_eq!(lines[header + 1], "|---|---|---|---|---|");
         assert_eq!(
             lines[header + 2],
-            "| setnx-del | [ok](r/a/index.html) | [unavailable](r/b/index.html) | ? | n/a |"
+            "| setnx-del | [ok](r/a/index.html) | [unavailable](r/b/index.html) |  | n/a |"
         );
         assert_eq!(
             lines[header + 3],

@@ -70,6 +70,10 @@ pub struct Cell {
     /// The cell's run folder (`history.jsonl`, `report.json`, `index.html`, ...).
     #[serde(default, with = "lossy_path")]
     pub run_dir: Option<PathBuf>,
+    /// Whether the run folder has its report page, `index.html` (a run that could not
+    /// start has none): the renderings link only a page that exists.
+    #[serde(default = "page_by_default")]
+    pub page: bool,
     /// Wall time the cell took, in seconds.
     #[serde(default)]
     pub seconds: f64,
@@ -110,6 +114,7 @@ impl Cell {
             found,
             expected,
             run_dir: None,
+            page: false,
             seconds: 0.0,
             first_anomaly_ms: None,
             events: 0,
@@ -146,9 +151,11 @@ impl Cell {
         }
     }
 
-    /// Sets the run's folder and wall time.
+    /// Sets the run's folder and wall time; the folder is taken to hold its report page
+    /// (clear `page` if it does not).
     pub fn with_run(mut self, run_dir: impl Into<PathBuf>, seconds: f64) -> Cell {
         self.run_dir = Some(run_dir.into());
+        self.page = true;
         self.seconds = seconds;
         self
     }
@@ -213,10 +220,18 @@ impl Cell {
         })
     }
 
-    /// The cell's report page, `run_dir/index.html`.
+    /// The cell's report page, `run_dir/index.html`, if it has one.
     pub(super) fn report_page(&self) -> Option<PathBuf> {
-        self.run_dir.as_ref().map(|dir| dir.join("index.html"))
+        self.run_dir
+            .as_ref()
+            .filter(|_| self.page)
+            .map(|dir| dir.join("index.html"))
     }
+}
+
+/// An `audit.json` written before `page` was recorded: a cell with a run folder linked it.
+fn page_by_default() -> bool {
+    true
 }
 
 /// How many cells came out which way.

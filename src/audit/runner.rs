@@ -23,6 +23,7 @@ use crate::units::Millis;
 use crate::workload::WorkloadSpec;
 
 use super::matrix::{Cell, Matrix};
+use super::text::duration_text;
 use super::Expectation;
 
 /// What to audit.
@@ -165,6 +166,51 @@ pub struct Audit {
     pub matrix: Matrix,
     pub rounds: Vec<Matrix>,
     pub reach: Vec<Reach>,
+}
+
+impl Audit {
+    /// One line per round (its counts, time and seed) and one for the whole audit: with
+    /// `--repeat`, the matrix shows the first round only, and these say what every round did.
+    ///
+    /// ```text
+    /// round 1 of 2, seed 1: 2 cells: 2 ok in 21s: PASSED
+    /// round 2 of 2, seed 2: 2 cells: 2 ok in 20s: PASSED
+    /// 2 rounds: 4 runs in 41s: PASSED
+    /// ```
+    pub fn rounds_text(&self) -> String {
+        let mut out = String::new();
+        let total = self.rounds.len();
+        for (i, round) in self.rounds.iter().enumerate() {
+            out.push_str(&format!(
+                "round {} of {total}, seed {}: {} in {}: {}\n",
+                i + 1,
+                round.seed,
+                round.counts_text(),
+                duration_text(round.seconds),
+                if round.passed() { "PASSED" } else { "FAILED" }
+            ));
+        }
+        let runs: usize = self
+            .rounds
+            .iter()
+            .flat_map(|r| &r.cells)
+            .filter(|c| c.status != super::matrix::Status::NotApplicable)
+            .count();
+        let seconds: f64 = self.rounds.iter().map(|r| r.seconds).sum();
+        let failed = self.rounds.iter().filter(|r| !r.passed()).count();
+        out.push_str(&format!(
+            "{total} round{}: {runs} run{} in {}: {}\n",
+            if total == 1 { "" } else { "s" },
+            if runs == 1 { "" } else { "s" },
+            duration_text(seconds),
+            if failed == 0 {
+                "PASSED".to_string()
+            } else {
+                format!("FAILED ({failed} of {total} rounds)")
+            }
+        ));
+        out
+    }
 }
 
 /// Whether a row of the matrix names a workload file (your own Lua scripts or lock client)
@@ -345,6 +391,30 @@ async fn run_cell(
     };
     let outcome = run(&spec, &schedule, dir, servers, &run_options).await;
     let seconds = began.elapsed().as_secs_f64();
+    let mut cell = judge_run(algorithm, nemesis, expected, dir, seconds, outcome);
+    // Every cell that recorded a history gets its pictures and report page, valid ones too
+    // (they cost little), so that every link of audit.md leads somewhere; a cell whose run
+    // left no history links nothing.
+    if cell.run_dir.is_some() {
+        if dir.join("history.jsonl").exists() {
+            if let Err(e) = crate::plot::plot(dir) {
+                tracing::warn!("{}: the plots could not be drawn: {e}", dir.display());
+            }
+        }
+        cell.page = dir.join("index.html").exists();
+    }
+    cell
+}
+
+/// The cell of a run's outcome, judged against what it expected.
+fn judge_run(
+    algorithm: String,
+    nemesis: &str,
+    expected: Expectation,
+    dir: &Path,
+    seconds: f64,
+    outcome: Result<crate::run::RunOutcome, RunError>,
+) -> Cell {
     match outcome {
         Ok(outcome) if outcome.stopped.is_some() => {
             let why = outcome.stopped.unwrap_or_default();
@@ -386,12 +456,6 @@ async fn run_cell(
             cell.first_anomaly_ms = first_anomaly_ms(report, &expected);
             cell.events = report.stats.events;
             cell.faults = report.stats.faults;
-            // Pictures only where there is something to look at.
-            if !report.is_valid() || cell.status.fails() {
-                if let Err(e) = crate::plot::plot(dir) {
-                    tracing::warn!("{}: the plots could not be drawn: {e}", dir.display());
-                }
-            }
             cell
         }
         Err(RunError::Schedule(why) | RunError::Workload(why)) => {
@@ -487,6 +551,37 @@ mod tests {
             [("overlap".to_string(), 3), ("stale-write".to_string(), 1)].into();
         assert!(e.differs(&found).expect("differs").contains("stale-write"));
         assert_eq!(expectation(&spec, "pause-clients", false).must.len(), 2);
+    }
+
+    #[test]
+    fn every_round_is_reported() {
+        let round = |seed: u64, seconds: f64, overlap: u64| {
+            let mut m = Matrix {
+                seed,
+                seconds,
+                ..Matrix::default()
+            };
+            for nemesis in ["none", "kill-clients"] {
+                m.push(Cell::judge(
+                    "set-nx-px",
+                    nemesis,
+                    Expectation::default(),
+                    [("overlap".to_string(), overlap)].into(),
+                ));
+            }
+            m
+        };
+        let audit = Audit {
+            matrix: round(1, 21.0, 0),
+            rounds: vec![round(1, 21.0, 0), round(2, 20.4, 1)],
+            reach: Vec::new(),
+        };
+        assert_eq!(
+            audit.rounds_text(),
+            "round 1 of 2, seed 1: 2 cells: 2 ok in 21s: PASSED\n\
+             round 2 of 2, seed 2: 2 cells: 0 ok, 2 differ in 20s: FAILED\n\
+             2 rounds: 4 runs in 41s: FAILED (1 of 2 rounds)\n"
+        );
     }
 
     #[test]

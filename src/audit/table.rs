@@ -16,7 +16,8 @@ const TABLE_WIDTH: usize = 120;
 impl Matrix {
     /// The terminal table: a row per algorithm, a column per nemesis, each cell "ok", the
     /// kinds found (abbreviated), "✗" when they differ from the expectation, "ERR" when the
-    /// run failed, "n/a" when not applicable ("?" if the grid has no such cell). Headers and kinds
+    /// run failed, "n/a" when not applicable, blank where the grid has a cell that was not asked
+    /// for (`--cells`, `--quick`). Headers and kinds
     /// are abbreviated as far as needed to fit 120 columns; a legend says what they stand
     /// for. Below: one line per failing or not-applicable cell, and the counts.
     pub fn to_table(&self) -> String {
@@ -100,7 +101,8 @@ impl Matrix {
                 row.extend(self.nemeses.iter().map(
                     |nemesis| match self.cell(algorithm, nemesis) {
                         Some(cell) => cell_text(cell, level),
-                        None => "?".into(),
+                        // Not asked for: nothing to show.
+                        None => String::new(),
                     },
                 ));
                 row
@@ -111,17 +113,12 @@ impl Matrix {
 
     /// What the table's marks and abbreviations stand for (only those it shows).
     fn legend(&self, level: Level) -> Vec<String> {
-        let grid = self.grid(level);
-        let shown = |text: &str| grid.rows.iter().flatten().any(|c| c == text);
         let mut parts = vec!["ok = valid, as expected".to_string()];
         parts.push("kinds alone = anomalies found, all expected".into());
         parts.push("✗ = differs from the expectation".into());
         parts.push("ERR = the run failed".into());
         parts
             .push("n/a = not applicable (no fault of the preset can act: not run, no pass)".into());
-        if shown("?") {
-            parts.push("? = not run".into());
-        }
         let mut kinds: Vec<String> = Vec::new();
         for kind in ANOMALY_KINDS {
             let short = short_kind(kind, level);
@@ -298,7 +295,10 @@ mod tests {
         };
         // setnx-del: none ok, kill-clients unavail (expected), no pause-clients cell, skipped.
         let del: Vec<&str> = row("setnx-del").split_whitespace().collect();
-        assert_eq!(del, ["setnx-del", "ok", "unavail", "?", "n/a"], "{table}");
+        assert_eq!(del, ["setnx-del", "ok", "unavail", "n/a"], "{table}");
+        // The cell not asked for is blank: n/a stays in the failover column.
+        let line = row("setnx-del");
+        assert_eq!(line.find("n/a"), lines[0].find("failover"), "{table}");
         let px: Vec<&str> = row("set-nx-px").split_whitespace().collect();
         assert_eq!(
             px,
@@ -316,7 +316,7 @@ mod tests {
         );
         assert!(table.contains("stale = stale-write"), "{table}");
         assert!(table.contains("unavail = unavailable"), "{table}");
-        assert!(table.contains("? = not run"), "{table}");
+        assert!(!table.contains('?'), "{table}");
         // One line per failing or skipped cell, with its run folder.
         assert!(
             table.contains(

@@ -69,6 +69,9 @@ pub struct Hold {
     pub lease_end: Option<i64>,
     /// When the lease might run out, counting renews that ended `info` as having worked.
     pub lease_end_possible: Option<i64>,
+    /// The invoke of the operation whose promise `lease_end_possible` counts from: the
+    /// acquire, or the renew (or nested acquire) that last moved it.
+    pub lease_set_index: u32,
     /// The grant's lease had already run out when the grant returned (`bad-lease`): the
     /// holder was told it holds a lock it never held under its lease.
     pub dead_grant: bool,
@@ -293,7 +296,7 @@ pub fn derive(history: &History) -> Holds {
                         set_lease(
                             &mut out,
                             nested_into,
-                            invoke_op.time,
+                            (invoke_op.time, invoke_op.index),
                             end,
                             op.lease_ms(),
                             false,
@@ -317,6 +320,7 @@ pub fn derive(history: &History) -> Holds {
                         initial_lease_end: lease_end,
                         lease_end,
                         lease_end_possible: lease_end,
+                        lease_set_index: invoke_op.index,
                         dead_grant: bad.is_some_and(|b| b.dead),
                         shared: invoke_op.flags & flags::SHARED != 0,
                     });
@@ -328,7 +332,7 @@ pub fn derive(history: &History) -> Holds {
                 if let Some(i) = current {
                     // A nested acquire that may have renewed the lease.
                     let hold = held[p][i].1;
-                    possibly_extend_lease(&mut out, hold, invoke_op.time);
+                    possibly_extend_lease(&mut out, hold, invoke_op.time, invoke_op.index);
                 }
                 // Like any acquire that ended `info` (nested ones too: the format makes no
                 // exception), it may take effect as late as its completion, or a heal.
@@ -344,11 +348,18 @@ pub fn derive(history: &History) -> Holds {
             (OpF::Renew, OpType::Ok) if hold != NO_HOLD => {
                 if let Some(ms) = op.lease_ms() {
                     let end = invoke_op.time.saturating_add(ms_to_ns(ms));
-                    set_lease(&mut out, hold, invoke_op.time, end, Some(ms), true);
+                    set_lease(
+                        &mut out,
+                        hold,
+                        (invoke_op.time, invoke_op.index),
+                        end,
+                        Some(ms),
+                        true,
+                    );
                 }
             }
             (OpF::Renew, OpType::Info) if hold != NO_HOLD => {
-                possibly_extend_lease(&mut out, hold, invoke_op.time);
+                possibly_extend_lease(&mut out, hold, invoke_op.time, invoke_op.index);
             }
             (OpF::Renew | OpF::Release, OpType::Fail) if hold != NO_HOLD => {
                 out.losses.push(LockLoss {
@@ -406,7 +417,7 @@ pub fn derive(history: &History) -> Holds {
 fn set_lease(
     out: &mut Holds,
     hold: u32,
-    invoke: i64,
+    (invoke, invoke_index): (i64, u32),
     end: i64,
     lease_ms: Option<i64>,
     replaces: bool,
@@ -418,9 +429,12 @@ fn set_lease(
         h.lease_end = Some(new_end);
         // An `info` renew retires its process, so none comes before a renew ok: what is
         // possible is what is certain, moved forward by a nested acquire.
-        h.lease_end_possible = h
-            .lease_end_possible
-            .map(|p| if replaces { end } else { p.max(end) });
+        if let Some(possible) = h.lease_end_possible {
+            if replaces || end > possible {
+                h.lease_end_possible = Some(end);
+                h.lease_set_index = invoke_index;
+            }
+        }
         if lease_ms.is_some() {
             h.lease_ms = lease_ms;
         }
@@ -461,9 +475,13 @@ fn bad_lease(invoke: &Op, ok: &Op) -> Option<BadLease> {
 
 /// A renew (or nested acquire) whose outcome is unknown may have moved the lease by the
 /// last promised length.
-fn possibly_extend_lease(out: &mut Holds, hold: u32, invoke: i64) {
+fn possibly_extend_lease(out: &mut Holds, hold: u32, invoke: i64, invoke_index: u32) {
     let h = &mut out.holds[hold as usize];
     if let (Some(possible), Some(ms)) = (h.lease_end_possible, h.lease_ms) {
-        h.lease_end_possible = Some(possible.max(invoke.saturating_add(ms_to_ns(ms))));
+        let end = invoke.saturating_add(ms_to_ns(ms));
+        if end > possible {
+            h.lease_end_possible = Some(end);
+            h.lease_set_index = invoke_index;
+        }
     }
 }

@@ -34,20 +34,27 @@ struct Block {
 }
 
 /// Why a key counts as free from a block's `free_from`, for the explanation. Event indices.
+/// The explanation says what the history shows (a release returned ok, a lease ran out),
+/// and that the rule takes the key as free from then: never that it *was* free, which a
+/// release that frees nothing (lua-getset's) would belie.
 #[derive(Debug, Clone, Copy)]
 enum Freed {
     /// It never does (the block lasts to the end of the history).
     Never,
-    /// The holder's release returned `ok`, or came back `fail` (the lock was not ours).
+    /// The holder's release returned `ok`, or came back `fail` (the implementation said the
+    /// lock was no longer ours).
     Released {
         process: ProcessId,
         release: u32,
         failed: bool,
     },
     /// The lease of a hold ran out after its holder was killed or its release ended `info`.
+    /// `acquired` is the acquire's `ok`; `renewed`, the invoke of the renew (or nested
+    /// acquire) whose promise the lease end counts from, when not the acquire's.
     LeaseRanOut {
         process: ProcessId,
         acquired: u32,
+        renewed: Option<u32>,
         ended: u32,
         killed: bool,
     },
@@ -74,8 +81,14 @@ impl Freed {
             Freed::Never => Vec::new(),
             Freed::Released { release, .. } => vec![release],
             Freed::LeaseRanOut {
-                acquired, ended, ..
-            } => vec![acquired, ended],
+                acquired,
+                renewed,
+                ended,
+                ..
+            } => std::iter::once(acquired)
+                .chain(renewed)
+                .chain(std::iter::once(ended))
+                .collect(),
             Freed::NoLease { ended, .. } => vec![ended],
             Freed::Uncertain {
                 completion, heal, ..
@@ -83,22 +96,28 @@ impl Freed {
         }
     }
 
-    /// "free from 2.100s, when ..."
-    fn describe(self, names: &Names, at: i64) -> String {
+    /// What the history shows at `at`, and why the key counts as free from then: "process 3's
+    /// release returned ok at 0.053s (event 12), so lock:0 should have been free".
+    fn describe(self, names: &Names, key: &str, at: i64) -> String {
         let p = |process: ProcessId| names.process(process);
         let at = fmt_time(at);
         match self {
-            Freed::Never => format!("free from the start of the history at {at}"),
-            Freed::Released { process, release, failed: false } => {
-                format!("free from {at}, when process {}'s release returned (event {release})", p(process))
-            }
-            Freed::Released { process, release, failed: true } => format!(
-                "free from {at}, when process {}'s release came back failed, the lock no longer its own (event {release})",
+            Freed::Never => format!("nothing held {key} from the start of the history at {at}, so it should have been free"),
+            Freed::Released { process, release, failed: false } => format!(
+                "process {}'s release returned ok at {at} (event {release}), so {key} should have been free",
                 p(process)
             ),
-            Freed::LeaseRanOut { process, acquired, ended, killed } => format!(
-                "free from {at}, when the lease of process {} (acquired at event {acquired}) ran out, {}",
+            Freed::Released { process, release, failed: true } => format!(
+                "process {}'s release came back failed at {at} (event {release}): the implementation said the lock was no longer its own, so {key} should have been free",
+                p(process)
+            ),
+            Freed::LeaseRanOut { process, acquired, renewed, ended, killed } => format!(
+                "the lease of process {} (acquired at event {acquired}{}) ran out at {at}, {}, so {key} should have been free",
                 p(process),
+                match renewed {
+                    Some(r) => format!(", the lease last set by the request invoked at event {r}"),
+                    None => String::new(),
+                },
                 if killed {
                     format!("the process having been killed (event {ended})")
                 } else {
@@ -106,20 +125,22 @@ impl Freed {
                 }
             ),
             Freed::NoLease { process, ended, killed } => format!(
-                "free from {at}, when process {}, holding it with no lease, {} (event {ended}): nobody could release it any more, a deadlock of the lock itself",
+                "process {}, holding {key} with no lease, {} at {at} (event {ended}): nobody could release it any more, a deadlock of the lock itself",
                 p(process),
                 if killed { "was killed" } else { "got no answer to its release" }
             ),
             Freed::Uncertain { process, completion, lease_ms: Some(ms), heal } => format!(
-                "free from {at}, the longest lease seen on the key ({ms}ms) after process {}'s acquire ended without an answer (event {completion}){}",
-                p(process),
+                "the longest lease seen on {key} ({ms}ms) ran out at {at}, counted from {}, so {key} should have been free even had that acquire taken it",
                 match heal {
-                    Some(h) => format!(", counted from the heal of a server fault in force then (event {h})"),
-                    None => String::new(),
+                    Some(h) => format!(
+                        "the heal of a server fault (event {h}) in force when process {}'s acquire ended without an answer (event {completion})",
+                        p(process)
+                    ),
+                    None => format!("process {}'s acquire ending without an answer (event {completion})", p(process)),
                 }
             ),
             Freed::Uncertain { process, completion, lease_ms: None, .. } => format!(
-                "free from {at}, when process {}'s acquire ended without an answer (event {completion}) on a lock that never expires: had it taken the lock, nobody could release it, a deadlock of the lock itself",
+                "process {}'s acquire ended without an answer at {at} (event {completion}) on a lock that never expires: had it taken {key}, nobody could release it, a deadlock of the lock itself",
                 p(process)
             ),
         }
@@ -148,6 +169,8 @@ fn free_from(hold: &Hold) -> (i64, Freed) {
             Freed::LeaseRanOut {
                 process,
                 acquired: hold.begin_index,
+                renewed: (hold.lease_set_index != hold.acquire_invoke_index)
+                    .then_some(hold.lease_set_index),
                 ended: index,
                 killed,
             },
@@ -424,7 +447,8 @@ fn unavailable(
             indices.extend(during.iter().take(5).flat_map(|a| {
                 [u64::from(a.invoke_index), u64::from(a.completion_index)]
             }));
-            let how_free = freed.describe(names, start);
+            let key_name = names.history.key_name(key);
+            let how_free = freed.describe(names, key_name, start);
             let until = match next {
                 Some(b) if b.uncertain => format!(
                     "an acquire that may have taken it (it ended without an answer) was invoked at {} (event {})",
@@ -432,7 +456,7 @@ fn unavailable(
                     b.start_index
                 ),
                 Some(b) => format!(
-                    "the next acquire that took it was invoked at {} (event {})",
+                    "the next acquire that succeeded was invoked at {} (event {})",
                     fmt_time(end),
                     b.start_index
                 ),
@@ -440,12 +464,11 @@ fn unavailable(
             };
             Anomaly {
                 kind: "unavailable".into(),
-                key: names.history.key_name(key).to_string(),
+                key: key_name.to_string(),
                 processes,
                 indices,
                 explanation: format!(
-                    "{} was {how_free} until {until}, {} with no acquisition, while {} attempts to acquire it failed (liveness bound {}).",
-                    names.history.key_name(key),
+                    "{how_free}; yet from then until {until}, {} with no acquisition, {} attempts to acquire it failed (liveness bound {}).",
                     fmt_span(span),
                     during.len(),
                     fmt_span(options.liveness_bound_ns)

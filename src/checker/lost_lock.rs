@@ -40,12 +40,20 @@ pub fn check(names: &Names, findings: &mut Findings) -> Vec<u64> {
                     u64::from(loss.invoke_index),
                     u64::from(loss.completion_index),
                 ],
+                // The history shows only what the implementation answered: a client library
+                // that retries a release script after a lost reply gets "not ours" for a
+                // lock its first attempt freed, and no history can tell that apart.
                 explanation: format!(
-                    "{}'s {what} (event {}) found the lock on {} no longer ours at {}, yet {lease}: the lock was lost.",
+                    "{}'s {what} (event {}) came back failed at {}: the implementation said the lock on {} was no longer ours, yet {lease}. Either the lock was lost, or the answer was wrong{}.",
                     names.hold(hold),
                     loss.completion_index,
-                    names.key(hold),
                     fmt_time(loss.completion_time),
+                    names.key(hold),
+                    if loss.f == OpF::Renew {
+                        ""
+                    } else {
+                        " (a client library that retries a release whose reply was lost gets just this answer for a lock its first attempt freed)"
+                    }
                 ),
                 start: hold.begin,
                 end: loss.completion_time,

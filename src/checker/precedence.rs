@@ -259,6 +259,7 @@ mod tests {
             initial_lease_end: None,
             lease_end: None,
             lease_end_possible: None,
+            lease_set_index: 0,
             dead_grant: false,
             shared: false,
         }

@@ -399,6 +399,34 @@ fn a_release_failing_with_no_lease_is_a_lost_lock() {
 }
 
 #[test]
+fn a_failed_release_is_what_the_implementation_said_not_a_proven_loss() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k {"lease_ms":1000}
+        300  0 invoke release k
+        301  0 fail   release k
+    "#);
+    let lost = only(&report, "lost-lock");
+    assert!(
+        lost.explanation.contains(
+            "release (event 3) came back failed at 0.301s: the implementation said the lock on k was no longer ours, yet its lease still had"
+        ),
+        "{}",
+        lost.explanation
+    );
+    assert!(
+        lost.explanation.contains("retries a release"),
+        "{}",
+        lost.explanation
+    );
+    assert!(
+        !lost.explanation.contains("the lock was lost."),
+        "{}",
+        lost.explanation
+    );
+}
+
+#[test]
 fn a_lock_lost_after_its_lease_ran_out_is_expected() {
     let report = run(r#"
         0    0 invoke acquire k
@@ -754,6 +782,81 @@ fn a_release_that_frees_nothing_shows_as_unavailable() {
     "#);
     let stuck = only(&report, "unavailable");
     assert_eq!(stuck.start, 11_000_000);
+    // What the history shows (a release ok), not that the key was free: it was not.
+    assert!(
+        stuck.explanation.starts_with(
+            "process 0's release returned ok at 0.011s (event 3), so k should have been free; \
+             yet from then until the next acquire that succeeded was invoked at 3.100s (event 8)"
+        ),
+        "{}",
+        stuck.explanation
+    );
+    assert!(
+        !stuck.explanation.contains("was free"),
+        "{}",
+        stuck.explanation
+    );
+    assert!(
+        [3, 8].iter().all(|i| stuck.indices.contains(i)),
+        "{stuck:?}"
+    );
+}
+
+#[test]
+fn a_killed_holders_lease_cites_the_acquire_and_the_kill() {
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k {"lease_ms":200}
+        50    nemesis info kill - {"targets":["worker-0"],"processes":[0]}
+        300   1 invoke acquire k
+        301   1 fail   acquire k
+        1400  1 invoke acquire k
+        1401  1 fail   acquire k
+        1500  1 invoke acquire k
+        1501  1 ok     acquire k {"lease_ms":200}
+    "#);
+    let stuck = only(&report, "unavailable");
+    assert_eq!(stuck.start, 200_000_000);
+    assert!(
+        stuck.explanation.starts_with(
+            "the lease of process 0 (acquired at event 1) ran out at 0.200s, the process having been killed (event 2), so k should have been free"
+        ),
+        "{}",
+        stuck.explanation
+    );
+    assert!(
+        [1, 2, 7].iter().all(|i| stuck.indices.contains(i)),
+        "{stuck:?}"
+    );
+}
+
+#[test]
+fn a_next_acquire_that_ended_info_is_not_said_to_have_succeeded() {
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k {"lease_ms":1000}
+        10    0 invoke release k
+        11    0 ok     release k
+        100   1 invoke acquire k
+        101   1 fail   acquire k
+        1500  1 invoke acquire k
+        1501  1 fail   acquire k
+        1600  2 invoke acquire k
+        1700  2 info   acquire k
+    "#);
+    let stuck = of_kind(&report, "unavailable")[0];
+    assert!(
+        stuck
+            .explanation
+            .contains("until an acquire that may have taken it (it ended without an answer) was invoked at 1.600s (event 8)"),
+        "{}",
+        stuck.explanation
+    );
+    assert!(
+        !stuck.explanation.contains("succeeded"),
+        "{}",
+        stuck.explanation
+    );
 }
 
 #[test]
@@ -857,7 +960,7 @@ fn an_indeterminate_acquire_does_not_hide_a_later_deadlock() {
     let stuck = only(&report, "unavailable");
     assert_eq!(stuck.start, 20_000_000, "free from the kill: {stuck:?}");
     assert!(
-        stuck.explanation.contains("was killed (event 4)"),
+        stuck.explanation.contains("was killed at 0.020s (event 4)"),
         "{}",
         stuck.explanation
     );
@@ -973,12 +1076,17 @@ fn a_renew_with_a_shorter_lease_shortens_it() {
     "#);
     let stuck = only(&report, "unavailable");
     assert_eq!(stuck.start, 300_000_000);
+    // The lease end counts from the renew (event 2), not the acquire: both are cited.
     assert!(
-        stuck
-            .explanation
-            .contains("lease of process 0 (acquired at event 1) ran out"),
+        stuck.explanation.contains(
+            "lease of process 0 (acquired at event 1, the lease last set by the request invoked at event 2) ran out at 0.300s"
+        ),
         "{}",
         stuck.explanation
+    );
+    assert!(
+        [1, 2, 4].iter().all(|i| stuck.indices.contains(i)),
+        "{stuck:?}"
     );
     assert!(
         stuck.explanation.contains("killed (event 4)"),

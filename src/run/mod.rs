@@ -417,6 +417,11 @@ async fn drive(
     let (mut fleet, mut exits) = Fleet::start(dir, configs, events.clone()).await?;
 
     let progress = progress_bar(spec);
+    // Where the bar cannot show (stderr is no terminal: a CI log, a pipe), a line on stdout
+    // every few seconds says the run goes on, and how far.
+    let mut lines = progress
+        .is_hidden()
+        .then(|| ProgressLines::new(options.online_check));
     let watch_progress = {
         let progress = progress.clone();
         let mut counts = counts_rx.clone();
@@ -424,7 +429,8 @@ async fn drive(
         tokio::spawn(async move {
             loop {
                 let c = *counts.borrow_and_update();
-                progress.set_position((clock.now() / 1_000_000).max(0) as u64);
+                let now_ns = clock.now().max(0);
+                progress.set_position((now_ns / 1_000_000) as u64);
                 let anomalies = {
                     let found = found.lock().unwrap_or_else(|p| p.into_inner());
                     found
@@ -434,6 +440,9 @@ async fn drive(
                         .collect::<Vec<_>>()
                         .join(", ")
                 };
+                if let Some(line) = lines.as_mut().and_then(|l| l.due(now_ns, &c, &anomalies)) {
+                    println!("{line}");
+                }
                 progress.set_message(format!(
                     "{} acquisitions, {} failed, {} indeterminate{}",
                     c.acquisitions,
@@ -638,6 +647,53 @@ fn send_event(events: &mpsc::UnboundedSender<String>, event: &Event) {
     }
 }
 
+/// How often a progress line is printed when the bar cannot show.
+const PROGRESS_LINE_EVERY_NS: i64 = 5_000_000_000;
+
+/// The progress lines of a run whose bar is hidden: one every [`PROGRESS_LINE_EVERY_NS`] of
+/// run time.
+///
+/// ```text
+/// progress: 5s, 4121 events, 1012 acquisitions, 3 failed, 0 indeterminate; anomalies so far: none
+/// ```
+struct ProgressLines {
+    next_ns: i64,
+    online_check: bool,
+}
+
+impl ProgressLines {
+    fn new(online_check: bool) -> ProgressLines {
+        ProgressLines {
+            next_ns: PROGRESS_LINE_EVERY_NS,
+            online_check,
+        }
+    }
+
+    /// The line to print at `now_ns` of run time, if one is due; `anomalies` is what the
+    /// online checker found so far ("overlap ×2, ...", empty for none).
+    fn due(&mut self, now_ns: i64, counts: &Counts, anomalies: &str) -> Option<String> {
+        if now_ns < self.next_ns {
+            return None;
+        }
+        while self.next_ns <= now_ns {
+            self.next_ns += PROGRESS_LINE_EVERY_NS;
+        }
+        let anomalies = match (self.online_check, anomalies.is_empty()) {
+            (false, _) => "anomalies: checked at the end (--no-online-check)".to_string(),
+            (true, true) => "anomalies so far: none".to_string(),
+            (true, false) => format!("anomalies so far: {anomalies}"),
+        };
+        Some(format!(
+            "progress: {}s, {} events, {} acquisitions, {} failed, {} indeterminate; {anomalies}",
+            now_ns / 1_000_000_000,
+            counts.events,
+            counts.acquisitions,
+            counts.failed_acquires,
+            counts.indeterminate
+        ))
+    }
+}
+
 fn progress_bar(spec: &WorkloadSpec) -> ProgressBar {
     let bar = ProgressBar::new(spec.time_limit.0);
     bar.set_style(
@@ -646,4 +702,39 @@ fn progress_bar(spec: &WorkloadSpec) -> ProgressBar {
             .progress_chars("=> "),
     );
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_progress_line_every_five_seconds_of_run_time() {
+        let counts = Counts {
+            events: 4121,
+            acquisitions: 1012,
+            failed_acquires: 3,
+            ..Counts::default()
+        };
+        let mut lines = ProgressLines::new(true);
+        assert_eq!(lines.due(4_999_999_999, &counts, ""), None);
+        assert_eq!(
+            lines.due(5_000_000_000, &counts, "").as_deref(),
+            Some("progress: 5s, 4121 events, 1012 acquisitions, 3 failed, 0 indeterminate; anomalies so far: none")
+        );
+        assert_eq!(lines.due(9_000_000_000, &counts, ""), None);
+        // A late wake-up prints one line, not one per interval missed.
+        let line = lines
+            .due(16_000_000_000, &counts, "overlap ×2")
+            .expect("due");
+        assert!(line.starts_with("progress: 16s, "), "{line}");
+        assert!(line.ends_with("; anomalies so far: overlap ×2"), "{line}");
+        assert_eq!(lines.due(19_000_000_000, &counts, ""), None);
+        let mut offline = ProgressLines::new(false);
+        let line = offline.due(5_000_000_000, &counts, "").expect("due");
+        assert!(
+            line.ends_with("checked at the end (--no-online-check)"),
+            "{line}"
+        );
+    }
 }
