@@ -87,8 +87,10 @@ fn a_short_audit_of_the_ready_adapters_meets_their_expectations() {
         &rows,
         "--nemeses",
         "none,kill-clients,pause-clients,clock-skew",
+        // Cells that must find something stop as soon as they have; the limit is for a
+        // slow machine, where a pause can take a few rounds to catch a holder.
         "--time-limit",
-        "10s",
+        "20s",
         "--out",
         out.to_str().unwrap(),
     ]);
