@@ -154,18 +154,32 @@ for line in sys.stdin:
         send({"in_reply_to": rid, "type": "fail", "error": "not held"})
 "#;
 
-/// Runs a 2 s single-client workload over the broken adapter in `mode`; returns the run
-/// folder (inside `dir`) and lockaudit's output.
-fn broken_run(dir: &Path, mode: &str) -> (PathBuf, String) {
-    std::fs::write(dir.join("broken.py"), BROKEN).unwrap();
+/// Writes `script` as `dir/<name>` and a workload `dir/w.toml` running it as
+/// `python3 ./<name> <args>` with the `settings` lines after it; returns the workload.
+fn python_workload(dir: &Path, name: &str, script: &str, args: &[&str], settings: &str) -> PathBuf {
+    std::fs::write(dir.join(name), script).unwrap();
+    let argv: String = args.iter().map(|a| format!(", {a:?}")).collect();
     let workload = dir.join("w.toml");
     std::fs::write(
         &workload,
         format!(
-            "algorithm = \"external\"\nadapter = [\"python3\", \"./broken.py\", \"{mode}\"]\nclients = 1\nworkers = 1\nop_timeout = \"400ms\"\nhold = \"5ms\"\nthink = \"5ms\"\n"
+            "algorithm = \"external\"\nadapter = [\"python3\", \"./{name}\"{argv}]\n{settings}"
         ),
     )
     .unwrap();
+    workload
+}
+
+/// Runs a 2 s single-client workload over the broken adapter in `mode`; returns the run
+/// folder (inside `dir`) and lockaudit's output.
+fn broken_run(dir: &Path, mode: &str) -> (PathBuf, String) {
+    let workload = python_workload(
+        dir,
+        "broken.py",
+        BROKEN,
+        &[mode],
+        "clients = 1\nworkers = 1\nop_timeout = \"400ms\"\nhold = \"5ms\"\nthink = \"5ms\"\n",
+    );
     let out = dir.join("run");
     let output = run(&workload, &out, &["--time-limit", "2s"]);
     let text = format!(
@@ -557,13 +571,13 @@ for line in sys.stdin:
 #[test]
 fn a_lease_too_large_for_i64_is_recorded_as_the_largest_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("huge.py"), HUGE_LEASE).unwrap();
-    let workload = dir.path().join("w.toml");
-    std::fs::write(
-        &workload,
-        "algorithm = \"external\"\nadapter = [\"python3\", \"./huge.py\"]\nclients = 1\nworkers = 1\nhold = \"5ms\"\nthink = \"5ms\"\n",
-    )
-    .unwrap();
+    let workload = python_workload(
+        dir.path(),
+        "huge.py",
+        HUGE_LEASE,
+        &[],
+        "clients = 1\nworkers = 1\nhold = \"5ms\"\nthink = \"5ms\"\n",
+    );
     let out = dir.path().join("run");
     let output = run(&workload, &out, &["--time-limit", "2s"]);
     let text = format!(
@@ -612,13 +626,13 @@ for line in sys.stdin:
     sys.stdout.write(json.dumps({"in_reply_to": req["id"], "type": kind, "error": "lost", "name": "lost"}) + "\n")
     sys.stdout.flush()
 "#;
-    std::fs::write(dir.path().join("lost.py"), script).unwrap();
-    let workload = dir.path().join("w.toml");
-    std::fs::write(
-        &workload,
-        "algorithm = \"external\"\nadapter = [\"python3\", \"./lost.py\"]\nclients = 2\nworkers = 1\nthink = \"10ms\"\n",
-    )
-    .unwrap();
+    let workload = python_workload(
+        dir.path(),
+        "lost.py",
+        script,
+        &[],
+        "clients = 2\nworkers = 1\nthink = \"10ms\"\n",
+    );
     let out = dir.path().join("run");
     let output = run(&workload, &out, &["--time-limit", "2s"]);
     let text = format!(
@@ -814,13 +828,13 @@ for line in sys.stdin:
 /// Runs the self-renewing adapter in `mode` for `limit` under `nemesis`: holds of 2.5 s
 /// on a 600 ms lock, so that every hold lives on the library's renewals alone.
 fn self_renewing_run(dir: &Path, mode: &str, nemesis: &str, limit: &str) -> (PathBuf, String) {
-    std::fs::write(dir.join("renewing.py"), SELF_RENEWING_ADAPTER).unwrap();
-    let workload = dir.join("w.toml");
-    std::fs::write(
-        &workload,
-        format!("algorithm = \"external\"\nadapter = [\"python3\", \"./renewing.py\", \"{mode}\"]\nclients = 3\nworkers = 3\nkeys = 1\nttl = \"600ms\"\nhold = \"2500ms\"\nthink = \"10ms\"\nop_timeout = \"1s\"\n"),
-    )
-    .unwrap();
+    let workload = python_workload(
+        dir,
+        "renewing.py",
+        SELF_RENEWING_ADAPTER,
+        &[mode],
+        "clients = 3\nworkers = 3\nkeys = 1\nttl = \"600ms\"\nhold = \"2500ms\"\nthink = \"10ms\"\nop_timeout = \"1s\"\n",
+    );
     let out = dir.join("run");
     let output = run(
         &workload,
@@ -938,15 +952,15 @@ for line in sys.stdin:
 fn clock_skew_moves_an_adapter_s_wall_clock_and_nothing_else() {
     require_redis_py();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("watch.py"), CLOCK_WATCHING_ADAPTER).unwrap();
-    let workload = dir.path().join("w.toml");
     // One worker, so that the skew lands on the adapters watching; ttl 500 ms: the preset
     // skews by 2 × ttl + 1 s = 2000 ms.
-    std::fs::write(
-        &workload,
-        "algorithm = \"external\"\nadapter = [\"python3\", \"./watch.py\"]\nclients = 2\nworkers = 1\nkeys = 2\nttl = \"500ms\"\nhold = \"5ms\"\nthink = \"20ms\"\n",
-    )
-    .unwrap();
+    let workload = python_workload(
+        dir.path(),
+        "watch.py",
+        CLOCK_WATCHING_ADAPTER,
+        &[],
+        "clients = 2\nworkers = 1\nkeys = 2\nttl = \"500ms\"\nhold = \"5ms\"\nthink = \"20ms\"\n",
+    );
     let out = dir.path().join("run");
     let output = run(
         &workload,
