@@ -605,6 +605,7 @@ pub(super) fn draw_picture(
     // process that got the lock, a few pixels inside the anomaly's region (whose edge is at
     // that moment, so that the two do not blur into one line), labelled beside it.
     let mut arrows = Vec::new();
+    let mut arrow_labels: Vec<[i32; 4]> = Vec::new();
     for arrow in &m.arrows {
         let x = (band_x(arrow.cell) + 4).min(right - 2);
         let (from_top, to_top) = (lane_y[arrow.from], lane_y[arrow.to]);
@@ -616,24 +617,37 @@ pub(super) fn draw_picture(
         };
         scene.arrow(x, y_from, y_to, ARROW);
         if lane_h >= 10 {
+            // Left of the arrow, clear of the red region it starts (its edges would cut
+            // through the text); else right of it; left out where both would cover another
+            // arrow's label (the legend says what an arrow is).
             let size = 11.0;
             let w = text_width(&arrow.label, size);
-            // Left of the arrow, clear of the red region it starts (its edges would cut
-            // through the text); right of it where the left has no room.
-            let (lx, h) = if x - 10 - w > left {
-                (x - 10, HPos::Right)
-            } else {
-                (x + 10, HPos::Left)
+            let y = (y_from + y_to) / 2 - 6;
+            let free = |x0: i32, placed: &[[i32; 4]]| {
+                x0 > left
+                    && x0 + w < right
+                    && placed.iter().all(|b| {
+                        x0 + w + 4 <= b[0] || x0 >= b[2] + 4 || y + 13 <= b[1] || y >= b[3]
+                    })
             };
-            scene.labels.push(Label {
-                text: arrow.label.clone(),
-                x: lx,
-                y: (y_from + y_to) / 2 - 6,
-                size,
-                color: ARROW,
-                h,
-                boxed: true,
-            });
+            let place = [
+                (x - 10 - w, x - 10, HPos::Right),
+                (x + 10, x + 10, HPos::Left),
+            ]
+            .into_iter()
+            .find(|&(x0, _, _)| free(x0, &arrow_labels));
+            if let Some((x0, lx, h)) = place {
+                arrow_labels.push([x0, y, x0 + w, y + 13]);
+                scene.labels.push(Label {
+                    text: arrow.label.clone(),
+                    x: lx,
+                    y,
+                    size,
+                    color: ARROW,
+                    h,
+                    boxed: true,
+                });
+            }
         }
         arrows.push(ArrowMark {
             anomaly: arrow.anomaly,
