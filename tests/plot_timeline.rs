@@ -302,10 +302,15 @@ fn lanes_are_grouped_by_worker_from_the_run_dir() {
 /// 1000-pixel plot.
 fn whole_run_model(name: &str) -> (History, Model) {
     let (history, report) = load(name);
-    let holds = lockaudit::checker::holds::derive(&history);
+    let m = model_of(&history, &report);
+    (history, m)
+}
+
+fn model_of(history: &History, report: &Report) -> Model {
+    let holds = lockaudit::checker::holds::derive(history);
     let groups = ProcessGroups::none();
     let keys: Vec<KeyId> = (0..history.keys.len() as KeyId).collect();
-    let src = Source::new(&history, &holds, &report, &groups, &keys);
+    let src = Source::new(history, &holds, report, &groups, &keys);
     let (first, last) = history.time_span();
     let view = View {
         key: &history.keys[0],
@@ -314,8 +319,7 @@ fn whole_run_model(name: &str) -> (History, Model) {
         max_lanes: 64,
         anomalies: (0..report.anomalies.len()).collect(),
     };
-    let m = model::build(&src, &view);
-    (history, m)
+    model::build(&src, &view)
 }
 
 /// The lane of process `n`.
@@ -362,6 +366,20 @@ fn the_model_marks_shared_holds_as_reads_and_exclusive_ones_not() {
     for a in &m.anomalies {
         assert!(a.lanes.contains(&lane_of(&m, 2)), "{a:?}");
     }
+
+    // A reader that outlived its 5 ms lease: hatched orange there, not a writer's orange.
+    let text = [
+        r#"{"index":0,"time":0,"process":0,"type":"invoke","f":"acquire","key":"rw:a","value":{"mode":"shared","ttl_ms":5}}"#,
+        r#"{"index":1,"time":1000000,"process":0,"type":"ok","f":"acquire","key":"rw:a","value":{"lease_ms":5}}"#,
+        r#"{"index":2,"time":20000000,"process":0,"type":"invoke","f":"release","key":"rw:a"}"#,
+        r#"{"index":3,"time":21000000,"process":0,"type":"ok","f":"release","key":"rw:a"}"#,
+    ]
+    .join("\n");
+    let history = lockaudit::history::reader::read_jsonl(text.as_bytes(), "late reader", None)
+        .expect("history reads");
+    let m = model_of(&history, &check(&history, &CheckOptions::default()));
+    assert!(has_bar(&m, 0, bar::SHARED) && has_bar(&m, 0, bar::SHARED_PAST_LEASE));
+    assert!(!has_bar(&m, 0, bar::PAST_LEASE) && !has_bar(&m, 0, bar::HOLD));
 
     // Exclusive locks only: nothing is drawn shared.
     for name in ["unfair-queue-jump.jsonl", "overlap-in-lease.jsonl"] {

@@ -120,7 +120,11 @@ pub fn build(src: &Source, view: &View) -> Model {
         }
         // A reader's hold (acquired in `shared` mode) is drawn as such: other readers may
         // hold the lock with it, so two readers' bars side by side are no overlap.
-        let held = if hold.shared { bar::SHARED } else { bar::HOLD };
+        let (held, past) = if hold.shared {
+            (bar::SHARED, bar::SHARED_PAST_LEASE)
+        } else {
+            (bar::HOLD, bar::PAST_LEASE)
+        };
         c.fill_bar(scale.cells(hold.begin, end), held);
         // The lease: its covered stretches, and the hold's parts outside them.
         if let Some(first_end) = hold.initial_lease_end {
@@ -166,12 +170,12 @@ pub fn build(src: &Source, view: &View) -> Model {
                     c.set(scale.cells(e, e), flag);
                 }
                 if s > covered_to && covered_to < end {
-                    c.fill_bar(scale.cells(covered_to, s.min(end)), bar::PAST_LEASE);
+                    c.fill_bar(scale.cells(covered_to, s.min(end)), past);
                 }
                 covered_to = covered_to.max(e);
             }
             if covered_to < end {
-                c.fill_bar(scale.cells(covered_to, end), bar::PAST_LEASE);
+                c.fill_bar(scale.cells(covered_to, end), past);
             }
         }
     }

@@ -14,8 +14,10 @@ pub mod bar {
     pub const SHARED: u8 = 2;
     /// Held (exclusively), within its lease.
     pub const HOLD: u8 = 3;
-    /// Held after its lease ran out (either mode).
-    pub const PAST_LEASE: u8 = 4;
+    /// Held in `shared` mode after its lease ran out.
+    pub const SHARED_PAST_LEASE: u8 = 4;
+    /// Held (exclusively) after its lease ran out.
+    pub const PAST_LEASE: u8 = 5;
 }
 
 /// Marks and lines of a lane's column (bit flags).

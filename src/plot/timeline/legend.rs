@@ -54,7 +54,11 @@ pub(super) fn legend(scene: &mut Scene, mut y: i32, width: i32, extras: Extras) 
         ),
         (
             Swatch::Bar(PAST_LEASE, 0.3, 0.92),
-            "held after its lease ran out",
+            if extras.shared {
+                "held after its lease ran out (hatched: a reader)"
+            } else {
+                "held after its lease ran out"
+            },
         ),
         (Swatch::Line(LEASE), "lease"),
         (

@@ -18,8 +18,8 @@ use super::scene::{Fill, Label, Rows, Scene};
 use super::style::{
     fault_color, text_width, ANOMALY, ARROW, ATTEMPT, FAIL, GRID, HATCH_BUDGET, HATCH_SPACING,
     HOLD, INFO, LATENCY, LEASE, LEASE_IDLE, MARK_GAP, MAX_ANOMALY_ROWS, MAX_FAULT_ROWS, MUTED,
-    PAST_LEASE, ROW, RUN_BUDGET, SHAPE_SPACING, SHARED, SMALL_SIZE, TEXT, TEXT_SIZE, TITLE_SIZE,
-    TOKEN_SPACING, WRITE, WRITE_REJECTED, ZEBRA,
+    PAST_LEASE, ROW, RUN_BUDGET, SHAPE_SPACING, SHARED, SHARED_PAST_LEASE, SMALL_SIZE, TEXT,
+    TEXT_SIZE, TITLE_SIZE, TOKEN_SPACING, WRITE, WRITE_REJECTED, ZEBRA,
 };
 use super::text::seconds;
 
@@ -252,7 +252,12 @@ pub(super) fn draw_picture(
     let shared_columns: usize = m
         .cells
         .iter()
-        .map(|c| c.bar.iter().filter(|&&b| b == bar::SHARED).count())
+        .map(|c| {
+            c.bar
+                .iter()
+                .filter(|&&b| b == bar::SHARED || b == bar::SHARED_PAST_LEASE)
+                .count()
+        })
         .sum();
     let hatch = lane_h >= 8 && shared_columns / HATCH_SPACING as usize <= HATCH_BUDGET;
     // Marks a few pixels apart join into a run; a run wider than a mark is a dense
@@ -304,16 +309,22 @@ pub(super) fn draw_picture(
                 bar::LATENCY => (at(0.42), at(0.82), LATENCY),
                 bar::SHARED => (at(0.3), at(0.92), SHARED),
                 bar::HOLD => (at(0.3), at(0.92), HOLD),
+                bar::SHARED_PAST_LEASE => (at(0.3), at(0.92), SHARED_PAST_LEASE),
                 _ => (at(0.3), at(0.92), PAST_LEASE),
             };
             let (x0, x1, y1) = (band_x(run.start), band_x(run.end), y1.max(y0 + 1));
             scene.fill(x0, y0, x1, y1, color, 1.0);
-            if run.value == bar::SHARED {
-                // A reader's hold: light, edged and hatched, unlike a writer's solid bar.
-                scene.fill(x0, y0, x1, y0 + 1, HOLD, 1.0);
-                scene.fill(x0, y1 - 1, x1, y1, HOLD, 1.0);
+            // A reader's hold: light, edged and hatched, unlike a writer's solid bar.
+            let ink = match run.value {
+                bar::SHARED => Some(HOLD),
+                bar::SHARED_PAST_LEASE => Some(PAST_LEASE),
+                _ => None,
+            };
+            if let Some(ink) = ink {
+                scene.fill(x0, y0, x1, y0 + 1, ink, 1.0);
+                scene.fill(x0, y1 - 1, x1, y1, ink, 1.0);
                 if hatch && y1 - y0 >= 4 {
-                    scene.hatch((x0, y0 + 1, x1, y1 - 1), HATCH_SPACING, HOLD);
+                    scene.hatch((x0, y0 + 1, x1, y1 - 1), HATCH_SPACING, ink);
                 }
             }
         }

@@ -10,6 +10,9 @@ pub(super) const ARROW: RGBColor = RGBColor(170, 0, 0);
 pub(super) const HOLD: RGBColor = RGBColor(31, 119, 180);
 /// A reader's (shared) hold: this light fill, hatched and edged in `HOLD`.
 pub(super) const SHARED: RGBColor = RGBColor(214, 230, 244);
+/// A reader's hold after its lease ran out: this light fill, hatched and edged in
+/// `PAST_LEASE`.
+pub(super) const SHARED_PAST_LEASE: RGBColor = RGBColor(252, 226, 184);
 /// Hatching stripes this many pixels apart.
 pub(super) const HATCH_SPACING: i32 = 6;
 /// Above this many hatching stripes in one picture, shared holds are drawn unhatched.
