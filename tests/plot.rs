@@ -301,6 +301,45 @@ fn the_page_shows_the_verdict_every_explanation_and_links_files_that_exist() {
     }
 }
 
+/// The page explains readers' hatched holds and queue-jump arrows where its pictures draw
+/// them, and only there; an episode card says what to look for in its picture.
+#[test]
+fn the_page_explains_shared_holds_and_queue_jump_arrows_where_drawn() {
+    for (name, shared, arrows) in [
+        ("shared-readers-overlap.jsonl", true, false),
+        ("shared-reader-writer-overlap.jsonl", true, false),
+        ("unfair-queue-jump.jsonl", false, true),
+        ("fair-within-tolerance.jsonl", false, false),
+    ] {
+        let (dir, history) = copied(name);
+        plot(&history);
+        let stem = name.trim_end_matches(".jsonl");
+        let html = fs::read_to_string(dir.path().join(format!("{stem}-plots/index.html")))
+            .expect("index.html");
+        assert_eq!(html.contains("Read (shared) holds"), shared, "{name}");
+        assert_eq!(
+            html.contains("A dark red arrow between two lanes is a queue jump"),
+            arrows,
+            "{name}"
+        );
+        let card = html.find("id=\"episode-1\"").map(|start| {
+            let block = &html[start..];
+            block[..block.find("</div>").unwrap_or(block.len())].to_string()
+        });
+        match name {
+            "unfair-queue-jump.jsonl" => {
+                let card = card.expect("a card for the queue jump");
+                assert!(card.contains("the dark red arrow starts"), "{card}");
+            }
+            "shared-reader-writer-overlap.jsonl" => {
+                let card = card.expect("a card for the overlap");
+                assert!(card.contains("hatched light bars"), "{card}");
+            }
+            _ => assert!(card.is_none(), "{name} is valid"),
+        }
+    }
+}
+
 #[test]
 fn a_valid_history_gets_a_green_verdict() {
     let (dir, history) = copied("independent-keys.jsonl");

@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use ab_glyph::{Font, FontRef};
 use lockaudit::checker::{check, CheckOptions};
+use lockaudit::history::compact::KeyId;
 use lockaudit::history::History;
+use lockaudit::plot::model::{self, bar, Model, Source, View, XScale};
 use lockaudit::plot::timeline::{draw_timelines, Picture, ProcessGroups, TimelineOptions};
 use lockaudit::report::Report;
 
@@ -294,6 +296,222 @@ fn lanes_are_grouped_by_worker_from_the_run_dir() {
     let svg = std::fs::read_to_string(&pictures[0].path_svg).expect("svg");
     let texts = svg_texts(&svg);
     assert!(texts.iter().any(|t| t == "worker-0") && texts.iter().any(|t| t == "worker-1"));
+}
+
+/// The model of the whole run of a reference history's first key, every anomaly drawn, on a
+/// 1000-pixel plot.
+fn whole_run_model(name: &str) -> (History, Model) {
+    let (history, report) = load(name);
+    let m = model_of(&history, &report);
+    (history, m)
+}
+
+fn model_of(history: &History, report: &Report) -> Model {
+    let holds = lockaudit::checker::holds::derive(history);
+    let groups = ProcessGroups::none();
+    let keys: Vec<KeyId> = (0..history.keys.len() as KeyId).collect();
+    let src = Source::new(history, &holds, report, &groups, &keys);
+    let (first, last) = history.time_span();
+    let view = View {
+        key: &history.keys[0],
+        scale: XScale::new(first - 1_000_000, last + 1_000_000, 100, 1100),
+        active_only: false,
+        max_lanes: 64,
+        anomalies: (0..report.anomalies.len()).collect(),
+    };
+    model::build(&src, &view)
+}
+
+/// The lane of process `n`.
+fn lane_of(m: &Model, n: u64) -> usize {
+    m.lanes
+        .iter()
+        .position(|l| l.processes == [n])
+        .unwrap_or_else(|| panic!("no lane of its own for p{n}"))
+}
+
+fn has_bar(m: &Model, lane: usize, class: u8) -> bool {
+    m.cells[lane].bar.contains(&class)
+}
+
+#[test]
+fn the_model_marks_shared_holds_as_reads_and_exclusive_ones_not() {
+    // Two readers together, then a writer alone.
+    let (_, m) = whole_run_model("shared-readers-overlap.jsonl");
+    assert_eq!((m.holds, m.shared_holds), (3, 2));
+    for reader in [0, 1] {
+        let lane = lane_of(&m, reader);
+        assert!(has_bar(&m, lane, bar::SHARED), "p{reader} is a reader");
+        assert!(!has_bar(&m, lane, bar::HOLD), "p{reader} never wrote");
+    }
+    let writer = lane_of(&m, 2);
+    assert!(has_bar(&m, writer, bar::HOLD));
+    assert!(!has_bar(&m, writer, bar::SHARED));
+    // The readers' bars run side by side, and no anomaly is drawn between them.
+    let both = (0..m.scale.width())
+        .filter(|&c| m.cells[0].bar[c] == bar::SHARED && m.cells[1].bar[c] == bar::SHARED)
+        .count();
+    assert!(
+        both > 100,
+        "the readers held it together for {both} columns"
+    );
+    assert!(m.anomalies.is_empty() && m.arrows.is_empty());
+
+    // A writer let in among the readers: still drawn exclusive, and the overlaps are there.
+    let (_, m) = whole_run_model("shared-reader-writer-overlap.jsonl");
+    assert_eq!(m.shared_holds, 2);
+    assert!(has_bar(&m, lane_of(&m, 2), bar::HOLD));
+    assert!(!has_bar(&m, lane_of(&m, 2), bar::SHARED));
+    assert_eq!(m.anomalies.len(), 2, "{:?}", m.anomalies);
+    for a in &m.anomalies {
+        assert!(a.lanes.contains(&lane_of(&m, 2)), "{a:?}");
+    }
+
+    // A reader that outlived its 5 ms lease: hatched orange there, not a writer's orange.
+    let text = [
+        r#"{"index":0,"time":0,"process":0,"type":"invoke","f":"acquire","key":"rw:a","value":{"mode":"shared","ttl_ms":5}}"#,
+        r#"{"index":1,"time":1000000,"process":0,"type":"ok","f":"acquire","key":"rw:a","value":{"lease_ms":5}}"#,
+        r#"{"index":2,"time":20000000,"process":0,"type":"invoke","f":"release","key":"rw:a"}"#,
+        r#"{"index":3,"time":21000000,"process":0,"type":"ok","f":"release","key":"rw:a"}"#,
+    ]
+    .join("\n");
+    let history = lockaudit::history::reader::read_jsonl(text.as_bytes(), "late reader", None)
+        .expect("history reads");
+    let m = model_of(&history, &check(&history, &CheckOptions::default()));
+    assert!(has_bar(&m, 0, bar::SHARED) && has_bar(&m, 0, bar::SHARED_PAST_LEASE));
+    assert!(!has_bar(&m, 0, bar::PAST_LEASE) && !has_bar(&m, 0, bar::HOLD));
+
+    // Exclusive locks only: nothing is drawn shared.
+    for name in ["unfair-queue-jump.jsonl", "overlap-in-lease.jsonl"] {
+        let (_, m) = whole_run_model(name);
+        assert!(m.holds > 0);
+        assert_eq!(m.shared_holds, 0, "{name}");
+        assert!(
+            m.cells.iter().all(|c| !c.bar.contains(&bar::SHARED)),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_queue_jump_is_an_arrow_from_the_overtaken_waiter_to_the_overtaker() {
+    // p0 asks at 0 ms; p1 asks at 40 ms and gets it at 41 ms; p0 gets it only at 62 ms.
+    let (_, m) = whole_run_model("unfair-queue-jump.jsonl");
+    assert_eq!(m.arrows.len(), 1, "{:?}", m.arrows);
+    let arrow = &m.arrows[0];
+    assert_eq!((arrow.from, arrow.to), (lane_of(&m, 0), lane_of(&m, 1)));
+    assert_eq!(Some(arrow.cell), m.scale.cell(41_000_000));
+    assert_eq!(arrow.label, "p1 jumped ahead of p0");
+    // It starts on p0's pending acquire and points at p1's hold, which begins there.
+    assert_eq!(m.cells[arrow.from].bar[arrow.cell], bar::LATENCY);
+    assert_eq!(m.cells[arrow.to].bar[arrow.cell + 1], bar::HOLD);
+
+    // Nothing of the kind where no one jumped the queue (within the tolerance, or not fair),
+    // nor for other anomalies.
+    for name in [
+        "fair-within-tolerance.jsonl",
+        "shared-reader-writer-overlap.jsonl",
+        "overlap-in-lease.jsonl",
+    ] {
+        let (_, m) = whole_run_model(name);
+        assert!(m.arrows.is_empty(), "{name}: {:?}", m.arrows);
+    }
+}
+
+#[test]
+fn a_queue_jump_arrow_is_drawn_in_the_whole_run_and_in_its_zoom() {
+    let (history, report) = load("unfair-queue-jump.jsonl");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pictures = draw(&history, &report, &ProcessGroups::none(), dir.path());
+    assert_eq!(pictures.len(), 2, "the whole run and the zoom");
+    for p in &pictures {
+        let (png, svg) = check_files(p);
+        assert_eq!(p.arrows.len(), 1, "{}", p.path_png.display());
+        let arrow = &p.arrows[0];
+        // p0's lane is above p1's: the arrow points down, from inside p0's lane into p1's.
+        let lane_h = (p.lanes_y.1 - p.lanes_y.0) / p.lanes as i32;
+        assert!(arrow.y.0 > p.lanes_y.0 && arrow.y.0 < p.lanes_y.0 + lane_h);
+        assert!(arrow.y.1 > p.lanes_y.0 + lane_h && arrow.y.1 < p.lanes_y.1);
+        // At the moment p1 got the lock (a few pixels inside the red region).
+        let x = p.column(41_000_000);
+        assert!((x..=x + 6).contains(&arrow.x), "{} vs {x}", arrow.x);
+        let dark_red = |[r, g, b]: [u8; 3]| (140..200).contains(&r) && g <= 40 && b <= 40;
+        let shaft = png.count(
+            (arrow.x - 1, arrow.x + 1),
+            (arrow.y.0 + 4, arrow.y.1 - 6),
+            dark_red,
+        );
+        assert!(
+            shaft >= (arrow.y.1 - arrow.y.0 - 10) as usize,
+            "{}: {shaft} arrow pixels",
+            p.path_png.display()
+        );
+        let texts = svg_texts(&svg);
+        assert!(
+            texts.iter().any(|t| t == "p1 jumped ahead of p0"),
+            "{texts:?}"
+        );
+        assert!(texts.iter().any(|t| t.starts_with("queue jump (unfair)")));
+        assert!(!texts.iter().any(|t| t.starts_with("read (shared)")));
+    }
+
+    let (history, report) = load("fair-within-tolerance.jsonl");
+    let dir = tempfile::tempdir().expect("temp dir");
+    for p in draw(&history, &report, &ProcessGroups::none(), dir.path()) {
+        let (_, svg) = check_files(&p);
+        assert!(p.arrows.is_empty());
+        assert!(!svg_texts(&svg).iter().any(|t| t.starts_with("queue jump")));
+    }
+}
+
+#[test]
+fn shared_holds_are_drawn_hatched_with_a_legend_and_only_where_there_are_some() {
+    let (history, report) = load("shared-readers-overlap.jsonl");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pictures = draw(&history, &report, &ProcessGroups::none(), dir.path());
+    assert_eq!(pictures.len(), 1);
+    let p = &pictures[0];
+    let (png, svg) = check_files(p);
+    assert_eq!(p.shared_holds, 2);
+    let texts = svg_texts(&svg);
+    assert!(
+        texts.iter().any(|t| t.starts_with("read (shared) hold")),
+        "{texts:?}"
+    );
+    assert!(texts
+        .iter()
+        .any(|t| t.starts_with("hold (write, exclusive)")));
+    // p0's lane while both readers hold it (5 ms): the hold's blue and its light fill, both.
+    let lane_h = (p.lanes_y.1 - p.lanes_y.0) / p.lanes as i32;
+    let (x0, x1) = (p.column(4_000_000), p.column(9_000_000));
+    let y = (p.lanes_y.0 + lane_h * 4 / 10, p.lanes_y.0 + lane_h * 8 / 10);
+    let is_light =
+        |[r, g, b]: [u8; 3]| r.abs_diff(214) <= 6 && g.abs_diff(230) <= 6 && b.abs_diff(244) <= 6;
+    let hold = png.count((x0, x1), y, |[r, g, b]| {
+        r < 60 && (100..140).contains(&g) && b > 160
+    });
+    let light = png.count((x0, x1), y, is_light);
+    let area = ((x1 - x0) * (y.1 - y.0)) as usize;
+    assert!(
+        hold * 8 > area && light * 4 > area,
+        "{hold} + {light} of {area}"
+    );
+    // p2's write is solid.
+    let y2 = (y.0 + 2 * lane_h, y.1 + 2 * lane_h);
+    let (w0, w1) = (p.column(22_000_000), p.column(29_000_000));
+    let light2 = png.count((w0, w1), y2, is_light);
+    assert_eq!(light2, 0);
+
+    // No readers, no such legend entry.
+    let (history, report) = load("overlap-in-lease.jsonl");
+    let dir = tempfile::tempdir().expect("temp dir");
+    for p in draw(&history, &report, &ProcessGroups::none(), dir.path()) {
+        let (_, svg) = check_files(&p);
+        assert_eq!(p.shared_holds, 0);
+        assert!(!svg_texts(&svg)
+            .iter()
+            .any(|t| t.starts_with("read (shared)")));
+    }
 }
 
 /// A synthetic history with one injected overlap. Built and checked on a thread with a big

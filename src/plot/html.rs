@@ -32,6 +32,10 @@ pub struct TimelineLink {
     pub svg: PathBuf,
     /// What the picture merged or left out, shown under it.
     pub notes: Vec<String>,
+    /// Holds it draws in `shared` mode (readers), hatched.
+    pub shared_holds: usize,
+    /// Queue jumps (`unfair`) it draws as arrows.
+    pub arrows: usize,
 }
 
 /// Everything the page shows.
@@ -165,6 +169,10 @@ struct IndexHtml<'a> {
     timelines_note: Option<String>,
     /// The whole-run timelines.
     timelines: Vec<Figure>,
+    /// Some picture draws readers' (shared) holds: the page says how they look.
+    shared_holds: bool,
+    /// Some picture draws queue jumps as arrows: the page says how to read them.
+    arrows: bool,
     charts: Vec<Figure>,
     /// The first `SCHEDULE_ROWS` faults, and how many more there are.
     schedule: Vec<ScheduleRow<'a>>,
@@ -206,6 +214,8 @@ struct EpisodeBlock<'a> {
     zoom: Option<Figure>,
     /// Without a zoom: the whole-run timeline it is drawn on (its URL and key), if any.
     on_timeline: Option<(String, &'a str)>,
+    /// How to see it in its picture, where that needs saying (readers' holds, arrows).
+    hint: Option<&'static str>,
 }
 
 struct AnomalyRow<'a> {
@@ -317,6 +327,8 @@ impl<'a> IndexHtml<'a> {
                     Figure::new(out_dir, &t.png, &t.svg, caption, &t.notes)
                 })
                 .collect(),
+            shared_holds: page.timelines.iter().any(|t| t.shared_holds > 0),
+            arrows: page.timelines.iter().any(|t| t.arrows > 0),
             charts: page
                 .charts
                 .iter()
@@ -403,6 +415,19 @@ fn time_span(a: &Anomaly) -> String {
     }
 }
 
+/// What to look for in the picture of anomaly `a`, where its look needs saying.
+fn picture_hint(a: &Anomaly, picture: &TimelineLink) -> Option<&'static str> {
+    match a.kind.as_str() {
+        "unfair" if picture.arrows > 0 => Some(
+            "In the picture, the dark red arrow starts at the pending acquire of the process that was overtaken, at the moment the other got the lock, and points at the lane of the one that jumped ahead.",
+        ),
+        "overlap" if picture.shared_holds > 0 => Some(
+            "In the picture, hatched light bars are readers' (shared) holds, which may run side by side; a solid bar is a writer's (exclusive) hold, which may overlap no other.",
+        ),
+        _ => None,
+    }
+}
+
 /// The episodes worst first, each with its first anomaly and its zoom, and every listed
 /// anomaly as a row of the table, in the same order.
 fn anomalies<'a>(page: &'a Page, out_dir: &Path) -> (Vec<EpisodeBlock<'a>>, Vec<AnomalyRow<'a>>) {
@@ -428,11 +453,15 @@ fn anomalies<'a>(page: &'a Page, out_dir: &Path) -> (Vec<EpisodeBlock<'a>>, Vec<
             let caption = format!("Anomaly #{}: {} on {}, zoomed", first + 1, a.kind, a.key);
             Figure::new(out_dir, &t.png, &t.svg, caption, &t.notes)
         });
-        let on_timeline = page
-            .timelines
-            .iter()
-            .find(|t| zoom.is_none() && t.anomaly.is_none() && t.key == a.key)
+        let drawn_on = zoom_of(first).or_else(|| {
+            page.timelines
+                .iter()
+                .find(|t| t.anomaly.is_none() && t.key == a.key)
+        });
+        let on_timeline = drawn_on
+            .filter(|_| zoom.is_none())
             .map(|t| (relative_url(out_dir, &t.png), a.key.as_str()));
+        let hint = drawn_on.and_then(|t| picture_hint(a, t));
         cards.push(EpisodeBlock {
             number: e + 1,
             headline: episode.headline(),
@@ -445,6 +474,7 @@ fn anomalies<'a>(page: &'a Page, out_dir: &Path) -> (Vec<EpisodeBlock<'a>>, Vec<
             more: episode.anomalies.len() - 1,
             zoom,
             on_timeline,
+            hint,
         });
         for &i in &episode.anomalies {
             let a = &report.anomalies[i];
@@ -537,6 +567,8 @@ mod tests {
             png: out_dir.join(format!("{evil}.png")),
             svg: out_dir.join(format!("{evil}.svg")),
             notes: vec![evil.into()],
+            shared_holds: 0,
+            arrows: 0,
         }];
         let bands = [FaultBand {
             start: 0,

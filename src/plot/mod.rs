@@ -143,6 +143,8 @@ pub fn plot(target: &Path) -> Result<PlotSummary, PlotError> {
             png: p.path_png.clone(),
             svg: p.path_svg.clone(),
             notes: p.notes.clone(),
+            shared_holds: p.shared_holds,
+            arrows: p.arrows.len(),
         })
         .collect();
     for t in &timelines {

@@ -6,7 +6,7 @@ use crate::checker::holds::ReleaseOutcome;
 use crate::history::compact::{OpF, OpType, ProcessId};
 
 use super::items::{
-    bar, mark, AnomalyItem, Band, Cells, Model, WriteLabel, MIN_ANOMALY_PX, MIN_BAND_PX,
+    bar, mark, AnomalyItem, ArrowItem, Band, Cells, Model, WriteLabel, MIN_ANOMALY_PX, MIN_BAND_PX,
 };
 use super::labels::anomaly_label;
 use super::lanes::{lanes, Activity};
@@ -88,6 +88,7 @@ pub fn build(src: &Source, view: &View) -> Model {
 
     // Holds, their latencies and leases.
     let mut holds_drawn = 0;
+    let mut shared_drawn = 0;
     for &h in key_holds {
         let hold = &holds.holds[h as usize];
         let end = holds.shown_end(hold);
@@ -106,6 +107,7 @@ pub fn build(src: &Source, view: &View) -> Model {
             continue;
         };
         holds_drawn += 1;
+        shared_drawn += usize::from(hold.shared);
         let c = &mut cells[lane];
         c.fill_bar(scale.cells(hold.acquire_invoke, hold.begin), bar::LATENCY);
         if let Some(done) = release_done {
@@ -116,7 +118,14 @@ pub fn build(src: &Source, view: &View) -> Model {
                 _ => {}
             }
         }
-        c.fill_bar(scale.cells(hold.begin, end), bar::HOLD);
+        // A reader's hold (acquired in `shared` mode) is drawn as such: other readers may
+        // hold the lock with it, so two readers' bars side by side are no overlap.
+        let (held, past) = if hold.shared {
+            (bar::SHARED, bar::SHARED_PAST_LEASE)
+        } else {
+            (bar::HOLD, bar::PAST_LEASE)
+        };
+        c.fill_bar(scale.cells(hold.begin, end), held);
         // The lease: its covered stretches, and the hold's parts outside them.
         if let Some(first_end) = hold.initial_lease_end {
             let from = holds.renewals.partition_point(|r| r.hold < h);
@@ -161,12 +170,12 @@ pub fn build(src: &Source, view: &View) -> Model {
                     c.set(scale.cells(e, e), flag);
                 }
                 if s > covered_to && covered_to < end {
-                    c.fill_bar(scale.cells(covered_to, s.min(end)), bar::PAST_LEASE);
+                    c.fill_bar(scale.cells(covered_to, s.min(end)), past);
                 }
                 covered_to = covered_to.max(e);
             }
             if covered_to < end {
-                c.fill_bar(scale.cells(covered_to, end), bar::PAST_LEASE);
+                c.fill_bar(scale.cells(covered_to, end), past);
             }
         }
     }
@@ -301,8 +310,14 @@ pub fn build(src: &Source, view: &View) -> Model {
 
     // Anomalies: every one, at least a few pixels wide.
     let mut anomalies = Vec::new();
+    let mut arrows = Vec::new();
     for &a in &view.anomalies {
         let anomaly = &src.report.anomalies[a];
+        if let Some(arrow) = queue_jump(a, anomaly, &scale, |n| {
+            by_number.get(&n).and_then(|&p| lane_index(p))
+        }) {
+            arrows.push(arrow);
+        }
         if anomaly.kind == "lost-update" {
             // It concerns the whole run: drawn as marks on the events it names (the final
             // read, the writes of a duplicated value), not as a region over every lane.
@@ -375,10 +390,39 @@ pub fn build(src: &Source, view: &View) -> Model {
         cells,
         bands,
         anomalies,
+        arrows,
         notes,
         holds: holds_drawn,
+        shared_holds: shared_drawn,
         processes,
     }
+}
+
+/// An `unfair` anomaly's arrow: at the time the overtaker got the lock (the anomaly's
+/// start), from the lane of the waiter it overtook (named first, its acquire still pending)
+/// to the overtaker's lane (named second). None for other kinds, outside the picture, or
+/// when both share one row.
+fn queue_jump(
+    a: usize,
+    anomaly: &crate::report::Anomaly,
+    scale: &super::scale::XScale,
+    lane_of: impl Fn(u64) -> Option<usize>,
+) -> Option<ArrowItem> {
+    if anomaly.kind != "unfair" {
+        return None;
+    }
+    let [waiter, jumper] = anomaly.processes[..] else {
+        return None;
+    };
+    let cell = scale.cell(anomaly.start)?;
+    let (from, to) = (lane_of(waiter)?, lane_of(jumper)?);
+    (from != to).then(|| ArrowItem {
+        anomaly: a,
+        cell,
+        from,
+        to,
+        label: format!("p{jumper} jumped ahead of p{waiter}"),
+    })
 }
 
 /// Bands of one kind that touch at the pixel become one.

@@ -8,10 +8,16 @@ pub mod bar {
     pub const NONE: u8 = 0;
     /// Acquire latency (invoke → ok) or release latency (invoke → completion).
     pub const LATENCY: u8 = 1;
-    /// Held, within its lease.
-    pub const HOLD: u8 = 2;
-    /// Held after its lease ran out.
-    pub const PAST_LEASE: u8 = 3;
+    /// Held in `shared` mode (a reader), within its lease: other readers may hold it too.
+    /// Below `HOLD`, so that a column where a shared row also holds it exclusively is drawn
+    /// exclusive.
+    pub const SHARED: u8 = 2;
+    /// Held (exclusively), within its lease.
+    pub const HOLD: u8 = 3;
+    /// Held in `shared` mode after its lease ran out.
+    pub const SHARED_PAST_LEASE: u8 = 4;
+    /// Held (exclusively) after its lease ran out.
+    pub const PAST_LEASE: u8 = 5;
 }
 
 /// Marks and lines of a lane's column (bit flags).
@@ -168,6 +174,23 @@ pub struct AnomalyItem {
     pub label: String,
 }
 
+/// A queue jump (an `unfair` anomaly) as drawn: an arrow at one column, from the lane of the
+/// waiter that was overtaken (its acquire still pending there) to the lane of the process
+/// that got the lock at that moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrowItem {
+    /// Index into `Report::anomalies`.
+    pub anomaly: usize,
+    /// Plot-relative column: when the overtaker got the lock.
+    pub cell: usize,
+    /// The overtaken waiter's lane.
+    pub from: usize,
+    /// The overtaker's lane.
+    pub to: usize,
+    /// `p1 jumped ahead of p0`.
+    pub label: String,
+}
+
 pub const MIN_ANOMALY_PX: usize = 3;
 pub(super) const MIN_BAND_PX: usize = 2;
 
@@ -180,10 +203,14 @@ pub struct Model {
     pub cells: Vec<Cells>,
     pub bands: Vec<Band>,
     pub anomalies: Vec<AnomalyItem>,
+    /// Queue jumps (`unfair`), as arrows between lanes.
+    pub arrows: Vec<ArrowItem>,
     /// Things the picture must say about what it merged or left out.
     pub notes: Vec<String>,
     /// Holds drawn.
     pub holds: usize,
+    /// Of them, held in `shared` mode (readers).
+    pub shared_holds: usize,
     /// Client processes drawn.
     pub processes: usize,
 }

@@ -1,5 +1,7 @@
-//! What a timeline shows, merged to the pixel: lanes of processes, per-column cells of holds,
-//! latencies, leases and marks, fault bands and anomaly regions. `timeline` lays these out
+//! What a timeline shows, merged to the pixel: lanes of processes, per-column cells of holds
+//! (exclusive, or shared: a reader's, from its acquire's `"mode": "shared"`), latencies,
+//! leases and marks, fault bands, anomaly regions, and queue jumps (`unfair`) as arrows from
+//! the overtaken waiter's lane to the overtaker's. `timeline` lays these out
 //! and paints them; nothing here knows about plotters.
 //!
 //! Merging: each lane keeps one cell per pixel column. A hold, a latency or a lease marks the
@@ -11,7 +13,7 @@
 //! count), never dropped.
 //!
 //! The parts: `scale` (run time to pixel columns), `items` (what a picture draws: lanes,
-//! cells, bands, anomaly regions), `source` (what the pictures of one history share and
+//! cells, bands, anomaly regions, arrows), `source` (what the pictures of one history share and
 //! what one covers), `faults` (the nemesis faults as spans), `build` (the model of one
 //! picture) with `lanes` (its rows), and `labels`.
 
@@ -26,7 +28,8 @@ mod source;
 pub use build::build;
 pub use faults::{faults, Fault};
 pub use items::{
-    bar, mark, runs, AnomalyItem, Band, Cells, Lane, Model, Run, WriteLabel, MIN_ANOMALY_PX,
+    bar, mark, runs, AnomalyItem, ArrowItem, Band, Cells, Lane, Model, Run, WriteLabel,
+    MIN_ANOMALY_PX,
 };
 pub use labels::{anomaly_label, shorten};
 pub use scale::XScale;

@@ -4,15 +4,26 @@ use plotters::style::RGBColor;
 
 use super::scene::Scene;
 use super::style::{
-    fault_color, text_width, ANOMALY, ATTEMPT, HOLD, INFO, LATENCY, LEASE, PAST_LEASE, ROW,
-    SMALL_SIZE, TEXT, WRITE, WRITE_REJECTED,
+    fault_color, text_width, ANOMALY, ARROW, ATTEMPT, HATCH_SPACING, HOLD, INFO, LATENCY, LEASE,
+    PAST_LEASE, ROW, SHARED, SMALL_SIZE, TEXT, WRITE, WRITE_REJECTED,
 };
 
+/// Legend entries only some pictures need.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Extras {
+    /// Some holds were taken in `shared` mode (readers).
+    pub(super) shared: bool,
+    /// Some queue jumps are drawn as arrows.
+    pub(super) arrows: bool,
+}
+
 /// Draws the legend from row `y`; returns the row below it.
-pub(super) fn legend(scene: &mut Scene, mut y: i32, width: i32, _plot_w: usize) -> i32 {
+pub(super) fn legend(scene: &mut Scene, mut y: i32, width: i32, extras: Extras) -> i32 {
     #[derive(Clone, Copy)]
     enum Swatch {
         Bar(RGBColor, f64, f64),
+        Shared,
+        Arrow,
         Tick(RGBColor),
         Line(RGBColor),
         Faint(RGBColor),
@@ -22,18 +33,32 @@ pub(super) fn legend(scene: &mut Scene, mut y: i32, width: i32, _plot_w: usize) 
         Band(RGBColor),
         Anomaly,
     }
-    let items: [(Swatch, &str); 14] = [
-        (
-            Swatch::Bar(HOLD, 0.3, 0.92),
-            "hold: acquire ok → release invoke",
-        ),
+    let mut items: Vec<(Swatch, &str)> = vec![(
+        Swatch::Bar(HOLD, 0.3, 0.92),
+        if extras.shared {
+            "hold (write, exclusive): acquire ok → release invoke"
+        } else {
+            "hold: acquire ok → release invoke"
+        },
+    )];
+    if extras.shared {
+        items.push((
+            Swatch::Shared,
+            "read (shared) hold: readers may hold it together, no overlap",
+        ));
+    }
+    items.extend([
         (
             Swatch::Bar(LATENCY, 0.42, 0.82),
             "acquire / release latency",
         ),
         (
             Swatch::Bar(PAST_LEASE, 0.3, 0.92),
-            "held after its lease ran out",
+            if extras.shared {
+                "held after its lease ran out (hatched: a reader)"
+            } else {
+                "held after its lease ran out"
+            },
         ),
         (Swatch::Line(LEASE), "lease"),
         (
@@ -61,7 +86,13 @@ pub(super) fn legend(scene: &mut Scene, mut y: i32, width: i32, _plot_w: usize) 
             "fault (darker: processes it hit)",
         ),
         (Swatch::Anomaly, "anomaly #n kind [event indices]"),
-    ];
+    ]);
+    if extras.arrows {
+        items.push((
+            Swatch::Arrow,
+            "queue jump (unfair): from the waiter overtaken to who got the lock",
+        ));
+    }
     let mut x = 12;
     let h = 14;
     for (swatch, text) in items {
@@ -73,6 +104,38 @@ pub(super) fn legend(scene: &mut Scene, mut y: i32, width: i32, _plot_w: usize) 
         let at = |f: f64| y + (h as f64 * f) as i32;
         match swatch {
             Swatch::Bar(c, a, b) => scene.fill(x, at(a), x + 24, at(b), c, 1.0),
+            Swatch::Shared => {
+                let (y0, y1) = (at(0.3), at(0.92));
+                scene.fill(x, y0, x + 24, y1, SHARED, 1.0);
+                scene.fill(x, y0, x + 24, y0 + 1, HOLD, 1.0);
+                scene.fill(x, y1 - 1, x + 24, y1, HOLD, 1.0);
+                scene.hatch((x, y0 + 1, x + 24, y1 - 1), HATCH_SPACING, HOLD);
+            }
+            Swatch::Arrow => {
+                // Sideways, to fit the row: from the waiter (the square) to the overtaker.
+                scene.top_polygons.push((
+                    vec![
+                        (x + 2, y + 4),
+                        (x + 8, y + 4),
+                        (x + 8, y + 10),
+                        (x + 2, y + 10),
+                    ],
+                    ARROW,
+                ));
+                scene.top_polygons.push((
+                    vec![
+                        (x + 8, y + 6),
+                        (x + 18, y + 6),
+                        (x + 18, y + 8),
+                        (x + 8, y + 8),
+                    ],
+                    ARROW,
+                ));
+                scene.top_polygons.push((
+                    vec![(x + 17, y + 2), (x + 24, y + 7), (x + 17, y + 12)],
+                    ARROW,
+                ));
+            }
             Swatch::Tick(c) => scene.fill(x + 11, y, x + 13, y + h, c, 1.0),
             Swatch::Line(c) => scene.fill(x, at(0.45), x + 24, at(0.45) + 2, c, 1.0),
             Swatch::Faint(c) => scene.fill(x, at(0.45), x + 24, at(0.45) + 2, c, 0.45),

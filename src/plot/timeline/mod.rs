@@ -1,6 +1,8 @@
 //! Timelines: per key, one lane per client process (grouped by worker), a bar per hold with
-//! its acquire and release latencies, leases and their ends, failed and indeterminate
-//! operations, writes with their tokens, nemesis faults as bands and every anomaly in red.
+//! its acquire and release latencies (a reader's shared hold light and hatched, a writer's
+//! solid), leases and their ends, failed and indeterminate operations, writes with their
+//! tokens, nemesis faults as bands and every anomaly in red, a queue jump also as an arrow
+//! from the waiter overtaken to the process that got the lock.
 //! One picture of the whole run per key, and a zoomed picture around the first anomaly of
 //! each of the worst episodes (`report::episodes`). Each is written as SVG and PNG.
 //!
@@ -27,7 +29,7 @@ use crate::plot::fonts;
 use crate::plot::model::{self, Model, Source, View, XScale};
 
 pub use crate::plot::groups::ProcessGroups;
-pub use picture::{AnomalyMark, Picture};
+pub use picture::{AnomalyMark, ArrowMark, Picture};
 
 use picture::{draw_picture, Texts};
 use text::{file_safe, plural, seconds, wrap};

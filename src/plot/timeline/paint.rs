@@ -100,6 +100,10 @@ pub(super) fn paint<DB: DrawingBackend>(
     for f in scene.outlines.iter().chain(&scene.top_fills) {
         fill(f).map_err(err)?;
     }
+    for (points, color) in &scene.top_polygons {
+        root.draw(&Polygon::new(points.clone(), color.filled()))
+            .map_err(err)?;
+    }
     for l in &scene.labels {
         let style: TextStyle = FontDesc::new(fonts::FAMILY.into(), l.size, FontStyle::Normal)
             .color(&l.color)

@@ -12,13 +12,14 @@ use crate::plot::error::PlotError;
 use crate::plot::groups::ProcessGroups;
 use crate::plot::model::{self, bar, mark, Model, XScale};
 
-use super::legend::legend;
+use super::legend::{legend, Extras};
 use super::paint::paint;
 use super::scene::{Fill, Label, Rows, Scene};
 use super::style::{
-    fault_color, text_width, ANOMALY, ATTEMPT, FAIL, GRID, HOLD, INFO, LATENCY, LEASE, LEASE_IDLE,
-    MARK_GAP, MAX_ANOMALY_ROWS, MAX_FAULT_ROWS, MUTED, PAST_LEASE, ROW, RUN_BUDGET, SHAPE_SPACING,
-    SMALL_SIZE, TEXT, TEXT_SIZE, TITLE_SIZE, TOKEN_SPACING, WRITE, WRITE_REJECTED, ZEBRA,
+    fault_color, text_width, ANOMALY, ARROW, ATTEMPT, FAIL, GRID, HATCH_BUDGET, HATCH_SPACING,
+    HOLD, INFO, LATENCY, LEASE, LEASE_IDLE, MARK_GAP, MAX_ANOMALY_ROWS, MAX_FAULT_ROWS, MUTED,
+    PAST_LEASE, ROW, RUN_BUDGET, SHAPE_SPACING, SHARED, SHARED_PAST_LEASE, SMALL_SIZE, TEXT,
+    TEXT_SIZE, TITLE_SIZE, TOKEN_SPACING, WRITE, WRITE_REJECTED, ZEBRA,
 };
 use super::text::seconds;
 
@@ -34,6 +35,17 @@ pub struct AnomalyMark {
     pub label: String,
     /// The label's box `[x0, y0, x1, y1)`, if it fitted.
     pub label_box: Option<[i32; 4]>,
+}
+
+/// Where a queue jump's arrow was drawn (pixel coordinates of the picture).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrowMark {
+    /// Index into `Report::anomalies` (an `unfair` one).
+    pub anomaly: usize,
+    pub x: i32,
+    /// From the overtaken waiter's lane (`y.0`) to the overtaker's (`y.1`, the head).
+    pub y: (i32, i32),
+    pub label: String,
 }
 
 /// One drawn picture, for the HTML page.
@@ -56,6 +68,10 @@ pub struct Picture {
     pub lanes: usize,
     pub title: String,
     pub anomalies: Vec<AnomalyMark>,
+    /// Queue jumps, as arrows between lanes.
+    pub arrows: Vec<ArrowMark>,
+    /// Holds drawn in `shared` mode (readers).
+    pub shared_holds: usize,
     /// What the picture says it merged or left out.
     pub notes: Vec<String>,
     /// Every text drawn (for checking the font covers it).
@@ -232,6 +248,18 @@ pub(super) fn draw_picture(
         gap = (gap * 2).max(1);
     }
     let label_tokens = lane_h >= 14;
+    // Readers' holds are hatched where the lanes are tall enough and the stripes few enough.
+    let shared_columns: usize = m
+        .cells
+        .iter()
+        .map(|c| {
+            c.bar
+                .iter()
+                .filter(|&&b| b == bar::SHARED || b == bar::SHARED_PAST_LEASE)
+                .count()
+        })
+        .sum();
+    let hatch = lane_h >= 8 && shared_columns / HATCH_SPACING as usize <= HATCH_BUDGET;
     // Marks a few pixels apart join into a run; a run wider than a mark is a dense
     // stretch, drawn as a thin strip so that it does not hide the bars. And where any lane
     // has many marks of a kind, every lane draws that kind as small ticks (a rug), so that
@@ -279,17 +307,26 @@ pub(super) fn draw_picture(
         for run in model::runs(cells.bar.iter().copied(), gap) {
             let (y0, y1, color) = match run.value {
                 bar::LATENCY => (at(0.42), at(0.82), LATENCY),
+                bar::SHARED => (at(0.3), at(0.92), SHARED),
                 bar::HOLD => (at(0.3), at(0.92), HOLD),
+                bar::SHARED_PAST_LEASE => (at(0.3), at(0.92), SHARED_PAST_LEASE),
                 _ => (at(0.3), at(0.92), PAST_LEASE),
             };
-            scene.fill(
-                band_x(run.start),
-                y0,
-                band_x(run.end),
-                y1.max(y0 + 1),
-                color,
-                1.0,
-            );
+            let (x0, x1, y1) = (band_x(run.start), band_x(run.end), y1.max(y0 + 1));
+            scene.fill(x0, y0, x1, y1, color, 1.0);
+            // A reader's hold: light, edged and hatched, unlike a writer's solid bar.
+            let ink = match run.value {
+                bar::SHARED => Some(HOLD),
+                bar::SHARED_PAST_LEASE => Some(PAST_LEASE),
+                _ => None,
+            };
+            if let Some(ink) = ink {
+                scene.fill(x0, y0, x1, y0 + 1, ink, 1.0);
+                scene.fill(x0, y1 - 1, x1, y1, ink, 1.0);
+                if hatch && y1 - y0 >= 4 {
+                    scene.hatch((x0, y0 + 1, x1, y1 - 1), HATCH_SPACING, ink);
+                }
+            }
         }
         let line_h = 1.max(lane_h / 10);
         // The thin lines above a lane's bars: the lease, faint where the lock may still be
@@ -575,6 +612,62 @@ pub(super) fn draw_picture(
             label_box,
         });
     }
+    // Queue jumps: an arrow from the overtaken waiter's pending acquire to the lane of the
+    // process that got the lock, a few pixels inside the anomaly's region (whose edge is at
+    // that moment, so that the two do not blur into one line), labelled beside it.
+    let mut arrows = Vec::new();
+    let mut arrow_labels: Vec<[i32; 4]> = Vec::new();
+    for arrow in &m.arrows {
+        let x = (band_x(arrow.cell) + 4).min(right - 2);
+        let (from_top, to_top) = (lane_y[arrow.from], lane_y[arrow.to]);
+        let y_from = from_top + (lane_h as f64 * 0.62).round() as i32;
+        let y_to = if to_top > from_top {
+            to_top + (lane_h as f64 * 0.3).round() as i32
+        } else {
+            to_top + (lane_h as f64 * 0.92).round() as i32
+        };
+        scene.arrow(x, y_from, y_to, ARROW);
+        if lane_h >= 10 {
+            // Left of the arrow, clear of the red region it starts (its edges would cut
+            // through the text); else right of it; left out where both would cover another
+            // arrow's label (the legend says what an arrow is).
+            let size = 11.0;
+            let w = text_width(&arrow.label, size);
+            let y = (y_from + y_to) / 2 - 6;
+            let free = |x0: i32, placed: &[[i32; 4]]| {
+                x0 > left
+                    && x0 + w < right
+                    && placed.iter().all(|b| {
+                        x0 + w + 4 <= b[0] || x0 >= b[2] + 4 || y + 13 <= b[1] || y >= b[3]
+                    })
+            };
+            let place = [
+                (x - 10 - w, x - 10, HPos::Right),
+                (x + 10, x + 10, HPos::Left),
+            ]
+            .into_iter()
+            .find(|&(x0, _, _)| free(x0, &arrow_labels));
+            if let Some((x0, lx, h)) = place {
+                arrow_labels.push([x0, y, x0 + w, y + 13]);
+                scene.labels.push(Label {
+                    text: arrow.label.clone(),
+                    x: lx,
+                    y,
+                    size,
+                    color: ARROW,
+                    h,
+                    boxed: true,
+                });
+            }
+        }
+        arrows.push(ArrowMark {
+            anomaly: arrow.anomaly,
+            x,
+            y: (y_from, y_to),
+            label: arrow.label.clone(),
+        });
+    }
+
     let labelled_items = m.anomalies.iter().filter(|a| !a.label.is_empty()).count();
     let unlabelled = m
         .anomalies
@@ -613,7 +706,11 @@ pub(super) fn draw_picture(
     y += ROW + 10;
 
     // Legend.
-    y = legend(&mut scene, y, width as i32, plot_w);
+    let extras = Extras {
+        shared: m.shared_holds > 0,
+        arrows: !m.arrows.is_empty(),
+    };
+    y = legend(&mut scene, y, width as i32, extras);
     let height = (y + 10) as u32;
 
     for l in &scene.labels {
@@ -648,6 +745,8 @@ pub(super) fn draw_picture(
         lanes: m.lanes.len(),
         title: texts.title,
         anomalies: marks,
+        arrows,
+        shared_holds: m.shared_holds,
         notes: m.notes.clone(),
         texts: all_texts,
     })

@@ -5,7 +5,18 @@ use plotters::style::{FontDesc, FontStyle, RGBColor};
 use crate::plot::fonts;
 
 pub(super) const ANOMALY: RGBColor = RGBColor(220, 20, 20);
+/// A queue jump's arrow (an anomaly, so red; darker, to stand out of its red region).
+pub(super) const ARROW: RGBColor = RGBColor(170, 0, 0);
 pub(super) const HOLD: RGBColor = RGBColor(31, 119, 180);
+/// A reader's (shared) hold: this light fill, hatched and edged in `HOLD`.
+pub(super) const SHARED: RGBColor = RGBColor(214, 230, 244);
+/// A reader's hold after its lease ran out: this light fill, hatched and edged in
+/// `PAST_LEASE`.
+pub(super) const SHARED_PAST_LEASE: RGBColor = RGBColor(252, 226, 184);
+/// Hatching stripes this many pixels apart.
+pub(super) const HATCH_SPACING: i32 = 6;
+/// Above this many hatching stripes in one picture, shared holds are drawn unhatched.
+pub(super) const HATCH_BUDGET: usize = 6_000;
 pub(super) const LATENCY: RGBColor = RGBColor(158, 202, 232);
 pub(super) const PAST_LEASE: RGBColor = RGBColor(245, 166, 35);
 pub(super) const LEASE: RGBColor = RGBColor(44, 160, 44);
