@@ -1,6 +1,6 @@
 //! `lockaudit-adapter`: an external lock client (docs/protocol.md, version 1) over
 //! lockaudit's own built-in algorithms, to test the protocol's plumbing and to measure what
-//! the stdio hop costs. `options` of `init`: `algorithm` (one of the seven, default
+//! the stdio hop costs. `options` of `init`: `algorithm` (one of the built-ins, default
 //! `set-nx-px`), and optionally `fenced`, `watchdog`, `retry_backoff_ms` (the wait between
 //! tries while `wait_ms` lasts, default 10), `op_timeout_ms` (default 1000).
 //!

@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::conn::Conn;
-use super::{Acquired, LockClient, LockOptions, Notice, Outcome};
+use super::{Acquired, LockClient, LockOptions, Mode, Notice, Outcome};
 
 /// The step between winning the lock and taking the token.
 pub(crate) const STEP: &str = "fenced:before-incr";
@@ -45,7 +45,12 @@ impl LockClient for Fenced {
     }
 
     async fn acquire(&mut self, key: &str) -> Acquired {
-        let lease_ms = match self.inner.acquire(key).await {
+        self.acquire_mode(key, Mode::Exclusive).await
+    }
+
+    /// Readers take a token too: every acquisition of the key counts, whatever its mode.
+    async fn acquire_mode(&mut self, key: &str, mode: Mode) -> Acquired {
+        let lease_ms = match self.inner.acquire_mode(key, mode).await {
             Acquired::Ok { lease_ms, .. } => lease_ms,
             other => return other,
         };
@@ -65,6 +70,22 @@ impl LockClient for Fenced {
 
     async fn release(&mut self, key: &str) -> Outcome {
         self.inner.release(key).await
+    }
+
+    async fn release_mode(&mut self, key: &str, mode: Mode) -> Outcome {
+        self.inner.release_mode(key, mode).await
+    }
+
+    fn shared(&self) -> bool {
+        self.inner.shared()
+    }
+
+    fn fair(&self) -> bool {
+        self.inner.fair()
+    }
+
+    fn wait_ms(&self) -> Option<i64> {
+        self.inner.wait_ms()
     }
 
     async fn renew(&mut self, key: &str) -> Outcome {

@@ -3,7 +3,7 @@
 //! Each module is one seed algorithm, written the way its source writes it, flaws included:
 //! the point of lockaudit is to show those flaws in a history, so none is "fixed" here.
 //! `connect` builds a client for an algorithm by name; `fenced: true` wraps any of them so
-//! that every successful acquire also takes a fencing token from `INCR`. Besides the seven
+//! that every successful acquire also takes a fencing token from `INCR`. Besides the nine
 //! built-ins, `connect` accepts `lua` (`SCRIPTED`): a lock the workload writes itself as Lua
 //! scripts (`lua_script.rs` documents the calling convention).
 //!
@@ -15,15 +15,18 @@
 pub mod adapter_test;
 mod conn;
 pub mod external;
+mod fair_lock;
 mod fenced;
 mod lua_getset;
 mod lua_script;
 mod redlock;
 mod reentrant;
+mod rw_lock;
 mod set_nx_px;
 mod setnx_del;
 mod setnx_expire;
 mod setnx_getset;
+mod waiter;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -77,11 +80,49 @@ pub enum NoticeKind {
     Lost { key: String, error: String },
 }
 
+/// The mode an acquire asks for (docs/history-format.md's `mode` on the acquire invoke):
+/// a writer excludes everyone, readers share with readers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Exclusive,
+    Shared,
+}
+
 /// One client's handle on one algorithm. A client runs one operation at a time.
 #[async_trait]
 pub trait LockClient: Send {
     async fn acquire(&mut self, key: &str) -> Acquired;
     async fn release(&mut self, key: &str) -> Outcome;
+    /// An acquire in `mode`. Exclusive is `acquire`; a lock without a shared mode
+    /// (`shared()` false) refuses a shared acquire without asking the server.
+    async fn acquire_mode(&mut self, key: &str, mode: Mode) -> Acquired {
+        match mode {
+            Mode::Exclusive => self.acquire(key).await,
+            Mode::Shared => Acquired::Fail("this lock has no shared mode".into()),
+        }
+    }
+    /// The release of a hold taken in `mode`. Exclusive is `release`.
+    async fn release_mode(&mut self, key: &str, mode: Mode) -> Outcome {
+        match mode {
+            Mode::Exclusive => self.release(key).await,
+            Mode::Shared => Outcome::Fail("this lock has no shared mode".into()),
+        }
+    }
+    /// Whether `acquire_mode` takes `Mode::Shared` (a read-write lock).
+    fn shared(&self) -> bool {
+        false
+    }
+    /// Whether the lock promises first-come-first-served order among waiting acquires (the
+    /// acquire invoke's `fair`).
+    fn fair(&self) -> bool {
+        false
+    }
+    /// The longest an acquire waits for the lock (the acquire invoke's `wait_ms`), for a
+    /// lock whose acquire blocks for a given time; None for a lock that retries by its own
+    /// policy or tries once.
+    fn wait_ms(&self) -> Option<i64> {
+        None
+    }
     /// Extends a held lock. The recipes without renewal keep this default: the lease
     /// stays as it was (`renews()` is false, so workers never call it).
     async fn renew(&mut self, _key: &str) -> Outcome {
@@ -112,15 +153,17 @@ pub trait LockClient: Send {
     }
 }
 
-/// The seven built-in algorithms' names, as `connect` and the CLI accept them (the audit
+/// The nine built-in algorithms' names, as `connect` and the CLI accept them (the audit
 /// runs each). `connect` also accepts `SCRIPTED`.
-pub const ALGORITHMS: [&str; 7] = [
+pub const ALGORITHMS: [&str; 9] = [
     "setnx-del",
     "setnx-expire",
     "setnx-getset",
     "lua-getset",
     "set-nx-px",
     "reentrant",
+    "rw-lock",
+    "fair-lock",
     "redlock",
 ];
 
@@ -144,18 +187,20 @@ pub fn known_algorithms() -> String {
 
 /// Why the clock-skew fault cannot act on `algorithm`'s clients, or None when they read the
 /// client's wall clock (`LockOptions::client_now_ms`: setnx-getset and lua-getset, whose
-/// locks store expiry timestamps; an external adapter, started under a faked wall clock).
+/// locks store expiry timestamps; fair-lock, whose waiting queue's timeouts are the
+/// client's `System.currentTimeMillis()`; an external adapter, started under a faked wall
+/// clock).
 /// The others time leases on the servers or with a monotonic clock; Lua-script locks get
 /// no client time.
 pub fn ignores_client_clock(algorithm: &str) -> Option<String> {
     match algorithm {
-        "setnx-getset" | "lua-getset" | EXTERNAL => None,
+        "setnx-getset" | "lua-getset" | "fair-lock" | EXTERNAL => None,
         SCRIPTED => Some(
             "a Lua-script lock is passed no client time (its scripts see only the server's clock)"
                 .into(),
         ),
         other => Some(format!(
-            "{other} never reads the client's wall clock (only setnx-getset and lua-getset do)"
+            "{other} never reads the client's wall clock (only setnx-getset, lua-getset and fair-lock do)"
         )),
     }
 }
@@ -171,6 +216,8 @@ pub fn crash_points(algorithm: &str) -> &'static [&'static str] {
         "lua-getset" => lua_getset::STEPS,
         "set-nx-px" => set_nx_px::STEPS,
         "reentrant" => reentrant::STEPS,
+        "rw-lock" => rw_lock::STEPS,
+        "fair-lock" => fair_lock::STEPS,
         "redlock" => redlock::STEPS,
         SCRIPTED => lua_script::STEPS,
         EXTERNAL => external::STEPS,
@@ -230,7 +277,7 @@ pub struct LockOptions {
     pub adapter: Option<Vec<String>>,
     /// `external` only: the workload's `adapter_options`, passed as `options` in `init`.
     pub adapter_options: Option<serde_json::Value>,
-    /// `external` only: an acquire's `wait_ms` (0: try once).
+    /// `external` and `fair-lock`: an acquire's `wait_ms` (0: try once).
     pub wait_ms: u64,
     /// The run folder: an adapter's working directory and where its stderr log goes
     /// (`adapter-<process>.log`). None: the current directory, stderr discarded.
@@ -439,6 +486,14 @@ pub async fn connect(
             primary(endpoints, &options).await?,
             options.clone(),
         )),
+        "rw-lock" => Box::new(rw_lock::RwLock::new(
+            primary(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "fair-lock" => Box::new(fair_lock::FairLock::new(
+            primary(endpoints, &options).await?,
+            options.clone(),
+        )),
         EXTERNAL => Box::new(external::External::connect(endpoints, options.clone()).await?),
         SCRIPTED => {
             let scripts = options.scripts.clone().ok_or_else(|| {
@@ -606,7 +661,7 @@ mod tests {
     }
 
     #[test]
-    fn lua_is_known_but_not_one_of_the_seven() {
+    fn lua_is_known_but_not_one_of_the_nine() {
         assert!(is_known_algorithm(SCRIPTED));
         assert!(is_known_algorithm("redlock"));
         assert!(!is_known_algorithm("chubby"));

@@ -14,11 +14,10 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use futures_util::{FutureExt, StreamExt};
-use redis::aio::PubSub;
 use redis::Script;
 
 use super::conn::Conn;
+use super::waiter::Waiter;
 use super::{ms_between, Acquired, LockClient, LockOptions, Outcome};
 
 /// The named steps (crash points).
@@ -75,8 +74,8 @@ pub(crate) struct Reentrant {
     lock: Script,
     renew: Script,
     unlock: Script,
-    /// The waiters' subscription connection, made on first contention and kept.
-    pubsub: Option<PubSub>,
+    /// The waiters' subscription, made on first contention and kept.
+    waiter: Waiter,
 }
 
 impl Reentrant {
@@ -87,61 +86,8 @@ impl Reentrant {
             lock: Script::new(LOCK),
             renew: Script::new(RENEW),
             unlock: Script::new(UNLOCK),
-            pubsub: None,
+            waiter: Waiter::default(),
         }
-    }
-
-    /// Subscribes to the lock's channel. Waiting is only faster with it, never more
-    /// correct, so any trouble just falls back to sleeping.
-    async fn subscribe(&mut self, channel: &str) {
-        let limit = self.conn.timeout();
-        if self.pubsub.is_none() {
-            let Ok(client) = self.conn.client().await else {
-                return;
-            };
-            if let Ok(Ok(p)) = tokio::time::timeout(limit, client.get_async_pubsub()).await {
-                self.pubsub = Some(p);
-            }
-        }
-        if let Some(p) = self.pubsub.as_mut() {
-            if !matches!(
-                tokio::time::timeout(limit, p.subscribe(channel)).await,
-                Ok(Ok(()))
-            ) {
-                self.pubsub = None;
-                return;
-            }
-            // Messages left over from an earlier wait must not end this one early.
-            let mut stale = p.on_message();
-            while let Some(Some(_)) = stale.next().now_or_never() {}
-        }
-    }
-
-    async fn unsubscribe(&mut self, channel: &str) {
-        let limit = self.conn.timeout();
-        if let Some(p) = self.pubsub.as_mut() {
-            if !matches!(
-                tokio::time::timeout(limit, p.unsubscribe(channel)).await,
-                Ok(Ok(()))
-            ) {
-                self.pubsub = None;
-            }
-        }
-    }
-
-    /// Waits for an unlock message or `limit`, whichever comes first.
-    async fn wait(&mut self, limit: Duration) {
-        let deadline = tokio::time::Instant::now() + limit;
-        if let Some(p) = self.pubsub.as_mut() {
-            let message = tokio::time::timeout_at(deadline, p.on_message().next()).await;
-            match message {
-                Ok(Some(_)) | Err(_) => return,
-                Ok(None) => {}
-            }
-            // The subscription connection died: forget it, sleep out the rest.
-            self.pubsub = None;
-        }
-        tokio::time::sleep_until(deadline).await;
     }
 }
 
@@ -182,7 +128,7 @@ impl LockClient for Reentrant {
                 break;
             }
             if !subscribed {
-                self.subscribe(&channel).await;
+                self.waiter.subscribe(&mut self.conn, &channel).await;
                 subscribed = true;
             }
             // As Redisson: wait for the unlock message at most the holder's remaining ttl.
@@ -191,10 +137,10 @@ impl LockClient for Reentrant {
                 Ok(ms) => delay.min(Duration::from_millis(ms)),
                 Err(_) => delay,
             };
-            self.wait(wait).await;
+            self.waiter.wait(wait).await;
         }
         if subscribed {
-            self.unsubscribe(&channel).await;
+            self.waiter.unsubscribe(self.conn.timeout(), &channel).await;
         }
         outcome
     }

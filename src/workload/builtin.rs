@@ -6,7 +6,7 @@
 use super::spec::{SpecError, WorkloadSpec};
 
 /// Each built-in algorithm's workload, as the text of its file.
-pub const BUILTIN: [(&str, &str); 7] = [
+pub const BUILTIN: [(&str, &str); 9] = [
     ("setnx-del", include_str!("../../workloads/setnx-del.toml")),
     (
         "setnx-expire",
@@ -22,6 +22,8 @@ pub const BUILTIN: [(&str, &str); 7] = [
     ),
     ("set-nx-px", include_str!("../../workloads/set-nx-px.toml")),
     ("reentrant", include_str!("../../workloads/reentrant.toml")),
+    ("rw-lock", include_str!("../../workloads/rw-lock.toml")),
+    ("fair-lock", include_str!("../../workloads/fair-lock.toml")),
     ("redlock", include_str!("../../workloads/redlock.toml")),
 ];
 

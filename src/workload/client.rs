@@ -1,5 +1,7 @@
 //! One logical client's loop: acquire; in the critical section read the guarded counter,
 //! hold (work), write it + 1 (carrying the token); release; think; again, until the deadline.
+//! With a `read_share` (rw-lock), that share of the cycles are reads instead: the acquire
+//! asks for `shared` mode, and the critical section reads and holds but never writes.
 //!
 //! Every operation is recorded as an invoke just before it starts and a completion as soon
 //! as it ends (docs/history-format.md). An operation that ends `info` retires the process: its state is
@@ -15,7 +17,7 @@ use serde_json::json;
 
 use crate::cluster::Endpoints;
 use crate::history::{Event, EventType};
-use crate::locks::{self, Acquired, LockClient, LockOptions, Notice, NoticeKind, Outcome};
+use crate::locks::{self, Acquired, LockClient, LockOptions, Mode, Notice, NoticeKind, Outcome};
 
 use super::controls::Controls;
 use super::resource::{Resource, WriteResult};
@@ -318,8 +320,15 @@ impl Client {
             return;
         };
         let process = me.process;
+        // Drawn only for a workload that reads, so that the others keep their sequence.
+        let share = self.plan.spec.read_share;
+        let mode = if share > 0.0 && self.rng.random_bool(share.min(1.0)) {
+            Mode::Shared
+        } else {
+            Mode::Exclusive
+        };
 
-        let token = match self.acquire(process, &key).await {
+        let token = match self.acquire(process, &key, mode).await {
             Taken::Held(token) => token,
             Taken::Refused => {
                 let pause = draw(&mut self.rng, self.plan.spec.think).max(Duration::from_millis(1));
@@ -329,8 +338,8 @@ impl Client {
             Taken::Retired => return,
         };
 
-        if self.critical_section(process, &key, token).await {
-            self.release(process, &key).await;
+        if self.critical_section(process, &key, token, mode).await {
+            self.release(process, &key, mode).await;
         }
         let pause = draw(&mut self.rng, self.plan.spec.think);
         self.idle(pause).await;
@@ -340,8 +349,15 @@ impl Client {
     /// `nested`, taking the lock again first), then writes the read value + 1. The work sits
     /// between the read and the write, as in a real read-modify-write, so that a holder
     /// paused there writes after its lease ran out: the stale write fencing must stop.
+    /// A shared hold (a reader) reads and holds, and writes nothing: readers only read.
     /// False if the process was retired on the way (its hold is left to its lease).
-    async fn critical_section(&mut self, process: u64, key: &str, token: Option<i64>) -> bool {
+    async fn critical_section(
+        &mut self,
+        process: u64,
+        key: &str,
+        token: Option<i64>,
+        mode: Mode,
+    ) -> bool {
         self.record(process, EventType::Invoke, "read", key, None, None);
         let Some(me) = self.me.as_mut() else {
             return false;
@@ -366,11 +382,14 @@ impl Client {
                 return false;
             }
         };
-        if self.plan.spec.nested && !self.nest(process, key).await {
+        if self.plan.spec.nested && !self.nest(process, key, mode).await {
             return false;
         }
         if !self.hold(process, key).await {
             return false;
+        }
+        if mode == Mode::Shared {
+            return true;
         }
 
         let payload = json!({ "token": token, "value": current + 1 });
@@ -411,11 +430,12 @@ impl Client {
         }
     }
 
-    /// Takes the held lock again and releases it once: the hold must go on throughout.
-    async fn nest(&mut self, process: u64, key: &str) -> bool {
-        match self.acquire(process, key).await {
+    /// Takes the held lock again (in the same mode) and releases it once: the hold must go
+    /// on throughout.
+    async fn nest(&mut self, process: u64, key: &str, mode: Mode) -> bool {
+        match self.acquire(process, key, mode).await {
             Taken::Held(_) => {
-                self.release(process, key).await;
+                self.release(process, key, mode).await;
                 self.me.is_some()
             }
             Taken::Refused => true,
@@ -423,20 +443,18 @@ impl Client {
         }
     }
 
-    /// One recorded acquire of `key`.
-    async fn acquire(&mut self, process: u64, key: &str) -> Taken {
+    /// One recorded acquire of `key` in `mode`.
+    async fn acquire(&mut self, process: u64, key: &str, mode: Mode) -> Taken {
         let timeout = self.timeout();
-        // The ttl the request asks for (docs/history-format.md), when the lock has one.
         let asked = self
             .me
             .as_ref()
-            .and_then(|me| me.lock.ttl_ms())
-            .map(|ttl| json!({ "ttl_ms": ttl }));
+            .and_then(|me| asked(me.lock.as_ref(), mode));
         self.record(process, EventType::Invoke, "acquire", key, asked, None);
         let Some(me) = self.me.as_mut() else {
             return Taken::Retired;
         };
-        let acquired = tokio::time::timeout(timeout, me.lock.acquire(key))
+        let acquired = tokio::time::timeout(timeout, me.lock.acquire_mode(key, mode))
             .await
             .unwrap_or_else(|_| Acquired::Info("timeout".into()));
         match acquired {
@@ -506,11 +524,11 @@ impl Client {
         }
     }
 
-    async fn release(&mut self, process: u64, key: &str) {
+    async fn release(&mut self, process: u64, key: &str, mode: Mode) {
         let timeout = self.timeout();
         self.record(process, EventType::Invoke, "release", key, None, None);
         let Some(me) = self.me.as_mut() else { return };
-        let released = tokio::time::timeout(timeout, me.lock.release(key))
+        let released = tokio::time::timeout(timeout, me.lock.release_mode(key, mode))
             .await
             .unwrap_or_else(|_| Outcome::Info("timeout".into()));
         let done = match released {
@@ -520,4 +538,25 @@ impl Client {
         };
         self.complete(process, "release", key, done);
     }
+}
+
+/// An acquire invoke's payload (docs/history-format.md): the ttl the request asks for, when
+/// the lock has one; `mode` `shared` for a reader (absent: exclusive); `fair` for a lock that
+/// promises arrival order; `wait_ms` for a lock whose acquire waits that long. None when
+/// there is nothing to say (a plain `setnx-del` acquire).
+fn asked(lock: &dyn LockClient, mode: Mode) -> Option<serde_json::Value> {
+    let mut payload = serde_json::Map::new();
+    if let Some(ttl) = lock.ttl_ms() {
+        payload.insert("ttl_ms".into(), json!(ttl));
+    }
+    if mode == Mode::Shared {
+        payload.insert("mode".into(), json!("shared"));
+    }
+    if lock.fair() {
+        payload.insert("fair".into(), json!(true));
+    }
+    if let Some(wait) = lock.wait_ms() {
+        payload.insert("wait_ms".into(), json!(wait));
+    }
+    (!payload.is_empty()).then_some(serde_json::Value::Object(payload))
 }

@@ -111,10 +111,16 @@ pub struct WorkloadSpec {
     /// `external` only: a free-form table, the `options` of the adapter's `init`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adapter_options: Option<toml::Table>,
-    /// `external` only: how long an acquire may wait for the lock (`wait_ms`; default 0,
-    /// try once). Shorter than `op_timeout`.
+    /// `external` and `fair-lock` only: how long an acquire may wait for the lock
+    /// (`wait_ms`; default 0, try once). Shorter than `op_timeout`. For `fair-lock` it is
+    /// also the thread wait time of its queue (as Redisson's `tryLock(waitTime, ...)`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait: Option<Millis>,
+    /// `rw-lock` only: the share of acquires that are reads (`mode` `shared`), 0 to 1
+    /// (default 0: every acquire writes). A read holds the lock in shared mode and only
+    /// reads the guarded counter; a write holds it exclusively and increments it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub read_share: f64,
     /// Where the lock lives; the algorithm's natural topology if absent.
     pub topology: Option<Topology>,
     /// Masters for the `independent` topology.
@@ -154,6 +160,7 @@ impl Default for WorkloadSpec {
             adapter: None,
             adapter_options: None,
             wait: None,
+            read_share: 0.0,
             topology: None,
             masters: 5,
             clients: 8,
@@ -315,6 +322,7 @@ impl WorkloadSpec {
         }
         self.validate_scripts()?;
         self.validate_adapter()?;
+        self.validate_read_share()?;
         for (field, value) in [
             ("clients", self.clients),
             ("workers", self.workers),
@@ -409,18 +417,17 @@ impl WorkloadSpec {
             }
             _ => {}
         }
-        if !external {
-            for (field, set) in [
-                ("adapter_options", self.adapter_options.is_some()),
-                ("wait", self.wait.is_some()),
-            ] {
-                if set {
-                    return Err(format!(
-                        "field `{field}`: only for algorithm = \"{}\"",
-                        locks::EXTERNAL
-                    ));
-                }
-            }
+        if !external && self.adapter_options.is_some() {
+            return Err(format!(
+                "field `adapter_options`: only for algorithm = \"{}\"",
+                locks::EXTERNAL
+            ));
+        }
+        if !external && self.algorithm != "fair-lock" && self.wait.is_some() {
+            return Err(format!(
+                "field `wait`: only for algorithm = \"{}\" or \"fair-lock\"",
+                locks::EXTERNAL
+            ));
         }
         if let Some(wait) = self.wait {
             if wait.0 >= self.op_timeout.0 {
@@ -433,6 +440,23 @@ impl WorkloadSpec {
         Ok(())
     }
 
+    /// `read_share` within 0..=1, and above 0 only for a lock with a shared mode.
+    fn validate_read_share(&self) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.read_share) {
+            return Err(format!(
+                "field `read_share`: {} is not a share between 0 and 1",
+                self.read_share
+            ));
+        }
+        if self.read_share > 0.0 && self.algorithm != "rw-lock" {
+            return Err(format!(
+                "field `read_share`: only for algorithm = \"rw-lock\", the lock with a shared mode (this workload's algorithm is \"{}\")",
+                self.algorithm
+            ));
+        }
+        Ok(())
+    }
+
     /// The topology the algorithm runs on unless the workload says otherwise.
     pub fn topology(&self) -> Topology {
         self.topology.unwrap_or(if self.algorithm == "redlock" {
@@ -441,6 +465,10 @@ impl WorkloadSpec {
             Topology::Single
         })
     }
+}
+
+fn is_zero(share: &f64) -> bool {
+    *share == 0.0
 }
 
 /// Whether `program` is an executable file in one of PATH's folders.
@@ -638,6 +666,42 @@ mod script_tests {
             error.to_string().contains("redlock, lua, external)"),
             "{error}"
         );
+    }
+}
+
+#[cfg(test)]
+mod mode_tests {
+    use super::*;
+
+    #[test]
+    fn read_share_is_a_share_and_only_for_rw_lock() {
+        let spec = WorkloadSpec::from_toml("algorithm = \"rw-lock\"\nread_share = 0.7\n", "w.toml")
+            .unwrap();
+        assert_eq!(spec.read_share, 0.7);
+        let toml_text = toml::to_string_pretty(&spec).unwrap();
+        assert_eq!(WorkloadSpec::from_toml(&toml_text, "w.toml").unwrap(), spec);
+        for bad in ["1.5", "-0.1", "nan"] {
+            let text = format!("algorithm = \"rw-lock\"\nread_share = {bad}\n");
+            let error = WorkloadSpec::from_toml(&text, "w.toml").unwrap_err();
+            assert!(error.to_string().contains("field `read_share`"), "{error}");
+        }
+        let error = WorkloadSpec::from_toml("read_share = 0.5\n", "w.toml").unwrap_err();
+        assert!(error.to_string().contains("only for algorithm"), "{error}");
+        // No `read_share` in a workload that never reads in shared mode.
+        let plain = toml::to_string_pretty(&WorkloadSpec::default()).unwrap();
+        assert!(!plain.contains("read_share"), "{plain}");
+    }
+
+    #[test]
+    fn a_fair_lock_may_wait() {
+        let spec =
+            WorkloadSpec::from_toml("algorithm = \"fair-lock\"\nwait = \"500ms\"\n", "w.toml")
+                .unwrap();
+        assert_eq!(spec.wait, Some(Millis(500)));
+        let error =
+            WorkloadSpec::from_toml("algorithm = \"reentrant\"\nwait = \"5ms\"\n", "w.toml")
+                .unwrap_err();
+        assert!(error.to_string().contains("field `wait`"), "{error}");
     }
 }
 
