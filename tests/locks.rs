@@ -1,6 +1,7 @@
-//! The seven lock algorithms against real redis-server processes (no mocks): each excludes a
-//! second client while held, frees on release (except `lua-getset`, whose release frees
-//! nothing), expires, renews, nests, fences, and shows the flaw its seed is known for.
+//! The built-in lock algorithms against real redis-server processes (no mocks; rw-lock and
+//! fair-lock have tests/redisson_locks.rs): each excludes a second client while held, frees
+//! on release (except `lua-getset`, whose release frees nothing), expires, renews, nests,
+//! fences, and shows the flaw its seed is known for.
 //!
 //! Every test starts its own servers through `lockaudit::cluster`, so tests run in parallel
 //! and a failing one leaves nothing behind (the cluster's guard ends its servers on drop).
