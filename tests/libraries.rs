@@ -104,8 +104,8 @@ fn a_short_audit_of_the_ready_adapters_meets_their_expectations() {
         "{cells:?}\n{matrix}"
     );
     // node-redlock's using() checks its lock's expiry against Date.now(): with the adapter's
-    // wall clock skewed ahead, it drops a lock whose validity still runs. The Python
-    // libraries, which leave expiry to the server, stay valid under the same skew.
+    // wall clock skewed ahead, it drops a lock whose validity still runs. python-redis-lock,
+    // which leaves expiry to the server, stays valid under the same skew.
     let skewed = |row: &str| {
         cells
             .iter()
@@ -117,9 +117,10 @@ fn a_short_audit_of_the_ready_adapters_meets_their_expectations() {
         skewed("node-redlock-using.toml").contains(&"lost-lock".to_string()),
         "{matrix}"
     );
-    for row in ["python-redis-lock-renewal.toml", "pottery.toml"] {
-        assert!(skewed(row).is_empty(), "{row}: {:?}\n{matrix}", skewed(row));
-    }
+    // (pottery, also server-timed, is not asserted here: see the note on its clock-skew
+    // expectation in examples/adapters/pottery.toml.)
+    let row = "python-redis-lock-renewal.toml";
+    assert!(skewed(row).is_empty(), "{row}: {:?}\n{matrix}", skewed(row));
 }
 
 /// One cell of an audit's `audit.json`.
