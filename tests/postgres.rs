@@ -1,0 +1,167 @@
+//! The PostgreSQL node lockaudit owns, against real postgres processes: it starts, answers
+//! only with the password, keeps a committed row through SIGKILL and a restart (crash
+//! recovery from the WAL), pauses with its backends, and leaves no process behind.
+
+mod common;
+
+use std::time::Duration;
+
+use lockaudit::cluster::{self, ClusterError, ClusterSpec, Endpoints, Topology};
+use nix::sys::signal::Signal;
+
+async fn client(endpoints: &Endpoints, password: &str) -> Result<tokio_postgres::Client, String> {
+    let node = &endpoints.nodes[0];
+    let mut config = cluster::pg_client_config(&node.host, node.port, password);
+    config.connect_timeout(Duration::from_secs(5));
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// How many of `pids` still live (not gone, not zombies).
+fn alive(pids: &[u32]) -> usize {
+    pids.iter().filter(|&&p| cluster::is_live(p)).count()
+}
+
+#[tokio::test]
+async fn the_node_starts_answers_survives_a_crash_and_leaves_nothing() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let mut cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .expect("postgres starts");
+    let endpoints = cluster.endpoints();
+    assert_eq!(endpoints.topology, Topology::Postgres);
+    assert_eq!(endpoints.nodes.len(), 1);
+    assert_eq!(endpoints.nodes[0].name, "master-0");
+    let password = endpoints.password.clone().unwrap();
+    let wrong = client(&endpoints, "not-the-password").await;
+    assert!(wrong.is_err(), "a wrong password must be refused");
+    let db = client(&endpoints, &password).await.expect("connects");
+    let fsync: String = db.query_one("SHOW fsync", &[]).await.unwrap().get(0);
+    assert_eq!(fsync, "on");
+    let listen: String = db
+        .query_one("SHOW listen_addresses", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(listen, "127.0.0.1");
+    db.batch_execute("CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)")
+        .await
+        .unwrap();
+
+    // A pause stops the backends too: a query on an open session gets no answer.
+    let pid = cluster.pid("master-0").unwrap();
+    cluster.signal("master-0", Signal::SIGSTOP).unwrap();
+    let paused =
+        tokio::time::timeout(Duration::from_millis(500), db.query_one("SELECT 1", &[])).await;
+    assert!(paused.is_err(), "a paused server answered: {paused:?}");
+    cluster.signal("master-0", Signal::SIGCONT).unwrap();
+    let resumed = tokio::time::timeout(Duration::from_secs(5), db.query_one("SELECT 1", &[])).await;
+    assert!(matches!(resumed, Ok(Ok(_))), "{resumed:?}");
+
+    // SIGKILL of the postmaster and its backends, then a restart on the same folder: the
+    // WAL brings the committed row back.
+    let tree = cluster::process_tree(pid);
+    assert!(
+        tree.len() >= 3,
+        "postmaster, its helpers and our session: {tree:?}"
+    );
+    cluster.kill("master-0").unwrap();
+    assert_eq!(alive(&tree), 0, "a backend outlived the kill");
+    assert!(db.query_one("SELECT 1", &[]).await.is_err());
+    cluster.restart("master-0").await.expect("restarts");
+    let db = client(&cluster.endpoints(), &password).await.unwrap();
+    let v: i32 = db
+        .query_one("SELECT v FROM kept", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(v, 42);
+    let log = std::fs::read_to_string(cluster.log_path("master-0").unwrap()).unwrap();
+    assert!(
+        log.contains("not properly shut down"),
+        "no crash recovery in the log:\n{log}"
+    );
+
+    // Emptied: a fresh initdb, the table is gone.
+    cluster
+        .restart_empty("master-0")
+        .await
+        .expect("restarts empty");
+    let db = client(&cluster.endpoints(), &password).await.unwrap();
+    assert!(db.query_one("SELECT v FROM kept", &[]).await.is_err());
+
+    let tree = cluster::process_tree(cluster.pid("master-0").unwrap());
+    assert!(
+        tree.len() >= 3,
+        "postmaster, its helpers and our session: {tree:?}"
+    );
+    drop(cluster);
+    assert_eq!(alive(&tree), 0, "processes left after the drop");
+    drop(db);
+}
+
+#[tokio::test]
+async fn a_missing_postgres_names_the_package_and_exits_3() {
+    let dir = common::open_tempdir();
+    let mut spec = ClusterSpec::new(Topology::Postgres, dir.path());
+    spec.postgres_bin = Some(dir.path().join("no-such-folder"));
+    let err = cluster::start(&spec).await.unwrap_err();
+    assert!(matches!(err, ClusterError::MissingPostgres { .. }), "{err}");
+    assert_eq!(err.exit_code(), 3);
+    let text = err.to_string();
+    assert!(text.contains("apt-get install postgresql"), "{text}");
+    assert!(text.contains("no-such-folder"), "{text}");
+}
+
+/// The child side of `a_killed_controller_leaves_no_postgres`, chosen by the env var.
+#[tokio::test]
+async fn helper_postgres_process() {
+    let Ok(dir) = std::env::var("LOCKAUDIT_PG_TEST_HELPER") else {
+        return;
+    };
+    let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, &dir))
+        .await
+        .unwrap();
+    println!("PID {}", cluster.pid("master-0").unwrap());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+#[test]
+fn a_killed_controller_leaves_no_postgres() {
+    use std::io::BufRead;
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "helper_postgres_process", "--nocapture"])
+        .env("LOCKAUDIT_PG_TEST_HELPER", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let pid: u32 = loop {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the helper ended early"
+        );
+        if let Some((_, pid)) = line.trim().split_once("PID ") {
+            break pid.parse().unwrap();
+        }
+    };
+    let tree = cluster::process_tree(pid);
+    assert!(tree.len() >= 2, "the postmaster and its helpers: {tree:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alive(&tree) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(alive(&tree), 0, "postgres outlived its controller");
+}
