@@ -165,3 +165,196 @@ fn a_killed_controller_leaves_no_postgres() {
     }
     assert_eq!(alive(&tree), 0, "postgres outlived its controller");
 }
+
+// ---- The database locks against the real server, then whole runs. ----
+
+use lockaudit::locks::{self, Acquired, CounterWrite, LockOptions, Mode, Outcome};
+
+fn opts() -> LockOptions {
+    LockOptions {
+        retry_attempts: 0,
+        op_timeout_ms: 5000,
+        ..LockOptions::default()
+    }
+}
+
+async fn lock(algorithm: &str, endpoints: &Endpoints) -> Box<dyn locks::LockClient> {
+    locks::connect(algorithm, endpoints, &opts())
+        .await
+        .unwrap_or_else(|e| panic!("{algorithm}: {e}"))
+}
+
+fn ok(acquired: &Acquired) -> bool {
+    matches!(acquired, Acquired::Ok { lease_ms: None, .. })
+}
+
+#[tokio::test]
+async fn pg_advisory_excludes_shares_and_dies_with_its_session() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .unwrap();
+    let e = cluster.endpoints();
+    let (mut a, mut b) = (lock("pg-advisory", &e).await, lock("pg-advisory", &e).await);
+    assert!(ok(&a.acquire("lock:0").await));
+    assert!(matches!(b.acquire("lock:0").await, Acquired::Fail(_)));
+    assert!(
+        ok(&b.acquire("lock:1").await),
+        "another key is another lock"
+    );
+    assert!(
+        matches!(b.release("lock:0").await, Outcome::Fail(_)),
+        "not b's"
+    );
+    assert_eq!(a.release("lock:0").await, Outcome::Ok { lease_ms: None });
+    assert!(ok(&b.acquire("lock:0").await));
+    // A session that ends (a killed client) gives its locks back at once.
+    drop(b);
+    let mut c = lock("pg-advisory", &e).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !ok(&c.acquire("lock:0").await) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dead session's lock stayed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ok(&c.acquire("lock:1").await));
+    c.release("lock:0").await;
+    // Readers share; a writer is refused while they read.
+    assert!(c.shared());
+    assert!(ok(&a.acquire_mode("lock:2", Mode::Shared).await));
+    assert!(ok(&c.acquire_mode("lock:2", Mode::Shared).await));
+    let mut w = lock("pg-advisory", &e).await;
+    assert!(matches!(w.acquire("lock:2").await, Acquired::Fail(_)));
+    assert_eq!(
+        a.release_mode("lock:2", Mode::Shared).await,
+        Outcome::Ok { lease_ms: None }
+    );
+    assert_eq!(
+        c.release_mode("lock:2", Mode::Shared).await,
+        Outcome::Ok { lease_ms: None }
+    );
+    assert!(ok(&w.acquire("lock:2").await));
+}
+
+#[tokio::test]
+async fn pg_row_locks_the_row_and_commits_the_counter_on_release() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .unwrap();
+    let e = cluster.endpoints();
+    let (mut a, mut b) = (lock("pg-row", &e).await, lock("pg-row", &e).await);
+    assert!(a.keeps_counter());
+    assert!(ok(&a.acquire("lock:0").await));
+    assert!(matches!(b.acquire("lock:0").await, Acquired::Fail(_)));
+    assert_eq!(a.read_counter("lock:0").await, Ok(None));
+    assert_eq!(a.write_counter("lock:0", 1).await, CounterWrite::Accepted);
+    // Not committed yet: another session still sees nothing.
+    assert_eq!(b.read_counter("lock:0").await, Ok(None));
+    assert_eq!(a.release("lock:0").await, Outcome::Ok { lease_ms: None });
+    assert_eq!(b.read_counter("lock:0").await, Ok(Some(1)));
+    // A holder that dies before COMMIT loses its write and frees the row.
+    assert!(ok(&b.acquire("lock:0").await));
+    assert_eq!(b.write_counter("lock:0", 2).await, CounterWrite::Accepted);
+    drop(b);
+    let mut c = lock("pg-row", &e).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !ok(&c.acquire("lock:0").await) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dead session's row stayed locked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(c.read_counter("lock:0").await, Ok(Some(1)));
+    assert!(matches!(c.release("lock:1").await, Outcome::Fail(_)));
+}
+
+fn lockaudit() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+}
+
+/// `lockaudit run --algorithm NAME` into `out`, with `extra` flags.
+fn run(algorithm: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    lockaudit()
+        .args(["run", "--algorithm", algorithm, "--out"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .expect("run lockaudit")
+}
+
+/// Live processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|&pid| cluster::is_live(pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+#[test]
+fn every_database_lock_is_valid_without_faults_and_leaves_no_process() {
+    common::require_postgres();
+    for algorithm in locks::ALGORITHMS.iter().filter(|a| locks::on_postgres(a)) {
+        let dir = common::open_tempdir();
+        let out = dir.path().join("run");
+        let output = run(algorithm, &out, &["--time-limit", "3s"]);
+        common::assert_exit(&output, 0);
+        let report = common::report(&out);
+        assert_eq!(report["valid"], true, "{algorithm}: {report}");
+        let left = processes_mentioning(&out.display().to_string());
+        assert!(left.is_empty(), "{algorithm}: processes left: {left:?}");
+    }
+}
+
+#[test]
+fn pg_advisory_under_kill_clients_stays_available() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let out = dir.path().join("run");
+    let output = run(
+        "pg-advisory",
+        &out,
+        &["--nemesis", "kill-clients", "--time-limit", "8s"],
+    );
+    let report = common::report(&out);
+    let kinds = common::kinds(&report);
+    assert!(!kinds.contains(&"unavailable".to_string()), "{kinds:?}");
+    assert!(
+        report["stats"]["faults"].as_u64().unwrap_or(0) >= 2,
+        "{report}"
+    );
+    common::assert_exit(&output, 0);
+}
+
+#[test]
+fn a_run_without_postgres_exits_3_naming_the_package() {
+    let dir = common::open_tempdir();
+    let output = lockaudit()
+        .args([
+            "run",
+            "--algorithm",
+            "pg-advisory",
+            "--time-limit",
+            "2s",
+            "--out",
+        ])
+        .arg(dir.path().join("run"))
+        .env(cluster::POSTGRES_BIN_ENV, dir.path().join("empty"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("apt-get install postgresql"), "{stderr}");
+}

@@ -19,6 +19,9 @@ mod fair_lock;
 mod fenced;
 mod lua_getset;
 mod lua_script;
+mod pg;
+mod pg_advisory;
+mod pg_row;
 mod redlock;
 mod reentrant;
 mod rw_lock;
@@ -78,6 +81,17 @@ pub enum NoticeKind {
     Renewed { key: String, lease_ms: Option<i64> },
     /// The library found the lock no longer ours.
     Lost { key: String, error: String },
+}
+
+/// How a write of the guarded counter kept by the lock itself ended (`LockClient::write_counter`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CounterWrite {
+    /// Accepted (for a lock whose transaction commits at release: by the statement).
+    Accepted,
+    /// Certainly not written (a version that changed meanwhile), with why.
+    Rejected(String),
+    /// Unknown.
+    Unknown(String),
 }
 
 /// The mode an acquire asks for (docs/history-format.md's `mode` on the acquire invoke):
@@ -151,11 +165,45 @@ pub trait LockClient: Send {
     fn try_notice(&mut self) -> Option<Notice> {
         None
     }
+    /// Whether the guarded counter lives with the lock (pg-row: the locked row itself,
+    /// read and updated inside the lock's transaction), so that the client loop and the
+    /// run's final reads use `read_counter` and `write_counter` instead of the storage
+    /// server. See [`keeps_counter`] for the same by name.
+    fn keeps_counter(&self) -> bool {
+        false
+    }
+    /// The counter of `key` (None: never written), when `keeps_counter`.
+    async fn read_counter(&mut self, _key: &str) -> Result<Option<i64>, String> {
+        Err("this lock keeps no counter".into())
+    }
+    /// Writes the counter of `key`, when `keeps_counter`.
+    async fn write_counter(&mut self, _key: &str, _value: i64) -> CounterWrite {
+        CounterWrite::Unknown("this lock keeps no counter".into())
+    }
+}
+
+/// Whether `algorithm`'s clients keep the guarded counter themselves
+/// (`LockClient::keeps_counter`).
+pub fn keeps_counter(algorithm: &str) -> bool {
+    matches!(algorithm, "pg-row")
+}
+
+/// The built-ins with a shared (read) mode, which a workload's `read_share` needs.
+pub const SHARED_MODE: [&str; 3] = ["rw-lock", "pg-advisory", "pg-row"];
+
+/// Whether `algorithm` has a shared mode (`SHARED_MODE`).
+pub fn has_shared_mode(algorithm: &str) -> bool {
+    SHARED_MODE.contains(&algorithm)
+}
+
+/// Whether `algorithm` runs on the PostgreSQL server lockaudit starts (`Topology::Postgres`).
+pub fn on_postgres(algorithm: &str) -> bool {
+    algorithm.starts_with("pg-")
 }
 
 /// The nine built-in algorithms' names, as `connect` and the CLI accept them (the audit
 /// runs each). `connect` also accepts `SCRIPTED`.
-pub const ALGORITHMS: [&str; 9] = [
+pub const ALGORITHMS: [&str; 11] = [
     "setnx-del",
     "setnx-expire",
     "setnx-getset",
@@ -165,6 +213,8 @@ pub const ALGORITHMS: [&str; 9] = [
     "rw-lock",
     "fair-lock",
     "redlock",
+    "pg-advisory",
+    "pg-row",
 ];
 
 /// The algorithm whose acquire, release and renew are the workload's own Lua scripts
@@ -219,6 +269,8 @@ pub fn crash_points(algorithm: &str) -> &'static [&'static str] {
         "rw-lock" => rw_lock::STEPS,
         "fair-lock" => fair_lock::STEPS,
         "redlock" => redlock::STEPS,
+        "pg-advisory" => pg_advisory::STEPS,
+        "pg-row" => pg_row::STEPS,
         SCRIPTED => lua_script::STEPS,
         EXTERNAL => external::STEPS,
         _ => &[],
@@ -494,6 +546,14 @@ pub async fn connect(
             primary(endpoints, &options).await?,
             options.clone(),
         )),
+        "pg-advisory" => Box::new(pg_advisory::PgAdvisory::new(
+            pg::session(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "pg-row" => Box::new(pg_row::PgRow::new(
+            pg::session(endpoints, &options).await?,
+            options.clone(),
+        )),
         EXTERNAL => Box::new(external::External::connect(endpoints, options.clone()).await?),
         SCRIPTED => {
             let scripts = options.scripts.clone().ok_or_else(|| {
@@ -661,7 +721,7 @@ mod tests {
     }
 
     #[test]
-    fn lua_is_known_but_not_one_of_the_nine() {
+    fn lua_is_known_but_not_a_built_in() {
         assert!(is_known_algorithm(SCRIPTED));
         assert!(is_known_algorithm("redlock"));
         assert!(!is_known_algorithm("chubby"));
@@ -671,7 +731,10 @@ mod tests {
             ["lua:after-acquire", "lua:before-release"]
         );
         let message = LockError::UnknownAlgorithm("chubby".into()).to_string();
-        assert!(message.ends_with("redlock, lua, external)"), "{message}");
+        assert!(
+            message.contains("redlock, ") && message.ends_with(", lua, external)"),
+            "{message}"
+        );
         assert!(is_known_algorithm(EXTERNAL));
         assert_eq!(
             crash_points(EXTERNAL),

@@ -17,7 +17,9 @@ use serde_json::json;
 
 use crate::cluster::Endpoints;
 use crate::history::{Event, EventType};
-use crate::locks::{self, Acquired, LockClient, LockOptions, Mode, Notice, NoticeKind, Outcome};
+use crate::locks::{
+    self, Acquired, CounterWrite, LockClient, LockOptions, Mode, Notice, NoticeKind, Outcome,
+};
 
 use super::controls::Controls;
 use super::resource::{Resource, WriteResult};
@@ -362,7 +364,7 @@ impl Client {
         let Some(me) = self.me.as_mut() else {
             return false;
         };
-        let read = tokio::time::timeout(STORAGE_TIMEOUT, me.resource.read(key)).await;
+        let read = tokio::time::timeout(STORAGE_TIMEOUT, read_counter(me, key)).await;
         let current = match read {
             Ok(Ok(value)) => {
                 self.complete(
@@ -374,7 +376,7 @@ impl Client {
                 value.unwrap_or(0)
             }
             Ok(Err(e)) => {
-                self.complete(process, "read", key, Done::Info(e.to_string()));
+                self.complete(process, "read", key, Done::Info(e));
                 return false;
             }
             Err(_) => {
@@ -405,10 +407,14 @@ impl Client {
             return false;
         };
         let written =
-            tokio::time::timeout(STORAGE_TIMEOUT, me.resource.write(key, token, current + 1)).await;
+            tokio::time::timeout(STORAGE_TIMEOUT, write_counter(me, key, token, current + 1)).await;
         match written {
             Ok(Ok(WriteResult::Accepted)) => {
                 self.complete(process, "write", key, Done::Ok(Some(payload)));
+                true
+            }
+            Ok(Ok(WriteResult::Conflict(why))) => {
+                self.complete(process, "write", key, Done::Fail(Some(payload), why));
                 true
             }
             Ok(Ok(WriteResult::Rejected { highest })) => {
@@ -420,7 +426,7 @@ impl Client {
                 true
             }
             Ok(Err(e)) => {
-                self.complete(process, "write", key, Done::Info(e.to_string()));
+                self.complete(process, "write", key, Done::Info(e));
                 false
             }
             Err(_) => {
@@ -537,6 +543,36 @@ impl Client {
             Outcome::Info(error) => Done::Info(error),
         };
         self.complete(process, "release", key, done);
+    }
+}
+
+/// The guarded counter of `key`: on the storage server, or kept by the lock itself (pg-row's
+/// locked row, read inside its transaction).
+async fn read_counter(me: &mut Incarnation, key: &str) -> Result<Option<i64>, String> {
+    if me.lock.keeps_counter() {
+        return me.lock.read_counter(key).await;
+    }
+    me.resource.read(key).await.map_err(|e| e.to_string())
+}
+
+/// Writes the guarded counter of `key` where `read_counter` reads it.
+async fn write_counter(
+    me: &mut Incarnation,
+    key: &str,
+    token: Option<i64>,
+    value: i64,
+) -> Result<WriteResult, String> {
+    if !me.lock.keeps_counter() {
+        return me
+            .resource
+            .write(key, token, value)
+            .await
+            .map_err(|e| e.to_string());
+    }
+    match me.lock.write_counter(key, value).await {
+        CounterWrite::Accepted => Ok(WriteResult::Accepted),
+        CounterWrite::Rejected(why) => Ok(WriteResult::Conflict(why)),
+        CounterWrite::Unknown(why) => Err(why),
     }
 }
 

@@ -323,6 +323,7 @@ impl WorkloadSpec {
         self.validate_scripts()?;
         self.validate_adapter()?;
         self.validate_read_share()?;
+        self.validate_topology()?;
         for (field, value) in [
             ("clients", self.clients),
             ("workers", self.workers),
@@ -448,19 +449,38 @@ impl WorkloadSpec {
                 self.read_share
             ));
         }
-        if self.read_share > 0.0 && self.algorithm != "rw-lock" {
+        if self.read_share > 0.0 && !locks::has_shared_mode(&self.algorithm) {
             return Err(format!(
-                "field `read_share`: only for algorithm = \"rw-lock\", the lock with a shared mode (this workload's algorithm is \"{}\")",
+                "field `read_share`: only for a lock with a shared mode ({}; this workload's algorithm is \"{}\")",
+                locks::SHARED_MODE.join(", "),
                 self.algorithm
             ));
         }
         Ok(())
     }
 
+    /// A database lock runs on PostgreSQL and nothing else does.
+    fn validate_topology(&self) -> Result<(), String> {
+        let database = locks::on_postgres(&self.algorithm);
+        match self.topology {
+            Some(t) if database && t != Topology::Postgres => Err(format!(
+                "field `topology`: {} runs on PostgreSQL (topology \"postgres\"), not on {t:?}",
+                self.algorithm
+            )),
+            Some(Topology::Postgres) if !database => Err(format!(
+                "field `topology`: \"postgres\" is for the database locks (pg-*), not {}",
+                self.algorithm
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The topology the algorithm runs on unless the workload says otherwise.
     pub fn topology(&self) -> Topology {
         self.topology.unwrap_or(if self.algorithm == "redlock" {
             Topology::Independent
+        } else if locks::on_postgres(&self.algorithm) {
+            Topology::Postgres
         } else {
             Topology::Single
         })
@@ -662,10 +682,7 @@ mod script_tests {
     #[test]
     fn the_known_algorithms_include_lua() {
         let error = WorkloadSpec::from_toml("algorithm = \"chubby\"\n", "w.toml").unwrap_err();
-        assert!(
-            error.to_string().contains("redlock, lua, external)"),
-            "{error}"
-        );
+        assert!(error.to_string().contains(", lua, external)"), "{error}");
     }
 }
 
@@ -674,7 +691,23 @@ mod mode_tests {
     use super::*;
 
     #[test]
-    fn read_share_is_a_share_and_only_for_rw_lock() {
+    fn database_locks_run_on_postgres_and_only_they_do() {
+        let spec = WorkloadSpec::from_toml("algorithm = \"pg-row\"\n", "w.toml").unwrap();
+        assert_eq!(spec.topology(), Topology::Postgres);
+        let error =
+            WorkloadSpec::from_toml("algorithm = \"pg-row\"\ntopology = \"single\"\n", "w.toml")
+                .unwrap_err();
+        assert!(error.to_string().contains("field `topology`"), "{error}");
+        let error = WorkloadSpec::from_toml(
+            "algorithm = \"set-nx-px\"\ntopology = \"postgres\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("database locks"), "{error}");
+    }
+
+    #[test]
+    fn read_share_is_a_share_and_only_for_a_lock_with_a_shared_mode() {
         let spec = WorkloadSpec::from_toml("algorithm = \"rw-lock\"\nread_share = 0.7\n", "w.toml")
             .unwrap();
         assert_eq!(spec.read_share, 0.7);
@@ -686,7 +719,12 @@ mod mode_tests {
             assert!(error.to_string().contains("field `read_share`"), "{error}");
         }
         let error = WorkloadSpec::from_toml("read_share = 0.5\n", "w.toml").unwrap_err();
-        assert!(error.to_string().contains("only for algorithm"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("only for a lock with a shared mode (rw-lock, "),
+            "{error}"
+        );
         // No `read_share` in a workload that never reads in shared mode.
         let plain = toml::to_string_pretty(&WorkloadSpec::default()).unwrap();
         assert!(!plain.contains("read_share"), "{plain}");
