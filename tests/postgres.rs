@@ -358,3 +358,45 @@ fn a_run_without_postgres_exits_3_naming_the_package() {
     assert_eq!(output.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("apt-get install postgresql"), "{stderr}");
 }
+
+#[tokio::test]
+async fn pg_lock_column_excludes_and_a_dead_holder_deadlocks_the_key() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .unwrap();
+    let e = cluster.endpoints();
+    let (mut a, mut b) = (
+        lock("pg-lock-column", &e).await,
+        lock("pg-lock-column", &e).await,
+    );
+    assert!(ok(&a.acquire("lock:0").await));
+    assert!(matches!(b.acquire("lock:0").await, Acquired::Fail(_)));
+    assert!(
+        matches!(b.release("lock:0").await, Outcome::Fail(_)),
+        "not b's"
+    );
+    assert_eq!(a.release("lock:0").await, Outcome::Ok { lease_ms: None });
+    assert!(ok(&b.acquire("lock:0").await));
+    // The session ends, the flag stays: nobody can take the key again.
+    drop(b);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut c = lock("pg-lock-column", &e).await;
+    assert!(matches!(c.acquire("lock:0").await, Acquired::Fail(_)));
+}
+
+#[test]
+fn pg_lock_column_under_kill_clients_is_unavailable() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let out = dir.path().join("run");
+    let output = run(
+        "pg-lock-column",
+        &out,
+        &["--nemesis", "kill-clients", "--time-limit", "6s"],
+    );
+    common::assert_exit(&output, 1);
+    let kinds = common::kinds(&common::report(&out));
+    assert!(kinds.contains(&"unavailable".to_string()), "{kinds:?}");
+}

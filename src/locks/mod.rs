@@ -21,6 +21,7 @@ mod lua_getset;
 mod lua_script;
 mod pg;
 mod pg_advisory;
+mod pg_lock_column;
 mod pg_row;
 mod redlock;
 mod reentrant;
@@ -203,7 +204,7 @@ pub fn on_postgres(algorithm: &str) -> bool {
 
 /// The nine built-in algorithms' names, as `connect` and the CLI accept them (the audit
 /// runs each). `connect` also accepts `SCRIPTED`.
-pub const ALGORITHMS: [&str; 11] = [
+pub const ALGORITHMS: [&str; 12] = [
     "setnx-del",
     "setnx-expire",
     "setnx-getset",
@@ -215,6 +216,7 @@ pub const ALGORITHMS: [&str; 11] = [
     "redlock",
     "pg-advisory",
     "pg-row",
+    "pg-lock-column",
 ];
 
 /// The algorithm whose acquire, release and renew are the workload's own Lua scripts
@@ -271,6 +273,7 @@ pub fn crash_points(algorithm: &str) -> &'static [&'static str] {
         "redlock" => redlock::STEPS,
         "pg-advisory" => pg_advisory::STEPS,
         "pg-row" => pg_row::STEPS,
+        "pg-lock-column" => pg_lock_column::STEPS,
         SCRIPTED => lua_script::STEPS,
         EXTERNAL => external::STEPS,
         _ => &[],
@@ -551,6 +554,10 @@ pub async fn connect(
             options.clone(),
         )),
         "pg-row" => Box::new(pg_row::PgRow::new(
+            pg::session(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "pg-lock-column" => Box::new(pg_lock_column::PgLockColumn::new(
             pg::session(endpoints, &options).await?,
             options.clone(),
         )),

@@ -6,7 +6,7 @@
 use super::spec::{SpecError, WorkloadSpec};
 
 /// Each built-in algorithm's workload, as the text of its file.
-pub const BUILTIN: [(&str, &str); 11] = [
+pub const BUILTIN: [(&str, &str); 12] = [
     ("setnx-del", include_str!("../../workloads/setnx-del.toml")),
     (
         "setnx-expire",
@@ -30,6 +30,10 @@ pub const BUILTIN: [(&str, &str); 11] = [
         include_str!("../../workloads/pg-advisory.toml"),
     ),
     ("pg-row", include_str!("../../workloads/pg-row.toml")),
+    (
+        "pg-lock-column",
+        include_str!("../../workloads/pg-lock-column.toml"),
+    ),
 ];
 
 /// Where a built-in workload comes from, as errors and messages name it.
