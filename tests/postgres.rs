@@ -400,3 +400,26 @@ fn pg_lock_column_under_kill_clients_is_unavailable() {
     let kinds = common::kinds(&common::report(&out));
     assert!(kinds.contains(&"unavailable".to_string()), "{kinds:?}");
 }
+
+#[tokio::test]
+async fn pg_version_writes_only_on_the_version_it_read() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .unwrap();
+    let e = cluster.endpoints();
+    let (mut a, mut b) = (lock("pg-version", &e).await, lock("pg-version", &e).await);
+    assert!(a.optimistic() && a.keeps_counter());
+    assert_eq!(a.read_counter("lock:0").await, Ok(None));
+    assert_eq!(b.read_counter("lock:0").await, Ok(None));
+    assert_eq!(a.write_counter("lock:0", 1).await, CounterWrite::Accepted);
+    // b read before a's write: its write is refused, and it retries from a fresh read.
+    assert!(matches!(
+        b.write_counter("lock:0", 1).await,
+        CounterWrite::Rejected(_)
+    ));
+    assert_eq!(b.read_counter("lock:0").await, Ok(Some(1)));
+    assert_eq!(b.write_counter("lock:0", 2).await, CounterWrite::Accepted);
+    assert_eq!(a.read_counter("lock:0").await, Ok(Some(2)));
+}

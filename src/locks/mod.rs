@@ -23,6 +23,7 @@ mod pg;
 mod pg_advisory;
 mod pg_lock_column;
 mod pg_row;
+mod pg_version;
 mod redlock;
 mod reentrant;
 mod rw_lock;
@@ -31,6 +32,7 @@ mod setnx_del;
 mod setnx_expire;
 mod setnx_getset;
 mod waiter;
+mod watch_multi;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -93,6 +95,24 @@ pub enum CounterWrite {
     Rejected(String),
     /// Unknown.
     Unknown(String),
+}
+
+/// Why a read of the guarded counter kept by the lock returned no value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CounterError {
+    /// Certainly nothing happened (no connection could be made): a `fail`, and the client
+    /// goes on with its session.
+    Refused(String),
+    /// Unknown (a session broken or timed out mid-request): `info`, the client retires.
+    Unknown(String),
+}
+
+impl std::fmt::Display for CounterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CounterError::Refused(why) | CounterError::Unknown(why) => f.write_str(why),
+        }
+    }
 }
 
 /// The mode an acquire asks for (docs/history-format.md's `mode` on the acquire invoke):
@@ -166,6 +186,13 @@ pub trait LockClient: Send {
     fn try_notice(&mut self) -> Option<Notice> {
         None
     }
+    /// Whether the algorithm takes no lock at all (optimistic concurrency: pg-version,
+    /// watch-multi): the client loop then only reads the counter and writes it
+    /// conditionally (`read_counter`, `write_counter`, which must keep the counter), and
+    /// retries a write refused for a conflict. `acquire` and `release` are never called.
+    fn optimistic(&self) -> bool {
+        false
+    }
     /// Whether the guarded counter lives with the lock (pg-row: the locked row itself,
     /// read and updated inside the lock's transaction), so that the client loop and the
     /// run's final reads use `read_counter` and `write_counter` instead of the storage
@@ -174,8 +201,8 @@ pub trait LockClient: Send {
         false
     }
     /// The counter of `key` (None: never written), when `keeps_counter`.
-    async fn read_counter(&mut self, _key: &str) -> Result<Option<i64>, String> {
-        Err("this lock keeps no counter".into())
+    async fn read_counter(&mut self, _key: &str) -> Result<Option<i64>, CounterError> {
+        Err(CounterError::Refused("this lock keeps no counter".into()))
     }
     /// Writes the counter of `key`, when `keeps_counter`.
     async fn write_counter(&mut self, _key: &str, _value: i64) -> CounterWrite {
@@ -186,7 +213,19 @@ pub trait LockClient: Send {
 /// Whether `algorithm`'s clients keep the guarded counter themselves
 /// (`LockClient::keeps_counter`).
 pub fn keeps_counter(algorithm: &str) -> bool {
-    matches!(algorithm, "pg-row")
+    matches!(algorithm, "pg-row" | "pg-version" | "watch-multi")
+}
+
+/// Whether `algorithm` takes no lock (`LockClient::optimistic`).
+pub fn is_optimistic(algorithm: &str) -> bool {
+    matches!(algorithm, "pg-version" | "watch-multi")
+}
+
+/// Where the run's counters are, given `--fenced`: with the lock (true) or on the storage
+/// server. Fenced, a lock writes the fenced counter on storage, so pg-row's row stays
+/// unused; an optimistic algorithm has no token to fence with and keeps its counter.
+pub fn counter_with_lock(algorithm: &str, fenced: bool) -> bool {
+    keeps_counter(algorithm) && (!fenced || is_optimistic(algorithm))
 }
 
 /// The built-ins with a shared (read) mode, which a workload's `read_share` needs.
@@ -204,7 +243,7 @@ pub fn on_postgres(algorithm: &str) -> bool {
 
 /// The nine built-in algorithms' names, as `connect` and the CLI accept them (the audit
 /// runs each). `connect` also accepts `SCRIPTED`.
-pub const ALGORITHMS: [&str; 12] = [
+pub const ALGORITHMS: [&str; 14] = [
     "setnx-del",
     "setnx-expire",
     "setnx-getset",
@@ -217,6 +256,8 @@ pub const ALGORITHMS: [&str; 12] = [
     "pg-advisory",
     "pg-row",
     "pg-lock-column",
+    "pg-version",
+    "watch-multi",
 ];
 
 /// The algorithm whose acquire, release and renew are the workload's own Lua scripts
@@ -274,6 +315,8 @@ pub fn crash_points(algorithm: &str) -> &'static [&'static str] {
         "pg-advisory" => pg_advisory::STEPS,
         "pg-row" => pg_row::STEPS,
         "pg-lock-column" => pg_lock_column::STEPS,
+        "pg-version" => pg_version::STEPS,
+        "watch-multi" => watch_multi::STEPS,
         SCRIPTED => lua_script::STEPS,
         EXTERNAL => external::STEPS,
         _ => &[],
@@ -559,6 +602,14 @@ pub async fn connect(
         )),
         "pg-lock-column" => Box::new(pg_lock_column::PgLockColumn::new(
             pg::session(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "pg-version" => Box::new(pg_version::PgVersion::new(
+            pg::session(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "watch-multi" => Box::new(watch_multi::WatchMulti::new(
+            primary(endpoints, &options).await?,
             options.clone(),
         )),
         EXTERNAL => Box::new(external::External::connect(endpoints, options.clone()).await?),

@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use tokio_postgres::Client;
 
 use super::pg::{acquire_error, describe, is_lock_not_available, outcome_error};
-use super::{Acquired, CounterWrite, LockClient, LockOptions, Mode, Outcome};
+use super::{Acquired, CounterError, CounterWrite, LockClient, LockOptions, Mode, Outcome};
 
 /// The named steps (crash points).
 pub(crate) const STEPS: &[&str] = &["pg-row:after-lock", "pg-row:before-commit"];
@@ -143,11 +143,12 @@ impl LockClient for PgRow {
 
     /// Inside the lock's transaction when one is open; else (the run's final reads) on its
     /// own, seeing what was committed.
-    async fn read_counter(&mut self, key: &str) -> Result<Option<i64>, String> {
+    async fn read_counter(&mut self, key: &str) -> Result<Option<i64>, CounterError> {
         let sql = "SELECT value FROM lockaudit_rows WHERE key = $1";
         match self.session.query_opt(sql, &[&key]).await {
             Ok(row) => Ok(row.and_then(|r| r.get::<_, Option<i64>>(0))),
-            Err(e) => Err(describe(&e)),
+            // Whatever broke, the session (and the lock's transaction) is in doubt.
+            Err(e) => Err(CounterError::Unknown(describe(&e))),
         }
     }
 

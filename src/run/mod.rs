@@ -651,8 +651,7 @@ enum CounterReader {
 
 impl CounterReader {
     async fn connect(spec: &WorkloadSpec, endpoints: &Endpoints) -> Result<Self, String> {
-        // Fenced, every lock writes the fenced counter on the storage server.
-        if locks::keeps_counter(&spec.algorithm) && !spec.fenced {
+        if locks::counter_with_lock(&spec.algorithm, spec.fenced) {
             let options = locks::LockOptions {
                 op_timeout_ms: 5000,
                 ..locks::LockOptions::default()
@@ -672,7 +671,7 @@ impl CounterReader {
     async fn read(&mut self, key: &str) -> Result<Option<i64>, String> {
         match self {
             CounterReader::Storage(resource) => resource.read(key).await.map_err(|e| e.to_string()),
-            CounterReader::Lock(lock) => lock.read_counter(key).await,
+            CounterReader::Lock(lock) => lock.read_counter(key).await.map_err(|e| e.to_string()),
         }
     }
 }

@@ -6,7 +6,7 @@
 use super::spec::{SpecError, WorkloadSpec};
 
 /// Each built-in algorithm's workload, as the text of its file.
-pub const BUILTIN: [(&str, &str); 12] = [
+pub const BUILTIN: [(&str, &str); 14] = [
     ("setnx-del", include_str!("../../workloads/setnx-del.toml")),
     (
         "setnx-expire",
@@ -33,6 +33,14 @@ pub const BUILTIN: [(&str, &str); 12] = [
     (
         "pg-lock-column",
         include_str!("../../workloads/pg-lock-column.toml"),
+    ),
+    (
+        "pg-version",
+        include_str!("../../workloads/pg-version.toml"),
+    ),
+    (
+        "watch-multi",
+        include_str!("../../workloads/watch-multi.toml"),
     ),
 ];
 
