@@ -423,3 +423,46 @@ async fn pg_version_writes_only_on_the_version_it_read() {
     assert_eq!(b.write_counter("lock:0", 2).await, CounterWrite::Accepted);
     assert_eq!(a.read_counter("lock:0").await, Ok(Some(2)));
 }
+
+#[test]
+fn the_audit_marks_failover_and_clock_jump_on_postgres_not_applicable() {
+    let dir = common::open_tempdir();
+    let out = dir.path().join("audit");
+    let output = lockaudit()
+        .args([
+            "audit",
+            "--cells",
+            "pg-row:failover,pg-advisory:clock-jump",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = common::assert_exit(&output, 0);
+    assert!(stdout.contains("no replica to fail over to"), "{stdout}");
+    assert!(stdout.contains("locks never expire"), "{stdout}");
+    assert!(
+        !out.join("pg-row/failover/history.jsonl").exists(),
+        "a cell that cannot act ran"
+    );
+}
+
+#[test]
+fn a_database_lock_refuses_an_existing_redis() {
+    let output = lockaudit()
+        .args([
+            "run",
+            "--algorithm",
+            "pg-advisory",
+            "--redis",
+            "redis://127.0.0.1:1",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--redis: pg-advisory runs on the PostgreSQL"),
+        "{stderr}"
+    );
+}
