@@ -42,6 +42,8 @@ struct Ledger {
     pending: BTreeMap<u64, (String, String)>,
     /// The highest process number seen.
     max_process: Option<u64>,
+    /// The latest time of the worker's events (it died after it).
+    last_time: Option<i64>,
     /// The worker's exit code once it ended on its own terms (None: running, or killed by a
     /// signal).
     exit_code: Option<i32>,
@@ -50,13 +52,20 @@ struct Ledger {
 impl Ledger {
     fn note(&mut self, line: &str, total_slots: u64) {
         // The workers' own layout parses on the fast path; anything else through serde.
-        let (process, ty, f, key) = match fast_line::parse(line.as_bytes()) {
-            Some(e) => (e.process, e.ty, e.f.to_string(), e.key.map(str::to_string)),
+        let (time, process, ty, f, key) = match fast_line::parse(line.as_bytes()) {
+            Some(e) => (
+                e.time,
+                e.process,
+                e.ty,
+                e.f.to_string(),
+                e.key.map(str::to_string),
+            ),
             None => match serde_json::from_str::<Event>(line) {
-                Ok(e) => (e.process, e.ty, e.f, e.key),
+                Ok(e) => (e.time, e.process, e.ty, e.f, e.key),
                 Err(_) => return,
             },
         };
+        self.last_time = Some(self.last_time.map_or(time, |t| t.max(time)));
         let Process::Client(process) = process else {
             return;
         };
@@ -329,6 +338,7 @@ impl Workers for Fleet {
                 .into_iter()
                 .map(|(p, (f, key))| (p, f, key))
                 .collect(),
+            last_event_ns: ledger.last_time,
         };
         ledger.current.clear();
         remains
@@ -466,6 +476,8 @@ mod tests {
             Some(&("read".to_string(), "lock:0".to_string()))
         );
         assert_eq!(ledger.max_process, Some(3));
+        // The worker died after its latest event: a kill is timed no earlier.
+        assert_eq!(ledger.last_time, Some(5));
         // A line in another layout is read too (through serde).
         ledger.note(
             r#"{"type":"invoke","f":"release","key":"lock:1","process":6,"time":9,"index":0}"#,

@@ -472,12 +472,13 @@ impl Executor {
             return false;
         }
         self.armed.remove(&w);
+        let sent = journal.clock.now();
         let remains = targets.workers.kill(w).await;
         if cluster::shutting_down() {
             // The shutdown's cleanup may have stopped it first; either way the run is over.
             return false;
         }
-        record_kill(journal, w, &remains, Map::new());
+        record_kill(journal, w, &remains, Map::new(), Some(sent));
         true
     }
 
@@ -506,7 +507,7 @@ impl Executor {
                 "cause",
                 json!("its lock client cannot go on (adapter error)"),
             )]);
-            record_kill(journal, worker, &remains, why);
+            record_kill(journal, worker, &remains, why, None);
             return Some(format!(
                 "{}'s lock adapter answered `error`: it cannot go on (its message is in {}.log)",
                 worker_name(worker),
@@ -520,7 +521,7 @@ impl Executor {
                 extra(&[("cause", json!("worker died unexpectedly"))])
             }
         };
-        record_kill(journal, worker, &remains, why);
+        record_kill(journal, worker, &remains, why, None);
         self.restart_worker(worker, targets, journal).await;
         None
     }
@@ -546,12 +547,29 @@ impl Executor {
 
 /// The `kill` event listing the worker's processes (their holds end here, docs/history-format.md), then
 /// an `info` completion for each operation it had under way.
-fn record_kill(journal: &Journal, worker: usize, remains: &Remains, why: Map<String, Value>) {
+/// Records a worker's death, timed as early as is certainly true: no earlier than its last
+/// event (nor than the SIGKILL, `sent`, when we sent one), since it died after both. Not
+/// the moment the controller has reaped it, a few ms later: a lock the server frees the
+/// instant a session dies (PostgreSQL's advisory and row locks) is granted to another
+/// client meanwhile, and a kill timed at the reaping showed that grant as an overlap with
+/// the dead holder. The `info` completions of its pending operations come now.
+fn record_kill(
+    journal: &Journal,
+    worker: usize,
+    remains: &Remains,
+    why: Map<String, Value>,
+    sent: Option<i64>,
+) {
     let mut processes = remains.processes.clone();
     processes.extend(remains.pending.iter().map(|(p, _, _)| *p));
     processes.sort_unstable();
     processes.dedup();
-    journal.fault("kill", &[worker_name(worker)], &processes, why);
+    let died = match (sent, remains.last_event_ns) {
+        (Some(s), Some(l)) => s.max(l),
+        (Some(t), None) | (None, Some(t)) => t,
+        (None, None) => journal.clock.now(),
+    };
+    journal.fault_at(died, "kill", &[worker_name(worker)], &processes, why);
     journal.killed(remains);
 }
 

@@ -19,8 +19,21 @@ pub struct Journal {
 impl Journal {
     /// A nemesis event: `f` with `{targets, processes, ...extra}`.
     pub fn fault(&self, f: &str, targets: &[String], processes: &[u64], extra: Map<String, Value>) {
+        self.fault_at(self.clock.now(), f, targets, processes, extra);
+    }
+
+    /// A fault recorded at `time` (run clock, ns) rather than now: a worker's death, known
+    /// only once it has been reaped.
+    pub fn fault_at(
+        &self,
+        time: i64,
+        f: &str,
+        targets: &[String],
+        processes: &[u64],
+        extra: Map<String, Value>,
+    ) {
         let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
-        let mut event = Event::nemesis(0, self.clock.now(), f, &targets, processes);
+        let mut event = Event::nemesis(0, time, f, &targets, processes);
         if let Some(Value::Object(value)) = event.value.as_mut() {
             value.extend(extra);
         }

@@ -12,6 +12,8 @@ pub struct Remains {
     pub processes: Vec<u64>,
     /// (process, f, key)
     pub pending: Vec<(u64, String, String)>,
+    /// The latest time (run clock, ns) of any event the worker wrote: it died after it.
+    pub last_event_ns: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
