@@ -466,3 +466,60 @@ fn a_database_lock_refuses_an_existing_redis() {
         "{stderr}"
     );
 }
+
+#[test]
+fn ctrl_c_mid_run_leaves_no_postgres_process() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let out = dir.path().join("run");
+    let mut child = lockaudit()
+        .args([
+            "run",
+            "--algorithm",
+            "pg-row",
+            "--time-limit",
+            "30s",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the clients to work: the server then has their sessions as children.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let postmaster = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started"
+        );
+        let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap_or_default();
+        let endpoints = std::fs::read_to_string(out.join("endpoints.json")).unwrap_or_default();
+        let pid = serde_json::from_str::<serde_json::Value>(&endpoints)
+            .ok()
+            .and_then(|e| e["nodes"][0]["pid"].as_u64());
+        if let (Some(pid), true) = (pid, history.lines().count() > 50) {
+            break pid as u32;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let tree = cluster::process_tree(postmaster);
+    assert!(
+        tree.len() >= 4,
+        "postmaster, helpers and sessions: {tree:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alive(&tree) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(alive(&tree), 0, "postgres processes outlived Ctrl-C");
+    let left = processes_mentioning(&out.display().to_string());
+    assert!(left.is_empty(), "processes left: {left:?}");
+}
