@@ -523,3 +523,42 @@ fn ctrl_c_mid_run_leaves_no_postgres_process() {
     let left = processes_mentioning(&out.display().to_string());
     assert!(left.is_empty(), "processes left: {left:?}");
 }
+
+/// The database locks' behaviour across a server crash, without any race: what the
+/// `kill-redis` cells can only catch when a critical section outlasts the restart.
+#[tokio::test]
+async fn a_server_crash_drops_session_locks_and_keeps_committed_flags() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let mut cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .unwrap();
+    let e = cluster.endpoints();
+    let mut advisory = lock("pg-advisory", &e).await;
+    let mut row = lock("pg-row", &e).await;
+    let mut column = lock("pg-lock-column", &e).await;
+    assert!(ok(&advisory.acquire("lock:0").await));
+    assert!(ok(&row.acquire("lock:0").await));
+    assert_eq!(row.write_counter("lock:0", 7).await, CounterWrite::Accepted);
+    assert!(ok(&column.acquire("lock:0").await));
+
+    cluster.kill("master-0").unwrap();
+    cluster.restart("master-0").await.unwrap();
+    let e = cluster.endpoints();
+    // The advisory lock and the row lock died with their sessions: others get them while
+    // their holders still believe they hold them, and find out only at their release.
+    let mut other = lock("pg-advisory", &e).await;
+    assert!(ok(&other.acquire("lock:0").await));
+    assert!(matches!(advisory.release("lock:0").await, Outcome::Info(_)));
+    let mut other = lock("pg-row", &e).await;
+    assert!(ok(&other.acquire("lock:0").await));
+    assert_eq!(
+        other.read_counter("lock:0").await,
+        Ok(None),
+        "the UPDATE was never committed"
+    );
+    assert!(matches!(row.release("lock:0").await, Outcome::Info(_)));
+    // The flag was committed: the crash recovery brings it back, and the key stays taken.
+    let mut other = lock("pg-lock-column", &e).await;
+    assert!(matches!(other.acquire("lock:0").await, Acquired::Fail(_)));
+}
