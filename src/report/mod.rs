@@ -70,6 +70,19 @@ pub struct KeyStats {
     pub indeterminate_attempts: u64,
     /// Time from a client's first attempt to its acquisition, in ms.
     pub wait_ms: Percentiles,
+    /// `wait_ms` split by the mode of the acquire that ended the wait: `exclusive` (also
+    /// acquires without a mode) and `shared`; a mode with no acquisition is left out.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub wait_ms_by_mode: BTreeMap<String, Percentiles>,
+    /// Grants that jumped the queue: a first acquisition whose wait began more than the
+    /// fairness tolerance after another's that ended in a later grant (any acquires, fair or
+    /// not; see checker/fairness.rs for what a wait is).
+    #[serde(default)]
+    pub queue_jumps: u64,
+    /// Of `queue_jumps`, those of a fair-marked acquire over a fair-marked one: the key's
+    /// `unfair` count. Only for a key with acquires marked `fair`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_jumps_fair: Option<u64>,
     /// Jain's fairness index of acquisitions over the processes that tried: 1 is perfectly
     /// even, 1/n is one process getting everything.
     pub fairness: f64,
