@@ -195,4 +195,18 @@ mod tests {
         assert_eq!((p.p50, p.p90, p.p99, p.max), (50.0, 90.0, 99.0, 100.0));
         assert_eq!(Percentiles::of(&mut []).count, 0);
     }
+
+    #[test]
+    fn key_stats_of_an_older_report_still_read_and_empty_figures_are_left_out() {
+        let old = r#"{"acquisitions":2,"failed_attempts":0,"indeterminate_attempts":0,
+            "wait_ms":{"count":2,"p50":1.0,"p90":2.0,"p99":2.0,"max":2.0},"fairness":1.0,
+            "holds":2,"holds_outliving_lease":0,"expected_losses":0,"longest_free_ms":0.0}"#;
+        let stats: KeyStats = serde_json::from_str(old).unwrap();
+        assert_eq!(stats.acquisitions, 2);
+        assert!(stats.wait_ms_by_mode.is_empty());
+        assert_eq!((stats.queue_jumps, stats.queue_jumps_fair), (0, None));
+        let json = serde_json::to_value(&stats).unwrap();
+        assert!(json.get("wait_ms_by_mode").is_none() && json.get("queue_jumps_fair").is_none());
+        assert_eq!(json["queue_jumps"], 0);
+    }
 }
