@@ -380,7 +380,7 @@ pub fn check(
         times.sort_unstable();
     }
 
-    let mut waits: Vec<Vec<Wait>> = vec![Vec::new(); keys];
+    let mut waits: Vec<Vec<Wait>> = Vec::with_capacity(keys);
     for key in 0..keys {
         let key_blocks = &mut blocks[key];
         key_blocks.sort_by_key(|b| b.start);
@@ -398,16 +398,15 @@ pub fn check(
                 findings,
             );
         }
-        starvation(
+        waits.push(starvation(
             names,
             options,
             key as KeyId,
             key_attempts,
             &progress,
             &mut stats[key],
-            &mut waits[key],
             findings,
-        );
+        ));
     }
     (stats, waits)
 }
@@ -517,9 +516,8 @@ fn starvation(
     attempts: &[Attempt],
     progress: &HashMap<ProcessId, Vec<(i64, u32)>>,
     stats: &mut KeyStats,
-    grants: &mut Vec<Wait>,
     findings: &mut Findings,
-) {
+) -> Vec<Wait> {
     // Whether `process` acquired anything (any key) strictly between `after` and `before`.
     let progressed = |process: ProcessId, after: (i64, u32), before: (i64, u32)| {
         progress.get(&process).is_some_and(|times| {
@@ -535,6 +533,8 @@ fn starvation(
     // Per process: the first attempt of its current run of failures.
     let mut streaks: HashMap<ProcessId, Streak> = Default::default();
     let mut waits: Vec<f64> = Vec::new();
+    // The waits that ended in a first acquisition, for the fairness check (returned).
+    let mut grants: Vec<Wait> = Vec::new();
     // The same waits by the mode of the acquire that ended them: [exclusive, shared].
     let mut waits_by_mode: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut per_process: HashMap<ProcessId, u64> = Default::default();
@@ -662,6 +662,7 @@ fn starvation(
         stats.queue_jumps_fair = Some(0);
     }
     stats.fairness = jain_index(per_process.values().copied());
+    grants
 }
 
 #[derive(Debug, Clone, Copy)]
