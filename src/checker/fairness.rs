@@ -14,8 +14,10 @@
 //! invoke: a fair acquire that failed has left the lock's queue, and its retry queues anew
 //! (that is the order `unfair` judges, so between fair acquires the two counts agree).
 //! An acquire that ended `info`, or never ended, is no grant: it neither overtakes nor is
-//! overtaken, and its client's next attempt begins a new wait. Modes do not matter: two
-//! readers granted one after the other while both waited count like any other pair.
+//! overtaken (it may have taken the lock at some unknown moment, or never), and the client,
+//! under the new process id that takes over after an `info`, begins a new wait. Modes do
+//! not matter: a reader granted after a reader that began waiting later was overtaken, even
+//! if the two then held together; ties (grants at one instant) are not overtaking.
 
 use crate::history::compact::{KeyId, ProcessId};
 use crate::report::{Anomaly, KeyStats};
