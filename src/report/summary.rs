@@ -86,9 +86,9 @@ pub fn render_summary(report: &Report, source: &str) -> String {
     out
 }
 
-/// The keys with something to say about order and modes: waits by mode where some acquire
-/// was shared, queue jumps where there were any or where acquires were marked fair (so a fair
-/// lock's 0 shows too). Nothing for a key with neither.
+/// The keys with something to say about order and modes (some acquire was shared, or
+/// marked fair, or overtook a waiter): their waits by mode and their queue jumps (a fair
+/// lock's 0 shows too). Nothing for a key with none of these.
 fn per_key(out: &mut String, report: &Report) {
     let mut keys: Vec<(&String, &KeyStats)> = report
         .stats
@@ -111,7 +111,9 @@ fn per_key(out: &mut String, report: &Report) {
     let ms = |v: f64| fmt_span((v * 1e6) as i64);
     for (name, stats) in keys.iter().take(KEYS_SHOWN) {
         let mut parts = Vec::new();
-        if stats.wait_ms_by_mode.contains_key("shared") {
+        // Every key listed shows its waits: a fair lock's queue is judged by them as much
+        // as by its jumps.
+        if !stats.wait_ms_by_mode.is_empty() {
             let modes: Vec<String> = stats
                 .wait_ms_by_mode
                 .iter()
@@ -180,13 +182,13 @@ mod tests {
         rw.wait_ms_by_mode
             .insert("shared".into(), waits(2, 0.25, 7.0));
         per_key.insert("rw".into(), rw);
-        per_key.insert(
-            "fair".into(),
-            KeyStats {
-                queue_jumps_fair: Some(0),
-                ..KeyStats::default()
-            },
-        );
+        let mut fair = KeyStats {
+            queue_jumps_fair: Some(0),
+            ..KeyStats::default()
+        };
+        fair.wait_ms_by_mode
+            .insert("exclusive".into(), waits(5, 120.0, 900.0));
+        per_key.insert("fair".into(), fair);
         per_key.insert(
             "racy".into(),
             KeyStats {
@@ -204,7 +206,7 @@ mod tests {
             section,
             [
                 "  racy: 4 queue jumps",
-                "  fair: 0 queue jumps (0 fair over fair)",
+                "  fair: wait exclusive 120ms/900ms (5); 0 queue jumps (0 fair over fair)",
                 "  rw: wait exclusive 2ms/7ms (3), shared 250µs/7ms (2)",
             ],
             "{text}"
