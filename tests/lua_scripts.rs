@@ -249,6 +249,8 @@ async fn replies_outside_the_convention_and_script_errors_are_info() {
             .into(),
         release: "return 2".into(),
         renew: Some("return 'yes'".into()),
+
+        ..LuaScripts::default()
     };
     let mut a = client(&ep, &opts(&half_way, 1000, "owner-a")).await;
     match a.acquire("lock:x").await {
@@ -276,6 +278,8 @@ async fn replies_outside_the_convention_and_script_errors_are_info() {
         acquire: "return redis.call('pttl', KEYS[1])".into(),
         release: "return 1".into(),
         renew: None,
+
+        ..LuaScripts::default()
     };
     let mut b = client(&ep, &opts(&redisson, 1000, "owner-b")).await;
     assert!(!b.renews());
@@ -286,6 +290,8 @@ async fn replies_outside_the_convention_and_script_errors_are_info() {
         acquire: "retrun 1".into(),
         release: "return 1".into(),
         renew: None,
+
+        ..LuaScripts::default()
     };
     match locks::connect(locks::SCRIPTED, &ep, &opts(&broken, 1000, "c")).await {
         Err(LockError::Scripts(m)) => {

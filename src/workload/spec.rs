@@ -23,8 +23,8 @@ pub struct Retry {
 }
 
 /// `algorithm = "lua"`: the workload's own lock scripts (`scripts = { acquire = "a.lua",
-/// release = "r.lua", renew = "n.lua" }`, `renew` optional), files relative to the workload
-/// file's folder. They are read when the workload is read, so the spec that goes to the
+/// release = "r.lua", renew = "n.lua" }`, `renew` optional; a shared mode's `read_acquire`,
+/// `read_release` and `read_renew` likewise), files relative to the workload file's folder. They are read when the workload is read, so the spec that goes to the
 /// workers (and into the run folder's `workload.toml`) carries their texts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,6 +33,12 @@ pub struct ScriptFiles {
     pub release: ScriptFile,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renew: Option<ScriptFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_acquire: Option<ScriptFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_release: Option<ScriptFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_renew: Option<ScriptFile>,
 }
 
 /// One script: a path as the workload writes it, and once read, the path it was read from and
@@ -75,21 +81,37 @@ impl<'de> Deserialize<'de> for ScriptFile {
 impl ScriptFiles {
     /// The scripts by their field names.
     fn each_mut(&mut self) -> Vec<(&'static str, &mut ScriptFile)> {
+        let optional = [
+            ("renew", &mut self.renew),
+            ("read_acquire", &mut self.read_acquire),
+            ("read_release", &mut self.read_release),
+            ("read_renew", &mut self.read_renew),
+        ];
         let mut all = vec![
             ("acquire", &mut self.acquire),
             ("release", &mut self.release),
         ];
-        if let Some(renew) = self.renew.as_mut() {
-            all.push(("renew", renew));
-        }
+        all.extend(
+            optional
+                .into_iter()
+                .filter_map(|(field, script)| script.as_mut().map(|s| (field, s))),
+        );
         all
     }
 
     fn each(&self) -> Vec<(&'static str, &ScriptFile)> {
+        let optional = [
+            ("renew", &self.renew),
+            ("read_acquire", &self.read_acquire),
+            ("read_release", &self.read_release),
+            ("read_renew", &self.read_renew),
+        ];
         let mut all = vec![("acquire", &self.acquire), ("release", &self.release)];
-        if let Some(renew) = self.renew.as_ref() {
-            all.push(("renew", renew));
-        }
+        all.extend(
+            optional
+                .into_iter()
+                .filter_map(|(field, script)| script.as_ref().map(|s| (field, s))),
+        );
         all
     }
 }
@@ -116,11 +138,17 @@ pub struct WorkloadSpec {
     /// also the thread wait time of its queue (as Redisson's `tryLock(waitTime, ...)`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait: Option<Millis>,
-    /// `rw-lock` only: the share of acquires that are reads (`mode` `shared`), 0 to 1
-    /// (default 0: every acquire writes). A read holds the lock in shared mode and only
-    /// reads the guarded counter; a write holds it exclusively and increments it.
+    /// `rw-lock`, `lua` (with read scripts) and `external` only: the share of acquires that
+    /// are reads (`mode` `shared`), 0 to 1 (default 0: every acquire writes). A read holds
+    /// the lock in shared mode and only reads the guarded counter; a write holds it
+    /// exclusively and increments it.
     #[serde(skip_serializing_if = "is_zero")]
     pub read_share: f64,
+    /// `lua` and `external` only: the lock promises first-come-first-served order, so every
+    /// acquire is marked `fair` and the checker judges overtaking (`unfair`). `fair-lock` is
+    /// fair by itself (`fair = false` is refused there); absent: false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fair: Option<bool>,
     /// Where the lock lives; the algorithm's natural topology if absent.
     pub topology: Option<Topology>,
     /// Masters for the `independent` topology.
@@ -161,6 +189,7 @@ impl Default for WorkloadSpec {
             adapter_options: None,
             wait: None,
             read_share: 0.0,
+            fair: None,
             topology: None,
             masters: 5,
             clients: 8,
@@ -304,10 +333,10 @@ impl WorkloadSpec {
         Some(LuaScripts {
             acquire: scripts.acquire.source.clone()?,
             release: scripts.release.source.clone()?,
-            renew: match &scripts.renew {
-                Some(renew) => Some(renew.source.clone()?),
-                None => None,
-            },
+            renew: source_of(&scripts.renew)?,
+            read_acquire: source_of(&scripts.read_acquire)?,
+            read_release: source_of(&scripts.read_release)?,
+            read_renew: source_of(&scripts.read_renew)?,
         })
     }
 
@@ -323,6 +352,7 @@ impl WorkloadSpec {
         self.validate_scripts()?;
         self.validate_adapter()?;
         self.validate_read_share()?;
+        self.validate_fair()?;
         for (field, value) in [
             ("clients", self.clients),
             ("workers", self.workers),
@@ -392,6 +422,28 @@ impl WorkloadSpec {
                 "field `watchdog`: renewing needs a renew script (scripts.renew)".to_string(),
             );
         }
+        // The shared mode comes whole: both its acquire and its release.
+        match (&scripts.read_acquire, &scripts.read_release) {
+            (Some(_), None) => {
+                return Err("field `scripts.read_release`: scripts.read_acquire needs its release script (scripts.read_release)".into())
+            }
+            (None, Some(_)) => {
+                return Err("field `scripts.read_acquire`: scripts.read_release needs its acquire script (scripts.read_acquire)".into())
+            }
+            (None, None) if scripts.read_renew.is_some() => {
+                return Err("field `scripts.read_renew`: only with scripts.read_acquire and scripts.read_release".into())
+            }
+            _ => {}
+        }
+        if self.read_share > 0.0 && scripts.read_acquire.is_none() {
+            return Err(format!(
+                "field `scripts.read_acquire`: read_share = {} takes shared holds, which need the shared mode's own scripts (scripts.read_acquire and scripts.read_release)",
+                self.read_share
+            ));
+        }
+        if self.read_share > 0.0 && self.watchdog && scripts.read_renew.is_none() {
+            return Err("field `scripts.read_renew`: with watchdog = true, shared holds are renewed too, which needs scripts.read_renew".into());
+        }
         Ok(())
     }
 
@@ -440,7 +492,9 @@ impl WorkloadSpec {
         Ok(())
     }
 
-    /// `read_share` within 0..=1, and above 0 only for a lock with a shared mode.
+    /// `read_share` within 0..=1, and above 0 only for a lock that may have a shared mode:
+    /// `rw-lock`, `lua` (its read scripts, checked with the scripts), `external` (the
+    /// adapter answers `error` if it has none).
     fn validate_read_share(&self) -> Result<(), String> {
         if !(0.0..=1.0).contains(&self.read_share) {
             return Err(format!(
@@ -448,13 +502,42 @@ impl WorkloadSpec {
                 self.read_share
             ));
         }
-        if self.read_share > 0.0 && self.algorithm != "rw-lock" {
+        let may_share =
+            ["rw-lock", locks::SCRIPTED, locks::EXTERNAL].contains(&self.algorithm.as_str());
+        if self.read_share > 0.0 && !may_share {
             return Err(format!(
-                "field `read_share`: only for algorithm = \"rw-lock\", the lock with a shared mode (this workload's algorithm is \"{}\")",
+                "field `read_share`: only for algorithm = \"rw-lock\", \"{}\" or \"{}\", the locks that can have a shared mode (this workload's algorithm is \"{}\")",
+                locks::SCRIPTED,
+                locks::EXTERNAL,
                 self.algorithm
             ));
         }
         Ok(())
+    }
+
+    /// `fair` only where it can be declared: `lua` and `external`; `fair-lock` is fair
+    /// whatever the workload says, so it may only say so.
+    fn validate_fair(&self) -> Result<(), String> {
+        let Some(fair) = self.fair else {
+            return Ok(());
+        };
+        match self.algorithm.as_str() {
+            locks::SCRIPTED | locks::EXTERNAL => Ok(()),
+            "fair-lock" if fair => Ok(()),
+            "fair-lock" => Err(
+                "field `fair`: fair-lock is always fair (Redisson's RFairLock queues its waiters); remove `fair = false`".into(),
+            ),
+            other => Err(format!(
+                "field `fair`: only for algorithm = \"{}\" or \"{}\", which declare whether their lock is fair (\"{other}\" is a built-in with a fixed order; fair-lock is the fair one)",
+                locks::SCRIPTED,
+                locks::EXTERNAL
+            )),
+        }
+    }
+
+    /// Whether the workload declares its lock fair (`fair = true`).
+    pub fn is_fair(&self) -> bool {
+        self.fair == Some(true)
     }
 
     /// The topology the algorithm runs on unless the workload says otherwise.
@@ -464,6 +547,14 @@ impl WorkloadSpec {
         } else {
             Topology::Single
         })
+    }
+}
+
+/// A script's text once read: `Some(None)` for a script not given, None for one not read.
+fn source_of(script: &Option<ScriptFile>) -> Option<Option<String>> {
+    match script {
+        Some(s) => Some(Some(s.source.clone()?)),
+        None => Some(None),
     }
 }
 
