@@ -765,7 +765,7 @@ mod mode_tests {
     use super::*;
 
     #[test]
-    fn read_share_is_a_share_and_only_for_rw_lock() {
+    fn read_share_is_a_share_and_only_for_locks_that_can_share() {
         let spec = WorkloadSpec::from_toml("algorithm = \"rw-lock\"\nread_share = 0.7\n", "w.toml")
             .unwrap();
         assert_eq!(spec.read_share, 0.7);
@@ -778,6 +778,11 @@ mod mode_tests {
         }
         let error = WorkloadSpec::from_toml("read_share = 0.5\n", "w.toml").unwrap_err();
         assert!(error.to_string().contains("only for algorithm"), "{error}");
+        assert!(error.to_string().contains("w.toml"), "{error}");
+        assert!(
+            error.to_string().contains("\"lua\" or \"external\""),
+            "{error}"
+        );
         // No `read_share` in a workload that never reads in shared mode.
         let plain = toml::to_string_pretty(&WorkloadSpec::default()).unwrap();
         assert!(!plain.contains("read_share"), "{plain}");
@@ -793,6 +798,134 @@ mod mode_tests {
             WorkloadSpec::from_toml("algorithm = \"reentrant\"\nwait = \"5ms\"\n", "w.toml")
                 .unwrap_err();
         assert!(error.to_string().contains("field `wait`"), "{error}");
+    }
+}
+
+#[cfg(test)]
+mod shared_and_fair_tests {
+    use super::*;
+
+    /// A Lua workload in a temporary folder with acquire and release scripts, the scripts
+    /// named in `more` (`renew`, `read_acquire`, ...; all `return 1`) and `extra` lines.
+    fn lua(more: &[&str], extra: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut scripts = String::from("acquire = \"a.lua\", release = \"a.lua\"");
+        for field in more {
+            scripts.push_str(&format!(", {field} = \"a.lua\""));
+        }
+        std::fs::write(dir.path().join("a.lua"), "return 1\n").unwrap();
+        let path = dir.path().join("w.toml");
+        let text = format!("algorithm = \"lua\"\nscripts = {{ {scripts} }}\n{extra}");
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    fn refusal(more: &[&str], extra: &str) -> String {
+        let (_dir, path) = lua(more, extra);
+        let error = WorkloadSpec::from_file(&path).unwrap_err().to_string();
+        assert!(error.contains(&path.display().to_string()), "{error}");
+        error
+    }
+
+    #[test]
+    fn a_lua_workload_shares_with_its_read_scripts() {
+        let (_dir, path) = lua(
+            &["renew", "read_acquire", "read_release", "read_renew"],
+            "read_share = 0.3\nwatchdog = true\n",
+        );
+        let spec = WorkloadSpec::from_file(&path).unwrap();
+        let scripts = spec.lua_scripts().unwrap();
+        assert_eq!(scripts.read_acquire.as_deref(), Some("return 1\n"));
+        assert_eq!(scripts.read_renew.as_deref(), Some("return 1\n"));
+        // Into the run folder as TOML and back, texts and all.
+        let toml_text = toml::to_string_pretty(&spec).unwrap();
+        assert_eq!(
+            WorkloadSpec::from_toml(&toml_text, "elsewhere/w.toml").unwrap(),
+            spec
+        );
+    }
+
+    #[test]
+    fn read_share_on_lua_needs_the_read_scripts() {
+        let error = refusal(&[], "read_share = 0.3\n");
+        assert!(error.contains("field `scripts.read_acquire`"), "{error}");
+        assert!(error.contains("read_share = 0.3"), "{error}");
+        let error = refusal(&["read_acquire"], "");
+        assert!(error.contains("field `scripts.read_release`"), "{error}");
+        let error = refusal(&["read_release"], "");
+        assert!(error.contains("field `scripts.read_acquire`"), "{error}");
+        let error = refusal(&["read_renew"], "");
+        assert!(error.contains("field `scripts.read_renew`"), "{error}");
+    }
+
+    #[test]
+    fn a_watchdog_over_shared_holds_needs_read_renew() {
+        let error = refusal(
+            &["renew", "read_acquire", "read_release"],
+            "read_share = 0.3\nwatchdog = true\n",
+        );
+        assert!(error.contains("field `scripts.read_renew`"), "{error}");
+        assert!(error.contains("watchdog"), "{error}");
+    }
+
+    #[test]
+    fn a_missing_read_script_names_its_field_and_file() {
+        let (dir, path) = lua(&["read_acquire", "read_release"], "read_share = 0.3\n");
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("read_acquire = \"a.lua\"", "read_acquire = \"gone.lua\"");
+        std::fs::write(&path, text).unwrap();
+        let error = WorkloadSpec::from_file(&path).unwrap_err();
+        assert_eq!(error.line, 2, "{error}");
+        let error = error.to_string();
+        assert!(error.contains("field `scripts.read_acquire`"), "{error}");
+        assert!(error.contains("gone.lua"), "{error}");
+        // And an empty one.
+        std::fs::write(dir.path().join("gone.lua"), " \n").unwrap();
+        let error = WorkloadSpec::from_file(&path).unwrap_err().to_string();
+        assert!(error.contains("field `scripts.read_acquire`"), "{error}");
+        assert!(error.contains("is empty"), "{error}");
+    }
+
+    #[test]
+    fn an_external_workload_may_share_and_be_fair() {
+        let text =
+            "algorithm = \"external\"\nadapter = [\"true\"]\nread_share = 0.4\nfair = true\n";
+        let spec = WorkloadSpec::from_toml(text, "w.toml").unwrap();
+        assert_eq!(spec.read_share, 0.4);
+        assert!(spec.is_fair());
+        let toml_text = toml::to_string_pretty(&spec).unwrap();
+        assert_eq!(WorkloadSpec::from_toml(&toml_text, "w.toml").unwrap(), spec);
+        // Not said, not fair, and nothing written back.
+        let plain =
+            WorkloadSpec::from_toml("algorithm = \"external\"\nadapter = [\"true\"]\n", "w.toml")
+                .unwrap();
+        assert!(!plain.is_fair());
+        assert!(!toml::to_string_pretty(&plain).unwrap().contains("fair"));
+    }
+
+    #[test]
+    fn fair_is_only_for_lua_and_external_and_fair_lock_cannot_be_unfair() {
+        let (_dir, path) = lua(&[], "fair = true\n");
+        assert!(WorkloadSpec::from_file(&path).unwrap().is_fair());
+        let error = WorkloadSpec::from_toml("algorithm = \"set-nx-px\"\nfair = true\n", "w.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("w.toml"), "{error}");
+        assert!(
+            error.contains("field `fair`: only for algorithm = \"lua\" or \"external\""),
+            "{error}"
+        );
+        let error = WorkloadSpec::from_toml("algorithm = \"fair-lock\"\nfair = false\n", "w.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("field `fair`: fair-lock is always fair"),
+            "{error}"
+        );
+        let spec =
+            WorkloadSpec::from_toml("algorithm = \"fair-lock\"\nfair = true\n", "w.toml").unwrap();
+        assert!(spec.is_fair());
     }
 }
 
