@@ -88,3 +88,78 @@ pub fn require_node_redlock() {
         "this test needs Node.js and node-redlock: install them with `npm ci --prefix examples/adapters/node-redlock` (bash .ci/run does)"
     );
 }
+
+/// The events of the run's history.
+fn history_events(out: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(out.join("history.jsonl")).expect("history.jsonl");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
+/// Every hold of a key in shared mode, as (key, process, from, to) in run time: from the
+/// `ok` of its outer acquire (invoked with `mode: shared`) to the completion of the release
+/// that ends it (nested holds counted). A hold whose process retired before it was released
+/// is left out.
+pub fn shared_holds(out: &Path) -> Vec<(String, u64, i64, i64)> {
+    use std::collections::HashMap;
+    // Per (process, key): the mode asked by the pending acquire, the depth, the hold's start.
+    let mut asked: HashMap<(u64, String), bool> = HashMap::new();
+    let mut open: HashMap<(u64, String), (u32, bool, i64)> = HashMap::new();
+    let mut holds = Vec::new();
+    for e in history_events(out) {
+        let (Some(process), Some(key), Some(time)) =
+            (e["process"].as_u64(), e["key"].as_str(), e["time"].as_i64())
+        else {
+            continue;
+        };
+        let at = (process, key.to_string());
+        match (e["f"].as_str(), e["type"].as_str()) {
+            (Some("acquire"), Some("invoke")) => {
+                asked.insert(at, e["value"]["mode"] == "shared");
+            }
+            (Some("acquire"), Some("ok")) => {
+                let shared = asked.get(&at).copied().unwrap_or(false);
+                let hold = open.entry(at).or_insert((0, shared, time));
+                hold.0 += 1;
+            }
+            (Some("release"), Some("ok" | "fail")) => {
+                if let Some(hold) = open.get_mut(&at) {
+                    hold.0 -= 1;
+                    if hold.0 == 0 {
+                        let (_, shared, from) = open.remove(&at).expect("open");
+                        if shared {
+                            holds.push((key.to_string(), process, from, time));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    holds
+}
+
+/// How many pairs of shared holds of one key by two processes overlapped in time: readers
+/// that really shared the lock (0 if the shared mode were dropped and every hold exclusive).
+pub fn overlapping_shared_holds(out: &Path) -> usize {
+    let holds = shared_holds(out);
+    let mut pairs = 0;
+    for (i, a) in holds.iter().enumerate() {
+        for b in &holds[i + 1..] {
+            if a.0 == b.0 && a.1 != b.1 && a.2 < b.3 && b.2 < a.3 {
+                pairs += 1;
+            }
+        }
+    }
+    pairs
+}
+
+/// The `value.fair` of every acquire invoke in the run's history (None where it has none).
+pub fn acquire_fair_marks(out: &Path) -> Vec<Option<bool>> {
+    history_events(out)
+        .iter()
+        .filter(|e| e["f"] == "acquire" && e["type"] == "invoke")
+        .map(|e| e["value"]["fair"].as_bool())
+        .collect()
+}
