@@ -1,9 +1,10 @@
 //! `algorithm = "lua"`: locks written as Lua scripts, against real redis-server processes.
 //!
-//! The clients run the example scripts of `examples/lua/` (set-nx-px and Redisson's reentrant
-//! lock, read through their workload files as a run reads them); then the real binary runs
-//! the set-nx-px example end to end, without faults (valid) and under `pause-clients`
-//! (overlap), as the built-in `set-nx-px` does.
+//! The clients run the example scripts of `examples/lua/` (set-nx-px, Redisson's reentrant
+//! lock and its read-write lock, read through their workload files as a run reads them); then
+//! the real binary runs the set-nx-px example end to end, without faults (valid) and under
+//! `pause-clients` (overlap), as the built-in `set-nx-px` does, and the rw-lock example
+//! without faults (valid, readers sharing).
 
 mod common;
 use common::{
