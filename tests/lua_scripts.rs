@@ -599,3 +599,28 @@ fn read_share_without_read_scripts_or_with_a_missing_one_is_bad_input() {
         assert!(!dir.path().join("run").exists(), "no run started");
     }
 }
+
+#[test]
+fn a_read_script_redis_cannot_compile_stops_the_run_as_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ok.lua"), "return 1\n").unwrap();
+    std::fs::write(dir.path().join("broken.lua"), "this is not lua (\n").unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        "algorithm = \"lua\"\nread_share = 0.5\nscripts = { acquire = \"ok.lua\", release = \"ok.lua\", read_acquire = \"ok.lua\", read_release = \"broken.lua\" }\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .arg("run")
+        .arg(&workload)
+        .args(["--time-limit", "30s", "--out"])
+        .arg(dir.path().join("run"))
+        .output()
+        .expect("run lockaudit");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("read_release script"), "{stderr}");
+    assert!(stderr.contains("compiling"), "{stderr}");
+    assert!(!dir.path().join("run/history.jsonl").exists());
+}
