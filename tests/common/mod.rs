@@ -97,15 +97,31 @@ fn history_events(out: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Every hold of a key in shared mode, as (key, process, from, to) in run time: from the
-/// `ok` of its outer acquire (invoked with `mode: shared`) to the completion of the release
-/// that ends it (nested holds counted). A hold whose process retired before it was released
-/// is left out.
-pub fn shared_holds(out: &Path) -> Vec<(String, u64, i64, i64)> {
+/// One hold of a key in shared mode, in run time (ns), as far as the history proves it
+/// held: from when the acquire was surely taken to when the release surely had not begun.
+#[derive(Debug, Clone)]
+pub struct SharedHold {
+    pub key: String,
+    pub process: u64,
+    /// The `ok` of its outer acquire.
+    pub from: i64,
+    /// The invoke of the release that ended it (its completion is later than the moment
+    /// it took effect, and another worker may record its acquire in between).
+    pub to: i64,
+    /// Where the outer acquire's lease ends, counted from its invoke (`lease_ms`); i64::MAX
+    /// for a lock held until released.
+    pub lease_end: i64,
+}
+
+/// Every hold of a key in shared mode: from the `ok` of its outer acquire (invoked with
+/// `mode: shared`) to the invoke of the release that ends it (nested holds counted). A hold
+/// whose process retired before it was released is left out.
+pub fn shared_holds(out: &Path) -> Vec<SharedHold> {
     use std::collections::HashMap;
-    // Per (process, key): the mode asked by the pending acquire, the depth, the hold's start.
-    let mut asked: HashMap<(u64, String), bool> = HashMap::new();
-    let mut open: HashMap<(u64, String), (u32, bool, i64)> = HashMap::new();
+    // Per (process, key): the pending acquire's (invoke time, shared?), and the open hold.
+    let mut asked: HashMap<(u64, String), (i64, bool)> = HashMap::new();
+    let mut open: HashMap<(u64, String), (u32, bool, SharedHold)> = HashMap::new();
+    let mut release_invoked: HashMap<(u64, String), i64> = HashMap::new();
     let mut holds = Vec::new();
     for e in history_events(out) {
         let (Some(process), Some(key), Some(time)) =
@@ -116,20 +132,33 @@ pub fn shared_holds(out: &Path) -> Vec<(String, u64, i64, i64)> {
         let at = (process, key.to_string());
         match (e["f"].as_str(), e["type"].as_str()) {
             (Some("acquire"), Some("invoke")) => {
-                asked.insert(at, e["value"]["mode"] == "shared");
+                asked.insert(at, (time, e["value"]["mode"] == "shared"));
             }
             (Some("acquire"), Some("ok")) => {
-                let shared = asked.get(&at).copied().unwrap_or(false);
-                let hold = open.entry(at).or_insert((0, shared, time));
-                hold.0 += 1;
+                let (invoked, shared) = asked.get(&at).copied().unwrap_or((time, false));
+                let lease_end = e["value"]["lease_ms"].as_i64().map_or(i64::MAX, |ms| {
+                    invoked.saturating_add(ms.saturating_mul(1_000_000))
+                });
+                let hold = SharedHold {
+                    key: key.to_string(),
+                    process,
+                    from: time,
+                    to: i64::MAX,
+                    lease_end,
+                };
+                open.entry(at).or_insert((0, shared, hold)).0 += 1;
+            }
+            (Some("release"), Some("invoke")) => {
+                release_invoked.insert(at, time);
             }
             (Some("release"), Some("ok" | "fail")) => {
-                if let Some(hold) = open.get_mut(&at) {
-                    hold.0 -= 1;
-                    if hold.0 == 0 {
-                        let (_, shared, from) = open.remove(&at).expect("open");
+                if let Some(entry) = open.get_mut(&at) {
+                    entry.0 -= 1;
+                    if entry.0 == 0 {
+                        let (_, shared, mut hold) = open.remove(&at).expect("open");
+                        hold.to = release_invoked.get(&at).copied().unwrap_or(time);
                         if shared {
-                            holds.push((key.to_string(), process, from, time));
+                            holds.push(hold);
                         }
                     }
                 }
@@ -140,14 +169,20 @@ pub fn shared_holds(out: &Path) -> Vec<(String, u64, i64, i64)> {
     holds
 }
 
-/// How many pairs of shared holds of one key by two processes overlapped in time: readers
-/// that really shared the lock (0 if the shared mode were dropped and every hold exclusive).
+/// How many pairs of shared holds of one key by two processes overlapped while the earlier
+/// one's first lease still ran: readers that really shared the lock. An exclusive lock has
+/// none (an overlap after a lease ran out proves nothing), so this is 0 if the shared mode
+/// were dropped.
 pub fn overlapping_shared_holds(out: &Path) -> usize {
     let holds = shared_holds(out);
     let mut pairs = 0;
     for (i, a) in holds.iter().enumerate() {
         for b in &holds[i + 1..] {
-            if a.0 == b.0 && a.1 != b.1 && a.2 < b.3 && b.2 < a.3 {
+            let (first, second) = if a.from <= b.from { (a, b) } else { (b, a) };
+            if a.key == b.key
+                && a.process != b.process
+                && second.from < first.to.min(first.lease_end)
+            {
                 pairs += 1;
             }
         }
