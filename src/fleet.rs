@@ -285,6 +285,14 @@ impl Workers for Fleet {
             lock(&w.ledger).exit_code == Some(crate::locks::external::EXIT_ADAPTER_ERROR)
         })
     }
+    /// The adapter's message, from the last give-up line of the worker's log.
+    fn gave_up_why(&self, worker: usize) -> Option<String> {
+        let log = std::fs::read_to_string(self.dir.join(format!("worker-{worker}.log"))).ok()?;
+        log.lines()
+            .rev()
+            .find_map(|l| l.strip_prefix(crate::locks::external::GIVE_UP_PREFIX))
+            .map(str::to_string)
+    }
     /// The worker's live logical processes (one per slot that has done anything).
     fn processes(&self, worker: usize) -> Vec<u64> {
         self.workers

@@ -507,11 +507,15 @@ impl Executor {
                 json!("its lock client cannot go on (adapter error)"),
             )]);
             record_kill(journal, worker, &remains, why);
-            return Some(format!(
-                "{}'s lock adapter answered `error`: it cannot go on (its message is in {}.log)",
-                worker_name(worker),
-                worker_name(worker)
-            ));
+            let name = worker_name(worker);
+            return Some(match targets.workers.gave_up_why(worker) {
+                Some(why) => format!(
+                    "{name}'s lock adapter answered `error`, so it cannot go on: {why} (see {name}.log)"
+                ),
+                None => format!(
+                    "{name}'s lock adapter answered `error`: it cannot go on (its message is in {name}.log)"
+                ),
+            });
         }
         let why = match self.armed.remove(&worker) {
             Some(point) => extra(&[("crash_point", json!(point))]),

@@ -41,6 +41,10 @@ pub trait Workers {
     fn processes(&self, worker: usize) -> Vec<u64>;
     /// The worker ended on its own because its lock client cannot go on (not a crash).
     fn gave_up(&self, worker: usize) -> bool;
+    /// Why a worker gave up, as it said (the adapter and its error), if it can be told.
+    fn gave_up_why(&self, _worker: usize) -> Option<String> {
+        None
+    }
     /// Run time at which clients stop starting new cycles.
     fn deadline_ns(&self) -> i64;
     /// SIGSTOP the worker (and what it started). False if it was not running.
