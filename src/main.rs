@@ -293,7 +293,7 @@ fn args_workload_name(spec: &WorkloadSpec) -> String {
 
 fn parse_topology(text: &str) -> Result<lockaudit::cluster::Topology, String> {
     serde_json::from_value(serde_json::Value::String(text.to_string()))
-        .map_err(|_| "expected single, replicated, sentinel or independent".to_string())
+        .map_err(|_| "expected single, replicated, sentinel, independent or postgres".to_string())
 }
 
 /// Exit code for a run that could not be carried out (the README's exit codes).
@@ -395,6 +395,12 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
         schedule = resolve(&spec)?;
     }
 
+    if args.redis.is_some() && lockaudit::locks::on_postgres(&spec.algorithm) {
+        anyhow::bail!(
+            "--redis: {} runs on the PostgreSQL server lockaudit starts itself, not on a Redis",
+            spec.algorithm
+        );
+    }
     let servers = match &args.redis {
         Some(url) => Servers::Existing(existing_endpoints(url).map_err(|e| anyhow::anyhow!(e))?),
         None => Servers::Owned {

@@ -704,3 +704,31 @@ async fn sentinel_clients_follow_a_failover() {
     }
     assert!(holders >= 1, "the lock is on a promoted replica");
 }
+
+/// watch-multi: an EXEC after someone else wrote the watched key writes nothing.
+#[tokio::test]
+async fn watch_multi_exec_fails_after_a_concurrent_write() {
+    use lockaudit::locks::CounterWrite;
+    let servers = start(Topology::Single, 1).await;
+    let e = servers.endpoints();
+    let mut a = client("watch-multi", &e, &opts(1000)).await;
+    let mut b = client("watch-multi", &e, &opts(1000)).await;
+    assert!(a.optimistic() && a.keeps_counter());
+    assert_eq!(a.read_counter("lock:0").await, Ok(None));
+    assert_eq!(b.read_counter("lock:0").await, Ok(None));
+    assert_eq!(a.write_counter("lock:0", 1).await, CounterWrite::Accepted);
+    assert!(matches!(
+        b.write_counter("lock:0", 1).await,
+        CounterWrite::Rejected(_)
+    ));
+    assert_eq!(b.read_counter("lock:0").await, Ok(Some(1)));
+    assert_eq!(b.write_counter("lock:0", 2).await, CounterWrite::Accepted);
+    // The counter is on the lock's server, where WATCH sees it.
+    let mut raw = raw(&e, 0).await;
+    let value: Option<i64> = redis::cmd("GET")
+        .arg("resource:lock:0")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(value, Some(2));
+}

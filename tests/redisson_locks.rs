@@ -431,7 +431,8 @@ fn run_valid(algorithm: &str) {
                 "acquires not marked fair"
             );
             // The built-in workload's `wait`, recorded on every acquire.
-            let spec = lockaudit::workload::builtin::workload("fair-lock").expect("built-in workload");
+            let spec =
+                lockaudit::workload::builtin::workload("fair-lock").expect("built-in workload");
             let wait = spec.wait.expect("fair-lock waits").0;
             assert!(
                 history.contains(&format!(r#""wait_ms":{wait}"#)),

@@ -162,6 +162,41 @@ fn redlock_over_five_masters_without_faults_is_valid() {
     assert_run("redlock", &[]);
 }
 
+/// An optimistic algorithm takes no lock: its run is valid on its acknowledged conditional
+/// writes (not unknown for want of an acquire), and leaves no process.
+#[test]
+fn watch_multi_without_faults_is_valid_with_writes_and_no_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = run("watch-multi", &out, &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let report = report(&out);
+    assert_eq!(report["valid"], true, "{stdout}");
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    let events: Vec<Value> = history
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        !events.iter().any(|e| e["f"] == "acquire"),
+        "it takes no lock"
+    );
+    let writes = |ty: &str| {
+        events
+            .iter()
+            .filter(|e| e["f"] == "write" && e["type"] == ty)
+            .count()
+    };
+    assert!(writes("ok") > 10, "{stdout}");
+    assert!(
+        writes("fail") > 0,
+        "no conflict in 3 s of 8 clients on 2 keys"
+    );
+    let left = left_running(&out);
+    assert!(left.is_empty(), "processes left running: {left:?}");
+}
+
 /// Starts a 20 s set-nx-px run in the background.
 fn spawn_long_run(out: &Path) -> std::process::Child {
     lockaudit()

@@ -345,10 +345,11 @@ async fn run_cell(
     let algorithm = row.to_string();
     if nemesis == "failover"
         && !has_replicas(spec.topology())
-        && spec.topology() != Topology::Independent
+        && !matches!(spec.topology(), Topology::Independent | Topology::Postgres)
     {
         // A failover needs replicas: the algorithm runs on a primary with two. (RedLock's
-        // independent masters have none, and stay as they are: not applicable, below.)
+        // independent masters and the one PostgreSQL server have none, and stay as they
+        // are: not applicable, below.)
         spec.topology = Some(Topology::Replicated);
     }
     spec.nemesis = Some(nemesis.to_string());

@@ -53,6 +53,12 @@ fn init(req: &Value) -> Result<State, String> {
             locks::ALGORITHMS.join(", ")
         ));
     }
+    // The protocol speaks acquire and release; an optimistic algorithm has neither.
+    if locks::is_optimistic(&algorithm) {
+        return Err(format!(
+            "options.algorithm {algorithm:?} takes no lock (optimistic): there is nothing to adapt"
+        ));
+    }
     let topology: Topology =
         serde_json::from_value(req["topology"].clone()).map_err(|e| format!("topology: {e}"))?;
     let nodes: Vec<Node> = req["nodes"]

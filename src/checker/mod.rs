@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use crate::history::History;
+use crate::history::{History, OpF, OpType};
 use crate::report::{CheckResult, Report, Stats};
 
 use findings::{Findings, Names};
@@ -157,16 +157,23 @@ fn check_with_lease_floor(
         .map(|(k, s)| (history.keys[k].clone(), s))
         .collect();
     let acquisitions = holds.holds.len();
+    // An optimistic algorithm (pg-version, watch-multi) takes no lock: its acknowledged
+    // conditional writes of the counter are what was exercised, and lost-update judges them.
+    let acknowledged_writes = history
+        .ops
+        .iter()
+        .filter(|op| op.f == OpF::Write && op.ty == OpType::Ok)
+        .count();
     let (valid, unknown) = if !checks.values().all(|c| c.valid) {
         (Some(false), None)
-    } else if acquisitions == 0 {
+    } else if acquisitions == 0 && acknowledged_writes == 0 {
         // Exit 0 promises that a lock was exercised and held up: with no acquire that took
         // effect, the history proves nothing.
         let why = if history.ops.is_empty() {
             "the history has no events: nothing was tested".to_string()
         } else {
             format!(
-                "no acquire took effect in {} events: no lock was exercised, so nothing was proven",
+                "no acquire took effect and no write was acknowledged in {} events: no lock was exercised, so nothing was proven",
                 history.ops.len()
             )
         };

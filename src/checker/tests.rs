@@ -891,6 +891,33 @@ fn a_failure_that_may_have_met_the_winner_or_the_holder_does_not_count() {
 }
 
 #[test]
+fn an_optimistic_history_of_reads_and_conditional_writes_is_judged_by_its_counter() {
+    // No lock at all (pg-version, watch-multi): the acknowledged writes were exercised.
+    let good = r#"
+        0    0 invoke read    k
+        1    0 ok     read    k {"value":null}
+        2    1 invoke read    k
+        3    1 ok     read    k {"value":null}
+        4    0 invoke write   k {"token":null,"value":1}
+        5    0 ok     write   k
+        6    1 invoke write   k {"token":null,"value":1}
+        7    1 fail   write   k
+        8    1 invoke read    k
+        9    1 ok     read    k {"value":1}
+        10   1 invoke write   k {"token":null,"value":2}
+        11   1 ok     write   k
+        12   2 invoke read    k
+        13   2 ok     read    k {"value":2}
+    "#;
+    let report = run(good);
+    assert_valid(&report);
+    assert_eq!(report.valid, Some(true));
+    // The conflicting write acknowledged instead: the same value twice, one update lost.
+    let lost = run(&good.replace("7    1 fail   write   k", "7    1 ok     write   k"));
+    assert_eq!(kinds_sorted(&lost), vec!["lost-update"]);
+}
+
+#[test]
 fn a_history_in_which_no_acquire_took_effect_is_unknown_not_valid() {
     // Nobody ever held k: no ground for `unavailable`, and nothing was tested either.
     let report = run(r#"

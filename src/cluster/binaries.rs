@@ -1,4 +1,6 @@
-//! Finding redis-server and redis-sentinel: the path given by a flag, else PATH.
+//! Finding redis-server and redis-sentinel (the path given by a flag, else PATH), and
+//! PostgreSQL's `postgres` and `initdb` (a folder given, else PATH, else Debian's
+//! `/usr/lib/postgresql/<version>/bin`, newest first).
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
@@ -39,6 +41,67 @@ pub fn redis_sentinel(given: Option<&Path>, server: &Path) -> Result<SentinelBin
         return Ok(SentinelBinary::ServerInSentinelMode(server.to_path_buf()));
     }
     find("redis-sentinel", "redis-sentinel", given).map(SentinelBinary::Sentinel)
+}
+
+/// The environment variable naming the folder that holds `postgres` and `initdb`.
+pub const POSTGRES_BIN_ENV: &str = "LOCKAUDIT_POSTGRES_BIN";
+
+/// Where Debian installs each PostgreSQL version's programs (`<root>/<version>/bin`).
+const DEBIAN_POSTGRES_ROOT: &str = "/usr/lib/postgresql";
+
+/// The folder holding both `postgres` and `initdb`: `given`, else `$LOCKAUDIT_POSTGRES_BIN`,
+/// else the folder of `postgres` on PATH (or of the file it links to: Debian puts neither
+/// on PATH, other setups link one or both), else Debian's newest
+/// `/usr/lib/postgresql/<version>/bin`.
+pub fn postgres_bin_dir(given: Option<&Path>) -> Result<PathBuf, ClusterError> {
+    let from_env = std::env::var_os(POSTGRES_BIN_ENV).map(PathBuf::from);
+    if let Some(dir) = given.map(Path::to_path_buf).or(from_env.clone()) {
+        let source = if given.is_some() {
+            String::new()
+        } else {
+            format!(" (from {POSTGRES_BIN_ENV})")
+        };
+        return has_postgres(&dir).then_some(dir.clone()).ok_or_else(|| {
+            ClusterError::MissingPostgres {
+                location: format!("in {}{source}", dir.display()),
+            }
+        });
+    }
+    if let Some(found) = on_path(Path::new("postgres"), std::env::var_os("PATH")) {
+        let linked = std::fs::canonicalize(&found).ok();
+        for candidate in std::iter::once(found).chain(linked) {
+            if let Some(dir) = candidate.parent().filter(|d| has_postgres(d)) {
+                return Ok(dir.to_path_buf());
+            }
+        }
+    }
+    newest_debian_postgres(Path::new(DEBIAN_POSTGRES_ROOT)).ok_or_else(|| {
+        ClusterError::MissingPostgres {
+            location: format!("on PATH or in {DEBIAN_POSTGRES_ROOT}/<version>/bin"),
+        }
+    })
+}
+
+fn has_postgres(dir: &Path) -> bool {
+    is_executable(&dir.join("postgres")) && is_executable(&dir.join("initdb"))
+}
+
+/// `<root>/<version>/bin` of the highest version (compared as numbers: 9.6 < 15) that has
+/// both programs.
+fn newest_debian_postgres(root: &Path) -> Option<PathBuf> {
+    let version = |name: &str| -> Option<Vec<u32>> {
+        name.split('.').map(|part| part.parse().ok()).collect()
+    };
+    std::fs::read_dir(root)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let bin = entry.path().join("bin");
+            Some((version(&name)?, bin)).filter(|(_, bin)| has_postgres(bin))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, bin)| bin)
 }
 
 fn find(binary: &str, package: &str, given: Option<&Path>) -> Result<PathBuf, ClusterError> {
@@ -89,6 +152,31 @@ mod tests {
         assert!(text.contains("apt-get install redis-server"), "{text}");
         assert!(text.contains("--redis-server PATH"), "{text}");
         assert!(text.contains("/nonexistent/redis-server"), "{text}");
+    }
+
+    #[test]
+    fn the_newest_debian_postgres_wins_and_needs_both_programs() {
+        let root = tempfile::tempdir().unwrap();
+        let make = |version: &str, programs: &[&str]| {
+            let bin = root.path().join(version).join("bin");
+            std::fs::create_dir_all(&bin).unwrap();
+            for p in programs {
+                let exe = bin.join(p);
+                std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+                std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+            bin
+        };
+        make("9.6", &["postgres", "initdb"]);
+        let fifteen = make("15", &["postgres", "initdb"]);
+        make("16", &["postgres"]);
+        assert_eq!(newest_debian_postgres(root.path()), Some(fifteen));
+        let err = postgres_bin_dir(Some(&root.path().join("16/bin"))).unwrap_err();
+        assert!(
+            err.to_string().contains("apt-get install postgresql"),
+            "{err}"
+        );
+        assert_eq!(err.exit_code(), 3);
     }
 
     #[test]

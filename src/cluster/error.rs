@@ -26,6 +26,16 @@ pub enum ClusterError {
         location: String,
     },
 
+    /// PostgreSQL's `postgres` and `initdb` are not both installed where we looked.
+    #[error(
+        "postgres and initdb not found {location}: install them with \
+         `apt-get install postgresql` (or set LOCKAUDIT_POSTGRES_BIN to the folder holding both)"
+    )]
+    MissingPostgres {
+        /// `on PATH or in /usr/lib/postgresql/<version>/bin`, or `in /the/folder given`.
+        location: String,
+    },
+
     /// A shared library the spec needs (libfaketime for fake clocks) is not installed.
     #[error(
         "{library} not found {location}: fake clocks need it; install it with \

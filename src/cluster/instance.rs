@@ -50,7 +50,20 @@ impl Instance {
         port: u16,
         dir: &Path,
         log: &Path,
+        command: Command,
+    ) -> Result<Instance, ClusterError> {
+        Instance::spawn_tree(name, port, dir, log, command, false)
+    }
+
+    /// Like [`Instance::spawn`]; with `tree`, pauses and kills reach the process's children
+    /// too (postgres's backends).
+    pub fn spawn_tree(
+        name: &str,
+        port: u16,
+        dir: &Path,
+        log: &Path,
         mut command: Command,
+        tree: bool,
     ) -> Result<Instance, ClusterError> {
         let cursor = LogCursor::at_end(log);
         let out = OpenOptions::new()
@@ -66,10 +79,11 @@ impl Instance {
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err));
         let program = PathBuf::from(command.get_program());
-        let guard = process::spawn(name, command).map_err(|source| ClusterError::Spawn {
-            binary: program,
-            source,
-        })?;
+        let guard =
+            process::spawn_tree(name, command, tree).map_err(|source| ClusterError::Spawn {
+                binary: program,
+                source,
+            })?;
         tracing::debug!(node = name, port, pid = guard.pid(), "spawned");
         Ok(Instance {
             name: name.to_string(),
@@ -146,7 +160,13 @@ impl Instance {
         }
     }
 
-    fn exited(&self, exit: Exit) -> NotReady {
+    /// When it was spawned: readiness deadlines count from there.
+    pub fn spawned_at(&self) -> Instant {
+        self.spawned_at
+    }
+
+    /// Why a process that ended before it was ready ended: its port taken, or else.
+    pub fn exited(&self, exit: Exit) -> NotReady {
         if self.cursor.since().contains("Address already in use") {
             NotReady::AddressInUse
         } else {

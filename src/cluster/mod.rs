@@ -1,4 +1,5 @@
-//! Redis servers that lockaudit starts and owns.
+//! Redis servers, and the PostgreSQL server of the database locks, that lockaudit starts
+//! and owns.
 //!
 //! Every redis-server / redis-sentinel runs as a child process in the foreground, bound to
 //! 127.0.0.1 on a free port with a generated password, its data and log inside the run
@@ -11,6 +12,8 @@
 //!   `process`: the guard that owns one child; `cleanup`: the Ctrl-C and panic handlers;
 //! - `instance`: one redis process and its readiness; `server` / `sentinel`: how each kind
 //!   is configured and started; `probe`: the client connections used to check them;
+//! - `postgres`: one PostgreSQL server (`initdb`, a foreground postmaster run as an
+//!   unprivileged user when we are root, crash and restart on its WAL);
 //! - this file: the topologies, [`start`] and [`Cluster`].
 
 mod ask;
@@ -22,8 +25,10 @@ mod exit;
 mod instance;
 mod logs;
 mod ports;
+mod postgres;
 mod probe;
 pub mod process;
+mod procfs;
 pub mod reach;
 mod registry;
 mod sentinel;
@@ -36,11 +41,14 @@ use nix::sys::signal::Signal;
 use rand::Rng;
 
 pub use ask::{ask_sentinels, node_url};
+pub use binaries::{postgres_bin_dir, POSTGRES_BIN_ENV};
 pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;
 pub use exit::Exit;
+pub use postgres::{client_config as pg_client_config, PG_DATABASE, PG_USER};
 pub use process::{ChildGuard, SignalError};
+pub use procfs::{is_live, process_tree};
 pub use registry::{
     register_child, registered_pids, shutting_down, signal as signal_child, spawn_foreign,
     unregister_child,
@@ -48,6 +56,7 @@ pub use registry::{
 pub use sentinel::MASTER_NAME;
 
 use instance::Instance;
+use postgres::{PgConfig, PgServer, RunAs};
 use sentinel::{Sentinel, SentinelSetup};
 use server::{Server, ServerConfig};
 
@@ -63,6 +72,9 @@ pub enum Topology {
     Sentinel,
     /// N independent masters (RedLock); N is `ClusterSpec::masters`.
     Independent,
+    /// One PostgreSQL server (`master-0`), for the database locks; the guarded resource's
+    /// storage server is still a Redis.
+    Postgres,
 }
 
 /// What to start.
@@ -76,6 +88,9 @@ pub struct ClusterSpec {
     /// The binaries; found on PATH when not given.
     pub redis_server: Option<PathBuf>,
     pub redis_sentinel: Option<PathBuf>,
+    /// The folder holding `postgres` and `initdb` (`Postgres`); found when not given (see
+    /// `binaries::postgres_bin_dir`).
+    pub postgres_bin: Option<PathBuf>,
     /// AOF persistence on the lock's servers (`appendfsync everysec`; see
     /// `ServerConfig::command` for why not `always`): [`Cluster::restart`] replays it,
     /// [`Cluster::restart_empty`] drops it. Off by default, so a restarted node comes back
@@ -124,6 +139,7 @@ impl ClusterSpec {
             dir: dir.into(),
             redis_server: None,
             redis_sentinel: None,
+            postgres_bin: None,
             persistence: false,
             fake_clocks: false,
             base_port: None,
@@ -200,6 +216,8 @@ pub struct Cluster {
     root: PathBuf,
     password: String,
     nodes: Vec<Server>,
+    /// The PostgreSQL servers (`Postgres`: `master-0`), the lock's servers there.
+    databases: Vec<PgServer>,
     storage: Server,
     sentinels: Vec<Sentinel>,
 }
@@ -214,7 +232,11 @@ pub struct Cluster {
 /// before returning.
 pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let begun = Instant::now();
+    if spec.topology == Topology::Postgres {
+        return start_postgres(spec).await;
+    }
     let lock_nodes = match spec.topology {
+        Topology::Postgres => 0,
         Topology::Single => 1,
         Topology::Replicated | Topology::Sentinel => 1 + REPLICAS,
         Topology::Independent if spec.masters == 0 => {
@@ -349,8 +371,70 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         root,
         password,
         nodes,
+        databases: Vec::new(),
         storage,
         sentinels,
+    })
+}
+
+/// `Topology::Postgres`: the Redis storage server and one PostgreSQL server, `master-0`
+/// (data in `<dir>/postgres/master-0`, log `<dir>/postgres/master-0.log`), sharing the
+/// generated password.
+async fn start_postgres(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+    let begun = Instant::now();
+    let bin_dir = binaries::postgres_bin_dir(spec.postgres_bin.as_deref())?;
+    let server_binary = binaries::redis_server(spec.redis_server.as_deref())?;
+    let run_as = RunAs::for_postgres()?;
+    let mut made = Vec::new();
+    for folder in ["redis", "postgres"] {
+        let path = spec.dir.join(folder);
+        std::fs::create_dir_all(&path)
+            .map_err(|e| ClusterError::io("create the folder", &path, e))?;
+        made.push(
+            path.canonicalize()
+                .map_err(|e| ClusterError::io("resolve the folder", &path, e))?,
+        );
+    }
+    let (root, pg_root) = (made[0].clone(), made[1].clone());
+    let password = generate_password();
+    let mut ports = ports::plan(2, spec.base_port)?.into_iter();
+    let (Some(pg_port), Some(storage_port)) = (ports.next(), ports.next()) else {
+        return Err(ClusterError::InvalidSpec("port plan too short".into()));
+    };
+    let storage_config = ServerConfig {
+        name: "storage".into(),
+        binary: server_binary,
+        dir: root.join("storage"),
+        log: root.join("storage.log"),
+        password: password.clone(),
+        persistence: false,
+        replica_of: None,
+        fake_clock: None,
+    };
+    storage_config.prepare_dir(false)?;
+    let mut storage = server::start_all(vec![(storage_config, storage_port)], false).await?;
+    let storage = storage
+        .pop()
+        .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))?;
+    let config = PgConfig {
+        name: "master-0".into(),
+        bin_dir,
+        dir: pg_root.join("master-0"),
+        log: pg_root.join("master-0.log"),
+        password: password.clone(),
+        run_as,
+    };
+    // Storage is killed by its guard if this fails.
+    let database = PgServer::start(config, pg_port).await?;
+    tracing::info!(elapsed = ?begun.elapsed(), "postgres ready");
+    Ok(Cluster {
+        topology: Topology::Postgres,
+        root,
+        password,
+        nodes: Vec::new(),
+        databases: vec![database],
+        storage,
+        sentinels: Vec::new(),
     })
 }
 
@@ -376,7 +460,12 @@ impl Cluster {
     pub fn endpoints(&self) -> Endpoints {
         Endpoints {
             topology: self.topology,
-            nodes: self.nodes.iter().map(|s| node_of(&s.instance)).collect(),
+            nodes: self
+                .databases
+                .iter()
+                .map(|d| node_of(&d.instance))
+                .chain(self.nodes.iter().map(|s| node_of(&s.instance)))
+                .collect(),
             sentinels: self
                 .sentinels
                 .iter()
@@ -442,6 +531,9 @@ impl Cluster {
     /// Kills the node with SIGKILL (resuming it first if paused) and reaps it: a crash.
     /// It stays down until [`Cluster::restart`].
     pub fn kill(&mut self, name: &str) -> Result<Exit, ClusterError> {
+        if let Some(database) = self.database_mut(name) {
+            return Ok(database.kill().unwrap_or(Exit::Unknown));
+        }
         let instance = self
             .instance_mut(name)
             .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))?;
@@ -461,13 +553,20 @@ impl Cluster {
         {
             return sentinel.restart(&password).await;
         }
+        if let Some(database) = self.database_mut(name) {
+            return database.restart(true).await;
+        }
         self.server_mut(name)?.restart(true).await
     }
 
     /// Like [`Cluster::restart`], but a server comes back empty even with persistence: its
-    /// data folder (AOF folder, any RDB) is removed first, as if its disk were lost. A
-    /// sentinel cannot be emptied (its config is its state): `Unsupported`.
+    /// data folder (AOF folder, any RDB) is removed first, as if its disk were lost; a
+    /// PostgreSQL server gets a fresh `initdb`. A sentinel cannot be emptied (its config is
+    /// its state): `Unsupported`.
     pub async fn restart_empty(&mut self, name: &str) -> Result<(), ClusterError> {
+        if let Some(database) = self.database_mut(name) {
+            return database.restart(false).await;
+        }
         if self.sentinels.iter().any(|s| s.instance.name() == name) {
             return Err(ClusterError::Unsupported {
                 action: "empty",
@@ -522,6 +621,12 @@ impl Cluster {
         }
     }
 
+    fn database_mut(&mut self, name: &str) -> Option<&mut PgServer> {
+        self.databases
+            .iter_mut()
+            .find(|d| d.instance.name() == name)
+    }
+
     fn server_mut(&mut self, name: &str) -> Result<&mut Server, ClusterError> {
         self.nodes
             .iter_mut()
@@ -541,10 +646,16 @@ impl Cluster {
             .collect();
         process::terminate_all(&mut sentinels, STOP_GRACE).await;
         let mut servers: Vec<&mut ChildGuard> = self
-            .nodes
+            .databases
             .iter_mut()
-            .chain(std::iter::once(&mut self.storage))
-            .filter_map(|s| s.instance.guard_mut())
+            .map(|d| &mut d.instance)
+            .chain(
+                self.nodes
+                    .iter_mut()
+                    .chain(std::iter::once(&mut self.storage))
+                    .map(|s| &mut s.instance),
+            )
+            .filter_map(Instance::guard_mut)
             .collect();
         process::terminate_all(&mut servers, STOP_GRACE).await;
         self.instances()
@@ -559,18 +670,28 @@ impl Cluster {
     }
 
     fn instances(&self) -> impl Iterator<Item = &Instance> {
-        self.nodes
+        self.databases
             .iter()
-            .chain(std::iter::once(&self.storage))
-            .map(|s| &s.instance)
+            .map(|d| &d.instance)
+            .chain(
+                self.nodes
+                    .iter()
+                    .chain(std::iter::once(&self.storage))
+                    .map(|s| &s.instance),
+            )
             .chain(self.sentinels.iter().map(|s| &s.instance))
     }
 
     fn instances_mut(&mut self) -> impl Iterator<Item = &mut Instance> {
-        self.nodes
+        self.databases
             .iter_mut()
-            .chain(std::iter::once(&mut self.storage))
-            .map(|s| &mut s.instance)
+            .map(|d| &mut d.instance)
+            .chain(
+                self.nodes
+                    .iter_mut()
+                    .chain(std::iter::once(&mut self.storage))
+                    .map(|s| &mut s.instance),
+            )
             .chain(self.sentinels.iter_mut().map(|s| &mut s.instance))
     }
 
@@ -587,6 +708,10 @@ impl Drop for Cluster {
     /// Kills whatever still runs: SIGCONT and SIGKILL to all first, then reaps, so that
     /// the teardown costs one kill rather than one per process.
     fn drop(&mut self) {
+        // PostgreSQL first, while its backends are still its children (see `kill_tree`).
+        for database in &mut self.databases {
+            database.kill();
+        }
         for instance in self.instances() {
             if let Some(guard) = instance.guard() {
                 if guard.exit().is_none() {

@@ -43,7 +43,13 @@ pub struct ChildGuard {
 /// Piped stdio is available through the guard's `take_*` methods (wrap them with
 /// `tokio::process::ChildStdout::from_std` for async reading).
 pub fn spawn(name: &str, cmd: Command) -> io::Result<ChildGuard> {
-    let mut child = registry::spawn(name, cmd)?;
+    spawn_tree(name, cmd, false)
+}
+
+/// Like [`spawn`]; with `tree`, the child's children (postgres's backends) are paused,
+/// resumed and killed with it.
+pub fn spawn_tree(name: &str, cmd: Command, tree: bool) -> io::Result<ChildGuard> {
+    let mut child = registry::spawn(name, cmd, tree)?;
     // Dropping a std Child neither kills nor waits: from here the guard owns the pid.
     Ok(ChildGuard {
         name: name.to_string(),

@@ -34,6 +34,9 @@ struct Entry {
     /// elsewhere (tokio workers) and announced with [`register_child`]: their owner reaps
     /// them, so the registry must check they are still unreaped before signalling.
     owned: bool,
+    /// Its children must share its fate (postgres and its backends): SIGSTOP, SIGCONT and
+    /// SIGKILL reach them too. See [`signal`].
+    tree: bool,
 }
 
 /// Children spawned and not yet reaped, by pid.
@@ -109,16 +112,19 @@ fn reap_now(pid: u32) -> Option<Exit> {
 
 type SpawnReply = mpsc::Sender<io::Result<Child>>;
 
+/// A spawn request: the command, its name, whether signals reach its children, the reply.
+type SpawnRequest = (Command, String, bool, SpawnReply);
+
 /// The channel to the spawner thread, started on first use.
-fn spawner() -> &'static Mutex<mpsc::Sender<(Command, String, SpawnReply)>> {
-    static SPAWNER: OnceLock<Mutex<mpsc::Sender<(Command, String, SpawnReply)>>> = OnceLock::new();
+fn spawner() -> &'static Mutex<mpsc::Sender<SpawnRequest>> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
     SPAWNER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<(Command, String, SpawnReply)>();
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
         let spawned = std::thread::Builder::new()
             .name("lockaudit-spawner".into())
             .spawn(move || {
-                for (mut cmd, name, reply) in rx {
-                    let _ = reply.send(spawn_registered(&mut cmd, name));
+                for (mut cmd, name, tree, reply) in rx {
+                    let _ = reply.send(spawn_registered(&mut cmd, name, tree));
                 }
             });
         if let Err(err) = spawned {
@@ -131,7 +137,7 @@ fn spawner() -> &'static Mutex<mpsc::Sender<(Command, String, SpawnReply)>> {
 
 /// Spawns under the registry lock, so that a cleanup running concurrently either sees the
 /// new pid or refuses the spawn: no child can slip past a Ctrl-C.
-fn spawn_registered(cmd: &mut Command, name: String) -> io::Result<Child> {
+fn spawn_registered(cmd: &mut Command, name: String, tree: bool) -> io::Result<Child> {
     let mut reg = registry();
     if reg.closing {
         return Err(io::Error::other("lockaudit is shutting down"));
@@ -152,17 +158,25 @@ fn spawn_registered(cmd: &mut Command, name: String) -> io::Result<Child> {
     }
     cmd.process_group(0);
     let child = cmd.spawn()?;
-    reg.children.insert(child.id(), Entry { name, owned: true });
+    reg.children.insert(
+        child.id(),
+        Entry {
+            name,
+            owned: true,
+            tree,
+        },
+    );
     Ok(child)
 }
 
-/// Spawns `cmd` through the spawner thread and registers it as owned.
-pub fn spawn(name: &str, cmd: Command) -> io::Result<Child> {
+/// Spawns `cmd` through the spawner thread and registers it as owned; with `tree`, its
+/// children are paused, resumed and killed with it (see [`signal`]).
+pub fn spawn(name: &str, cmd: Command, tree: bool) -> io::Result<Child> {
     let (reply_tx, reply_rx) = mpsc::channel();
     spawner()
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .send((cmd, name.to_string(), reply_tx))
+        .send((cmd, name.to_string(), tree, reply_tx))
         .map_err(|_| io::Error::other("the spawner thread is not running"))?;
     reply_rx
         .recv()
@@ -170,11 +184,50 @@ pub fn spawn(name: &str, cmd: Command) -> io::Result<Child> {
 }
 
 /// Sends `signal` to `pid` if it is registered (not yet reaped); None if it is not.
+///
+/// A child spawned with `tree` passes SIGSTOP, SIGCONT and SIGKILL on to its children:
+/// postgres's backends, each its own session leader, so that neither its process group
+/// nor anything but their pids reach them. A pause of the postmaster alone would leave
+/// every session answering, and a kill of it alone would leave backends holding its shared
+/// memory (a restart then refuses to start). The parent is stopped first and resumed last,
+/// so that while its children are signalled it can neither fork nor reap one (their pids
+/// cannot be reused meanwhile). Other signals (SIGTERM) go to the parent only, which stops
+/// its children in its own order. The result is the parent's.
 pub fn signal(pid: u32, signal: Signal) -> Option<Result<(), Errno>> {
     let reg = registry();
-    reg.children
-        .contains_key(&pid)
-        .then(|| kill(nix_pid(pid), signal))
+    let entry = reg.children.get(&pid)?;
+    if entry.tree {
+        if let Some(result) = signal_tree(pid, signal) {
+            return Some(result);
+        }
+    }
+    Some(kill(nix_pid(pid), signal))
+}
+
+/// SIGSTOP, SIGCONT or SIGKILL to `pid` and its children, in an order that keeps the
+/// children's pids ours (see [`signal`]); None for other signals.
+fn signal_tree(pid: u32, signal: Signal) -> Option<Result<(), Errno>> {
+    let children = |pid| super::procfs::children_of(pid).into_iter().map(nix_pid);
+    match signal {
+        Signal::SIGSTOP | Signal::SIGKILL => {
+            let result = kill(nix_pid(pid), Signal::SIGSTOP);
+            for child in children(pid) {
+                let _ = kill(child, signal);
+            }
+            Some(if signal == Signal::SIGKILL {
+                kill(nix_pid(pid), Signal::SIGKILL)
+            } else {
+                result
+            })
+        }
+        Signal::SIGCONT => {
+            for child in children(pid) {
+                let _ = kill(child, signal);
+            }
+            Some(kill(nix_pid(pid), signal))
+        }
+        _ => None,
+    }
 }
 
 /// Reaps `pid` if it has ended: Some(how) once it is gone (`Exit::Unknown` if the cleanup
@@ -199,6 +252,7 @@ pub fn register_child(pid: u32) {
     registry().children.entry(pid).or_insert(Entry {
         name: format!("child {pid}"),
         owned: false,
+        tree: false,
     });
 }
 
@@ -219,6 +273,7 @@ pub fn spawn_foreign<C>(
         reg.children.entry(pid).or_insert(Entry {
             name: format!("child {pid}"),
             owned: false,
+            tree: false,
         });
     }
     Ok(child)
@@ -259,6 +314,9 @@ pub fn kill_all(patience: Duration, exiting: bool) -> usize {
     let pids: Vec<u32> = reg.children.keys().copied().collect();
     for (&pid, entry) in &reg.children {
         tracing::debug!(pid, name = %entry.name, "cleanup: killing");
+        if entry.tree {
+            let _ = signal_tree(pid, Signal::SIGKILL);
+        }
         let _ = kill(nix_pid(pid), Signal::SIGCONT);
         let _ = kill(nix_pid(pid), Signal::SIGKILL);
     }

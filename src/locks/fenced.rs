@@ -107,4 +107,22 @@ impl LockClient for Fenced {
     fn try_notice(&mut self) -> Option<Notice> {
         self.inner.try_notice()
     }
+
+    /// An optimistic algorithm takes no lock and no token: it runs as it is, its counter
+    /// its own (`counter_with_lock`).
+    fn optimistic(&self) -> bool {
+        self.inner.optimistic()
+    }
+
+    fn keeps_counter(&self) -> bool {
+        self.inner.optimistic() && self.inner.keeps_counter()
+    }
+
+    async fn read_counter(&mut self, key: &str) -> Result<Option<i64>, super::CounterError> {
+        self.inner.read_counter(key).await
+    }
+
+    async fn write_counter(&mut self, key: &str, value: i64) -> super::CounterWrite {
+        self.inner.write_counter(key, value).await
+    }
 }

@@ -19,6 +19,11 @@ mod fair_lock;
 mod fenced;
 mod lua_getset;
 mod lua_script;
+mod pg;
+mod pg_advisory;
+mod pg_lock_column;
+mod pg_row;
+mod pg_version;
 mod redlock;
 mod reentrant;
 mod rw_lock;
@@ -27,6 +32,7 @@ mod setnx_del;
 mod setnx_expire;
 mod setnx_getset;
 mod waiter;
+mod watch_multi;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -78,6 +84,35 @@ pub enum NoticeKind {
     Renewed { key: String, lease_ms: Option<i64> },
     /// The library found the lock no longer ours.
     Lost { key: String, error: String },
+}
+
+/// How a write of the guarded counter kept by the lock itself ended (`LockClient::write_counter`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CounterWrite {
+    /// Accepted (for a lock whose transaction commits at release: by the statement).
+    Accepted,
+    /// Certainly not written (a version that changed meanwhile), with why.
+    Rejected(String),
+    /// Unknown.
+    Unknown(String),
+}
+
+/// Why a read of the guarded counter kept by the lock returned no value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CounterError {
+    /// Certainly nothing happened (no connection could be made): a `fail`, and the client
+    /// goes on with its session.
+    Refused(String),
+    /// Unknown (a session broken or timed out mid-request): `info`, the client retires.
+    Unknown(String),
+}
+
+impl std::fmt::Display for CounterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CounterError::Refused(why) | CounterError::Unknown(why) => f.write_str(why),
+        }
+    }
 }
 
 /// The mode an acquire asks for (docs/history-format.md's `mode` on the acquire invoke):
@@ -151,11 +186,64 @@ pub trait LockClient: Send {
     fn try_notice(&mut self) -> Option<Notice> {
         None
     }
+    /// Whether the algorithm takes no lock at all (optimistic concurrency: pg-version,
+    /// watch-multi): the client loop then only reads the counter and writes it
+    /// conditionally (`read_counter`, `write_counter`, which must keep the counter), and
+    /// retries a write refused for a conflict. `acquire` and `release` are never called.
+    fn optimistic(&self) -> bool {
+        false
+    }
+    /// Whether the guarded counter lives with the lock (pg-row: the locked row itself,
+    /// read and updated inside the lock's transaction), so that the client loop and the
+    /// run's final reads use `read_counter` and `write_counter` instead of the storage
+    /// server. See [`keeps_counter`] for the same by name.
+    fn keeps_counter(&self) -> bool {
+        false
+    }
+    /// The counter of `key` (None: never written), when `keeps_counter`.
+    async fn read_counter(&mut self, _key: &str) -> Result<Option<i64>, CounterError> {
+        Err(CounterError::Refused("this lock keeps no counter".into()))
+    }
+    /// Writes the counter of `key`, when `keeps_counter`.
+    async fn write_counter(&mut self, _key: &str, _value: i64) -> CounterWrite {
+        CounterWrite::Unknown("this lock keeps no counter".into())
+    }
+}
+
+/// Whether `algorithm`'s clients keep the guarded counter themselves
+/// (`LockClient::keeps_counter`).
+pub fn keeps_counter(algorithm: &str) -> bool {
+    matches!(algorithm, "pg-row" | "pg-version" | "watch-multi")
+}
+
+/// Whether `algorithm` takes no lock (`LockClient::optimistic`).
+pub fn is_optimistic(algorithm: &str) -> bool {
+    matches!(algorithm, "pg-version" | "watch-multi")
+}
+
+/// Where the run's counters are, given `--fenced`: with the lock (true) or on the storage
+/// server. Fenced, a lock writes the fenced counter on storage, so pg-row's row stays
+/// unused; an optimistic algorithm has no token to fence with and keeps its counter.
+pub fn counter_with_lock(algorithm: &str, fenced: bool) -> bool {
+    keeps_counter(algorithm) && (!fenced || is_optimistic(algorithm))
+}
+
+/// The built-ins with a shared (read) mode, which a workload's `read_share` needs.
+pub const SHARED_MODE: [&str; 3] = ["rw-lock", "pg-advisory", "pg-row"];
+
+/// Whether `algorithm` has a shared mode (`SHARED_MODE`).
+pub fn has_shared_mode(algorithm: &str) -> bool {
+    SHARED_MODE.contains(&algorithm)
+}
+
+/// Whether `algorithm` runs on the PostgreSQL server lockaudit starts (`Topology::Postgres`).
+pub fn on_postgres(algorithm: &str) -> bool {
+    algorithm.starts_with("pg-")
 }
 
 /// The nine built-in algorithms' names, as `connect` and the CLI accept them (the audit
 /// runs each). `connect` also accepts `SCRIPTED`.
-pub const ALGORITHMS: [&str; 9] = [
+pub const ALGORITHMS: [&str; 14] = [
     "setnx-del",
     "setnx-expire",
     "setnx-getset",
@@ -165,6 +253,11 @@ pub const ALGORITHMS: [&str; 9] = [
     "rw-lock",
     "fair-lock",
     "redlock",
+    "pg-advisory",
+    "pg-row",
+    "pg-lock-column",
+    "pg-version",
+    "watch-multi",
 ];
 
 /// The algorithm whose acquire, release and renew are the workload's own Lua scripts
@@ -219,6 +312,11 @@ pub fn crash_points(algorithm: &str) -> &'static [&'static str] {
         "rw-lock" => rw_lock::STEPS,
         "fair-lock" => fair_lock::STEPS,
         "redlock" => redlock::STEPS,
+        "pg-advisory" => pg_advisory::STEPS,
+        "pg-row" => pg_row::STEPS,
+        "pg-lock-column" => pg_lock_column::STEPS,
+        "pg-version" => pg_version::STEPS,
+        "watch-multi" => watch_multi::STEPS,
         SCRIPTED => lua_script::STEPS,
         EXTERNAL => external::STEPS,
         _ => &[],
@@ -505,6 +603,26 @@ pub async fn connect(
             primary(endpoints, &options).await?,
             options.clone(),
         )),
+        "pg-advisory" => Box::new(pg_advisory::PgAdvisory::new(
+            pg::session(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "pg-row" => Box::new(pg_row::PgRow::new(
+            pg::session(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "pg-lock-column" => Box::new(pg_lock_column::PgLockColumn::new(
+            pg::session(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "pg-version" => Box::new(pg_version::PgVersion::new(
+            pg::session(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "watch-multi" => Box::new(watch_multi::WatchMulti::new(
+            primary(endpoints, &options).await?,
+            options.clone(),
+        )),
         EXTERNAL => Box::new(external::External::connect(endpoints, options.clone()).await?),
         SCRIPTED => {
             let scripts = options.scripts.clone().ok_or_else(|| {
@@ -672,7 +790,7 @@ mod tests {
     }
 
     #[test]
-    fn lua_is_known_but_not_one_of_the_nine() {
+    fn lua_is_known_but_not_a_built_in() {
         assert!(is_known_algorithm(SCRIPTED));
         assert!(is_known_algorithm("redlock"));
         assert!(!is_known_algorithm("chubby"));
@@ -682,7 +800,10 @@ mod tests {
             ["lua:after-acquire", "lua:before-release"]
         );
         let message = LockError::UnknownAlgorithm("chubby".into()).to_string();
-        assert!(message.ends_with("redlock, lua, external)"), "{message}");
+        assert!(
+            message.contains("redlock, ") && message.ends_with(", lua, external)"),
+            "{message}"
+        );
         assert!(is_known_algorithm(EXTERNAL));
         assert_eq!(
             crash_points(EXTERNAL),

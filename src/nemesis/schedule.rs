@@ -398,10 +398,11 @@ impl Schedule {
                         pair.count = Some(2);
                         mix((400, 800), vec![pair])
                     } else {
-                        mix(
-                            (2000, 4000),
-                            vec![FaultSpec::new(FaultKind::KillRedis).lasting(300, 1000)],
-                        )
+                        // A database is restarted on its data folder (crash recovery from
+                        // the WAL), as a crashed PostgreSQL is: its data outlives the process.
+                        let mut kill = FaultSpec::new(FaultKind::KillRedis).lasting(300, 1000);
+                        kill.persist = workload.topology == Topology::Postgres;
+                        mix((2000, 4000), vec![kill])
                     }),
                 });
             }
@@ -503,10 +504,18 @@ pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Optio
             Topology::Independent => {
                 "RedLock's independent masters have no replicas to fail over to".to_string()
             }
+            Topology::Postgres => {
+                "lockaudit's PostgreSQL is a single server, with no replica to fail over to"
+                    .to_string()
+            }
             _ => "a single server has no replica to fail over to (--topology replicated or sentinel has)"
                 .to_string(),
         }),
         FaultKind::ClockSkew => crate::locks::ignores_client_clock(algorithm),
+        FaultKind::ClockJump if topology == Topology::Postgres => Some(
+            "PostgreSQL's locks never expire, so its clock decides nothing (and it runs without libfaketime)"
+                .to_string(),
+        ),
         _ => None,
     }
 }

@@ -608,11 +608,12 @@ async fn final_reads(
     if cluster::shutting_down() {
         return;
     }
-    let password = endpoints.password.as_deref();
-    let Ok(mut resource) = Resource::connect(&endpoints.storage, password, spec.fenced).await
-    else {
-        tracing::warn!("cannot reach the storage server for the final reads");
-        return;
+    let mut reader = match CounterReader::connect(spec, endpoints).await {
+        Ok(reader) => reader,
+        Err(e) => {
+            tracing::warn!("cannot reach the guarded counters for the final reads: {e}");
+            return;
+        }
     };
     let record = |ty: EventType, key: &str, value: Option<serde_json::Value>| {
         let mut event = Event::client(0, clock.now(), process, ty, "read", key);
@@ -623,7 +624,7 @@ async fn final_reads(
     for k in 0..spec.keys {
         let key = key_name(k);
         record(EventType::Invoke, &key, None);
-        match resource.read(&key).await {
+        match reader.read(&key).await {
             Ok(value) => record(
                 EventType::Ok,
                 &key,
@@ -633,10 +634,44 @@ async fn final_reads(
             Err(e) => {
                 let mut event =
                     Event::client(0, clock.now(), process, EventType::Info, "read", &key);
-                event.error = Some(e.to_string());
+                event.error = Some(e);
                 send_event(events, &event);
                 return;
             }
+        }
+    }
+}
+
+/// Where the final reads find the counters: the storage server, or the lock's own
+/// server for a lock that keeps them (pg-row), read through a fresh client of it.
+enum CounterReader {
+    Storage(Resource),
+    Lock(Box<dyn locks::LockClient>),
+}
+
+impl CounterReader {
+    async fn connect(spec: &WorkloadSpec, endpoints: &Endpoints) -> Result<Self, String> {
+        if locks::counter_with_lock(&spec.algorithm, spec.fenced) {
+            let options = locks::LockOptions {
+                op_timeout_ms: 5000,
+                ..locks::LockOptions::default()
+            };
+            return locks::connect(&spec.algorithm, endpoints, &options)
+                .await
+                .map(CounterReader::Lock)
+                .map_err(|e| e.to_string());
+        }
+        let password = endpoints.password.as_deref();
+        Resource::connect(&endpoints.storage, password, spec.fenced)
+            .await
+            .map(CounterReader::Storage)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn read(&mut self, key: &str) -> Result<Option<i64>, String> {
+        match self {
+            CounterReader::Storage(resource) => resource.read(key).await.map_err(|e| e.to_string()),
+            CounterReader::Lock(lock) => lock.read_counter(key).await.map_err(|e| e.to_string()),
         }
     }
 }

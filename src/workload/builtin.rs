@@ -6,7 +6,7 @@
 use super::spec::{SpecError, WorkloadSpec};
 
 /// Each built-in algorithm's workload, as the text of its file.
-pub const BUILTIN: [(&str, &str); 9] = [
+pub const BUILTIN: [(&str, &str); 14] = [
     ("setnx-del", include_str!("../../workloads/setnx-del.toml")),
     (
         "setnx-expire",
@@ -25,6 +25,23 @@ pub const BUILTIN: [(&str, &str); 9] = [
     ("rw-lock", include_str!("../../workloads/rw-lock.toml")),
     ("fair-lock", include_str!("../../workloads/fair-lock.toml")),
     ("redlock", include_str!("../../workloads/redlock.toml")),
+    (
+        "pg-advisory",
+        include_str!("../../workloads/pg-advisory.toml"),
+    ),
+    ("pg-row", include_str!("../../workloads/pg-row.toml")),
+    (
+        "pg-lock-column",
+        include_str!("../../workloads/pg-lock-column.toml"),
+    ),
+    (
+        "pg-version",
+        include_str!("../../workloads/pg-version.toml"),
+    ),
+    (
+        "watch-multi",
+        include_str!("../../workloads/watch-multi.toml"),
+    ),
 ];
 
 /// Where a built-in workload comes from, as errors and messages name it.

@@ -17,7 +17,10 @@ use serde_json::json;
 
 use crate::cluster::Endpoints;
 use crate::history::{Event, EventType};
-use crate::locks::{self, Acquired, LockClient, LockOptions, Mode, Notice, NoticeKind, Outcome};
+use crate::locks::{
+    self, Acquired, CounterError, CounterWrite, LockClient, LockOptions, Mode, Notice, NoticeKind,
+    Outcome,
+};
 
 use super::controls::Controls;
 use super::resource::{Resource, WriteResult};
@@ -59,6 +62,20 @@ enum Done {
     Ok(Option<serde_json::Value>),
     Fail(Option<serde_json::Value>, String),
     Info(String),
+}
+
+/// How a critical section ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Section {
+    /// Done (its write accepted, or refused by a fenced resource).
+    Done,
+    /// Its conditional write found the counter changed since the read (optimistic).
+    Conflict,
+    /// Its read certainly did not happen (the counter's server refused the connection):
+    /// a lock holder gives up and releases, an optimistic client retries.
+    Refused,
+    /// The process was retired on the way.
+    Retired,
 }
 
 /// The client's current identity.
@@ -330,6 +347,13 @@ impl Client {
             Mode::Exclusive
         };
 
+        if self.me.as_ref().is_some_and(|me| me.lock.optimistic()) {
+            self.optimistic(process, &key).await;
+            let pause = draw(&mut self.rng, self.plan.spec.think);
+            self.idle(pause).await;
+            return;
+        }
+
         let token = match self.acquire(process, &key, mode).await {
             Taken::Held(token) => token,
             Taken::Refused => {
@@ -340,7 +364,7 @@ impl Client {
             Taken::Retired => return,
         };
 
-        if self.critical_section(process, &key, token, mode).await {
+        if self.critical_section(process, &key, token, mode).await != Section::Retired {
             self.release(process, &key, mode).await;
         }
         let pause = draw(&mut self.rng, self.plan.spec.think);
@@ -352,19 +376,19 @@ impl Client {
     /// between the read and the write, as in a real read-modify-write, so that a holder
     /// paused there writes after its lease ran out: the stale write fencing must stop.
     /// A shared hold (a reader) reads and holds, and writes nothing: readers only read.
-    /// False if the process was retired on the way (its hold is left to its lease).
+    /// `Retired` if the process was retired on the way (its hold is left to its lease).
     async fn critical_section(
         &mut self,
         process: u64,
         key: &str,
         token: Option<i64>,
         mode: Mode,
-    ) -> bool {
+    ) -> Section {
         self.record(process, EventType::Invoke, "read", key, None, None);
         let Some(me) = self.me.as_mut() else {
-            return false;
+            return Section::Retired;
         };
-        let read = tokio::time::timeout(STORAGE_TIMEOUT, me.resource.read(key)).await;
+        let read = tokio::time::timeout(STORAGE_TIMEOUT, read_counter(me, key)).await;
         let current = match read {
             Ok(Ok(value)) => {
                 self.complete(
@@ -375,23 +399,27 @@ impl Client {
                 );
                 value.unwrap_or(0)
             }
-            Ok(Err(e)) => {
-                self.complete(process, "read", key, Done::Info(e.to_string()));
-                return false;
+            Ok(Err(CounterError::Refused(why))) => {
+                self.complete(process, "read", key, Done::Fail(None, why));
+                return Section::Refused;
+            }
+            Ok(Err(CounterError::Unknown(e))) => {
+                self.complete(process, "read", key, Done::Info(e));
+                return Section::Retired;
             }
             Err(_) => {
                 self.complete(process, "read", key, Done::Info("timeout".into()));
-                return false;
+                return Section::Retired;
             }
         };
         if self.plan.spec.nested && !self.nest(process, key, mode).await {
-            return false;
+            return Section::Retired;
         }
         if !self.hold(process, key).await {
-            return false;
+            return Section::Retired;
         }
         if mode == Mode::Shared {
-            return true;
+            return Section::Done;
         }
 
         let payload = json!({ "token": token, "value": current + 1 });
@@ -404,14 +432,18 @@ impl Client {
             None,
         );
         let Some(me) = self.me.as_mut() else {
-            return false;
+            return Section::Retired;
         };
         let written =
-            tokio::time::timeout(STORAGE_TIMEOUT, me.resource.write(key, token, current + 1)).await;
+            tokio::time::timeout(STORAGE_TIMEOUT, write_counter(me, key, token, current + 1)).await;
         match written {
             Ok(Ok(WriteResult::Accepted)) => {
                 self.complete(process, "write", key, Done::Ok(Some(payload)));
-                true
+                Section::Done
+            }
+            Ok(Ok(WriteResult::Conflict(why))) => {
+                self.complete(process, "write", key, Done::Fail(Some(payload), why));
+                Section::Conflict
             }
             Ok(Ok(WriteResult::Rejected { highest })) => {
                 let why = match (token, highest) {
@@ -419,15 +451,37 @@ impl Client {
                     _ => "no token for a fenced resource".to_string(),
                 };
                 self.complete(process, "write", key, Done::Fail(Some(payload), why));
-                true
+                Section::Done
             }
             Ok(Err(e)) => {
-                self.complete(process, "write", key, Done::Info(e.to_string()));
-                false
+                self.complete(process, "write", key, Done::Info(e));
+                Section::Retired
             }
             Err(_) => {
                 self.complete(process, "write", key, Done::Info("timeout".into()));
-                false
+                Section::Retired
+            }
+        }
+    }
+
+    /// An optimistic algorithm's cycle (`LockClient::optimistic`): no lock, only the
+    /// read-modify-write of the counter, its write conditional on the value read being
+    /// current; a conflict (`fail`: certainly not written) is retried from the read, as
+    /// often as the workload's retry policy allows. The history then holds reads and
+    /// writes only, and `lost-update` judges them.
+    async fn optimistic(&mut self, process: u64, key: &str) {
+        let spec = &self.plan.spec;
+        let (attempts, backoff) = (spec.retry.attempts, spec.retry.backoff.0);
+        for attempt in 0..=attempts {
+            if attempt > 0 {
+                self.idle(Duration::from_millis(backoff)).await;
+            }
+            match self
+                .critical_section(process, key, None, Mode::Exclusive)
+                .await
+            {
+                Section::Conflict | Section::Refused => continue,
+                Section::Done | Section::Retired => return,
             }
         }
     }
@@ -539,6 +593,39 @@ impl Client {
             Outcome::Info(error) => Done::Info(error),
         };
         self.complete(process, "release", key, done);
+    }
+}
+
+/// The guarded counter of `key`: on the storage server, or kept by the lock itself (pg-row's
+/// locked row, read inside its transaction).
+async fn read_counter(me: &mut Incarnation, key: &str) -> Result<Option<i64>, CounterError> {
+    if me.lock.keeps_counter() {
+        return me.lock.read_counter(key).await;
+    }
+    me.resource
+        .read(key)
+        .await
+        .map_err(|e| CounterError::Unknown(e.to_string()))
+}
+
+/// Writes the guarded counter of `key` where `read_counter` reads it.
+async fn write_counter(
+    me: &mut Incarnation,
+    key: &str,
+    token: Option<i64>,
+    value: i64,
+) -> Result<WriteResult, String> {
+    if !me.lock.keeps_counter() {
+        return me
+            .resource
+            .write(key, token, value)
+            .await
+            .map_err(|e| e.to_string());
+    }
+    match me.lock.write_counter(key, value).await {
+        CounterWrite::Accepted => Ok(WriteResult::Accepted),
+        CounterWrite::Rejected(why) => Ok(WriteResult::Conflict(why)),
+        CounterWrite::Unknown(why) => Err(why),
     }
 }
 

@@ -29,6 +29,9 @@ pub enum WriteResult {
     Rejected {
         highest: Option<i64>,
     },
+    /// A conditional write found the value changed since it was read (an optimistic
+    /// lock's conflict), with why: certainly not written.
+    Conflict(String),
 }
 
 /// One client's connection to the guarded resource.

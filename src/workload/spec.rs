@@ -353,6 +353,7 @@ impl WorkloadSpec {
         self.validate_adapter()?;
         self.validate_read_share()?;
         self.validate_fair()?;
+        self.validate_topology()?;
         for (field, value) in [
             ("clients", self.clients),
             ("workers", self.workers),
@@ -502,11 +503,12 @@ impl WorkloadSpec {
                 self.read_share
             ));
         }
-        let may_share =
-            ["rw-lock", locks::SCRIPTED, locks::EXTERNAL].contains(&self.algorithm.as_str());
+        let may_share = locks::has_shared_mode(&self.algorithm)
+            || [locks::SCRIPTED, locks::EXTERNAL].contains(&self.algorithm.as_str());
         if self.read_share > 0.0 && !may_share {
             return Err(format!(
-                "field `read_share`: only for algorithm = \"rw-lock\", \"{}\" or \"{}\", the locks that can have a shared mode (this workload's algorithm is \"{}\")",
+                "field `read_share`: only for a lock with a shared mode ({}, or \"{}\" / \"{}\" that declare one; this workload's algorithm is \"{}\")",
+                locks::SHARED_MODE.join(", "),
                 locks::SCRIPTED,
                 locks::EXTERNAL,
                 self.algorithm
@@ -540,10 +542,28 @@ impl WorkloadSpec {
         self.fair == Some(true)
     }
 
+    /// A database lock runs on PostgreSQL and nothing else does.
+    fn validate_topology(&self) -> Result<(), String> {
+        let database = locks::on_postgres(&self.algorithm);
+        match self.topology {
+            Some(t) if database && t != Topology::Postgres => Err(format!(
+                "field `topology`: {} runs on PostgreSQL (topology \"postgres\"), not on {t:?}",
+                self.algorithm
+            )),
+            Some(Topology::Postgres) if !database => Err(format!(
+                "field `topology`: \"postgres\" is for the database locks (pg-*), not {}",
+                self.algorithm
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The topology the algorithm runs on unless the workload says otherwise.
     pub fn topology(&self) -> Topology {
         self.topology.unwrap_or(if self.algorithm == "redlock" {
             Topology::Independent
+        } else if locks::on_postgres(&self.algorithm) {
+            Topology::Postgres
         } else {
             Topology::Single
         })
@@ -753,10 +773,7 @@ mod script_tests {
     #[test]
     fn the_known_algorithms_include_lua() {
         let error = WorkloadSpec::from_toml("algorithm = \"chubby\"\n", "w.toml").unwrap_err();
-        assert!(
-            error.to_string().contains("redlock, lua, external)"),
-            "{error}"
-        );
+        assert!(error.to_string().contains(", lua, external)"), "{error}");
     }
 }
 
@@ -765,7 +782,23 @@ mod mode_tests {
     use super::*;
 
     #[test]
-    fn read_share_is_a_share_and_only_for_locks_that_can_share() {
+    fn database_locks_run_on_postgres_and_only_they_do() {
+        let spec = WorkloadSpec::from_toml("algorithm = \"pg-row\"\n", "w.toml").unwrap();
+        assert_eq!(spec.topology(), Topology::Postgres);
+        let error =
+            WorkloadSpec::from_toml("algorithm = \"pg-row\"\ntopology = \"single\"\n", "w.toml")
+                .unwrap_err();
+        assert!(error.to_string().contains("field `topology`"), "{error}");
+        let error = WorkloadSpec::from_toml(
+            "algorithm = \"set-nx-px\"\ntopology = \"postgres\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("database locks"), "{error}");
+    }
+
+    #[test]
+    fn read_share_is_a_share_and_only_for_a_lock_with_a_shared_mode() {
         let spec = WorkloadSpec::from_toml("algorithm = \"rw-lock\"\nread_share = 0.7\n", "w.toml")
             .unwrap();
         assert_eq!(spec.read_share, 0.7);
@@ -777,10 +810,15 @@ mod mode_tests {
             assert!(error.to_string().contains("field `read_share`"), "{error}");
         }
         let error = WorkloadSpec::from_toml("read_share = 0.5\n", "w.toml").unwrap_err();
-        assert!(error.to_string().contains("only for algorithm"), "{error}");
         assert!(error.to_string().contains("w.toml"), "{error}");
         assert!(
-            error.to_string().contains("\"lua\" or \"external\""),
+            error
+                .to_string()
+                .contains("only for a lock with a shared mode (rw-lock, "),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("\"lua\" / \"external\""),
             "{error}"
         );
         // No `read_share` in a workload that never reads in shared mode.

@@ -198,3 +198,21 @@ pub fn acquire_fair_marks(out: &Path) -> Vec<Option<bool>> {
         .map(|e| e["value"]["fair"].as_bool())
         .collect()
 }
+
+/// Fails the test, saying what to install, unless PostgreSQL's `postgres` and `initdb` are
+/// found where lockaudit looks for them (PATH, then /usr/lib/postgresql/<version>/bin).
+pub fn require_postgres() {
+    if let Err(e) = lockaudit::cluster::postgres_bin_dir(None) {
+        panic!("this test needs PostgreSQL: apt-get install postgresql (bash .ci/run does): {e}");
+    }
+}
+
+/// A temporary folder others may pass through: as root, postgres runs as the `postgres`
+/// user, who cannot enter a 0700 temporary folder.
+pub fn open_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod the temporary folder");
+    dir
+}

@@ -1,0 +1,412 @@
+//! One PostgreSQL server that lockaudit owns, for the database locks (`pg-*`).
+//!
+//! Started like the Redis servers: `initdb` into the run folder (`<run>/postgres/<name>`,
+//! log `<run>/postgres/<name>.log`), then `postgres` in the foreground as a child of the
+//! controller, on a free port of 127.0.0.1 only (no Unix socket), role `lockaudit` with a
+//! generated password checked by SCRAM, `fsync` and `synchronous_commit` on, so that a
+//! SIGKILL and a restart on the same folder is a real crash recovery from the WAL. Ready
+//! once an authenticated connection reports our data folder (which tells our server from a
+//! stranger on the port). A pause or kill reaches the postmaster and its backends
+//! (`registry::signal`).
+//!
+//! As root: postgres refuses to run as root, so `initdb` and `postgres` run as the
+//! `postgres` system user (Debian's package creates it; `nobody` otherwise), switched to in
+//! the child before exec, and `<run>/postgres` is handed to that user. The folders above it
+//! must let that user through: a private one (a 0700 temporary folder) is named in the error.
+
+use std::ffi::OsString;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::unistd::{Gid, Uid, User};
+
+use super::error::ClusterError;
+use super::instance::{Instance, NotReady};
+use super::ports::{self, PortChoice};
+use super::process;
+
+/// The role clients log in as (a superuser: it creates its own tables).
+pub const PG_USER: &str = "lockaudit";
+
+/// The database clients use: the one `initdb` makes.
+pub const PG_DATABASE: &str = "postgres";
+
+/// From spawn to an answered connection. A fresh start takes about 0.1 s; a restart after
+/// SIGKILL replays the WAL first, and a loaded CI machine is slow at both.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long `initdb` may take (measured: about 1 s here).
+const INITDB_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How many times a start whose free port was taken is retried on another port.
+const PORT_RETRIES: usize = 3;
+
+/// The unprivileged user postgres runs as when lockaudit runs as root.
+#[derive(Debug, Clone)]
+pub struct RunAs {
+    pub name: String,
+    pub uid: Uid,
+    pub gid: Gid,
+}
+
+impl RunAs {
+    /// None unless we are root; else `postgres`, or `nobody` when there is no such user.
+    pub fn for_postgres() -> Result<Option<RunAs>, ClusterError> {
+        if !Uid::effective().is_root() {
+            return Ok(None);
+        }
+        for name in ["postgres", "nobody"] {
+            if let Ok(Some(user)) = User::from_name(name) {
+                return Ok(Some(RunAs {
+                    name: user.name,
+                    uid: user.uid,
+                    gid: user.gid,
+                }));
+            }
+        }
+        Err(ClusterError::InvalidSpec(
+            "lockaudit runs as root, postgres refuses to, and there is neither a `postgres` nor a `nobody` user to run it as".into(),
+        ))
+    }
+
+    /// Makes `command` drop to this user in the child, before exec (and before the
+    /// registry's parent-death signal, which a change of user would clear).
+    fn apply(&self, command: &mut Command) {
+        let (uid, gid) = (self.uid, self.gid);
+        // SAFETY: runs in the forked child before exec and makes only the setgroups, setgid
+        // and setuid system calls; it allocates nothing and takes no lock.
+        unsafe {
+            command.pre_exec(move || {
+                nix::unistd::setgroups(&[gid]).map_err(std::io::Error::from)?;
+                nix::unistd::setgid(gid).map_err(std::io::Error::from)?;
+                nix::unistd::setuid(uid).map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        }
+    }
+
+    /// Hands `path` to this user.
+    fn own(&self, path: &Path) -> Result<(), ClusterError> {
+        nix::unistd::chown(path, Some(self.uid), Some(self.gid))
+            .map_err(|e| ClusterError::io("hand over to the postgres user", path, e.into()))
+    }
+
+    /// Fails naming the first folder above `path` that this user cannot pass through.
+    fn check_reachable(&self, path: &Path) -> Result<(), ClusterError> {
+        for folder in path.ancestors().skip(1) {
+            let Ok(meta) = std::fs::metadata(folder) else {
+                continue;
+            };
+            let mode = meta.permissions().mode();
+            let passes = if meta.uid() == self.uid.as_raw() {
+                mode & 0o100 != 0
+            } else if meta.gid() == self.gid.as_raw() {
+                mode & 0o010 != 0
+            } else {
+                mode & 0o001 != 0
+            };
+            if !passes {
+                return Err(ClusterError::InvalidSpec(format!(
+                    "postgres must run as the unprivileged user `{}` (lockaudit runs as root) and cannot enter {} (mode {:o}): run in a folder others may pass through, or `chmod o+x` it",
+                    self.name,
+                    folder.display(),
+                    mode & 0o7777
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Everything needed to start (and restart) one PostgreSQL server.
+#[derive(Debug, Clone)]
+pub struct PgConfig {
+    pub name: String,
+    /// The folder with `postgres` and `initdb`.
+    pub bin_dir: PathBuf,
+    /// The data folder (absolute).
+    pub dir: PathBuf,
+    pub log: PathBuf,
+    pub password: String,
+    pub run_as: Option<RunAs>,
+}
+
+impl PgConfig {
+    /// The foreground postmaster. Settings on the command line, so that the data folder
+    /// stays what `initdb` made. `fsync` and `synchronous_commit` are spelled out although
+    /// they are the defaults: a commit acknowledged before its WAL is flushed would make
+    /// the crash tests meaningless. The password is in no argument (it is in the cluster).
+    fn command(&self, port: u16) -> Command {
+        let mut cmd = Command::new(self.bin_dir.join("postgres"));
+        cmd.arg("-D").arg(&self.dir);
+        cmd.arg("-p").arg(port.to_string());
+        for setting in [
+            "listen_addresses=127.0.0.1",
+            "unix_socket_directories=",
+            "fsync=on",
+            "synchronous_commit=on",
+            "max_connections=200",
+            "shared_buffers=32MB",
+            "logging_collector=off",
+            "log_line_prefix=%m [%p] ",
+        ] {
+            cmd.arg("-c").arg(setting);
+        }
+        if let Some(user) = &self.run_as {
+            user.apply(&mut cmd);
+        }
+        cmd
+    }
+
+    /// Runs `initdb` into a fresh data folder: role `lockaudit` with the password, SCRAM
+    /// for every connection. `--no-sync` only skips flushing the new files once: what the
+    /// tests crash is the process, whose writes the page cache keeps; the server itself
+    /// runs with fsync on.
+    async fn initdb(&self) -> Result<(), ClusterError> {
+        let root = self.dir.parent().unwrap_or(Path::new("/"));
+        if self.dir.exists() {
+            std::fs::remove_dir_all(&self.dir)
+                .map_err(|e| ClusterError::io("empty the data folder", &self.dir, e))?;
+        }
+        std::fs::create_dir_all(root)
+            .map_err(|e| ClusterError::io("create the folder", root, e))?;
+        if let Some(user) = &self.run_as {
+            user.check_reachable(root)?;
+            user.own(root)?;
+        }
+        let pwfile = root.join(format!("{}.password", self.name));
+        std::fs::write(&pwfile, &self.password)
+            .map_err(|e| ClusterError::io("write the password file", &pwfile, e))?;
+        std::fs::set_permissions(&pwfile, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| ClusterError::io("protect the password file", &pwfile, e))?;
+        if let Some(user) = &self.run_as {
+            user.own(&pwfile)?;
+        }
+        let result = self.run_initdb(&pwfile).await;
+        let _ = std::fs::remove_file(&pwfile);
+        result
+    }
+
+    async fn run_initdb(&self, pwfile: &Path) -> Result<(), ClusterError> {
+        let cursor = super::logs::LogCursor::at_end(&self.log);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| ClusterError::io("open the log", &self.log, e))?;
+        let err = log
+            .try_clone()
+            .map_err(|e| ClusterError::io("open the log", &self.log, e))?;
+        let mut pw_arg = OsString::from("--pwfile=");
+        pw_arg.push(pwfile);
+        let mut cmd = Command::new(self.bin_dir.join("initdb"));
+        cmd.arg("-D")
+            .arg(&self.dir)
+            .args(["-U", PG_USER, "--auth=scram-sha-256", "-E", "UTF8"])
+            .args(["--locale=C", "--no-sync", "--no-instructions"])
+            .arg(pw_arg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(err));
+        if let Some(user) = &self.run_as {
+            user.apply(&mut cmd);
+        }
+        let failed = |reason: String| ClusterError::StartFailed {
+            node: self.name.clone(),
+            port: 0,
+            reason,
+            log: self.log.clone(),
+            tail: cursor.tail(20),
+        };
+        // Through the registry, so that Ctrl-C while it runs ends it too.
+        let mut guard =
+            process::spawn(&format!("{} initdb", self.name), cmd).map_err(|source| {
+                ClusterError::Spawn {
+                    binary: self.bin_dir.join("initdb"),
+                    source,
+                }
+            })?;
+        let deadline = Instant::now() + INITDB_TIMEOUT;
+        loop {
+            if let Some(exit) = guard.try_wait() {
+                return match exit {
+                    super::Exit::Code(0) => Ok(()),
+                    other => Err(failed(format!("initdb failed ({other})"))),
+                };
+            }
+            if Instant::now() >= deadline {
+                guard.kill();
+                return Err(failed(format!(
+                    "initdb did not finish in {INITDB_TIMEOUT:?}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn spawn(&self, port: u16) -> Result<Instance, ClusterError> {
+        Instance::spawn_tree(
+            &self.name,
+            port,
+            &self.dir,
+            &self.log,
+            self.command(port),
+            true,
+        )
+    }
+}
+
+/// A started PostgreSQL server and how to start it again.
+#[derive(Debug)]
+pub struct PgServer {
+    pub config: PgConfig,
+    pub instance: Instance,
+}
+
+impl PgServer {
+    /// `initdb`, then starts it on `choice` (another free port if that one was taken) and
+    /// waits until it answers.
+    pub async fn start(config: PgConfig, mut choice: PortChoice) -> Result<PgServer, ClusterError> {
+        config.initdb().await?;
+        let mut retries = 0;
+        loop {
+            let mut instance = config.spawn(choice.port())?;
+            match wait_ready(&mut instance, &config).await {
+                Ok(()) => return Ok(PgServer { config, instance }),
+                Err(NotReady::AddressInUse) => match choice {
+                    PortChoice::Fixed(port) => {
+                        return Err(ClusterError::PortInUse {
+                            node: config.name.clone(),
+                            port,
+                        })
+                    }
+                    PortChoice::Free(_) if retries < PORT_RETRIES => {
+                        retries += 1;
+                        choice = PortChoice::Free(ports::free_port()?);
+                    }
+                    PortChoice::Free(_) => {
+                        return Err(instance.error("its port was taken before it could bind it"))
+                    }
+                },
+                Err(NotReady::Failed(reason)) => {
+                    kill_tree(&mut instance);
+                    return Err(instance.error(reason));
+                }
+            }
+        }
+    }
+
+    /// SIGKILL of the postmaster and its backends, reaped (see [`kill_tree`]).
+    pub fn kill(&mut self) -> Option<super::Exit> {
+        kill_tree(&mut self.instance)
+    }
+
+    /// Starts it again on its port. With `keep_data` on the same data folder: a crash
+    /// recovery that replays the WAL, so every committed transaction is back. Without, on
+    /// a fresh `initdb` (the disk lost). Waits until it answers.
+    pub async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
+        if self.instance.pid().is_some() {
+            self.kill();
+        }
+        if !keep_data {
+            self.config.initdb().await?;
+        }
+        let mut instance = self.config.spawn(self.instance.port())?;
+        match wait_ready(&mut instance, &self.config).await {
+            Ok(()) => {
+                self.instance = instance;
+                Ok(())
+            }
+            Err(NotReady::AddressInUse) => Err(ClusterError::PortInUse {
+                node: self.config.name.clone(),
+                port: self.instance.port(),
+            }),
+            Err(NotReady::Failed(reason)) => {
+                kill_tree(&mut instance);
+                Err(instance.error(reason))
+            }
+        }
+    }
+}
+
+/// Connection settings for a client of the server at `host:port` (the readiness probe,
+/// the locks): role, password, database, a connect timeout.
+pub fn client_config(host: &str, port: u16, password: &str) -> tokio_postgres::Config {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(host)
+        .port(port)
+        .user(PG_USER)
+        .password(password)
+        .dbname(PG_DATABASE)
+        .application_name("lockaudit")
+        .connect_timeout(Duration::from_secs(1));
+    config
+}
+
+/// Polls until the server accepts our role's password and reports our data folder.
+async fn wait_ready(instance: &mut Instance, config: &PgConfig) -> Result<(), NotReady> {
+    let deadline = instance.spawned_at() + READY_TIMEOUT;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let Some(guard) = instance.guard_mut() else {
+            return Err(NotReady::Failed("it is not running".into()));
+        };
+        if let Some(exit) = guard.try_wait() {
+            return Err(instance.exited(exit));
+        }
+        let last = match probe(instance.port(), &config.password).await {
+            Ok(dir) if Path::new(&dir) == config.dir => {
+                tracing::debug!(node = config.name, elapsed = ?instance.spawned_at().elapsed(), "ready");
+                return Ok(());
+            }
+            Ok(dir) => format!("the server on its port serves another folder ({dir})"),
+            Err(e) => e,
+        };
+        if Instant::now() >= deadline {
+            return Err(NotReady::Failed(format!(
+                "no authenticated connection within {READY_TIMEOUT:?} (last: {last})"
+            )));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// One connection: the server's data folder, or why not.
+async fn probe(port: u16, password: &str) -> Result<String, String> {
+    let config = client_config("127.0.0.1", port, password);
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| e.to_string())?;
+    let driver = tokio::spawn(connection);
+    let row = client
+        .query_one("SHOW data_directory", &[])
+        .await
+        .map_err(|e| e.to_string());
+    drop(client);
+    let _ = driver.await;
+    row?.try_get::<_, String>(0).map_err(|e| e.to_string())
+}
+
+/// SIGKILL of the postmaster and its backends (the registry stops the postmaster, kills
+/// its children, then it), reaps the postmaster, and waits up to 5 s until none of its
+/// children is left: a backend still attached to the shared memory would stop a restart
+/// ("pre-existing shared memory block is still in use"). Zombies do not count: they hold
+/// no memory, and whoever adopted them reaps them.
+fn kill_tree(instance: &mut Instance) -> Option<super::Exit> {
+    let children = instance
+        .pid()
+        .map(super::procfs::children_of)
+        .unwrap_or_default();
+    let exit = instance.kill();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while children.iter().any(|&c| super::procfs::is_live(c)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    exit
+}

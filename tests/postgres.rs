@@ -1,0 +1,471 @@
+//! The PostgreSQL node lockaudit owns, against real postgres processes: it starts, answers
+//! only with the password, keeps a committed row through SIGKILL and a restart (crash
+//! recovery from the WAL), pauses with its backends, and leaves no process behind.
+
+mod common;
+
+use std::time::Duration;
+
+use lockaudit::cluster::{self, ClusterError, ClusterSpec, Endpoints, Topology};
+use nix::sys::signal::Signal;
+
+async fn client(endpoints: &Endpoints, password: &str) -> Result<tokio_postgres::Client, String> {
+    let node = &endpoints.nodes[0];
+    let mut config = cluster::pg_client_config(&node.host, node.port, password);
+    config.connect_timeout(Duration::from_secs(5));
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// How many of `pids` still live (not gone, not zombies).
+fn alive(pids: &[u32]) -> usize {
+    pids.iter().filter(|&&p| cluster::is_live(p)).count()
+}
+
+#[tokio::test]
+async fn the_node_starts_answers_survives_a_crash_and_leaves_nothing() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let mut cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .expect("postgres starts");
+    let endpoints = cluster.endpoints();
+    assert_eq!(endpoints.topology, Topology::Postgres);
+    assert_eq!(endpoints.nodes.len(), 1);
+    assert_eq!(endpoints.nodes[0].name, "master-0");
+    let password = endpoints.password.clone().unwrap();
+    let wrong = client(&endpoints, "not-the-password").await;
+    assert!(wrong.is_err(), "a wrong password must be refused");
+    let db = client(&endpoints, &password).await.expect("connects");
+    let fsync: String = db.query_one("SHOW fsync", &[]).await.unwrap().get(0);
+    assert_eq!(fsync, "on");
+    let listen: String = db
+        .query_one("SHOW listen_addresses", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(listen, "127.0.0.1");
+    db.batch_execute("CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)")
+        .await
+        .unwrap();
+
+    // A pause stops the backends too: a query on an open session gets no answer.
+    let pid = cluster.pid("master-0").unwrap();
+    cluster.signal("master-0", Signal::SIGSTOP).unwrap();
+    let paused =
+        tokio::time::timeout(Duration::from_millis(500), db.query_one("SELECT 1", &[])).await;
+    assert!(paused.is_err(), "a paused server answered: {paused:?}");
+    cluster.signal("master-0", Signal::SIGCONT).unwrap();
+    let resumed = tokio::time::timeout(Duration::from_secs(5), db.query_one("SELECT 1", &[])).await;
+    assert!(matches!(resumed, Ok(Ok(_))), "{resumed:?}");
+
+    // SIGKILL of the postmaster and its backends, then a restart on the same folder: the
+    // WAL brings the committed row back.
+    let tree = cluster::process_tree(pid);
+    assert!(
+        tree.len() >= 3,
+        "postmaster, its helpers and our session: {tree:?}"
+    );
+    cluster.kill("master-0").unwrap();
+    assert_eq!(alive(&tree), 0, "a backend outlived the kill");
+    assert!(db.query_one("SELECT 1", &[]).await.is_err());
+    cluster.restart("master-0").await.expect("restarts");
+    let db = client(&cluster.endpoints(), &password).await.unwrap();
+    let v: i32 = db
+        .query_one("SELECT v FROM kept", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(v, 42);
+    let log = std::fs::read_to_string(cluster.log_path("master-0").unwrap()).unwrap();
+    assert!(
+        log.contains("not properly shut down"),
+        "no crash recovery in the log:\n{log}"
+    );
+
+    // Emptied: a fresh initdb, the table is gone.
+    cluster
+        .restart_empty("master-0")
+        .await
+        .expect("restarts empty");
+    let db = client(&cluster.endpoints(), &password).await.unwrap();
+    assert!(db.query_one("SELECT v FROM kept", &[]).await.is_err());
+
+    let tree = cluster::process_tree(cluster.pid("master-0").unwrap());
+    assert!(
+        tree.len() >= 3,
+        "postmaster, its helpers and our session: {tree:?}"
+    );
+    drop(cluster);
+    assert_eq!(alive(&tree), 0, "processes left after the drop");
+    drop(db);
+}
+
+#[tokio::test]
+async fn a_missing_postgres_names_the_package_and_exits_3() {
+    let dir = common::open_tempdir();
+    let mut spec = ClusterSpec::new(Topology::Postgres, dir.path());
+    spec.postgres_bin = Some(dir.path().join("no-such-folder"));
+    let err = cluster::start(&spec).await.unwrap_err();
+    assert!(matches!(err, ClusterError::MissingPostgres { .. }), "{err}");
+    assert_eq!(err.exit_code(), 3);
+    let text = err.to_string();
+    assert!(text.contains("apt-get install postgresql"), "{text}");
+    assert!(text.contains("no-such-folder"), "{text}");
+}
+
+/// The child side of `a_killed_controller_leaves_no_postgres`, chosen by the env var.
+#[tokio::test]
+async fn helper_postgres_process() {
+    let Ok(dir) = std::env::var("LOCKAUDIT_PG_TEST_HELPER") else {
+        return;
+    };
+    let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, &dir))
+        .await
+        .unwrap();
+    println!("PID {}", cluster.pid("master-0").unwrap());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+#[test]
+fn a_killed_controller_leaves_no_postgres() {
+    use std::io::BufRead;
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "helper_postgres_process", "--nocapture"])
+        .env("LOCKAUDIT_PG_TEST_HELPER", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let pid: u32 = loop {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the helper ended early"
+        );
+        if let Some((_, pid)) = line.trim().split_once("PID ") {
+            break pid.parse().unwrap();
+        }
+    };
+    let tree = cluster::process_tree(pid);
+    assert!(tree.len() >= 2, "the postmaster and its helpers: {tree:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alive(&tree) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(alive(&tree), 0, "postgres outlived its controller");
+}
+
+// ---- The database locks against the real server, then whole runs. ----
+
+use lockaudit::locks::{self, Acquired, CounterWrite, LockOptions, Mode, Outcome};
+
+fn opts() -> LockOptions {
+    LockOptions {
+        retry_attempts: 0,
+        op_timeout_ms: 5000,
+        ..LockOptions::default()
+    }
+}
+
+async fn lock(algorithm: &str, endpoints: &Endpoints) -> Box<dyn locks::LockClient> {
+    locks::connect(algorithm, endpoints, &opts())
+        .await
+        .unwrap_or_else(|e| panic!("{algorithm}: {e}"))
+}
+
+fn ok(acquired: &Acquired) -> bool {
+    matches!(acquired, Acquired::Ok { lease_ms: None, .. })
+}
+
+#[tokio::test]
+async fn pg_advisory_excludes_shares_and_dies_with_its_session() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .unwrap();
+    let e = cluster.endpoints();
+    let (mut a, mut b) = (lock("pg-advisory", &e).await, lock("pg-advisory", &e).await);
+    assert!(ok(&a.acquire("lock:0").await));
+    assert!(matches!(b.acquire("lock:0").await, Acquired::Fail(_)));
+    assert!(
+        ok(&b.acquire("lock:1").await),
+        "another key is another lock"
+    );
+    assert!(
+        matches!(b.release("lock:0").await, Outcome::Fail(_)),
+        "not b's"
+    );
+    assert_eq!(a.release("lock:0").await, Outcome::Ok { lease_ms: None });
+    assert!(ok(&b.acquire("lock:0").await));
+    // A session that ends (a killed client) gives its locks back at once.
+    drop(b);
+    let mut c = lock("pg-advisory", &e).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !ok(&c.acquire("lock:0").await) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dead session's lock stayed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ok(&c.acquire("lock:1").await));
+    c.release("lock:0").await;
+    // Readers share; a writer is refused while they read.
+    assert!(c.shared());
+    assert!(ok(&a.acquire_mode("lock:2", Mode::Shared).await));
+    assert!(ok(&c.acquire_mode("lock:2", Mode::Shared).await));
+    let mut w = lock("pg-advisory", &e).await;
+    assert!(matches!(w.acquire("lock:2").await, Acquired::Fail(_)));
+    assert_eq!(
+        a.release_mode("lock:2", Mode::Shared).await,
+        Outcome::Ok { lease_ms: None }
+    );
+    assert_eq!(
+        c.release_mode("lock:2", Mode::Shared).await,
+        Outcome::Ok { lease_ms: None }
+    );
+    assert!(ok(&w.acquire("lock:2").await));
+}
+
+#[tokio::test]
+async fn pg_row_locks_the_row_and_commits_the_counter_on_release() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .unwrap();
+    let e = cluster.endpoints();
+    let (mut a, mut b) = (lock("pg-row", &e).await, lock("pg-row", &e).await);
+    assert!(a.keeps_counter());
+    assert!(ok(&a.acquire("lock:0").await));
+    assert!(matches!(b.acquire("lock:0").await, Acquired::Fail(_)));
+    assert_eq!(a.read_counter("lock:0").await, Ok(None));
+    assert_eq!(a.write_counter("lock:0", 1).await, CounterWrite::Accepted);
+    // Not committed yet: another session still sees nothing.
+    assert_eq!(b.read_counter("lock:0").await, Ok(None));
+    assert_eq!(a.release("lock:0").await, Outcome::Ok { lease_ms: None });
+    assert_eq!(b.read_counter("lock:0").await, Ok(Some(1)));
+    // A holder that dies before COMMIT loses its write and frees the row.
+    assert!(ok(&b.acquire("lock:0").await));
+    assert_eq!(b.write_counter("lock:0", 2).await, CounterWrite::Accepted);
+    drop(b);
+    let mut c = lock("pg-row", &e).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !ok(&c.acquire("lock:0").await) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dead session's row stayed locked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(c.read_counter("lock:0").await, Ok(Some(1)));
+    assert!(matches!(c.release("lock:1").await, Outcome::Fail(_)));
+}
+
+fn lockaudit() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+}
+
+/// `lockaudit run --algorithm NAME` into `out`, with `extra` flags.
+fn run(algorithm: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    lockaudit()
+        .args(["run", "--algorithm", algorithm, "--out"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .expect("run lockaudit")
+}
+
+/// Live processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|&pid| cluster::is_live(pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+#[test]
+fn every_database_lock_is_valid_without_faults_and_leaves_no_process() {
+    common::require_postgres();
+    for algorithm in locks::ALGORITHMS.iter().filter(|a| locks::on_postgres(a)) {
+        let dir = common::open_tempdir();
+        let out = dir.path().join("run");
+        let output = run(algorithm, &out, &["--time-limit", "3s"]);
+        common::assert_exit(&output, 0);
+        let report = common::report(&out);
+        assert_eq!(report["valid"], true, "{algorithm}: {report}");
+        let left = processes_mentioning(&out.display().to_string());
+        assert!(left.is_empty(), "{algorithm}: processes left: {left:?}");
+    }
+}
+
+#[test]
+fn pg_advisory_under_kill_clients_stays_available() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let out = dir.path().join("run");
+    let output = run(
+        "pg-advisory",
+        &out,
+        &["--nemesis", "kill-clients", "--time-limit", "8s"],
+    );
+    let report = common::report(&out);
+    let kinds = common::kinds(&report);
+    assert!(!kinds.contains(&"unavailable".to_string()), "{kinds:?}");
+    assert!(
+        report["stats"]["faults"].as_u64().unwrap_or(0) >= 2,
+        "{report}"
+    );
+    // Valid, but for the harness's kill-recording delay (README): a few-ms overlap with a
+    // holder whose session the server ended before the kill was recorded.
+    assert!(kinds.iter().all(|k| k == "overlap"), "{kinds:?}");
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{output:?}");
+}
+
+#[test]
+fn a_run_without_postgres_exits_3_naming_the_package() {
+    let dir = common::open_tempdir();
+    let output = lockaudit()
+        .args([
+            "run",
+            "--algorithm",
+            "pg-advisory",
+            "--time-limit",
+            "2s",
+            "--out",
+        ])
+        .arg(dir.path().join("run"))
+        .env(cluster::POSTGRES_BIN_ENV, dir.path().join("empty"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("apt-get install postgresql"), "{stderr}");
+}
+
+#[tokio::test]
+async fn pg_lock_column_excludes_and_a_dead_holder_deadlocks_the_key() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .unwrap();
+    let e = cluster.endpoints();
+    let (mut a, mut b) = (
+        lock("pg-lock-column", &e).await,
+        lock("pg-lock-column", &e).await,
+    );
+    assert!(ok(&a.acquire("lock:0").await));
+    assert!(matches!(b.acquire("lock:0").await, Acquired::Fail(_)));
+    assert!(
+        matches!(b.release("lock:0").await, Outcome::Fail(_)),
+        "not b's"
+    );
+    assert_eq!(a.release("lock:0").await, Outcome::Ok { lease_ms: None });
+    assert!(ok(&b.acquire("lock:0").await));
+    // The session ends, the flag stays: nobody can take the key again.
+    drop(b);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut c = lock("pg-lock-column", &e).await;
+    assert!(matches!(c.acquire("lock:0").await, Acquired::Fail(_)));
+}
+
+#[test]
+fn pg_lock_column_under_kill_clients_is_unavailable() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let out = dir.path().join("run");
+    let output = run(
+        "pg-lock-column",
+        &out,
+        &["--nemesis", "kill-clients", "--time-limit", "6s"],
+    );
+    common::assert_exit(&output, 1);
+    let kinds = common::kinds(&common::report(&out));
+    assert!(kinds.contains(&"unavailable".to_string()), "{kinds:?}");
+}
+
+#[tokio::test]
+async fn pg_version_writes_only_on_the_version_it_read() {
+    common::require_postgres();
+    let dir = common::open_tempdir();
+    let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .unwrap();
+    let e = cluster.endpoints();
+    let (mut a, mut b) = (lock("pg-version", &e).await, lock("pg-version", &e).await);
+    assert!(a.optimistic() && a.keeps_counter());
+    assert_eq!(a.read_counter("lock:0").await, Ok(None));
+    assert_eq!(b.read_counter("lock:0").await, Ok(None));
+    assert_eq!(a.write_counter("lock:0", 1).await, CounterWrite::Accepted);
+    // b read before a's write: its write is refused, and it retries from a fresh read.
+    assert!(matches!(
+        b.write_counter("lock:0", 1).await,
+        CounterWrite::Rejected(_)
+    ));
+    assert_eq!(b.read_counter("lock:0").await, Ok(Some(1)));
+    assert_eq!(b.write_counter("lock:0", 2).await, CounterWrite::Accepted);
+    assert_eq!(a.read_counter("lock:0").await, Ok(Some(2)));
+}
+
+#[test]
+fn the_audit_marks_failover_and_clock_jump_on_postgres_not_applicable() {
+    let dir = common::open_tempdir();
+    let out = dir.path().join("audit");
+    let output = lockaudit()
+        .args([
+            "audit",
+            "--cells",
+            "pg-row:failover,pg-advisory:clock-jump",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = common::assert_exit(&output, 0);
+    assert!(stdout.contains("no replica to fail over to"), "{stdout}");
+    assert!(stdout.contains("locks never expire"), "{stdout}");
+    assert!(
+        !out.join("pg-row/failover/history.jsonl").exists(),
+        "a cell that cannot act ran"
+    );
+}
+
+#[test]
+fn a_database_lock_refuses_an_existing_redis() {
+    let output = lockaudit()
+        .args([
+            "run",
+            "--algorithm",
+            "pg-advisory",
+            "--redis",
+            "redis://127.0.0.1:1",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--redis: pg-advisory runs on the PostgreSQL"),
+        "{stderr}"
+    );
+}
