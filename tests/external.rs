@@ -936,11 +936,10 @@ fn a_library_reporting_a_lock_lost_inside_its_lease_is_a_lost_lock() {
 }
 
 /// A `SET NX PX` lock (timed by the server) that writes, on each acquire, how far its wall
-/// clock has moved from its monotonic clock since `init` (to stderr, its log).
+/// clock stands from the Redis server's (which no skew moves), to stderr, its log.
 const CLOCK_WATCHING_ADAPTER: &str = r#"
 import json, sys, time, redis
 r = None
-base = time.time() - time.monotonic()
 for line in sys.stdin:
     req = json.loads(line)
     kind, rid = req["type"], req["id"]
@@ -949,7 +948,9 @@ for line in sys.stdin:
         r = redis.Redis(host=node["host"], port=node["port"], password=node.get("password"))
         reply = {"type": "init_ok", "name": "clock watcher", "fencing": False, "reentrant": False}
     elif kind == "acquire":
-        moved = round((time.time() - time.monotonic() - base) * 1000)
+        # Against the server's clock, which no skew moves (an adapter may start mid-skew).
+        secs, micros = r.time()
+        moved = round((time.time() - (secs + micros / 1e6)) * 1000)
         print("wall clock moved %d ms" % moved, file=sys.stderr, flush=True)
         if r.set(req["key"], "me-%d" % rid, nx=True, px=req["ttl_ms"]):
             reply = {"type": "ok", "token": None, "lease_ms": req["ttl_ms"]}
