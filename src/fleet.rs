@@ -22,6 +22,7 @@ use crate::cluster;
 use crate::history::{fast_line, Event, EventType, Process};
 use crate::nemesis::workers::{Remains, WorkerState, Workers};
 use crate::workload::controls::WorkerCommand;
+use crate::workload::sink;
 use crate::workload::worker::WorkerConfig;
 
 /// Why the fleet could not start a worker.
@@ -45,18 +46,29 @@ struct Ledger {
     /// The worker's exit code once it ended on its own terms (None: running, or killed by a
     /// signal).
     exit_code: Option<i32>,
+    /// The latest event time seen from the worker.
+    last_event_ns: Option<i64>,
+    /// When the worker said it was killing itself (a crash point).
+    died_at_ns: Option<i64>,
 }
 
 impl Ledger {
     fn note(&mut self, line: &str, total_slots: u64) {
         // The workers' own layout parses on the fast path; anything else through serde.
-        let (process, ty, f, key) = match fast_line::parse(line.as_bytes()) {
-            Some(e) => (e.process, e.ty, e.f.to_string(), e.key.map(str::to_string)),
+        let (time, process, ty, f, key) = match fast_line::parse(line.as_bytes()) {
+            Some(e) => (
+                e.time,
+                e.process,
+                e.ty,
+                e.f.to_string(),
+                e.key.map(str::to_string),
+            ),
             None => match serde_json::from_str::<Event>(line) {
-                Ok(e) => (e.process, e.ty, e.f, e.key),
+                Ok(e) => (e.time, e.process, e.ty, e.f, e.key),
                 Err(_) => return,
             },
         };
+        self.last_event_ns = Some(self.last_event_ns.map_or(time, |t| t.max(time)));
         let Process::Client(process) = process else {
             return;
         };
@@ -337,6 +349,8 @@ impl Workers for Fleet {
                 .into_iter()
                 .map(|(p, (f, key))| (p, f, key))
                 .collect(),
+            last_event_ns: ledger.last_event_ns,
+            died_at_ns: ledger.died_at_ns,
         };
         ledger.current.clear();
         remains
@@ -433,6 +447,11 @@ async fn pump(
 ) {
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
+        // The worker's last word before a crash point: its death time, for the controller.
+        if let Some(at) = sink::died_at(&line) {
+            lock(&ledger).died_at_ns = Some(at);
+            continue;
+        }
         lock(&ledger).note(&line, total_slots);
         // The recorder parses and renumbers; a worker's line goes to it as it is.
         if events.send(line).is_err() {

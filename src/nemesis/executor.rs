@@ -472,12 +472,20 @@ impl Executor {
             return false;
         }
         self.armed.remove(&w);
+        // It cannot die before the signal: the earliest its death may be recorded at.
+        let signalled = journal.clock.now();
         let remains = targets.workers.kill(w).await;
         if cluster::shutting_down() {
             // The shutdown's cleanup may have stopped it first; either way the run is over.
             return false;
         }
-        record_kill(journal, w, &remains, Map::new());
+        record_kill(
+            journal,
+            w,
+            &remains,
+            Map::new(),
+            remains.death_ns(signalled),
+        );
         true
     }
 
@@ -497,6 +505,9 @@ impl Executor {
             return None; // killed by us, already accounted for
         }
         let remains = targets.workers.reap(worker).await;
+        // A worker that died at a crash point said when (`Remains::died_at_ns`); for any
+        // other exit, all that is known is that it is dead by now.
+        let died = remains.death_ns(journal.clock.now());
         if cluster::shutting_down() {
             // It died of the shutdown's cleanup, not of a crash.
             return Some(SHUTTING_DOWN.to_string());
@@ -506,7 +517,7 @@ impl Executor {
                 "cause",
                 json!("its lock client cannot go on (adapter error)"),
             )]);
-            record_kill(journal, worker, &remains, why);
+            record_kill(journal, worker, &remains, why, died);
             let name = worker_name(worker);
             return Some(match targets.workers.gave_up_why(worker) {
                 Some(why) => format!(
@@ -524,7 +535,7 @@ impl Executor {
                 extra(&[("cause", json!("worker died unexpectedly"))])
             }
         };
-        record_kill(journal, worker, &remains, why);
+        record_kill(journal, worker, &remains, why, died);
         self.restart_worker(worker, targets, journal).await;
         None
     }
@@ -550,13 +561,19 @@ impl Executor {
 
 /// The `kill` event listing the worker's processes (their holds end here, docs/history-format.md), then
 /// an `info` completion for each operation it had under way.
-fn record_kill(journal: &Journal, worker: usize, remains: &Remains, why: Map<String, Value>) {
+fn record_kill(
+    journal: &Journal,
+    worker: usize,
+    remains: &Remains,
+    why: Map<String, Value>,
+    died_ns: i64,
+) {
     let mut processes = remains.processes.clone();
     processes.extend(remains.pending.iter().map(|(p, _, _)| *p));
     processes.sort_unstable();
     processes.dedup();
-    journal.fault("kill", &[worker_name(worker)], &processes, why);
-    journal.killed(remains);
+    journal.fault_at(died_ns, "kill", &[worker_name(worker)], &processes, why);
+    journal.killed(remains, died_ns);
 }
 
 /// Heals whatever the nemesis may have left: resumes paused workers and servers, restarts

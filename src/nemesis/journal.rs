@@ -19,8 +19,20 @@ pub struct Journal {
 impl Journal {
     /// A nemesis event: `f` with `{targets, processes, ...extra}`.
     pub fn fault(&self, f: &str, targets: &[String], processes: &[u64], extra: Map<String, Value>) {
+        self.fault_at(self.clock.now(), f, targets, processes, extra);
+    }
+
+    /// A nemesis event that happened at `time` (run ns), earlier than now.
+    pub fn fault_at(
+        &self,
+        time: i64,
+        f: &str,
+        targets: &[String],
+        processes: &[u64],
+        extra: Map<String, Value>,
+    ) {
         let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
-        let mut event = Event::nemesis(0, self.clock.now(), f, &targets, processes);
+        let mut event = Event::nemesis(0, time, f, &targets, processes);
         if let Some(Value::Object(value)) = event.value.as_mut() {
             value.extend(extra);
         }
@@ -28,10 +40,10 @@ impl Journal {
         self.send(&event);
     }
 
-    /// The `info` completions of a killed worker's pending operations.
-    pub fn killed(&self, remains: &Remains) {
+    /// The `info` completions of a killed worker's pending operations, at its death.
+    pub fn killed(&self, remains: &Remains, died_ns: i64) {
         for (process, f, key) in &remains.pending {
-            let mut event = Event::client(0, self.clock.now(), *process, EventType::Info, f, key);
+            let mut event = Event::client(0, died_ns, *process, EventType::Info, f, key);
             event.error = Some("killed".into());
             event.wall = Some(wall_ms());
             self.send(&event);

@@ -295,10 +295,10 @@ impl Client {
     fn crash_hook(&self) -> locks::StepHook {
         let controls = self.plan.controls.clone();
         let events = self.events.clone();
+        let clock = self.plan.clock;
         Arc::new(move |step: &str| {
             if controls.is_armed(step) {
-                let _ = events.write_out();
-                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+                events.write_out_and_die(clock);
             }
         })
     }
