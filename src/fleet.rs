@@ -493,6 +493,8 @@ mod tests {
             Some(&("read".to_string(), "lock:0".to_string()))
         );
         assert_eq!(ledger.max_process, Some(3));
+        // The worker died after its latest event: a kill is timed no earlier.
+        assert_eq!(ledger.last_event_ns, Some(5));
         // A line in another layout is read too (through serde).
         ledger.note(
             r#"{"type":"invoke","f":"release","key":"lock:1","process":6,"time":9,"index":0}"#,

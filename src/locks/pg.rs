@@ -101,8 +101,9 @@ pub(crate) fn acquire_error(e: &tokio_postgres::Error) -> Acquired {
     }
 }
 
-/// An error of a release or a write: the server's refusal is `fail` only when the caller
-/// says the statement certainly changed nothing; a broken session is `info`.
+/// An error of a release (`COMMIT`, an unlock, an `UPDATE`): `info`. The statement may
+/// have taken effect before the session broke, and the session's locks ended with it
+/// anyway: nobody knows which came first.
 pub(crate) fn outcome_error(e: &tokio_postgres::Error) -> Outcome {
     Outcome::Info(describe(e))
 }
