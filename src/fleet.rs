@@ -22,6 +22,7 @@ use crate::cluster;
 use crate::history::{fast_line, Event, EventType, Process};
 use crate::nemesis::workers::{Remains, WorkerState, Workers};
 use crate::workload::controls::WorkerCommand;
+use crate::workload::sink;
 use crate::workload::worker::WorkerConfig;
 
 /// Why the fleet could not start a worker.
@@ -42,11 +43,13 @@ struct Ledger {
     pending: BTreeMap<u64, (String, String)>,
     /// The highest process number seen.
     max_process: Option<u64>,
-    /// The latest time of the worker's events (it died after it).
-    last_time: Option<i64>,
     /// The worker's exit code once it ended on its own terms (None: running, or killed by a
     /// signal).
     exit_code: Option<i32>,
+    /// The latest event time seen from the worker.
+    last_event_ns: Option<i64>,
+    /// When the worker said it was killing itself (a crash point).
+    died_at_ns: Option<i64>,
 }
 
 impl Ledger {
@@ -65,7 +68,7 @@ impl Ledger {
                 Err(_) => return,
             },
         };
-        self.last_time = Some(self.last_time.map_or(time, |t| t.max(time)));
+        self.last_event_ns = Some(self.last_event_ns.map_or(time, |t| t.max(time)));
         let Process::Client(process) = process else {
             return;
         };
@@ -294,6 +297,14 @@ impl Workers for Fleet {
             lock(&w.ledger).exit_code == Some(crate::locks::external::EXIT_ADAPTER_ERROR)
         })
     }
+    /// The adapter's message, from the last give-up line of the worker's log.
+    fn gave_up_why(&self, worker: usize) -> Option<String> {
+        let log = std::fs::read_to_string(self.dir.join(format!("worker-{worker}.log"))).ok()?;
+        log.lines()
+            .rev()
+            .find_map(|l| l.strip_prefix(crate::locks::external::GIVE_UP_PREFIX))
+            .map(str::to_string)
+    }
     /// The worker's live logical processes (one per slot that has done anything).
     fn processes(&self, worker: usize) -> Vec<u64> {
         self.workers
@@ -338,7 +349,8 @@ impl Workers for Fleet {
                 .into_iter()
                 .map(|(p, (f, key))| (p, f, key))
                 .collect(),
-            last_event_ns: ledger.last_time,
+            last_event_ns: ledger.last_event_ns,
+            died_at_ns: ledger.died_at_ns,
         };
         ledger.current.clear();
         remains
@@ -435,6 +447,11 @@ async fn pump(
 ) {
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
+        // The worker's last word before a crash point: its death time, for the controller.
+        if let Some(at) = sink::died_at(&line) {
+            lock(&ledger).died_at_ns = Some(at);
+            continue;
+        }
         lock(&ledger).note(&line, total_slots);
         // The recorder parses and renumbers; a worker's line goes to it as it is.
         if events.send(line).is_err() {
@@ -477,7 +494,7 @@ mod tests {
         );
         assert_eq!(ledger.max_process, Some(3));
         // The worker died after its latest event: a kill is timed no earlier.
-        assert_eq!(ledger.last_time, Some(5));
+        assert_eq!(ledger.last_event_ns, Some(5));
         // A line in another layout is read too (through serde).
         ledger.note(
             r#"{"type":"invoke","f":"release","key":"lock:1","process":6,"time":9,"index":0}"#,

@@ -3,7 +3,9 @@
 //! adapter left behind, and `lockaudit adapter-test`.
 
 mod common;
-use common::{acquire_ttls, assert_exit, kinds, report};
+use common::{
+    acquire_fair_marks, acquire_ttls, assert_exit, kinds, overlapping_shared_holds, report,
+};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -349,6 +351,11 @@ fn adapter_test_passes_the_redis_py_example() {
     let (code, text) = adapter_test(&["python3", "examples/adapters/redis_py_lock.py"]);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("✓ renew"), "{text}");
+    // redis-py's Lock has no shared mode, and says so (protocol 1.2).
+    assert!(
+        text.contains("✓ a shared acquire") && text.contains("answers error (no shared mode)"),
+        "{text}"
+    );
     assert!(!text.contains('✗'), "{text}");
 }
 
@@ -357,6 +364,11 @@ fn adapter_test_passes_the_rust_example() {
     let (code, text) = adapter_test(&[env!("CARGO_BIN_EXE_lockaudit-adapter")]);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("✓ a second client's acquire"), "{text}");
+    // Its default built-in, set-nx-px, has no shared mode.
+    assert!(
+        text.contains("✓ a shared acquire") && text.contains("set-nx-px has no shared mode"),
+        "{text}"
+    );
     assert!(text.contains("adapter-test: passed"), "{text}");
 }
 
@@ -647,9 +659,11 @@ for line in sys.stdin:
     assert_no_process_left(&out);
 }
 
-/// A Redis lock in one of two modes (its first argument): `never-expires`, `SET NX` without
-/// expiry and its owner checked on release (the shape of python-redis-lock's default), or
-/// `releases-anything`, a 5 s lease and a release that deletes the key whoever holds it.
+/// A Redis lock in one of three modes (its first argument): `never-expires`, `SET NX` without
+/// expiry and its owner checked on release (the shape of python-redis-lock's default);
+/// `releases-anything`, a 5 s lease and a release that deletes the key whoever holds it; or
+/// `ignores-modes`, `never-expires` taking an exclusive lock when asked for a shared one
+/// (the others answer `error`, as protocol 1.2 wants).
 const SET_NX_ADAPTER: &str = r#"
 import json, sys, redis
 mode = sys.argv[1]
@@ -663,8 +677,10 @@ for line in sys.stdin:
         r = redis.Redis(host=node["host"], port=node["port"], password=node.get("password"))
         me = "client-%d" % req["client"]
         reply = {"type": "init_ok", "name": mode, "fencing": False, "reentrant": False}
+    elif kind == "acquire" and req.get("mode") == "shared" and mode != "ignores-modes":
+        reply = {"type": "error", "error": "no shared mode"}
     elif kind == "acquire":
-        if mode == "never-expires":
+        if mode != "releases-anything":
             taken, lease = r.set(req["key"], me, nx=True), None
         else:
             taken, lease = r.set(req["key"], me, nx=True, px=5000), 5000
@@ -673,7 +689,7 @@ for line in sys.stdin:
         else:
             reply = {"type": "fail", "error": "held by another client"}
     elif kind == "release":
-        if mode == "never-expires":
+        if mode != "releases-anything":
             freed = r.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end", 1, req["key"], me)
         else:
             freed = r.delete(req["key"])
@@ -920,11 +936,10 @@ fn a_library_reporting_a_lock_lost_inside_its_lease_is_a_lost_lock() {
 }
 
 /// A `SET NX PX` lock (timed by the server) that writes, on each acquire, how far its wall
-/// clock has moved from its monotonic clock since `init` (to stderr, its log).
+/// clock stands from the Redis server's (which no skew moves), to stderr, its log.
 const CLOCK_WATCHING_ADAPTER: &str = r#"
 import json, sys, time, redis
 r = None
-base = time.time() - time.monotonic()
 for line in sys.stdin:
     req = json.loads(line)
     kind, rid = req["type"], req["id"]
@@ -933,7 +948,9 @@ for line in sys.stdin:
         r = redis.Redis(host=node["host"], port=node["port"], password=node.get("password"))
         reply = {"type": "init_ok", "name": "clock watcher", "fencing": False, "reentrant": False}
     elif kind == "acquire":
-        moved = round((time.time() - time.monotonic() - base) * 1000)
+        # Against the server's clock, which no skew moves (an adapter may start mid-skew).
+        secs, micros = r.time()
+        moved = round((time.time() - (secs + micros / 1e6)) * 1000)
         print("wall clock moved %d ms" % moved, file=sys.stderr, flush=True)
         if r.set(req["key"], "me-%d" % rid, nx=True, px=req["ttl_ms"]):
             reply = {"type": "ok", "token": None, "lease_ms": req["ttl_ms"]}
@@ -1000,4 +1017,115 @@ fn clock_skew_moves_an_adapter_s_wall_clock_and_nothing_else() {
         out.join("adapter-clock-0.faketime").exists(),
         "no offset file"
     );
+}
+
+#[test]
+fn adapter_test_fails_an_adapter_that_takes_an_exclusive_lock_for_a_shared_one() {
+    require_redis_py();
+    let (code, text) = adapter_test_set_nx("ignores-modes");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("✗ a shared acquire"), "{text}");
+    assert!(text.contains("a second client's shared acquire"), "{text}");
+}
+
+#[test]
+fn adapter_test_of_the_rust_adapter_over_rw_lock_finds_a_shared_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("rw.toml");
+    std::fs::write(
+        &workload,
+        format!(
+            "algorithm = \"external\"\nadapter = [\"{}\"]\nadapter_options = {{ algorithm = \"rw-lock\" }}\n",
+            env!("CARGO_BIN_EXE_lockaudit-adapter")
+        ),
+    )
+    .unwrap();
+    let (_, text) = adapter_test(&[workload.to_str().unwrap()]);
+    // (Redisson's unlock answers "unlocked" for a lock not held, which the checklist fails
+    // on its own line; the shared mode is what this test is about.)
+    assert!(
+        text.contains("✓ a shared acquire") && text.contains("behaves as a shared lock"),
+        "{text}"
+    );
+}
+
+/// A workload of the Rust example adapter over `algorithm`, in `dir`, with `settings`.
+fn builtin_workload(dir: &Path, algorithm: &str, settings: &str) -> PathBuf {
+    let workload = dir.join("w.toml");
+    std::fs::write(
+        &workload,
+        format!(
+            "algorithm = \"external\"\nadapter = [\"{}\"]\nadapter_options = {{ algorithm = \"{algorithm}\" }}\nclients = 6\nworkers = 2\nkeys = 1\nttl = \"1s\"\nhold = {{ min = \"20ms\", max = \"80ms\" }}\nthink = {{ min = \"0ms\", max = \"20ms\" }}\n{settings}",
+            env!("CARGO_BIN_EXE_lockaudit-adapter")
+        ),
+    )
+    .unwrap();
+    workload
+}
+
+#[test]
+fn readers_share_an_external_rw_lock() {
+    // `mode` reaches the adapter and the built-in: with it dropped every hold would be
+    // exclusive and no two would overlap.
+    let dir = tempfile::tempdir().unwrap();
+    let workload = builtin_workload(dir.path(), "rw-lock", "read_share = 0.5\n");
+    let out = dir.path().join("run");
+    let output = run(&workload, &out, &["--time-limit", "4s"]);
+    let stdout = assert_exit(&output, 0);
+    assert_eq!(report(&out)["valid"], Value::Bool(true), "{stdout}");
+    let shared = overlapping_shared_holds(&out);
+    assert!(shared > 0, "no two shared holds overlapped: {stdout}");
+    assert_no_process_left(&out);
+}
+
+#[test]
+fn read_share_against_an_adapter_without_a_shared_mode_stops_with_its_error() {
+    require_redis_py();
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        format!(
+            "algorithm = \"external\"\nadapter = [\"python3\", \"{}\"]\nread_share = 0.5\nclients = 2\nworkers = 1\n",
+            root().join("examples/adapters/redis_py_lock.py").display()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let output = run(&workload, &out, &["--time-limit", "10s"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    // The adapter and its own words, not only where to look for them.
+    assert!(stderr.contains("redis_py_lock.py"), "{stderr}");
+    assert!(
+        stderr.contains("mode 'shared' is not supported: redis-py's Lock has no shared mode"),
+        "{stderr}"
+    );
+    assert_no_process_left(&out);
+}
+
+#[test]
+fn fair_is_sent_to_the_adapter_and_marks_every_acquire() {
+    // fair-lock honours `fair: true`: the run goes on, every acquire marked for the checker.
+    let dir = tempfile::tempdir().unwrap();
+    let workload = builtin_workload(dir.path(), "fair-lock", "fair = true\n");
+    let out = dir.path().join("run");
+    let output = run(&workload, &out, &["--time-limit", "3s"]);
+    let stdout = assert_exit(&output, 0);
+    let marks = acquire_fair_marks(&out);
+    assert!(!marks.is_empty(), "{stdout}");
+    assert!(marks.iter().all(|m| *m == Some(true)), "{marks:?}");
+
+    // set-nx-px promises no order: its adapter answers `error`, which stops the run.
+    let dir = tempfile::tempdir().unwrap();
+    let workload = builtin_workload(dir.path(), "set-nx-px", "fair = true\n");
+    let out = dir.path().join("run");
+    let output = run(&workload, &out, &["--time-limit", "10s"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("fair: the built-in set-nx-px is not fair"),
+        "{stderr}"
+    );
+    assert_no_process_left(&out);
 }

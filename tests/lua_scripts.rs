@@ -1,12 +1,15 @@
 //! `algorithm = "lua"`: locks written as Lua scripts, against real redis-server processes.
 //!
-//! The clients run the example scripts of `examples/lua/` (set-nx-px and Redisson's reentrant
-//! lock, read through their workload files as a run reads them); then the real binary runs
-//! the set-nx-px example end to end, without faults (valid) and under `pause-clients`
-//! (overlap), as the built-in `set-nx-px` does.
+//! The clients run the example scripts of `examples/lua/` (set-nx-px, Redisson's reentrant
+//! lock and its read-write lock, read through their workload files as a run reads them); then
+//! the real binary runs the set-nx-px example end to end, without faults (valid) and under
+//! `pause-clients` (overlap), as the built-in `set-nx-px` does, and the rw-lock example
+//! without faults (valid, readers sharing).
 
 mod common;
-use common::{acquire_ttls, assert_exit, kinds, report};
+use common::{
+    acquire_fair_marks, acquire_ttls, assert_exit, kinds, overlapping_shared_holds, report,
+};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,7 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockaudit::cluster::{self, Cluster, ClusterSpec, Endpoints, Topology};
-use lockaudit::locks::{self, Acquired, LockClient, LockError, LockOptions, LuaScripts, Outcome};
+use lockaudit::locks::{
+    self, Acquired, LockClient, LockError, LockOptions, LuaScripts, Mode, Outcome,
+};
 use lockaudit::workload::WorkloadSpec;
 use redis::aio::MultiplexedConnection;
 use serde_json::Value;
@@ -249,6 +254,8 @@ async fn replies_outside_the_convention_and_script_errors_are_info() {
             .into(),
         release: "return 2".into(),
         renew: Some("return 'yes'".into()),
+
+        ..LuaScripts::default()
     };
     let mut a = client(&ep, &opts(&half_way, 1000, "owner-a")).await;
     match a.acquire("lock:x").await {
@@ -276,6 +283,8 @@ async fn replies_outside_the_convention_and_script_errors_are_info() {
         acquire: "return redis.call('pttl', KEYS[1])".into(),
         release: "return 1".into(),
         renew: None,
+
+        ..LuaScripts::default()
     };
     let mut b = client(&ep, &opts(&redisson, 1000, "owner-b")).await;
     assert!(!b.renews());
@@ -286,6 +295,8 @@ async fn replies_outside_the_convention_and_script_errors_are_info() {
         acquire: "retrun 1".into(),
         release: "return 1".into(),
         renew: None,
+
+        ..LuaScripts::default()
     };
     match locks::connect(locks::SCRIPTED, &ep, &opts(&broken, 1000, "c")).await {
         Err(LockError::Scripts(m)) => {
@@ -306,6 +317,90 @@ async fn replies_outside_the_convention_and_script_errors_are_info() {
         locks::connect(locks::SCRIPTED, &ep, &none).await,
         Err(LockError::Scripts(_))
     ));
+}
+
+#[tokio::test]
+async fn rw_lock_scripts_share_reads_and_exclude_writes() {
+    let servers = start().await;
+    let ep = servers.cluster.endpoints();
+    let scripts = scripts_of("rw-lock");
+    assert!(scripts.read_acquire.is_some() && scripts.read_renew.is_some());
+    let mut a = client(&ep, &opts(&scripts, 5000, "owner-a")).await;
+    let mut b = client(&ep, &opts(&scripts, 5000, "owner-b")).await;
+    let mut w = client(&ep, &opts(&scripts, 5000, "owner-w")).await;
+    assert!(a.shared(), "read scripts given: a shared mode");
+    let key = "lock:x";
+    let mut r = raw(&ep).await;
+
+    // Readers share: the second read is taken while the first holds, and a writer waits.
+    assert_ok(&a.acquire_mode(key, Mode::Shared).await, "first reader");
+    assert_ok(&b.acquire_mode(key, Mode::Shared).await, "second reader");
+    assert_eq!(
+        holds(&mut r, key, "owner-b").await,
+        Some(1),
+        "ARGV[1] is the reader"
+    );
+    assert_fail(&w.acquire(key).await, "a writer while two read");
+    // A shared hold is renewed by read_renew (the write renew would find no `owner:write`).
+    match a.renew(key).await {
+        Outcome::Ok { lease_ms: Some(l) } => assert!(l >= 5000, "renew lease {l}"),
+        other => panic!("renew of a shared hold: {other:?}"),
+    }
+    assert_eq!(a.release_mode(key, Mode::Shared).await, RELEASED);
+    assert_fail(&w.acquire(key).await, "a writer while one reads");
+    assert_eq!(b.release_mode(key, Mode::Shared).await, RELEASED);
+    assert_eq!(
+        pttl(&mut r, key).await,
+        -2,
+        "the last reader deleted the hash"
+    );
+
+    // A writer excludes readers and writers; its release frees the lock for them.
+    assert_ok(&w.acquire(key).await, "a writer when free");
+    assert_fail(
+        &a.acquire_mode(key, Mode::Shared).await,
+        "a reader while one writes",
+    );
+    assert_fail(&b.acquire(key).await, "a writer while one writes");
+    assert_not_ours(
+        &a.release_mode(key, Mode::Shared).await,
+        "a reader's release",
+    );
+    assert_eq!(w.release(key).await, RELEASED);
+    assert_ok(
+        &a.acquire_mode(key, Mode::Shared).await,
+        "a reader after the writer",
+    );
+
+    // Without read scripts there is no shared mode: refused without asking the server.
+    let mut plain = client(&ep, &opts(&scripts_of("set-nx-px"), 5000, "owner-p")).await;
+    assert!(!plain.shared());
+    assert_fail(
+        &plain.acquire_mode("lock:y", Mode::Shared).await,
+        "no shared mode",
+    );
+    assert_eq!(pttl(&mut r, "lock:y").await, -2, "nothing was written");
+}
+
+#[tokio::test]
+async fn a_read_script_that_does_not_compile_is_a_connect_error() {
+    let servers = start().await;
+    let ep = servers.cluster.endpoints();
+    let broken = LuaScripts {
+        read_acquire: Some("retrun 1".into()),
+        read_release: Some("return 1".into()),
+        ..scripts_of("set-nx-px")
+    };
+    match locks::connect(locks::SCRIPTED, &ep, &opts(&broken, 1000, "c")).await {
+        Err(LockError::Scripts(m)) => {
+            assert!(
+                m.contains("read_acquire script") && m.contains("compiling"),
+                "{m}"
+            )
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("connected with a read script that does not compile"),
+    }
 }
 
 // --- the real binary ---
@@ -421,5 +516,111 @@ fn a_script_redis_cannot_compile_stops_the_run_as_bad_input() {
     assert!(stderr.contains("acquire script"), "{stderr}");
     assert!(stderr.contains("compiling"), "{stderr}");
     // Stopped before any worker started: nothing was recorded.
+    assert!(!dir.path().join("run/history.jsonl").exists());
+}
+
+#[test]
+fn the_rw_lock_example_runs_valid_with_readers_sharing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = run("rw-lock", &out, &["--time-limit", "5s"]);
+    let stdout = assert_exit(&output, 0);
+    let report = report(&out);
+    assert_eq!(report["valid"], Value::Bool(true), "{stdout}");
+    // Readers really held together: with the mode dropped every hold would be exclusive
+    // and no two would overlap.
+    let shared = overlapping_shared_holds(&out);
+    assert!(shared > 0, "no two shared holds overlapped: {stdout}");
+}
+
+#[test]
+fn fair_marks_every_acquire_of_a_lua_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("fair.toml");
+    let example = std::fs::read_to_string(example("set-nx-px")).unwrap();
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/lua/set-nx-px");
+    let text = example
+        .replace("\"set-nx-px/", &format!("\"{}/", scripts.display()))
+        .replace(
+            "\nalgorithm = \"lua\"",
+            "\nalgorithm = \"lua\"\nfair = true",
+        );
+    std::fs::write(&workload, text).unwrap();
+    let out = dir.path().join("run");
+    let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .arg("run")
+        .arg(&workload)
+        .args(["--time-limit", "2s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run lockaudit");
+    let stdout = assert_exit(&output, 0);
+    let marks = acquire_fair_marks(&out);
+    assert!(!marks.is_empty(), "{stdout}");
+    assert!(marks.iter().all(|m| *m == Some(true)), "{marks:?}");
+
+    // Without `fair`, no acquire says it.
+    let plain = dir.path().join("plain");
+    let output = run("set-nx-px", &plain, &["--time-limit", "1s"]);
+    assert_exit(&output, 0);
+    assert!(acquire_fair_marks(&plain).iter().all(Option::is_none));
+}
+
+#[test]
+fn read_share_without_read_scripts_or_with_a_missing_one_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/lua/set-nx-px");
+    let base = format!(
+        "algorithm = \"lua\"\nread_share = 0.5\nscripts = {{ acquire = \"{0}/acquire.lua\", release = \"{0}/release.lua\"",
+        examples.display()
+    );
+    for (extra, field, names) in [
+        ("", "field `scripts.read_acquire`", "read_share"),
+        (
+            ", read_acquire = \"missing.lua\", read_release = \"missing.lua\"",
+            "field `scripts.read_acquire`",
+            "missing.lua",
+        ),
+    ] {
+        let workload = dir.path().join("w.toml");
+        std::fs::write(&workload, format!("{base}{extra} }}\n")).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+            .arg("run")
+            .arg(&workload)
+            .arg("--out")
+            .arg(dir.path().join("run"))
+            .output()
+            .expect("run lockaudit");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(&workload.display().to_string()), "{stderr}");
+        assert!(stderr.contains(field), "{stderr}");
+        assert!(stderr.contains(names), "{stderr}");
+        assert!(!dir.path().join("run").exists(), "no run started");
+    }
+}
+
+#[test]
+fn a_read_script_redis_cannot_compile_stops_the_run_as_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ok.lua"), "return 1\n").unwrap();
+    std::fs::write(dir.path().join("broken.lua"), "this is not lua (\n").unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        "algorithm = \"lua\"\nread_share = 0.5\nscripts = { acquire = \"ok.lua\", release = \"ok.lua\", read_acquire = \"ok.lua\", read_release = \"broken.lua\" }\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .arg("run")
+        .arg(&workload)
+        .args(["--time-limit", "30s", "--out"])
+        .arg(dir.path().join("run"))
+        .output()
+        .expect("run lockaudit");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("read_release script"), "{stderr}");
+    assert!(stderr.contains("compiling"), "{stderr}");
     assert!(!dir.path().join("run/history.jsonl").exists());
 }

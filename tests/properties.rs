@@ -146,6 +146,24 @@ fn assert_valid(config: &SynthConfig) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The generated lock serves waiters first come, first served, keeping a client's place
+/// across its failed tries: no key shows a queue jump.
+fn assert_no_queue_jump(config: &SynthConfig) -> Result<(), TestCaseError> {
+    let events = generate(config);
+    let report = check_through_reader("fifo", &events)?;
+    for (key, stats) in &report.stats.per_key {
+        if stats.queue_jumps > 0 {
+            let path = failure_file("fifo", &events);
+            return Err(TestCaseError::fail(format!(
+                "a FIFO lock's history ({}) shows {} queue jumps on {key}",
+                path.display(),
+                stats.queue_jumps
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn assert_caught(kind: &str, config: &SynthConfig, seed: u64) -> Result<(), TestCaseError> {
     let mut events = generate(config);
     let options = CheckOptions::default();
@@ -269,6 +287,11 @@ proptest! {
     #[test]
     fn a_correct_lock_is_always_valid(config in configs()) {
         assert_valid(&config)?;
+    }
+
+    #[test]
+    fn a_fifo_lock_jumps_no_queue(config in configs()) {
+        assert_no_queue_jump(&config)?;
     }
 
     #[test]

@@ -430,7 +430,14 @@ fn run_valid(algorithm: &str) {
                 history.contains(r#""fair":true"#),
                 "acquires not marked fair"
             );
-            assert!(history.contains(r#""wait_ms":2000"#), "no wait_ms");
+            // The built-in workload's `wait`, recorded on every acquire.
+            let spec =
+                lockaudit::workload::builtin::workload("fair-lock").expect("built-in workload");
+            let wait = spec.wait.expect("fair-lock waits").0;
+            assert!(
+                history.contains(&format!(r#""wait_ms":{wait}"#)),
+                "no wait_ms {wait}"
+            );
         }
     }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A lockaudit adapter (docs/protocol.md, version 1.1) over pottery's `Redlock`, the Redlock
+"""A lockaudit adapter (docs/protocol.md, version 1.2) over pottery's `Redlock`, the Redlock
 algorithm (redis.io/topics/distlock) as pottery implements it, used the way an application
 uses it.
 
@@ -139,6 +139,18 @@ def connect(init, options):
             for n in nodes]
 
 
+
+def unsupported(req, library):
+    """Why this acquire asks for something the library cannot give (protocol 1.2: `mode`
+    "shared", `fair` true), or None. Such a request gets `error`: taking an exclusive or an
+    unfair lock instead would make the audit judge the wrong lock."""
+    if req.get("mode", "exclusive") != "exclusive":
+        return f"mode {req['mode']!r} is not supported: {library} has no shared mode"
+    if req.get("fair", False) is not False:
+        return f"fair {req['fair']!r} is not supported: {library} does not grant in arrival order"
+    return None
+
+
 def main():
     errors = SwallowedErrors()
     logging.getLogger("pottery").addHandler(errors)
@@ -173,6 +185,10 @@ def main():
                            f"redis-py {redis.__version__}",
                       fencing=False, reentrant=False)
             elif kind == "acquire":
+                why = unsupported(req, "pottery's Redlock")
+                if why:
+                    reply(rid, "error", error=why)
+                    continue
                 key = req["key"]
                 ttl_s = int(req["ttl_ms"]) / 1000.0
                 wait_ms = int(req.get("wait_ms", 0))

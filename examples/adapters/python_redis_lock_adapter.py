@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A lockaudit adapter (docs/protocol.md, version 1.1) over python-redis-lock's
+"""A lockaudit adapter (docs/protocol.md, version 1.2) over python-redis-lock's
 `redis_lock.Lock`, used the way an application uses it.
 
 Install: `pip install python-redis-lock==4.0.1` (pulls in redis-py; tested with redis 8.1.0).
@@ -153,6 +153,18 @@ def connect(init, options):
                        **kwargs)
 
 
+
+def unsupported(req, library):
+    """Why this acquire asks for something the library cannot give (protocol 1.2: `mode`
+    "shared", `fair` true), or None. Such a request gets `error`: taking an exclusive or an
+    unfair lock instead would make the audit judge the wrong lock."""
+    if req.get("mode", "exclusive") != "exclusive":
+        return f"mode {req['mode']!r} is not supported: {library} has no shared mode"
+    if req.get("fair", False) is not False:
+        return f"fair {req['fair']!r} is not supported: {library} does not grant in arrival order"
+    return None
+
+
 def main():
     r = None
     mode = "no-expiry"
@@ -177,6 +189,10 @@ def main():
                            f"redis-py {redis.__version__}",
                       fencing=False, reentrant=False)
             elif kind == "acquire":
+                why = unsupported(req, "python-redis-lock")
+                if why:
+                    reply(rid, "error", error=why)
+                    continue
                 key = req["key"]
                 wait_ms = int(req.get("wait_ms", 0))
                 if mode == "auto-renewal":

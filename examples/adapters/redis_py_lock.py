@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A lockaudit adapter (docs/protocol.md, version 1) over redis-py's own lock,
+"""A lockaudit adapter (docs/protocol.md, version 1.2) over redis-py's own lock,
 `redis.lock.Lock`, used the way an application uses it.
 
 acquire: Lock(r, key, timeout=ttl s, blocking=wait_ms > 0, blocking_timeout=wait s).acquire()
@@ -63,6 +63,18 @@ def connect(init, options):
     )
 
 
+
+def unsupported(req, library):
+    """Why this acquire asks for something the library cannot give (protocol 1.2: `mode`
+    "shared", `fair` true), or None. Such a request gets `error`: taking an exclusive or an
+    unfair lock instead would make the audit judge the wrong lock."""
+    if req.get("mode", "exclusive") != "exclusive":
+        return f"mode {req['mode']!r} is not supported: {library} has no shared mode"
+    if req.get("fair", False) is not False:
+        return f"fair {req['fair']!r} is not supported: {library} does not grant in arrival order"
+    return None
+
+
 def main():
     r = None
     held = {}  # key -> Lock
@@ -78,6 +90,10 @@ def main():
                 reply(rid, "init_ok", name=f"redis-py {redis.__version__} redis.lock.Lock",
                       fencing=False, reentrant=False)
             elif kind == "acquire":
+                why = unsupported(req, "redis-py's Lock")
+                if why:
+                    reply(rid, "error", error=why)
+                    continue
                 key = req["key"]
                 ttl_s = req["ttl_ms"] / 1000.0
                 wait_ms = req.get("wait_ms", 0)

@@ -1,4 +1,4 @@
-//! `lockaudit-adapter`: an external lock client (docs/protocol.md, version 1) over
+//! `lockaudit-adapter`: an external lock client (docs/protocol.md, version 1.2) over
 //! lockaudit's own built-in algorithms, to test the protocol's plumbing and to measure what
 //! the stdio hop costs. `options` of `init`: `algorithm` (one of the built-ins, default
 //! `set-nx-px`), and optionally `fenced`, `watchdog`, `retry_backoff_ms` (the wait between
@@ -7,11 +7,16 @@
 //! The lock client is made at the first request that needs one, with that request's
 //! `ttl_ms` and `wait_ms` (again if they change while nothing is held). A client that cannot
 //! connect sent nothing: the acquire is `fail`.
+//!
+//! Modes and fairness (1.2): `mode` passes through to the built-in (`shared` to rw-lock, the
+//! one with a shared mode; any other answers `error` rather than take an exclusive lock);
+//! `fair: true` is honoured by fair-lock and answered with `error` by the others, which
+//! promise no order.
 
 use std::collections::BTreeSet;
 
 use lockaudit::cluster::{Endpoints, Node, Topology};
-use lockaudit::locks::{self, Acquired, LockClient, LockOptions, Outcome};
+use lockaudit::locks::{self, Acquired, LockClient, LockOptions, Mode, Outcome};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -128,6 +133,18 @@ impl State {
     }
 }
 
+/// A request's `mode`: absent or `exclusive`, or `shared`; anything else is an error text.
+fn mode_of(req: &Value) -> Result<Mode, String> {
+    match req.get("mode") {
+        None | Some(Value::Null) => Ok(Mode::Exclusive),
+        Some(v) if v == "exclusive" => Ok(Mode::Exclusive),
+        Some(v) if v == "shared" => Ok(Mode::Shared),
+        Some(other) => Err(format!(
+            "unknown mode {other} (want \"shared\" or \"exclusive\")"
+        )),
+    }
+}
+
 fn outcome(o: Outcome) -> Value {
     match o {
         Outcome::Ok { lease_ms } => json!({ "type": "ok", "lease_ms": lease_ms }),
@@ -157,17 +174,29 @@ async fn handle(state: &mut Option<State>, req: &Value) -> Value {
         return json!({ "type": "error", "error": format!("{ty:?} without a key") });
     };
     let ttl_ms = req["ttl_ms"].as_u64();
+    let mode = match mode_of(req) {
+        Ok(mode) => mode,
+        Err(e) => return json!({ "type": "error", "error": e }),
+    };
     match ty {
         "acquire" => {
             let Some(ttl_ms) = ttl_ms else {
                 return json!({ "type": "error", "error": "acquire without ttl_ms" });
             };
             let wait_ms = req["wait_ms"].as_u64().unwrap_or(0);
+            let algorithm = s.algorithm.clone();
             let client = match s.client(ttl_ms, wait_ms).await {
                 Ok(c) => c,
                 Err(e) => return json!({ "type": "fail", "error": e }),
             };
-            match client.acquire(&key).await {
+            // Never a lock of another kind than asked for: the protocol's `error`.
+            if mode == Mode::Shared && !client.shared() {
+                return json!({ "type": "error", "error": format!("mode \"shared\": the built-in {algorithm} has no shared mode (rw-lock has)") });
+            }
+            if req["fair"] == json!(true) && !client.fair() {
+                return json!({ "type": "error", "error": format!("fair: the built-in {algorithm} is not fair (fair-lock is)") });
+            }
+            match client.acquire_mode(&key, mode).await {
                 Acquired::Ok { token, lease_ms } => {
                     s.held.insert(key);
                     json!({ "type": "ok", "token": token, "lease_ms": lease_ms })
@@ -184,7 +213,7 @@ async fn handle(state: &mut Option<State>, req: &Value) -> Value {
                 return json!({ "type": "fail", "error": "nothing acquired by this client" });
             };
             if ty == "release" {
-                let o = client.release(&key).await;
+                let o = client.release_mode(&key, mode).await;
                 s.held.remove(&key);
                 outcome(o)
             } else if !client.renews() {

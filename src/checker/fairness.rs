@@ -5,102 +5,110 @@
 //! Only first acquisitions count: a nested (reentrant) acquire by a holder does not queue.
 //! One anomaly per grant that jumped the queue, naming the earliest-invoked acquire it
 //! overtook (the one that had waited longest); the others it overtook are not counted again.
+//!
+//! The same pass counts every key's queue jumps (`KeyStats::queue_jumps`), over all its
+//! grants, fair-marked or not: a grant whose wait began more than the tolerance after that
+//! of another wait which ended in a grant later. A wait (`Wait`, gathered by liveness) of an
+//! unmarked acquire begins at its client's first attempt, as `wait_ms` counts it: a run of
+//! failed tries then a success is one wait. A fair-marked acquire's wait begins at its own
+//! invoke: a fair acquire that failed has left the lock's queue, and its retry queues anew
+//! (that is the order `unfair` judges, so between fair acquires the two counts agree).
+//! An acquire that ended `info`, or never ended, is no grant: it neither overtakes nor is
+//! overtaken (it may have taken the lock at some unknown moment, or never), and the client,
+//! under the new process id that takes over after an `info`, begins a new wait. Modes do
+//! not matter: a reader granted after a reader that began waiting later was overtaken, even
+//! if the two then held together; ties (grants at one instant) are not overtaking.
 
-use crate::history::compact::{flags, KeyId, OpF, OpType, ProcessId};
-use crate::report::Anomaly;
+use crate::history::compact::{KeyId, ProcessId};
+use crate::report::{Anomaly, KeyStats};
 use crate::units::{fmt_span, fmt_time};
 
 use super::findings::{Findings, Names};
-use super::holds::NO_HOLD;
 use super::CheckOptions;
 
-/// A fair acquire that began a hold: its invoke and its `ok`.
+/// A wait that ended in a grant which began a hold (a first acquisition, not a nested one).
 #[derive(Debug, Clone, Copy)]
-struct Grant {
-    process: ProcessId,
-    invoke: i64,
-    invoke_index: u32,
-    ok: i64,
-    ok_index: u32,
+pub struct Wait {
+    pub process: ProcessId,
+    /// When the wait began, and the event there: the invoke of the client's first attempt
+    /// (for a fair-marked acquire, of this acquire).
+    pub since: i64,
+    pub since_index: u32,
+    pub ok: i64,
+    pub ok_index: u32,
+    pub fair: bool,
 }
 
-pub fn check(names: &Names, options: &CheckOptions, findings: &mut Findings) {
-    let history = names.history;
-    let holds = names.holds;
-    let mut grants: Vec<Vec<Grant>> = vec![Vec::new(); history.keys.len()];
-    // The acquire each process has under way: (invoke time, index, marked fair).
-    let mut invokes: Vec<Option<(i64, u32, bool)>> = vec![None; history.processes.len()];
-    for (position, op) in history.ops.iter().enumerate() {
-        if op.f != OpF::Acquire || !op.is_client() {
-            continue;
+/// Counts each key's queue jumps into `stats` and reports the `unfair` ones; `waits` per key.
+pub fn check(
+    names: &Names,
+    options: &CheckOptions,
+    waits: &mut [Vec<Wait>],
+    stats: &mut [KeyStats],
+    findings: &mut Findings,
+) {
+    for (key, (key_waits, stat)) in waits.iter_mut().zip(stats.iter_mut()).enumerate() {
+        let (all, fair) = jumps(names, key as KeyId, key_waits, options, findings);
+        stat.queue_jumps = all;
+        if stat.queue_jumps_fair.is_some() {
+            stat.queue_jumps_fair = Some(fair);
         }
-        let p = op.process as usize;
-        if op.ty == OpType::Invoke {
-            invokes[p] = Some((op.time, op.index, op.flags & flags::FAIR != 0));
-            continue;
-        }
-        let Some((invoke, invoke_index, fair)) = invokes[p].take() else {
-            continue;
-        };
-        let hold = holds.op_hold[position];
-        // Only an `ok` that began its hold: a nested acquire was never in the queue.
-        let began = hold != NO_HOLD && holds.holds[hold as usize].begin_index == op.index;
-        if op.ty == OpType::Ok && fair && began {
-            grants[op.key as usize].push(Grant {
-                process: op.process,
-                invoke,
-                invoke_index,
-                ok: op.time,
-                ok_index: op.index,
-            });
-        }
-    }
-    for (key, key_grants) in grants.iter_mut().enumerate() {
-        jumps(names, key as KeyId, key_grants, options, findings);
     }
 }
 
-/// Finds the grants on one key that overtook an earlier-invoked acquire still pending.
+/// Finds the grants on one key that overtook a wait begun earlier which ended in a later
+/// grant: returns how many did (any acquires) and how many of them were fair overtaking
+/// fair (each reported as `unfair`). O(n log n): one sort, two running maxima, a binary
+/// search per grant.
 fn jumps(
     names: &Names,
     key: KeyId,
-    grants: &mut [Grant],
+    waits: &mut [Wait],
     options: &CheckOptions,
     findings: &mut Findings,
-) {
-    grants.sort_by_key(|g| (g.invoke, g.invoke_index));
-    // latest_ok[i]: the latest `ok` among grants[..=i]. It never decreases, so the first
-    // grant whose `ok` came after B's is where it first exceeds B's `ok`.
-    let latest_ok: Vec<i64> = grants
+) -> (u64, u64) {
+    waits.sort_unstable_by_key(|w| (w.since, w.since_index));
+    // latest[i]: the latest `ok` among waits[..=i], of any waits and of fair ones. They never
+    // decrease, so the first wait whose `ok` came after B's is where they first exceed it.
+    let latest: Vec<(i64, i64)> = waits
         .iter()
-        .scan(i64::MIN, |latest, g| {
-            *latest = (*latest).max(g.ok);
-            Some(*latest)
+        .scan((i64::MIN, i64::MIN), |(any, fair), w| {
+            *any = (*any).max(w.ok);
+            if w.fair {
+                *fair = (*fair).max(w.ok);
+            }
+            Some((*any, *fair))
         })
         .collect();
+    let mut queue_jumps = 0u64;
     let mut jumped: Vec<(usize, usize)> = Vec::new();
-    for (b, later) in grants.iter().enumerate() {
-        // Acquires invoked more than the tolerance before B's.
-        let earlier = grants.partition_point(|g| {
-            g.invoke < later.invoke.saturating_sub(options.fairness_tolerance_ns)
+    for (b, later) in waits.iter().enumerate() {
+        // Waits begun more than the tolerance before B's.
+        let earlier = waits.partition_point(|w| {
+            w.since < later.since.saturating_sub(options.fairness_tolerance_ns)
         });
-        if earlier == 0 || latest_ok[earlier - 1] <= later.ok {
+        if earlier == 0 || latest[earlier - 1].0 <= later.ok {
             continue;
         }
-        let a = latest_ok[..earlier].partition_point(|&ok| ok <= later.ok);
-        jumped.push((a, b));
+        queue_jumps += 1;
+        if later.fair && latest[earlier - 1].1 > later.ok {
+            let a = latest[..earlier].partition_point(|&(_, fair)| fair <= later.ok);
+            jumped.push((a, b));
+        }
     }
+    let fair_jumps = jumped.len() as u64;
     // Report in the order the queue was jumped.
-    jumped.sort_by_key(|&(_, b)| (grants[b].ok, grants[b].ok_index));
+    jumped.sort_by_key(|&(_, b)| (waits[b].ok, waits[b].ok_index));
     for (a, b) in jumped {
-        let (waiting, jumper) = (grants[a], grants[b]);
+        let (waiting, jumper) = (waits[a], waits[b]);
         findings.add("unfair", || {
             describe(names, key, &waiting, &jumper, options.fairness_tolerance_ns)
         });
     }
+    (queue_jumps, fair_jumps)
 }
 
-fn describe(names: &Names, key: KeyId, waiting: &Grant, jumper: &Grant, tolerance: i64) -> Anomaly {
+fn describe(names: &Names, key: KeyId, waiting: &Wait, jumper: &Wait, tolerance: i64) -> Anomaly {
     let process = |p| names.process(p);
     let key_name = names.history.key_name(key).to_string();
     Anomaly {
@@ -108,20 +116,20 @@ fn describe(names: &Names, key: KeyId, waiting: &Grant, jumper: &Grant, toleranc
         key: key_name.clone(),
         processes: vec![process(waiting.process), process(jumper.process)],
         indices: vec![
-            u64::from(waiting.invoke_index),
+            u64::from(waiting.since_index),
             u64::from(waiting.ok_index),
-            u64::from(jumper.invoke_index),
+            u64::from(jumper.since_index),
             u64::from(jumper.ok_index),
         ],
         explanation: format!(
             "process {} asked for the fair lock {key_name} at {} (event {}), {} after process {} (at {}, event {}), yet got it first, at {} (event {}); process {} waited until {} (event {}): it was overtaken in the queue a fair lock promises (fairness tolerance {}).",
             process(jumper.process),
-            fmt_time(jumper.invoke),
-            jumper.invoke_index,
-            fmt_span(jumper.invoke.saturating_sub(waiting.invoke)),
+            fmt_time(jumper.since),
+            jumper.since_index,
+            fmt_span(jumper.since.saturating_sub(waiting.since)),
             process(waiting.process),
-            fmt_time(waiting.invoke),
-            waiting.invoke_index,
+            fmt_time(waiting.since),
+            waiting.since_index,
             fmt_time(jumper.ok),
             jumper.ok_index,
             process(waiting.process),

@@ -13,12 +13,13 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::history::compact::{KeyId, OpF, OpType, ProcessId};
+use crate::history::compact::{flags, KeyId, OpF, OpType, ProcessId};
 use crate::report::{Anomaly, KeyStats, Percentiles};
 use crate::units::{fmt_span, fmt_time};
 
+use super::fairness::Wait;
 use super::findings::{Findings, Names};
-use super::holds::{ms_to_ns, Hold, HoldEnd, ReleaseOutcome, OPEN};
+use super::holds::{ms_to_ns, Hold, HoldEnd, ReleaseOutcome, NO_HOLD, OPEN};
 use super::CheckOptions;
 
 /// An interval over which the key was (or may have been) taken, and what ends it.
@@ -156,6 +157,10 @@ struct Attempt {
     completion: i64,
     completion_index: u32,
     ty: OpType,
+    /// The invoke's `SHARED` and `FAIR` flags.
+    flags: u8,
+    /// An `ok` that began a hold (not a nested acquire by the holder).
+    began: bool,
 }
 
 /// When `hold` stops blocking its key, and why.
@@ -248,13 +253,14 @@ fn server_faults(history: &crate::history::History) -> Vec<ServerFault> {
 }
 
 /// `lease_floor_ms`: the least an `info` acquire blocks its key for, whatever leases were
-/// seen (`None` for a finished history: only what was seen).
+/// seen (`None` for a finished history: only what was seen). Returns the per-key figures
+/// and, per key, the waits that ended in a first acquisition (for the fairness check).
 pub fn check(
     names: &Names,
     options: &CheckOptions,
     lease_floor_ms: Option<i64>,
     findings: &mut Findings,
-) -> Vec<KeyStats> {
+) -> (Vec<KeyStats>, Vec<Vec<Wait>>) {
     let history = names.history;
     let keys = history.keys.len();
     let (history_start, history_end) = history.time_span();
@@ -282,19 +288,23 @@ pub fn check(
             }
         }
     }
-    let mut invokes: Vec<Option<(i64, u32)>> = vec![None; history.processes.len()];
-    for op in &history.ops {
+    let mut invokes: Vec<Option<(i64, u32, u8)>> = vec![None; history.processes.len()];
+    for (position, op) in history.ops.iter().enumerate() {
         if op.f != OpF::Acquire || !op.is_client() {
             continue;
         }
         let p = op.process as usize;
         if op.ty == OpType::Invoke {
-            invokes[p] = Some((op.time, op.index));
+            invokes[p] = Some((op.time, op.index, op.flags & (flags::SHARED | flags::FAIR)));
             continue;
         }
-        let Some((invoke, invoke_index)) = invokes[p].take() else {
+        let Some((invoke, invoke_index, invoke_flags)) = invokes[p].take() else {
             continue;
         };
+        let hold = names.holds.op_hold[position];
+        let began = op.ty == OpType::Ok
+            && hold != NO_HOLD
+            && names.holds.holds[hold as usize].begin_index == op.index;
         if let Some(ms) = op.lease_ms() {
             let longest = &mut longest_lease[op.key as usize];
             *longest = Some(longest.map_or(ms, |l| l.max(ms)));
@@ -306,6 +316,8 @@ pub fn check(
             completion: op.time,
             completion_index: op.index,
             ty: op.ty,
+            flags: invoke_flags,
+            began,
         });
     }
     let faults = server_faults(history);
@@ -368,6 +380,7 @@ pub fn check(
         times.sort_unstable();
     }
 
+    let mut waits: Vec<Vec<Wait>> = Vec::with_capacity(keys);
     for key in 0..keys {
         let key_blocks = &mut blocks[key];
         key_blocks.sort_by_key(|b| b.start);
@@ -385,7 +398,7 @@ pub fn check(
                 findings,
             );
         }
-        starvation(
+        waits.push(starvation(
             names,
             options,
             key as KeyId,
@@ -393,9 +406,9 @@ pub fn check(
             &progress,
             &mut stats[key],
             findings,
-        );
+        ));
     }
-    stats
+    (stats, waits)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -504,7 +517,7 @@ fn starvation(
     progress: &HashMap<ProcessId, Vec<(i64, u32)>>,
     stats: &mut KeyStats,
     findings: &mut Findings,
-) {
+) -> Vec<Wait> {
     // Whether `process` acquired anything (any key) strictly between `after` and `before`.
     let progressed = |process: ProcessId, after: (i64, u32), before: (i64, u32)| {
         progress.get(&process).is_some_and(|times| {
@@ -520,6 +533,10 @@ fn starvation(
     // Per process: the first attempt of its current run of failures.
     let mut streaks: HashMap<ProcessId, Streak> = Default::default();
     let mut waits: Vec<f64> = Vec::new();
+    // The waits that ended in a first acquisition, for the fairness check (returned).
+    let mut grants: Vec<Wait> = Vec::new();
+    // The same waits by the mode of the acquire that ended them: [exclusive, shared].
+    let mut waits_by_mode: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut per_process: HashMap<ProcessId, u64> = Default::default();
     let mut ends: Vec<Streak> = Vec::new();
     for attempt in attempts {
@@ -551,11 +568,35 @@ fn starvation(
             }
             OpType::Ok => {
                 stats.acquisitions += 1;
-                let started = streaks
-                    .get(&attempt.process)
-                    .map_or(attempt.invoke, |s| s.start);
-                waits.push(attempt.completion.saturating_sub(started) as f64 / 1e6);
-                ends.extend(streaks.remove(&attempt.process));
+                let streak = streaks.remove(&attempt.process);
+                let (started, started_index) = streak
+                    .as_ref()
+                    .map_or((attempt.invoke, attempt.invoke_index), |s| {
+                        (s.start, s.first_index)
+                    });
+                let wait = attempt.completion.saturating_sub(started) as f64 / 1e6;
+                waits.push(wait);
+                let shared = attempt.flags & flags::SHARED != 0;
+                waits_by_mode[usize::from(shared)].push(wait);
+                if attempt.began {
+                    // A fair acquire that failed left the lock's queue: its retry queues
+                    // anew, so a fair wait begins at its own invoke (see fairness.rs).
+                    let fair = attempt.flags & flags::FAIR != 0;
+                    let (since, since_index) = if fair {
+                        (attempt.invoke, attempt.invoke_index)
+                    } else {
+                        (started, started_index)
+                    };
+                    grants.push(Wait {
+                        process: attempt.process,
+                        since,
+                        since_index,
+                        ok: attempt.completion,
+                        ok_index: attempt.completion_index,
+                        fair,
+                    });
+                }
+                ends.extend(streak);
             }
             _ => {
                 stats.indeterminate_attempts += 1;
@@ -609,7 +650,19 @@ fn starvation(
         });
     }
     stats.wait_ms = Percentiles::of(&mut waits);
+    for (mode, mode_waits) in ["exclusive", "shared"].into_iter().zip(&mut waits_by_mode) {
+        if !mode_waits.is_empty() {
+            stats
+                .wait_ms_by_mode
+                .insert(mode.to_string(), Percentiles::of(mode_waits));
+        }
+    }
+    // Filled in by the fairness check; `Some` marks a key with fair-marked acquires.
+    if attempts.iter().any(|a| a.flags & flags::FAIR != 0) {
+        stats.queue_jumps_fair = Some(0);
+    }
     stats.fairness = jain_index(per_process.values().copied());
+    grants
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -85,8 +85,9 @@ fn check_with_lease_floor(
     lease::check(&names, &mut findings);
     let expected_losses = lost_lock::check(&names, &mut findings);
     fencing::check(&names, &mut findings);
-    let mut key_stats = liveness::check(&names, options, lease_floor_ms, &mut findings);
-    fairness::check(&names, options, &mut findings);
+    let (mut key_stats, mut waits) =
+        liveness::check(&names, options, lease_floor_ms, &mut findings);
+    fairness::check(&names, options, &mut waits, &mut key_stats, &mut findings);
     let (counters_checked, counters_skipped) = register::check(&names, &mut findings);
 
     for (stats, expected) in key_stats.iter_mut().zip(expected_losses) {

@@ -1541,3 +1541,216 @@ fn one_unfair_per_grant_naming_the_acquire_that_waited_longest() {
     assert_eq!(unfair[0].processes, vec![0, 2]);
     assert_eq!(unfair[0].indices, vec![0, 2, 3, 6]);
 }
+
+// ---------------------------------------------------------------------------------------
+// Queue jumps and per-mode waits (KeyStats): every acquire, fair-marked or not.
+
+fn key_stats(report: &Report) -> &crate::report::KeyStats {
+    &report.stats.per_key["k"]
+}
+
+#[test]
+fn a_later_acquire_overtaking_an_earlier_waiter_on_an_unfair_lock_is_a_queue_jump() {
+    let report = run(&queue_jump("15", "ok").replace(r#" {"fair":true}"#, ""));
+    // No promise of order, so no anomaly; but the figure counts it.
+    assert_valid(&report);
+    assert_eq!(key_stats(&report).queue_jumps, 1);
+    assert_eq!(key_stats(&report).queue_jumps_fair, None);
+}
+
+#[test]
+fn on_a_fair_lock_the_fair_queue_jumps_are_the_unfair_ones() {
+    let report = run(&queue_jump("15", "ok"));
+    assert_eq!(report.count("unfair"), 1);
+    assert_eq!(key_stats(&report).queue_jumps, 1);
+    assert_eq!(key_stats(&report).queue_jumps_fair, Some(1));
+    // A fair lock kept in order: counted, and zero.
+    let fifo = run(r#"
+        0    0 invoke acquire k {"fair":true}
+        15   1 invoke acquire k {"fair":true}
+        20   0 ok     acquire k
+        21   0 invoke release k
+        22   0 ok     release k
+        23   1 ok     acquire k
+        24   1 invoke release k
+        25   1 ok     release k
+    "#);
+    assert_valid(&fifo);
+    assert_eq!(key_stats(&fifo).queue_jumps, 0);
+    assert_eq!(key_stats(&fifo).queue_jumps_fair, Some(0));
+}
+
+#[test]
+fn no_queue_jump_without_an_overtaken_waiter_that_got_the_lock_later() {
+    let unmarked = |text: String| text.replace(r#" {"fair":true}"#, "");
+    let jumps = |text: &str| key_stats(&run(text)).queue_jumps;
+    // Within the tolerance (10 ms, inclusive).
+    assert_eq!(jumps(&unmarked(queue_jump("10", "ok"))), 0);
+    // The earlier waiter's acquire failed, or ended without an answer, and it never got
+    // the lock: it was not overtaken (an `info` acquire is no wait that ends).
+    let gave_up = |end: &str| {
+        unmarked(queue_jump("15", end)).replace(
+            "    40   0 invoke release k\n    41   0 ok     release k\n",
+            "",
+        )
+    };
+    assert_eq!(jumps(&gave_up("fail")), 0);
+    assert_eq!(jumps(&gave_up("info")), 0);
+    // First come, first served; and a wait that begins as the previous one ends.
+    let fifo = r#"
+        0    0 invoke acquire k
+        15   1 invoke acquire k
+        20   0 ok     acquire k
+        30   2 invoke acquire k
+        31   0 invoke release k
+        32   0 ok     release k
+        33   1 ok     acquire k
+        34   1 invoke release k
+        35   1 ok     release k
+        35   2 ok     acquire k
+        35   3 invoke acquire k
+        36   2 invoke release k
+        37   2 ok     release k
+        38   3 ok     acquire k
+        39   3 invoke release k
+        40   3 ok     release k
+    "#;
+    assert_valid(&run(fifo));
+    assert_eq!(jumps(fifo), 0);
+    // Two readers granted at the same instant: neither overtook the other.
+    let together = r#"
+        0    0 invoke acquire k {"mode":"shared"}
+        20   1 invoke acquire k {"mode":"shared"}
+        30   1 ok     acquire k
+        30   0 ok     acquire k
+        40   0 invoke release k
+        41   0 ok     release k
+        42   1 invoke release k
+        43   1 ok     release k
+    "#;
+    assert_eq!(jumps(together), 0);
+}
+
+#[test]
+fn a_run_of_failed_tries_is_one_wait_but_a_fair_retry_queues_anew() {
+    // Process 0 tries from 0 ms, fails twice, and gets the lock at 41 ms; process 1 first
+    // tried at 15 ms and got it at 25 ms: it overtook process 0's wait.
+    let history = r#"
+        0    0 invoke acquire k MARK
+        1    0 fail   acquire k
+        10   0 invoke acquire k MARK
+        11   0 fail   acquire k
+        15   1 invoke acquire k MARK
+        25   1 ok     acquire k
+        30   1 invoke release k
+        31   1 ok     release k
+        40   0 invoke acquire k MARK
+        41   0 ok     acquire k
+        42   0 invoke release k
+        43   0 ok     release k
+    "#;
+    let unmarked = run(&history.replace("MARK", ""));
+    assert_eq!(key_stats(&unmarked).queue_jumps, 1);
+    assert_eq!(key_stats(&unmarked).wait_ms.max, 41.0);
+    // Marked fair, the failed acquires left the lock's queue: process 0 queued anew at 40
+    // ms, behind process 1. Its wait_ms still counts from its first try.
+    let fair = run(&history.replace("MARK", r#"{"fair":true}"#));
+    assert_valid(&fair);
+    assert_eq!(key_stats(&fair).queue_jumps, 0);
+    assert_eq!(key_stats(&fair).queue_jumps_fair, Some(0));
+    assert_eq!(key_stats(&fair).wait_ms.max, 41.0);
+}
+
+#[test]
+fn waits_are_split_by_mode() {
+    let report = run(r#"
+        0    0 invoke acquire k
+        2    0 ok     acquire k
+        5    1 invoke acquire k {"mode":"shared"}
+        6    2 invoke acquire k {"mode":"shared"}
+        10   0 invoke release k
+        11   0 ok     release k
+        12   1 ok     acquire k
+        12.5 2 ok     acquire k
+        15   3 invoke acquire k
+        16   3 fail   acquire k
+        18   3 invoke acquire k
+        20   1 invoke release k
+        20   2 invoke release k
+        21   1 ok     release k
+        21   2 ok     release k
+        22   3 ok     acquire k
+        25   3 invoke release k
+        26   3 ok     release k
+        30   0 invoke acquire k {"mode":"exclusive"}
+        31   0 ok     acquire k
+        32   0 invoke release k
+        33   0 ok     release k
+    "#);
+    assert_valid(&report);
+    let stats = key_stats(&report);
+    let figures = |p: &crate::report::Percentiles| (p.count, p.p50, p.p90, p.p99, p.max);
+    // Exclusive: 2, 7 (from the first try at 15 ms), 1; shared: 7, 6.5.
+    assert_eq!(figures(&stats.wait_ms), (5, 6.5, 7.0, 7.0, 7.0));
+    assert_eq!(
+        figures(&stats.wait_ms_by_mode["exclusive"]),
+        (3, 2.0, 7.0, 7.0, 7.0)
+    );
+    assert_eq!(
+        figures(&stats.wait_ms_by_mode["shared"]),
+        (2, 6.5, 7.0, 7.0, 7.0)
+    );
+    assert_eq!(stats.queue_jumps, 0);
+    // Without shared acquires, one mode only.
+    let plain = run(&queue_jump("15", "ok"));
+    let modes: Vec<&String> = key_stats(&plain).wait_ms_by_mode.keys().collect();
+    assert_eq!(modes, ["exclusive"]);
+}
+
+/// All-fair histories with grants in a random order, one hold after another: the fair queue
+/// jumps are the `unfair` anomalies, and both match a count by every pair.
+#[test]
+fn fair_queue_jumps_equal_the_unfair_count_and_a_count_by_pairs() {
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut total = 0;
+    for case in 0..200 {
+        let n = 2 + next(9) as usize;
+        let invokes: Vec<u64> = (0..n).map(|_| next(60)).collect();
+        let mut order: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            order.swap(i, next(i as u64 + 1) as usize);
+        }
+        let mut text = String::new();
+        for (p, t) in invokes.iter().enumerate() {
+            text.push_str(&format!("{t} {p} invoke acquire k {{\"fair\":true}}\n"));
+        }
+        let mut granted = vec![0u64; n];
+        for (slot, &p) in order.iter().enumerate() {
+            let t = 100 + 3 * slot as u64;
+            granted[p] = t;
+            text.push_str(&format!(
+                "{t} {p} ok acquire k\n{} {p} invoke release k\n{} {p} ok release k\n",
+                t + 1,
+                t + 2
+            ));
+        }
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_by_key(|l| l.split(' ').next().unwrap().parse::<u64>().unwrap());
+        let report = run(&lines.join("\n"));
+        let by_pairs = (0..n)
+            .filter(|&b| (0..n).any(|a| invokes[b] > invokes[a] + 10 && granted[a] > granted[b]))
+            .count() as u64;
+        let stats = key_stats(&report);
+        assert_eq!(report.count("unfair"), by_pairs, "case {case}");
+        assert_eq!(stats.queue_jumps_fair, Some(by_pairs), "case {case}");
+        assert_eq!(stats.queue_jumps, by_pairs, "case {case}");
+        total += by_pairs;
+    }
+    assert!(total > 50, "too few jumps to test anything: {total}");
+}

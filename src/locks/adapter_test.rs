@@ -1,7 +1,9 @@
 //! `lockaudit adapter-test -- ARGV…`: checks an external lock client (an adapter,
 //! docs/protocol.md) against a fresh single redis-server before it is audited: the
 //! handshake, the shapes of its replies, that a held lock refuses a second client, that a
-//! release of a lock not held fails, and that an unknown request gets an `error` reply.
+//! release of a lock not held fails, that a shared acquire (protocol 1.2) is either refused
+//! with `error` or shared with a second client, and that an unknown request gets an `error`
+//! reply.
 //!
 //! Two adapter processes play two clients; both run in the current directory (so relative
 //! paths in the argv work) with their stderr in a temporary folder, quoted on failure.
@@ -323,6 +325,15 @@ pub async fn check_adapter(
         retaken,
     );
 
+    let shared = match b.as_mut() {
+        Ok(b) => shared_mode(&mut a, b).await,
+        Err(e) => Err(e.clone()),
+    };
+    list.add(
+        "a shared acquire (mode \"shared\") → error, or shared by a second client",
+        shared,
+    );
+
     let unknown = json!({ "type": "frobnicate", "key": KEY });
     let refused = expect(&mut a, unknown, "error")
         .await
@@ -331,4 +342,36 @@ pub async fn check_adapter(
 
     // Both adapters are SIGKILLed as they drop.
     list.0
+}
+
+/// A shared acquire by `a`: `error` passes (the adapter has no shared mode and says so); `ok`
+/// passes if `b`'s shared acquire of the same key is `ok` too while `a` holds it (both are
+/// released). Anything else fails: an adapter must not take another kind of lock than asked.
+async fn shared_mode(a: &mut Adapter, b: &mut Adapter) -> Result<String, String> {
+    let acquire =
+        json!({ "type": "acquire", "key": KEY, "ttl_ms": TTL_MS, "wait_ms": 0, "mode": "shared" });
+    let release = json!({ "type": "release", "key": KEY, "mode": "shared" });
+    let first = a.request(acquire.clone(), PATIENCE).await?;
+    match first.ty.as_str() {
+        "error" => {
+            return Ok(format!(
+                "answers error (no shared mode): {}",
+                first.body.get("error").unwrap_or(&Value::Null)
+            ))
+        }
+        "ok" => {}
+        _ => {
+            return Err(format!(
+                "expected \"ok\" (a shared lock) or \"error\" (no shared mode), got {}",
+                Value::Object(first.body)
+            ))
+        }
+    }
+    let second = expect(b, acquire, "ok").await.map_err(|e| {
+        format!("the first client's shared acquire was ok, but a second client's shared acquire of the same key was not: {e}")
+    })?;
+    ok_shape(&second, true)?;
+    expect(b, release.clone(), "ok").await?;
+    expect(a, release, "ok").await?;
+    Ok("behaves as a shared lock: two clients held the key together".into())
 }

@@ -1,5 +1,5 @@
 //! `external`: a lock client in another program (an *adapter*), driven over the stdio
-//! protocol of docs/protocol.md (version 1.1): JSON requests on its stdin, one JSON reply
+//! protocol of docs/protocol.md (version 1.2): JSON requests on its stdin, one JSON reply
 //! line per request on its stdout, free text on stderr (appended to
 //! `<run>/adapter-<process>.log`).
 //!
@@ -29,6 +29,12 @@
 //! (`LockOptions::adapter_clock`): a library that times its lock by the time of day is
 //! skewed as it would be in an application.
 //!
+//! Modes and fairness (1.2): a workload with `read_share` sends `mode` (`shared` /
+//! `exclusive`) on every acquire, release and renew (`LockOptions::modes`); one with
+//! `fair = true` sends `fair: true` on every acquire. Neither is sent otherwise, so a 1.1
+//! adapter sees nothing new; one that gets a field it cannot honour answers `error`, which
+//! stops the run (above), rather than take a lock of another kind.
+//!
 //! Crash points: `external:after-acquire` (after an acquire that came back `ok`) and
 //! `external:before-release`.
 
@@ -42,7 +48,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 
-use super::{Acquired, LockClient, LockError, LockOptions, Notice, NoticeKind, Outcome};
+use std::collections::HashMap;
+
+use super::{Acquired, LockClient, LockError, LockOptions, Mode, Notice, NoticeKind, Outcome};
 use crate::cluster::{Endpoints, FakeClock};
 
 /// The named steps (crash points).
@@ -60,6 +68,10 @@ pub const INIT_PATIENCE: Duration = Duration::from_secs(10);
 
 /// The exit status of a worker whose adapter answered `error`.
 pub const EXIT_ADAPTER_ERROR: i32 = 3;
+
+/// How a worker's stderr (its log) says why it stops after an `error` reply; the message
+/// (naming the adapter and quoting its error) follows on the same line.
+pub const GIVE_UP_PREFIX: &str = "lockaudit worker: the adapter cannot go on, stopping: ";
 
 /// What an adapter said about itself in `init_ok`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -593,6 +605,17 @@ pub struct External {
     adapter: Adapter,
     options: LockOptions,
     pub hello: Hello,
+    /// The mode of each key's last granted acquire: the `mode` of its renewals (a client
+    /// holds a key in one mode at a time; a nested acquire repeats it).
+    held: HashMap<String, Mode>,
+}
+
+/// A mode as requests spell it.
+fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Exclusive => "exclusive",
+        Mode::Shared => "shared",
+    }
 }
 
 impl External {
@@ -631,7 +654,17 @@ impl External {
             adapter,
             options,
             hello,
+            held: HashMap::new(),
         })
+    }
+
+    /// Adds `mode` to a request when the workload takes shared holds (only then: a 1.1
+    /// adapter must see no new field).
+    fn with_mode(&self, mut request: Value, mode: Mode) -> Value {
+        if self.options.modes {
+            request["mode"] = json!(mode_name(mode));
+        }
+        request
     }
 
     /// A little less than the operation timeout, so that our own limit (whose error quotes
@@ -663,7 +696,7 @@ impl External {
         self.adapter.broken = Some(message.to_string());
         tracing::error!("stopping: {message}");
         if self.options.run_dir.is_some() {
-            eprintln!("lockaudit worker: the adapter cannot go on, stopping: {message}");
+            eprintln!("{GIVE_UP_PREFIX}{message}");
             tokio::spawn(async {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 std::process::exit(EXIT_ADAPTER_ERROR);
@@ -706,13 +739,36 @@ impl LockClient for External {
         Some(self.options.ttl())
     }
 
+    fn shared(&self) -> bool {
+        self.options.modes
+    }
+
+    fn fair(&self) -> bool {
+        self.options.fair
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
-        let request = json!({
+        self.acquire_mode(key, Mode::Exclusive).await
+    }
+
+    async fn release(&mut self, key: &str) -> Outcome {
+        self.release_mode(key, Mode::Exclusive).await
+    }
+
+    async fn acquire_mode(&mut self, key: &str, mode: Mode) -> Acquired {
+        if mode == Mode::Shared && !self.options.modes {
+            return Acquired::Fail("this workload takes no shared holds (read_share)".into());
+        }
+        let mut request = json!({
             "type": "acquire",
             "key": key,
             "ttl_ms": self.options.ttl_ms,
             "wait_ms": self.options.wait_ms,
         });
+        request = self.with_mode(request, mode);
+        if self.options.fair {
+            request["fair"] = json!(true);
+        }
         let sent = std::time::Instant::now();
         let reply = match self.call(request).await {
             Ok(reply) => reply,
@@ -729,6 +785,7 @@ impl LockClient for External {
                 if let Some(warning) = warning {
                     self.warn(&warning);
                 }
+                self.held.insert(key.to_string(), mode);
                 self.options.step("external:after-acquire");
                 Acquired::Ok { token, lease_ms }
             }
@@ -736,9 +793,9 @@ impl LockClient for External {
         }
     }
 
-    async fn release(&mut self, key: &str) -> Outcome {
+    async fn release_mode(&mut self, key: &str, mode: Mode) -> Outcome {
         self.options.step("external:before-release");
-        let request = json!({ "type": "release", "key": key });
+        let request = self.with_mode(json!({ "type": "release", "key": key }), mode);
         match self.call(request).await {
             Ok(reply) => match self.classify(reply) {
                 Ok(_) => Outcome::Ok { lease_ms: None },
@@ -749,7 +806,11 @@ impl LockClient for External {
     }
 
     async fn renew(&mut self, key: &str) -> Outcome {
-        let request = json!({ "type": "renew", "key": key, "ttl_ms": self.options.ttl_ms });
+        let mode = self.held.get(key).copied().unwrap_or(Mode::Exclusive);
+        let request = self.with_mode(
+            json!({ "type": "renew", "key": key, "ttl_ms": self.options.ttl_ms }),
+            mode,
+        );
         let sent = std::time::Instant::now();
         match self.call(request).await {
             Ok(reply) => match self.classify(reply) {

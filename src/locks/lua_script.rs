@@ -1,12 +1,23 @@
 //! `lua`: a lock written by the user as three Lua scripts (acquire, release, optional renew),
-//! which lockaudit runs on the lock's server with `EVALSHA` (loading them with `SCRIPT LOAD`
+//! plus three more for a shared mode (read_acquire, read_release, optional read_renew), which
+//! lockaudit runs on the lock's server with `EVALSHA` (loading them with `SCRIPT LOAD`
 //! at connect, and again after a restart emptied the script cache).
 //!
 //! A workload names the files (`algorithm = "lua"`, `scripts = { acquire = "…", release =
 //! "…", renew = "…" }`, paths relative to the workload file); their texts are read when the
 //! workload is read and travel to the workers inside the spec (`LockOptions::scripts`), so a
-//! worker needs no file access. `examples/lua/` expresses `set-nx-px` and `reentrant` this
-//! way.
+//! worker needs no file access. `examples/lua/` expresses `set-nx-px`, `reentrant` and
+//! `rw-lock` this way.
+//!
+//! # Modes
+//!
+//! A read-write lock has a second set of scripts for its shared mode, as Redisson's read lock
+//! has its own: `read_acquire`, `read_release`, `read_renew`, with the same convention and
+//! replies. A shared acquire (`Mode::Shared`, a reader of a workload with `read_share`) runs
+//! `read_acquire`; the release and renewals of that hold run `read_release` and `read_renew`
+//! (the client remembers each hold's mode). Without the read scripts `shared()` is false and
+//! a shared acquire fails without asking the server. `fair()` is what the workload declares
+//! (`LockOptions::fair`): an acquire script cannot block, so it only marks the history.
 //!
 //! # The calling convention (every script)
 //!
@@ -71,13 +82,13 @@ use redis::{RedisError, Script, Value};
 use serde::{Deserialize, Serialize};
 
 use super::conn::{Conn, OpError};
-use super::{ms_between, random_id, Acquired, LockClient, LockError, LockOptions, Outcome};
+use super::{ms_between, random_id, Acquired, LockClient, LockError, LockOptions, Mode, Outcome};
 
 /// The named steps (crash points).
 pub(crate) const STEPS: &[&str] = &["lua:after-acquire", "lua:before-release"];
 
 /// The scripts' texts, as a workload hands them to its clients.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LuaScripts {
     pub acquire: String,
@@ -85,6 +96,36 @@ pub struct LuaScripts {
     /// Without it the lock cannot be renewed (`renews()` is false).
     #[serde(default)]
     pub renew: Option<String>,
+    /// The shared mode's scripts: both or neither (`shared()` is true with both).
+    #[serde(default)]
+    pub read_acquire: Option<String>,
+    #[serde(default)]
+    pub read_release: Option<String>,
+    /// Renews a shared hold; without it a shared hold is not renewed.
+    #[serde(default)]
+    pub read_renew: Option<String>,
+}
+
+impl LuaScripts {
+    /// Every script given, by its field name.
+    fn named(&self) -> Vec<(&'static str, &str)> {
+        let optional = [
+            ("renew", &self.renew),
+            ("read_acquire", &self.read_acquire),
+            ("read_release", &self.read_release),
+            ("read_renew", &self.read_renew),
+        ];
+        let mut all = vec![
+            ("acquire", self.acquire.as_str()),
+            ("release", self.release.as_str()),
+        ];
+        all.extend(
+            optional
+                .into_iter()
+                .filter_map(|(name, text)| text.as_deref().map(|t| (name, t))),
+        );
+        all
+    }
 }
 
 /// How long a granted lease lasts, by the script's word.
@@ -261,14 +302,23 @@ struct Hold {
     /// Acquires that came back `ok` minus releases that came back `ok` (0: an `info` acquire
     /// that may have taken it).
     depth: u32,
+    /// Which scripts renew it.
+    mode: Mode,
+}
+
+/// The scripts of one mode.
+struct ModeScripts {
+    acquire: Script,
+    release: Script,
+    renew: Option<Script>,
 }
 
 pub(crate) struct LuaScript {
     conn: Conn,
     options: LockOptions,
-    acquire: Script,
-    release: Script,
-    renew: Option<Script>,
+    exclusive: ModeScripts,
+    /// None: the lock has no shared mode.
+    shared: Option<ModeScripts>,
     holds: HashMap<String, Hold>,
 }
 
@@ -281,13 +331,9 @@ impl LuaScript {
         options: LockOptions,
         scripts: &LuaScripts,
     ) -> Result<Self, LockError> {
-        let mut named = vec![("acquire", &scripts.acquire), ("release", &scripts.release)];
-        if let Some(renew) = &scripts.renew {
-            named.push(("renew", renew));
-        }
-        for (name, text) in named {
+        for (name, text) in scripts.named() {
             let mut load = redis::cmd("SCRIPT");
-            load.arg("LOAD").arg(text.as_str());
+            load.arg("LOAD").arg(text);
             match conn.query::<String>(&load).await {
                 Err(OpError::Definite(m)) if m.contains("Error compiling script") => {
                     return Err(LockError::Scripts(format!("the {name} script: {m}")));
@@ -298,12 +344,23 @@ impl LuaScript {
                 _ => {}
             }
         }
+        let shared = match (&scripts.read_acquire, &scripts.read_release) {
+            (Some(acquire), Some(release)) => Some(ModeScripts {
+                acquire: Script::new(acquire),
+                release: Script::new(release),
+                renew: scripts.read_renew.as_deref().map(Script::new),
+            }),
+            _ => None,
+        };
         Ok(LuaScript {
             conn,
             options,
-            acquire: Script::new(&scripts.acquire),
-            release: Script::new(&scripts.release),
-            renew: scripts.renew.as_deref().map(Script::new),
+            exclusive: ModeScripts {
+                acquire: Script::new(&scripts.acquire),
+                release: Script::new(&scripts.release),
+                renew: scripts.renew.as_deref().map(Script::new),
+            },
+            shared,
             holds: HashMap::new(),
         })
     }
@@ -316,12 +373,39 @@ impl LuaScript {
             .unwrap_or_else(random_id)
     }
 
-    /// Runs `script` with the convention's arguments.
-    async fn call(&mut self, which: Which, key: &str, value: &str) -> Result<Value, OpError> {
+    /// The scripts of `mode` (None: a shared mode the lock does not have).
+    fn scripts(&self, mode: Mode) -> Option<&ModeScripts> {
+        match mode {
+            Mode::Exclusive => Some(&self.exclusive),
+            Mode::Shared => self.shared.as_ref(),
+        }
+    }
+
+    /// The mode `key` is held in by this client's books (exclusive if not held).
+    fn held_mode(&self, key: &str) -> Mode {
+        self.holds.get(key).map_or(Mode::Exclusive, |h| h.mode)
+    }
+
+    /// Runs the `which` script of `mode` with the convention's arguments.
+    async fn call(
+        &mut self,
+        which: Which,
+        mode: Mode,
+        key: &str,
+        value: &str,
+    ) -> Result<Value, OpError> {
+        // By field, not through `scripts()`, so that `conn` can be borrowed mutably below.
+        let scripts = match mode {
+            Mode::Exclusive => &self.exclusive,
+            Mode::Shared => match &self.shared {
+                Some(s) => s,
+                None => return Err(OpError::Definite("no shared-mode scripts".into())),
+            },
+        };
         let script = match which {
-            Which::Acquire => &self.acquire,
-            Which::Release => &self.release,
-            Which::Renew => match &self.renew {
+            Which::Acquire => &scripts.acquire,
+            Which::Release => &scripts.release,
+            Which::Renew => match &scripts.renew {
                 Some(s) => s,
                 None => return Err(OpError::Definite("no renew script".into())),
             },
@@ -361,7 +445,26 @@ impl LockClient for LuaScript {
         Some(self.options.ttl())
     }
 
+    fn shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    fn fair(&self) -> bool {
+        self.options.fair
+    }
+
     async fn acquire(&mut self, key: &str) -> Acquired {
+        self.acquire_mode(key, Mode::Exclusive).await
+    }
+
+    async fn release(&mut self, key: &str) -> Outcome {
+        self.release_mode(key, Mode::Exclusive).await
+    }
+
+    async fn acquire_mode(&mut self, key: &str, mode: Mode) -> Acquired {
+        if self.scripts(mode).is_none() {
+            return Acquired::Fail("this lock has no shared mode (no scripts.read_acquire)".into());
+        }
         let start = Instant::now();
         let value = self.value(key);
         for attempt in 0..=self.options.retry_attempts {
@@ -369,13 +472,17 @@ impl LockClient for LuaScript {
                 tokio::time::sleep(self.options.retry_delay(attempt - 1)).await;
             }
             let sent = Instant::now();
-            let reply = self.call(Which::Acquire, key, &value).await;
+            let reply = self.call(Which::Acquire, mode, key, &value).await;
             let unsure = match reply {
                 Ok(v) => match decode_acquire(&v) {
                     Ok(Some(grant)) => {
                         self.holds
                             .entry(key.to_string())
-                            .or_insert(Hold { value, depth: 0 })
+                            .or_insert(Hold {
+                                value,
+                                depth: 0,
+                                mode,
+                            })
                             .depth += 1;
                         self.options.step(STEPS[0]);
                         return Acquired::Ok {
@@ -391,19 +498,24 @@ impl LockClient for LuaScript {
             if matches!(unsure, Acquired::Info(_)) {
                 // The script may have taken the lock: keep the value so a release could
                 // undo it.
-                self.holds
-                    .entry(key.to_string())
-                    .or_insert(Hold { value, depth: 0 });
+                self.holds.entry(key.to_string()).or_insert(Hold {
+                    value,
+                    depth: 0,
+                    mode,
+                });
             }
             return unsure;
         }
         Acquired::Fail("held by another client (the acquire script said no)".into())
     }
 
-    async fn release(&mut self, key: &str) -> Outcome {
+    async fn release_mode(&mut self, key: &str, mode: Mode) -> Outcome {
         self.options.step(STEPS[1]);
+        if self.scripts(mode).is_none() {
+            return Outcome::Fail("this lock has no shared mode (no scripts.read_release)".into());
+        }
         let value = self.value(key);
-        match self.call(Which::Release, key, &value).await {
+        match self.call(Which::Release, mode, key, &value).await {
             Ok(v) => match decode_release(&v) {
                 Ok(true) => {
                     if let Some(hold) = self.holds.get_mut(key) {
@@ -425,14 +537,15 @@ impl LockClient for LuaScript {
     }
 
     async fn renew(&mut self, key: &str) -> Outcome {
-        if self.renew.is_none() {
+        let mode = self.held_mode(key);
+        if self.scripts(mode).is_none_or(|s| s.renew.is_none()) {
             // As the trait's default: nothing to renew with, the lease stays as it was.
             return Outcome::Ok { lease_ms: None };
         }
         let start = Instant::now();
         let value = self.value(key);
         let sent = Instant::now();
-        match self.call(Which::Renew, key, &value).await {
+        match self.call(Which::Renew, mode, key, &value).await {
             Ok(v) => match decode_renew(&v) {
                 Ok(Some(lease)) => Outcome::Ok {
                     lease_ms: self.lease_ms(lease, start, sent),
@@ -445,7 +558,7 @@ impl LockClient for LuaScript {
     }
 
     fn renews(&self) -> bool {
-        self.renew.is_some() && self.options.watchdog
+        self.exclusive.renew.is_some() && self.options.watchdog
     }
 
     fn renew_every(&self) -> Option<Duration> {

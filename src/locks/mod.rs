@@ -377,6 +377,13 @@ pub struct LockOptions {
     pub adapter_options: Option<serde_json::Value>,
     /// `external` and `fair-lock`: an acquire's `wait_ms` (0: try once).
     pub wait_ms: u64,
+    /// `external` only: the workload takes shared holds (`read_share` > 0), so requests
+    /// carry `mode`. Off, an adapter of protocol 1.1 sees no field it does not know.
+    pub modes: bool,
+    /// `lua` and `external`: the workload declares the lock fair (its `fair`): `fair()` is
+    /// true, so acquire invokes say `fair` and the checker judges overtaking; an adapter is
+    /// sent `fair: true`.
+    pub fair: bool,
     /// The run folder: an adapter's working directory and where its stderr log goes
     /// (`adapter-<process>.log`). None: the current directory, stderr discarded.
     pub run_dir: Option<std::path::PathBuf>,
@@ -416,6 +423,8 @@ impl Default for LockOptions {
             adapter: None,
             adapter_options: None,
             wait_ms: 0,
+            modes: false,
+            fair: false,
             run_dir: None,
             process: 0,
             on_step: None,
@@ -447,6 +456,8 @@ impl std::fmt::Debug for LockOptions {
             .field("adapter", &self.adapter)
             .field("adapter_options", &self.adapter_options)
             .field("wait_ms", &self.wait_ms)
+            .field("modes", &self.modes)
+            .field("fair", &self.fair)
             .field("run_dir", &self.run_dir)
             .field("process", &self.process)
             .field("on_step", &self.on_step.as_ref().map(|_| "set"))

@@ -472,13 +472,20 @@ impl Executor {
             return false;
         }
         self.armed.remove(&w);
-        let sent = journal.clock.now();
+        // It cannot die before the signal: the earliest its death may be recorded at.
+        let signalled = journal.clock.now();
         let remains = targets.workers.kill(w).await;
         if cluster::shutting_down() {
             // The shutdown's cleanup may have stopped it first; either way the run is over.
             return false;
         }
-        record_kill(journal, w, &remains, Map::new(), Some(sent));
+        record_kill(
+            journal,
+            w,
+            &remains,
+            Map::new(),
+            remains.death_ns(signalled),
+        );
         true
     }
 
@@ -498,6 +505,9 @@ impl Executor {
             return None; // killed by us, already accounted for
         }
         let remains = targets.workers.reap(worker).await;
+        // A worker that died at a crash point said when (`Remains::died_at_ns`); for any
+        // other exit, all that is known is that it is dead by now.
+        let died = remains.death_ns(journal.clock.now());
         if cluster::shutting_down() {
             // It died of the shutdown's cleanup, not of a crash.
             return Some(SHUTTING_DOWN.to_string());
@@ -507,12 +517,16 @@ impl Executor {
                 "cause",
                 json!("its lock client cannot go on (adapter error)"),
             )]);
-            record_kill(journal, worker, &remains, why, None);
-            return Some(format!(
-                "{}'s lock adapter answered `error`: it cannot go on (its message is in {}.log)",
-                worker_name(worker),
-                worker_name(worker)
-            ));
+            record_kill(journal, worker, &remains, why, died);
+            let name = worker_name(worker);
+            return Some(match targets.workers.gave_up_why(worker) {
+                Some(why) => format!(
+                    "{name}'s lock adapter answered `error`, so it cannot go on: {why} (see {name}.log)"
+                ),
+                None => format!(
+                    "{name}'s lock adapter answered `error`: it cannot go on (its message is in {name}.log)"
+                ),
+            });
         }
         let why = match self.armed.remove(&worker) {
             Some(point) => extra(&[("crash_point", json!(point))]),
@@ -521,7 +535,7 @@ impl Executor {
                 extra(&[("cause", json!("worker died unexpectedly"))])
             }
         };
-        record_kill(journal, worker, &remains, why, None);
+        record_kill(journal, worker, &remains, why, died);
         self.restart_worker(worker, targets, journal).await;
         None
     }
@@ -547,30 +561,19 @@ impl Executor {
 
 /// The `kill` event listing the worker's processes (their holds end here, docs/history-format.md), then
 /// an `info` completion for each operation it had under way.
-/// Records a worker's death, timed as early as is certainly true: no earlier than its last
-/// event (nor than the SIGKILL, `sent`, when we sent one), since it died after both. Not
-/// the moment the controller has reaped it, a few ms later: a lock the server frees the
-/// instant a session dies (PostgreSQL's advisory and row locks) is granted to another
-/// client meanwhile, and a kill timed at the reaping showed that grant as an overlap with
-/// the dead holder. The `info` completions of its pending operations come now.
 fn record_kill(
     journal: &Journal,
     worker: usize,
     remains: &Remains,
     why: Map<String, Value>,
-    sent: Option<i64>,
+    died_ns: i64,
 ) {
     let mut processes = remains.processes.clone();
     processes.extend(remains.pending.iter().map(|(p, _, _)| *p));
     processes.sort_unstable();
     processes.dedup();
-    let died = match (sent, remains.last_event_ns) {
-        (Some(s), Some(l)) => s.max(l),
-        (Some(t), None) | (None, Some(t)) => t,
-        (None, None) => journal.clock.now(),
-    };
-    journal.fault_at(died, "kill", &[worker_name(worker)], &processes, why);
-    journal.killed(remains);
+    journal.fault_at(died_ns, "kill", &[worker_name(worker)], &processes, why);
+    journal.killed(remains, died_ns);
 }
 
 /// Heals whatever the nemesis may have left: resumes paused workers and servers, restarts

@@ -22,8 +22,7 @@ impl Journal {
         self.fault_at(self.clock.now(), f, targets, processes, extra);
     }
 
-    /// A fault recorded at `time` (run clock, ns) rather than now: a worker's death, known
-    /// only once it has been reaped.
+    /// A nemesis event that happened at `time` (run ns), earlier than now.
     pub fn fault_at(
         &self,
         time: i64,
@@ -41,10 +40,10 @@ impl Journal {
         self.send(&event);
     }
 
-    /// The `info` completions of a killed worker's pending operations.
-    pub fn killed(&self, remains: &Remains) {
+    /// The `info` completions of a killed worker's pending operations, at its death.
+    pub fn killed(&self, remains: &Remains, died_ns: i64) {
         for (process, f, key) in &remains.pending {
-            let mut event = Event::client(0, self.clock.now(), *process, EventType::Info, f, key);
+            let mut event = Event::client(0, died_ns, *process, EventType::Info, f, key);
             event.error = Some("killed".into());
             event.wall = Some(wall_ms());
             self.send(&event);

@@ -12,8 +12,24 @@ pub struct Remains {
     pub processes: Vec<u64>,
     /// (process, f, key)
     pub pending: Vec<(u64, String, String)>,
-    /// The latest time (run clock, ns) of any event the worker wrote: it died after it.
+    /// The latest `time` among the worker's events: it was alive then.
     pub last_event_ns: Option<i64>,
+    /// When the worker killed itself at a crash point, by its own clock reading just
+    /// before the signal (`workload::sink::DIED_AT`).
+    pub died_at_ns: Option<i64>,
+}
+
+impl Remains {
+    /// When to record the worker's death, given the earliest moment it may have died (for
+    /// a kill, just before the signal was sent): never before an event of its own (it was
+    /// alive then), and as early as is known, because a server that frees a dead client's
+    /// lock at once (a PostgreSQL session) may grant it to another a moment later, before
+    /// the controller has even reaped the worker. Recording the death at the reaping would
+    /// draw an overlap that never happened.
+    pub fn death_ns(&self, earliest: i64) -> i64 {
+        let earliest = self.died_at_ns.unwrap_or(earliest);
+        self.last_event_ns.map_or(earliest, |t| t.max(earliest))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +59,10 @@ pub trait Workers {
     fn processes(&self, worker: usize) -> Vec<u64>;
     /// The worker ended on its own because its lock client cannot go on (not a crash).
     fn gave_up(&self, worker: usize) -> bool;
+    /// Why a worker gave up, as it said (the adapter and its error), if it can be told.
+    fn gave_up_why(&self, _worker: usize) -> Option<String> {
+        None
+    }
     /// Run time at which clients stop starting new cycles.
     fn deadline_ns(&self) -> i64;
     /// SIGSTOP the worker (and what it started). False if it was not running.
@@ -59,4 +79,24 @@ pub trait Workers {
     fn restart(&mut self, worker: usize) -> impl Future<Output = Result<bool, String>>;
     /// Sends a command to the worker. False if it is not running.
     fn command(&mut self, worker: usize, command: &WorkerCommand) -> impl Future<Output = bool>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Remains;
+
+    #[test]
+    fn a_death_is_recorded_as_early_as_known_but_never_before_the_worker_s_own_events() {
+        let mut r = Remains::default();
+        // Killed: no earlier than the signal.
+        assert_eq!(r.death_ns(100), 100);
+        // An event written after the signal was sent (it was still alive): the death follows it.
+        r.last_event_ns = Some(130);
+        assert_eq!(r.death_ns(100), 130);
+        // A crash point's own reading wins over the moment the controller noticed.
+        r.died_at_ns = Some(140);
+        assert_eq!(r.death_ns(500), 140);
+        r.last_event_ns = Some(150);
+        assert_eq!(r.death_ns(500), 150);
+    }
 }

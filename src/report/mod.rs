@@ -70,6 +70,19 @@ pub struct KeyStats {
     pub indeterminate_attempts: u64,
     /// Time from a client's first attempt to its acquisition, in ms.
     pub wait_ms: Percentiles,
+    /// `wait_ms` split by the mode of the acquire that ended the wait: `exclusive` (also
+    /// acquires without a mode) and `shared`; a mode with no acquisition is left out.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub wait_ms_by_mode: BTreeMap<String, Percentiles>,
+    /// Grants that jumped the queue: a first acquisition whose wait began more than the
+    /// fairness tolerance after another's that ended in a later grant (any acquires, fair or
+    /// not; see checker/fairness.rs for what a wait is).
+    #[serde(default)]
+    pub queue_jumps: u64,
+    /// Of `queue_jumps`, those of a fair-marked acquire over a fair-marked one: the key's
+    /// `unfair` count. Only for a key with acquires marked `fair`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_jumps_fair: Option<u64>,
     /// Jain's fairness index of acquisitions over the processes that tried: 1 is perfectly
     /// even, 1/n is one process getting everything.
     pub fairness: f64,
@@ -181,5 +194,19 @@ mod tests {
         let p = Percentiles::of(&mut values);
         assert_eq!((p.p50, p.p90, p.p99, p.max), (50.0, 90.0, 99.0, 100.0));
         assert_eq!(Percentiles::of(&mut []).count, 0);
+    }
+
+    #[test]
+    fn key_stats_of_an_older_report_still_read_and_empty_figures_are_left_out() {
+        let old = r#"{"acquisitions":2,"failed_attempts":0,"indeterminate_attempts":0,
+            "wait_ms":{"count":2,"p50":1.0,"p90":2.0,"p99":2.0,"max":2.0},"fairness":1.0,
+            "holds":2,"holds_outliving_lease":0,"expected_losses":0,"longest_free_ms":0.0}"#;
+        let stats: KeyStats = serde_json::from_str(old).unwrap();
+        assert_eq!(stats.acquisitions, 2);
+        assert!(stats.wait_ms_by_mode.is_empty());
+        assert_eq!((stats.queue_jumps, stats.queue_jumps_fair), (0, None));
+        let json = serde_json::to_value(&stats).unwrap();
+        assert!(json.get("wait_ms_by_mode").is_none() && json.get("queue_jumps_fair").is_none());
+        assert_eq!(json["queue_jumps"], 0);
     }
 }

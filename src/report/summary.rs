@@ -4,11 +4,14 @@
 use std::fmt::Write;
 
 use super::episodes::episodes;
-use super::{Report, ANOMALY_KINDS};
+use super::{KeyStats, Report, ANOMALY_KINDS};
 use crate::units::fmt_span;
 
 /// How many episodes the summary spells out (worst first), each with its first anomaly.
 const SHOWN: usize = 6;
+
+/// How many keys the per-key section lists (most queue jumps first).
+const KEYS_SHOWN: usize = 8;
 
 pub fn render_summary(report: &Report, source: &str) -> String {
     let mut out = String::new();
@@ -49,6 +52,7 @@ pub fn render_summary(report: &Report, source: &str) -> String {
         let line = format!("  {name:<17} {verdict:<5} {}", found.join(", "));
         let _ = writeln!(out, "{}", line.trim_end());
     }
+    per_key(&mut out, report);
     let episodes = episodes(&report.anomalies);
     if !episodes.is_empty() {
         let _ = writeln!(out, "episodes, worst first (the first anomaly of each):");
@@ -82,6 +86,59 @@ pub fn render_summary(report: &Report, source: &str) -> String {
     out
 }
 
+/// The keys with something to say about order and modes (some acquire was shared, or
+/// marked fair, or overtook a waiter): their waits by mode and their queue jumps (a fair
+/// lock's 0 shows too). Nothing for a key with none of these.
+fn per_key(out: &mut String, report: &Report) {
+    let mut keys: Vec<(&String, &KeyStats)> = report
+        .stats
+        .per_key
+        .iter()
+        .filter(|(_, s)| {
+            s.wait_ms_by_mode.contains_key("shared")
+                || s.queue_jumps > 0
+                || s.queue_jumps_fair.is_some()
+        })
+        .collect();
+    if keys.is_empty() {
+        return;
+    }
+    keys.sort_by_key(|(name, s)| (std::cmp::Reverse(s.queue_jumps), *name));
+    let _ = writeln!(
+        out,
+        "per key (wait p50/p99 by mode; queue jumps: grants that overtook an earlier waiter):"
+    );
+    let ms = |v: f64| fmt_span((v * 1e6) as i64);
+    for (name, stats) in keys.iter().take(KEYS_SHOWN) {
+        let mut parts = Vec::new();
+        // Every key listed shows its waits: a fair lock's queue is judged by them as much
+        // as by its jumps.
+        if !stats.wait_ms_by_mode.is_empty() {
+            let modes: Vec<String> = stats
+                .wait_ms_by_mode
+                .iter()
+                .map(|(mode, p)| format!("{mode} {}/{} ({})", ms(p.p50), ms(p.p99), p.count))
+                .collect();
+            parts.push(format!("wait {}", modes.join(", ")));
+        }
+        if stats.queue_jumps > 0 || stats.queue_jumps_fair.is_some() {
+            let mut jumps = counted(stats.queue_jumps, "queue jump");
+            if let Some(fair) = stats.queue_jumps_fair {
+                let _ = write!(jumps, " ({fair} fair over fair)");
+            }
+            parts.push(jumps);
+        }
+        let _ = writeln!(out, "  {name}: {}", parts.join("; "));
+    }
+    if keys.len() > KEYS_SHOWN {
+        let _ = writeln!(
+            out,
+            "  … and {} more (all in report.json)",
+            counted((keys.len() - KEYS_SHOWN) as u64, "key")
+        );
+    }
+}
+
 /// "1 key", "2 keys", "1 process", "3 anomalies".
 fn counted(n: u64, noun: &str) -> String {
     if n == 1 {
@@ -102,6 +159,63 @@ fn counted(n: u64, noun: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::report::{KeyStats, Percentiles, Report};
+
+    fn waits(count: u64, p50: f64, p99: f64) -> Percentiles {
+        Percentiles {
+            count,
+            p50,
+            p90: p99,
+            p99,
+            max: p99,
+        }
+    }
+
+    #[test]
+    fn the_per_key_section_shows_modes_and_queue_jumps_only_where_they_say_something() {
+        let mut report = Report::default();
+        let per_key = &mut report.stats.per_key;
+        per_key.insert("plain".into(), KeyStats::default());
+        let mut rw = KeyStats::default();
+        rw.wait_ms_by_mode
+            .insert("exclusive".into(), waits(3, 2.0, 7.0));
+        rw.wait_ms_by_mode
+            .insert("shared".into(), waits(2, 0.25, 7.0));
+        per_key.insert("rw".into(), rw);
+        let mut fair = KeyStats {
+            queue_jumps_fair: Some(0),
+            ..KeyStats::default()
+        };
+        fair.wait_ms_by_mode
+            .insert("exclusive".into(), waits(5, 120.0, 900.0));
+        per_key.insert("fair".into(), fair);
+        per_key.insert(
+            "racy".into(),
+            KeyStats {
+                queue_jumps: 4,
+                ..KeyStats::default()
+            },
+        );
+        let text = super::render_summary(&report, "h");
+        let section: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("per key"))
+            .skip(1)
+            .collect();
+        assert_eq!(
+            section,
+            [
+                "  racy: 4 queue jumps",
+                "  fair: wait exclusive 120ms/900ms (5); 0 queue jumps (0 fair over fair)",
+                "  rw: wait exclusive 2ms/7ms (3), shared 250µs/7ms (2)",
+            ],
+            "{text}"
+        );
+        // A key with neither shared acquires nor fair ones nor jumps: no section at all.
+        let plain = Report::default();
+        assert!(!super::render_summary(&plain, "h").contains("per key"));
+    }
+
     #[test]
     fn counts_read_as_english() {
         assert_eq!(super::counted(1, "key"), "1 key");

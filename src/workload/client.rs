@@ -1,6 +1,6 @@
 //! One logical client's loop: acquire; in the critical section read the guarded counter,
 //! hold (work), write it + 1 (carrying the token); release; think; again, until the deadline.
-//! With a `read_share` (rw-lock), that share of the cycles are reads instead: the acquire
+//! With a `read_share` (rw-lock, lua, external), that share of the cycles are reads instead: the acquire
 //! asks for `shared` mode, and the critical section reads and holds but never writes.
 //!
 //! Every operation is recorded as an invoke just before it starts and a completion as soon
@@ -143,6 +143,8 @@ impl Client {
                 adapter: spec.adapter.clone(),
                 adapter_options: spec.adapter_options_json(),
                 wait_ms: spec.wait.map_or(0, |w| w.0),
+                modes: spec.read_share > 0.0,
+                fair: spec.is_fair(),
                 run_dir: self.plan.run_dir.clone(),
                 process: self.process(),
                 client_id: format!("client-{}-{:x}", self.process(), self.rng.random::<u64>()),
@@ -293,10 +295,10 @@ impl Client {
     fn crash_hook(&self) -> locks::StepHook {
         let controls = self.plan.controls.clone();
         let events = self.events.clone();
+        let clock = self.plan.clock;
         Arc::new(move |step: &str| {
             if controls.is_armed(step) {
-                let _ = events.write_out();
-                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+                events.write_out_and_die(clock);
             }
         })
     }

@@ -23,8 +23,8 @@ pub struct Retry {
 }
 
 /// `algorithm = "lua"`: the workload's own lock scripts (`scripts = { acquire = "a.lua",
-/// release = "r.lua", renew = "n.lua" }`, `renew` optional), files relative to the workload
-/// file's folder. They are read when the workload is read, so the spec that goes to the
+/// release = "r.lua", renew = "n.lua" }`, `renew` optional; a shared mode's `read_acquire`,
+/// `read_release` and `read_renew` likewise), files relative to the workload file's folder. They are read when the workload is read, so the spec that goes to the
 /// workers (and into the run folder's `workload.toml`) carries their texts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,6 +33,12 @@ pub struct ScriptFiles {
     pub release: ScriptFile,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renew: Option<ScriptFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_acquire: Option<ScriptFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_release: Option<ScriptFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_renew: Option<ScriptFile>,
 }
 
 /// One script: a path as the workload writes it, and once read, the path it was read from and
@@ -75,21 +81,37 @@ impl<'de> Deserialize<'de> for ScriptFile {
 impl ScriptFiles {
     /// The scripts by their field names.
     fn each_mut(&mut self) -> Vec<(&'static str, &mut ScriptFile)> {
+        let optional = [
+            ("renew", &mut self.renew),
+            ("read_acquire", &mut self.read_acquire),
+            ("read_release", &mut self.read_release),
+            ("read_renew", &mut self.read_renew),
+        ];
         let mut all = vec![
             ("acquire", &mut self.acquire),
             ("release", &mut self.release),
         ];
-        if let Some(renew) = self.renew.as_mut() {
-            all.push(("renew", renew));
-        }
+        all.extend(
+            optional
+                .into_iter()
+                .filter_map(|(field, script)| script.as_mut().map(|s| (field, s))),
+        );
         all
     }
 
     fn each(&self) -> Vec<(&'static str, &ScriptFile)> {
+        let optional = [
+            ("renew", &self.renew),
+            ("read_acquire", &self.read_acquire),
+            ("read_release", &self.read_release),
+            ("read_renew", &self.read_renew),
+        ];
         let mut all = vec![("acquire", &self.acquire), ("release", &self.release)];
-        if let Some(renew) = self.renew.as_ref() {
-            all.push(("renew", renew));
-        }
+        all.extend(
+            optional
+                .into_iter()
+                .filter_map(|(field, script)| script.as_ref().map(|s| (field, s))),
+        );
         all
     }
 }
@@ -116,11 +138,17 @@ pub struct WorkloadSpec {
     /// also the thread wait time of its queue (as Redisson's `tryLock(waitTime, ...)`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait: Option<Millis>,
-    /// `rw-lock` only: the share of acquires that are reads (`mode` `shared`), 0 to 1
-    /// (default 0: every acquire writes). A read holds the lock in shared mode and only
-    /// reads the guarded counter; a write holds it exclusively and increments it.
+    /// `rw-lock`, `lua` (with read scripts) and `external` only: the share of acquires that
+    /// are reads (`mode` `shared`), 0 to 1 (default 0: every acquire writes). A read holds
+    /// the lock in shared mode and only reads the guarded counter; a write holds it
+    /// exclusively and increments it.
     #[serde(skip_serializing_if = "is_zero")]
     pub read_share: f64,
+    /// `lua` and `external` only: the lock promises first-come-first-served order, so every
+    /// acquire is marked `fair` and the checker judges overtaking (`unfair`). `fair-lock` is
+    /// fair by itself (`fair = false` is refused there); absent: false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fair: Option<bool>,
     /// Where the lock lives; the algorithm's natural topology if absent.
     pub topology: Option<Topology>,
     /// Masters for the `independent` topology.
@@ -161,6 +189,7 @@ impl Default for WorkloadSpec {
             adapter_options: None,
             wait: None,
             read_share: 0.0,
+            fair: None,
             topology: None,
             masters: 5,
             clients: 8,
@@ -304,10 +333,10 @@ impl WorkloadSpec {
         Some(LuaScripts {
             acquire: scripts.acquire.source.clone()?,
             release: scripts.release.source.clone()?,
-            renew: match &scripts.renew {
-                Some(renew) => Some(renew.source.clone()?),
-                None => None,
-            },
+            renew: source_of(&scripts.renew)?,
+            read_acquire: source_of(&scripts.read_acquire)?,
+            read_release: source_of(&scripts.read_release)?,
+            read_renew: source_of(&scripts.read_renew)?,
         })
     }
 
@@ -323,6 +352,7 @@ impl WorkloadSpec {
         self.validate_scripts()?;
         self.validate_adapter()?;
         self.validate_read_share()?;
+        self.validate_fair()?;
         self.validate_topology()?;
         for (field, value) in [
             ("clients", self.clients),
@@ -393,6 +423,28 @@ impl WorkloadSpec {
                 "field `watchdog`: renewing needs a renew script (scripts.renew)".to_string(),
             );
         }
+        // The shared mode comes whole: both its acquire and its release.
+        match (&scripts.read_acquire, &scripts.read_release) {
+            (Some(_), None) => {
+                return Err("field `scripts.read_release`: scripts.read_acquire needs its release script (scripts.read_release)".into())
+            }
+            (None, Some(_)) => {
+                return Err("field `scripts.read_acquire`: scripts.read_release needs its acquire script (scripts.read_acquire)".into())
+            }
+            (None, None) if scripts.read_renew.is_some() => {
+                return Err("field `scripts.read_renew`: only with scripts.read_acquire and scripts.read_release".into())
+            }
+            _ => {}
+        }
+        if self.read_share > 0.0 && scripts.read_acquire.is_none() {
+            return Err(format!(
+                "field `scripts.read_acquire`: read_share = {} takes shared holds, which need the shared mode's own scripts (scripts.read_acquire and scripts.read_release)",
+                self.read_share
+            ));
+        }
+        if self.read_share > 0.0 && self.watchdog && scripts.read_renew.is_none() {
+            return Err("field `scripts.read_renew`: with watchdog = true, shared holds are renewed too, which needs scripts.read_renew".into());
+        }
         Ok(())
     }
 
@@ -441,7 +493,9 @@ impl WorkloadSpec {
         Ok(())
     }
 
-    /// `read_share` within 0..=1, and above 0 only for a lock with a shared mode.
+    /// `read_share` within 0..=1, and above 0 only for a lock that may have a shared mode:
+    /// `rw-lock`, `lua` (its read scripts, checked with the scripts), `external` (the
+    /// adapter answers `error` if it has none).
     fn validate_read_share(&self) -> Result<(), String> {
         if !(0.0..=1.0).contains(&self.read_share) {
             return Err(format!(
@@ -449,14 +503,43 @@ impl WorkloadSpec {
                 self.read_share
             ));
         }
-        if self.read_share > 0.0 && !locks::has_shared_mode(&self.algorithm) {
+        let may_share = locks::has_shared_mode(&self.algorithm)
+            || [locks::SCRIPTED, locks::EXTERNAL].contains(&self.algorithm.as_str());
+        if self.read_share > 0.0 && !may_share {
             return Err(format!(
-                "field `read_share`: only for a lock with a shared mode ({}; this workload's algorithm is \"{}\")",
+                "field `read_share`: only for a lock with a shared mode ({}, or \"{}\" / \"{}\" that declare one; this workload's algorithm is \"{}\")",
                 locks::SHARED_MODE.join(", "),
+                locks::SCRIPTED,
+                locks::EXTERNAL,
                 self.algorithm
             ));
         }
         Ok(())
+    }
+
+    /// `fair` only where it can be declared: `lua` and `external`; `fair-lock` is fair
+    /// whatever the workload says, so it may only say so.
+    fn validate_fair(&self) -> Result<(), String> {
+        let Some(fair) = self.fair else {
+            return Ok(());
+        };
+        match self.algorithm.as_str() {
+            locks::SCRIPTED | locks::EXTERNAL => Ok(()),
+            "fair-lock" if fair => Ok(()),
+            "fair-lock" => Err(
+                "field `fair`: fair-lock is always fair (Redisson's RFairLock queues its waiters); remove `fair = false`".into(),
+            ),
+            other => Err(format!(
+                "field `fair`: only for algorithm = \"{}\" or \"{}\", which declare whether their lock is fair (\"{other}\" is a built-in with a fixed order; fair-lock is the fair one)",
+                locks::SCRIPTED,
+                locks::EXTERNAL
+            )),
+        }
+    }
+
+    /// Whether the workload declares its lock fair (`fair = true`).
+    pub fn is_fair(&self) -> bool {
+        self.fair == Some(true)
     }
 
     /// A database lock runs on PostgreSQL and nothing else does.
@@ -484,6 +567,14 @@ impl WorkloadSpec {
         } else {
             Topology::Single
         })
+    }
+}
+
+/// A script's text once read: `Some(None)` for a script not given, None for one not read.
+fn source_of(script: &Option<ScriptFile>) -> Option<Option<String>> {
+    match script {
+        Some(s) => Some(Some(s.source.clone()?)),
+        None => Some(None),
     }
 }
 
@@ -719,10 +810,15 @@ mod mode_tests {
             assert!(error.to_string().contains("field `read_share`"), "{error}");
         }
         let error = WorkloadSpec::from_toml("read_share = 0.5\n", "w.toml").unwrap_err();
+        assert!(error.to_string().contains("w.toml"), "{error}");
         assert!(
             error
                 .to_string()
                 .contains("only for a lock with a shared mode (rw-lock, "),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("\"lua\" / \"external\""),
             "{error}"
         );
         // No `read_share` in a workload that never reads in shared mode.
@@ -740,6 +836,134 @@ mod mode_tests {
             WorkloadSpec::from_toml("algorithm = \"reentrant\"\nwait = \"5ms\"\n", "w.toml")
                 .unwrap_err();
         assert!(error.to_string().contains("field `wait`"), "{error}");
+    }
+}
+
+#[cfg(test)]
+mod shared_and_fair_tests {
+    use super::*;
+
+    /// A Lua workload in a temporary folder with acquire and release scripts, the scripts
+    /// named in `more` (`renew`, `read_acquire`, ...; all `return 1`) and `extra` lines.
+    fn lua(more: &[&str], extra: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut scripts = String::from("acquire = \"a.lua\", release = \"a.lua\"");
+        for field in more {
+            scripts.push_str(&format!(", {field} = \"a.lua\""));
+        }
+        std::fs::write(dir.path().join("a.lua"), "return 1\n").unwrap();
+        let path = dir.path().join("w.toml");
+        let text = format!("algorithm = \"lua\"\nscripts = {{ {scripts} }}\n{extra}");
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    fn refusal(more: &[&str], extra: &str) -> String {
+        let (_dir, path) = lua(more, extra);
+        let error = WorkloadSpec::from_file(&path).unwrap_err().to_string();
+        assert!(error.contains(&path.display().to_string()), "{error}");
+        error
+    }
+
+    #[test]
+    fn a_lua_workload_shares_with_its_read_scripts() {
+        let (_dir, path) = lua(
+            &["renew", "read_acquire", "read_release", "read_renew"],
+            "read_share = 0.3\nwatchdog = true\n",
+        );
+        let spec = WorkloadSpec::from_file(&path).unwrap();
+        let scripts = spec.lua_scripts().unwrap();
+        assert_eq!(scripts.read_acquire.as_deref(), Some("return 1\n"));
+        assert_eq!(scripts.read_renew.as_deref(), Some("return 1\n"));
+        // Into the run folder as TOML and back, texts and all.
+        let toml_text = toml::to_string_pretty(&spec).unwrap();
+        assert_eq!(
+            WorkloadSpec::from_toml(&toml_text, "elsewhere/w.toml").unwrap(),
+            spec
+        );
+    }
+
+    #[test]
+    fn read_share_on_lua_needs_the_read_scripts() {
+        let error = refusal(&[], "read_share = 0.3\n");
+        assert!(error.contains("field `scripts.read_acquire`"), "{error}");
+        assert!(error.contains("read_share = 0.3"), "{error}");
+        let error = refusal(&["read_acquire"], "");
+        assert!(error.contains("field `scripts.read_release`"), "{error}");
+        let error = refusal(&["read_release"], "");
+        assert!(error.contains("field `scripts.read_acquire`"), "{error}");
+        let error = refusal(&["read_renew"], "");
+        assert!(error.contains("field `scripts.read_renew`"), "{error}");
+    }
+
+    #[test]
+    fn a_watchdog_over_shared_holds_needs_read_renew() {
+        let error = refusal(
+            &["renew", "read_acquire", "read_release"],
+            "read_share = 0.3\nwatchdog = true\n",
+        );
+        assert!(error.contains("field `scripts.read_renew`"), "{error}");
+        assert!(error.contains("watchdog"), "{error}");
+    }
+
+    #[test]
+    fn a_missing_read_script_names_its_field_and_file() {
+        let (dir, path) = lua(&["read_acquire", "read_release"], "read_share = 0.3\n");
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("read_acquire = \"a.lua\"", "read_acquire = \"gone.lua\"");
+        std::fs::write(&path, text).unwrap();
+        let error = WorkloadSpec::from_file(&path).unwrap_err();
+        assert_eq!(error.line, 2, "{error}");
+        let error = error.to_string();
+        assert!(error.contains("field `scripts.read_acquire`"), "{error}");
+        assert!(error.contains("gone.lua"), "{error}");
+        // And an empty one.
+        std::fs::write(dir.path().join("gone.lua"), " \n").unwrap();
+        let error = WorkloadSpec::from_file(&path).unwrap_err().to_string();
+        assert!(error.contains("field `scripts.read_acquire`"), "{error}");
+        assert!(error.contains("is empty"), "{error}");
+    }
+
+    #[test]
+    fn an_external_workload_may_share_and_be_fair() {
+        let text =
+            "algorithm = \"external\"\nadapter = [\"true\"]\nread_share = 0.4\nfair = true\n";
+        let spec = WorkloadSpec::from_toml(text, "w.toml").unwrap();
+        assert_eq!(spec.read_share, 0.4);
+        assert!(spec.is_fair());
+        let toml_text = toml::to_string_pretty(&spec).unwrap();
+        assert_eq!(WorkloadSpec::from_toml(&toml_text, "w.toml").unwrap(), spec);
+        // Not said, not fair, and nothing written back.
+        let plain =
+            WorkloadSpec::from_toml("algorithm = \"external\"\nadapter = [\"true\"]\n", "w.toml")
+                .unwrap();
+        assert!(!plain.is_fair());
+        assert!(!toml::to_string_pretty(&plain).unwrap().contains("fair"));
+    }
+
+    #[test]
+    fn fair_is_only_for_lua_and_external_and_fair_lock_cannot_be_unfair() {
+        let (_dir, path) = lua(&[], "fair = true\n");
+        assert!(WorkloadSpec::from_file(&path).unwrap().is_fair());
+        let error = WorkloadSpec::from_toml("algorithm = \"set-nx-px\"\nfair = true\n", "w.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("w.toml"), "{error}");
+        assert!(
+            error.contains("field `fair`: only for algorithm = \"lua\" or \"external\""),
+            "{error}"
+        );
+        let error = WorkloadSpec::from_toml("algorithm = \"fair-lock\"\nfair = false\n", "w.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("field `fair`: fair-lock is always fair"),
+            "{error}"
+        );
+        let spec =
+            WorkloadSpec::from_toml("algorithm = \"fair-lock\"\nfair = true\n", "w.toml").unwrap();
+        assert!(spec.is_fair());
     }
 }
 

@@ -89,6 +89,116 @@ pub fn require_node_redlock() {
     );
 }
 
+/// The events of the run's history.
+fn history_events(out: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(out.join("history.jsonl")).expect("history.jsonl");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
+/// One hold of a key in shared mode, in run time (ns), as far as the history proves it
+/// held: from when the acquire was surely taken to when the release surely had not begun.
+#[derive(Debug, Clone)]
+pub struct SharedHold {
+    pub key: String,
+    pub process: u64,
+    /// The `ok` of its outer acquire.
+    pub from: i64,
+    /// The invoke of the release that ended it (its completion is later than the moment
+    /// it took effect, and another worker may record its acquire in between).
+    pub to: i64,
+    /// Where the outer acquire's lease ends, counted from its invoke (`lease_ms`); i64::MAX
+    /// for a lock held until released.
+    pub lease_end: i64,
+}
+
+/// Every hold of a key in shared mode: from the `ok` of its outer acquire (invoked with
+/// `mode: shared`) to the invoke of the release that ends it (nested holds counted). A hold
+/// whose process retired before it was released is left out.
+pub fn shared_holds(out: &Path) -> Vec<SharedHold> {
+    use std::collections::HashMap;
+    // Per (process, key): the pending acquire's (invoke time, shared?), and the open hold.
+    let mut asked: HashMap<(u64, String), (i64, bool)> = HashMap::new();
+    let mut open: HashMap<(u64, String), (u32, bool, SharedHold)> = HashMap::new();
+    let mut release_invoked: HashMap<(u64, String), i64> = HashMap::new();
+    let mut holds = Vec::new();
+    for e in history_events(out) {
+        let (Some(process), Some(key), Some(time)) =
+            (e["process"].as_u64(), e["key"].as_str(), e["time"].as_i64())
+        else {
+            continue;
+        };
+        let at = (process, key.to_string());
+        match (e["f"].as_str(), e["type"].as_str()) {
+            (Some("acquire"), Some("invoke")) => {
+                asked.insert(at, (time, e["value"]["mode"] == "shared"));
+            }
+            (Some("acquire"), Some("ok")) => {
+                let (invoked, shared) = asked.get(&at).copied().unwrap_or((time, false));
+                let lease_end = e["value"]["lease_ms"].as_i64().map_or(i64::MAX, |ms| {
+                    invoked.saturating_add(ms.saturating_mul(1_000_000))
+                });
+                let hold = SharedHold {
+                    key: key.to_string(),
+                    process,
+                    from: time,
+                    to: i64::MAX,
+                    lease_end,
+                };
+                open.entry(at).or_insert((0, shared, hold)).0 += 1;
+            }
+            (Some("release"), Some("invoke")) => {
+                release_invoked.insert(at, time);
+            }
+            (Some("release"), Some("ok" | "fail")) => {
+                if let Some(entry) = open.get_mut(&at) {
+                    entry.0 -= 1;
+                    if entry.0 == 0 {
+                        let (_, shared, mut hold) = open.remove(&at).expect("open");
+                        hold.to = release_invoked.get(&at).copied().unwrap_or(time);
+                        if shared {
+                            holds.push(hold);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    holds
+}
+
+/// How many pairs of shared holds of one key by two processes overlapped while the earlier
+/// one's first lease still ran: readers that really shared the lock. An exclusive lock has
+/// none (an overlap after a lease ran out proves nothing), so this is 0 if the shared mode
+/// were dropped.
+pub fn overlapping_shared_holds(out: &Path) -> usize {
+    let holds = shared_holds(out);
+    let mut pairs = 0;
+    for (i, a) in holds.iter().enumerate() {
+        for b in &holds[i + 1..] {
+            let (first, second) = if a.from <= b.from { (a, b) } else { (b, a) };
+            if a.key == b.key
+                && a.process != b.process
+                && second.from < first.to.min(first.lease_end)
+            {
+                pairs += 1;
+            }
+        }
+    }
+    pairs
+}
+
+/// The `value.fair` of every acquire invoke in the run's history (None where it has none).
+pub fn acquire_fair_marks(out: &Path) -> Vec<Option<bool>> {
+    history_events(out)
+        .iter()
+        .filter(|e| e["f"] == "acquire" && e["type"] == "invoke")
+        .map(|e| e["value"]["fair"].as_bool())
+        .collect()
+}
+
 /// Fails the test, saying what to install, unless PostgreSQL's `postgres` and `initdb` are
 /// found where lockaudit looks for them (PATH, then /usr/lib/postgresql/<version>/bin).
 pub fn require_postgres() {

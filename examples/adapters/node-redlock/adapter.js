@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// A lockaudit adapter (docs/protocol.md, version 1.1) for node-redlock: the npm package
+// A lockaudit adapter (docs/protocol.md, version 1.2) for node-redlock: the npm package
 // `redlock` 5.0.0-beta.2 over `ioredis`, used the way an application uses it.
 //
 // Install once, in this folder:   npm ci
@@ -517,6 +517,14 @@ async function handle(req) {
     }
     if (redlock === null) throw new BadRequest("the first request must be init");
     if (type === "acquire") {
+      // Protocol 1.2: a shared or fair lock is asked for; Redlock is neither, and an
+      // exclusive, unfair lock in its place would be judged as the wrong lock.
+      if (req.mode !== undefined && req.mode !== "exclusive") {
+        throw new BadRequest(`mode ${JSON.stringify(req.mode)} is not supported: node-redlock has no shared mode`);
+      }
+      if (req.fair !== undefined && req.fair !== false) {
+        throw new BadRequest(`fair ${JSON.stringify(req.fair)} is not supported: node-redlock does not grant in arrival order`);
+      }
       const key = keyArg(req);
       const ttl = intArg(req, "ttl_ms");
       const wait = req.wait_ms === undefined ? 0 : intArg(req, "wait_ms");

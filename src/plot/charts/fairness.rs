@@ -32,6 +32,8 @@ pub(super) struct FairnessChart {
     group: usize,
     never_acquired: usize,
     jain: String,
+    /// "; 3 queue jumps", or nothing: for the axis under the bars (the title is full).
+    queue_jumps: String,
     label: String,
 }
 
@@ -97,8 +99,23 @@ impl FairnessChart {
             group,
             never_acquired,
             jain: jain_summary(report),
+            queue_jumps: queue_jumps(report),
             label: label.to_string(),
         }
+    }
+}
+
+/// The queue jumps over all keys (report.json has them per key), where there were any or
+/// where acquires were marked fair: "; 3 queue jumps (1 fair over fair)".
+fn queue_jumps(report: &Report) -> String {
+    let keys = report.stats.per_key.values();
+    let all: u64 = keys.clone().map(|s| s.queue_jumps).sum();
+    let fair: Option<u64> = keys.filter_map(|s| s.queue_jumps_fair).reduce(|a, b| a + b);
+    let plural = if all == 1 { "" } else { "s" };
+    match fair {
+        Some(fair) => format!("; {all} queue jump{plural} ({fair} fair over fair)"),
+        None if all > 0 => format!("; {all} queue jump{plural}"),
+        None => String::new(),
     }
 }
 
@@ -175,13 +192,13 @@ impl Chart for FairnessChart {
         let y_labels = (y_max.ceil() as usize + 1).clamp(2, 10);
         let x_desc = if self.group == 1 {
             format!(
-                "client process ({} that tried to acquire; {} never acquired)",
-                self.processes, self.never_acquired
+                "client process ({} that tried to acquire; {} never acquired{})",
+                self.processes, self.never_acquired, self.queue_jumps
             )
         } else {
             format!(
-                "{} processes ranked by acquisitions, most first, {} per bar (mean; whisker: least to most); {} never acquired",
-                self.processes, self.group, self.never_acquired
+                "{} processes ranked by acquisitions, most first, {} per bar (mean; whisker: least to most); {} never acquired{}",
+                self.processes, self.group, self.never_acquired, self.queue_jumps
             )
         };
         chart
