@@ -352,3 +352,33 @@ fn every_link_of_audit_md_leads_to_a_page_that_exists() {
     assert!(!md.contains('?'), "{md}");
     assert!(targets.len() >= 2, "{targets:?}");
 }
+
+#[test]
+fn a_valid_cell_runs_long_enough_for_its_fault_to_happen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("fits");
+    // set-nx-px × kill-clients must find nothing, so it is a valid cell, run for
+    // --valid-time-limit; its first kill comes at 1 s and is healed by 1.8 s at the latest:
+    // a 1 s cell would pass without any fault having happened.
+    let output = lockaudit()
+        .args([
+            "audit",
+            "--algorithms",
+            "set-nx-px",
+            "--nemeses",
+            "kill-clients",
+        ])
+        .args(["--valid-time-limit", "1s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    assert_exit(&output, 0);
+    let json = audit_json(&out);
+    let cell = &json["cells"].as_array().expect("cells")[0];
+    let run_dir = Path::new(cell["run_dir"].as_str().expect("run_dir"));
+    let history = std::fs::read_to_string(run_dir.join("history.jsonl")).expect("history");
+    assert!(
+        history.contains(r#""f":"kill""#),
+        "the valid cell ran without its fault:\n{history}"
+    );
+}

@@ -375,7 +375,20 @@ async fn run_cell(
     // A cell that must find something runs at most `time_limit` and stops as soon as it has
     // found it: more time proves no more. A cell expected valid runs `valid_time_limit`, whole.
     let stop_when = if expected.must.is_empty() {
-        spec.time_limit = options.valid_time_limit;
+        // Long enough for the preset's first fault to happen: a valid verdict from a run
+        // the fault never reached would pass a cell that tested nothing.
+        let topology = schedule
+            .topology_for(spec.topology())
+            .unwrap_or(spec.topology());
+        let fit = crate::nemesis::plan::fit(
+            &schedule,
+            nemesis,
+            spec.ttl.0,
+            topology,
+            options.valid_time_limit.0,
+        );
+        let needed = if fit.fits() { 0 } else { fit.needs_ms };
+        spec.time_limit = Millis(options.valid_time_limit.0.max(needed));
         StopWhen::Never
     } else if !options.early_stop {
         StopWhen::Never
