@@ -649,13 +649,13 @@ impl<'a> Cursor<'a> {
         let mut at = start;
         let mut value: i64 = 0;
         while let Some(&digit @ b'0'..=b'9') = self.bytes.get(at) {
-            value = value
-                .checked_mul(10)?
-                .checked_add(i64::from(digit - b'0'))?;
+            // Cannot overflow within the 18 digits taken below.
+            value = value.wrapping_mul(10).wrapping_add(i64::from(digit - b'0'));
             at += 1;
         }
         let digits = at - start;
-        if digits == 0 || (digits > 1 && self.bytes[start] == b'0') {
+        // Longer numbers go to the general scan, which checks the range.
+        if digits == 0 || digits > 18 || (digits > 1 && self.bytes[start] == b'0') {
             return None;
         }
         // A fraction or exponent is no integer, and serde_json reads `-0` as a float.
@@ -669,18 +669,30 @@ impl<'a> Cursor<'a> {
     /// The rest of a string whose opening quote is consumed: ASCII, no escapes.
     fn plain_string(&mut self) -> Option<&'a str> {
         let rest = &self.bytes[self.at..];
-        // Keys and operation names are short: one plain pass checks and finds the end.
+        // Eight bytes at a time: the first special byte must be the closing quote.
         let mut len = 0;
-        loop {
-            match *rest.get(len)? {
-                b'"' => break,
-                b'\\' | 0..=0x1f | 0x80..=0xff => return None,
-                _ => len += 1,
+        let end = loop {
+            match rest.get(len..len + 8) {
+                Some(chunk) => {
+                    let found = specials(u64::from_le_bytes(chunk.try_into().ok()?));
+                    if found != 0 {
+                        break len + found.trailing_zeros() as usize / 8;
+                    }
+                    len += 8;
+                }
+                None => match *rest.get(len)? {
+                    b'"' | b'\\' | 0..=0x1f | 0x80..=0xff => break len,
+                    _ => len += 1,
+                },
             }
+        };
+        if rest.get(end) != Some(&b'"') {
+            return None; // an escape, a control character or non-ASCII text
         }
-        self.at += len + 1;
-        // SAFETY: every byte was just checked to be printable ASCII, which is valid UTF-8.
-        Some(unsafe { std::str::from_utf8_unchecked(&rest[..len]) })
+        self.at += end + 1;
+        // SAFETY: every byte before `end` was just checked to be printable ASCII, which is
+        // valid UTF-8. The checked conversion costs about a tenth of the reader's time here.
+        Some(unsafe { std::str::from_utf8_unchecked(&rest[..end]) })
     }
 }
 
