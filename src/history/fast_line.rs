@@ -47,15 +47,6 @@ struct Raw<'a> {
     ascii: bool,
 }
 
-/// A number, checked against JSON's grammar.
-enum Number {
-    /// An integer written without fraction or exponent that fits `i64` (and is not `-0`,
-    /// which serde_json reads as a float).
-    Int(i64),
-    /// Any other valid number.
-    Other,
-}
-
 struct Scanner<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -259,76 +250,56 @@ impl<'a> Scanner<'a> {
         (self.at > start).then_some(())
     }
 
-    /// A number, whitespace skipped before it.
-    fn number(&mut self) -> Option<Number> {
+    /// A number of any form, checked against JSON's grammar (whitespace skipped before it).
+    #[cold]
+    fn number(&mut self) -> Option<()> {
+        if self.peek() == b'-' {
+            self.at += 1;
+        }
+        let start = self.at;
+        self.digits()?;
+        // JSON forbids leading zeros.
+        if self.at - start > 1 && self.bytes[start] == b'0' {
+            return None;
+        }
+        if self.peek() == b'.' {
+            self.at += 1;
+            self.digits()?;
+        }
+        if let b'e' | b'E' = self.peek() {
+            self.at += 1;
+            if let b'+' | b'-' = self.peek() {
+                self.at += 1;
+            }
+            self.digits()?;
+        }
+        Some(())
+    }
+
+    /// A plain integer of at most 18 digits (so it fits `i64`); anything else, even a
+    /// valid number, is `None` and leaves the position as it was.
+    #[inline]
+    fn int(&mut self) -> Option<i64> {
         let negative = self.peek() == b'-';
         let start = self.at + usize::from(negative);
         let mut at = start;
-        let mut magnitude: u64 = 0;
-        while let Some(&byte) = self.bytes.get(at) {
-            let digit = byte.wrapping_sub(b'0');
-            if digit > 9 {
-                break;
-            }
-            // Wraps only past 19 digits, judged below.
-            magnitude = magnitude.wrapping_mul(10).wrapping_add(u64::from(digit));
+        let mut value: i64 = 0;
+        while let Some(&digit @ b'0'..=b'9') = self.bytes.get(at) {
+            // Cannot overflow within the 18 digits taken below.
+            value = value.wrapping_mul(10).wrapping_add(i64::from(digit - b'0'));
             at += 1;
         }
         let digits = at - start;
-        self.at = at;
-        // JSON forbids leading zeros.
-        if digits == 0 || (digits > 1 && self.bytes[start] == b'0') {
+        // Leading zeros are invalid JSON; longer numbers are serde's business.
+        if digits == 0 || digits > 18 || (digits > 1 && self.bytes[start] == b'0') {
             return None;
         }
-        let fraction = matches!(self.peek(), b'.' | b'e' | b'E');
-        if fraction || digits > 18 {
-            return self.number_rest(start, digits, fraction, negative);
+        // A fraction or exponent is no integer, and serde_json reads `-0` as a float.
+        if matches!(self.bytes.get(at), Some(b'.' | b'e' | b'E')) || (negative && value == 0) {
+            return None;
         }
-        Some(if !negative {
-            Number::Int(magnitude as i64) // at most 18 digits: it fits
-        } else if magnitude == 0 {
-            Number::Other // -0: serde_json reads it as a float
-        } else {
-            Number::Int(-(magnitude as i64))
-        })
-    }
-
-    /// The rare rest of `number`: a fraction or exponent (at `self.at`), or 19 digits or more.
-    #[cold]
-    fn number_rest(
-        &mut self,
-        start: usize,
-        digits: usize,
-        fraction: bool,
-        negative: bool,
-    ) -> Option<Number> {
-        if fraction {
-            if self.peek() == b'.' {
-                self.at += 1;
-                self.digits()?;
-            }
-            if let b'e' | b'E' = self.peek() {
-                self.at += 1;
-                if let b'+' | b'-' = self.peek() {
-                    self.at += 1;
-                }
-                self.digits()?;
-            }
-            return Some(Number::Other);
-        }
-        // The sign is kept: i64 parses `-9223372036854775808` itself.
-        let sign = usize::from(negative);
-        let text = std::str::from_utf8(&self.bytes[start - sign..start + digits]).ok()?;
-        Some(text.parse::<i64>().map_or(Number::Other, Number::Int))
-    }
-
-    /// A plain integer that fits `i64`.
-    #[inline]
-    fn int(&mut self) -> Option<i64> {
-        match self.number()? {
-            Number::Int(v) => Some(v),
-            Number::Other => None,
-        }
+        self.at = at;
+        Some(if negative { -value } else { value })
     }
 
     /// A plain integer ≥ 0 that fits `i64` (larger ones are serde's business).
@@ -382,7 +353,9 @@ impl<'a> Scanner<'a> {
                 }
             }
             _ => {
-                self.number()?;
+                if self.int().is_none() {
+                    self.number()?; // the rare number that is not a short plain integer
+                }
             }
         }
         Some(())
