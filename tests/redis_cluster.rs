@@ -1,0 +1,108 @@
+//! `Topology::Cluster` against real redis-server processes in cluster mode: the cluster
+//! forms, keys route by slot through redis-rs's cluster client, and the cluster itself
+//! promotes a replica when its master dies. No mocks.
+
+use std::time::{Duration, Instant};
+
+use lockaudit::cluster::{self, sharded, ClusterSpec, Topology};
+
+fn is_live(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+/// Three masters with a replica each form within the time Redis allows (a master is `ok`
+/// no sooner than 2 s after it started), a key written through the cluster client lands on
+/// its slot's master, a killed master's replica is promoted and the cluster is ok again,
+/// and dropping the cluster leaves no process behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_forms_routes_and_promotes_a_replica() {
+    let dir = tempfile::tempdir().unwrap();
+    let begun = Instant::now();
+    let mut c = cluster::start(&ClusterSpec::new(Topology::Cluster, dir.path()))
+        .await
+        .expect("the cluster forms");
+    let took = begun.elapsed();
+    assert!(took < Duration::from_secs(8), "formed in {took:?}");
+    let e = c.endpoints();
+    assert_eq!(e.topology, Topology::Cluster);
+    let names: Vec<&str> = e.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "master-0",
+            "master-1",
+            "master-2",
+            "replica-3",
+            "replica-4",
+            "replica-5"
+        ]
+    );
+    let pw = c.password().to_string();
+    for n in &e.nodes[..3] {
+        assert_eq!(
+            sharded::is_master(n.port, &pw).await,
+            Some(true),
+            "{}",
+            n.name
+        );
+    }
+    for n in &e.nodes[3..] {
+        assert_eq!(
+            sharded::is_master(n.port, &pw).await,
+            Some(false),
+            "{}",
+            n.name
+        );
+    }
+
+    // Keys spread over the slots are reachable through the cluster client.
+    let urls: Vec<String> = e.nodes.iter().map(|n| e.url(n)).collect();
+    let client = redis::cluster::ClusterClient::new(urls).unwrap();
+    let mut conn = client.get_async_connection().await.expect("cluster client");
+    for i in 0..30 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .query_async(&mut conn)
+            .await
+            .expect("SET through the cluster client");
+    }
+
+    // master-0 dies: after the node timeout the cluster promotes replica-3.
+    let pids: Vec<u32> = e.nodes.iter().filter_map(|n| n.pid).collect();
+    c.kill("master-0").unwrap();
+    let replica = e.nodes[3].port;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while sharded::is_master(replica, &pw).await != Some(true) {
+        assert!(Instant::now() < deadline, "replica-3 never promoted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let promoted = begun.elapsed();
+    while !sharded::is_ok(e.nodes[1].port, &pw).await {
+        assert!(
+            Instant::now() < deadline,
+            "the cluster did not return to ok"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("formed in {took:?}; replica-3 master {promoted:?} after the start");
+    // The cluster client follows the new map.
+    let mut written = false;
+    while !written {
+        written = redis::cmd("SET")
+            .arg("k0")
+            .arg("again")
+            .query_async::<()>(&mut conn)
+            .await
+            .is_ok();
+        assert!(Instant::now() < deadline, "writes never resumed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(conn);
+    drop(c);
+    for pid in pids {
+        assert!(!is_live(pid), "pid {pid} left behind");
+    }
+}
