@@ -554,6 +554,10 @@ impl WorkloadSpec {
                 "field `topology`: \"postgres\" is for the database locks (pg-*), not {}",
                 self.algorithm
             )),
+            Some(Topology::Cluster) => match locks::on_cluster(&self.algorithm) {
+                Err(why) => Err(format!("field `topology`: \"cluster\": {why}")),
+                Ok(()) => Ok(()),
+            },
             _ => Ok(()),
         }
     }
