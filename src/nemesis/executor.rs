@@ -94,6 +94,7 @@ pub async fn execute_until<W: Workers>(
         begun: vec![false; plan.len()],
         armed: BTreeMap::new(),
         stopped_primary: BTreeMap::new(),
+        lagging: BTreeMap::new(),
     };
     let deadline_ns = (deadline_ms as i64).saturating_mul(1_000_000);
     let mut next = 0;
@@ -145,6 +146,8 @@ struct Executor {
     armed: BTreeMap<usize, String>,
     /// Sentinel failovers under way: fault -> the primary paused.
     stopped_primary: BTreeMap<usize, String>,
+    /// A Redis Cluster failover under way: (master, its lagging replica) by fault index.
+    lagging: BTreeMap<usize, (String, String)>,
 }
 
 /// The worker a client fault acts on: its first target, `worker-3` -> 3.
@@ -273,6 +276,30 @@ impl Executor {
                     );
                 }
                 !moved.is_empty()
+            }
+            FaultKind::Failover if targets.endpoints.topology == Topology::Cluster => {
+                // Redis Cluster: the busiest master's replica lags for the fault's duration
+                // (its link cut, its reconnects refused) while the master acknowledges
+                // writes; the end promotes it with what it has.
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                match cluster.lag_busiest_replica().await {
+                    Ok((master, replica)) => {
+                        journal.fault(
+                            "partition",
+                            &[master.clone(), replica.clone()],
+                            &[],
+                            extra(&[("link", json!("replication"))]),
+                        );
+                        self.lagging.insert(i, (master, replica));
+                        true
+                    }
+                    Err(e) => {
+                        tracing::warn!("failover: {e}");
+                        false
+                    }
+                }
             }
             FaultKind::Failover if targets.endpoints.topology == Topology::Sentinel => {
                 // Sentinel's own failover: the primary stops answering, Sentinel elects
@@ -420,6 +447,24 @@ impl Executor {
                 if !healed.is_empty() {
                     journal.fault("clock", &healed, &[], extra(&[("offset_ms", json!(0))]));
                 }
+            }
+            FaultKind::Failover if targets.endpoints.topology == Topology::Cluster => {
+                let Some((master, replica)) = self.lagging.remove(&i) else {
+                    return;
+                };
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                match cluster.take_over(&replica).await {
+                    Ok(()) => journal.fault(
+                        "failover",
+                        std::slice::from_ref(&replica),
+                        &[],
+                        extra(&[("from", json!(master)), ("by", json!("takeover"))]),
+                    ),
+                    Err(e) => tracing::warn!("failover: {e}"),
+                }
+                journal.fault("heal", &[master, replica], &[], Map::new());
             }
             FaultKind::Failover if targets.endpoints.topology == Topology::Sentinel => {
                 let Some(old) = self.stopped_primary.remove(&i) else {
