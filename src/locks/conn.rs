@@ -64,8 +64,9 @@ enum Target {
     Direct(Client),
     /// The primary that the sentinels name at connect time.
     Sentinel(Box<SentinelClient>),
-    /// A Redis Cluster, reached through any of its nodes.
-    Cluster(Box<ClusterClient>),
+    /// A Redis Cluster, reached through any of its nodes; and one node for Pub/Sub (a
+    /// cluster broadcasts PUBLISH to every node, so any node hears every unlock message).
+    Cluster(Box<ClusterClient>, Client),
 }
 
 /// An open connection: to one server, or to a whole Redis Cluster.
@@ -194,8 +195,13 @@ impl Conn {
             .max_retry_wait(100)
             .build()
             .map_err(|e| LockError::Endpoints(format!("cluster: {e}")))?;
+        let first = nodes
+            .first()
+            .ok_or_else(|| LockError::Endpoints("cluster without nodes".into()))?;
+        let subscriber = Client::open(node_info(first, password)?)
+            .map_err(|e| LockError::Endpoints(format!("{}: {e}", first.name)))?;
         Ok(Conn {
-            target: Target::Cluster(Box::new(client)),
+            target: Target::Cluster(Box::new(client), subscriber),
             conn: None,
             timeout,
             name: "cluster".to_string(),
@@ -211,10 +217,7 @@ impl Conn {
     pub(crate) async fn client(&mut self) -> Result<Client, OpError> {
         match &mut self.target {
             Target::Direct(c) => Ok(c.clone()),
-            Target::Cluster(_) => Err(OpError::Definite(format!(
-                "{}: no single server to subscribe on",
-                self.name
-            ))),
+            Target::Cluster(_, subscriber) => Ok(subscriber.clone()),
             Target::Sentinel(s) => {
                 match tokio::time::timeout(self.timeout, s.async_get_client()).await {
                     Ok(Ok(c)) => Ok(c),
@@ -245,7 +248,7 @@ impl Conn {
                         .get_async_connection_with_config(&config)
                         .await
                         .map(Link::Server),
-                    Target::Cluster(c) => c.get_async_connection().await.map(Link::Cluster),
+                    Target::Cluster(c, _) => c.get_async_connection().await.map(Link::Cluster),
                 }
             };
             let conn = match tokio::time::timeout(timeout, connecting).await {
