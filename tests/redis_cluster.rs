@@ -106,3 +106,88 @@ async fn a_cluster_forms_routes_and_promotes_a_replica() {
         assert!(!is_live(pid), "pid {pid} left behind");
     }
 }
+
+mod common;
+
+fn lockaudit() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+}
+
+/// The redis-server processes whose command line names `dir` (the run's folder).
+fn servers_under(dir: &std::path::Path) -> Vec<u32> {
+    let needle = dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(&needle))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Without faults set-nx-px on a cluster is valid; with the failover preset (a lagging
+/// replica promoted by TAKEOVER) it overlaps inside a live lease, and the history records
+/// the failover. No server outlives either run.
+#[test]
+fn set_nx_px_on_a_cluster_is_valid_and_overlaps_under_failover() {
+    let dir = tempfile::tempdir().unwrap();
+    let calm = dir.path().join("calm");
+    let out = lockaudit()
+        .args(["run", "--algorithm", "set-nx-px", "--topology", "cluster"])
+        .args(["--time-limit", "4s", "--seed", "1", "--out"])
+        .arg(&calm)
+        .output()
+        .unwrap();
+    common::assert_exit(&out, 0);
+    assert!(std::fs::read_to_string(calm.join("cluster-start-ms.txt")).is_ok());
+
+    let failover = dir.path().join("failover");
+    let out = lockaudit()
+        .args(["run", "--algorithm", "set-nx-px", "--topology", "cluster"])
+        .args([
+            "--nemesis",
+            "failover",
+            "--time-limit",
+            "20s",
+            "--seed",
+            "1",
+            "--out",
+        ])
+        .arg(&failover)
+        .output()
+        .unwrap();
+    common::assert_exit(&out, 1);
+    let report = common::report(&failover);
+    let inside = report["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a["kind"] == "overlap" && a["lease_expired"] == false);
+    assert!(inside, "no overlap inside a lease: {report}");
+    let history = std::fs::read_to_string(failover.join("history.jsonl")).unwrap();
+    assert!(history.contains(r#""f":"failover""#) && history.contains("takeover"));
+    assert!(servers_under(dir.path()).is_empty(), "servers left behind");
+}
+
+/// RedLock over one cluster's masters is refused as bad input, naming why.
+#[test]
+fn redlock_on_a_cluster_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = lockaudit()
+        .args([
+            "run",
+            "--algorithm",
+            "redlock",
+            "--topology",
+            "cluster",
+            "--out",
+        ])
+        .arg(dir.path().join("r"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not RedLock"), "{err}");
+}
