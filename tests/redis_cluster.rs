@@ -191,3 +191,34 @@ fn redlock_on_a_cluster_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not RedLock"), "{err}");
 }
+
+/// A master paused past the node timeout is replaced by the cluster itself, and the run
+/// records that promotion as a `failover` by the cluster (seed 2 pauses master-1 first).
+#[test]
+fn a_promotion_by_the_cluster_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("pause");
+    let out = lockaudit()
+        .args(["run", "--algorithm", "set-nx-px", "--topology", "cluster"])
+        .args([
+            "--nemesis",
+            "pause-redis",
+            "--time-limit",
+            "8s",
+            "--seed",
+            "2",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+    let history = std::fs::read_to_string(out_dir.join("history.jsonl")).unwrap();
+    let promoted = history.lines().any(|l| {
+        l.contains(r#""f":"failover""#)
+            && l.contains(r#""by":"cluster""#)
+            && l.contains("replica-4")
+    });
+    assert!(promoted, "no promotion recorded");
+    assert!(servers_under(dir.path()).is_empty(), "servers left behind");
+}

@@ -737,6 +737,14 @@ impl Cluster {
             })
     }
 
+    /// The lock's servers as (name, port): what the nemesis polls for roles on a cluster.
+    pub fn lock_ports(&self) -> Vec<(String, u16)> {
+        self.nodes
+            .iter()
+            .map(|s| (s.instance.name().to_string(), s.instance.port()))
+            .collect()
+    }
+
     fn database_mut(&mut self, name: &str) -> Option<&mut PgServer> {
         self.databases
             .iter_mut()

@@ -258,6 +258,23 @@ pub async fn takeover(port: u16, password: &str) -> Result<(), String> {
     promoted.and(restored)
 }
 
+/// The roles of `nodes` (name, port) that answer within a short time, all asked at once:
+/// (name, is master). A stopped or dead node is left out.
+pub async fn roles(nodes: &[(String, u16)], password: &str) -> Vec<(String, bool)> {
+    let asks = nodes.iter().map(|(name, port)| async move {
+        let role = tokio::time::timeout(Duration::from_millis(300), is_master(*port, password))
+            .await
+            .ok()
+            .flatten();
+        role.map(|master| (name.clone(), master))
+    });
+    futures_util::future::join_all(asks)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
 /// Whether the node on `port` reports `cluster_state:ok`.
 pub async fn is_ok(port: u16, password: &str) -> bool {
     let Ok(mut conn) = probe::connect(port, Some(password)).await else {
