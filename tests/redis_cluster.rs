@@ -222,3 +222,36 @@ fn a_promotion_by_the_cluster_is_recorded() {
     assert!(promoted, "no promotion recorded");
     assert!(servers_under(dir.path()).is_empty(), "servers left behind");
 }
+
+/// An external adapter is told `topology: "cluster"` and every node (protocol 1.3): the
+/// Rust example adapter's set-nx-px reaches the cluster through them and stays valid.
+#[test]
+fn an_external_adapter_locks_on_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        format!(
+            "algorithm = \"external\"\nadapter = [{:?}]\nadapter_options = {{ algorithm = \"set-nx-px\" }}\ntopology = \"cluster\"\nclients = 4\nworkers = 2\nkeys = 3\nttl = \"1s\"\nhold = {{ min = \"1ms\", max = \"10ms\" }}\nthink = \"2ms\"\n",
+            env!("CARGO_BIN_EXE_lockaudit-adapter")
+        ),
+    )
+    .unwrap();
+    let out_dir = dir.path().join("run");
+    let out = lockaudit()
+        .arg("run")
+        .arg(&workload)
+        .args(["--time-limit", "3s", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    common::assert_exit(&out, 0);
+    let report = common::report(&out_dir);
+    for key in ["lock:0", "lock:1", "lock:2"] {
+        let n = report["stats"]["per_key"][key]["acquisitions"]
+            .as_u64()
+            .unwrap_or(0);
+        assert!(n > 10, "{key}: {n} acquisitions");
+    }
+    assert!(servers_under(dir.path()).is_empty(), "servers left behind");
+}
