@@ -12,6 +12,7 @@
 //!   `process`: the guard that owns one child; `cleanup`: the Ctrl-C and panic handlers;
 //! - `instance`: one redis process and its readiness; `server` / `sentinel`: how each kind
 //!   is configured and started; `probe`: the client connections used to check them;
+//! - `sharded`: forming a Redis Cluster from cluster-mode nodes, and reading its roles;
 //! - `postgres`: one PostgreSQL server (`initdb`, a foreground postmaster run as an
 //!   unprivileged user when we are root, crash and restart on its WAL);
 //! - this file: the topologies, [`start`] and [`Cluster`].
@@ -111,7 +112,8 @@ pub struct ClusterSpec {
     /// libfaketime, so that [`Cluster::set_clock_offset`] can move its wall clock. Needs
     /// Debian's `faketime` package (or `$LOCKAUDIT_LIBFAKETIME`); off by default.
     pub fake_clocks: bool,
-    /// Fixed ports: consecutive from this one, in the order lock nodes, storage, sentinels.
+    /// Fixed ports: consecutive from this one, in the order lock nodes (on a cluster each
+    /// followed by its bus port), storage, sentinels.
     /// None: free ports chosen by the kernel.
     pub base_port: Option<u16>,
 }
@@ -131,7 +133,8 @@ pub struct Node {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Endpoints {
     pub topology: Topology,
-    /// The lock's servers: all masters for `Independent`; the primary first, then replicas.
+    /// The lock's servers: all masters for `Independent`; the primary first, then replicas;
+    /// for `Cluster` every node as started, masters first (roles change with failovers).
     pub nodes: Vec<Node>,
     pub sentinels: Vec<Node>,
     pub master_name: Option<String>,

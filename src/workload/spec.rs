@@ -802,6 +802,26 @@ mod mode_tests {
     }
 
     #[test]
+    fn a_cluster_takes_single_key_locks_only() {
+        let spec = WorkloadSpec::from_toml(
+            "algorithm = \"reentrant\"\ntopology = \"cluster\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(spec.topology(), Topology::Cluster);
+        for (algorithm, why) in [
+            ("redlock", "not RedLock"),
+            ("watch-multi", "CROSSSLOT"),
+            ("pg-row", "PostgreSQL"),
+        ] {
+            let text = format!("algorithm = \"{algorithm}\"\ntopology = \"cluster\"\n");
+            let error = WorkloadSpec::from_toml(&text, "w.toml").unwrap_err();
+            assert!(error.to_string().contains("field `topology`"), "{error}");
+            assert!(error.to_string().contains(why), "{error}");
+        }
+    }
+
+    #[test]
     fn read_share_is_a_share_and_only_for_a_lock_with_a_shared_mode() {
         let spec = WorkloadSpec::from_toml("algorithm = \"rw-lock\"\nread_share = 0.7\n", "w.toml")
             .unwrap();
