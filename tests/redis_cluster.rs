@@ -255,3 +255,35 @@ fn an_external_adapter_locks_on_a_cluster() {
     }
     assert!(servers_under(dir.path()).is_empty(), "servers left behind");
 }
+
+/// A partition cuts a worker off from one cluster node: the cluster client's requests go
+/// through the worker's proxies (the slot map's real addresses mapped to them by node
+/// name), so requests for that node's keys time out instead of going around the cut.
+#[test]
+fn a_partition_cuts_a_cluster_client_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("part");
+    let out = lockaudit()
+        .args(["run", "--algorithm", "set-nx-px", "--topology", "cluster"])
+        .args([
+            "--nemesis",
+            "partition",
+            "--time-limit",
+            "6s",
+            "--seed",
+            "1",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+    let history = std::fs::read_to_string(out_dir.join("history.jsonl")).unwrap();
+    assert!(history.contains(r#""f":"partition""#));
+    let cut = history
+        .lines()
+        .filter(|l| l.contains(r#""type":"info""#) && l.contains("cluster: timed out"))
+        .count();
+    assert!(cut > 0, "no request was held by the cut link");
+    assert!(servers_under(dir.path()).is_empty(), "servers left behind");
+}

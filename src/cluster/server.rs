@@ -96,6 +96,9 @@ impl ServerConfig {
             cmd.arg("--cluster-node-timeout")
                 .arg(cluster.node_timeout_ms.to_string());
             cmd.args(["--cluster-replica-validity-factor", "0"]);
+            // Its name in CLUSTER NODES: a client behind lockaudit's proxies learns from any
+            // one node which real address is which node (`sharded::named_ports`).
+            cmd.arg("--cluster-announce-hostname").arg(&self.name);
         }
         if let Some(clock) = &self.fake_clock {
             clock.apply(&mut cmd);

@@ -174,6 +174,8 @@ pub struct NodeLine {
     pub master: bool,
     /// A replica's master id.
     pub master_id: Option<String>,
+    /// The announced hostname (`ip:port@cport,hostname`): lockaudit's node name.
+    pub name: Option<String>,
 }
 
 /// Parses `CLUSTER NODES`: `<id> <ip:port@cport> <flags> <master|-> ...`.
@@ -184,6 +186,10 @@ pub fn parse_nodes(text: &str) -> Vec<NodeLine> {
             let id = f.next()?.to_string();
             let addr = f.next()?;
             let port = addr.split('@').next()?.rsplit(':').next()?.parse().ok()?;
+            let name = addr
+                .split_once(',')
+                .map(|(_, h)| h.to_string())
+                .filter(|h| !h.is_empty());
             let flags = f.next()?;
             let master_id = f.next().filter(|m| *m != "-").map(str::to_string);
             Some(NodeLine {
@@ -191,6 +197,7 @@ pub fn parse_nodes(text: &str) -> Vec<NodeLine> {
                 port,
                 master: flags.split(',').any(|x| x == "master"),
                 master_id,
+                name,
             })
         })
         .collect()
@@ -224,6 +231,46 @@ pub async fn replica_of(master_port: u16, password: &str) -> Result<u16, String>
         .find(|l| !l.master && l.master_id.as_deref() == Some(me.id.as_str()))
         .map(|l| l.port)
         .ok_or_else(|| format!("127.0.0.1:{master_port} has no replica"))
+}
+
+/// Every node's name (its announced hostname) and real data port, as the node at
+/// `host:port` (a proxy in front of one, maybe) lists them; None if it does not answer
+/// within `limit`.
+pub async fn named_ports(
+    host: &str,
+    port: u16,
+    password: Option<&str>,
+    limit: Duration,
+) -> Option<Vec<(String, u16)>> {
+    let ask = async {
+        let mut settings = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        if let Some(pw) = password {
+            settings = settings.set_password(pw);
+        }
+        let info = redis::IntoConnectionInfo::into_connection_info(redis::ConnectionAddr::Tcp(
+            host.to_string(),
+            port,
+        ))
+        .ok()?
+        .set_redis_settings(settings);
+        let mut conn = redis::Client::open(info)
+            .ok()?
+            .get_multiplexed_async_connection()
+            .await
+            .ok()?;
+        let text: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        Some(
+            parse_nodes(&text)
+                .into_iter()
+                .filter_map(|l| Some((l.name?, l.port)))
+                .collect(),
+        )
+    };
+    tokio::time::timeout(limit, ask).await.ok().flatten()
 }
 
 /// Keys held by the node on `port` (DBSIZE).
@@ -313,11 +360,13 @@ mod tests {
 
     #[test]
     fn cluster_nodes_lines_parse() {
-        let text = "a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n\
+        let text = "a1 127.0.0.1:7000@17000,master-0 myself,master - 0 0 1 connected 0-5460\n\
                     b2 127.0.0.1:7003@17003 slave a1 0 1 1 connected\n";
         let lines = parse_nodes(text);
         assert_eq!(lines.len(), 2);
         assert!(lines[0].master && lines[0].port == 7000 && lines[0].master_id.is_none());
+        assert_eq!(lines[0].name.as_deref(), Some("master-0"));
+        assert_eq!(lines[1].name, None);
         assert!(!lines[1].master);
         assert_eq!(lines[1].master_id.as_deref(), Some("a1"));
     }

@@ -10,10 +10,11 @@
 //! command by its key's slot, follows MOVED / ASK and refreshes the slot map after a
 //! failover, as an application's cluster client does (its own retries included).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, NodeAddress};
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
@@ -176,7 +177,12 @@ impl Conn {
 
     /// A connection to a Redis Cluster through its `nodes` (any of them; the client learns
     /// the slot map from the first that answers).
-    pub(crate) fn cluster(
+    ///
+    /// When `nodes` are lockaudit's proxies (a run with partitions), the cluster's slot map
+    /// still names the nodes' real addresses: each is mapped to the proxy in front of the
+    /// node of that name (the names from any node's CLUSTER NODES), so that every request
+    /// goes through this worker's proxies and a cut link cuts it.
+    pub(crate) async fn cluster(
         nodes: &[Node],
         password: Option<&str>,
         timeout: Duration,
@@ -185,6 +191,26 @@ impl Conn {
             .iter()
             .map(|n| node_info(n, password))
             .collect::<Result<Vec<_>, _>>()?;
+        let mut real = None;
+        for n in nodes {
+            real = crate::cluster::sharded::named_ports(&n.host, n.port, password, timeout).await;
+            if real.is_some() {
+                break;
+            }
+        }
+        let map: HashMap<NodeAddress, NodeAddress> = real
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(name, port)| {
+                let front = nodes.iter().find(|n| n.name == name)?;
+                (front.port != port).then(|| {
+                    (
+                        NodeAddress::new("127.0.0.1", port),
+                        NodeAddress::new(front.host.as_str(), front.port),
+                    )
+                })
+            })
+            .collect();
         // A few quick retries: enough to follow MOVED / ASK and wait out a promotion's
         // CLUSTERDOWN for a moment, bounded anyway by the request's time limit.
         let client = ClusterClientBuilder::new(infos)
@@ -193,6 +219,7 @@ impl Conn {
             .retries(4)
             .min_retry_wait(10)
             .max_retry_wait(100)
+            .node_address_map(map)
             .build()
             .map_err(|e| LockError::Endpoints(format!("cluster: {e}")))?;
         let first = nodes

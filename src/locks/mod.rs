@@ -678,7 +678,7 @@ async fn primary(endpoints: &Endpoints, options: &LockOptions) -> Result<Conn, L
                 "cluster topology without nodes".into(),
             ));
         }
-        let mut conn = Conn::cluster(&endpoints.nodes, password, timeout)?;
+        let mut conn = Conn::cluster(&endpoints.nodes, password, timeout).await?;
         conn.probe().await?;
         return Ok(conn);
     }
