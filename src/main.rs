@@ -403,6 +403,11 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
             spec.algorithm
         );
     }
+    if args.redis.is_some() && spec.topology == Some(lockaudit::cluster::Topology::Cluster) {
+        anyhow::bail!(
+            "--redis with topology cluster: lockaudit audits only a Redis Cluster it starts itself (drop --redis)"
+        );
+    }
     let servers = match &args.redis {
         Some(url) => Servers::Existing(existing_endpoints(url).map_err(|e| anyhow::anyhow!(e))?),
         None => Servers::Owned {

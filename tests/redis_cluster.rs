@@ -190,6 +190,16 @@ fn redlock_on_a_cluster_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not RedLock"), "{err}");
+    // Nor can it audit a cluster it did not start.
+    let out = lockaudit()
+        .args(["run", "--algorithm", "set-nx-px", "--topology", "cluster"])
+        .args(["--redis", "redis://127.0.0.1:1", "--out"])
+        .arg(dir.path().join("e"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--redis with topology cluster"), "{err}");
 }
 
 /// A master paused past the node timeout is replaced by the cluster itself, and the run
