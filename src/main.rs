@@ -218,8 +218,9 @@ struct RunArgs {
     // The help names every preset (nemesis_help).
     #[arg(long, help = nemesis_help())]
     nemesis: Option<String>,
-    /// Where the lock lives: single, replicated, sentinel, independent (default: the
-    /// algorithm's own; redlock: independent).
+    /// Where the lock lives: single, replicated, sentinel, independent, cluster (a Redis
+    /// Cluster of 3 masters with a replica each), postgres (default: the algorithm's own;
+    /// redlock: independent).
     #[arg(long, value_parser = parse_topology)]
     topology: Option<lockaudit::cluster::Topology>,
     /// Fencing tokens, checked by a fenced resource.
@@ -292,8 +293,9 @@ fn args_workload_name(spec: &WorkloadSpec) -> String {
 }
 
 fn parse_topology(text: &str) -> Result<lockaudit::cluster::Topology, String> {
-    serde_json::from_value(serde_json::Value::String(text.to_string()))
-        .map_err(|_| "expected single, replicated, sentinel, independent or postgres".to_string())
+    serde_json::from_value(serde_json::Value::String(text.to_string())).map_err(|_| {
+        "expected single, replicated, sentinel, independent, cluster or postgres".to_string()
+    })
 }
 
 /// Exit code for a run that could not be carried out (the README's exit codes).
@@ -399,6 +401,11 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
         anyhow::bail!(
             "--redis: {} runs on the PostgreSQL server lockaudit starts itself, not on a Redis",
             spec.algorithm
+        );
+    }
+    if args.redis.is_some() && spec.topology == Some(lockaudit::cluster::Topology::Cluster) {
+        anyhow::bail!(
+            "--redis with topology cluster: lockaudit audits only a Redis Cluster it starts itself (drop --redis)"
         );
     }
     let servers = match &args.redis {

@@ -53,6 +53,18 @@ def connect(init, options):
         return sentinel.master_for(
             init["master_name"], password=password, socket_timeout=socket_timeout
         )
+    if init.get("topology") == "cluster":
+        # protocol 1.3: a Redis Cluster; redis-py's cluster client routes by slot and
+        # follows MOVED / ASK after a failover.
+        from redis.cluster import ClusterNode, RedisCluster
+
+        nodes = init["nodes"]
+        return RedisCluster(
+            startup_nodes=[ClusterNode(n["host"], n["port"]) for n in nodes],
+            password=nodes[0].get("password"),
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+        )
     node = init["nodes"][0]
     return redis.Redis(
         host=node["host"],

@@ -71,6 +71,14 @@ pub enum ClusterError {
         tail: String,
     },
 
+    /// The Redis Cluster's nodes started but did not form a cluster in time.
+    #[error("forming the Redis Cluster: {node} (127.0.0.1:{port}): {reason}")]
+    Form {
+        node: String,
+        port: u16,
+        reason: String,
+    },
+
     /// The binary exists but could not be run.
     #[error("cannot run {}: {source}", binary.display())]
     Spawn {

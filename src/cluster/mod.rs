@@ -12,6 +12,7 @@
 //!   `process`: the guard that owns one child; `cleanup`: the Ctrl-C and panic handlers;
 //! - `instance`: one redis process and its readiness; `server` / `sentinel`: how each kind
 //!   is configured and started; `probe`: the client connections used to check them;
+//! - `sharded`: forming a Redis Cluster from cluster-mode nodes, and reading its roles;
 //! - `postgres`: one PostgreSQL server (`initdb`, a foreground postmaster run as an
 //!   unprivileged user when we are root, crash and restart on its WAL);
 //! - this file: the topologies, [`start`] and [`Cluster`].
@@ -33,6 +34,7 @@ pub mod reach;
 mod registry;
 mod sentinel;
 mod server;
+pub mod sharded;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -75,7 +77,15 @@ pub enum Topology {
     /// One PostgreSQL server (`master-0`), for the database locks; the guarded resource's
     /// storage server is still a Redis.
     Postgres,
+    /// A Redis Cluster: `ClusterSpec::shards` masters (`master-<i>`), one replica each
+    /// (`replica-<shards + i>` follows `master-<i>`), slots split evenly, failover decided
+    /// by the cluster itself after `CLUSTER_NODE_TIMEOUT_MS`.
+    Cluster,
 }
+
+/// `cluster-node-timeout` of `Topology::Cluster`: short, so that a dead master is replaced
+/// within a few seconds of a run (Redis's default, 15 s, would outlast most runs).
+pub const CLUSTER_NODE_TIMEOUT_MS: u64 = 1000;
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -83,6 +93,8 @@ pub struct ClusterSpec {
     pub topology: Topology,
     /// Masters for `Independent` (default 5).
     pub masters: usize,
+    /// Masters of `Cluster` (default 3), each with one replica.
+    pub shards: usize,
     /// Where data folders and logs go (the run folder).
     pub dir: PathBuf,
     /// The binaries; found on PATH when not given.
@@ -100,7 +112,8 @@ pub struct ClusterSpec {
     /// libfaketime, so that [`Cluster::set_clock_offset`] can move its wall clock. Needs
     /// Debian's `faketime` package (or `$LOCKAUDIT_LIBFAKETIME`); off by default.
     pub fake_clocks: bool,
-    /// Fixed ports: consecutive from this one, in the order lock nodes, storage, sentinels.
+    /// Fixed ports: consecutive from this one, in the order lock nodes (on a cluster each
+    /// followed by its bus port), storage, sentinels.
     /// None: free ports chosen by the kernel.
     pub base_port: Option<u16>,
 }
@@ -120,7 +133,8 @@ pub struct Node {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Endpoints {
     pub topology: Topology,
-    /// The lock's servers: all masters for `Independent`; the primary first, then replicas.
+    /// The lock's servers: all masters for `Independent`; the primary first, then replicas;
+    /// for `Cluster` every node as started, masters first (roles change with failovers).
     pub nodes: Vec<Node>,
     pub sentinels: Vec<Node>,
     pub master_name: Option<String>,
@@ -136,6 +150,7 @@ impl ClusterSpec {
         ClusterSpec {
             topology,
             masters: 5,
+            shards: 3,
             dir: dir.into(),
             redis_server: None,
             redis_sentinel: None,
@@ -237,6 +252,12 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     }
     let lock_nodes = match spec.topology {
         Topology::Postgres => 0,
+        Topology::Cluster if spec.shards == 0 => {
+            return Err(ClusterError::InvalidSpec(
+                "a Redis Cluster needs at least one master".into(),
+            ))
+        }
+        Topology::Cluster => 2 * spec.shards,
         Topology::Single => 1,
         Topology::Replicated | Topology::Sentinel => 1 + REPLICAS,
         Topology::Independent if spec.masters == 0 => {
@@ -274,16 +295,20 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         None
     };
 
-    let mut ports = ports::plan(lock_nodes + 1 + sentinel_count, spec.base_port)?.into_iter();
+    let cluster_mode = spec.topology == Topology::Cluster;
+    let bus_ports = if cluster_mode { lock_nodes } else { 0 };
+    let mut ports =
+        ports::plan(lock_nodes + 1 + sentinel_count + bus_ports, spec.base_port)?.into_iter();
     let mut next_port = || {
         ports
             .next()
             .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))
     };
-    // `lock_node`: a master or replica (fake clock), not storage.
+    // `lock_node`: a master or replica (fake clock), not storage; `bus_port`: cluster mode.
     let config = |name: String,
                   replica_of: Option<u16>,
-                  lock_node: bool|
+                  lock_node: bool,
+                  bus_port: Option<u16>|
      -> Result<ServerConfig, ClusterError> {
         let fake_clock = match &preload {
             Some(preload) if lock_node => Some(clock::FakeClock::create(
@@ -295,37 +320,70 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         let config = ServerConfig {
             dir: root.join(&name),
             log: root.join(format!("{name}.log")),
-            name,
             binary: server_binary.clone(),
             password: password.clone(),
             persistence: spec.persistence,
             replica_of,
             fake_clock,
+            cluster: bus_port.map(|bus_port| server::ClusterMode {
+                bus_port,
+                config_file: root.join(format!("{name}.nodes.conf")),
+                node_timeout_ms: CLUSTER_NODE_TIMEOUT_MS,
+            }),
+            name,
         };
+        if let Some(cluster) = &config.cluster {
+            // A new cluster: a config left by an earlier run in this folder would rejoin it.
+            let _ = std::fs::remove_file(&cluster.config_file);
+        }
         config.prepare_dir(false)?;
         Ok(config)
     };
 
     // Primaries first: a replica started before its primary listens retries only once a
     // second. Storage starts alongside them.
-    let primaries = if spec.topology == Topology::Independent {
-        lock_nodes
-    } else {
-        1
+    // A cluster's nodes all start at once: its replicas are made replicas by the cluster.
+    let primaries = match spec.topology {
+        Topology::Independent | Topology::Cluster => lock_nodes,
+        _ => 1,
     };
     let mut first = Vec::with_capacity(primaries + 1);
+    let mut members = Vec::new();
     for i in 0..primaries {
-        first.push((config(format!("master-{i}"), None, true)?, next_port()?));
+        let name = if cluster_mode && i >= spec.shards {
+            format!("replica-{i}")
+        } else {
+            format!("master-{i}")
+        };
+        let port = next_port()?;
+        let bus_port = if cluster_mode {
+            Some(next_port()?.port())
+        } else {
+            None
+        };
+        first.push((config(name, None, true, bus_port)?, port));
     }
     let mut replica_ports = Vec::new();
     for _ in primaries..lock_nodes {
         replica_ports.push(next_port()?);
     }
-    first.push((config("storage".into(), None, false)?, next_port()?));
+    first.push((config("storage".into(), None, false, None)?, next_port()?));
     let mut nodes = server::start_all(first, true).await?;
     let storage = nodes
         .pop()
         .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))?;
+    if cluster_mode {
+        for server in &nodes {
+            if let Some(cluster) = &server.config.cluster {
+                members.push(sharded::Member {
+                    name: server.config.name.clone(),
+                    port: server.instance.port(),
+                    bus_port: cluster.bus_port,
+                });
+            }
+        }
+        sharded::form(&members, spec.shards, &password).await?;
+    }
 
     if lock_nodes > primaries {
         let primary_port = nodes
@@ -335,7 +393,7 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         let mut replicas = Vec::with_capacity(replica_ports.len());
         for (i, port) in replica_ports.into_iter().enumerate() {
             let name = format!("replica-{}", primaries + i);
-            replicas.push((config(name, Some(primary_port), true)?, port));
+            replicas.push((config(name, Some(primary_port), true, None)?, port));
         }
         nodes.extend(server::start_all(replicas, true).await?);
     }
@@ -410,6 +468,7 @@ async fn start_postgres(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         persistence: false,
         replica_of: None,
         fake_clock: None,
+        cluster: None,
     };
     storage_config.prepare_dir(false)?;
     let mut storage = server::start_all(vec![(storage_config, storage_port)], false).await?;
@@ -619,6 +678,74 @@ impl Cluster {
             )),
             None => Err(ClusterError::UnknownNode(name.to_string())),
         }
+    }
+
+    /// `Cluster` only: the master holding the most keys (the busiest lock's) and its replica,
+    /// whose replication is then cut (see `sharded::cut_replication`): from now on it lags.
+    /// Returns (master, replica).
+    pub async fn lag_busiest_replica(&self) -> Result<(String, String), ClusterError> {
+        let unsupported = |reason: String| ClusterError::Unsupported {
+            action: "fail over",
+            node: "the cluster".into(),
+            reason,
+        };
+        if self.topology != Topology::Cluster {
+            return Err(unsupported(
+                "only a Redis Cluster fails over by itself".into(),
+            ));
+        }
+        let mut busiest: Option<(i64, &Server)> = None;
+        for s in &self.nodes {
+            let port = s.instance.port();
+            if s.instance.pid().is_none()
+                || sharded::is_master(port, &self.password).await != Some(true)
+            {
+                continue;
+            }
+            let keys = sharded::dbsize(port, &self.password).await.unwrap_or(-1);
+            if busiest.is_none_or(|(k, _)| keys > k) {
+                busiest = Some((keys, s));
+            }
+        }
+        let (_, master) = busiest.ok_or_else(|| unsupported("no master answers".into()))?;
+        let replica_port = sharded::replica_of(master.instance.port(), &self.password)
+            .await
+            .map_err(unsupported)?;
+        let replica = self
+            .nodes
+            .iter()
+            .find(|s| s.instance.port() == replica_port)
+            .ok_or_else(|| unsupported(format!("no node of ours on port {replica_port}")))?;
+        sharded::cut_replication(replica_port, &self.password)
+            .await
+            .map_err(unsupported)?;
+        Ok((
+            master.instance.name().to_string(),
+            replica.instance.name().to_string(),
+        ))
+    }
+
+    /// `Cluster` only: promotes `replica` at once with what it has (`CLUSTER FAILOVER
+    /// TAKEOVER`) and restores its replication password.
+    pub async fn take_over(&self, replica: &str) -> Result<(), ClusterError> {
+        let port = self
+            .port(replica)
+            .ok_or_else(|| ClusterError::UnknownNode(replica.to_string()))?;
+        sharded::takeover(port, &self.password)
+            .await
+            .map_err(|reason| ClusterError::Unsupported {
+                action: "promote",
+                node: replica.to_string(),
+                reason,
+            })
+    }
+
+    /// The lock's servers as (name, port): what the nemesis polls for roles on a cluster.
+    pub fn lock_ports(&self) -> Vec<(String, u16)> {
+        self.nodes
+            .iter()
+            .map(|s| (s.instance.name().to_string(), s.instance.port()))
+            .collect()
     }
 
     fn database_mut(&mut self, name: &str) -> Option<&mut PgServer> {

@@ -31,6 +31,20 @@ pub struct ServerConfig {
     pub replica_of: Option<u16>,
     /// libfaketime and the offset file, for a server whose clock the nemesis moves.
     pub fake_clock: Option<FakeClock>,
+    /// Cluster mode (`Topology::Cluster`): the node's bus port and its cluster config file.
+    pub cluster: Option<ClusterMode>,
+}
+
+/// A Redis Cluster node's own settings.
+#[derive(Debug, Clone)]
+pub struct ClusterMode {
+    /// The cluster bus port, chosen free like the data port: the default (port + 10000)
+    /// may be past 65535 or taken when the data port is a kernel-chosen one.
+    pub bus_port: u16,
+    /// `nodes.conf`, outside the data folder so that a node restarted empty keeps its
+    /// identity and rejoins the cluster (as a crashed node with a lost dataset would).
+    pub config_file: PathBuf,
+    pub node_timeout_ms: u64,
 }
 
 impl ServerConfig {
@@ -72,6 +86,19 @@ impl ServerConfig {
         if let Some(primary) = self.replica_of {
             cmd.args(["--replicaof", "127.0.0.1"])
                 .arg(primary.to_string());
+        }
+        if let Some(cluster) = &self.cluster {
+            // `cluster-replica-validity-factor 0`: a replica cut off from its master for a
+            // while may still be promoted, as in the failover hazard under audit.
+            cmd.args(["--cluster-enabled", "yes"]);
+            cmd.arg("--cluster-port").arg(cluster.bus_port.to_string());
+            cmd.arg("--cluster-config-file").arg(&cluster.config_file);
+            cmd.arg("--cluster-node-timeout")
+                .arg(cluster.node_timeout_ms.to_string());
+            cmd.args(["--cluster-replica-validity-factor", "0"]);
+            // Its name in CLUSTER NODES: a client behind lockaudit's proxies learns from any
+            // one node which real address is which node (`sharded::named_ports`).
+            cmd.arg("--cluster-announce-hostname").arg(&self.name);
         }
         if let Some(clock) = &self.fake_clock {
             clock.apply(&mut cmd);
@@ -244,6 +271,7 @@ mod tests {
             persistence: false,
             replica_of: None,
             fake_clock: None,
+            cluster: None,
         };
         config.prepare_dir(false).unwrap();
         let servers = start_all(vec![(config, PortChoice::Free(port))], true)

@@ -5,10 +5,17 @@
 //! whether its command may have run. Here a failed or timed-out request drops the connection
 //! (so the next operation reconnects, and under Sentinel asks the sentinels again, the way
 //! real apps rediscover a moved primary) and the caller learns which kind of failure it was.
+//!
+//! On a Redis Cluster the connection is redis-rs's cluster connection: it routes each
+//! command by its key's slot, follows MOVED / ASK and refreshes the slot map after a
+//! failover, as an application's cluster client does (its own retries included).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, NodeAddress};
+use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
     AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ErrorKind, FromRedisValue,
@@ -58,12 +65,50 @@ enum Target {
     Direct(Client),
     /// The primary that the sentinels name at connect time.
     Sentinel(Box<SentinelClient>),
+    /// A Redis Cluster, reached through any of its nodes; and one node for Pub/Sub (a
+    /// cluster broadcasts PUBLISH to every node, so any node hears every unlock message).
+    Cluster(Box<ClusterClient>, Client),
+}
+
+/// An open connection: to one server, or to a whole Redis Cluster.
+#[derive(Clone)]
+enum Link {
+    Server(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Link {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Link::Server(c) => c.req_packed_command(cmd),
+            Link::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Link::Server(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Link::Server(c) => c.get_db(),
+            Link::Cluster(c) => c.get_db(),
+        }
+    }
 }
 
 /// A lazily (re)connected multiplexed connection with a per-request time limit.
 pub(crate) struct Conn {
     target: Target,
-    conn: Option<MultiplexedConnection>,
+    conn: Option<Link>,
     timeout: Duration,
     /// For error messages and `node` fields: the server's name or `sentinel:<master>`.
     pub(crate) name: String,
@@ -130,6 +175,66 @@ impl Conn {
         })
     }
 
+    /// A connection to a Redis Cluster through its `nodes` (any of them; the client learns
+    /// the slot map from the first that answers).
+    ///
+    /// When `nodes` are lockaudit's proxies (a run with partitions), the cluster's slot map
+    /// still names the nodes' real addresses: each is mapped to the proxy in front of the
+    /// node of that name (the names from any node's CLUSTER NODES), so that every request
+    /// goes through this worker's proxies and a cut link cuts it.
+    pub(crate) async fn cluster(
+        nodes: &[Node],
+        password: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Self, LockError> {
+        let infos = nodes
+            .iter()
+            .map(|n| node_info(n, password))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut real = None;
+        for n in nodes {
+            real = crate::cluster::sharded::named_ports(&n.host, n.port, password, timeout).await;
+            if real.is_some() {
+                break;
+            }
+        }
+        let map: HashMap<NodeAddress, NodeAddress> = real
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(name, port)| {
+                let front = nodes.iter().find(|n| n.name == name)?;
+                (front.port != port).then(|| {
+                    (
+                        NodeAddress::new("127.0.0.1", port),
+                        NodeAddress::new(front.host.as_str(), front.port),
+                    )
+                })
+            })
+            .collect();
+        // A few quick retries: enough to follow MOVED / ASK and wait out a promotion's
+        // CLUSTERDOWN for a moment, bounded anyway by the request's time limit.
+        let client = ClusterClientBuilder::new(infos)
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .retries(4)
+            .min_retry_wait(10)
+            .max_retry_wait(100)
+            .node_address_map(map)
+            .build()
+            .map_err(|e| LockError::Endpoints(format!("cluster: {e}")))?;
+        let first = nodes
+            .first()
+            .ok_or_else(|| LockError::Endpoints("cluster without nodes".into()))?;
+        let subscriber = Client::open(node_info(first, password)?)
+            .map_err(|e| LockError::Endpoints(format!("{}: {e}", first.name)))?;
+        Ok(Conn {
+            target: Target::Cluster(Box::new(client), subscriber),
+            conn: None,
+            timeout,
+            name: "cluster".to_string(),
+        })
+    }
+
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }
@@ -139,6 +244,7 @@ impl Conn {
     pub(crate) async fn client(&mut self) -> Result<Client, OpError> {
         match &mut self.target {
             Target::Direct(c) => Ok(c.clone()),
+            Target::Cluster(_, subscriber) => Ok(subscriber.clone()),
             Target::Sentinel(s) => {
                 match tokio::time::timeout(self.timeout, s.async_get_client()).await {
                     Ok(Ok(c)) => Ok(c),
@@ -153,7 +259,7 @@ impl Conn {
     }
 
     /// Connects if not connected. Nothing was sent yet, so any failure is definite.
-    async fn ensure(&mut self) -> Result<&mut MultiplexedConnection, OpError> {
+    async fn ensure(&mut self) -> Result<&mut Link, OpError> {
         if self.conn.is_none() {
             let config = AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(self.timeout))
@@ -161,11 +267,15 @@ impl Conn {
             let timeout = self.timeout;
             let connecting = async {
                 match &mut self.target {
-                    Target::Direct(c) => {
-                        c.get_multiplexed_async_connection_with_config(&config)
-                            .await
-                    }
-                    Target::Sentinel(s) => s.get_async_connection_with_config(&config).await,
+                    Target::Direct(c) => c
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await
+                        .map(Link::Server),
+                    Target::Sentinel(s) => s
+                        .get_async_connection_with_config(&config)
+                        .await
+                        .map(Link::Server),
+                    Target::Cluster(c, _) => c.get_async_connection().await.map(Link::Cluster),
                 }
             };
             let conn = match tokio::time::timeout(timeout, connecting).await {

@@ -236,6 +236,19 @@ pub fn has_shared_mode(algorithm: &str) -> bool {
     SHARED_MODE.contains(&algorithm)
 }
 
+/// Whether `algorithm` can run on a Redis Cluster, and why not. RedLock's safety argument
+/// needs masters that fail independently; the masters of one cluster fail over together
+/// under one configuration (and a key lives on one of them only). watch-multi's
+/// transaction spans the lock key and the counter key, which hash to different slots.
+pub fn on_cluster(algorithm: &str) -> Result<(), String> {
+    match algorithm {
+        "redlock" => Err("RedLock over the masters of one Redis Cluster is not RedLock: a key lives on one master only, and the masters are not independent (they fail over under one cluster configuration); run redlock on the independent topology".into()),
+        "watch-multi" => Err("watch-multi's transaction spans the lock key and its counter key, which hash to different slots (CROSSSLOT)".into()),
+        a if on_postgres(a) => Err(format!("{a} runs on PostgreSQL (topology \"postgres\")")),
+        _ => Ok(()),
+    }
+}
+
 /// Whether `algorithm` runs on the PostgreSQL server lockaudit starts (`Topology::Postgres`).
 pub fn on_postgres(algorithm: &str) -> bool {
     algorithm.starts_with("pg-")
@@ -659,6 +672,16 @@ pub async fn connect(
 async fn primary(endpoints: &Endpoints, options: &LockOptions) -> Result<Conn, LockError> {
     let password = endpoints.password.as_deref();
     let timeout = options.op_timeout();
+    if endpoints.topology == Topology::Cluster {
+        if endpoints.nodes.is_empty() {
+            return Err(LockError::Endpoints(
+                "cluster topology without nodes".into(),
+            ));
+        }
+        let mut conn = Conn::cluster(&endpoints.nodes, password, timeout).await?;
+        conn.probe().await?;
+        return Ok(conn);
+    }
     if endpoints.topology == Topology::Sentinel {
         let master = endpoints.master_name.as_deref().ok_or_else(|| {
             LockError::Endpoints("sentinel topology without a master name".into())
@@ -698,6 +721,9 @@ async fn redlock_masters(
     endpoints: &Endpoints,
     options: &LockOptions,
 ) -> Result<Vec<Conn>, LockError> {
+    if endpoints.topology == Topology::Cluster {
+        return Err(LockError::Endpoints(on_cluster("redlock").unwrap_err()));
+    }
     if endpoints.topology != Topology::Independent {
         return Ok(vec![primary(endpoints, options).await?]);
     }

@@ -1,7 +1,8 @@
 //! Waiting for a Redisson unlock message: the subscription a contended acquire makes to the
 //! lock's channel, and the wait for a message or a time limit. Waiting is only faster with
 //! it, never more correct, so any trouble with the subscription just falls back to sleeping.
-//! `reentrant`, `rw-lock` and `fair-lock` wait this way.
+//! `reentrant`, `rw-lock` and `fair-lock` wait this way. On a Redis Cluster the subscription
+//! is on one node (PUBLISH reaches every node); that node down means sleeping.
 
 use std::time::Duration;
 

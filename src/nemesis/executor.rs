@@ -94,7 +94,16 @@ pub async fn execute_until<W: Workers>(
         begun: vec![false; plan.len()],
         armed: BTreeMap::new(),
         stopped_primary: BTreeMap::new(),
+        lagging: BTreeMap::new(),
+        masters: None,
     };
+    // A Redis Cluster fails over by itself (a master killed or paused past the node
+    // timeout): its nodes' roles are polled so that each promotion is recorded when seen.
+    let watch = targets
+        .cluster
+        .as_deref()
+        .filter(|c| c.topology() == Topology::Cluster)
+        .map(|c| (c.lock_ports(), c.password().to_string()));
     let deadline_ns = (deadline_ms as i64).saturating_mul(1_000_000);
     let mut next = 0;
     loop {
@@ -106,6 +115,16 @@ pub async fn execute_until<W: Workers>(
             + std::time::Duration::from_nanos(
                 ((due_ms as i64) * 1_000_000 - journal.clock.now()).max(0) as u64,
             );
+        // Read-only, so a poll cut short by another branch loses nothing.
+        let poll = async {
+            match &watch {
+                Some((nodes, password)) => {
+                    tokio::time::sleep(ROLE_POLL).await;
+                    cluster::sharded::roles(nodes, password).await
+                }
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
             () = stop.notified() => return None,
@@ -133,6 +152,7 @@ pub async fn execute_until<W: Workers>(
                     Step::End => state.end(i, &plan[i], targets, journal).await,
                 }
             }
+            roles = poll => state.saw_roles(roles, journal),
         }
     }
 }
@@ -145,7 +165,15 @@ struct Executor {
     armed: BTreeMap<usize, String>,
     /// Sentinel failovers under way: fault -> the primary paused.
     stopped_primary: BTreeMap<usize, String>,
+    /// A Redis Cluster failover under way: (master, its lagging replica) by fault index.
+    lagging: BTreeMap<usize, (String, String)>,
+    /// A Redis Cluster's masters as last seen (None before the first poll).
+    masters: Option<std::collections::BTreeSet<String>>,
 }
+
+/// How often a Redis Cluster's roles are polled: a promotion is recorded within this of
+/// the node calling itself master.
+const ROLE_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The worker a client fault acts on: its first target, `worker-3` -> 3.
 fn target_worker(fault: &PlannedFault) -> Option<usize> {
@@ -153,6 +181,34 @@ fn target_worker(fault: &PlannedFault) -> Option<usize> {
 }
 
 impl Executor {
+    /// Records a `failover` (by the cluster) for every node that answers as master and was
+    /// not one when last seen; a node that answers as replica is no master any more, one
+    /// that does not answer keeps its last role.
+    fn saw_roles(&mut self, roles: Vec<(String, bool)>, journal: &Journal) {
+        let Some(known) = self.masters.as_mut() else {
+            self.masters = Some(roles.into_iter().filter(|r| r.1).map(|r| r.0).collect());
+            return;
+        };
+        let replicas: Vec<&String> = roles.iter().filter(|r| !r.1).map(|r| &r.0).collect();
+        for (name, master) in &roles {
+            if *master && known.insert(name.clone()) {
+                // The master it replaced: a known master now silent or a replica.
+                let answering: Vec<&String> = roles.iter().filter(|r| r.1).map(|r| &r.0).collect();
+                let from: Vec<&String> = known
+                    .iter()
+                    .filter(|m| *m != name && !answering.contains(m))
+                    .collect();
+                journal.fault(
+                    "failover",
+                    std::slice::from_ref(name),
+                    &[],
+                    extra(&[("from", json!(from)), ("by", json!("cluster"))]),
+                );
+            }
+        }
+        known.retain(|m| !replicas.contains(&m));
+    }
+
     async fn begin<W: Workers>(
         &mut self,
         i: usize,
@@ -273,6 +329,30 @@ impl Executor {
                     );
                 }
                 !moved.is_empty()
+            }
+            FaultKind::Failover if targets.endpoints.topology == Topology::Cluster => {
+                // Redis Cluster: the busiest master's replica lags for the fault's duration
+                // (its link cut, its reconnects refused) while the master acknowledges
+                // writes; the end promotes it with what it has.
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                match cluster.lag_busiest_replica().await {
+                    Ok((master, replica)) => {
+                        journal.fault(
+                            "partition",
+                            &[master.clone(), replica.clone()],
+                            &[],
+                            extra(&[("link", json!("replication"))]),
+                        );
+                        self.lagging.insert(i, (master, replica));
+                        true
+                    }
+                    Err(e) => {
+                        tracing::warn!("failover: {e}");
+                        false
+                    }
+                }
             }
             FaultKind::Failover if targets.endpoints.topology == Topology::Sentinel => {
                 // Sentinel's own failover: the primary stops answering, Sentinel elects
@@ -420,6 +500,30 @@ impl Executor {
                 if !healed.is_empty() {
                     journal.fault("clock", &healed, &[], extra(&[("offset_ms", json!(0))]));
                 }
+            }
+            FaultKind::Failover if targets.endpoints.topology == Topology::Cluster => {
+                let Some((master, replica)) = self.lagging.remove(&i) else {
+                    return;
+                };
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                match cluster.take_over(&replica).await {
+                    Ok(()) => {
+                        // Ours, recorded here: the role poll must not record it again.
+                        if let Some(known) = self.masters.as_mut() {
+                            known.insert(replica.clone());
+                        }
+                        journal.fault(
+                            "failover",
+                            std::slice::from_ref(&replica),
+                            &[],
+                            extra(&[("from", json!(master)), ("by", json!("takeover"))]),
+                        )
+                    }
+                    Err(e) => tracing::warn!("failover: {e}"),
+                }
+                journal.fault("heal", &[master, replica], &[], Map::new());
             }
             FaultKind::Failover if targets.endpoints.topology == Topology::Sentinel => {
                 let Some(old) = self.stopped_primary.remove(&i) else {

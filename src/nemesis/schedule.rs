@@ -511,6 +511,14 @@ pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Optio
             _ => "a single server has no replica to fail over to (--topology replicated or sentinel has)"
                 .to_string(),
         }),
+        FaultKind::Partition | FaultKind::Latency
+            if topology == Topology::Cluster && algorithm == crate::locks::EXTERNAL =>
+        {
+            Some(
+                "an adapter's cluster client learns the nodes' real addresses from the cluster's slot map and goes around lockaudit's per-worker proxies"
+                    .to_string(),
+            )
+        }
         FaultKind::ClockSkew => crate::locks::ignores_client_clock(algorithm),
         FaultKind::ClockJump if topology == Topology::Postgres => Some(
             "PostgreSQL's locks never expire, so its clock decides nothing (and it runs without libfaketime)"
@@ -522,7 +530,10 @@ pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Optio
 
 /// Whether the topology has replicas to fail over to.
 pub fn has_replicas(topology: Topology) -> bool {
-    matches!(topology, Topology::Replicated | Topology::Sentinel)
+    matches!(
+        topology,
+        Topology::Replicated | Topology::Sentinel | Topology::Cluster
+    )
 }
 
 fn check_fault(fault: &FaultSpec) -> Result<(), String> {

@@ -211,7 +211,18 @@ pub async fn run(
             cluster_spec.redis_sentinel = redis_sentinel;
             cluster_spec.persistence = schedule.needs_persistence();
             cluster_spec.fake_clocks = kinds.contains(&FaultKind::ClockJump);
+            let begun = std::time::Instant::now();
             let cluster = cluster::start(&cluster_spec).await?;
+            if cluster_spec.topology == cluster::Topology::Cluster {
+                // Forming a cluster takes seconds, not milliseconds: say how long, and keep it.
+                let ms = begun.elapsed().as_millis();
+                eprintln!(
+                    "lockaudit: Redis Cluster of {} masters with a replica each ready in {ms} ms",
+                    cluster_spec.shards
+                );
+                std::fs::write(dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
+                    .map_err(io_error(dir))?;
+            }
             let endpoints = cluster.endpoints();
             owned = Some(cluster);
             endpoints

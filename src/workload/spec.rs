@@ -554,6 +554,10 @@ impl WorkloadSpec {
                 "field `topology`: \"postgres\" is for the database locks (pg-*), not {}",
                 self.algorithm
             )),
+            Some(Topology::Cluster) => match locks::on_cluster(&self.algorithm) {
+                Err(why) => Err(format!("field `topology`: \"cluster\": {why}")),
+                Ok(()) => Ok(()),
+            },
             _ => Ok(()),
         }
     }
@@ -795,6 +799,26 @@ mod mode_tests {
         )
         .unwrap_err();
         assert!(error.to_string().contains("database locks"), "{error}");
+    }
+
+    #[test]
+    fn a_cluster_takes_single_key_locks_only() {
+        let spec = WorkloadSpec::from_toml(
+            "algorithm = \"reentrant\"\ntopology = \"cluster\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(spec.topology(), Topology::Cluster);
+        for (algorithm, why) in [
+            ("redlock", "not RedLock"),
+            ("watch-multi", "CROSSSLOT"),
+            ("pg-row", "PostgreSQL"),
+        ] {
+            let text = format!("algorithm = \"{algorithm}\"\ntopology = \"cluster\"\n");
+            let error = WorkloadSpec::from_toml(&text, "w.toml").unwrap_err();
+            assert!(error.to_string().contains("field `topology`"), "{error}");
+            assert!(error.to_string().contains(why), "{error}");
+        }
     }
 
     #[test]
