@@ -4,9 +4,15 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::netns::TestBed;
+use lockaudit::cluster::{self, ClusterSpec, Endpoints, SshTarget, Topology};
+use nix::sys::signal::Signal;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
 
 #[test]
 fn each_namespace_host_answers_ssh_on_its_own_address_and_is_removed_afterwards() {
@@ -58,4 +64,228 @@ fn each_namespace_host_answers_ssh_on_its_own_address_and_is_removed_afterwards(
             "{ns} left in {list}"
         );
     }
+}
+
+/// A spec whose lock servers run on the bed's first `n` hosts.
+fn remote_spec(bed: &TestBed, topology: Topology, n: usize, dir: &Path) -> ClusterSpec {
+    let mut spec = ClusterSpec::new(topology, dir);
+    spec.hosts = (0..n)
+        .map(|i| SshTarget::parse(&bed.url(i)).unwrap())
+        .collect();
+    spec.ssh_key = Some(bed.key.clone());
+    // The hosts share this machine's file system: each test its own folder there.
+    spec.remote_dir = Some(dir.join("hosts"));
+    spec
+}
+
+async fn connect(e: &Endpoints, name: &str) -> MultiplexedConnection {
+    let node = e.node(name).expect("a node of the cluster");
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(5)))
+        .set_response_timeout(Some(Duration::from_secs(2)));
+    redis::Client::open(e.url(node))
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("connect with the password")
+}
+
+fn assert_nothing_left(bed: &TestBed, n: usize, dir: &Path) {
+    for i in 0..n {
+        assert!(
+            bed.leftovers(i).is_empty(),
+            "host {i}: {:?}",
+            bed.leftovers(i)
+        );
+    }
+    let files: Vec<_> = std::fs::read_dir(dir.join("hosts"))
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(files.is_empty(), "files left on the hosts: {files:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn independent_masters_on_five_hosts_crash_pause_and_move_their_clocks_over_ssh() {
+    let Some(bed) = TestBed::new("independent masters on hosts", 5) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = remote_spec(&bed, Topology::Independent, 5, dir.path());
+    spec.fake_clocks = true;
+    let begun = Instant::now();
+    let mut cluster = cluster::start(&spec).await.expect("start on the hosts");
+    println!("5 masters on 5 hosts ready in {:?}", begun.elapsed());
+    let e = cluster.endpoints();
+    assert_eq!(e.nodes.len(), 5);
+    for (i, node) in e.nodes.iter().enumerate() {
+        assert_eq!(node.name, format!("master-{i}"));
+        assert_eq!(
+            node.host, bed.hosts[i].addr,
+            "master-{i} listens on its host's address"
+        );
+        assert!(node.pid.is_some());
+        // The server runs inside that host's namespace.
+        let pid = node.pid.unwrap().to_string();
+        assert!(
+            bed.leftovers(i).iter().any(|p| p.starts_with(&pid)),
+            "{:?}",
+            bed.leftovers(i)
+        );
+    }
+    assert_eq!(
+        e.storage.host, "127.0.0.1",
+        "storage stays on the control node"
+    );
+
+    // A crash: the key is gone after a restart without persistence.
+    let mut conn = connect(&e, "master-2").await;
+    let _: () = conn.set("k", "v").await.unwrap();
+    let begun = Instant::now();
+    cluster.kill("master-2").unwrap();
+    println!("kill over ssh: {:?}", begun.elapsed());
+    assert_eq!(cluster.pid("master-2"), None);
+    assert!(connect_err(&e, "master-2").await);
+    let begun = Instant::now();
+    cluster.restart_empty("master-2").await.unwrap();
+    println!("restart over ssh: {:?}", begun.elapsed());
+    let e = cluster.endpoints();
+    let mut conn = connect(&e, "master-2").await;
+    let v: Option<String> = conn.get("k").await.unwrap();
+    assert_eq!(v, None, "restarted empty");
+
+    // A pause: no answer while stopped, the same server answers after SIGCONT.
+    let mut conn1 = connect_short(&e, "master-1").await;
+    cluster.signal("master-1", Signal::SIGSTOP).unwrap();
+    let r: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn1).await;
+    assert!(r.is_err(), "a paused server answered");
+    cluster.signal("master-1", Signal::SIGCONT).unwrap();
+    let mut conn1 = connect(&e, "master-1").await;
+    let _: String = redis::cmd("PING").query_async(&mut conn1).await.unwrap();
+
+    // A clock jump: TIME on the host moves by the offset, and back.
+    cluster.set_clock_offset("master-3", 20_000).unwrap();
+    let mut conn3 = connect(&e, "master-3").await;
+    let skew = skew_ms(&mut conn3).await;
+    assert!((19_900..20_100).contains(&skew), "skew {skew}");
+    cluster.set_clock_offset("master-3", 0).unwrap();
+    let skew = skew_ms(&mut conn3).await;
+    assert!(skew.abs() < 100, "skew {skew}");
+
+    let ended = cluster.shutdown().await;
+    assert_eq!(ended.len(), 6, "{ended:?}");
+    for i in 0..5 {
+        let log = dir.path().join(format!("redis/master-{i}.log"));
+        let text = std::fs::read_to_string(&log).expect("the host's log fetched");
+        assert!(text.contains("Ready to accept connections"), "{text}");
+    }
+    assert_nothing_left(&bed, 5, dir.path());
+}
+
+/// A connection that gives up quickly (to a paused server).
+async fn connect_short(e: &Endpoints, name: &str) -> MultiplexedConnection {
+    let node = e.node(name).unwrap();
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_millis(300)))
+        .set_response_timeout(Some(Duration::from_millis(300)));
+    redis::Client::open(e.url(node))
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| e.to_string())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn connect_err(e: &Endpoints, name: &str) -> bool {
+    let node = e.node(name).unwrap();
+    redis::Client::open(e.url(node))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .is_err()
+}
+
+/// The server's clock minus ours, in ms.
+async fn skew_ms(conn: &mut MultiplexedConnection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    secs * 1000 + micros / 1000 - now
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicated_set_on_three_hosts_syncs_and_leaves_nothing_behind() {
+    let Some(bed) = TestBed::new("replicated on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let spec = remote_spec(&bed, Topology::Replicated, 3, dir.path());
+    let cluster = cluster::start(&spec).await.expect("start on the hosts");
+    let e = cluster.endpoints();
+    let names: Vec<&str> = e.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["master-0", "replica-1", "replica-2"]);
+    let mut primary = connect(&e, "master-0").await;
+    let _: () = primary.set("k", "v").await.unwrap();
+    let _: i64 = redis::cmd("WAIT")
+        .arg(2)
+        .arg(2000)
+        .query_async(&mut primary)
+        .await
+        .unwrap();
+    let mut replica = connect(&e, "replica-2").await;
+    let v: Option<String> = replica.get("k").await.unwrap();
+    assert_eq!(v.as_deref(), Some("v"));
+    drop(cluster); // the drop path, not shutdown: it too must leave nothing
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_host_or_a_refused_key_is_named_in_the_error() {
+    let Some(bed) = TestBed::new("unreachable host", 1) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // An address on the bed's bridge that no host holds.
+    let (subnet, _) = bed.control_addr.rsplit_once('.').unwrap();
+    let nobody = format!("{subnet}.250");
+    let mut spec = remote_spec(&bed, Topology::Single, 1, dir.path());
+    spec.hosts = vec![SshTarget::parse(&format!("ssh://root@{nobody}")).unwrap()];
+    let err = cluster::start(&spec).await.unwrap_err();
+    let text = err.to_string();
+    println!("{text}");
+    assert!(text.contains(&nobody), "{text}");
+    assert!(text.contains("connect"), "{text}");
+    assert_eq!(err.exit_code(), 3);
+
+    // A key the host does not know.
+    let other = tempfile::tempdir().unwrap();
+    let key = other.path().join("id");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut spec = remote_spec(&bed, Topology::Single, 1, dir.path());
+    spec.ssh_key = Some(key);
+    let err = cluster::start(&spec).await.unwrap_err();
+    let text = err.to_string();
+    println!("{text}");
+    assert!(
+        text.contains(&bed.hosts[0].addr) && text.contains("Permission denied"),
+        "{text}"
+    );
+
+    // A redis-server the host does not have.
+    let mut spec = remote_spec(&bed, Topology::Single, 1, dir.path());
+    spec.redis_server = Some("/nonexistent/redis-server".into());
+    let err = cluster::start(&spec).await.unwrap_err();
+    let text = err.to_string();
+    println!("{text}");
+    assert!(
+        text.contains(&bed.hosts[0].addr) && text.contains("master-0"),
+        "{text}"
+    );
+    assert_nothing_left(&bed, 1, dir.path());
 }

@@ -9,6 +9,7 @@
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// One host of the bed.
@@ -62,11 +63,20 @@ impl TestBed {
     /// `n` hosts, or None (SKIPPED printed) where namespaces cannot be made. `test` names
     /// the test in the SKIPPED line.
     pub fn new(test: &str, n: usize) -> Option<TestBed> {
-        // Probe with a namespace of our own name: the one permission the bed needs.
-        let probe = format!("laprobe{}", std::process::id());
+        // Probe with a namespace of our own name (tests of one binary run in parallel):
+        // the one permission the bed needs. Only a refusal skips; any other failure fails.
+        static PROBES: AtomicUsize = AtomicUsize::new(0);
+        let probe = format!(
+            "laprobe{}x{}",
+            std::process::id(),
+            PROBES.fetch_add(1, Ordering::SeqCst)
+        );
         if let Err(e) = run("ip", &["netns", "add", &probe]) {
-            println!("SKIPPED {test}: needs root and network namespaces ({e})");
-            return None;
+            if e.contains("not permitted") || e.contains("Permission denied") {
+                println!("SKIPPED {test}: needs root and network namespaces ({e})");
+                return None;
+            }
+            panic!("test bed: {e}");
         }
         let _ = run("ip", &["netns", "del", &probe]);
         let sshd = sshd_binary();

@@ -1,0 +1,261 @@
+//! The lock's servers on other hosts: one SSH connection per host, the topology's servers
+//! placed on them (node i on host i mod hosts), started primaries first, replicas in sync;
+//! at the end stopped, their logs fetched into the run folder and their files removed, so
+//! nothing of the run stays on a host.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use super::clock::Preload;
+use super::error::ClusterError;
+use super::exit::Exit;
+use super::probe;
+use super::remote::{RemoteConfig, RemoteServer};
+use super::ssh::{Ssh, SshOptions, SshTarget};
+use super::{ClusterSpec, Topology};
+
+/// The first port of the lock's servers on the hosts when no base port is given; node i
+/// listens on this + i (unique per run, so nodes may share a host).
+const DEFAULT_BASE_PORT: u16 = 7400;
+
+/// How long replicas may take to report their link to the primary up.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The servers on hosts and the connections they run over.
+#[derive(Debug, Default)]
+pub struct Hosts {
+    pub servers: Vec<RemoteServer>,
+    connections: Vec<Arc<Ssh>>,
+    /// The run's folder on every host.
+    remote_dir: String,
+    /// Control sockets and known_hosts (local); removed on drop.
+    ssh_dir: Option<PathBuf>,
+}
+
+/// Connects to every host of `spec` and starts the topology's lock servers there.
+pub async fn start(
+    spec: &ClusterSpec,
+    password: &str,
+    lock_nodes: usize,
+    primaries: usize,
+) -> Result<Hosts, ClusterError> {
+    let mut hosts = Hosts {
+        servers: Vec::new(),
+        connections: Vec::new(),
+        remote_dir: format!(
+            "{}/lockaudit-run-{}",
+            spec.remote_dir
+                .as_deref()
+                .unwrap_or(Path::new("/tmp"))
+                .display()
+                .to_string()
+                .trim_end_matches('/'),
+            token(10)
+        ),
+        ssh_dir: Some(make_ssh_dir()?),
+    };
+    let options = SshOptions {
+        key: spec.ssh_key.clone(),
+        dir: hosts.ssh_dir.clone().unwrap_or_default(),
+    };
+    if let Some(key) = &spec.ssh_key {
+        if !key.is_file() {
+            return Err(ClusterError::InvalidSpec(format!(
+                "the SSH key {} is not a file",
+                key.display()
+            )));
+        }
+    }
+    for (i, target) in spec.hosts.iter().enumerate() {
+        hosts
+            .connections
+            .push(Arc::new(Ssh::connect(target, &options, i)?));
+    }
+    let preload = if spec.fake_clocks {
+        Some(Preload::find()?)
+    } else {
+        None
+    };
+    let base = spec.base_port.unwrap_or(DEFAULT_BASE_PORT);
+    let config = |i: usize,
+                  replica_of: Option<(String, u16)>|
+     -> Result<RemoteConfig, ClusterError> {
+        let target = &spec.hosts[i % spec.hosts.len()];
+        let port = u16::try_from(usize::from(base) + i)
+            .map_err(|_| ClusterError::InvalidSpec(format!("port {base} + {i} is past 65535")))?;
+        let name = if i < primaries {
+            format!("master-{i}")
+        } else {
+            format!("replica-{i}")
+        };
+        Ok(RemoteConfig {
+            name,
+            addr: target.host.clone(),
+            port,
+            dir: hosts.remote_dir.clone(),
+            password: password.to_string(),
+            persistence: spec.persistence,
+            replica_of,
+            fake_clock: preload.clone(),
+            binary: spec
+                .redis_server
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "redis-server".into()),
+        })
+    };
+    let mut configs = Vec::new();
+    for i in 0..primaries {
+        configs.push(config(i, None)?);
+    }
+    let primary = configs
+        .first()
+        .map(|c| (c.addr.clone(), c.port))
+        .ok_or_else(|| ClusterError::InvalidSpec("no primary".into()))?;
+    for i in primaries..lock_nodes {
+        configs.push(config(i, Some(primary.clone()))?);
+    }
+    // One at a time: a start costs a few SSH round trips, and a failure stops here with
+    // what started so far killed by `hosts`' drop.
+    for (i, config) in configs.into_iter().enumerate() {
+        let ssh = hosts.connections[i % hosts.connections.len()].clone();
+        hosts.servers.push(RemoteServer::start(config, ssh).await?);
+    }
+    wait_replicas(&hosts.servers[primaries..], password).await?;
+    Ok(hosts)
+}
+
+/// How many lock servers the topology has, and how many of them are primaries; errors for
+/// the topologies not built on hosts.
+pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
+    let unsupported = |why: &str| ClusterError::Unsupported {
+        action: "run",
+        node: format!("the {:?} topology on hosts", spec.topology).to_lowercase(),
+        reason: why.into(),
+    };
+    match spec.topology {
+        Topology::Single => Ok((1, 1)),
+        Topology::Replicated => Ok((1 + super::REPLICAS, 1)),
+        Topology::Independent if spec.masters > 0 => Ok((spec.masters, spec.masters)),
+        Topology::Independent => Err(ClusterError::InvalidSpec(
+            "an independent topology needs at least one master".into(),
+        )),
+        Topology::Sentinel => Err(unsupported("Sentinels on hosts are not built yet")),
+        Topology::Postgres => Err(unsupported("PostgreSQL runs on this machine only")),
+    }
+}
+
+async fn wait_replicas(replicas: &[RemoteServer], password: &str) -> Result<(), ClusterError> {
+    let deadline = Instant::now() + SYNC_TIMEOUT;
+    for replica in replicas {
+        loop {
+            let up = match probe::connect_to(replica.host(), replica.port(), Some(password)).await {
+                Ok(mut conn) => probe::info(&mut conn, "replication")
+                    .await
+                    .ok()
+                    .and_then(|info| info.get("master_link_status").cloned())
+                    .is_some_and(|s| s == "up"),
+                Err(_) => false,
+            };
+            if up {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(ClusterError::Remote {
+                    host: replica.host().to_string(),
+                    action: format!("sync {}", replica.name()),
+                    reason: format!("its link to the primary was not up within {SYNC_TIMEOUT:?}"),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(())
+}
+
+impl Hosts {
+    pub fn server(&self, name: &str) -> Option<&RemoteServer> {
+        self.servers.iter().find(|s| s.name() == name)
+    }
+
+    pub fn server_mut(&mut self, name: &str) -> Option<&mut RemoteServer> {
+        self.servers.iter_mut().find(|s| s.name() == name)
+    }
+
+    /// Stops every server (SIGTERM, then SIGKILL after `grace`), copies each log to
+    /// `<logs>/<name>.log` and removes the run's files from the hosts.
+    pub fn shutdown(&mut self, grace: Duration, logs: &Path) -> Vec<(String, Exit)> {
+        let mut ended = Vec::new();
+        for server in &mut self.servers {
+            let exit = server.stop(grace).unwrap_or(Exit::Unknown);
+            ended.push((server.name().to_string(), exit));
+            match server.read_log() {
+                Ok(text) => {
+                    let path = logs.join(format!("{}.log", server.name()));
+                    if let Err(e) = std::fs::write(&path, text) {
+                        tracing::warn!("cannot write {}: {e}", path.display());
+                    }
+                }
+                Err(e) => tracing::warn!("{e}"),
+            }
+        }
+        self.remove_files();
+        ended
+    }
+
+    /// Removes the run's folder from every host: it holds only what this run made (its name
+    /// has a fresh random token), a server that failed to start included.
+    fn remove_files(&mut self) {
+        for ssh in &self.connections {
+            if let Err(e) = ssh.run(
+                "remove the run folder",
+                &format!("rm -rf {}", crate::shell::quote(&self.remote_dir)),
+            ) {
+                tracing::warn!("{e}");
+            }
+        }
+        self.servers.clear();
+    }
+}
+
+impl Drop for Hosts {
+    /// Kills what still runs (each server's drop) and removes the run's files, then closes
+    /// the connections.
+    fn drop(&mut self) {
+        for server in &mut self.servers {
+            server.kill();
+        }
+        self.remove_files();
+        self.connections.clear();
+        if let Some(dir) = self.ssh_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A private folder for the control sockets, short enough for a socket path.
+fn make_ssh_dir() -> Result<PathBuf, ClusterError> {
+    let dir = std::env::temp_dir().join(format!("la-ssh-{}", token(8)));
+    std::fs::create_dir(&dir).map_err(|e| ClusterError::io("create", &dir, e))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| ClusterError::io("chmod", &dir, e))?;
+    Ok(dir)
+}
+
+fn token(len: usize) -> String {
+    rand::rng()
+        .sample_iter(&rand::distr::Alphanumeric)
+        .take(len)
+        .map(char::from)
+        .collect::<String>()
+        .to_lowercase()
+}
+
+/// For messages and tests: parses `ssh://` URLs, naming the one that is wrong.
+pub fn parse_targets(urls: &[String]) -> Result<Vec<SshTarget>, ClusterError> {
+    urls.iter().map(|u| SshTarget::parse(u)).collect()
+}
