@@ -289,3 +289,68 @@ async fn an_unreachable_host_or_a_refused_key_is_named_in_the_error() {
     );
     assert_nothing_left(&bed, 1, dir.path());
 }
+
+/// `lockaudit run` of RedLock over five namespace hosts under `nemesis`: exit 1 with an
+/// overlap inside a live lease, as the local run finds; nothing left on any host.
+fn redlock_over_five_hosts_finds_an_overlap_inside_the_lease(nemesis: &str) {
+    // One run at a time: two runs of 8 clients and their faults at once on a 2-core
+    // machine starve each other (a kill-redis run found nothing once beside a clock-jump one).
+    static RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(bed) = TestBed::new(&format!("redlock {nemesis} on hosts"), 5) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.args(["run", "--algorithm", "redlock", "--nemesis", nemesis])
+        .args(["--time-limit", "12s", "--ssh-key"])
+        .arg(&bed.key)
+        .arg("--out")
+        .arg(&out);
+    for i in 0..5 {
+        cmd.arg("--node").arg(bed.url(i));
+    }
+    let begun = Instant::now();
+    let output = cmd.output().expect("lockaudit run");
+    println!("redlock {nemesis} over 5 hosts: {:?}", begun.elapsed());
+    common::assert_exit(&output, 1);
+    let report = common::report(&out);
+    let inside: Vec<_> = report["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "overlap" && a["lease_expired"] == false)
+        .collect();
+    println!("{} overlaps inside a live lease", inside.len());
+    assert!(
+        !inside.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    // The servers ran on the hosts, their logs came back, and the faults were healed.
+    let endpoints = std::fs::read_to_string(out.join("endpoints.json")).unwrap();
+    for host in &bed.hosts {
+        assert!(endpoints.contains(&host.addr), "{endpoints}");
+    }
+    for i in 0..5 {
+        assert!(out.join(format!("redis/master-{i}.log")).is_file());
+        assert!(
+            bed.leftovers(i).is_empty(),
+            "host {i}: {:?}",
+            bed.leftovers(i)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("all healed before the end"), "{stdout}");
+}
+
+#[test]
+fn redlock_over_five_hosts_kill_redis() {
+    redlock_over_five_hosts_finds_an_overlap_inside_the_lease("kill-redis");
+}
+
+#[test]
+fn redlock_over_five_hosts_clock_jump() {
+    redlock_over_five_hosts_finds_an_overlap_inside_the_lease("clock-jump");
+}

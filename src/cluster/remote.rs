@@ -92,10 +92,17 @@ impl RemoteConfig {
         text
     }
 
-    /// The supervising shell. The server's stdin is /dev/null and its output goes to its
-    /// log; fd 3 keeps the session's stdin for the watcher (an asynchronous command's stdin
-    /// is /dev/null otherwise).
-    fn script(&self) -> String {
+    /// The supervising shell, which first empties the data folder unless `keep_data` (one
+    /// SSH round trip per start: each costs a login shell on the host). The server's stdin
+    /// is /dev/null and its output goes to its log; fd 3 keeps the session's stdin for the
+    /// watcher (an asynchronous command's stdin is /dev/null otherwise).
+    fn script(&self, keep_data: bool) -> String {
+        let dir = quote(&self.data_dir());
+        let prepare = if keep_data && self.persistence {
+            format!("mkdir -p {dir} || exit 1; ")
+        } else {
+            format!("rm -rf {dir} && mkdir -p {dir} || exit 1; ")
+        };
         let mut run = String::new();
         if let Some(preload) = &self.fake_clock {
             run.push_str("env ");
@@ -106,7 +113,7 @@ impl RemoteConfig {
         }
         run.push_str(&format!("{} {}", quote(&self.binary), quote(&self.conf())));
         format!(
-            "exec 3<&0; {run} </dev/null >>{log} 2>&1 3<&- & pid=$!; echo \"pid $pid\"; \
+            "{prepare}exec 3<&0; {run} </dev/null >>{log} 2>&1 3<&- & pid=$!; echo \"pid $pid\"; \
              (cat <&3 >/dev/null; kill -CONT $pid; kill -KILL $pid) >/dev/null 2>&1 & watch=$!; \
              exec 3<&-; wait $pid; code=$?; kill $watch 2>/dev/null; echo \"exit $code\"",
             log = quote(&self.log()),
@@ -159,18 +166,22 @@ impl RemoteServer {
             session: None,
             offset_ms: AtomicI64::new(0),
         };
-        server.ssh.run(
-            "make the run folder",
-            &format!("mkdir -p {}", quote(&server.config.dir)),
-        )?;
-        server.ssh.upload(
-            server.config.config_text().as_bytes(),
-            &server.config.conf(),
-        )?;
+        // One round trip: the run's folder, the config (from stdin), the clock at 0.
+        let conf = quote(&server.config.conf());
+        let mut script = format!(
+            "mkdir -p {dir} && cat > {conf}.upload && mv -f {conf}.upload {conf}",
+            dir = quote(&server.config.dir)
+        );
         if server.config.fake_clock.is_some() {
-            server.set_clock_offset(0)?;
+            let clock = quote(&server.config.clock_file());
+            script.push_str(&format!(" && printf '%s\\n' +0.000 > {clock}"));
         }
-        server.spawn(false).await?;
+        server.ssh.run_with_input(
+            "upload the config of",
+            &script,
+            server.config.config_text().as_bytes(),
+        )?;
+        server.spawn(false, true).await?;
         Ok(server)
     }
 
@@ -199,17 +210,10 @@ impl RemoteServer {
             .error(format!("{action} {}", self.config.name), reason)
     }
 
-    async fn spawn(&mut self, keep_data: bool) -> Result<(), ClusterError> {
-        let dir = quote(&self.config.data_dir());
-        let prepare = if keep_data && self.config.persistence {
-            format!("mkdir -p {dir}")
-        } else {
-            format!("rm -rf {dir} && mkdir -p {dir}")
-        };
-        self.ssh.run("prepare the data folder of", &prepare)?;
+    async fn spawn(&mut self, keep_data: bool, check_clock: bool) -> Result<(), ClusterError> {
         let mut guard = self.ssh.spawn(
             &format!("{} on {}", self.config.name, self.config.addr),
-            &self.config.script(),
+            &self.config.script(keep_data),
         )?;
         let stdout = guard
             .take_stdout()
@@ -238,11 +242,12 @@ impl RemoteServer {
             return Err(self.start_error("the host's shell never reported the server's pid"));
         };
         self.session = Some(Session { guard, pid, ended });
-        self.wait_ready(begun).await
+        self.wait_ready(begun, check_clock).await
     }
 
     /// Polls until the server answers an authenticated INFO with its own pid, then PING.
-    async fn wait_ready(&mut self, begun: Instant) -> Result<(), ClusterError> {
+    /// With `check_clock`, also that libfaketime is loaded.
+    async fn wait_ready(&mut self, begun: Instant, check_clock: bool) -> Result<(), ClusterError> {
         // Over a network: the local timeout plus room for the SSH round trips.
         let deadline = begun + READY_TIMEOUT * 2;
         let mut pause = Duration::from_millis(2);
@@ -277,7 +282,8 @@ impl RemoteServer {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(50));
         }
-        if let (Some(preload), Some(pid)) = (&self.config.fake_clock, self.pid()) {
+        let fake_clock = self.config.fake_clock.as_ref().filter(|_| check_clock);
+        if let (Some(preload), Some(pid)) = (fake_clock, self.pid()) {
             // ld.so runs the program unfaked, with a warning, when a preload is missing.
             let name = preload.file_name();
             let check = format!("grep -q {} /proc/{pid}/maps", quote(&name));
@@ -383,7 +389,7 @@ impl RemoteServer {
             self.kill();
         }
         self.end_session();
-        self.spawn(keep_data).await
+        self.spawn(keep_data, false).await
     }
 
     /// Moves the server's wall clock (its libfaketime file on the host, replaced whole).
@@ -462,7 +468,11 @@ mod tests {
 
     #[test]
     fn the_script_quotes_the_paths() {
-        let script = config().script();
+        let script = config().script(false);
+        assert!(
+            script.starts_with("rm -rf '/tmp/lockaudit-x y/replica-1' && mkdir -p"),
+            "{script}"
+        );
         assert!(
             script.contains("redis-server '/tmp/lockaudit-x y/replica-1.conf'"),
             "{script}"
