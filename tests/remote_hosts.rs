@@ -66,6 +66,10 @@ fn each_namespace_host_answers_ssh_on_its_own_address_and_is_removed_afterwards(
     }
 }
 
+/// One `lockaudit run` at a time: two runs of 8 clients and their faults at once on a 2-core
+/// machine starve each other (a kill-redis run found nothing once beside a clock-jump one).
+static RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A spec whose lock servers run on the bed's first `n` hosts.
 fn remote_spec(bed: &TestBed, topology: Topology, n: usize, dir: &Path) -> ClusterSpec {
     let mut spec = ClusterSpec::new(topology, dir);
@@ -293,9 +297,6 @@ async fn an_unreachable_host_or_a_refused_key_is_named_in_the_error() {
 /// `lockaudit run` of RedLock over five namespace hosts under `nemesis`: exit 1 with an
 /// overlap inside a live lease, as the local run finds; nothing left on any host.
 fn redlock_over_five_hosts_finds_an_overlap_inside_the_lease(nemesis: &str) {
-    // One run at a time: two runs of 8 clients and their faults at once on a 2-core
-    // machine starve each other (a kill-redis run found nothing once beside a clock-jump one).
-    static RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
     let Some(bed) = TestBed::new(&format!("redlock {nemesis} on hosts"), 5) else {
         return;
@@ -353,4 +354,50 @@ fn redlock_over_five_hosts_kill_redis() {
 #[test]
 fn redlock_over_five_hosts_clock_jump() {
     redlock_over_five_hosts_finds_an_overlap_inside_the_lease("clock-jump");
+}
+
+#[test]
+fn a_replicated_set_nx_px_over_three_hosts_finds_the_failover_overlap() {
+    let Some(bed) = TestBed::new("failover on hosts", 3) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.args(["run", "--algorithm", "set-nx-px", "--nemesis", "failover"])
+        .args([
+            "--topology",
+            "replicated",
+            "--time-limit",
+            "12s",
+            "--ssh-key",
+        ])
+        .arg(&bed.key)
+        .arg("--out")
+        .arg(&out);
+    for i in 0..3 {
+        cmd.arg("--node").arg(bed.url(i));
+    }
+    let begun = Instant::now();
+    let output = cmd.output().expect("lockaudit run");
+    println!("set-nx-px failover over 3 hosts: {:?}", begun.elapsed());
+    common::assert_exit(&output, 1);
+    let report = common::report(&out);
+    assert!(common::kinds(&report).contains(&"overlap".to_string()));
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    assert!(
+        history.contains("\"f\":\"failover\""),
+        "a failover recorded"
+    );
+    // The replicas followed the primary through this machine's address on the bridge.
+    let endpoints = std::fs::read_to_string(out.join("endpoints.json")).unwrap();
+    assert!(endpoints.contains(&bed.control_addr), "{endpoints}");
+    for i in 0..3 {
+        assert!(
+            bed.leftovers(i).is_empty(),
+            "host {i}: {:?}",
+            bed.leftovers(i)
+        );
+    }
 }

@@ -177,6 +177,15 @@ async fn wait_replicas(replicas: &[RemoteServer], password: &str) -> Result<(), 
 }
 
 impl Hosts {
+    /// This machine's address as the first host sees it (None without hosts). One address
+    /// for all: the hosts of a deployment share the control node's network.
+    pub fn control_addr(&self) -> Option<String> {
+        self.connections
+            .first()
+            .and_then(|c| c.control_addr())
+            .map(str::to_string)
+    }
+
     pub fn server(&self, name: &str) -> Option<&RemoteServer> {
         self.servers.iter().find(|s| s.name() == name)
     }

@@ -141,6 +141,10 @@ pub struct Endpoints {
     /// The separate server holding the guarded resource.
     pub storage: Node,
     pub password: Option<String>,
+    /// With the lock's servers on other hosts: this machine's address as they see it. Links
+    /// the nemesis routes through this machine (the replication proxies) listen there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_addr: Option<String>,
 }
 
 impl ClusterSpec {
@@ -556,6 +560,7 @@ impl Cluster {
                 .then(|| sentinel::MASTER_NAME.to_string()),
             storage: node_of(&self.storage.instance),
             password: Some(self.password.clone()),
+            control_addr: self.remote.control_addr(),
         }
     }
 
@@ -858,6 +863,7 @@ mod tests {
             master_name: None,
             storage: node.clone(),
             password: Some("a:b@c/d".into()),
+            control_addr: None,
         };
         assert_eq!(e.url(&node), "redis://:a%3Ab%40c%2Fd@127.0.0.1:7000/");
         e.password = None;

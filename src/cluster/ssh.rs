@@ -114,6 +114,8 @@ pub struct Ssh {
     options: SshOptions,
     socket: PathBuf,
     master: ChildGuard,
+    /// This machine's address as the host sees it (`$SSH_CONNECTION`'s first field).
+    control_addr: Option<String>,
 }
 
 /// The output of a command that succeeded.
@@ -151,6 +153,7 @@ impl Ssh {
             options: options.clone(),
             socket,
             master,
+            control_addr: None,
         };
         let deadline = Instant::now() + CONNECT_TIMEOUT;
         loop {
@@ -159,6 +162,8 @@ impl Ssh {
                 return Err(ssh.error("connect", format!("ssh {exit}: {}", said.trim())));
             }
             if ssh.socket.exists() && ssh.check() {
+                let seen = ssh.run("ask the host who we are", "echo $SSH_CONNECTION")?;
+                ssh.control_addr = seen.stdout.split_whitespace().next().map(str::to_string);
                 return Ok(ssh);
             }
             if Instant::now() > deadline {
@@ -169,6 +174,11 @@ impl Ssh {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// This machine's address as the host sees it.
+    pub fn control_addr(&self) -> Option<&str> {
+        self.control_addr.as_deref()
     }
 
     /// An error naming this host.

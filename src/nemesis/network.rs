@@ -12,7 +12,7 @@
 //! proxy, whichever server is primary now.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use serde_json::{json, Map};
@@ -40,6 +40,9 @@ pub struct Network {
     replication: BTreeMap<String, Proxy>,
     /// The primary now (replicated topology).
     primary: Option<String>,
+    /// Where the replication proxies listen, as the servers reach them: 127.0.0.1, or this
+    /// machine's address as the hosts see it when the servers run on other hosts.
+    replication_ip: IpAddr,
     /// Faults begun and not yet healed: (the fault's start and kind, targets, proxies).
     open: Vec<(OpenKey, Vec<String>, Vec<Proxy>)>,
 }
@@ -73,6 +76,12 @@ impl Network {
             front: Vec::new(),
             replication: BTreeMap::new(),
             primary: endpoints.nodes.first().map(|n| n.name.clone()),
+            replication_ip: match &endpoints.control_addr {
+                Some(addr) => addr
+                    .parse()
+                    .map_err(|e| format!("the control address {addr}: {e}"))?,
+                None => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            },
             open: Vec::new(),
         };
         let mut per_worker = Vec::new();
@@ -96,9 +105,13 @@ impl Network {
         if replication && endpoints.topology == Topology::Replicated {
             let primary = network.primary.clone().unwrap_or_default();
             for name in network.servers.keys().cloned().collect::<Vec<_>>() {
-                let proxy = Proxy::start(&format!("{name}>primary"), network.servers[&primary])
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let proxy = Proxy::start_at(
+                    &format!("{name}>primary"),
+                    SocketAddr::new(network.replication_ip, 0),
+                    network.servers[&primary],
+                )
+                .await
+                .map_err(|e| e.to_string())?;
                 network.replication.insert(name.clone(), proxy);
                 if name != primary {
                     network.replicate_through_proxy(&name).await?;
@@ -134,7 +147,7 @@ impl Network {
         let port = self.replication[name].port();
         let mut c = self.connection(name).await?;
         redis::cmd("REPLICAOF")
-            .arg("127.0.0.1")
+            .arg(self.replication_ip.to_string())
             .arg(port)
             .query_async::<()>(&mut c)
             .await
