@@ -401,3 +401,69 @@ fn a_replicated_set_nx_px_over_three_hosts_finds_the_failover_overlap() {
         );
     }
 }
+
+#[test]
+fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there() {
+    let Some(bed) = TestBed::new("ctrl-c on hosts", 3) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    // From a workload file: five masters on three hosts (two share a host), the hosts'
+    // files in the test's folder.
+    let nodes: Vec<String> = (0..3).map(|i| format!("\"{}\"", bed.url(i))).collect();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        format!(
+            "algorithm = \"redlock\"\nnemesis = \"pause-redis\"\ntime_limit = \"60s\"\n\
+             nodes = [{}]\nssh_key = \"{}\"\nremote_dir = \"{}\"\n",
+            nodes.join(", "),
+            bed.key.display(),
+            dir.path().join("hosts").display()
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.arg("run")
+        .arg(&workload)
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    // Until the servers run on the hosts and the clients work (a history with events).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(0..3).all(|i| !bed.leftovers(i).is_empty())
+        || std::fs::metadata(out.join("history.jsonl")).map_or(0, |m| m.len()) < 1000
+    {
+        assert!(Instant::now() < deadline, "the run did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    // The ssh sessions died with lockaudit; each host's watcher kills its server.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (0..3).any(|i| !bed.leftovers(i).is_empty()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for i in 0..3 {
+        assert!(
+            bed.leftovers(i).is_empty(),
+            "host {i}: {:?}",
+            bed.leftovers(i)
+        );
+    }
+    // The run's folder stays on the hosts (no SSH after Ctrl-C), with the servers' logs;
+    // the connections' known_hosts stays in the run folder.
+    let hosts = std::fs::read_dir(dir.path().join("hosts")).unwrap().count();
+    assert_eq!(hosts, 1, "one run folder on the hosts");
+    assert!(out.join("ssh/known_hosts").is_file());
+}

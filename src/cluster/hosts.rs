@@ -31,8 +31,9 @@ pub struct Hosts {
     connections: Vec<Arc<Ssh>>,
     /// The run's folder on every host.
     remote_dir: String,
-    /// Control sockets and known_hosts (local); removed on drop.
-    ssh_dir: Option<PathBuf>,
+    /// Control sockets and known_hosts (local), and whether it is a temporary folder to
+    /// remove on drop (else it is the run's `ssh` folder and stays).
+    ssh_dir: Option<(PathBuf, bool)>,
 }
 
 /// Connects to every host of `spec` and starts the topology's lock servers there.
@@ -55,11 +56,11 @@ pub async fn start(
                 .trim_end_matches('/'),
             token(10)
         ),
-        ssh_dir: Some(make_ssh_dir()?),
+        ssh_dir: Some(make_ssh_dir(&spec.dir)?),
     };
     let options = SshOptions {
         key: spec.ssh_key.clone(),
-        dir: hosts.ssh_dir.clone().unwrap_or_default(),
+        dir: hosts.ssh_dir.clone().map(|(d, _)| d).unwrap_or_default(),
     };
     if let Some(key) = &spec.ssh_key {
         if !key.is_file() {
@@ -239,20 +240,31 @@ impl Drop for Hosts {
         }
         self.remove_files();
         self.connections.clear();
-        if let Some(dir) = self.ssh_dir.take() {
+        if let Some((dir, true)) = self.ssh_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
 
-/// A private folder for the control sockets, short enough for a socket path.
-fn make_ssh_dir() -> Result<PathBuf, ClusterError> {
-    let dir = std::env::temp_dir().join(format!("la-ssh-{}", token(8)));
-    std::fs::create_dir(&dir).map_err(|e| ClusterError::io("create", &dir, e))?;
+/// The run's `ssh` folder (control sockets, known_hosts, the masters' logs), kept with the
+/// run; or a private one in the temporary folder, removed at the end, when the run's path
+/// is too long for a socket (108 bytes).
+fn make_ssh_dir(run: &Path) -> Result<(PathBuf, bool), ClusterError> {
+    let in_run = run.join("ssh");
+    let absolute = std::path::absolute(&in_run).unwrap_or_else(|_| in_run.clone());
+    let (dir, temporary) = if absolute.as_os_str().len() + "/m9999".len() < 100 {
+        (absolute, false)
+    } else {
+        (
+            std::env::temp_dir().join(format!("la-ssh-{}", token(8))),
+            true,
+        )
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| ClusterError::io("create", &dir, e))?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
         .map_err(|e| ClusterError::io("chmod", &dir, e))?;
-    Ok(dir)
+    Ok((dir, temporary))
 }
 
 fn token(len: usize) -> String {
