@@ -70,10 +70,30 @@ pub async fn start(
             )));
         }
     }
-    for (i, target) in spec.hosts.iter().enumerate() {
-        hosts
-            .connections
-            .push(Arc::new(Ssh::connect(target, &options, i)?));
+    // All hosts at once: each connection is a TCP and SSH handshake.
+    let connected: Vec<Result<Ssh, ClusterError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = spec
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, target)| {
+                let options = &options;
+                scope.spawn(move || Ssh::connect(target, options, i))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(ClusterError::InvalidSpec(
+                        "an SSH connection panicked".into(),
+                    ))
+                })
+            })
+            .collect()
+    });
+    for connection in connected {
+        hosts.connections.push(Arc::new(connection?));
     }
     let preload = if spec.fake_clocks {
         Some(Preload::find()?)
@@ -119,11 +139,26 @@ pub async fn start(
     for i in primaries..lock_nodes {
         configs.push(config(i, Some(primary.clone()))?);
     }
-    // One at a time: a start costs a few SSH round trips, and a failure stops here with
-    // what started so far killed by `hosts`' drop.
-    for (i, config) in configs.into_iter().enumerate() {
-        let ssh = hosts.connections[i % hosts.connections.len()].clone();
-        hosts.servers.push(RemoteServer::start(config, ssh).await?);
+    // The primaries together, then the replicas together (a replica started before its
+    // primary listens retries only once a second). What started is kept in `hosts`, whose
+    // drop kills it if another start failed.
+    let replicas = configs.split_off(primaries);
+    for group in [configs, replicas] {
+        let starts = group.into_iter().enumerate().map(|(i, config)| {
+            let index = hosts.servers.len() + i;
+            let ssh = hosts.connections[index % hosts.connections.len()].clone();
+            RemoteServer::start(config, ssh)
+        });
+        let mut failed = None;
+        for started in futures_util::future::join_all(starts).await {
+            match started {
+                Ok(server) => hosts.servers.push(server),
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
     }
     wait_replicas(&hosts.servers[primaries..], password).await?;
     Ok(hosts)
@@ -187,6 +222,40 @@ impl Hosts {
             .map(str::to_string)
     }
 
+    /// Kills the running servers of `names` in parallel, one thread per server (each kill
+    /// waits for an SSH round trip). Returns the names killed.
+    pub fn kill_many(&mut self, names: &[String]) -> Vec<String> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .servers
+                .iter_mut()
+                .filter(|s| names.iter().any(|n| n == s.name()) && s.pid().is_some())
+                .map(|s| scope.spawn(move || s.kill().map(|_| s.name().to_string())))
+                .collect();
+            handles
+                .into_iter()
+                .filter_map(|h| h.join().ok().flatten())
+                .collect()
+        })
+    }
+
+    /// Restarts the stopped servers of `names` concurrently.
+    pub async fn restart_many(
+        &mut self,
+        names: &[String],
+        keep_data: bool,
+    ) -> Vec<(String, Result<(), ClusterError>)> {
+        let starts = self
+            .servers
+            .iter_mut()
+            .filter(|s| names.iter().any(|n| n == s.name()) && s.pid().is_none())
+            .map(|s| async move {
+                let result = s.restart(keep_data).await;
+                (s.name().to_string(), result)
+            });
+        futures_util::future::join_all(starts).await
+    }
+
     pub fn server(&self, name: &str) -> Option<&RemoteServer> {
         self.servers.iter().find(|s| s.name() == name)
     }
@@ -198,21 +267,33 @@ impl Hosts {
     /// Stops every server (SIGTERM, then SIGKILL after `grace`), copies each log to
     /// `<logs>/<name>.log` and removes the run's files from the hosts.
     pub fn shutdown(&mut self, grace: Duration, logs: &Path) -> Vec<(String, Exit)> {
-        let mut ended = Vec::new();
-        for server in &mut self.servers {
-            let exit = server.stop(grace).unwrap_or(Exit::Unknown);
-            ended.push((server.name().to_string(), exit));
-            match server.read_log() {
-                Ok(text) => {
-                    let path = logs.join(format!("{}.log", server.name()));
-                    if let Err(e) = std::fs::write(&path, text) {
-                        tracing::warn!("cannot write {}: {e}", path.display());
-                    }
-                }
-                Err(e) => tracing::warn!("{e}"),
-            }
-        }
+        // Every server at once: each stop and each log is an SSH round trip or more.
+        let begun = Instant::now();
+        let ended = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .servers
+                .iter_mut()
+                .map(|server| {
+                    scope.spawn(move || {
+                        let exit = server.stop(grace).unwrap_or(Exit::Unknown);
+                        match server.read_log() {
+                            Ok(text) => {
+                                let path = logs.join(format!("{}.log", server.name()));
+                                if let Err(e) = std::fs::write(&path, text) {
+                                    tracing::warn!("cannot write {}: {e}", path.display());
+                                }
+                            }
+                            Err(e) => tracing::warn!("{e}"),
+                        }
+                        (server.name().to_string(), exit)
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        let stopped = begun.elapsed();
         self.remove_files();
+        tracing::info!(?stopped, elapsed = ?begun.elapsed(), "servers on hosts stopped, logs fetched, files removed");
         ended
     }
 

@@ -643,6 +643,46 @@ impl Cluster {
         Ok(instance.kill().unwrap_or(Exit::Unknown))
     }
 
+    /// Kills every node of `names` that runs, as [`Cluster::kill`] does, at once: the nodes on
+    /// other hosts in parallel (each kill is an SSH round trip), so that RedLock's pair of
+    /// masters dies together. Returns the names killed.
+    pub fn kill_many(&mut self, names: &[String]) -> Vec<String> {
+        let remote: Vec<String> = self.remote.kill_many(names);
+        let mut killed = Vec::new();
+        for name in names {
+            let local = self.remote.server(name).is_none();
+            if remote.contains(name)
+                || (local && self.pid(name).is_some() && self.kill(name).is_ok())
+            {
+                killed.push(name.clone());
+            }
+        }
+        killed
+    }
+
+    /// Restarts every node of `names` that is down, as [`Cluster::restart`] (`keep_data`)
+    /// or [`Cluster::restart_empty`] do; nodes on other hosts concurrently. Returns each
+    /// node's outcome.
+    pub async fn restart_many(
+        &mut self,
+        names: &[String],
+        keep_data: bool,
+    ) -> Vec<(String, Result<(), ClusterError>)> {
+        let mut outcomes = self.remote.restart_many(names, keep_data).await;
+        for name in names {
+            if self.remote.server(name).is_some() || self.pid(name).is_some() {
+                continue;
+            }
+            let result = if keep_data {
+                self.restart(name).await
+            } else {
+                self.restart_empty(name).await
+            };
+            outcomes.push((name.clone(), result));
+        }
+        outcomes
+    }
+
     /// Starts the node again on its port (killing it first if it still runs) and waits until
     /// it answers. A server with persistence replays its AOF (the state of a crashed
     /// process); without, it comes back empty. A sentinel keeps its rewritten config. A

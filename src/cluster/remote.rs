@@ -176,11 +176,13 @@ impl RemoteServer {
             let clock = quote(&server.config.clock_file());
             script.push_str(&format!(" && printf '%s\\n' +0.000 > {clock}"));
         }
-        server.ssh.run_with_input(
-            "upload the config of",
-            &script,
-            server.config.config_text().as_bytes(),
-        )?;
+        // Off the runtime's threads: the hosts' starts run concurrently.
+        let (ssh, text) = (server.ssh.clone(), server.config.config_text());
+        tokio::task::spawn_blocking(move || {
+            ssh.run_with_input("upload the config of", &script, text.as_bytes())
+        })
+        .await
+        .map_err(|e| server.error("upload the config of", e.to_string()))??;
         server.spawn(false, true).await?;
         Ok(server)
     }

@@ -227,12 +227,7 @@ impl Executor {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };
-                let mut killed = Vec::new();
-                for name in &fault.targets {
-                    if cluster.pid(name).is_some() && cluster.kill(name).is_ok() {
-                        killed.push(name.clone());
-                    }
-                }
+                let killed = cluster.kill_many(&fault.targets);
                 if !killed.is_empty() {
                     journal.fault("kill", &killed, &[], Map::new());
                 }
@@ -370,17 +365,9 @@ impl Executor {
                     return;
                 };
                 let mut restarted = Vec::new();
-                for name in &fault.targets {
-                    if cluster.pid(name).is_some() {
-                        continue;
-                    }
-                    let result = if fault.persist {
-                        cluster.restart(name).await
-                    } else {
-                        cluster.restart_empty(name).await
-                    };
+                for (name, result) in cluster.restart_many(&fault.targets, fault.persist).await {
                     match result {
-                        Ok(()) => restarted.push(name.clone()),
+                        Ok(()) => restarted.push(name),
                         Err(e) => tracing::warn!("cannot restart {name}: {e}"),
                     }
                 }
