@@ -467,3 +467,31 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there() {
     assert_eq!(hosts, 1, "one run folder on the hosts");
     assert!(out.join("ssh/known_hosts").is_file());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persisted_server_on_a_host_keeps_its_keys_across_a_crash_unless_emptied() {
+    let Some(bed) = TestBed::new("persistence on a host", 1) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = remote_spec(&bed, Topology::Single, 1, dir.path());
+    spec.persistence = true;
+    let mut cluster = cluster::start(&spec).await.expect("start on the host");
+    let e = cluster.endpoints();
+    let mut conn = connect(&e, "master-0").await;
+    let _: () = conn.set("k", "v").await.unwrap();
+    let pid = cluster.pid("master-0").unwrap();
+    cluster.kill("master-0").unwrap();
+    cluster.restart("master-0").await.unwrap();
+    assert_ne!(cluster.pid("master-0"), Some(pid), "a new process");
+    let mut conn = connect(&e, "master-0").await;
+    let v: Option<String> = conn.get("k").await.unwrap();
+    assert_eq!(v.as_deref(), Some("v"), "replayed from its AOF");
+    cluster.kill("master-0").unwrap();
+    cluster.restart_empty("master-0").await.unwrap();
+    let mut conn = connect(&e, "master-0").await;
+    let v: Option<String> = conn.get("k").await.unwrap();
+    assert_eq!(v, None, "its disk lost");
+    cluster.shutdown().await;
+    assert_nothing_left(&bed, 1, dir.path());
+}

@@ -582,6 +582,9 @@ impl WorkloadSpec {
             return Ok(());
         }
         crate::cluster::parse_targets(&self.nodes).map_err(|e| format!("field `nodes`: {e}"))?;
+        if let Some(key) = self.ssh_key.as_ref().filter(|k| !k.is_file()) {
+            return Err(format!("field `ssh_key`: {} is not a file", key.display()));
+        }
         match self.topology() {
             Topology::Single | Topology::Replicated | Topology::Independent => Ok(()),
             other => Err(format!(
@@ -689,7 +692,7 @@ retry = { attempts = 3, backoff = "25ms" }
     fn nodes_are_ssh_urls_on_a_topology_that_runs_on_hosts() {
         let ok = WorkloadSpec::from_toml(
             "algorithm = \"redlock\"\nnodes = [\"ssh://root@10.77.0.2\", \"ssh://db:2222\"]\n\
-             ssh_key = \"/k\"\n",
+             ssh_key = \"/etc/hostname\"\n",
             "w.toml",
         )
         .unwrap();
@@ -700,6 +703,13 @@ retry = { attempts = 3, backoff = "25ms" }
         let err = bad.validate().unwrap_err();
         assert!(
             err.contains("field `nodes`") && err.contains("root@10.77.0.2"),
+            "{err}"
+        );
+        let mut bad = ok.clone();
+        bad.ssh_key = Some("/nonexistent/key".into());
+        let err = bad.validate().unwrap_err();
+        assert!(
+            err.contains("field `ssh_key`") && err.contains("/nonexistent/key"),
             "{err}"
         );
         let mut bad = ok.clone();
