@@ -104,7 +104,7 @@ pub async fn start(
     let config = |i: usize,
                   replica_of: Option<(String, u16)>|
      -> Result<RemoteConfig, ClusterError> {
-        let target = &spec.hosts[i % spec.hosts.len()];
+        let ssh = &hosts.connections[i % hosts.connections.len()];
         let port = u16::try_from(usize::from(base) + i)
             .map_err(|_| ClusterError::InvalidSpec(format!("port {base} + {i} is past 65535")))?;
         let name = if i < primaries {
@@ -114,7 +114,7 @@ pub async fn start(
         };
         Ok(RemoteConfig {
             name,
-            addr: target.host.clone(),
+            addr: ssh.host_addr().to_string(),
             port,
             dir: hosts.remote_dir.clone(),
             password: password.to_string(),

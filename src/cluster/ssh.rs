@@ -116,6 +116,9 @@ pub struct Ssh {
     master: ChildGuard,
     /// This machine's address as the host sees it (`$SSH_CONNECTION`'s first field).
     control_addr: Option<String>,
+    /// The host's own address on the interface we reached it through (its third field):
+    /// what its servers bind and clients connect to, also when the URL names the host.
+    host_addr: Option<String>,
 }
 
 /// The output of a command that succeeded.
@@ -154,6 +157,7 @@ impl Ssh {
             socket,
             master,
             control_addr: None,
+            host_addr: None,
         };
         let deadline = Instant::now() + CONNECT_TIMEOUT;
         loop {
@@ -163,7 +167,18 @@ impl Ssh {
             }
             if ssh.socket.exists() && ssh.check() {
                 let seen = ssh.run("ask the host who we are", "echo $SSH_CONNECTION")?;
-                ssh.control_addr = seen.stdout.split_whitespace().next().map(str::to_string);
+                let fields: Vec<&str> = seen.stdout.split_whitespace().collect();
+                let [control, _, host, _] = fields[..] else {
+                    return Err(ssh.error(
+                        "read $SSH_CONNECTION",
+                        format!(
+                            "expected four fields, got `{}` (is the login shell POSIX?)",
+                            seen.stdout.trim()
+                        ),
+                    ));
+                };
+                ssh.control_addr = Some(control.to_string());
+                ssh.host_addr = Some(host.to_string());
                 return Ok(ssh);
             }
             if Instant::now() > deadline {
@@ -179,6 +194,11 @@ impl Ssh {
     /// This machine's address as the host sees it.
     pub fn control_addr(&self) -> Option<&str> {
         self.control_addr.as_deref()
+    }
+
+    /// The host's address as we reached it (an IP address, whatever the URL said).
+    pub fn host_addr(&self) -> &str {
+        self.host_addr.as_deref().unwrap_or(&self.target.host)
     }
 
     /// An error naming this host.
