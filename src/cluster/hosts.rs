@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 
 use super::clock::Preload;
+use super::cut::Cut;
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::probe;
@@ -28,6 +29,8 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(15);
 #[derive(Debug, Default)]
 pub struct Hosts {
     pub servers: Vec<RemoteServer>,
+    /// Links cut with iptables, by (the server that lost it, the server it led to).
+    cuts: Vec<((String, String), Cut)>,
     connections: Vec<Arc<Ssh>>,
     /// The run's folder on every host.
     remote_dir: String,
@@ -45,6 +48,7 @@ pub async fn start(
 ) -> Result<Hosts, ClusterError> {
     let mut hosts = Hosts {
         servers: Vec::new(),
+        cuts: Vec::new(),
         connections: Vec::new(),
         remote_dir: format!(
             "{}/lockaudit-run-{}",
@@ -256,6 +260,49 @@ impl Hosts {
         futures_util::future::join_all(starts).await
     }
 
+    /// Cuts `from`'s host off from `to`'s address and port (iptables there), until
+    /// [`Hosts::heal_link`]. None when either is not a server on a host.
+    pub fn cut_link(&mut self, from: &str, to: &str) -> Option<Result<(), ClusterError>> {
+        let index = self.servers.iter().position(|s| s.name() == from)?;
+        let target = self.server(to)?;
+        let (addr, port) = (target.host().to_string(), target.port());
+        let ssh = &self.connections[index % self.connections.len()];
+        let tag = self
+            .remote_dir
+            .rsplit('/')
+            .next()
+            .unwrap_or("lockaudit")
+            .to_string();
+        Some(Cut::start(ssh, &tag, &addr, port).map(|cut| {
+            self.cuts.push(((from.to_string(), to.to_string()), cut));
+        }))
+    }
+
+    /// Heals a link [`Hosts::cut_link`] cut; false if it was not cut or the host did not
+    /// confirm.
+    pub fn heal_link(&mut self, from: &str, to: &str) -> bool {
+        let Some(i) = self
+            .cuts
+            .iter()
+            .position(|((f, t), _)| f == from && t == to)
+        else {
+            return false;
+        };
+        let (_, cut) = self.cuts.remove(i);
+        cut.heal()
+    }
+
+    /// Every link still cut, healed (the end of a run).
+    pub fn heal_all_links(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.cuts)
+            .into_iter()
+            .map(|(pair, cut)| {
+                cut.heal();
+                pair
+            })
+            .collect()
+    }
+
     pub fn server(&self, name: &str) -> Option<&RemoteServer> {
         self.servers.iter().find(|s| s.name() == name)
     }
@@ -267,6 +314,7 @@ impl Hosts {
     /// Stops every server (SIGTERM, then SIGKILL after `grace`), copies each log to
     /// `<logs>/<name>.log` and removes the run's files from the hosts.
     pub fn shutdown(&mut self, grace: Duration, logs: &Path) -> Vec<(String, Exit)> {
+        self.heal_all_links();
         // Every server at once: each stop and each log is an SSH round trip or more.
         let begun = Instant::now();
         let ended = std::thread::scope(|scope| {
@@ -316,6 +364,7 @@ impl Drop for Hosts {
     /// Kills what still runs (each server's drop) and removes the run's files, then closes
     /// the connections.
     fn drop(&mut self) {
+        self.heal_all_links();
         for server in &mut self.servers {
             server.kill();
         }

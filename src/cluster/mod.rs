@@ -20,6 +20,7 @@ mod ask;
 mod binaries;
 mod cleanup;
 mod clock;
+mod cut;
 mod error;
 mod exit;
 mod hosts;
@@ -141,8 +142,9 @@ pub struct Endpoints {
     /// The separate server holding the guarded resource.
     pub storage: Node,
     pub password: Option<String>,
-    /// With the lock's servers on other hosts: this machine's address as they see it. Links
-    /// the nemesis routes through this machine (the replication proxies) listen there.
+    /// With the lock's servers on other hosts: this machine's address as they see it (None
+    /// for local servers). The nemesis then cuts the links between servers with iptables on
+    /// their hosts rather than with its proxies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_addr: Option<String>,
 }
@@ -641,6 +643,30 @@ impl Cluster {
             .instance_mut(name)
             .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))?;
         Ok(instance.kill().unwrap_or(Exit::Unknown))
+    }
+
+    /// Cuts the link from server `from` to server `to` (both on hosts: iptables on `from`'s
+    /// host, see `cut`), until [`Cluster::heal_link`]. `Unsupported` for local servers,
+    /// whose links the nemesis cuts with its proxies.
+    pub fn cut_link(&mut self, from: &str, to: &str) -> Result<(), ClusterError> {
+        self.remote.cut_link(from, to).unwrap_or_else(|| {
+            Err(ClusterError::Unsupported {
+                action: "cut the link of",
+                node: from.to_string(),
+                reason: format!("{from} and {to} are not both servers on hosts"),
+            })
+        })
+    }
+
+    /// Heals a link [`Cluster::cut_link`] cut; false if there was none or its host did
+    /// not confirm.
+    pub fn heal_link(&mut self, from: &str, to: &str) -> bool {
+        self.remote.heal_link(from, to)
+    }
+
+    /// Whether the lock's servers run on other hosts (links are cut with iptables there).
+    pub fn on_hosts(&self) -> bool {
+        !self.remote.servers.is_empty()
     }
 
     /// Kills every node of `names` that runs, as [`Cluster::kill`] does, at once: the nodes on

@@ -584,7 +584,7 @@ pub async fn heal_all<W: Workers>(targets: &mut Targets<'_, W>, journal: &Journa
             .await;
     }
     if let Some(network) = targets.network.as_deref_mut() {
-        network.heal_all(journal);
+        network.heal_all(journal, targets.cluster.as_deref_mut());
     }
     if let Some(cluster) = targets.cluster.as_deref_mut() {
         for name in cluster.names() {
