@@ -259,6 +259,9 @@ struct RunArgs {
     /// The private key for --node hosts (default: ssh's own keys and agent).
     #[arg(long)]
     ssh_key: Option<PathBuf>,
+    /// The folder on the --node hosts where the run keeps its servers' files (default /tmp).
+    #[arg(long)]
+    remote_dir: Option<PathBuf>,
 }
 
 /// `--algorithm`'s help: the names, from the list the runner knows.
@@ -383,6 +386,9 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     }
     if let Some(v) = args.ssh_key {
         spec.ssh_key = Some(v);
+    }
+    if let Some(v) = args.remote_dir {
+        spec.remote_dir = Some(v);
     }
     if args.redis.is_some() && !spec.nodes.is_empty() {
         anyhow::bail!("--redis and nodes (--node): either a Redis already running or hosts to start it on, not both");

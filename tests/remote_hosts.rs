@@ -536,3 +536,72 @@ async fn a_persisted_server_on_a_host_keeps_its_keys_across_a_crash_unless_empti
     cluster.shutdown().await;
     assert_nothing_left(&bed, 1, dir.path());
 }
+
+#[test]
+fn ctrl_c_during_a_cut_replication_link_leaves_no_rule_on_the_hosts() {
+    let Some(bed) = TestBed::new("ctrl-c during a cut on hosts", 3) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let schedule = dir.path().join("cut.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"1s\"\nkind = \"partition\"\nlink = \"replication\"\nduration = \"60s\"\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.args([
+        "run",
+        "--algorithm",
+        "set-nx-px",
+        "--topology",
+        "replicated",
+    ])
+    .arg("--nemesis")
+    .arg(&schedule)
+    .args(["--time-limit", "60s", "--ssh-key"])
+    .arg(&bed.key)
+    .arg("--remote-dir")
+    .arg(dir.path().join("hosts"))
+    .arg("--out")
+    .arg(&out)
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    for i in 0..3 {
+        cmd.arg("--node").arg(bed.url(i));
+    }
+    let mut child = cmd.spawn().unwrap();
+    let rules = |i: usize| {
+        bed.exec(i, &["iptables", "-S"])
+            .matches("lockaudit")
+            .count()
+    };
+    // Until both replicas' hosts hold the cut (two rules each), the primary's none.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while rules(1) < 2 || rules(2) < 2 {
+        assert!(Instant::now() < deadline, "the link was never cut");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(rules(0), 0);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    // The sessions holding the rules ended with lockaudit: each host deletes its rules.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (0..3).any(|i| rules(i) > 0 || !bed.leftovers(i).is_empty()) {
+        assert!(
+            Instant::now() < deadline,
+            "left: {:?}",
+            (0..3)
+                .map(|i| (rules(i), bed.leftovers(i)))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
