@@ -14,6 +14,7 @@ pub mod nemesis;
 pub mod plot;
 pub mod report;
 pub mod run;
+pub mod shell;
 pub mod synth;
 pub mod sys;
 pub mod tomlfile;

@@ -247,12 +247,22 @@ struct RunArgs {
     /// for a Sentinel-watched primary. Server-side faults are then unavailable.
     #[arg(long)]
     redis: Option<String>,
-    /// The redis-server binary (default: found on PATH).
+    /// The redis-server binary (default: found on PATH; with --node, on each host's PATH).
     #[arg(long)]
     redis_server: Option<PathBuf>,
     /// The redis-sentinel binary (default: found on PATH).
     #[arg(long)]
     redis_sentinel: Option<PathBuf>,
+    /// Run the lock's servers on this host over SSH, ssh://[user@]host[:port]; repeat it
+    /// for several (replaces the workload's `nodes`).
+    #[arg(long = "node", value_name = "URL")]
+    nodes: Vec<String>,
+    /// The private key for --node hosts (default: ssh's own keys and agent).
+    #[arg(long)]
+    ssh_key: Option<PathBuf>,
+    /// The folder on the --node hosts where the run keeps its servers' files (default /tmp).
+    #[arg(long)]
+    remote_dir: Option<PathBuf>,
 }
 
 /// `--algorithm`'s help: the names, from the list the runner knows.
@@ -373,6 +383,18 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     }
     spec.fenced |= args.fenced;
     spec.watchdog |= args.watchdog;
+    if !args.nodes.is_empty() {
+        spec.nodes = args.nodes;
+    }
+    if let Some(v) = args.ssh_key {
+        spec.ssh_key = Some(v);
+    }
+    if let Some(v) = args.remote_dir {
+        spec.remote_dir = Some(v);
+    }
+    if args.redis.is_some() && !spec.nodes.is_empty() {
+        anyhow::bail!("--redis and nodes (--node): either a Redis already running or hosts to start it on, not both");
+    }
     spec.validate()
         .map_err(|e| anyhow::anyhow!("workload: {e}"))?;
     let resolve = |spec: &WorkloadSpec| {

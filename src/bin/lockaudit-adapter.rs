@@ -87,6 +87,7 @@ fn init(req: &Value) -> Result<State, String> {
         master_name: req["master_name"].as_str().map(str::to_string),
         storage,
         password,
+        control_addr: None,
     };
     let lock_options = LockOptions {
         fenced: options["fenced"].as_bool().unwrap_or(false),

@@ -103,6 +103,25 @@ impl Preload {
     fn value(&self) -> String {
         format!("{} {}", self.libfaketime.display(), self.libc.display())
     }
+
+    /// The library's file name (`libfaketime.so.1`), as it shows in `/proc/<pid>/maps`.
+    pub fn file_name(&self) -> String {
+        self.libfaketime
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The environment of a process whose clock reads `file` (as [`FakeClock::env`]), for a
+    /// command line on another host.
+    pub fn env_for(&self, file: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("LD_PRELOAD", self.value()),
+            ("FAKETIME_TIMESTAMP_FILE", file.to_string()),
+            ("FAKETIME_NO_CACHE", "1".into()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+        ]
+    }
 }
 
 /// One server's fake clock: the preload, its offset file and the offset last written.
@@ -187,7 +206,7 @@ pub fn is_loaded(pid: u32, preload: &Preload) -> bool {
 
 /// Decimal seconds with three decimals and a sign: `+20.000`, `-0.250`. libfaketime reads
 /// the number with `atof`; it has no millisecond unit.
-fn format_offset(offset_ms: i64) -> String {
+pub(super) fn format_offset(offset_ms: i64) -> String {
     let sign = if offset_ms < 0 { '-' } else { '+' };
     let abs = offset_ms.unsigned_abs();
     format!("{sign}{}.{:03}", abs / 1000, abs % 1000)

@@ -113,6 +113,15 @@ pub enum ClusterError {
         reason: String,
     },
 
+    /// A host reached over SSH failed: the connection, a command, or a server started there.
+    #[error("{host}: cannot {action}: {reason}")]
+    Remote {
+        /// `ssh://user@host`.
+        host: String,
+        action: String,
+        reason: String,
+    },
+
     /// A signal to a node could not be delivered.
     #[error(transparent)]
     Signal(#[from] SignalError),

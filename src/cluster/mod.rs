@@ -21,8 +21,10 @@ mod ask;
 mod binaries;
 mod cleanup;
 mod clock;
+mod cut;
 mod error;
 mod exit;
+mod hosts;
 mod instance;
 mod logs;
 mod ports;
@@ -32,9 +34,11 @@ pub mod process;
 mod procfs;
 pub mod reach;
 mod registry;
+mod remote;
 mod sentinel;
 mod server;
 pub mod sharded;
+mod ssh;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -48,6 +52,7 @@ pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;
 pub use exit::Exit;
+pub use hosts::parse_targets;
 pub use postgres::{client_config as pg_client_config, PG_DATABASE, PG_USER};
 pub use process::{ChildGuard, SignalError};
 pub use procfs::{is_live, process_tree};
@@ -56,7 +61,9 @@ pub use registry::{
     unregister_child,
 };
 pub use sentinel::MASTER_NAME;
+pub use ssh::SshTarget;
 
+use hosts::Hosts;
 use instance::Instance;
 use postgres::{PgConfig, PgServer, RunAs};
 use sentinel::{Sentinel, SentinelSetup};
@@ -116,6 +123,14 @@ pub struct ClusterSpec {
     /// followed by its bus port), storage, sentinels.
     /// None: free ports chosen by the kernel.
     pub base_port: Option<u16>,
+    /// Hosts to run the lock's servers on, over SSH, instead of this machine (node i on
+    /// host i mod hosts); empty: all local. Storage stays local. See `remote`.
+    pub hosts: Vec<SshTarget>,
+    /// The private key for `hosts`; None: ssh's defaults.
+    pub ssh_key: Option<PathBuf>,
+    /// The folder on the hosts in which each run makes its own `lockaudit-run-<token>`
+    /// (removed at the end); None: `/tmp`.
+    pub remote_dir: Option<PathBuf>,
 }
 
 /// A server's address and role.
@@ -141,6 +156,11 @@ pub struct Endpoints {
     /// The separate server holding the guarded resource.
     pub storage: Node,
     pub password: Option<String>,
+    /// With the lock's servers on other hosts: this machine's address as they see it (None
+    /// for local servers). The nemesis then cuts the links between servers with iptables on
+    /// their hosts rather than with its proxies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_addr: Option<String>,
 }
 
 impl ClusterSpec {
@@ -158,6 +178,9 @@ impl ClusterSpec {
             persistence: false,
             fake_clocks: false,
             base_port: None,
+            hosts: Vec::new(),
+            ssh_key: None,
+            remote_dir: None,
         }
     }
 }
@@ -235,6 +258,8 @@ pub struct Cluster {
     databases: Vec<PgServer>,
     storage: Server,
     sentinels: Vec<Sentinel>,
+    /// The lock's servers on other hosts (`ClusterSpec::hosts`); empty for a local run.
+    remote: Hosts,
 }
 
 /// Starts the topology's servers and the storage node, and returns once every server
@@ -247,6 +272,9 @@ pub struct Cluster {
 /// before returning.
 pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let begun = Instant::now();
+    if !spec.hosts.is_empty() {
+        return start_remote(spec).await;
+    }
     if spec.topology == Topology::Postgres {
         return start_postgres(spec).await;
     }
@@ -432,6 +460,7 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         databases: Vec::new(),
         storage,
         sentinels,
+        remote: Hosts::default(),
     })
 }
 
@@ -494,6 +523,59 @@ async fn start_postgres(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         databases: vec![database],
         storage,
         sentinels: Vec::new(),
+        remote: Hosts::default(),
+    })
+}
+
+/// The lock's servers on `spec.hosts` over SSH (see `hosts`), storage on this machine.
+async fn start_remote(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+    let begun = Instant::now();
+    let (lock_nodes, primaries) = hosts::layout(spec)?;
+    let server_binary = binaries::redis_server(None)?;
+    let root = spec.dir.join("redis");
+    std::fs::create_dir_all(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
+    let root = root
+        .canonicalize()
+        .map_err(|e| ClusterError::io("resolve the folder", &root, e))?;
+    let password = generate_password();
+    let storage_port = ports::plan(1, None)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))?;
+    let storage_config = ServerConfig {
+        name: "storage".into(),
+        binary: server_binary,
+        dir: root.join("storage"),
+        log: root.join("storage.log"),
+        password: password.clone(),
+        persistence: false,
+        replica_of: None,
+        fake_clock: None,
+        cluster: None,
+    };
+    storage_config.prepare_dir(false)?;
+    let storage = server::start_all(vec![(storage_config, storage_port)], false)
+        .await?
+        .pop()
+        .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))?;
+    // Storage is killed by its guard if this fails.
+    let remote = hosts::start(spec, &password, lock_nodes, primaries).await?;
+    tracing::info!(
+        topology = ?spec.topology,
+        hosts = spec.hosts.len(),
+        servers = remote.servers.len(),
+        elapsed = ?begun.elapsed(),
+        "servers on hosts ready"
+    );
+    Ok(Cluster {
+        topology: spec.topology,
+        root,
+        password,
+        nodes: Vec::new(),
+        databases: Vec::new(),
+        storage,
+        sentinels: Vec::new(),
+        remote,
     })
 }
 
@@ -524,6 +606,12 @@ impl Cluster {
                 .iter()
                 .map(|d| node_of(&d.instance))
                 .chain(self.nodes.iter().map(|s| node_of(&s.instance)))
+                .chain(self.remote.servers.iter().map(|s| Node {
+                    name: s.name().to_string(),
+                    host: s.host().to_string(),
+                    port: s.port(),
+                    pid: s.pid(),
+                }))
                 .collect(),
             sentinels: self
                 .sentinels
@@ -534,6 +622,7 @@ impl Cluster {
                 .then(|| sentinel::MASTER_NAME.to_string()),
             storage: node_of(&self.storage.instance),
             password: Some(self.password.clone()),
+            control_addr: self.remote.control_addr(),
         }
     }
 
@@ -552,16 +641,27 @@ impl Cluster {
 
     /// Every node's name: the lock's servers, then storage, then the sentinels.
     pub fn names(&self) -> Vec<String> {
-        self.instances().map(|i| i.name().to_string()).collect()
+        self.remote
+            .servers
+            .iter()
+            .map(|s| s.name().to_string())
+            .chain(self.instances().map(|i| i.name().to_string()))
+            .collect()
     }
 
     /// The node's pid while it runs (None once killed, or for an unknown name). Prefer
     /// [`Cluster::signal`] to signalling the pid yourself: it never signals a reaped pid.
     pub fn pid(&self, name: &str) -> Option<u32> {
+        if let Some(server) = self.remote.server(name) {
+            return server.pid();
+        }
         self.instance(name).and_then(Instance::pid)
     }
 
     pub fn port(&self, name: &str) -> Option<u16> {
+        if let Some(server) = self.remote.server(name) {
+            return Some(server.port());
+        }
         self.instance(name).map(Instance::port)
     }
 
@@ -577,6 +677,9 @@ impl Cluster {
 
     /// Sends `signal` to the node: SIGSTOP / SIGCONT pause and resume it.
     pub fn signal(&self, name: &str, signal: Signal) -> Result<(), ClusterError> {
+        if let Some(server) = self.remote.server(name) {
+            return server.signal(signal);
+        }
         let instance = self
             .instance(name)
             .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))?;
@@ -590,6 +693,9 @@ impl Cluster {
     /// Kills the node with SIGKILL (resuming it first if paused) and reaps it: a crash.
     /// It stays down until [`Cluster::restart`].
     pub fn kill(&mut self, name: &str) -> Result<Exit, ClusterError> {
+        if let Some(server) = self.remote.server_mut(name) {
+            return Ok(server.kill().unwrap_or(Exit::Unknown));
+        }
         if let Some(database) = self.database_mut(name) {
             return Ok(database.kill().unwrap_or(Exit::Unknown));
         }
@@ -597,6 +703,70 @@ impl Cluster {
             .instance_mut(name)
             .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))?;
         Ok(instance.kill().unwrap_or(Exit::Unknown))
+    }
+
+    /// Cuts the link from server `from` to server `to` (both on hosts: iptables on `from`'s
+    /// host, see `cut`), until [`Cluster::heal_link`]. `Unsupported` for local servers,
+    /// whose links the nemesis cuts with its proxies.
+    pub fn cut_link(&mut self, from: &str, to: &str) -> Result<(), ClusterError> {
+        self.remote.cut_link(from, to).unwrap_or_else(|| {
+            Err(ClusterError::Unsupported {
+                action: "cut the link of",
+                node: from.to_string(),
+                reason: format!("{from} and {to} are not both servers on hosts"),
+            })
+        })
+    }
+
+    /// Heals a link [`Cluster::cut_link`] cut; false if there was none or its host did
+    /// not confirm.
+    pub fn heal_link(&mut self, from: &str, to: &str) -> bool {
+        self.remote.heal_link(from, to)
+    }
+
+    /// Whether the lock's servers run on other hosts (links are cut with iptables there).
+    pub fn on_hosts(&self) -> bool {
+        !self.remote.servers.is_empty()
+    }
+
+    /// Kills every node of `names` that runs, as [`Cluster::kill`] does, at once: the nodes on
+    /// other hosts in parallel (each kill is an SSH round trip), so that RedLock's pair of
+    /// masters dies together. Returns the names killed.
+    pub fn kill_many(&mut self, names: &[String]) -> Vec<String> {
+        let remote: Vec<String> = self.remote.kill_many(names);
+        let mut killed = Vec::new();
+        for name in names {
+            let local = self.remote.server(name).is_none();
+            if remote.contains(name)
+                || (local && self.pid(name).is_some() && self.kill(name).is_ok())
+            {
+                killed.push(name.clone());
+            }
+        }
+        killed
+    }
+
+    /// Restarts every node of `names` that is down, as [`Cluster::restart`] (`keep_data`)
+    /// or [`Cluster::restart_empty`] do; nodes on other hosts concurrently. Returns each
+    /// node's outcome.
+    pub async fn restart_many(
+        &mut self,
+        names: &[String],
+        keep_data: bool,
+    ) -> Vec<(String, Result<(), ClusterError>)> {
+        let mut outcomes = self.remote.restart_many(names, keep_data).await;
+        for name in names {
+            if self.remote.server(name).is_some() || self.pid(name).is_some() {
+                continue;
+            }
+            let result = if keep_data {
+                self.restart(name).await
+            } else {
+                self.restart_empty(name).await
+            };
+            outcomes.push((name.clone(), result));
+        }
+        outcomes
     }
 
     /// Starts the node again on its port (killing it first if it still runs) and waits until
@@ -612,6 +782,9 @@ impl Cluster {
         {
             return sentinel.restart(&password).await;
         }
+        if let Some(server) = self.remote.server_mut(name) {
+            return server.restart(true).await;
+        }
         if let Some(database) = self.database_mut(name) {
             return database.restart(true).await;
         }
@@ -623,6 +796,9 @@ impl Cluster {
     /// PostgreSQL server gets a fresh `initdb`. A sentinel cannot be emptied (its config is
     /// its state): `Unsupported`.
     pub async fn restart_empty(&mut self, name: &str) -> Result<(), ClusterError> {
+        if let Some(server) = self.remote.server_mut(name) {
+            return server.restart(false).await;
+        }
         if let Some(database) = self.database_mut(name) {
             return database.restart(false).await;
         }
@@ -649,6 +825,11 @@ impl Cluster {
     /// Errors: `UnknownNode`; `Unsupported` for storage or a sentinel, or when the cluster
     /// was started without [`ClusterSpec::fake_clocks`].
     pub fn set_clock_offset(&self, name: &str, offset_ms: i64) -> Result<(), ClusterError> {
+        if let Some(server) = self.remote.server(name) {
+            server.set_clock_offset(offset_ms)?;
+            tracing::debug!(node = name, offset_ms, "clock moved on its host");
+            return Ok(());
+        }
         let clock = self.fake_clock(name)?;
         clock.set(offset_ms)?;
         tracing::debug!(node = name, offset_ms, "clock moved");
@@ -658,6 +839,9 @@ impl Cluster {
     /// The offset last given to [`Cluster::set_clock_offset`] (0 until then); None without
     /// fake clocks, for storage, a sentinel or an unknown name.
     pub fn clock_offset_ms(&self, name: &str) -> Option<i64> {
+        if let Some(server) = self.remote.server(name) {
+            return server.clock_offset_ms();
+        }
         self.fake_clock(name).ok().map(clock::FakeClock::offset_ms)
     }
 
@@ -772,6 +956,8 @@ impl Cluster {
             .filter_map(|s| s.instance.guard_mut())
             .collect();
         process::terminate_all(&mut sentinels, STOP_GRACE).await;
+        let root = self.root.clone();
+        let mut ended = self.remote.shutdown(STOP_GRACE, &root);
         let mut servers: Vec<&mut ChildGuard> = self
             .databases
             .iter_mut()
@@ -785,15 +971,14 @@ impl Cluster {
             .filter_map(Instance::guard_mut)
             .collect();
         process::terminate_all(&mut servers, STOP_GRACE).await;
-        self.instances()
-            .map(|i| {
-                let exit = i
-                    .guard()
-                    .and_then(ChildGuard::exit)
-                    .unwrap_or(Exit::Unknown);
-                (i.name().to_string(), exit)
-            })
-            .collect()
+        ended.extend(self.instances().map(|i| {
+            let exit = i
+                .guard()
+                .and_then(ChildGuard::exit)
+                .unwrap_or(Exit::Unknown);
+            (i.name().to_string(), exit)
+        }));
+        ended
     }
 
     fn instances(&self) -> impl Iterator<Item = &Instance> {
@@ -872,6 +1057,7 @@ mod tests {
             master_name: None,
             storage: node.clone(),
             password: Some("a:b@c/d".into()),
+            control_addr: None,
         };
         assert_eq!(e.url(&node), "redis://:a%3Ab%40c%2Fd@127.0.0.1:7000/");
         e.password = None;

@@ -13,11 +13,21 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// A connection to 127.0.0.1:`port`, authenticated with `password` when given.
 pub async fn connect(port: u16, password: Option<&str>) -> RedisResult<MultiplexedConnection> {
+    connect_to("127.0.0.1", port, password).await
+}
+
+/// A connection to `host`:`port` (a server on another host), authenticated with `password`
+/// when given.
+pub async fn connect_to(
+    host: &str,
+    port: u16,
+    password: Option<&str>,
+) -> RedisResult<MultiplexedConnection> {
     let mut settings = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
     if let Some(password) = password {
         settings = settings.set_password(password);
     }
-    let info = ConnectionAddr::Tcp("127.0.0.1".to_string(), port)
+    let info = ConnectionAddr::Tcp(host.to_string(), port)
         .into_connection_info()?
         .set_redis_settings(settings);
     let config = AsyncConnectionConfig::new()

@@ -283,12 +283,7 @@ impl Executor {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };
-                let mut killed = Vec::new();
-                for name in &fault.targets {
-                    if cluster.pid(name).is_some() && cluster.kill(name).is_ok() {
-                        killed.push(name.clone());
-                    }
-                }
+                let killed = cluster.kill_many(&fault.targets);
                 if !killed.is_empty() {
                     journal.fault("kill", &killed, &[], Map::new());
                 }
@@ -450,17 +445,9 @@ impl Executor {
                     return;
                 };
                 let mut restarted = Vec::new();
-                for name in &fault.targets {
-                    if cluster.pid(name).is_some() {
-                        continue;
-                    }
-                    let result = if fault.persist {
-                        cluster.restart(name).await
-                    } else {
-                        cluster.restart_empty(name).await
-                    };
+                for (name, result) in cluster.restart_many(&fault.targets, fault.persist).await {
                     match result {
-                        Ok(()) => restarted.push(name.clone()),
+                        Ok(()) => restarted.push(name),
                         Err(e) => tracing::warn!("cannot restart {name}: {e}"),
                     }
                 }
@@ -701,7 +688,7 @@ pub async fn heal_all<W: Workers>(targets: &mut Targets<'_, W>, journal: &Journa
             .await;
     }
     if let Some(network) = targets.network.as_deref_mut() {
-        network.heal_all(journal);
+        network.heal_all(journal, targets.cluster.as_deref_mut());
     }
     if let Some(cluster) = targets.cluster.as_deref_mut() {
         for name in cluster.names() {

@@ -40,9 +40,17 @@ pub struct Network {
     replication: BTreeMap<String, Proxy>,
     /// The primary now (replicated topology).
     primary: Option<String>,
+    /// The servers run on other hosts: the replicas follow the primary directly, and the
+    /// replication link is cut with iptables there (`Cluster::cut_link`), not by proxies.
+    on_hosts: bool,
+    /// Replication links cut on the hosts: per fault begun, (replica, primary) pairs.
+    cuts: Vec<(OpenKey, Vec<String>, Vec<CutLink>)>,
     /// Faults begun and not yet healed: (the fault's start and kind, targets, proxies).
     open: Vec<(OpenKey, Vec<String>, Vec<Proxy>)>,
 }
+
+/// A link cut on the hosts: (the server that lost it, the server it led to).
+type CutLink = (String, String);
 
 fn address(node: &Node) -> Result<SocketAddr, String> {
     format!("{}:{}", node.host, node.port).parse().map_err(|e| {
@@ -73,6 +81,8 @@ impl Network {
             front: Vec::new(),
             replication: BTreeMap::new(),
             primary: endpoints.nodes.first().map(|n| n.name.clone()),
+            on_hosts: endpoints.control_addr.is_some(),
+            cuts: Vec::new(),
             open: Vec::new(),
         };
         let mut per_worker = Vec::new();
@@ -93,7 +103,7 @@ impl Network {
             network.front.push(proxies);
             per_worker.push(mine);
         }
-        if replication && endpoints.topology == Topology::Replicated {
+        if replication && endpoints.topology == Topology::Replicated && !network.on_hosts {
             let primary = network.primary.clone().unwrap_or_default();
             for name in network.servers.keys().cloned().collect::<Vec<_>>() {
                 let proxy = Proxy::start(&format!("{name}>primary"), network.servers[&primary])
@@ -129,12 +139,19 @@ impl Network {
         .map_err(|e| format!("{name}: {e}"))
     }
 
-    /// `REPLICAOF` the server's replication proxy.
+    /// `REPLICAOF` the server's replication proxy, or on hosts the primary itself.
     async fn replicate_through_proxy(&self, name: &str) -> Result<(), String> {
-        let port = self.replication[name].port();
+        let (ip, port) = match self.replication.get(name) {
+            Some(proxy) => ("127.0.0.1".to_string(), proxy.port()),
+            None => {
+                let primary = self.primary.as_deref().ok_or("no primary")?;
+                let addr = self.servers[primary];
+                (addr.ip().to_string(), addr.port())
+            }
+        };
         let mut c = self.connection(name).await?;
         redis::cmd("REPLICAOF")
-            .arg("127.0.0.1")
+            .arg(ip)
             .arg(port)
             .query_async::<()>(&mut c)
             .await
@@ -219,9 +236,14 @@ impl Network {
         &mut self,
         fault: &PlannedFault,
         fleet: &mut impl Workers,
-        _cluster: Option<&mut Cluster>,
+        cluster: Option<&mut Cluster>,
         journal: &Journal,
     ) -> bool {
+        let replication_link = fault.kind == FaultKind::Failover
+            || (fault.kind == FaultKind::Partition && fault.link == Link::Replication);
+        if self.on_hosts && replication_link {
+            return self.cut_on_hosts(fault, cluster, journal);
+        }
         match fault.kind {
             FaultKind::Partition | FaultKind::Latency => {
                 let (targets, proxies) = self.links(fault);
@@ -275,13 +297,43 @@ impl Network {
         }
     }
 
+    /// Servers on hosts: freezes the replication link with iptables on every replica's host
+    /// (to the primary's address and port). False if nothing was cut.
+    fn cut_on_hosts(
+        &mut self,
+        fault: &PlannedFault,
+        cluster: Option<&mut Cluster>,
+        journal: &Journal,
+    ) -> bool {
+        let (Some(cluster), Some(primary)) = (cluster, self.primary.clone()) else {
+            return false;
+        };
+        let mut pairs = Vec::new();
+        for replica in self.servers.keys().filter(|n| **n != primary) {
+            match cluster.cut_link(replica, &primary) {
+                Ok(()) => pairs.push((replica.clone(), primary.clone())),
+                Err(e) => tracing::warn!("{}: {e}", fault.kind.name()),
+            }
+        }
+        if pairs.is_empty() {
+            return false;
+        }
+        let mut targets = vec![primary];
+        targets.extend(pairs.iter().map(|(r, _)| r.clone()));
+        let mut extra = Map::new();
+        extra.insert("link".into(), json!(Link::Replication));
+        journal.fault("partition", &targets, &[], extra);
+        self.cuts.push(((fault.at_ms, fault.kind), targets, pairs));
+        true
+    }
+
     /// Heals what `begin` did; for a failover, first promotes a lagging replica and moves
     /// the clients to it.
     pub async fn end(
         &mut self,
         fault: &PlannedFault,
         fleet: &mut impl Workers,
-        _cluster: Option<&mut Cluster>,
+        cluster: Option<&mut Cluster>,
         journal: &Journal,
     ) {
         if fault.kind == FaultKind::Failover {
@@ -290,6 +342,19 @@ impl Network {
             }
         }
         let key = (fault.at_ms, fault.kind);
+        if let Some(i) = self.cuts.iter().position(|(k, _, _)| *k == key) {
+            let (_, targets, pairs) = self.cuts.remove(i);
+            if let Some(cluster) = cluster {
+                for (from, to) in &pairs {
+                    if !cluster.heal_link(from, to) {
+                        tracing::warn!(
+                            "heal: the host of {from} did not confirm the link to {to} open"
+                        );
+                    }
+                }
+            }
+            journal.fault("heal", &targets, &[], Map::new());
+        }
         if let Some(i) = self.open.iter().position(|(k, _, _)| *k == key) {
             let (_, targets, proxies) = self.open.remove(i);
             for p in &proxies {
@@ -328,19 +393,27 @@ impl Network {
         extra.insert("from".into(), json!(old));
         journal.fault("failover", std::slice::from_ref(&new), &[], extra);
         self.primary = Some(new.clone());
-        for (name, proxy) in &self.replication {
+        for proxy in self.replication.values() {
             proxy.retarget(new_addr);
-            if *name != new {
-                if let Err(e) = self.replicate_through_proxy(name).await {
-                    tracing::warn!("failover: {e}");
-                }
+        }
+        for name in self.servers.keys().filter(|n| **n != new) {
+            if let Err(e) = self.replicate_through_proxy(name).await {
+                tracing::warn!("failover: {e}");
             }
         }
         Ok(())
     }
 
     /// Heals every link still cut or slowed (the end of the run).
-    pub fn heal_all(&mut self, journal: &Journal) {
+    pub fn heal_all(&mut self, journal: &Journal, mut cluster: Option<&mut Cluster>) {
+        for (_, targets, pairs) in std::mem::take(&mut self.cuts) {
+            if let Some(cluster) = cluster.as_deref_mut() {
+                for (from, to) in &pairs {
+                    cluster.heal_link(from, to);
+                }
+            }
+            journal.fault("heal", &targets, &[], Map::new());
+        }
         for (_, targets, proxies) in std::mem::take(&mut self.open) {
             for p in &proxies {
                 p.heal();

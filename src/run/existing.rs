@@ -40,6 +40,7 @@ pub fn existing_endpoints(url: &str) -> Result<Endpoints, String> {
             ..node
         },
         password,
+        control_addr: None,
     })
 }
 
@@ -86,6 +87,7 @@ fn sentinel_endpoints(url: &str, rest: &str) -> Result<Endpoints, String> {
             pid: None,
         },
         password,
+        control_addr: None,
     })
 }
 

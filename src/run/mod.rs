@@ -211,6 +211,9 @@ pub async fn run(
             cluster_spec.redis_sentinel = redis_sentinel;
             cluster_spec.persistence = schedule.needs_persistence();
             cluster_spec.fake_clocks = kinds.contains(&FaultKind::ClockJump);
+            cluster_spec.hosts = cluster::parse_targets(&spec.nodes)?;
+            cluster_spec.ssh_key = spec.ssh_key.clone();
+            cluster_spec.remote_dir = spec.remote_dir.clone();
             let begun = std::time::Instant::now();
             let cluster = cluster::start(&cluster_spec).await?;
             if cluster_spec.topology == cluster::Topology::Cluster {

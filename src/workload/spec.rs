@@ -153,6 +153,17 @@ pub struct WorkloadSpec {
     pub topology: Option<Topology>,
     /// Masters for the `independent` topology.
     pub masters: usize,
+    /// The hosts the lock's servers run on, `ssh://[user@]host[:port]`, reached over SSH
+    /// (node i on host i mod hosts); empty: this machine. README, "Auditing a deployment
+    /// on several hosts".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// The private key for `nodes` (default: ssh's own keys and agent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ssh_key: Option<PathBuf>,
+    /// The folder on the hosts where a run keeps its servers' files (default `/tmp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_dir: Option<PathBuf>,
     /// Logical clients, spread over `workers` OS processes.
     pub clients: usize,
     pub workers: usize,
@@ -192,6 +203,9 @@ impl Default for WorkloadSpec {
             fair: None,
             topology: None,
             masters: 5,
+            nodes: Vec::new(),
+            ssh_key: None,
+            remote_dir: None,
             clients: 8,
             workers: 2,
             keys: 1,
@@ -354,6 +368,7 @@ impl WorkloadSpec {
         self.validate_read_share()?;
         self.validate_fair()?;
         self.validate_topology()?;
+        self.validate_nodes()?;
         for (field, value) in [
             ("clients", self.clients),
             ("workers", self.workers),
@@ -562,6 +577,27 @@ impl WorkloadSpec {
         }
     }
 
+    /// Every `nodes` entry an `ssh://` URL, on a topology that can run on hosts.
+    fn validate_nodes(&self) -> Result<(), String> {
+        if self.nodes.is_empty() {
+            if self.ssh_key.is_some() || self.remote_dir.is_some() {
+                return Err("field `ssh_key` / `remote_dir`: only with `nodes`".into());
+            }
+            return Ok(());
+        }
+        crate::cluster::parse_targets(&self.nodes).map_err(|e| format!("field `nodes`: {e}"))?;
+        if let Some(key) = self.ssh_key.as_ref().filter(|k| !k.is_file()) {
+            return Err(format!("field `ssh_key`: {} is not a file", key.display()));
+        }
+        match self.topology() {
+            Topology::Single | Topology::Replicated | Topology::Independent => Ok(()),
+            other => Err(format!(
+                "field `nodes`: the {other:?} topology cannot run on hosts yet (single, \
+                 replicated and independent can)"
+            )),
+        }
+    }
+
     /// The topology the algorithm runs on unless the workload says otherwise.
     pub fn topology(&self) -> Topology {
         self.topology.unwrap_or(if self.algorithm == "redlock" {
@@ -654,6 +690,38 @@ retry = { attempts = 3, backoff = "25ms" }
         let spec = WorkloadSpec::default();
         let text = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<WorkloadSpec>(&text).unwrap(), spec);
+    }
+
+    #[test]
+    fn nodes_are_ssh_urls_on_a_topology_that_runs_on_hosts() {
+        let ok = WorkloadSpec::from_toml(
+            "algorithm = \"redlock\"\nnodes = [\"ssh://root@10.77.0.2\", \"ssh://db:2222\"]\n\
+             ssh_key = \"/etc/hostname\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(ok.nodes.len(), 2);
+        ok.validate().unwrap();
+        let mut bad = ok.clone();
+        bad.nodes = vec!["root@10.77.0.2".into()];
+        let err = bad.validate().unwrap_err();
+        assert!(
+            err.contains("field `nodes`") && err.contains("root@10.77.0.2"),
+            "{err}"
+        );
+        let mut bad = ok.clone();
+        bad.ssh_key = Some("/nonexistent/key".into());
+        let err = bad.validate().unwrap_err();
+        assert!(
+            err.contains("field `ssh_key`") && err.contains("/nonexistent/key"),
+            "{err}"
+        );
+        let mut bad = ok.clone();
+        bad.topology = Some(Topology::Sentinel);
+        assert!(bad.validate().unwrap_err().contains("cannot run on hosts"));
+        let mut bad = ok;
+        bad.nodes.clear();
+        assert!(bad.validate().unwrap_err().contains("only with `nodes`"));
     }
 
     #[test]

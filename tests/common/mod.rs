@@ -2,6 +2,8 @@
 // Each test crate uses the helpers it needs.
 #![allow(dead_code)]
 
+pub mod netns;
+
 use std::path::Path;
 use std::process::Output;
 

@@ -1,0 +1,124 @@
+//! A link between two servers on hosts cut with iptables, on the host of the server that
+//! loses it (Jepsen's way). The rules live as long as an SSH session that added them: the
+//! heal closes its stdin and the host's shell deletes them; if lockaudit dies instead, its
+//! ssh client dies with it, the session's stdin closes all the same, and the host is not
+//! left partitioned.
+
+use std::io::{BufRead, BufReader};
+use std::process::ChildStdin;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::error::ClusterError;
+use super::process::ChildGuard;
+use super::ssh::Ssh;
+use crate::shell::quote;
+
+/// How long adding or deleting the rules may take.
+const RULE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A link cut and not yet healed.
+#[derive(Debug)]
+pub struct Cut {
+    guard: ChildGuard,
+    stdin: Option<ChildStdin>,
+    /// The session's stdout lines (`cut`, `healed`).
+    lines: mpsc::Receiver<String>,
+}
+
+/// The iptables arguments after `-I` / `-D`: TCP to `addr:port` out, and its replies in,
+/// tagged with the run's comment so that a rule can always be told for ours.
+fn rules(tag: &str, addr: &str, port: u16) -> [String; 2] {
+    let tag = quote(tag);
+    let addr = quote(addr);
+    [
+        format!("OUTPUT -p tcp -d {addr} --dport {port} -m comment --comment {tag} -j DROP"),
+        format!("INPUT -p tcp -s {addr} --sport {port} -m comment --comment {tag} -j DROP"),
+    ]
+}
+
+/// The session: add both rules, say `cut`, wait for stdin to close, delete them, say `healed`.
+fn script(tag: &str, addr: &str, port: u16) -> String {
+    let [out, inp] = rules(tag, addr, port);
+    format!(
+        "iptables -w -I {out} && iptables -w -I {inp} || exit 1; echo cut; cat >/dev/null; \
+         iptables -w -D {out}; iptables -w -D {inp}; echo healed"
+    )
+}
+
+impl Cut {
+    /// Cuts the host of `ssh` off from `addr:port` (both directions of that TCP link).
+    pub fn start(ssh: &Ssh, tag: &str, addr: &str, port: u16) -> Result<Cut, ClusterError> {
+        let action = format!("cut the link to {addr}:{port}");
+        let mut guard = ssh.spawn(&format!("cut to {addr}:{port}"), &script(tag, addr, port))?;
+        let stdin = guard.take_stdin();
+        let stdout = guard
+            .take_stdout()
+            .ok_or_else(|| ssh.error(&action, "no pipe from ssh"))?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let cut = Cut {
+            guard,
+            stdin,
+            lines,
+        };
+        match cut.lines.recv_timeout(RULE_TIMEOUT) {
+            Ok(line) if line == "cut" => Ok(cut),
+            _ => Err(ssh.error(
+                &action,
+                "iptables did not add the rules (is it installed, and may the user run it?)",
+            )),
+        }
+    }
+
+    /// Deletes the rules and waits until the host says so. False if it did not in time (the
+    /// session is closed all the same, which deletes them when the host gets to it).
+    pub fn heal(mut self) -> bool {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + RULE_TIMEOUT;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line == "healed" => return true,
+                Ok(_) => continue,
+                Err(_) => break,
+            }
+        }
+        false
+    }
+}
+
+impl Drop for Cut {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        self.guard.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_drop_the_link_both_ways_under_the_runs_tag() {
+        let [out, inp] = rules("lockaudit-run-x", "10.77.0.2", 7400);
+        assert_eq!(
+            out,
+            "OUTPUT -p tcp -d 10.77.0.2 --dport 7400 -m comment --comment lockaudit-run-x -j DROP"
+        );
+        assert_eq!(
+            inp,
+            "INPUT -p tcp -s 10.77.0.2 --sport 7400 -m comment --comment lockaudit-run-x -j DROP"
+        );
+        let s = script("t", "10.77.0.2", 7400);
+        assert!(
+            s.contains("echo cut; cat >/dev/null; iptables -w -D OUTPUT"),
+            "{s}"
+        );
+    }
+}

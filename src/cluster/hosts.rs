@@ -1,0 +1,413 @@
+//! The lock's servers on other hosts: one SSH connection per host, the topology's servers
+//! placed on them (node i on host i mod hosts), started primaries first, replicas in sync;
+//! at the end stopped, their logs fetched into the run folder and their files removed, so
+//! nothing of the run stays on a host.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use super::clock::Preload;
+use super::cut::Cut;
+use super::error::ClusterError;
+use super::exit::Exit;
+use super::probe;
+use super::remote::{RemoteConfig, RemoteServer};
+use super::ssh::{Ssh, SshOptions, SshTarget};
+use super::{ClusterSpec, Topology};
+
+/// The first port of the lock's servers on the hosts when no base port is given; node i
+/// listens on this + i (unique per run, so nodes may share a host).
+const DEFAULT_BASE_PORT: u16 = 7400;
+
+/// How long replicas may take to report their link to the primary up.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The servers on hosts and the connections they run over.
+#[derive(Debug, Default)]
+pub struct Hosts {
+    pub servers: Vec<RemoteServer>,
+    /// Links cut with iptables, by (the server that lost it, the server it led to).
+    cuts: Vec<((String, String), Cut)>,
+    connections: Vec<Arc<Ssh>>,
+    /// The run's folder on every host.
+    remote_dir: String,
+    /// Control sockets and known_hosts (local), and whether it is a temporary folder to
+    /// remove on drop (else it is the run's `ssh` folder and stays).
+    ssh_dir: Option<(PathBuf, bool)>,
+}
+
+/// Connects to every host of `spec` and starts the topology's lock servers there.
+pub async fn start(
+    spec: &ClusterSpec,
+    password: &str,
+    lock_nodes: usize,
+    primaries: usize,
+) -> Result<Hosts, ClusterError> {
+    let mut hosts = Hosts {
+        servers: Vec::new(),
+        cuts: Vec::new(),
+        connections: Vec::new(),
+        remote_dir: format!(
+            "{}/lockaudit-run-{}",
+            spec.remote_dir
+                .as_deref()
+                .unwrap_or(Path::new("/tmp"))
+                .display()
+                .to_string()
+                .trim_end_matches('/'),
+            token(10)
+        ),
+        ssh_dir: Some(make_ssh_dir(&spec.dir)?),
+    };
+    let options = SshOptions {
+        key: spec.ssh_key.clone(),
+        dir: hosts.ssh_dir.clone().map(|(d, _)| d).unwrap_or_default(),
+    };
+    if let Some(key) = &spec.ssh_key {
+        if !key.is_file() {
+            return Err(ClusterError::InvalidSpec(format!(
+                "the SSH key {} is not a file",
+                key.display()
+            )));
+        }
+    }
+    // All hosts at once: each connection is a TCP and SSH handshake.
+    let connected: Vec<Result<Ssh, ClusterError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = spec
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, target)| {
+                let options = &options;
+                scope.spawn(move || Ssh::connect(target, options, i))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(ClusterError::InvalidSpec(
+                        "an SSH connection panicked".into(),
+                    ))
+                })
+            })
+            .collect()
+    });
+    for connection in connected {
+        hosts.connections.push(Arc::new(connection?));
+    }
+    let preload = if spec.fake_clocks {
+        Some(Preload::find()?)
+    } else {
+        None
+    };
+    let base = spec.base_port.unwrap_or(DEFAULT_BASE_PORT);
+    let config = |i: usize,
+                  replica_of: Option<(String, u16)>|
+     -> Result<RemoteConfig, ClusterError> {
+        let ssh = &hosts.connections[i % hosts.connections.len()];
+        let port = u16::try_from(usize::from(base) + i)
+            .map_err(|_| ClusterError::InvalidSpec(format!("port {base} + {i} is past 65535")))?;
+        let name = if i < primaries {
+            format!("master-{i}")
+        } else {
+            format!("replica-{i}")
+        };
+        Ok(RemoteConfig {
+            name,
+            addr: ssh.host_addr().to_string(),
+            port,
+            dir: hosts.remote_dir.clone(),
+            password: password.to_string(),
+            persistence: spec.persistence,
+            replica_of,
+            fake_clock: preload.clone(),
+            binary: spec
+                .redis_server
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "redis-server".into()),
+        })
+    };
+    let mut configs = Vec::new();
+    for i in 0..primaries {
+        configs.push(config(i, None)?);
+    }
+    let primary = configs
+        .first()
+        .map(|c| (c.addr.clone(), c.port))
+        .ok_or_else(|| ClusterError::InvalidSpec("no primary".into()))?;
+    for i in primaries..lock_nodes {
+        configs.push(config(i, Some(primary.clone()))?);
+    }
+    // The primaries together, then the replicas together (a replica started before its
+    // primary listens retries only once a second). What started is kept in `hosts`, whose
+    // drop kills it if another start failed.
+    let replicas = configs.split_off(primaries);
+    for group in [configs, replicas] {
+        let starts = group.into_iter().enumerate().map(|(i, config)| {
+            let index = hosts.servers.len() + i;
+            let ssh = hosts.connections[index % hosts.connections.len()].clone();
+            RemoteServer::start(config, ssh)
+        });
+        let mut failed = None;
+        for started in futures_util::future::join_all(starts).await {
+            match started {
+                Ok(server) => hosts.servers.push(server),
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    wait_replicas(&hosts.servers[primaries..], password).await?;
+    Ok(hosts)
+}
+
+/// How many lock servers the topology has, and how many of them are primaries; errors for
+/// the topologies not built on hosts.
+pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
+    let unsupported = |why: &str| ClusterError::Unsupported {
+        action: "run",
+        node: format!("the {:?} topology on hosts", spec.topology).to_lowercase(),
+        reason: why.into(),
+    };
+    match spec.topology {
+        Topology::Single => Ok((1, 1)),
+        Topology::Replicated => Ok((1 + super::REPLICAS, 1)),
+        Topology::Independent if spec.masters > 0 => Ok((spec.masters, spec.masters)),
+        Topology::Independent => Err(ClusterError::InvalidSpec(
+            "an independent topology needs at least one master".into(),
+        )),
+        Topology::Sentinel => Err(unsupported("Sentinels on hosts are not built yet")),
+        Topology::Postgres => Err(unsupported("PostgreSQL runs on this machine only")),
+        Topology::Cluster => Err(unsupported("a Redis Cluster on hosts is not built yet")),
+    }
+}
+
+async fn wait_replicas(replicas: &[RemoteServer], password: &str) -> Result<(), ClusterError> {
+    let deadline = Instant::now() + SYNC_TIMEOUT;
+    for replica in replicas {
+        loop {
+            let up = match probe::connect_to(replica.host(), replica.port(), Some(password)).await {
+                Ok(mut conn) => probe::info(&mut conn, "replication")
+                    .await
+                    .ok()
+                    .and_then(|info| info.get("master_link_status").cloned())
+                    .is_some_and(|s| s == "up"),
+                Err(_) => false,
+            };
+            if up {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(ClusterError::Remote {
+                    host: replica.host().to_string(),
+                    action: format!("sync {}", replica.name()),
+                    reason: format!("its link to the primary was not up within {SYNC_TIMEOUT:?}"),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(())
+}
+
+impl Hosts {
+    /// This machine's address as the first host sees it (None without hosts). One address
+    /// for all: the hosts of a deployment share the control node's network.
+    pub fn control_addr(&self) -> Option<String> {
+        self.connections
+            .first()
+            .and_then(|c| c.control_addr())
+            .map(str::to_string)
+    }
+
+    /// Kills the running servers of `names` in parallel, one thread per server (each kill
+    /// waits for an SSH round trip). Returns the names killed.
+    pub fn kill_many(&mut self, names: &[String]) -> Vec<String> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .servers
+                .iter_mut()
+                .filter(|s| names.iter().any(|n| n == s.name()) && s.pid().is_some())
+                .map(|s| scope.spawn(move || s.kill().map(|_| s.name().to_string())))
+                .collect();
+            handles
+                .into_iter()
+                .filter_map(|h| h.join().ok().flatten())
+                .collect()
+        })
+    }
+
+    /// Restarts the stopped servers of `names` concurrently.
+    pub async fn restart_many(
+        &mut self,
+        names: &[String],
+        keep_data: bool,
+    ) -> Vec<(String, Result<(), ClusterError>)> {
+        let starts = self
+            .servers
+            .iter_mut()
+            .filter(|s| names.iter().any(|n| n == s.name()) && s.pid().is_none())
+            .map(|s| async move {
+                let result = s.restart(keep_data).await;
+                (s.name().to_string(), result)
+            });
+        futures_util::future::join_all(starts).await
+    }
+
+    /// Cuts `from`'s host off from `to`'s address and port (iptables there), until
+    /// [`Hosts::heal_link`]. None when either is not a server on a host.
+    pub fn cut_link(&mut self, from: &str, to: &str) -> Option<Result<(), ClusterError>> {
+        let index = self.servers.iter().position(|s| s.name() == from)?;
+        let target = self.server(to)?;
+        let (addr, port) = (target.host().to_string(), target.port());
+        let ssh = &self.connections[index % self.connections.len()];
+        let tag = self
+            .remote_dir
+            .rsplit('/')
+            .next()
+            .unwrap_or("lockaudit")
+            .to_string();
+        Some(Cut::start(ssh, &tag, &addr, port).map(|cut| {
+            self.cuts.push(((from.to_string(), to.to_string()), cut));
+        }))
+    }
+
+    /// Heals a link [`Hosts::cut_link`] cut; false if it was not cut or the host did not
+    /// confirm.
+    pub fn heal_link(&mut self, from: &str, to: &str) -> bool {
+        let Some(i) = self
+            .cuts
+            .iter()
+            .position(|((f, t), _)| f == from && t == to)
+        else {
+            return false;
+        };
+        let (_, cut) = self.cuts.remove(i);
+        cut.heal()
+    }
+
+    /// Every link still cut, healed (the end of a run).
+    pub fn heal_all_links(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.cuts)
+            .into_iter()
+            .map(|(pair, cut)| {
+                cut.heal();
+                pair
+            })
+            .collect()
+    }
+
+    pub fn server(&self, name: &str) -> Option<&RemoteServer> {
+        self.servers.iter().find(|s| s.name() == name)
+    }
+
+    pub fn server_mut(&mut self, name: &str) -> Option<&mut RemoteServer> {
+        self.servers.iter_mut().find(|s| s.name() == name)
+    }
+
+    /// Stops every server (SIGTERM, then SIGKILL after `grace`), copies each log to
+    /// `<logs>/<name>.log` and removes the run's files from the hosts.
+    pub fn shutdown(&mut self, grace: Duration, logs: &Path) -> Vec<(String, Exit)> {
+        self.heal_all_links();
+        // Every server at once: each stop and each log is an SSH round trip or more.
+        let begun = Instant::now();
+        let ended = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .servers
+                .iter_mut()
+                .map(|server| {
+                    scope.spawn(move || {
+                        let exit = server.stop(grace).unwrap_or(Exit::Unknown);
+                        match server.read_log() {
+                            Ok(text) => {
+                                let path = logs.join(format!("{}.log", server.name()));
+                                if let Err(e) = std::fs::write(&path, text) {
+                                    tracing::warn!("cannot write {}: {e}", path.display());
+                                }
+                            }
+                            Err(e) => tracing::warn!("{e}"),
+                        }
+                        (server.name().to_string(), exit)
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        let stopped = begun.elapsed();
+        self.remove_files();
+        tracing::info!(?stopped, elapsed = ?begun.elapsed(), "servers on hosts stopped, logs fetched, files removed");
+        ended
+    }
+
+    /// Removes the run's folder from every host: it holds only what this run made (its name
+    /// has a fresh random token), a server that failed to start included.
+    fn remove_files(&mut self) {
+        for ssh in &self.connections {
+            if let Err(e) = ssh.run(
+                "remove the run folder",
+                &format!("rm -rf {}", crate::shell::quote(&self.remote_dir)),
+            ) {
+                tracing::warn!("{e}");
+            }
+        }
+        self.servers.clear();
+    }
+}
+
+impl Drop for Hosts {
+    /// Kills what still runs (each server's drop) and removes the run's files, then closes
+    /// the connections.
+    fn drop(&mut self) {
+        self.heal_all_links();
+        for server in &mut self.servers {
+            server.kill();
+        }
+        self.remove_files();
+        self.connections.clear();
+        if let Some((dir, true)) = self.ssh_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// The run's `ssh` folder (control sockets, known_hosts, the masters' logs), kept with the
+/// run; or a private one in the temporary folder, removed at the end, when the run's path
+/// is too long for a socket (108 bytes).
+fn make_ssh_dir(run: &Path) -> Result<(PathBuf, bool), ClusterError> {
+    let in_run = run.join("ssh");
+    let absolute = std::path::absolute(&in_run).unwrap_or_else(|_| in_run.clone());
+    let (dir, temporary) = if absolute.as_os_str().len() + "/m9999".len() < 100 {
+        (absolute, false)
+    } else {
+        (
+            std::env::temp_dir().join(format!("la-ssh-{}", token(8))),
+            true,
+        )
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| ClusterError::io("create", &dir, e))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| ClusterError::io("chmod", &dir, e))?;
+    Ok((dir, temporary))
+}
+
+fn token(len: usize) -> String {
+    rand::rng()
+        .sample_iter(&rand::distr::Alphanumeric)
+        .take(len)
+        .map(char::from)
+        .collect::<String>()
+        .to_lowercase()
+}
+
+/// For messages and tests: parses `ssh://` URLs, naming the one that is wrong.
+pub fn parse_targets(urls: &[String]) -> Result<Vec<SshTarget>, ClusterError> {
+    urls.iter().map(|u| SshTarget::parse(u)).collect()
+}

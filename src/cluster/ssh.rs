@@ -1,0 +1,408 @@
+//! One SSH connection to a host, through the system OpenSSH client, as a Jepsen control
+//! node holds one per DB node.
+//!
+//! A master connection (`ControlMaster=yes`, `-N`) runs as a foreground child that
+//! lockaudit owns (registry, `PR_SET_PDEATHSIG`), and every command is multiplexed over its
+//! socket: one TCP connection and one authentication per host, a few ms per command. Not
+//! `ControlPersist`: that would fork the master into the background, out of our reach when
+//! lockaudit is killed. `BatchMode=yes` (never a password prompt), and
+//! `StrictHostKeyChecking=accept-new` against a known_hosts file of the run's own.
+
+use std::fmt;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::error::ClusterError;
+use super::process::{self, ChildGuard};
+
+/// How long the master may take to connect and authenticate.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one multiplexed command may take (a `kill`, a `cat >`, an `rm`).
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// `ssh://[user@]host[:port]`: where a node runs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SshTarget {
+    pub user: Option<String>,
+    /// A name or an IPv4 address (what the workers connect to as well).
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl SshTarget {
+    /// Parses `ssh://[user@]host[:port]`. The user and host must be plain names, so that
+    /// none can pass for an ssh option (`-oProxyCommand=...`).
+    pub fn parse(url: &str) -> Result<SshTarget, ClusterError> {
+        let bad = |why: &str| ClusterError::InvalidSpec(format!("host `{url}`: {why}"));
+        let rest = url
+            .strip_prefix("ssh://")
+            .ok_or_else(|| bad("expected ssh://[user@]host[:port]"))?;
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        let (user, hostport) = match rest.split_once('@') {
+            Some((user, hostport)) => (Some(user.to_string()), hostport),
+            None => (None, rest),
+        };
+        let (host, port) = match hostport.rsplit_once(':') {
+            Some((host, port)) => (
+                host,
+                Some(
+                    port.parse::<u16>()
+                        .ok()
+                        .filter(|p| *p > 0)
+                        .ok_or_else(|| bad("the port must be 1..65535"))?,
+                ),
+            ),
+            None => (hostport, None),
+        };
+        let plain = |s: &str| {
+            !s.is_empty()
+                && !s.starts_with('-')
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        };
+        if !plain(host) {
+            return Err(bad("the host must be a name or an IPv4 address"));
+        }
+        if let Some(user) = &user {
+            if !plain(user) {
+                return Err(bad("the user must be a plain name"));
+            }
+        }
+        Ok(SshTarget {
+            user,
+            host: host.to_string(),
+            port,
+        })
+    }
+
+    /// `user@host` or `host`, as ssh takes it.
+    fn destination(&self) -> String {
+        match &self.user {
+            Some(user) => format!("{user}@{}", self.host),
+            None => self.host.clone(),
+        }
+    }
+}
+
+impl fmt::Display for SshTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ssh://{}", self.destination())?;
+        if let Some(port) = self.port {
+            write!(f, ":{port}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What every connection of a run shares.
+#[derive(Debug, Clone)]
+pub struct SshOptions {
+    /// The private key (`-i`); None: ssh's defaults and agent.
+    pub key: Option<PathBuf>,
+    /// Control sockets, the run's known_hosts, the masters' logs. Short: a socket's path
+    /// must fit in 108 bytes.
+    pub dir: PathBuf,
+}
+
+/// An open connection to one host.
+#[derive(Debug)]
+pub struct Ssh {
+    target: SshTarget,
+    options: SshOptions,
+    socket: PathBuf,
+    master: ChildGuard,
+    /// This machine's address as the host sees it (`$SSH_CONNECTION`'s first field).
+    control_addr: Option<String>,
+    /// The host's own address on the interface we reached it through (its third field):
+    /// what its servers bind and clients connect to, also when the URL names the host.
+    host_addr: Option<String>,
+}
+
+/// The output of a command that succeeded.
+pub struct Output {
+    pub stdout: String,
+}
+
+impl Ssh {
+    /// Opens the master connection (`index` names its socket) and waits until it is up.
+    /// Errors name the host and quote ssh's own words (refused, no route, key refused).
+    pub fn connect(
+        target: &SshTarget,
+        options: &SshOptions,
+        index: usize,
+    ) -> Result<Ssh, ClusterError> {
+        let socket = options.dir.join(format!("m{index}"));
+        let log_path = options.dir.join(format!("m{index}.log"));
+        let log = std::fs::File::create(&log_path)
+            .map_err(|e| ClusterError::io("create", &log_path, e))?;
+        let _ = std::fs::remove_file(&socket);
+        let mut cmd = base_command(target, options, &socket);
+        cmd.args(["-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-N"])
+            .arg(target.destination())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log));
+        let master =
+            process::spawn(&format!("ssh {target}"), cmd).map_err(|e| ClusterError::Remote {
+                host: target.to_string(),
+                action: "start ssh".into(),
+                reason: format!("{e} (is openssh-client installed?)"),
+            })?;
+        let mut ssh = Ssh {
+            target: target.clone(),
+            options: options.clone(),
+            socket,
+            master,
+            control_addr: None,
+            host_addr: None,
+        };
+        let deadline = Instant::now() + CONNECT_TIMEOUT;
+        loop {
+            if let Some(exit) = ssh.master.try_wait() {
+                let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+                return Err(ssh.error("connect", format!("ssh {exit}: {}", said.trim())));
+            }
+            if ssh.socket.exists() && ssh.check() {
+                let seen = ssh.run("ask the host who we are", "echo $SSH_CONNECTION")?;
+                let fields: Vec<&str> = seen.stdout.split_whitespace().collect();
+                let [control, _, host, _] = fields[..] else {
+                    return Err(ssh.error(
+                        "read $SSH_CONNECTION",
+                        format!(
+                            "expected four fields, got `{}` (is the login shell POSIX?)",
+                            seen.stdout.trim()
+                        ),
+                    ));
+                };
+                ssh.control_addr = Some(control.to_string());
+                ssh.host_addr = Some(host.to_string());
+                return Ok(ssh);
+            }
+            if Instant::now() > deadline {
+                return Err(ssh.error(
+                    "connect",
+                    format!("no connection within {CONNECT_TIMEOUT:?}"),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// This machine's address as the host sees it.
+    pub fn control_addr(&self) -> Option<&str> {
+        self.control_addr.as_deref()
+    }
+
+    /// The host's address as we reached it (an IP address, whatever the URL said).
+    pub fn host_addr(&self) -> &str {
+        self.host_addr.as_deref().unwrap_or(&self.target.host)
+    }
+
+    /// An error naming this host.
+    pub fn error(&self, action: impl Into<String>, reason: impl Into<String>) -> ClusterError {
+        ClusterError::Remote {
+            host: self.target.to_string(),
+            action: action.into(),
+            reason: reason.into(),
+        }
+    }
+
+    fn check(&self) -> bool {
+        self.command()
+            .args(["-O", "check"])
+            .arg(self.target.destination())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// ssh over the master's socket, without the destination and command yet.
+    fn command(&self) -> Command {
+        let mut cmd = base_command(&self.target, &self.options, &self.socket);
+        cmd.args(["-o", "ControlMaster=no"]);
+        cmd
+    }
+
+    /// The command that runs `script` (a shell command line, quoted by the caller with
+    /// `crate::shell`) on the host.
+    pub fn script_command(&self, script: &str) -> Command {
+        let mut cmd = self.command();
+        cmd.arg(self.target.destination()).arg("--").arg(script);
+        cmd
+    }
+
+    /// Runs `script` on the host, `input` on its stdin; its stdout if it exits 0, else an
+    /// error with `action`, the exit and its stderr.
+    pub fn run_with_input(
+        &self,
+        action: &str,
+        script: &str,
+        input: &[u8],
+    ) -> Result<Output, ClusterError> {
+        let mut child = self
+            .script_command(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| self.error(action, format!("cannot run ssh: {e}")))?;
+        let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(self.error(action, "no pipes to ssh"));
+        };
+        // Readers in threads, so that neither pipe can fill up while we wait.
+        let out = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stdout.read_to_string(&mut text);
+            text
+        });
+        let err = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
+        let _ = stdin.write_all(input);
+        drop(stdin);
+        let deadline = Instant::now() + COMMAND_TIMEOUT;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+            }
+        };
+        let stdout = out.join().unwrap_or_default();
+        let stderr = err.join().unwrap_or_default();
+        match status {
+            Some(status) if status.success() => Ok(Output { stdout }),
+            Some(status) => Err(self.error(
+                action,
+                format!("{status}: {}", stderr.trim())
+                    .trim_end_matches(": ")
+                    .to_string(),
+            )),
+            None => Err(self.error(action, format!("no answer within {COMMAND_TIMEOUT:?}"))),
+        }
+    }
+
+    /// Runs `script` on the host with nothing on its stdin.
+    pub fn run(&self, action: &str, script: &str) -> Result<Output, ClusterError> {
+        self.run_with_input(action, script, &[])
+    }
+
+    /// Writes `contents` to `path` on the host (ssh's stdin into `cat >`), replacing it
+    /// whole: a temporary file renamed over it.
+    pub fn upload(&self, contents: &[u8], path: &str) -> Result<(), ClusterError> {
+        let tmp = format!("{path}.upload");
+        let script = format!(
+            "cat > {tmp} && mv -f {tmp} {path}",
+            tmp = crate::shell::quote(&tmp),
+            path = crate::shell::quote(path)
+        );
+        self.run_with_input(&format!("upload {path}"), &script, contents)
+            .map(|_| ())
+    }
+
+    /// Starts `script` in a session of its own that lockaudit owns as a child (stdin and
+    /// stdout piped): the supervisor of a long-running remote process.
+    pub fn spawn(&self, name: &str, script: &str) -> Result<ChildGuard, ClusterError> {
+        let mut cmd = self.script_command(script);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        process::spawn(name, cmd).map_err(|e| self.error(format!("start {name}"), e.to_string()))
+    }
+}
+
+fn base_command(target: &SshTarget, options: &SshOptions, socket: &Path) -> Command {
+    let mut cmd = Command::new("ssh");
+    let known_hosts = options.dir.join("known_hosts");
+    cmd.args([
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "StrictHostKeyChecking=accept-new",
+        "-o",
+        "GlobalKnownHostsFile=/dev/null",
+        "-o",
+        "ConnectTimeout=5",
+        "-o",
+        "ServerAliveInterval=5",
+        "-o",
+        "ServerAliveCountMax=3",
+        "-o",
+        "LogLevel=ERROR",
+    ]);
+    cmd.arg("-o")
+        .arg(format!("UserKnownHostsFile={}", known_hosts.display()));
+    cmd.arg("-o")
+        .arg(format!("ControlPath={}", socket.display()));
+    if let Some(key) = &options.key {
+        cmd.arg("-o").arg("IdentitiesOnly=yes").arg("-i").arg(key);
+    }
+    if let Some(port) = target.port {
+        cmd.arg("-p").arg(port.to_string());
+    }
+    cmd
+}
+
+impl Drop for Ssh {
+    /// Closes the master (and every session over it); the guard reaps it.
+    fn drop(&mut self) {
+        let _ = self.master.kill();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_and_print_back() {
+        let t = SshTarget::parse("ssh://root@10.77.0.2").unwrap();
+        assert_eq!(t.user.as_deref(), Some("root"));
+        assert_eq!(t.host, "10.77.0.2");
+        assert_eq!(t.port, None);
+        assert_eq!(t.to_string(), "ssh://root@10.77.0.2");
+        let t = SshTarget::parse("ssh://db-3.example:2222/").unwrap();
+        assert_eq!(
+            (t.user, t.host.as_str(), t.port),
+            (None, "db-3.example", Some(2222))
+        );
+    }
+
+    #[test]
+    fn targets_that_could_be_options_or_shell_are_refused() {
+        for bad in [
+            "10.77.0.2",
+            "ssh://",
+            "ssh://-oProxyCommand=id",
+            "ssh://root@-x",
+            "ssh://-x@host",
+            "ssh://host:0",
+            "ssh://host:99999",
+            "ssh://a b",
+            "ssh://h;id",
+            "ssh://$(id)@h",
+        ] {
+            let err = SshTarget::parse(bad).unwrap_err();
+            assert!(err.to_string().contains(bad), "{err}");
+            assert_eq!(err.exit_code(), 2, "{bad}");
+        }
+    }
+}

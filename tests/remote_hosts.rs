@@ -1,0 +1,607 @@
+//! The test bed of namespace hosts (tests/common/netns.rs, the same as
+//! scripts/netns-hosts.sh): real sshd in each, reached with the test's key. Needs root and
+//! network namespaces: skipped (SKIPPED printed) where `ip netns add` is not permitted.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::netns::TestBed;
+use lockaudit::cluster::{self, ClusterSpec, Endpoints, SshTarget, Topology};
+use nix::sys::signal::Signal;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+
+#[test]
+fn each_namespace_host_answers_ssh_on_its_own_address_and_is_removed_afterwards() {
+    let Some(bed) = TestBed::new("test bed", 3) else {
+        return;
+    };
+    let known_hosts = bed.key.with_file_name("known_hosts");
+    for (i, host) in bed.hosts.iter().enumerate() {
+        let out = Command::new("ssh")
+            .args([
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=accept-new",
+            ])
+            .arg("-o")
+            .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
+            .arg("-i")
+            .arg(&bed.key)
+            .arg(format!("root@{}", host.addr))
+            .arg("ip -4 -o addr show eth0")
+            .output()
+            .expect("ssh");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "host {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains(&format!("inet {}/24", host.addr)),
+            "{stdout}"
+        );
+        assert!(bed.leftovers(i).is_empty(), "{:?}", bed.leftovers(i));
+    }
+    let names: Vec<String> = bed.hosts.iter().map(|h| h.ns.clone()).collect();
+    drop(bed);
+    let list = String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .into_owned();
+    for ns in names {
+        assert!(
+            !list.split_whitespace().any(|w| w == ns),
+            "{ns} left in {list}"
+        );
+    }
+}
+
+/// One `lockaudit run` at a time: two runs of 8 clients and their faults at once on a 2-core
+/// machine starve each other (a kill-redis run found nothing once beside a clock-jump one).
+static RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A spec whose lock servers run on the bed's first `n` hosts.
+fn remote_spec(bed: &TestBed, topology: Topology, n: usize, dir: &Path) -> ClusterSpec {
+    let mut spec = ClusterSpec::new(topology, dir);
+    spec.hosts = (0..n)
+        .map(|i| SshTarget::parse(&bed.url(i)).unwrap())
+        .collect();
+    spec.ssh_key = Some(bed.key.clone());
+    // The hosts share this machine's file system: each test its own folder there.
+    spec.remote_dir = Some(dir.join("hosts"));
+    spec
+}
+
+async fn connect(e: &Endpoints, name: &str) -> MultiplexedConnection {
+    let node = e.node(name).expect("a node of the cluster");
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(5)))
+        .set_response_timeout(Some(Duration::from_secs(2)));
+    redis::Client::open(e.url(node))
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("connect with the password")
+}
+
+fn assert_nothing_left(bed: &TestBed, n: usize, dir: &Path) {
+    for i in 0..n {
+        assert!(
+            bed.leftovers(i).is_empty(),
+            "host {i}: {:?}",
+            bed.leftovers(i)
+        );
+    }
+    let files: Vec<_> = std::fs::read_dir(dir.join("hosts"))
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(files.is_empty(), "files left on the hosts: {files:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn independent_masters_on_five_hosts_crash_pause_and_move_their_clocks_over_ssh() {
+    let Some(bed) = TestBed::new("independent masters on hosts", 5) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = remote_spec(&bed, Topology::Independent, 5, dir.path());
+    spec.fake_clocks = true;
+    let begun = Instant::now();
+    let mut cluster = cluster::start(&spec).await.expect("start on the hosts");
+    println!("5 masters on 5 hosts ready in {:?}", begun.elapsed());
+    let e = cluster.endpoints();
+    assert_eq!(e.nodes.len(), 5);
+    for (i, node) in e.nodes.iter().enumerate() {
+        assert_eq!(node.name, format!("master-{i}"));
+        assert_eq!(
+            node.host, bed.hosts[i].addr,
+            "master-{i} listens on its host's address"
+        );
+        assert!(node.pid.is_some());
+        // The server runs inside that host's namespace.
+        let pid = node.pid.unwrap().to_string();
+        assert!(
+            bed.leftovers(i).iter().any(|p| p.starts_with(&pid)),
+            "{:?}",
+            bed.leftovers(i)
+        );
+    }
+    assert_eq!(
+        e.storage.host, "127.0.0.1",
+        "storage stays on the control node"
+    );
+
+    // A crash: the key is gone after a restart without persistence.
+    let mut conn = connect(&e, "master-2").await;
+    let _: () = conn.set("k", "v").await.unwrap();
+    let begun = Instant::now();
+    cluster.kill("master-2").unwrap();
+    println!("kill over ssh: {:?}", begun.elapsed());
+    assert_eq!(cluster.pid("master-2"), None);
+    assert!(connect_err(&e, "master-2").await);
+    let begun = Instant::now();
+    cluster.restart_empty("master-2").await.unwrap();
+    println!("restart over ssh: {:?}", begun.elapsed());
+    let e = cluster.endpoints();
+    let mut conn = connect(&e, "master-2").await;
+    let v: Option<String> = conn.get("k").await.unwrap();
+    assert_eq!(v, None, "restarted empty");
+
+    // A pause: no answer while stopped, the same server answers after SIGCONT.
+    let mut conn1 = connect_short(&e, "master-1").await;
+    cluster.signal("master-1", Signal::SIGSTOP).unwrap();
+    let r: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn1).await;
+    assert!(r.is_err(), "a paused server answered");
+    cluster.signal("master-1", Signal::SIGCONT).unwrap();
+    let mut conn1 = connect(&e, "master-1").await;
+    let _: String = redis::cmd("PING").query_async(&mut conn1).await.unwrap();
+
+    // A clock jump: TIME on the host moves by the offset, and back.
+    cluster.set_clock_offset("master-3", 20_000).unwrap();
+    let mut conn3 = connect(&e, "master-3").await;
+    let skew = skew_ms(&mut conn3).await;
+    assert!((19_900..20_100).contains(&skew), "skew {skew}");
+    cluster.set_clock_offset("master-3", 0).unwrap();
+    let skew = skew_ms(&mut conn3).await;
+    assert!(skew.abs() < 100, "skew {skew}");
+
+    let ended = cluster.shutdown().await;
+    assert_eq!(ended.len(), 6, "{ended:?}");
+    for i in 0..5 {
+        let log = dir.path().join(format!("redis/master-{i}.log"));
+        let text = std::fs::read_to_string(&log).expect("the host's log fetched");
+        assert!(text.contains("Ready to accept connections"), "{text}");
+    }
+    assert_nothing_left(&bed, 5, dir.path());
+}
+
+/// A connection that gives up quickly (to a paused server).
+async fn connect_short(e: &Endpoints, name: &str) -> MultiplexedConnection {
+    let node = e.node(name).unwrap();
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_millis(300)))
+        .set_response_timeout(Some(Duration::from_millis(300)));
+    redis::Client::open(e.url(node))
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| e.to_string())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn connect_err(e: &Endpoints, name: &str) -> bool {
+    let node = e.node(name).unwrap();
+    redis::Client::open(e.url(node))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .is_err()
+}
+
+/// The server's clock minus ours, in ms.
+async fn skew_ms(conn: &mut MultiplexedConnection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    secs * 1000 + micros / 1000 - now
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicated_set_on_three_hosts_syncs_and_leaves_nothing_behind() {
+    let Some(bed) = TestBed::new("replicated on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let spec = remote_spec(&bed, Topology::Replicated, 3, dir.path());
+    let cluster = cluster::start(&spec).await.expect("start on the hosts");
+    let e = cluster.endpoints();
+    let names: Vec<&str> = e.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["master-0", "replica-1", "replica-2"]);
+    let mut primary = connect(&e, "master-0").await;
+    let _: () = primary.set("k", "v").await.unwrap();
+    let _: i64 = redis::cmd("WAIT")
+        .arg(2)
+        .arg(2000)
+        .query_async(&mut primary)
+        .await
+        .unwrap();
+    let mut replica = connect(&e, "replica-2").await;
+    let v: Option<String> = replica.get("k").await.unwrap();
+    assert_eq!(v.as_deref(), Some("v"));
+
+    // A cut replication link (iptables on replica-1's host): replica-1 misses a write that
+    // replica-2 gets, until the heal; then no rule of the run is left.
+    let mut cluster = cluster;
+    cluster.cut_link("replica-1", "master-0").unwrap();
+    let rules = bed.exec(1, &["iptables", "-S"]);
+    assert!(
+        rules.contains(&format!("-d {}/32", bed.hosts[0].addr)),
+        "{rules}"
+    );
+    let _: () = primary.set("k", "w").await.unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(2)
+        .arg(500)
+        .query_async(&mut primary)
+        .await
+        .unwrap();
+    assert_eq!(acked, 1, "only replica-2 acknowledged");
+    let mut cut_off = connect(&e, "replica-1").await;
+    let v: Option<String> = cut_off.get("k").await.unwrap();
+    assert_eq!(v.as_deref(), Some("v"), "replica-1 lags");
+    assert!(cluster.heal_link("replica-1", "master-0"));
+    assert!(!bed.exec(1, &["iptables", "-S"]).contains("lockaudit"));
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(2)
+        .arg(5000)
+        .query_async(&mut primary)
+        .await
+        .unwrap();
+    assert_eq!(acked, 2, "replica-1 caught up after the heal");
+    assert!(
+        cluster.cut_link("master-0", "storage").is_err(),
+        "storage is not on a host"
+    );
+    drop(cluster); // the drop path, not shutdown: it too must leave nothing
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_host_or_a_refused_key_is_named_in_the_error() {
+    let Some(bed) = TestBed::new("unreachable host", 1) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // An address on the bed's bridge that no host holds.
+    let (subnet, _) = bed.control_addr.rsplit_once('.').unwrap();
+    let nobody = format!("{subnet}.250");
+    let mut spec = remote_spec(&bed, Topology::Single, 1, dir.path());
+    spec.hosts = vec![SshTarget::parse(&format!("ssh://root@{nobody}")).unwrap()];
+    let err = cluster::start(&spec).await.unwrap_err();
+    let text = err.to_string();
+    println!("{text}");
+    assert!(text.contains(&nobody), "{text}");
+    assert!(text.contains("connect"), "{text}");
+    assert_eq!(err.exit_code(), 3);
+
+    // A key the host does not know.
+    let other = tempfile::tempdir().unwrap();
+    let key = other.path().join("id");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut spec = remote_spec(&bed, Topology::Single, 1, dir.path());
+    spec.ssh_key = Some(key);
+    let err = cluster::start(&spec).await.unwrap_err();
+    let text = err.to_string();
+    println!("{text}");
+    assert!(
+        text.contains(&bed.hosts[0].addr) && text.contains("Permission denied"),
+        "{text}"
+    );
+
+    // A redis-server the host does not have.
+    let mut spec = remote_spec(&bed, Topology::Single, 1, dir.path());
+    spec.redis_server = Some("/nonexistent/redis-server".into());
+    let err = cluster::start(&spec).await.unwrap_err();
+    let text = err.to_string();
+    println!("{text}");
+    assert!(
+        text.contains(&bed.hosts[0].addr) && text.contains("master-0"),
+        "{text}"
+    );
+    assert_nothing_left(&bed, 1, dir.path());
+}
+
+/// `lockaudit run` of RedLock over five namespace hosts under `nemesis`: exit 1 with an
+/// overlap inside a live lease, as the local run finds; nothing left on any host.
+fn redlock_over_five_hosts_finds_an_overlap_inside_the_lease(nemesis: &str) {
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(bed) = TestBed::new(&format!("redlock {nemesis} on hosts"), 5) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.args(["run", "--algorithm", "redlock", "--nemesis", nemesis])
+        .args(["--time-limit", "12s", "--ssh-key"])
+        .arg(&bed.key)
+        .arg("--out")
+        .arg(&out);
+    for i in 0..5 {
+        cmd.arg("--node").arg(bed.url(i));
+    }
+    let begun = Instant::now();
+    let output = cmd.output().expect("lockaudit run");
+    println!("redlock {nemesis} over 5 hosts: {:?}", begun.elapsed());
+    common::assert_exit(&output, 1);
+    let report = common::report(&out);
+    let inside: Vec<_> = report["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "overlap" && a["lease_expired"] == false)
+        .collect();
+    println!("{} overlaps inside a live lease", inside.len());
+    assert!(
+        !inside.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    // The servers ran on the hosts, their logs came back, and the faults were healed.
+    let endpoints = std::fs::read_to_string(out.join("endpoints.json")).unwrap();
+    for host in &bed.hosts {
+        assert!(endpoints.contains(&host.addr), "{endpoints}");
+    }
+    for i in 0..5 {
+        assert!(out.join(format!("redis/master-{i}.log")).is_file());
+        assert!(
+            bed.leftovers(i).is_empty(),
+            "host {i}: {:?}",
+            bed.leftovers(i)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("all healed before the end"), "{stdout}");
+}
+
+#[test]
+fn redlock_over_five_hosts_kill_redis() {
+    redlock_over_five_hosts_finds_an_overlap_inside_the_lease("kill-redis");
+}
+
+#[test]
+fn redlock_over_five_hosts_clock_jump() {
+    redlock_over_five_hosts_finds_an_overlap_inside_the_lease("clock-jump");
+}
+
+#[test]
+fn a_replicated_set_nx_px_over_three_hosts_finds_the_failover_overlap() {
+    let Some(bed) = TestBed::new("failover on hosts", 3) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.args(["run", "--algorithm", "set-nx-px", "--nemesis", "failover"])
+        .args([
+            "--topology",
+            "replicated",
+            "--time-limit",
+            "12s",
+            "--ssh-key",
+        ])
+        .arg(&bed.key)
+        .arg("--out")
+        .arg(&out);
+    for i in 0..3 {
+        cmd.arg("--node").arg(bed.url(i));
+    }
+    let begun = Instant::now();
+    let output = cmd.output().expect("lockaudit run");
+    println!("set-nx-px failover over 3 hosts: {:?}", begun.elapsed());
+    common::assert_exit(&output, 1);
+    let report = common::report(&out);
+    assert!(common::kinds(&report).contains(&"overlap".to_string()));
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    assert!(
+        history.contains("\"f\":\"failover\""),
+        "a failover recorded"
+    );
+    // The replication link was frozen with iptables on the replicas' hosts, and healed:
+    // no rule of the run is left there.
+    assert!(
+        history.contains("\"link\":\"replication\""),
+        "a frozen link recorded"
+    );
+    for i in 0..3 {
+        let rules = bed.exec(i, &["iptables", "-S"]);
+        assert!(!rules.contains("lockaudit"), "host {i}: {rules}");
+    }
+    for i in 0..3 {
+        assert!(
+            bed.leftovers(i).is_empty(),
+            "host {i}: {:?}",
+            bed.leftovers(i)
+        );
+    }
+}
+
+#[test]
+fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there() {
+    let Some(bed) = TestBed::new("ctrl-c on hosts", 3) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    // From a workload file: five masters on three hosts (two share a host), the hosts'
+    // files in the test's folder.
+    let nodes: Vec<String> = (0..3).map(|i| format!("\"{}\"", bed.url(i))).collect();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        format!(
+            "algorithm = \"redlock\"\nnemesis = \"pause-redis\"\ntime_limit = \"60s\"\n\
+             nodes = [{}]\nssh_key = \"{}\"\nremote_dir = \"{}\"\n",
+            nodes.join(", "),
+            bed.key.display(),
+            dir.path().join("hosts").display()
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.arg("run")
+        .arg(&workload)
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    // Until the servers run on the hosts and the clients work (a history with events).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(0..3).all(|i| !bed.leftovers(i).is_empty())
+        || std::fs::metadata(out.join("history.jsonl")).map_or(0, |m| m.len()) < 1000
+    {
+        assert!(Instant::now() < deadline, "the run did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    // The ssh sessions died with lockaudit; each host's watcher kills its server.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (0..3).any(|i| !bed.leftovers(i).is_empty()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for i in 0..3 {
+        assert!(
+            bed.leftovers(i).is_empty(),
+            "host {i}: {:?}",
+            bed.leftovers(i)
+        );
+    }
+    // The run's folder stays on the hosts (no SSH after Ctrl-C), with the servers' logs;
+    // the connections' known_hosts stays in the run folder.
+    let hosts = std::fs::read_dir(dir.path().join("hosts")).unwrap().count();
+    assert_eq!(hosts, 1, "one run folder on the hosts");
+    assert!(out.join("ssh/known_hosts").is_file());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persisted_server_on_a_host_keeps_its_keys_across_a_crash_unless_emptied() {
+    let Some(bed) = TestBed::new("persistence on a host", 1) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = remote_spec(&bed, Topology::Single, 1, dir.path());
+    spec.persistence = true;
+    let mut cluster = cluster::start(&spec).await.expect("start on the host");
+    let e = cluster.endpoints();
+    let mut conn = connect(&e, "master-0").await;
+    let _: () = conn.set("k", "v").await.unwrap();
+    let pid = cluster.pid("master-0").unwrap();
+    cluster.kill("master-0").unwrap();
+    cluster.restart("master-0").await.unwrap();
+    assert_ne!(cluster.pid("master-0"), Some(pid), "a new process");
+    let mut conn = connect(&e, "master-0").await;
+    let v: Option<String> = conn.get("k").await.unwrap();
+    assert_eq!(v.as_deref(), Some("v"), "replayed from its AOF");
+    cluster.kill("master-0").unwrap();
+    cluster.restart_empty("master-0").await.unwrap();
+    let mut conn = connect(&e, "master-0").await;
+    let v: Option<String> = conn.get("k").await.unwrap();
+    assert_eq!(v, None, "its disk lost");
+    cluster.shutdown().await;
+    assert_nothing_left(&bed, 1, dir.path());
+}
+
+#[test]
+fn ctrl_c_during_a_cut_replication_link_leaves_no_rule_on_the_hosts() {
+    let Some(bed) = TestBed::new("ctrl-c during a cut on hosts", 3) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let schedule = dir.path().join("cut.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"1s\"\nkind = \"partition\"\nlink = \"replication\"\nduration = \"60s\"\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.args([
+        "run",
+        "--algorithm",
+        "set-nx-px",
+        "--topology",
+        "replicated",
+    ])
+    .arg("--nemesis")
+    .arg(&schedule)
+    .args(["--time-limit", "60s", "--ssh-key"])
+    .arg(&bed.key)
+    .arg("--remote-dir")
+    .arg(dir.path().join("hosts"))
+    .arg("--out")
+    .arg(&out)
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    for i in 0..3 {
+        cmd.arg("--node").arg(bed.url(i));
+    }
+    let mut child = cmd.spawn().unwrap();
+    let rules = |i: usize| {
+        bed.exec(i, &["iptables", "-S"])
+            .matches("lockaudit")
+            .count()
+    };
+    // Until both replicas' hosts hold the cut (two rules each), the primary's none.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while rules(1) < 2 || rules(2) < 2 {
+        assert!(Instant::now() < deadline, "the link was never cut");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(rules(0), 0);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    // The sessions holding the rules ended with lockaudit: each host deletes its rules.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (0..3).any(|i| rules(i) > 0 || !bed.leftovers(i).is_empty()) {
+        assert!(
+            Instant::now() < deadline,
+            "left: {:?}",
+            (0..3)
+                .map(|i| (rules(i), bed.leftovers(i)))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
