@@ -24,6 +24,7 @@ mod pg_advisory;
 mod pg_lock_column;
 mod pg_row;
 mod pg_version;
+mod redisson_replies;
 mod redlock;
 mod reentrant;
 mod rw_lock;

@@ -17,6 +17,7 @@ use async_trait::async_trait;
 use redis::Script;
 
 use super::conn::Conn;
+use super::redisson_replies::{renewed, unlock_outcome};
 use super::waiter::Waiter;
 use super::{ms_between, Acquired, LockClient, LockOptions, Outcome};
 
@@ -153,15 +154,7 @@ impl LockClient for Reentrant {
             .arg(UNLOCK_MESSAGE)
             .arg(self.options.ttl_ms)
             .arg(&self.options.client_id);
-        match self.conn.eval::<Option<i64>>(&invocation).await {
-            // 0: one level of nesting released, still held; 1: released and published.
-            Ok(Some(_)) => Outcome::Ok { lease_ms: None },
-            // Redisson's IllegalMonitorStateException.
-            Ok(None) => {
-                Outcome::Fail("attempt to unlock lock, not locked by current client".into())
-            }
-            Err(e) => e.outcome(),
-        }
+        unlock_outcome(self.conn.eval::<Option<i64>>(&invocation).await)
     }
 
     async fn renew(&mut self, key: &str) -> Outcome {
@@ -171,12 +164,11 @@ impl LockClient for Reentrant {
             .arg(self.options.ttl_ms)
             .arg(&self.options.client_id);
         let sent = Instant::now();
-        match self.conn.eval::<i64>(&invocation).await {
-            Ok(1) => Outcome::Ok {
+        match renewed(self.conn.eval::<i64>(&invocation).await) {
+            Ok(()) => Outcome::Ok {
                 lease_ms: Some(ms_between(start, sent).saturating_add(self.options.ttl())),
             },
-            Ok(_) => Outcome::Fail("lock not held by this client any more".into()),
-            Err(e) => e.outcome(),
+            Err(outcome) => outcome,
         }
     }
 

@@ -26,6 +26,7 @@ use async_trait::async_trait;
 use redis::Script;
 
 use super::conn::Conn;
+use super::redisson_replies::{renewed, unlock_outcome};
 use super::waiter::Waiter;
 use super::{ms_between, Acquired, LockClient, LockOptions, Mode, Outcome};
 
@@ -365,14 +366,7 @@ impl LockClient for RwLock {
                 self.conn.eval::<Option<i64>>(&i).await
             }
         };
-        match reply {
-            // 0: one level released, still held; 1: unlocked, or the hash was gone.
-            Ok(Some(_)) => Outcome::Ok { lease_ms: None },
-            Ok(None) => {
-                Outcome::Fail("attempt to unlock lock, not locked by current client".into())
-            }
-            Err(e) => e.outcome(),
-        }
+        unlock_outcome(reply)
     }
 
     /// The watchdog of each mode held: the write lock's renewal, then the read lock's.
@@ -386,10 +380,8 @@ impl LockClient for RwLock {
         if writes > 0 {
             let mut i = self.write_renew.key(key);
             i.arg(self.options.ttl_ms).arg(self.write_name());
-            match self.conn.eval::<i64>(&i).await {
-                Ok(1) => {}
-                Ok(_) => return Outcome::Fail("lock not held by this client any more".into()),
-                Err(e) => return e.outcome(),
+            if let Err(outcome) = renewed(self.conn.eval::<i64>(&i).await) {
+                return outcome;
             }
         }
         if reads > 0 {
@@ -397,10 +389,8 @@ impl LockClient for RwLock {
             i.key(timeout_keys_prefix(key))
                 .arg(self.options.ttl_ms)
                 .arg(&self.options.client_id);
-            match self.conn.eval::<i64>(&i).await {
-                Ok(1) => {}
-                Ok(_) => return Outcome::Fail("lock not held by this client any more".into()),
-                Err(e) => return e.outcome(),
+            if let Err(outcome) = renewed(self.conn.eval::<i64>(&i).await) {
+                return outcome;
             }
         }
         Outcome::Ok {
