@@ -183,6 +183,8 @@ struct AuditArgs {
     /// The redis-sentinel binary (default: found on PATH).
     #[arg(long)]
     redis_sentinel: Option<PathBuf>,
+    #[command(flatten)]
+    hosts: HostArgs,
 }
 
 /// `lockaudit run`'s flags; each overrides the workload file.
@@ -253,6 +255,13 @@ struct RunArgs {
     /// The redis-sentinel binary (default: found on PATH).
     #[arg(long)]
     redis_sentinel: Option<PathBuf>,
+    #[command(flatten)]
+    hosts: HostArgs,
+}
+
+/// Where the lock's servers run when not on this machine: `run`'s and `audit`'s flags.
+#[derive(clap::Args)]
+struct HostArgs {
     /// Run the lock's servers on this host over SSH, ssh://[user@]host[:port]; repeat it
     /// for several (replaces the workload's `nodes`).
     #[arg(long = "node", value_name = "URL")]
@@ -260,7 +269,7 @@ struct RunArgs {
     /// The private key for --node hosts (default: ssh's own keys and agent).
     #[arg(long)]
     ssh_key: Option<PathBuf>,
-    /// The folder on the --node hosts where the run keeps its servers' files (default /tmp).
+    /// The folder on the --node hosts where each run keeps its servers' files (default /tmp).
     #[arg(long)]
     remote_dir: Option<PathBuf>,
 }
@@ -383,13 +392,13 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     }
     spec.fenced |= args.fenced;
     spec.watchdog |= args.watchdog;
-    if !args.nodes.is_empty() {
-        spec.nodes = args.nodes;
+    if !args.hosts.nodes.is_empty() {
+        spec.nodes = args.hosts.nodes;
     }
-    if let Some(v) = args.ssh_key {
+    if let Some(v) = args.hosts.ssh_key {
         spec.ssh_key = Some(v);
     }
-    if let Some(v) = args.remote_dir {
+    if let Some(v) = args.hosts.remote_dir {
         spec.remote_dir = Some(v);
     }
     if args.redis.is_some() && !spec.nodes.is_empty() {
@@ -560,6 +569,9 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
     options.workloads = args.workloads;
     options.redis_server = args.redis_server;
     options.redis_sentinel = args.redis_sentinel;
+    options.nodes = args.hosts.nodes;
+    options.ssh_key = args.hosts.ssh_key;
+    options.remote_dir = args.hosts.remote_dir;
     options.validate().map_err(|e| anyhow::anyhow!(e))?;
     println!("audit: {}", out.display());
     lockaudit::cluster::install_cleanup_handlers();

@@ -46,6 +46,10 @@ impl Matrix {
             duration_text(self.seconds),
             self.seed
         );
+        if !self.hosts.is_empty() {
+            let hosts: Vec<String> = self.hosts.iter().map(|h| md_text(h)).collect();
+            let _ = writeln!(out, "Lock servers on hosts: {}.\n", hosts.join(", "));
+        }
 
         let table_head = |out: &mut String| {
             let _ = write!(out, "| algorithm |");

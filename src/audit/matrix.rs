@@ -263,6 +263,9 @@ pub struct Matrix {
     pub seconds: f64,
     #[serde(default)]
     pub seed: u64,
+    /// The hosts the lock servers ran on (`audit --node`); empty: this machine.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
 }
 
 impl Matrix {

@@ -56,6 +56,13 @@ pub struct AuditOptions {
     pub out: PathBuf,
     pub redis_server: Option<PathBuf>,
     pub redis_sentinel: Option<PathBuf>,
+    /// Hosts to run every cell's lock servers on, `ssh://[user@]host[:port]` (empty: this
+    /// machine, or what a `--workloads` file names).
+    pub nodes: Vec<String>,
+    /// The private key for `nodes`.
+    pub ssh_key: Option<PathBuf>,
+    /// The folder on the hosts where each cell's run keeps its servers' files.
+    pub remote_dir: Option<PathBuf>,
 }
 
 impl AuditOptions {
@@ -76,6 +83,9 @@ impl AuditOptions {
             out,
             redis_server: None,
             redis_sentinel: None,
+            nodes: Vec::new(),
+            ssh_key: None,
+            remote_dir: None,
         }
     }
 
@@ -117,6 +127,16 @@ impl AuditOptions {
         }
         if self.repeat == 0 {
             return Err("--repeat must be at least 1".into());
+        }
+        if self.nodes.is_empty() {
+            if self.ssh_key.is_some() || self.remote_dir.is_some() {
+                return Err("--ssh-key / --remote-dir: only with --node".into());
+            }
+        } else {
+            crate::cluster::parse_targets(&self.nodes).map_err(|e| format!("--node: {e}"))?;
+            if let Some(key) = self.ssh_key.as_ref().filter(|k| !k.is_file()) {
+                return Err(format!("--ssh-key: {} is not a file", key.display()));
+            }
         }
         Ok(())
     }
@@ -239,6 +259,11 @@ fn workload_of(options: &AuditOptions, algorithm: &str) -> Result<WorkloadSpec, 
     .map_err(|e| e.to_string())?;
     spec.time_limit = options.time_limit;
     spec.fenced |= options.fenced;
+    if !options.nodes.is_empty() {
+        spec.nodes = options.nodes.clone();
+        spec.ssh_key = options.ssh_key.clone();
+        spec.remote_dir = options.remote_dir.clone();
+    }
     Ok(spec)
 }
 
@@ -284,6 +309,7 @@ pub async fn audit(
             started_wall: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
                 .to_string(),
             seed: options.seed + round as u64,
+            hosts: options.nodes.clone(),
             ..Matrix::default()
         };
         let began = Instant::now();
@@ -351,6 +377,15 @@ async fn run_cell(
         // independent masters and the one PostgreSQL server have none, and stay as they
         // are: not applicable, below.)
         spec.topology = Some(Topology::Replicated);
+    }
+    // Servers on hosts: a topology that cannot run there is not run at all (rather than
+    // run on this machine, which would audit another deployment than the one asked for).
+    if !spec.nodes.is_empty() {
+        if let Some(why) = crate::cluster::not_on_hosts(spec.topology()) {
+            let topology = format!("{:?}", spec.topology()).to_lowercase();
+            let why = format!("the {topology} topology on hosts: {why}");
+            return Cell::not_applicable(algorithm, nemesis, expected, why);
+        }
     }
     spec.nemesis = Some(nemesis.to_string());
     let workload = Workload {
@@ -545,6 +580,54 @@ mod tests {
         assert_eq!(r.median_first_ms(), Some(200.0));
         r.first_anomaly_ms.push(1000.0);
         assert_eq!(r.median_first_ms(), Some(250.0));
+    }
+
+    #[test]
+    fn hosts_are_checked_before_anything_runs() {
+        let mut options = AuditOptions::new(PathBuf::from("out"));
+        options.ssh_key = Some(PathBuf::from("/etc/hostname"));
+        assert!(options.validate().unwrap_err().contains("only with --node"));
+        options.nodes = vec!["root@10.77.0.2".into()];
+        let err = options.validate().unwrap_err();
+        assert!(
+            err.contains("--node") && err.contains("root@10.77.0.2"),
+            "{err}"
+        );
+        options.nodes = vec!["ssh://root@10.77.0.2".into()];
+        assert_eq!(options.validate(), Ok(()));
+        options.ssh_key = Some(PathBuf::from("/nonexistent/key"));
+        let err = options.validate().unwrap_err();
+        assert!(
+            err.contains("--ssh-key") && err.contains("/nonexistent/key"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_cell_whose_topology_cannot_run_on_hosts_is_not_run_here_instead() {
+        let mut options = AuditOptions::new(PathBuf::from("out"));
+        options.nodes = vec!["ssh://root@10.77.0.2".into()];
+        let spec = workload_of(&options, "pg-row").unwrap();
+        assert_eq!(
+            spec.nodes, options.nodes,
+            "the hosts reach every cell's workload"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let cell = runtime.block_on(run_cell(
+            &options,
+            "pg-row",
+            spec,
+            "none",
+            dir.path(),
+            Expectation::default(),
+        ));
+        assert_eq!(cell.status, super::super::matrix::Status::NotApplicable);
+        assert!(cell
+            .why
+            .as_deref()
+            .unwrap()
+            .contains("postgres topology on hosts"));
     }
 
     #[test]

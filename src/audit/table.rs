@@ -77,10 +77,15 @@ impl Matrix {
 
         let _ = writeln!(
             out,
-            "\n{} in {}, seed {}: {}",
+            "\n{} in {}, seed {}{}: {}",
             self.counts_text(),
             duration_text(self.seconds),
             self.seed,
+            if self.hosts.is_empty() {
+                String::new()
+            } else {
+                format!(", servers on {}", self.hosts.join(" "))
+            },
             if self.passed() { "PASSED" } else { "FAILED" }
         );
         out

@@ -183,9 +183,20 @@ pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
         Topology::Independent => Err(ClusterError::InvalidSpec(
             "an independent topology needs at least one master".into(),
         )),
-        Topology::Sentinel => Err(unsupported("Sentinels on hosts are not built yet")),
-        Topology::Postgres => Err(unsupported("PostgreSQL runs on this machine only")),
-        Topology::Cluster => Err(unsupported("a Redis Cluster on hosts is not built yet")),
+        other => Err(unsupported(
+            not_on_hosts(other).unwrap_or("not built on hosts"),
+        )),
+    }
+}
+
+/// Why a topology cannot run on hosts, or None if it can: the one list that `run`, the
+/// workload's validation and the audit's not-applicable cells all read.
+pub fn not_on_hosts(topology: Topology) -> Option<&'static str> {
+    match topology {
+        Topology::Single | Topology::Replicated | Topology::Independent => None,
+        Topology::Sentinel => Some("Sentinels on hosts are not built yet"),
+        Topology::Postgres => Some("PostgreSQL runs on this machine only"),
+        Topology::Cluster => Some("a Redis Cluster on hosts is not built yet"),
     }
 }
 

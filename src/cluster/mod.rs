@@ -52,7 +52,7 @@ pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;
 pub use exit::Exit;
-pub use hosts::parse_targets;
+pub use hosts::{not_on_hosts, parse_targets};
 pub use postgres::{client_config as pg_client_config, PG_DATABASE, PG_USER};
 pub use process::{ChildGuard, SignalError};
 pub use procfs::{is_live, process_tree};

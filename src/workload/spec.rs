@@ -589,11 +589,11 @@ impl WorkloadSpec {
         if let Some(key) = self.ssh_key.as_ref().filter(|k| !k.is_file()) {
             return Err(format!("field `ssh_key`: {} is not a file", key.display()));
         }
-        match self.topology() {
-            Topology::Single | Topology::Replicated | Topology::Independent => Ok(()),
-            other => Err(format!(
-                "field `nodes`: the {other:?} topology cannot run on hosts yet (single, \
-                 replicated and independent can)"
+        match crate::cluster::not_on_hosts(self.topology()) {
+            None => Ok(()),
+            Some(why) => Err(format!(
+                "field `nodes`: the {:?} topology cannot run on hosts: {why}",
+                self.topology()
             )),
         }
     }
