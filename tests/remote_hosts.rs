@@ -605,3 +605,149 @@ fn ctrl_c_during_a_cut_replication_link_leaves_no_rule_on_the_hosts() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The primary the hosts' sentinels name, as (address, port), once one answers.
+async fn named_primary(e: &Endpoints) -> (String, u16) {
+    cluster::ask_sentinels(e, Duration::from_secs(1))
+        .await
+        .expect("a sentinel names the primary")
+}
+
+/// Polls `check` every 20 ms until it holds, for at most `patience`.
+async fn until<F, Fut>(patience: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + patience;
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what} within {patience:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_deployment_on_three_hosts_fails_over_by_its_own_sentinels() {
+    let Some(bed) = TestBed::new("sentinel on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = remote_spec(&bed, Topology::Sentinel, 3, dir.path());
+    spec.fake_clocks = true;
+    let begun = Instant::now();
+    let mut cluster = cluster::start(&spec).await.expect("start on the hosts");
+    println!(
+        "primary, 2 replicas and 3 sentinels on 3 hosts ready in {:?}",
+        begun.elapsed()
+    );
+    let e = cluster.endpoints();
+    let names: Vec<&str> = e.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["master-0", "replica-1", "replica-2"]);
+    let sentinels: Vec<&str> = e.sentinels.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(sentinels, ["sentinel-0", "sentinel-1", "sentinel-2"]);
+    assert_eq!(e.master_name.as_deref(), Some(cluster::MASTER_NAME));
+    // Each sentinel runs inside its host (sentinel-i is node 3 + i: host i) and listens on
+    // that host's address.
+    for (i, sentinel) in e.sentinels.iter().enumerate() {
+        assert_eq!(sentinel.host, bed.hosts[i].addr);
+        let pid = sentinel.pid.expect("a running sentinel").to_string();
+        assert!(
+            bed.leftovers(i).iter().any(|p| p.starts_with(&pid)),
+            "{:?}",
+            bed.leftovers(i)
+        );
+    }
+    let primary = (e.nodes[0].host.clone(), e.nodes[0].port);
+    assert_eq!(named_primary(&e).await, primary);
+
+    // A sentinel has no clock to move and no data to lose; a lock server's clock moves.
+    let err = cluster.set_clock_offset("sentinel-1", 5000).unwrap_err();
+    assert!(err.to_string().contains("only the lock's servers"), "{err}");
+    let err = cluster.restart_empty("sentinel-1").await.unwrap_err();
+    assert!(err.to_string().contains("restart it instead"), "{err}");
+    cluster.set_clock_offset("replica-2", 60_000).unwrap();
+    let mut replica = connect(&e, "replica-2").await;
+    let skew = skew_ms(&mut replica).await;
+    assert!(
+        (59_000..61_000).contains(&skew),
+        "replica-2 is {skew} ms ahead"
+    );
+    cluster.set_clock_offset("replica-2", 0).unwrap();
+
+    // The primary paused (as the failover preset does): the hosts' sentinels elect a replica.
+    let paused = Instant::now();
+    cluster.signal("master-0", Signal::SIGSTOP).unwrap();
+    let deadline = paused + Duration::from_secs(15);
+    let elected = loop {
+        let named = named_primary(&e).await;
+        if named != primary {
+            break named;
+        }
+        assert!(Instant::now() < deadline, "no replica elected within 15 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    println!(
+        "the sentinels on the hosts named {elected:?} primary {:?} after the pause",
+        paused.elapsed()
+    );
+    let new = e
+        .nodes
+        .iter()
+        .find(|n| (n.host.clone(), n.port) == elected)
+        .expect("one of the replicas")
+        .name
+        .clone();
+    assert_ne!(new, "master-0");
+    // Resumed, the old primary is turned into the new one's replica by the sentinels (who
+    // then kill its clients' connections: a new one each time).
+    cluster.signal("master-0", Signal::SIGCONT).unwrap();
+    until(
+        Duration::from_secs(15),
+        "master-0 following the new primary",
+        || {
+            let (e, elected) = (&e, &elected);
+            async move {
+                let mut old = connect(e, "master-0").await;
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query_async(&mut old)
+                    .await
+                    .unwrap_or_default();
+                info.contains("role:slave")
+                    && info.contains(&format!("master_host:{}", elected.0))
+                    && info.contains("master_link_status:up")
+            }
+        },
+    )
+    .await;
+
+    // A sentinel killed and restarted on its host keeps its rewritten view: the new primary.
+    cluster.kill("sentinel-1").unwrap();
+    assert_eq!(cluster.pid("sentinel-1"), None);
+    cluster.restart("sentinel-1").await.unwrap();
+    let restarted = cluster.endpoints();
+    let only = Endpoints {
+        sentinels: vec![restarted.node("sentinel-1").unwrap().clone()],
+        ..restarted.clone()
+    };
+    assert_eq!(named_primary(&only).await, elected);
+
+    let ended = cluster.shutdown().await;
+    assert_eq!(ended.len(), 7, "6 on the hosts and storage: {ended:?}");
+    // The sentinels' logs came back: they switched the master themselves.
+    let logs: String = (0..3)
+        .map(|i| {
+            std::fs::read_to_string(dir.path().join(format!("redis/sentinel-{i}.log"))).unwrap()
+        })
+        .collect();
+    assert!(
+        logs.contains(&format!(
+            "+switch-master {} {} {}",
+            cluster::MASTER_NAME,
+            primary.0,
+            primary.1
+        )),
+        "{logs}"
+    );
+    assert_nothing_left(&bed, 3, dir.path());
+}

@@ -124,7 +124,8 @@ pub struct ClusterSpec {
     /// None: free ports chosen by the kernel.
     pub base_port: Option<u16>,
     /// Hosts to run the lock's servers on, over SSH, instead of this machine (node i on
-    /// host i mod hosts); empty: all local. Storage stays local. See `remote`.
+    /// host i mod hosts; a Sentinel topology's sentinels too, numbered after them); empty:
+    /// all local. Storage stays local. See `hosts`.
     pub hosts: Vec<SshTarget>,
     /// The private key for `hosts`; None: ssh's defaults.
     pub ssh_key: Option<PathBuf>,
@@ -587,6 +588,15 @@ fn generate_password() -> String {
         .collect()
 }
 
+fn remote_node(server: &remote::RemoteServer) -> Node {
+    Node {
+        name: server.name().to_string(),
+        host: server.host().to_string(),
+        port: server.port(),
+        pid: server.pid(),
+    }
+}
+
 fn node_of(instance: &Instance) -> Node {
     Node {
         name: instance.name().to_string(),
@@ -606,17 +616,25 @@ impl Cluster {
                 .iter()
                 .map(|d| node_of(&d.instance))
                 .chain(self.nodes.iter().map(|s| node_of(&s.instance)))
-                .chain(self.remote.servers.iter().map(|s| Node {
-                    name: s.name().to_string(),
-                    host: s.host().to_string(),
-                    port: s.port(),
-                    pid: s.pid(),
-                }))
+                .chain(
+                    self.remote
+                        .servers
+                        .iter()
+                        .filter(|s| !s.is_sentinel())
+                        .map(remote_node),
+                )
                 .collect(),
             sentinels: self
                 .sentinels
                 .iter()
                 .map(|s| node_of(&s.instance))
+                .chain(
+                    self.remote
+                        .servers
+                        .iter()
+                        .filter(|s| s.is_sentinel())
+                        .map(remote_node),
+                )
                 .collect(),
             master_name: (self.topology == Topology::Sentinel)
                 .then(|| sentinel::MASTER_NAME.to_string()),
@@ -641,11 +659,13 @@ impl Cluster {
 
     /// Every node's name: the lock's servers, then storage, then the sentinels.
     pub fn names(&self) -> Vec<String> {
-        self.remote
-            .servers
+        let (sentinels, servers): (Vec<_>, Vec<_>) =
+            self.remote.servers.iter().partition(|s| s.is_sentinel());
+        servers
             .iter()
             .map(|s| s.name().to_string())
             .chain(self.instances().map(|i| i.name().to_string()))
+            .chain(sentinels.iter().map(|s| s.name().to_string()))
             .collect()
     }
 
@@ -796,18 +816,20 @@ impl Cluster {
     /// PostgreSQL server gets a fresh `initdb`. A sentinel cannot be emptied (its config is
     /// its state): `Unsupported`.
     pub async fn restart_empty(&mut self, name: &str) -> Result<(), ClusterError> {
-        if let Some(server) = self.remote.server_mut(name) {
-            return server.restart(false).await;
-        }
-        if let Some(database) = self.database_mut(name) {
-            return database.restart(false).await;
-        }
-        if self.sentinels.iter().any(|s| s.instance.name() == name) {
+        let sentinel = self.sentinels.iter().any(|s| s.instance.name() == name)
+            || self.remote.server(name).is_some_and(|s| s.is_sentinel());
+        if sentinel {
             return Err(ClusterError::Unsupported {
                 action: "empty",
                 node: name.to_string(),
                 reason: "a sentinel has no data, only its config; restart it instead".into(),
             });
+        }
+        if let Some(server) = self.remote.server_mut(name) {
+            return server.restart(false).await;
+        }
+        if let Some(database) = self.database_mut(name) {
+            return database.restart(false).await;
         }
         self.server_mut(name)?.restart(false).await
     }
