@@ -751,3 +751,89 @@ async fn a_sentinel_deployment_on_three_hosts_fails_over_by_its_own_sentinels() 
     );
     assert_nothing_left(&bed, 3, dir.path());
 }
+
+/// `lockaudit run` of SET NX PX on the Sentinel topology over three namespace hosts under
+/// `failover`: the hosts' sentinels elect a new primary while the old one is paused, and
+/// the checker finds what the local run finds (measured: `unavailable` ×2 in each of two
+/// local runs, no overlap: the replicas had the lock before the pause). Nothing is left on
+/// any host.
+#[test]
+fn set_nx_px_under_the_hosts_sentinels_failover_finds_what_the_local_run_finds() {
+    let Some(bed) = TestBed::new("sentinel failover run on hosts", 3) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.args(["run", "--algorithm", "set-nx-px", "--nemesis", "failover"])
+        .args(["--topology", "sentinel", "--time-limit", "12s", "--ssh-key"])
+        .arg(&bed.key)
+        .arg("--remote-dir")
+        .arg(dir.path().join("hosts"))
+        .arg("--out")
+        .arg(&out);
+    for i in 0..3 {
+        cmd.arg("--node").arg(bed.url(i));
+    }
+    let begun = Instant::now();
+    let output = cmd.output().expect("lockaudit run");
+    println!(
+        "set-nx-px sentinel failover over 3 hosts: {:?}",
+        begun.elapsed()
+    );
+    common::assert_exit(&output, 1);
+    let report = common::report(&out);
+    let kinds = common::kinds(&report);
+    println!("found {kinds:?}");
+    // What the local run finds, and nothing the workload does not allow under a failover.
+    assert!(kinds.contains(&"unavailable".to_string()), "{kinds:?}");
+    let workload =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/set-nx-px.toml");
+    let spec = lockaudit::workload::WorkloadSpec::from_file(&workload).unwrap();
+    let allowed = &spec.expect["failover"];
+    for kind in &kinds {
+        assert!(
+            allowed.must.contains(kind) || allowed.may.contains(kind),
+            "{kind} is not expected of set-nx-px under failover"
+        );
+    }
+    // The clients reached the primary through the hosts' sentinels.
+    let endpoints: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("endpoints.json")).unwrap())
+            .unwrap();
+    for (i, sentinel) in endpoints["sentinels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(sentinel["host"], bed.hosts[i].addr.as_str());
+    }
+    // The primary paused, then the sentinels' choice recorded as a failover from it.
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    let faults: Vec<serde_json::Value> = history
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["process"] == "nemesis")
+        .collect();
+    let pause = faults
+        .iter()
+        .position(|e| e["f"] == "pause")
+        .expect("a pause");
+    assert_eq!(faults[pause]["value"]["targets"][0], "master-0");
+    let failover = faults[pause..]
+        .iter()
+        .find(|e| e["f"] == "failover")
+        .expect("a failover after the pause");
+    assert_eq!(failover["value"]["by"], "sentinel");
+    assert_eq!(failover["value"]["from"], "master-0");
+    let elected = failover["value"]["targets"][0].as_str().unwrap();
+    assert!(elected.starts_with("replica-"), "{failover}");
+    // The sentinels' logs came back from the hosts, and say so too.
+    let logs: String = (0..3)
+        .map(|i| std::fs::read_to_string(out.join(format!("redis/sentinel-{i}.log"))).unwrap())
+        .collect();
+    assert!(logs.contains("+switch-master"), "{logs}");
+    assert_nothing_left(&bed, 3, dir.path());
+}

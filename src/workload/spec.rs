@@ -590,10 +590,13 @@ impl WorkloadSpec {
             return Err(format!("field `ssh_key`: {} is not a file", key.display()));
         }
         match self.topology() {
-            Topology::Single | Topology::Replicated | Topology::Independent => Ok(()),
+            Topology::Single
+            | Topology::Replicated
+            | Topology::Sentinel
+            | Topology::Independent => Ok(()),
             other => Err(format!(
-                "field `nodes`: the {other:?} topology cannot run on hosts yet (single, \
-                 replicated and independent can)"
+                "field `nodes`: the {other:?} topology cannot run on hosts (single, \
+                 replicated, sentinel and independent can)"
             )),
         }
     }
@@ -717,8 +720,10 @@ retry = { attempts = 3, backoff = "25ms" }
             "{err}"
         );
         let mut bad = ok.clone();
-        bad.topology = Some(Topology::Sentinel);
-        assert!(bad.validate().unwrap_err().contains("cannot run on hosts"));
+        bad.topology = Some(Topology::Postgres);
+        bad.algorithm = "pg-advisory".into();
+        let err = bad.validate().unwrap_err();
+        assert!(err.contains("cannot run on hosts"), "{err}");
         let mut bad = ok;
         bad.nodes.clear();
         assert!(bad.validate().unwrap_err().contains("only with `nodes`"));
