@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::netns::TestBed;
-use lockaudit::cluster::{self, ClusterSpec, Endpoints, SshTarget, Topology};
+use lockaudit::cluster::{self, sharded, ClusterSpec, Endpoints, SshTarget, Topology};
 use nix::sys::signal::Signal;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -835,5 +835,177 @@ fn set_nx_px_under_the_hosts_sentinels_failover_finds_what_the_local_run_finds()
         .map(|i| std::fs::read_to_string(out.join(format!("redis/sentinel-{i}.log"))).unwrap())
         .collect();
     assert!(logs.contains("+switch-master"), "{logs}");
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_cluster_on_three_hosts_forms_and_fails_over_by_itself() {
+    let Some(bed) = TestBed::new("redis cluster on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let spec = remote_spec(&bed, Topology::Cluster, 3, dir.path());
+    let begun = Instant::now();
+    let mut cluster = cluster::start(&spec).await.expect("start on the hosts");
+    println!(
+        "3 masters and 3 replicas on 3 hosts formed in {:?}",
+        begun.elapsed()
+    );
+    let e = cluster.endpoints();
+    let names: Vec<&str> = e.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "master-0",
+            "master-1",
+            "master-2",
+            "replica-3",
+            "replica-4",
+            "replica-5"
+        ]
+    );
+    let pw = e.password.clone().unwrap();
+    for (i, node) in e.nodes.iter().enumerate() {
+        assert_eq!(
+            node.host,
+            bed.hosts[i % 3].addr,
+            "node {i} on host {}",
+            i % 3
+        );
+        assert!(
+            sharded::is_ok(&node.host, node.port, &pw).await,
+            "{}",
+            node.name
+        );
+    }
+    // The cluster knows its nodes by the hosts' addresses and lockaudit's names.
+    let mut any = connect(&e, "master-0").await;
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(&mut any)
+        .await
+        .unwrap();
+    for (i, node) in e.nodes.iter().enumerate() {
+        let announced = format!(
+            "{}:{}@{},{}",
+            node.host,
+            node.port,
+            node.port + 10000,
+            node.name
+        );
+        assert!(
+            nodes.contains(&announced),
+            "node {i}: {announced} in {nodes}"
+        );
+    }
+    // A master paused past the node timeout: its replica is promoted by the cluster.
+    let addrs: Vec<(String, String, u16)> = e
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.host.clone(), n.port))
+        .collect();
+    let master = sharded::parse_nodes(&nodes)
+        .into_iter()
+        .find(|l| l.name.as_deref() == Some("master-0"))
+        .unwrap();
+    let replica = sharded::parse_nodes(&nodes)
+        .into_iter()
+        .find(|l| l.master_id.as_deref() == Some(master.id.as_str()))
+        .and_then(|l| l.name)
+        .expect("master-0's replica");
+    let paused = Instant::now();
+    cluster.signal("master-0", Signal::SIGSTOP).unwrap();
+    until(Duration::from_secs(15), "the replica promoted", || {
+        let (addrs, pw, replica) = (&addrs, &pw, &replica);
+        async move {
+            sharded::roles(addrs, pw)
+                .await
+                .contains(&(replica.clone(), true))
+        }
+    })
+    .await;
+    println!(
+        "{replica} promoted {:?} after master-0's pause",
+        paused.elapsed()
+    );
+    cluster.signal("master-0", Signal::SIGCONT).unwrap();
+    // The old master rejoins as its replica.
+    until(Duration::from_secs(15), "master-0 a replica", || {
+        let (addrs, pw) = (&addrs, &pw);
+        async move {
+            sharded::roles(addrs, pw)
+                .await
+                .contains(&("master-0".to_string(), false))
+        }
+    })
+    .await;
+    // Killed and restarted empty on its host, a node keeps its identity and rejoins.
+    cluster.kill("replica-4").unwrap();
+    cluster.restart_empty("replica-4").await.unwrap();
+    let node = e.node("replica-4").unwrap();
+    until(
+        Duration::from_secs(15),
+        "replica-4 back in the cluster",
+        || {
+            let pw = &pw;
+            async move { sharded::is_ok(&node.host, node.port, pw).await }
+        },
+    )
+    .await;
+    cluster.shutdown().await;
+    assert!(dir.path().join("redis/replica-5.log").is_file());
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+/// `lockaudit run` of SET NX PX on a Redis Cluster over three namespace hosts under
+/// `failover` (a lagging replica taken over): the overlap inside a live lease that the
+/// workload expects, as the local run finds it.
+#[test]
+fn set_nx_px_on_a_redis_cluster_over_three_hosts_finds_the_failover_overlap() {
+    let Some(bed) = TestBed::new("cluster failover run on hosts", 3) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.args(["run", "--algorithm", "set-nx-px", "--nemesis", "failover"])
+        .args(["--topology", "cluster", "--time-limit", "12s", "--ssh-key"])
+        .arg(&bed.key)
+        .arg("--remote-dir")
+        .arg(dir.path().join("hosts"))
+        .arg("--out")
+        .arg(&out);
+    for i in 0..3 {
+        cmd.arg("--node").arg(bed.url(i));
+    }
+    let begun = Instant::now();
+    let output = cmd.output().expect("lockaudit run");
+    println!(
+        "set-nx-px cluster failover over 3 hosts: {:?}",
+        begun.elapsed()
+    );
+    common::assert_exit(&output, 1);
+    let report = common::report(&out);
+    let inside = report["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "overlap" && a["lease_expired"] == false)
+        .count();
+    println!(
+        "{:?}, {inside} overlaps inside a live lease",
+        common::kinds(&report)
+    );
+    assert!(inside > 0, "{}", String::from_utf8_lossy(&output.stdout));
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    assert!(
+        history.contains("\"by\":\"takeover\""),
+        "a takeover recorded"
+    );
+    let endpoints = std::fs::read_to_string(out.join("endpoints.json")).unwrap();
+    for host in &bed.hosts {
+        assert!(endpoints.contains(&host.addr), "{endpoints}");
+    }
     assert_nothing_left(&bed, 3, dir.path());
 }

@@ -17,6 +17,7 @@ use super::exit::Exit;
 use super::probe;
 use super::remote::{RemoteConfig, RemoteServer, Watch};
 use super::sentinel;
+use super::sharded::{self, Member};
 use super::ssh::{Ssh, SshOptions, SshTarget};
 use super::{ClusterSpec, Topology};
 
@@ -108,13 +109,17 @@ pub async fn start(
         None
     };
     let base = spec.base_port.unwrap_or(DEFAULT_BASE_PORT);
+    // A Redis Cluster's nodes all start as masters (`primaries` is all of them); the
+    // cluster then makes the last `shards` replicas.
+    let cluster_mode = spec.topology == Topology::Cluster;
+    let masters = if cluster_mode { spec.shards } else { primaries };
     let config = |i: usize,
                   replica_of: Option<(String, u16)>|
      -> Result<RemoteConfig, ClusterError> {
         let ssh = &hosts.connections[i % hosts.connections.len()];
         let port = u16::try_from(usize::from(base) + i)
             .map_err(|_| ClusterError::InvalidSpec(format!("port {base} + {i} is past 65535")))?;
-        let name = if i < primaries {
+        let name = if i < masters {
             format!("master-{i}")
         } else {
             format!("replica-{i}")
@@ -130,6 +135,14 @@ pub async fn start(
             fake_clock: preload.clone(),
             binary: server_binary(spec),
             sentinel: None,
+            cluster_node_timeout_ms: cluster_mode.then_some(super::CLUSTER_NODE_TIMEOUT_MS),
+        })
+        .and_then(|config| match config.bus_port() {
+            None if cluster_mode => Err(ClusterError::InvalidSpec(format!(
+                "the bus port of {} ({port} + 10000) is past 65535: a lower --base-port",
+                config.name
+            ))),
+            _ => Ok(config),
         })
     };
     let mut configs = Vec::new();
@@ -165,10 +178,44 @@ pub async fn start(
         }
     }
     wait_replicas(&hosts.servers[primaries..], password).await?;
+    if cluster_mode {
+        form_cluster(&hosts, spec.shards, password).await?;
+    }
     if spec.topology == Topology::Sentinel {
         start_sentinels(&mut hosts, spec, password, lock_nodes - primaries).await?;
     }
     Ok(hosts)
+}
+
+/// Forms the Redis Cluster of the servers (masters first) as locally (`sharded::form`), by
+/// the hosts' addresses; an error names the host of the node that failed.
+async fn form_cluster(hosts: &Hosts, shards: usize, password: &str) -> Result<(), ClusterError> {
+    let members: Vec<Member> = hosts
+        .servers
+        .iter()
+        .map(|s| Member {
+            name: s.name().to_string(),
+            host: s.host().to_string(),
+            port: s.port(),
+            bus_port: s.config.bus_port().unwrap_or(0),
+        })
+        .collect();
+    let begun = Instant::now();
+    sharded::form(&members, shards, password)
+        .await
+        .map_err(|e| match e {
+            ClusterError::Form { node, port, reason } => {
+                let at = hosts.servers.iter().position(|s| s.name() == node);
+                match at {
+                    Some(i) => hosts.connections[i % hosts.connections.len()]
+                        .error(format!("form the cluster at {node} (port {port})"), reason),
+                    None => ClusterError::Form { node, port, reason },
+                }
+            }
+            other => other,
+        })?;
+    tracing::info!(elapsed = ?begun.elapsed(), "cluster on hosts formed");
+    Ok(())
 }
 
 /// `redis-server` on the hosts: `--redis-server`, else the host's PATH.
@@ -228,6 +275,7 @@ async fn start_sentinels(
             replica_of: None,
             fake_clock: None,
             binary: binary.clone(),
+            cluster_node_timeout_ms: None,
             sentinel: Some(Watch {
                 id: id.clone(),
                 primary: primary.clone(),
@@ -276,7 +324,10 @@ pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
         )),
         Topology::Sentinel => Ok((1 + super::REPLICAS, 1)),
         Topology::Postgres => Err(unsupported("PostgreSQL runs on this machine only")),
-        Topology::Cluster => Err(unsupported("a Redis Cluster on hosts is not built yet")),
+        Topology::Cluster if spec.shards > 0 => Ok((2 * spec.shards, 2 * spec.shards)),
+        Topology::Cluster => Err(ClusterError::InvalidSpec(
+            "a Redis Cluster needs at least one master".into(),
+        )),
     }
 }
 

@@ -406,6 +406,7 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
             if let Some(cluster) = &server.config.cluster {
                 members.push(sharded::Member {
                     name: server.config.name.clone(),
+                    host: "127.0.0.1".into(),
                     port: server.instance.port(),
                     bus_port: cluster.bus_port,
                 });
@@ -900,44 +901,46 @@ impl Cluster {
                 "only a Redis Cluster fails over by itself".into(),
             ));
         }
-        let mut busiest: Option<(i64, &Server)> = None;
-        for s in &self.nodes {
-            let port = s.instance.port();
-            if s.instance.pid().is_none()
-                || sharded::is_master(port, &self.password).await != Some(true)
+        let nodes = self.lock_addrs();
+        let mut busiest: Option<(i64, &(String, String, u16))> = None;
+        for node in &nodes {
+            let (name, host, port) = node;
+            if self.pid(name).is_none()
+                || sharded::is_master(host, *port, &self.password).await != Some(true)
             {
                 continue;
             }
-            let keys = sharded::dbsize(port, &self.password).await.unwrap_or(-1);
+            let keys = sharded::dbsize(host, *port, &self.password)
+                .await
+                .unwrap_or(-1);
             if busiest.is_none_or(|(k, _)| keys > k) {
-                busiest = Some((keys, s));
+                busiest = Some((keys, node));
             }
         }
-        let (_, master) = busiest.ok_or_else(|| unsupported("no master answers".into()))?;
-        let replica_port = sharded::replica_of(master.instance.port(), &self.password)
+        let (_, (master, host, port)) =
+            busiest.ok_or_else(|| unsupported("no master answers".into()))?;
+        let replica_port = sharded::replica_of(host, *port, &self.password)
             .await
             .map_err(unsupported)?;
-        let replica = self
-            .nodes
+        let (replica, replica_host, _) = nodes
             .iter()
-            .find(|s| s.instance.port() == replica_port)
+            .find(|(_, _, p)| *p == replica_port)
             .ok_or_else(|| unsupported(format!("no node of ours on port {replica_port}")))?;
-        sharded::cut_replication(replica_port, &self.password)
+        sharded::cut_replication(replica_host, replica_port, &self.password)
             .await
             .map_err(unsupported)?;
-        Ok((
-            master.instance.name().to_string(),
-            replica.instance.name().to_string(),
-        ))
+        Ok((master.clone(), replica.clone()))
     }
 
     /// `Cluster` only: promotes `replica` at once with what it has (`CLUSTER FAILOVER
     /// TAKEOVER`) and restores its replication password.
     pub async fn take_over(&self, replica: &str) -> Result<(), ClusterError> {
-        let port = self
-            .port(replica)
+        let (_, host, port) = self
+            .lock_addrs()
+            .into_iter()
+            .find(|(name, _, _)| name == replica)
             .ok_or_else(|| ClusterError::UnknownNode(replica.to_string()))?;
-        sharded::takeover(port, &self.password)
+        sharded::takeover(&host, port, &self.password)
             .await
             .map_err(|reason| ClusterError::Unsupported {
                 action: "promote",
@@ -946,11 +949,22 @@ impl Cluster {
             })
     }
 
-    /// The lock's servers as (name, port): what the nemesis polls for roles on a cluster.
-    pub fn lock_ports(&self) -> Vec<(String, u16)> {
+    /// The lock's servers as (name, address, port), here or on hosts: what the nemesis
+    /// polls for roles on a cluster.
+    pub fn lock_addrs(&self) -> Vec<(String, String, u16)> {
         self.nodes
             .iter()
-            .map(|s| (s.instance.name().to_string(), s.instance.port()))
+            .map(|s| {
+                let name = s.instance.name().to_string();
+                (name, "127.0.0.1".to_string(), s.instance.port())
+            })
+            .chain(
+                self.remote
+                    .servers
+                    .iter()
+                    .filter(|s| !s.is_sentinel())
+                    .map(|s| (s.name().to_string(), s.host().to_string(), s.port())),
+            )
             .collect()
     }
 

@@ -50,7 +50,12 @@ pub struct RemoteConfig {
     /// Set for a sentinel: it runs as `binary CONF --sentinel` with a sentinel's config,
     /// which it rewrites (its state: a restart keeps it).
     pub sentinel: Option<Watch>,
+    /// Set for a Redis Cluster node: its `cluster-node-timeout`, ms.
+    pub cluster_node_timeout_ms: Option<u64>,
 }
+
+/// How far above its data port a cluster node's bus listens (Redis's own default).
+const BUS_PORT_OFFSET: u16 = 10000;
 
 /// What a sentinel on a host watches, and who watches with it.
 #[derive(Debug, Clone)]
@@ -86,6 +91,17 @@ impl RemoteConfig {
 
     pub fn is_sentinel(&self) -> bool {
         self.sentinel.is_some()
+    }
+
+    /// A cluster node's bus port: its data port + 10000; None past 65535.
+    pub fn bus_port(&self) -> Option<u16> {
+        self.port.checked_add(BUS_PORT_OFFSET)
+    }
+
+    /// Outside the data folder, so that a node restarted empty keeps its identity and
+    /// rejoins the cluster, as locally (`ServerConfig::cluster`).
+    fn nodes_conf(&self) -> String {
+        self.path(".nodes.conf")
     }
 
     /// The redis.conf uploaded: as the local servers' command line (see
@@ -130,6 +146,18 @@ impl RemoteConfig {
             text.push_str(&format!("replicaof {host} {port}\n"));
         }
         text.push_str(&format!("replica-announce-ip {}\n", self.addr));
+        if let Some(timeout) = self.cluster_node_timeout_ms {
+            // As the local nodes' (`ServerConfig::command`), announcing the host's address.
+            text.push_str(&format!(
+                "cluster-enabled yes\ncluster-port {bus}\ncluster-config-file \"{conf}\"\n\
+                 cluster-node-timeout {timeout}\ncluster-replica-validity-factor 0\n\
+                 cluster-announce-ip {addr}\ncluster-announce-hostname {name}\n",
+                bus = self.bus_port().unwrap_or(0),
+                conf = self.nodes_conf(),
+                addr = self.addr,
+                name = self.name,
+            ));
+        }
         text
     }
 
@@ -509,7 +537,28 @@ mod tests {
             fake_clock: None,
             binary: "redis-server".into(),
             sentinel: None,
+            cluster_node_timeout_ms: None,
         }
+    }
+
+    #[test]
+    fn a_cluster_node_announces_its_host_and_keeps_its_identity_outside_its_data() {
+        let mut config = config();
+        config.replica_of = None;
+        config.cluster_node_timeout_ms = Some(1000);
+        let text = config.config_text();
+        for line in [
+            "cluster-enabled yes\n",
+            "cluster-port 17401\n",
+            "cluster-config-file \"/tmp/lockaudit-x y/replica-1.nodes.conf\"\n",
+            "cluster-node-timeout 1000\n",
+            "cluster-announce-ip 10.77.0.3\n",
+            "cluster-announce-hostname replica-1\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        config.port = 60000;
+        assert_eq!(config.bus_port(), None);
     }
 
     #[test]

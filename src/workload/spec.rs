@@ -593,10 +593,11 @@ impl WorkloadSpec {
             Topology::Single
             | Topology::Replicated
             | Topology::Sentinel
-            | Topology::Independent => Ok(()),
+            | Topology::Independent
+            | Topology::Cluster => Ok(()),
             other => Err(format!(
                 "field `nodes`: the {other:?} topology cannot run on hosts (single, \
-                 replicated, sentinel and independent can)"
+                 replicated, sentinel, independent and cluster can)"
             )),
         }
     }
