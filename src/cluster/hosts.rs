@@ -1,8 +1,9 @@
 //! The lock's servers on other hosts: one SSH connection per host, the topology's servers
 //! placed on them (node i on host i mod hosts), started primaries first, replicas in sync,
 //! then a Sentinel topology's sentinels (numbered after the servers) once they know the
-//! whole deployment; at the end stopped (sentinels first), their logs fetched into the run
-//! folder and their files removed, so nothing of the run stays on a host.
+//! whole deployment, or a Redis Cluster's nodes all at once and formed at the hosts'
+//! addresses; at the end stopped (sentinels first), their logs fetched into the run folder
+//! and their files removed, so nothing of the run stays on a host.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -307,8 +308,9 @@ async fn start_sentinels(
     Ok(())
 }
 
-/// How many lock servers the topology has, and how many of them are primaries; errors for
-/// the topologies not built on hosts.
+/// How many lock servers the topology has, and how many of them start as primaries (a
+/// cluster's nodes all do); errors for PostgreSQL, which runs here only, and for a
+/// topology without masters.
 pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
     let unsupported = |why: &str| ClusterError::Unsupported {
         action: "run",

@@ -1,4 +1,5 @@
-//! A redis-server on another host, started and supervised over SSH.
+//! A redis-server (a lock server, a cluster node or a sentinel) on another host, started
+//! and supervised over SSH.
 //!
 //! Its config is uploaded (ssh's stdin into `cat >`, the password in the file rather than
 //! on a command line), and it runs in the foreground under a small shell in an SSH session
