@@ -1015,3 +1015,29 @@ fn set_nx_px_on_a_redis_cluster_over_three_hosts_finds_the_failover_overlap() {
     }
     assert_nothing_left(&bed, 3, dir.path());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_that_cannot_start_on_its_host_is_named_and_nothing_is_left() {
+    let Some(bed) = TestBed::new("a sentinel that cannot start", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = remote_spec(&bed, Topology::Sentinel, 3, dir.path());
+    // The servers start; the sentinels' program is not on the hosts.
+    spec.redis_sentinel = Some("/nonexistent/redis-sentinel".into());
+    let err = cluster::start(&spec).await.unwrap_err();
+    let text = err.to_string();
+    println!("{text}");
+    assert_eq!(err.exit_code(), 3);
+    assert!(text.contains("cannot start sentinel-"), "{text}");
+    assert!(
+        text.contains("/nonexistent/redis-sentinel: No such file or directory"),
+        "the shell's own words: {text}"
+    );
+    assert!(
+        bed.hosts.iter().any(|h| text.contains(&h.addr)),
+        "the host named: {text}"
+    );
+    // The primary and replicas it had started are gone, and so are the run's files.
+    assert_nothing_left(&bed, 3, dir.path());
+}
