@@ -721,6 +721,38 @@ async fn a_sentinel_deployment_on_three_hosts_fails_over_by_its_own_sentinels() 
     )
     .await;
 
+    // The replica not elected, killed and restarted empty on its host: it comes back
+    // following the new primary (its config, rewritten by the sentinels' reconfiguration,
+    // names it).
+    let other = if new == "replica-1" {
+        "replica-2"
+    } else {
+        "replica-1"
+    };
+    let pid = cluster.pid(other).unwrap();
+    cluster.kill(other).unwrap();
+    cluster.restart_empty(other).await.unwrap();
+    assert_ne!(cluster.pid(other), Some(pid), "a new process");
+    until(
+        Duration::from_secs(15),
+        "the restarted replica in sync",
+        || {
+            let (e, elected) = (&e, &elected);
+            async move {
+                let mut conn = connect(e, other).await;
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                info.contains(&format!("master_host:{}", elected.0))
+                    && info.contains(&format!("master_port:{}", elected.1))
+                    && info.contains("master_link_status:up")
+            }
+        },
+    )
+    .await;
+
     // A sentinel killed and restarted on its host keeps its rewritten view: the new primary.
     cluster.kill("sentinel-1").unwrap();
     assert_eq!(cluster.pid("sentinel-1"), None);
