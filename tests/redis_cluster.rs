@@ -42,7 +42,7 @@ async fn a_cluster_forms_routes_and_promotes_a_replica() {
     let pw = c.password().to_string();
     for n in &e.nodes[..3] {
         assert_eq!(
-            sharded::is_master(n.port, &pw).await,
+            sharded::is_master(&n.host, n.port, &pw).await,
             Some(true),
             "{}",
             n.name
@@ -50,7 +50,7 @@ async fn a_cluster_forms_routes_and_promotes_a_replica() {
     }
     for n in &e.nodes[3..] {
         assert_eq!(
-            sharded::is_master(n.port, &pw).await,
+            sharded::is_master(&n.host, n.port, &pw).await,
             Some(false),
             "{}",
             n.name
@@ -75,12 +75,12 @@ async fn a_cluster_forms_routes_and_promotes_a_replica() {
     c.kill("master-0").unwrap();
     let replica = e.nodes[3].port;
     let deadline = Instant::now() + Duration::from_secs(15);
-    while sharded::is_master(replica, &pw).await != Some(true) {
+    while sharded::is_master("127.0.0.1", replica, &pw).await != Some(true) {
         assert!(Instant::now() < deadline, "replica-3 never promoted");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let promoted = begun.elapsed();
-    while !sharded::is_ok(e.nodes[1].port, &pw).await {
+    while !sharded::is_ok(&e.nodes[1].host, e.nodes[1].port, &pw).await {
         assert!(
             Instant::now() < deadline,
             "the cluster did not return to ok"

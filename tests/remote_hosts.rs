@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::netns::TestBed;
-use lockaudit::cluster::{self, ClusterSpec, Endpoints, SshTarget, Topology};
+use lockaudit::cluster::{self, sharded, ClusterSpec, Endpoints, SshTarget, Topology};
 use nix::sys::signal::Signal;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -635,4 +635,472 @@ fn ctrl_c_during_a_cut_replication_link_leaves_no_rule_on_the_hosts() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The primary the hosts' sentinels name, as (address, port), once one answers.
+async fn named_primary(e: &Endpoints) -> (String, u16) {
+    cluster::ask_sentinels(e, Duration::from_secs(1))
+        .await
+        .expect("a sentinel names the primary")
+}
+
+/// Polls `check` every 20 ms until it holds, for at most `patience`.
+async fn until<F, Fut>(patience: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + patience;
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what} within {patience:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_deployment_on_three_hosts_fails_over_by_its_own_sentinels() {
+    let Some(bed) = TestBed::new("sentinel on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = remote_spec(&bed, Topology::Sentinel, 3, dir.path());
+    spec.fake_clocks = true;
+    let begun = Instant::now();
+    let mut cluster = cluster::start(&spec).await.expect("start on the hosts");
+    println!(
+        "primary, 2 replicas and 3 sentinels on 3 hosts ready in {:?}",
+        begun.elapsed()
+    );
+    let e = cluster.endpoints();
+    let names: Vec<&str> = e.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["master-0", "replica-1", "replica-2"]);
+    let sentinels: Vec<&str> = e.sentinels.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(sentinels, ["sentinel-0", "sentinel-1", "sentinel-2"]);
+    assert_eq!(e.master_name.as_deref(), Some(cluster::MASTER_NAME));
+    // Each sentinel runs inside its host (sentinel-i is node 3 + i: host i) and listens on
+    // that host's address.
+    for (i, sentinel) in e.sentinels.iter().enumerate() {
+        assert_eq!(sentinel.host, bed.hosts[i].addr);
+        let pid = sentinel.pid.expect("a running sentinel").to_string();
+        assert!(
+            bed.leftovers(i).iter().any(|p| p.starts_with(&pid)),
+            "{:?}",
+            bed.leftovers(i)
+        );
+    }
+    let primary = (e.nodes[0].host.clone(), e.nodes[0].port);
+    assert_eq!(named_primary(&e).await, primary);
+
+    // A sentinel has no clock to move and no data to lose; a lock server's clock moves.
+    let err = cluster.set_clock_offset("sentinel-1", 5000).unwrap_err();
+    assert!(err.to_string().contains("only the lock's servers"), "{err}");
+    let err = cluster.restart_empty("sentinel-1").await.unwrap_err();
+    assert!(err.to_string().contains("restart it instead"), "{err}");
+    cluster.set_clock_offset("replica-2", 60_000).unwrap();
+    let mut replica = connect(&e, "replica-2").await;
+    let skew = skew_ms(&mut replica).await;
+    assert!(
+        (59_000..61_000).contains(&skew),
+        "replica-2 is {skew} ms ahead"
+    );
+    cluster.set_clock_offset("replica-2", 0).unwrap();
+
+    // The primary paused (as the failover preset does): the hosts' sentinels elect a replica.
+    let paused = Instant::now();
+    cluster.signal("master-0", Signal::SIGSTOP).unwrap();
+    let deadline = paused + Duration::from_secs(15);
+    let elected = loop {
+        let named = named_primary(&e).await;
+        if named != primary {
+            break named;
+        }
+        assert!(Instant::now() < deadline, "no replica elected within 15 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    println!(
+        "the sentinels on the hosts named {elected:?} primary {:?} after the pause",
+        paused.elapsed()
+    );
+    let new = e
+        .nodes
+        .iter()
+        .find(|n| (n.host.clone(), n.port) == elected)
+        .expect("one of the replicas")
+        .name
+        .clone();
+    assert_ne!(new, "master-0");
+    // Resumed, the old primary is turned into the new one's replica by the sentinels (who
+    // then kill its clients' connections: a new one each time).
+    cluster.signal("master-0", Signal::SIGCONT).unwrap();
+    until(
+        Duration::from_secs(15),
+        "master-0 following the new primary",
+        || {
+            let (e, elected) = (&e, &elected);
+            async move {
+                let mut old = connect(e, "master-0").await;
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query_async(&mut old)
+                    .await
+                    .unwrap_or_default();
+                info.contains("role:slave")
+                    && info.contains(&format!("master_host:{}", elected.0))
+                    && info.contains("master_link_status:up")
+            }
+        },
+    )
+    .await;
+
+    // The replica not elected, killed and restarted empty on its host: it comes back
+    // following the new primary (its config, rewritten by the sentinels' reconfiguration,
+    // names it).
+    let other = if new == "replica-1" {
+        "replica-2"
+    } else {
+        "replica-1"
+    };
+    let pid = cluster.pid(other).unwrap();
+    cluster.kill(other).unwrap();
+    cluster.restart_empty(other).await.unwrap();
+    assert_ne!(cluster.pid(other), Some(pid), "a new process");
+    until(
+        Duration::from_secs(15),
+        "the restarted replica in sync",
+        || {
+            let (e, elected) = (&e, &elected);
+            async move {
+                let mut conn = connect(e, other).await;
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                info.contains(&format!("master_host:{}", elected.0))
+                    && info.contains(&format!("master_port:{}", elected.1))
+                    && info.contains("master_link_status:up")
+            }
+        },
+    )
+    .await;
+
+    // A sentinel killed and restarted on its host keeps its rewritten view: the new primary.
+    cluster.kill("sentinel-1").unwrap();
+    assert_eq!(cluster.pid("sentinel-1"), None);
+    cluster.restart("sentinel-1").await.unwrap();
+    let restarted = cluster.endpoints();
+    let only = Endpoints {
+        sentinels: vec![restarted.node("sentinel-1").unwrap().clone()],
+        ..restarted.clone()
+    };
+    assert_eq!(named_primary(&only).await, elected);
+
+    let ended = cluster.shutdown().await;
+    assert_eq!(ended.len(), 7, "6 on the hosts and storage: {ended:?}");
+    // The sentinels' logs came back: they switched the master themselves.
+    let logs: String = (0..3)
+        .map(|i| {
+            std::fs::read_to_string(dir.path().join(format!("redis/sentinel-{i}.log"))).unwrap()
+        })
+        .collect();
+    assert!(
+        logs.contains(&format!(
+            "+switch-master {} {} {}",
+            cluster::MASTER_NAME,
+            primary.0,
+            primary.1
+        )),
+        "{logs}"
+    );
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+/// `lockaudit run` of SET NX PX on the Sentinel topology over three namespace hosts under
+/// `failover`: the hosts' sentinels elect a new primary while the old one is paused, the
+/// clients follow them, and the checker finds nothing the workload does not allow under a
+/// failover (measured: `unavailable` in 4 of 5 runs, and in 5 of 5 locally; no overlap, the
+/// replicas having the lock before the pause). Nothing is left on any host.
+#[test]
+fn set_nx_px_under_the_hosts_sentinels_failover_finds_only_what_a_failover_may_cause() {
+    let Some(bed) = TestBed::new("sentinel failover run on hosts", 3) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.args(["run", "--algorithm", "set-nx-px", "--nemesis", "failover"])
+        .args(["--topology", "sentinel", "--time-limit", "12s", "--ssh-key"])
+        .arg(&bed.key)
+        .arg("--remote-dir")
+        .arg(dir.path().join("hosts"))
+        .arg("--out")
+        .arg(&out);
+    for i in 0..3 {
+        cmd.arg("--node").arg(bed.url(i));
+    }
+    let begun = Instant::now();
+    let output = cmd.output().expect("lockaudit run");
+    println!(
+        "set-nx-px sentinel failover over 3 hosts: {:?}",
+        begun.elapsed()
+    );
+    // Valid or not (whether a lease runs out while the primary is paused is a matter of
+    // timing), but no error.
+    let code = output.status.code();
+    assert!(
+        matches!(code, Some(0 | 1)),
+        "exit {code:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = common::report(&out);
+    let kinds = common::kinds(&report);
+    println!("found {kinds:?}");
+    // Nothing the workload does not allow under a failover.
+    let workload =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/set-nx-px.toml");
+    let spec = lockaudit::workload::WorkloadSpec::from_file(&workload).unwrap();
+    let allowed = &spec.expect["failover"];
+    for kind in &kinds {
+        assert!(
+            allowed.must.contains(kind) || allowed.may.contains(kind),
+            "{kind} is not expected of set-nx-px under failover"
+        );
+    }
+    // The clients reached the primary through the hosts' sentinels.
+    let endpoints: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("endpoints.json")).unwrap())
+            .unwrap();
+    for (i, sentinel) in endpoints["sentinels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(sentinel["host"], bed.hosts[i].addr.as_str());
+    }
+    // The primary paused, then the sentinels' choice recorded as a failover from it.
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    let faults: Vec<serde_json::Value> = history
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["process"] == "nemesis")
+        .collect();
+    let pause = faults
+        .iter()
+        .position(|e| e["f"] == "pause")
+        .expect("a pause");
+    assert_eq!(faults[pause]["value"]["targets"][0], "master-0");
+    let failover = faults[pause..]
+        .iter()
+        .find(|e| e["f"] == "failover")
+        .expect("a failover after the pause");
+    assert_eq!(failover["value"]["by"], "sentinel");
+    assert_eq!(failover["value"]["from"], "master-0");
+    let elected = failover["value"]["targets"][0].as_str().unwrap();
+    assert!(elected.starts_with("replica-"), "{failover}");
+    // The sentinels' logs came back from the hosts, and say so too.
+    let logs: String = (0..3)
+        .map(|i| std::fs::read_to_string(out.join(format!("redis/sentinel-{i}.log"))).unwrap())
+        .collect();
+    assert!(logs.contains("+switch-master"), "{logs}");
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_cluster_on_three_hosts_forms_and_fails_over_by_itself() {
+    let Some(bed) = TestBed::new("redis cluster on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let spec = remote_spec(&bed, Topology::Cluster, 3, dir.path());
+    let begun = Instant::now();
+    let mut cluster = cluster::start(&spec).await.expect("start on the hosts");
+    println!(
+        "3 masters and 3 replicas on 3 hosts formed in {:?}",
+        begun.elapsed()
+    );
+    let e = cluster.endpoints();
+    let names: Vec<&str> = e.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "master-0",
+            "master-1",
+            "master-2",
+            "replica-3",
+            "replica-4",
+            "replica-5"
+        ]
+    );
+    let pw = e.password.clone().unwrap();
+    for (i, node) in e.nodes.iter().enumerate() {
+        assert_eq!(
+            node.host,
+            bed.hosts[i % 3].addr,
+            "node {i} on host {}",
+            i % 3
+        );
+        assert!(
+            sharded::is_ok(&node.host, node.port, &pw).await,
+            "{}",
+            node.name
+        );
+    }
+    // The cluster knows its nodes by the hosts' addresses and lockaudit's names.
+    let mut any = connect(&e, "master-0").await;
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(&mut any)
+        .await
+        .unwrap();
+    for (i, node) in e.nodes.iter().enumerate() {
+        let announced = format!(
+            "{}:{}@{},{}",
+            node.host,
+            node.port,
+            node.port + 10000,
+            node.name
+        );
+        assert!(
+            nodes.contains(&announced),
+            "node {i}: {announced} in {nodes}"
+        );
+    }
+    // A master paused past the node timeout: its replica is promoted by the cluster.
+    let addrs: Vec<(String, String, u16)> = e
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.host.clone(), n.port))
+        .collect();
+    let master = sharded::parse_nodes(&nodes)
+        .into_iter()
+        .find(|l| l.name.as_deref() == Some("master-0"))
+        .unwrap();
+    let replica = sharded::parse_nodes(&nodes)
+        .into_iter()
+        .find(|l| l.master_id.as_deref() == Some(master.id.as_str()))
+        .and_then(|l| l.name)
+        .expect("master-0's replica");
+    let paused = Instant::now();
+    cluster.signal("master-0", Signal::SIGSTOP).unwrap();
+    until(Duration::from_secs(15), "the replica promoted", || {
+        let (addrs, pw, replica) = (&addrs, &pw, &replica);
+        async move {
+            sharded::roles(addrs, pw)
+                .await
+                .contains(&(replica.clone(), true))
+        }
+    })
+    .await;
+    println!(
+        "{replica} promoted {:?} after master-0's pause",
+        paused.elapsed()
+    );
+    cluster.signal("master-0", Signal::SIGCONT).unwrap();
+    // The old master rejoins as its replica.
+    until(Duration::from_secs(15), "master-0 a replica", || {
+        let (addrs, pw) = (&addrs, &pw);
+        async move {
+            sharded::roles(addrs, pw)
+                .await
+                .contains(&("master-0".to_string(), false))
+        }
+    })
+    .await;
+    // Killed and restarted empty on its host, a node keeps its identity and rejoins.
+    cluster.kill("replica-4").unwrap();
+    cluster.restart_empty("replica-4").await.unwrap();
+    let node = e.node("replica-4").unwrap();
+    until(
+        Duration::from_secs(15),
+        "replica-4 back in the cluster",
+        || {
+            let pw = &pw;
+            async move { sharded::is_ok(&node.host, node.port, pw).await }
+        },
+    )
+    .await;
+    cluster.shutdown().await;
+    assert!(dir.path().join("redis/replica-5.log").is_file());
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+/// `lockaudit run` of SET NX PX on a Redis Cluster over three namespace hosts under
+/// `failover` (a lagging replica taken over): the overlap inside a live lease that the
+/// workload expects, as the local run finds it.
+#[test]
+fn set_nx_px_on_a_redis_cluster_over_three_hosts_finds_the_failover_overlap() {
+    let Some(bed) = TestBed::new("cluster failover run on hosts", 3) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.args(["run", "--algorithm", "set-nx-px", "--nemesis", "failover"])
+        .args(["--topology", "cluster", "--time-limit", "12s", "--ssh-key"])
+        .arg(&bed.key)
+        .arg("--remote-dir")
+        .arg(dir.path().join("hosts"))
+        .arg("--out")
+        .arg(&out);
+    for i in 0..3 {
+        cmd.arg("--node").arg(bed.url(i));
+    }
+    let begun = Instant::now();
+    let output = cmd.output().expect("lockaudit run");
+    println!(
+        "set-nx-px cluster failover over 3 hosts: {:?}",
+        begun.elapsed()
+    );
+    common::assert_exit(&output, 1);
+    let report = common::report(&out);
+    let inside = report["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "overlap" && a["lease_expired"] == false)
+        .count();
+    println!(
+        "{:?}, {inside} overlaps inside a live lease",
+        common::kinds(&report)
+    );
+    assert!(inside > 0, "{}", String::from_utf8_lossy(&output.stdout));
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    assert!(
+        history.contains("\"by\":\"takeover\""),
+        "a takeover recorded"
+    );
+    let endpoints = std::fs::read_to_string(out.join("endpoints.json")).unwrap();
+    for host in &bed.hosts {
+        assert!(endpoints.contains(&host.addr), "{endpoints}");
+    }
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_that_cannot_start_on_its_host_is_named_and_nothing_is_left() {
+    let Some(bed) = TestBed::new("a sentinel that cannot start", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = remote_spec(&bed, Topology::Sentinel, 3, dir.path());
+    // The servers start; the sentinels' program is not on the hosts.
+    spec.redis_sentinel = Some("/nonexistent/redis-sentinel".into());
+    let err = cluster::start(&spec).await.unwrap_err();
+    let text = err.to_string();
+    println!("{text}");
+    assert_eq!(err.exit_code(), 3);
+    assert!(text.contains("cannot start sentinel-"), "{text}");
+    assert!(
+        text.contains("/nonexistent/redis-sentinel: No such file or directory"),
+        "the shell's own words: {text}"
+    );
+    assert!(
+        bed.hosts.iter().any(|h| text.contains(&h.addr)),
+        "the host named: {text}"
+    );
+    // The primary and replicas it had started are gone, and so are the run's files.
+    assert_nothing_left(&bed, 3, dir.path());
 }

@@ -1,7 +1,9 @@
 //! The lock's servers on other hosts: one SSH connection per host, the topology's servers
-//! placed on them (node i on host i mod hosts), started primaries first, replicas in sync;
-//! at the end stopped, their logs fetched into the run folder and their files removed, so
-//! nothing of the run stays on a host.
+//! placed on them (node i on host i mod hosts), started primaries first, replicas in sync,
+//! then a Sentinel topology's sentinels (numbered after the servers) once they know the
+//! whole deployment, or a Redis Cluster's nodes all at once and formed at the hosts'
+//! addresses; at the end stopped (sentinels first), their logs fetched into the run folder
+//! and their files removed, so nothing of the run stays on a host.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,7 +16,9 @@ use super::cut::Cut;
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::probe;
-use super::remote::{RemoteConfig, RemoteServer};
+use super::remote::{RemoteConfig, RemoteServer, Watch};
+use super::sentinel;
+use super::sharded::{self, Member};
 use super::ssh::{Ssh, SshOptions, SshTarget};
 use super::{ClusterSpec, Topology};
 
@@ -28,6 +32,7 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(15);
 /// The servers on hosts and the connections they run over.
 #[derive(Debug, Default)]
 pub struct Hosts {
+    /// The lock's servers, then a Sentinel topology's sentinels (`RemoteServer::is_sentinel`).
     pub servers: Vec<RemoteServer>,
     /// Links cut with iptables, by (the server that lost it, the server it led to).
     cuts: Vec<((String, String), Cut)>,
@@ -105,13 +110,17 @@ pub async fn start(
         None
     };
     let base = spec.base_port.unwrap_or(DEFAULT_BASE_PORT);
+    // A Redis Cluster's nodes all start as masters (`primaries` is all of them); the
+    // cluster then makes the last `shards` replicas.
+    let cluster_mode = spec.topology == Topology::Cluster;
+    let masters = if cluster_mode { spec.shards } else { primaries };
     let config = |i: usize,
                   replica_of: Option<(String, u16)>|
      -> Result<RemoteConfig, ClusterError> {
         let ssh = &hosts.connections[i % hosts.connections.len()];
         let port = u16::try_from(usize::from(base) + i)
             .map_err(|_| ClusterError::InvalidSpec(format!("port {base} + {i} is past 65535")))?;
-        let name = if i < primaries {
+        let name = if i < masters {
             format!("master-{i}")
         } else {
             format!("replica-{i}")
@@ -125,11 +134,16 @@ pub async fn start(
             persistence: spec.persistence,
             replica_of,
             fake_clock: preload.clone(),
-            binary: spec
-                .redis_server
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "redis-server".into()),
+            binary: server_binary(spec),
+            sentinel: None,
+            cluster_node_timeout_ms: cluster_mode.then_some(super::CLUSTER_NODE_TIMEOUT_MS),
+        })
+        .and_then(|config| match config.bus_port() {
+            None if cluster_mode => Err(ClusterError::InvalidSpec(format!(
+                "the bus port of {} ({port} + 10000) is past 65535: a lower --base-port",
+                config.name
+            ))),
+            _ => Ok(config),
         })
     };
     let mut configs = Vec::new();
@@ -165,11 +179,138 @@ pub async fn start(
         }
     }
     wait_replicas(&hosts.servers[primaries..], password).await?;
+    if cluster_mode {
+        form_cluster(&hosts, spec.shards, password).await?;
+    }
+    if spec.topology == Topology::Sentinel {
+        start_sentinels(&mut hosts, spec, password, lock_nodes - primaries).await?;
+    }
     Ok(hosts)
 }
 
-/// How many lock servers the topology has, and how many of them are primaries; errors for
-/// the topologies not built on hosts.
+/// Forms the Redis Cluster of the servers (masters first) as locally (`sharded::form`), by
+/// the hosts' addresses; an error names the host of the node that failed.
+async fn form_cluster(hosts: &Hosts, shards: usize, password: &str) -> Result<(), ClusterError> {
+    let members: Vec<Member> = hosts
+        .servers
+        .iter()
+        .map(|s| Member {
+            name: s.name().to_string(),
+            host: s.host().to_string(),
+            port: s.port(),
+            bus_port: s.config.bus_port().unwrap_or(0),
+        })
+        .collect();
+    let begun = Instant::now();
+    sharded::form(&members, shards, password)
+        .await
+        .map_err(|e| match e {
+            ClusterError::Form { node, port, reason } => {
+                let at = hosts.servers.iter().position(|s| s.name() == node);
+                match at {
+                    Some(i) => hosts.connections[i % hosts.connections.len()]
+                        .error(format!("form the cluster at {node} (port {port})"), reason),
+                    None => ClusterError::Form { node, port, reason },
+                }
+            }
+            other => other,
+        })?;
+    tracing::info!(elapsed = ?begun.elapsed(), "cluster on hosts formed");
+    Ok(())
+}
+
+/// `redis-server` on the hosts: `--redis-server`, else the host's PATH.
+fn server_binary(spec: &ClusterSpec) -> String {
+    spec.redis_server
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "redis-server".into())
+}
+
+/// The sentinels, numbered and placed after the lock's servers (sentinel-i is node
+/// `servers + i`: its port and host), watching the primary by its host's address. Each
+/// config names the others, as locally (see `sentinel::start_sentinels`); returns once
+/// every sentinel knows the primary, its `replicas` in sync and the other sentinels.
+async fn start_sentinels(
+    hosts: &mut Hosts,
+    spec: &ClusterSpec,
+    password: &str,
+    replicas: usize,
+) -> Result<(), ClusterError> {
+    let base = usize::from(spec.base_port.unwrap_or(DEFAULT_BASE_PORT));
+    let first = hosts.servers.len();
+    let primary = hosts
+        .servers
+        .first()
+        .map(|s| (s.host().to_string(), s.port()))
+        .ok_or_else(|| ClusterError::InvalidSpec("no primary".into()))?;
+    // `redis-sentinel` if given, else the hosts' redis-server in sentinel mode (the same
+    // program: Debian packages the name apart).
+    let binary = spec
+        .redis_sentinel
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| server_binary(spec));
+    let mut members = Vec::with_capacity(super::SENTINELS);
+    for i in 0..super::SENTINELS {
+        let index = first + i;
+        let ssh = hosts.connections[index % hosts.connections.len()].clone();
+        let port = u16::try_from(base + index).map_err(|_| {
+            ClusterError::InvalidSpec(format!("port {base} + {index} is past 65535"))
+        })?;
+        members.push((ssh, port, sentinel::random_id()));
+    }
+    let starts = members.iter().enumerate().map(|(i, (ssh, port, id))| {
+        let peers = members
+            .iter()
+            .filter(|(_, p, _)| p != port)
+            .map(|(s, p, id)| (s.host_addr().to_string(), *p, id.clone()))
+            .collect();
+        let config = RemoteConfig {
+            name: format!("sentinel-{i}"),
+            addr: ssh.host_addr().to_string(),
+            port: *port,
+            dir: hosts.remote_dir.clone(),
+            password: password.to_string(),
+            persistence: false,
+            replica_of: None,
+            fake_clock: None,
+            binary: binary.clone(),
+            cluster_node_timeout_ms: None,
+            sentinel: Some(Watch {
+                id: id.clone(),
+                primary: primary.clone(),
+                peers,
+            }),
+        };
+        RemoteServer::start(config, ssh.clone())
+    });
+    let mut failed = None;
+    for started in futures_util::future::join_all(starts).await {
+        match started {
+            Ok(server) => hosts.servers.push(server),
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let addrs: Vec<(&str, u16)> = hosts.servers[first..]
+        .iter()
+        .map(|s| (s.host(), s.port()))
+        .collect();
+    let patience = SYNC_TIMEOUT;
+    if let Err((i, lacked)) = sentinel::wait_all_aware(&addrs, password, replicas, patience).await {
+        return Err(hosts.servers[first + i].start_error(format!(
+            "it did not know the whole deployment within {patience:?}: {lacked}"
+        )));
+    }
+    Ok(())
+}
+
+/// How many lock servers the topology has, and how many of them start as primaries (a
+/// cluster's nodes all do); errors for PostgreSQL, which runs here only, and for a
+/// topology without masters.
 pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
     let unsupported = |why: &str| ClusterError::Unsupported {
         action: "run",
@@ -183,6 +324,11 @@ pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
         Topology::Independent => Err(ClusterError::InvalidSpec(
             "an independent topology needs at least one master".into(),
         )),
+        Topology::Sentinel => Ok((1 + super::REPLICAS, 1)),
+        Topology::Cluster if spec.shards > 0 => Ok((2 * spec.shards, 2 * spec.shards)),
+        Topology::Cluster => Err(ClusterError::InvalidSpec(
+            "a Redis Cluster needs at least one master".into(),
+        )),
         other => Err(unsupported(
             not_on_hosts(other).unwrap_or("not built on hosts"),
         )),
@@ -193,10 +339,12 @@ pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
 /// workload's validation and the audit's not-applicable cells all read.
 pub fn not_on_hosts(topology: Topology) -> Option<&'static str> {
     match topology {
-        Topology::Single | Topology::Replicated | Topology::Independent => None,
-        Topology::Sentinel => Some("Sentinels on hosts are not built yet"),
+        Topology::Single
+        | Topology::Replicated
+        | Topology::Sentinel
+        | Topology::Independent
+        | Topology::Cluster => None,
         Topology::Postgres => Some("PostgreSQL runs on this machine only"),
-        Topology::Cluster => Some("a Redis Cluster on hosts is not built yet"),
     }
 }
 
@@ -323,34 +471,16 @@ impl Hosts {
         self.servers.iter_mut().find(|s| s.name() == name)
     }
 
-    /// Stops every server (SIGTERM, then SIGKILL after `grace`), copies each log to
+    /// Stops every server (SIGTERM, then SIGKILL after `grace`), the sentinels first (so
+    /// that none starts a failover while the primary goes), copies each log to
     /// `<logs>/<name>.log` and removes the run's files from the hosts.
     pub fn shutdown(&mut self, grace: Duration, logs: &Path) -> Vec<(String, Exit)> {
         self.heal_all_links();
-        // Every server at once: each stop and each log is an SSH round trip or more.
         let begun = Instant::now();
-        let ended = std::thread::scope(|scope| {
-            let handles: Vec<_> = self
-                .servers
-                .iter_mut()
-                .map(|server| {
-                    scope.spawn(move || {
-                        let exit = server.stop(grace).unwrap_or(Exit::Unknown);
-                        match server.read_log() {
-                            Ok(text) => {
-                                let path = logs.join(format!("{}.log", server.name()));
-                                if let Err(e) = std::fs::write(&path, text) {
-                                    tracing::warn!("cannot write {}: {e}", path.display());
-                                }
-                            }
-                            Err(e) => tracing::warn!("{e}"),
-                        }
-                        (server.name().to_string(), exit)
-                    })
-                })
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
-        });
+        let (sentinels, servers): (Vec<_>, Vec<_>) =
+            self.servers.iter_mut().partition(|s| s.is_sentinel());
+        let mut ended = stop_all(sentinels, grace, logs);
+        ended.extend(stop_all(servers, grace, logs));
         let stopped = begun.elapsed();
         self.remove_files();
         tracing::info!(?stopped, elapsed = ?begun.elapsed(), "servers on hosts stopped, logs fetched, files removed");
@@ -377,7 +507,8 @@ impl Drop for Hosts {
     /// the connections.
     fn drop(&mut self) {
         self.heal_all_links();
-        for server in &mut self.servers {
+        // The sentinels (last) first: none then starts a failover while the others go.
+        for server in self.servers.iter_mut().rev() {
             server.kill();
         }
         self.remove_files();
@@ -386,6 +517,32 @@ impl Drop for Hosts {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
+}
+
+/// Stops `servers` and copies their logs to `<logs>/<name>.log`, all at once: each stop
+/// and each log is an SSH round trip or more.
+fn stop_all(servers: Vec<&mut RemoteServer>, grace: Duration, logs: &Path) -> Vec<(String, Exit)> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = servers
+            .into_iter()
+            .map(|server| {
+                scope.spawn(move || {
+                    let exit = server.stop(grace).unwrap_or(Exit::Unknown);
+                    match server.read_log() {
+                        Ok(text) => {
+                            let path = logs.join(format!("{}.log", server.name()));
+                            if let Err(e) = std::fs::write(&path, text) {
+                                tracing::warn!("cannot write {}: {e}", path.display());
+                            }
+                        }
+                        Err(e) => tracing::warn!("{e}"),
+                    }
+                    (server.name().to_string(), exit)
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    })
 }
 
 /// The run's `ssh` folder (control sockets, known_hosts, the masters' logs), kept with the

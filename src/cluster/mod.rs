@@ -124,7 +124,8 @@ pub struct ClusterSpec {
     /// None: free ports chosen by the kernel.
     pub base_port: Option<u16>,
     /// Hosts to run the lock's servers on, over SSH, instead of this machine (node i on
-    /// host i mod hosts); empty: all local. Storage stays local. See `remote`.
+    /// host i mod hosts; a Sentinel topology's sentinels too, numbered after them); empty:
+    /// all local. Storage stays local. See `hosts`.
     pub hosts: Vec<SshTarget>,
     /// The private key for `hosts`; None: ssh's defaults.
     pub ssh_key: Option<PathBuf>,
@@ -405,6 +406,7 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
             if let Some(cluster) = &server.config.cluster {
                 members.push(sharded::Member {
                     name: server.config.name.clone(),
+                    host: "127.0.0.1".into(),
                     port: server.instance.port(),
                     bus_port: cluster.bus_port,
                 });
@@ -587,6 +589,15 @@ fn generate_password() -> String {
         .collect()
 }
 
+fn remote_node(server: &remote::RemoteServer) -> Node {
+    Node {
+        name: server.name().to_string(),
+        host: server.host().to_string(),
+        port: server.port(),
+        pid: server.pid(),
+    }
+}
+
 fn node_of(instance: &Instance) -> Node {
     Node {
         name: instance.name().to_string(),
@@ -606,17 +617,25 @@ impl Cluster {
                 .iter()
                 .map(|d| node_of(&d.instance))
                 .chain(self.nodes.iter().map(|s| node_of(&s.instance)))
-                .chain(self.remote.servers.iter().map(|s| Node {
-                    name: s.name().to_string(),
-                    host: s.host().to_string(),
-                    port: s.port(),
-                    pid: s.pid(),
-                }))
+                .chain(
+                    self.remote
+                        .servers
+                        .iter()
+                        .filter(|s| !s.is_sentinel())
+                        .map(remote_node),
+                )
                 .collect(),
             sentinels: self
                 .sentinels
                 .iter()
                 .map(|s| node_of(&s.instance))
+                .chain(
+                    self.remote
+                        .servers
+                        .iter()
+                        .filter(|s| s.is_sentinel())
+                        .map(remote_node),
+                )
                 .collect(),
             master_name: (self.topology == Topology::Sentinel)
                 .then(|| sentinel::MASTER_NAME.to_string()),
@@ -641,11 +660,13 @@ impl Cluster {
 
     /// Every node's name: the lock's servers, then storage, then the sentinels.
     pub fn names(&self) -> Vec<String> {
-        self.remote
-            .servers
+        let (sentinels, servers): (Vec<_>, Vec<_>) =
+            self.remote.servers.iter().partition(|s| s.is_sentinel());
+        servers
             .iter()
             .map(|s| s.name().to_string())
             .chain(self.instances().map(|i| i.name().to_string()))
+            .chain(sentinels.iter().map(|s| s.name().to_string()))
             .collect()
     }
 
@@ -796,18 +817,20 @@ impl Cluster {
     /// PostgreSQL server gets a fresh `initdb`. A sentinel cannot be emptied (its config is
     /// its state): `Unsupported`.
     pub async fn restart_empty(&mut self, name: &str) -> Result<(), ClusterError> {
-        if let Some(server) = self.remote.server_mut(name) {
-            return server.restart(false).await;
-        }
-        if let Some(database) = self.database_mut(name) {
-            return database.restart(false).await;
-        }
-        if self.sentinels.iter().any(|s| s.instance.name() == name) {
+        let sentinel = self.sentinels.iter().any(|s| s.instance.name() == name)
+            || self.remote.server(name).is_some_and(|s| s.is_sentinel());
+        if sentinel {
             return Err(ClusterError::Unsupported {
                 action: "empty",
                 node: name.to_string(),
                 reason: "a sentinel has no data, only its config; restart it instead".into(),
             });
+        }
+        if let Some(server) = self.remote.server_mut(name) {
+            return server.restart(false).await;
+        }
+        if let Some(database) = self.database_mut(name) {
+            return database.restart(false).await;
         }
         self.server_mut(name)?.restart(false).await
     }
@@ -878,44 +901,46 @@ impl Cluster {
                 "only a Redis Cluster fails over by itself".into(),
             ));
         }
-        let mut busiest: Option<(i64, &Server)> = None;
-        for s in &self.nodes {
-            let port = s.instance.port();
-            if s.instance.pid().is_none()
-                || sharded::is_master(port, &self.password).await != Some(true)
+        let nodes = self.lock_addrs();
+        let mut busiest: Option<(i64, &(String, String, u16))> = None;
+        for node in &nodes {
+            let (name, host, port) = node;
+            if self.pid(name).is_none()
+                || sharded::is_master(host, *port, &self.password).await != Some(true)
             {
                 continue;
             }
-            let keys = sharded::dbsize(port, &self.password).await.unwrap_or(-1);
+            let keys = sharded::dbsize(host, *port, &self.password)
+                .await
+                .unwrap_or(-1);
             if busiest.is_none_or(|(k, _)| keys > k) {
-                busiest = Some((keys, s));
+                busiest = Some((keys, node));
             }
         }
-        let (_, master) = busiest.ok_or_else(|| unsupported("no master answers".into()))?;
-        let replica_port = sharded::replica_of(master.instance.port(), &self.password)
+        let (_, (master, host, port)) =
+            busiest.ok_or_else(|| unsupported("no master answers".into()))?;
+        let replica_port = sharded::replica_of(host, *port, &self.password)
             .await
             .map_err(unsupported)?;
-        let replica = self
-            .nodes
+        let (replica, replica_host, _) = nodes
             .iter()
-            .find(|s| s.instance.port() == replica_port)
+            .find(|(_, _, p)| *p == replica_port)
             .ok_or_else(|| unsupported(format!("no node of ours on port {replica_port}")))?;
-        sharded::cut_replication(replica_port, &self.password)
+        sharded::cut_replication(replica_host, replica_port, &self.password)
             .await
             .map_err(unsupported)?;
-        Ok((
-            master.instance.name().to_string(),
-            replica.instance.name().to_string(),
-        ))
+        Ok((master.clone(), replica.clone()))
     }
 
     /// `Cluster` only: promotes `replica` at once with what it has (`CLUSTER FAILOVER
     /// TAKEOVER`) and restores its replication password.
     pub async fn take_over(&self, replica: &str) -> Result<(), ClusterError> {
-        let port = self
-            .port(replica)
+        let (_, host, port) = self
+            .lock_addrs()
+            .into_iter()
+            .find(|(name, _, _)| name == replica)
             .ok_or_else(|| ClusterError::UnknownNode(replica.to_string()))?;
-        sharded::takeover(port, &self.password)
+        sharded::takeover(&host, port, &self.password)
             .await
             .map_err(|reason| ClusterError::Unsupported {
                 action: "promote",
@@ -924,11 +949,22 @@ impl Cluster {
             })
     }
 
-    /// The lock's servers as (name, port): what the nemesis polls for roles on a cluster.
-    pub fn lock_ports(&self) -> Vec<(String, u16)> {
+    /// The lock's servers as (name, address, port), here or on hosts: what the nemesis
+    /// polls for roles on a cluster.
+    pub fn lock_addrs(&self) -> Vec<(String, String, u16)> {
         self.nodes
             .iter()
-            .map(|s| (s.instance.name().to_string(), s.instance.port()))
+            .map(|s| {
+                let name = s.instance.name().to_string();
+                (name, "127.0.0.1".to_string(), s.instance.port())
+            })
+            .chain(
+                self.remote
+                    .servers
+                    .iter()
+                    .filter(|s| !s.is_sentinel())
+                    .map(|s| (s.name().to_string(), s.host().to_string(), s.port())),
+            )
             .collect()
     }
 

@@ -1,4 +1,5 @@
-//! A redis-server on another host, started and supervised over SSH.
+//! A redis-server (a lock server, a cluster node or a sentinel) on another host, started
+//! and supervised over SSH.
 //!
 //! Its config is uploaded (ssh's stdin into `cat >`, the password in the file rather than
 //! on a command line), and it runs in the foreground under a small shell in an SSH session
@@ -20,6 +21,7 @@ use super::exit::Exit;
 use super::instance::READY_TIMEOUT;
 use super::probe;
 use super::process::ChildGuard;
+use super::sentinel::SentinelConf;
 use super::ssh::Ssh;
 use crate::shell::quote;
 
@@ -46,6 +48,25 @@ pub struct RemoteConfig {
     pub fake_clock: Option<Preload>,
     /// `redis-server`, found on the host's PATH, or a path there.
     pub binary: String,
+    /// Set for a sentinel: it runs as `binary CONF --sentinel` with a sentinel's config,
+    /// which it rewrites (its state: a restart keeps it).
+    pub sentinel: Option<Watch>,
+    /// Set for a Redis Cluster node: its `cluster-node-timeout`, ms.
+    pub cluster_node_timeout_ms: Option<u64>,
+}
+
+/// How far above its data port a cluster node's bus listens (Redis's own default).
+const BUS_PORT_OFFSET: u16 = 10000;
+
+/// What a sentinel on a host watches, and who watches with it.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    /// Its run id (`sentinel myid`).
+    pub id: String,
+    /// The primary's address and port.
+    pub primary: (String, u16),
+    /// The other sentinels: (address, port, run id).
+    pub peers: Vec<(String, u16, String)>,
 }
 
 impl RemoteConfig {
@@ -69,9 +90,45 @@ impl RemoteConfig {
         self.path(".faketime")
     }
 
+    pub fn is_sentinel(&self) -> bool {
+        self.sentinel.is_some()
+    }
+
+    /// A cluster node's bus port: its data port + 10000; None past 65535.
+    pub fn bus_port(&self) -> Option<u16> {
+        self.port.checked_add(BUS_PORT_OFFSET)
+    }
+
+    /// Outside the data folder, so that a node restarted empty keeps its identity and
+    /// rejoins the cluster, as locally (`ServerConfig::cluster`).
+    fn nodes_conf(&self) -> String {
+        self.path(".nodes.conf")
+    }
+
     /// The redis.conf uploaded: as the local servers' command line (see
-    /// `ServerConfig::command`), bound to the host's address.
+    /// `ServerConfig::command`), bound to the host's address, which a replica also announces
+    /// (what the sentinels then tell clients). A sentinel's: as the local sentinels' (see
+    /// `SentinelConf`), announcing the host's address.
     pub fn config_text(&self) -> String {
+        if let Some(watch) = &self.sentinel {
+            let peers: Vec<(&str, u16, &str)> = watch
+                .peers
+                .iter()
+                .map(|(addr, port, id)| (addr.as_str(), *port, id.as_str()))
+                .collect();
+            return SentinelConf {
+                addr: &self.addr,
+                port: self.port,
+                id: &watch.id,
+                dir: &self.data_dir(),
+                log: &self.log(),
+                password: &self.password,
+                primary: (&watch.primary.0, watch.primary.1),
+                peers: &peers,
+                announce: true,
+            }
+            .text();
+        }
         let mut text = format!(
             "bind {addr}\nport {port}\ndaemonize no\nrequirepass \"{pw}\"\nmasterauth \"{pw}\"\n\
              dir \"{dir}\"\nlogfile \"{log}\"\nsave \"\"\nrepl-diskless-sync-delay 0\n",
@@ -88,6 +145,19 @@ impl RemoteConfig {
         }
         if let Some((host, port)) = &self.replica_of {
             text.push_str(&format!("replicaof {host} {port}\n"));
+        }
+        text.push_str(&format!("replica-announce-ip {}\n", self.addr));
+        if let Some(timeout) = self.cluster_node_timeout_ms {
+            // As the local nodes' (`ServerConfig::command`), announcing the host's address.
+            text.push_str(&format!(
+                "cluster-enabled yes\ncluster-port {bus}\ncluster-config-file \"{conf}\"\n\
+                 cluster-node-timeout {timeout}\ncluster-replica-validity-factor 0\n\
+                 cluster-announce-ip {addr}\ncluster-announce-hostname {name}\n",
+                bus = self.bus_port().unwrap_or(0),
+                conf = self.nodes_conf(),
+                addr = self.addr,
+                name = self.name,
+            ));
         }
         text
     }
@@ -112,6 +182,9 @@ impl RemoteConfig {
             }
         }
         run.push_str(&format!("{} {}", quote(&self.binary), quote(&self.conf())));
+        if self.is_sentinel() {
+            run.push_str(" --sentinel");
+        }
         format!(
             "{prepare}exec 3<&0; {run} </dev/null >>{log} 2>&1 3<&- & pid=$!; echo \"pid $pid\"; \
              (cat <&3 >/dev/null; kill -CONT $pid; kill -KILL $pid) >/dev/null 2>&1 & watch=$!; \
@@ -189,6 +262,10 @@ impl RemoteServer {
 
     pub fn name(&self) -> &str {
         &self.config.name
+    }
+
+    pub fn is_sentinel(&self) -> bool {
+        self.config.is_sentinel()
     }
 
     pub fn host(&self) -> &str {
@@ -306,7 +383,7 @@ impl RemoteServer {
 
     /// A start error quoting the last lines of the server's log on the host, and ending
     /// whatever this start left.
-    fn start_error(&mut self, reason: impl Into<String>) -> ClusterError {
+    pub fn start_error(&mut self, reason: impl Into<String>) -> ClusterError {
         let reason = reason.into();
         self.end_session();
         let tail = self
@@ -396,6 +473,13 @@ impl RemoteServer {
 
     /// Moves the server's wall clock (its libfaketime file on the host, replaced whole).
     pub fn set_clock_offset(&self, offset_ms: i64) -> Result<(), ClusterError> {
+        if self.config.is_sentinel() {
+            return Err(ClusterError::Unsupported {
+                action: "set the clock of",
+                node: self.config.name.clone(),
+                reason: "only the lock's servers have fake clocks, not storage or sentinels".into(),
+            });
+        }
         if self.config.fake_clock.is_none() {
             return Err(ClusterError::Unsupported {
                 action: "set the clock of",
@@ -453,7 +537,29 @@ mod tests {
             replica_of: Some(("10.77.0.2".into(), 7400)),
             fake_clock: None,
             binary: "redis-server".into(),
+            sentinel: None,
+            cluster_node_timeout_ms: None,
         }
+    }
+
+    #[test]
+    fn a_cluster_node_announces_its_host_and_keeps_its_identity_outside_its_data() {
+        let mut config = config();
+        config.replica_of = None;
+        config.cluster_node_timeout_ms = Some(1000);
+        let text = config.config_text();
+        for line in [
+            "cluster-enabled yes\n",
+            "cluster-port 17401\n",
+            "cluster-config-file \"/tmp/lockaudit-x y/replica-1.nodes.conf\"\n",
+            "cluster-node-timeout 1000\n",
+            "cluster-announce-ip 10.77.0.3\n",
+            "cluster-announce-hostname replica-1\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        config.port = 60000;
+        assert_eq!(config.bus_port(), None);
     }
 
     #[test]
@@ -481,6 +587,34 @@ mod tests {
         );
         assert!(
             script.contains(">>'/tmp/lockaudit-x y/replica-1.log'"),
+            "{script}"
+        );
+    }
+
+    #[test]
+    fn a_sentinel_announces_its_host_and_runs_in_sentinel_mode() {
+        let mut config = config();
+        config.name = "sentinel-1".into();
+        config.sentinel = Some(Watch {
+            id: "a".repeat(40),
+            primary: ("10.77.0.2".into(), 7400),
+            peers: vec![("10.77.0.4".into(), 7405, "b".repeat(40))],
+        });
+        let text = config.config_text();
+        for line in [
+            "bind 10.77.0.3\n",
+            "sentinel announce-ip 10.77.0.3\n",
+            "sentinel announce-port 7401\n",
+            "sentinel monitor lockaudit 10.77.0.2 7400 2\n",
+            "sentinel known-sentinel lockaudit 10.77.0.4 7405 bbbb",
+            "dir \"/tmp/lockaudit-x y/sentinel-1\"\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(!text.contains("replicaof"), "{text}");
+        let script = config.script(false);
+        assert!(
+            script.contains("redis-server '/tmp/lockaudit-x y/sentinel-1.conf' --sentinel"),
             "{script}"
         );
     }

@@ -210,32 +210,75 @@ fn config_text(
     log: &Path,
     peers: &[(u16, &str)],
 ) -> Result<String, ClusterError> {
-    let pw = quote(&setup.password);
-    let mut text = String::new();
-    // Writing to a String cannot fail.
-    let _ = writeln!(text, "port {port}");
-    let _ = writeln!(text, "bind 127.0.0.1");
-    let _ = writeln!(text, "daemonize no");
-    let _ = writeln!(text, "dir {}", quote(path_str(dir)?));
-    let _ = writeln!(text, "logfile {}", quote(path_str(log)?));
-    let _ = writeln!(text, "requirepass {pw}");
-    let _ = writeln!(text, "sentinel sentinel-pass {pw}");
-    let _ = writeln!(text, "sentinel myid {id}");
-    let _ = writeln!(
-        text,
-        "sentinel monitor {MASTER_NAME} 127.0.0.1 {} 2",
-        setup.primary_port
-    );
-    let _ = writeln!(text, "sentinel auth-pass {MASTER_NAME} {pw}");
-    let _ = writeln!(text, "sentinel down-after-milliseconds {MASTER_NAME} 1000");
-    let _ = writeln!(text, "sentinel failover-timeout {MASTER_NAME} 3000");
-    for (peer_port, peer_id) in peers {
-        let _ = writeln!(
-            text,
-            "sentinel known-sentinel {MASTER_NAME} 127.0.0.1 {peer_port} {peer_id}"
-        );
+    let peers: Vec<(&str, u16, &str)> = peers
+        .iter()
+        .map(|&(port, id)| ("127.0.0.1", port, id))
+        .collect();
+    Ok(SentinelConf {
+        addr: "127.0.0.1",
+        port,
+        id,
+        dir: path_str(dir)?,
+        log: path_str(log)?,
+        password: &setup.password,
+        primary: ("127.0.0.1", setup.primary_port),
+        peers: &peers,
+        announce: false,
     }
-    Ok(text)
+    .text())
+}
+
+/// What one sentinel's config file says, wherever it runs (here or on a host).
+#[derive(Debug, Clone)]
+pub struct SentinelConf<'a> {
+    /// The address it binds (and, with `announce`, gives the others in its hellos).
+    pub addr: &'a str,
+    pub port: u16,
+    /// Its run id (`sentinel myid`): the others know it by it.
+    pub id: &'a str,
+    pub dir: &'a str,
+    pub log: &'a str,
+    pub password: &'a str,
+    /// The primary it monitors as [`MASTER_NAME`].
+    pub primary: (&'a str, u16),
+    /// The other sentinels: (address, port, run id).
+    pub peers: &'a [(&'a str, u16, &'a str)],
+    /// `sentinel announce-ip/port`: on a host with several addresses, the one it binds
+    /// rather than whichever its connection to the primary leaves from.
+    pub announce: bool,
+}
+
+impl SentinelConf<'_> {
+    /// The config text: quorum 2, down after 1 s, failover timeout 3 s.
+    pub fn text(&self) -> String {
+        let pw = quote(self.password);
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = writeln!(text, "port {}", self.port);
+        let _ = writeln!(text, "bind {}", self.addr);
+        let _ = writeln!(text, "daemonize no");
+        let _ = writeln!(text, "dir {}", quote(self.dir));
+        let _ = writeln!(text, "logfile {}", quote(self.log));
+        let _ = writeln!(text, "requirepass {pw}");
+        let _ = writeln!(text, "sentinel sentinel-pass {pw}");
+        let _ = writeln!(text, "sentinel myid {}", self.id);
+        if self.announce {
+            let _ = writeln!(text, "sentinel announce-ip {}", self.addr);
+            let _ = writeln!(text, "sentinel announce-port {}", self.port);
+        }
+        let (host, port) = self.primary;
+        let _ = writeln!(text, "sentinel monitor {MASTER_NAME} {host} {port} 2");
+        let _ = writeln!(text, "sentinel auth-pass {MASTER_NAME} {pw}");
+        let _ = writeln!(text, "sentinel down-after-milliseconds {MASTER_NAME} 1000");
+        let _ = writeln!(text, "sentinel failover-timeout {MASTER_NAME} 3000");
+        for (peer_addr, peer_port, peer_id) in self.peers {
+            let _ = writeln!(
+                text,
+                "sentinel known-sentinel {MASTER_NAME} {peer_addr} {peer_port} {peer_id}"
+            );
+        }
+        text
+    }
 }
 
 fn path_str(path: &Path) -> Result<&str, ClusterError> {
@@ -254,7 +297,7 @@ fn quote(value: &str) -> String {
 }
 
 /// A sentinel run id: 40 hex digits, like the ones Redis generates.
-fn random_id() -> String {
+pub fn random_id() -> String {
     let mut rng = rand::rng();
     (0..40)
         .map(|_| char::from_digit(rng.random_range(0..16u32), 16).unwrap_or('0'))
@@ -264,20 +307,42 @@ fn random_id() -> String {
 /// Waits until every sentinel sees the master as up, knows `setup.replicas` replicas with
 /// an ok link, and knows the other sentinels: only then can a failover happen.
 async fn wait_aware(setup: &SentinelSetup, sentinels: &mut [Sentinel]) -> Result<(), ClusterError> {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    let others = sentinels.len().saturating_sub(1);
-    for sentinel in sentinels.iter() {
+    let addrs: Vec<(&str, u16)> = sentinels
+        .iter()
+        .map(|s| ("127.0.0.1", s.instance.port()))
+        .collect();
+    wait_all_aware(&addrs, &setup.password, setup.replicas, READY_TIMEOUT)
+        .await
+        .map_err(|(i, last)| {
+            sentinels[i].instance.error(format!(
+                "it did not know the whole cluster within {READY_TIMEOUT:?}: {last}"
+            ))
+        })
+}
+
+/// Waits until each sentinel at `addrs` sees the master as up, knows `replicas` replicas in
+/// sync and the other sentinels, all within `patience`. Else the index of the first that
+/// did not, and what it lacked, in words.
+pub async fn wait_all_aware(
+    addrs: &[(&str, u16)],
+    password: &str,
+    replicas: usize,
+    patience: Duration,
+) -> Result<(), (usize, String)> {
+    let deadline = Instant::now() + patience;
+    let others = addrs.len().saturating_sub(1);
+    for (i, &(host, port)) in addrs.iter().enumerate() {
         let mut conn: Option<MultiplexedConnection> = None;
         let mut last = String::from("no answer");
         loop {
             if conn.is_none() {
-                conn = probe::connect(sentinel.instance.port(), Some(&setup.password))
+                conn = probe::connect_to(host, port, Some(password))
                     .await
                     .map_err(|e| last = e.to_string())
                     .ok();
             }
             if let Some(c) = conn.as_mut() {
-                match aware(c, setup.replicas, others).await {
+                match aware(c, replicas, others).await {
                     Ok(None) => break,
                     Ok(Some(missing)) => last = missing,
                     Err(err) => {
@@ -287,9 +352,7 @@ async fn wait_aware(setup: &SentinelSetup, sentinels: &mut [Sentinel]) -> Result
                 }
             }
             if Instant::now() >= deadline {
-                return Err(sentinel.instance.error(format!(
-                    "it did not know the whole cluster within {READY_TIMEOUT:?}: {last}"
-                )));
+                return Err((i, last));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

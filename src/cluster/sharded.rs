@@ -18,10 +18,12 @@ pub const SLOTS: u16 = 16384;
 /// (Redis's CLUSTER_WRITABLE_DELAY); gossip and the replicas' sync take far less.
 const FORM_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One node to join: its name, data port and bus port.
+/// One node to join: its name, address, data port and bus port.
 #[derive(Debug, Clone)]
 pub struct Member {
     pub name: String,
+    /// Where it listens (`127.0.0.1`, or its host's address): the others meet it there.
+    pub host: String,
     pub port: u16,
     pub bus_port: u16,
 }
@@ -39,7 +41,7 @@ pub async fn form(members: &[Member], masters: usize, password: &str) -> Result<
     let mut conns = Vec::with_capacity(members.len());
     let mut ids = Vec::with_capacity(members.len());
     for m in members {
-        let mut conn = probe::connect(m.port, Some(password))
+        let mut conn = probe::connect_to(&m.host, m.port, Some(password))
             .await
             .map_err(|e| fail(m, format!("connect: {e}")))?;
         let id: String = redis::cmd("CLUSTER")
@@ -54,7 +56,7 @@ pub async fn form(members: &[Member], masters: usize, password: &str) -> Result<
     for m in &members[1..] {
         let _: () = redis::cmd("CLUSTER")
             .arg("MEET")
-            .arg("127.0.0.1")
+            .arg(&m.host)
             .arg(m.port)
             .arg(m.bus_port)
             .query_async(&mut conns[0])
@@ -151,10 +153,10 @@ pub async fn cluster_info(
     Ok(probe::parse_info(&text))
 }
 
-/// Whether the node on `port` calls itself a master (`myself,master` in CLUSTER NODES), a
-/// replica, or does not answer (None).
-pub async fn is_master(port: u16, password: &str) -> Option<bool> {
-    let mut conn = probe::connect(port, Some(password)).await.ok()?;
+/// Whether the node on `host:port` calls itself a master (`myself,master` in CLUSTER
+/// NODES), a replica, or does not answer (None).
+pub async fn is_master(host: &str, port: u16, password: &str) -> Option<bool> {
+    let mut conn = probe::connect_to(host, port, Some(password)).await.ok()?;
     let text: String = redis::cmd("CLUSTER")
         .arg("NODES")
         .query_async(&mut conn)
@@ -204,23 +206,25 @@ pub fn parse_nodes(text: &str) -> Vec<NodeLine> {
 }
 
 async fn query<T: redis::FromRedisValue>(
+    host: &str,
     port: u16,
     password: &str,
     cmd: &redis::Cmd,
 ) -> Result<T, String> {
-    let mut conn = probe::connect(port, Some(password))
+    let mut conn = probe::connect_to(host, port, Some(password))
         .await
-        .map_err(|e| format!("127.0.0.1:{port}: {e}"))?;
+        .map_err(|e| format!("{host}:{port}: {e}"))?;
     cmd.query_async(&mut conn)
         .await
-        .map_err(|e| format!("127.0.0.1:{port}: {e}"))
+        .map_err(|e| format!("{host}:{port}: {e}"))
 }
 
-/// The port of the replica following the master on `master_port`, as that master sees it.
-pub async fn replica_of(master_port: u16, password: &str) -> Result<u16, String> {
+/// The port of the replica following the master on `host:master_port`, as that master
+/// sees it (ports are unique in a run, also across hosts).
+pub async fn replica_of(host: &str, master_port: u16, password: &str) -> Result<u16, String> {
     let mut nodes = redis::cmd("CLUSTER");
     nodes.arg("NODES");
-    let text: String = query(master_port, password, &nodes).await?;
+    let text: String = query(host, master_port, password, &nodes).await?;
     let lines = parse_nodes(&text);
     let me = lines
         .iter()
@@ -230,7 +234,7 @@ pub async fn replica_of(master_port: u16, password: &str) -> Result<u16, String>
         .iter()
         .find(|l| !l.master && l.master_id.as_deref() == Some(me.id.as_str()))
         .map(|l| l.port)
-        .ok_or_else(|| format!("127.0.0.1:{master_port} has no replica"))
+        .ok_or_else(|| format!("{host}:{master_port} has no replica"))
 }
 
 /// Every node's name (its announced hostname) and real data port, as the node at
@@ -273,43 +277,44 @@ pub async fn named_ports(
     tokio::time::timeout(limit, ask).await.ok().flatten()
 }
 
-/// Keys held by the node on `port` (DBSIZE).
-pub async fn dbsize(port: u16, password: &str) -> Result<i64, String> {
-    query(port, password, &redis::cmd("DBSIZE")).await
+/// Keys held by the node on `host:port` (DBSIZE).
+pub async fn dbsize(host: &str, port: u16, password: &str) -> Result<i64, String> {
+    query(host, port, password, &redis::cmd("DBSIZE")).await
 }
 
-/// Makes the replica on `port` lag: its master link is dropped and its reconnects are
+/// Makes the replica on `host:port` lag: its master link is dropped and its reconnects are
 /// refused (a wrong `masterauth`), while its master goes on acknowledging writes. Nothing
 /// changes for clients, which never talk to the replica.
-pub async fn cut_replication(port: u16, password: &str) -> Result<(), String> {
+pub async fn cut_replication(host: &str, port: u16, password: &str) -> Result<(), String> {
     let mut auth = redis::cmd("CONFIG");
     auth.arg("SET")
         .arg("masterauth")
         .arg(format!("lagging-{password}"));
-    query::<()>(port, password, &auth).await?;
+    query::<()>(host, port, password, &auth).await?;
     let mut kill = redis::cmd("CLIENT");
     kill.arg("KILL").arg("TYPE").arg("master");
-    query::<i64>(port, password, &kill).await.map(|_| ())
+    query::<i64>(host, port, password, &kill).await.map(|_| ())
 }
 
-/// Promotes the replica on `port` at once with whatever it has (`CLUSTER FAILOVER
+/// Promotes the replica on `host:port` at once with whatever it has (`CLUSTER FAILOVER
 /// TAKEOVER`: no agreement with its master or the other masters, as after a partition),
 /// then lets it authenticate to masters again.
-pub async fn takeover(port: u16, password: &str) -> Result<(), String> {
+pub async fn takeover(host: &str, port: u16, password: &str) -> Result<(), String> {
     let mut failover = redis::cmd("CLUSTER");
     failover.arg("FAILOVER").arg("TAKEOVER");
-    let promoted = query::<()>(port, password, &failover).await;
+    let promoted = query::<()>(host, port, password, &failover).await;
     let mut auth = redis::cmd("CONFIG");
     auth.arg("SET").arg("masterauth").arg(password);
-    let restored = query::<()>(port, password, &auth).await;
+    let restored = query::<()>(host, port, password, &auth).await;
     promoted.and(restored)
 }
 
-/// The roles of `nodes` (name, port) that answer within a short time, all asked at once:
-/// (name, is master). A stopped or dead node is left out.
-pub async fn roles(nodes: &[(String, u16)], password: &str) -> Vec<(String, bool)> {
-    let asks = nodes.iter().map(|(name, port)| async move {
-        let role = tokio::time::timeout(Duration::from_millis(300), is_master(*port, password))
+/// The roles of `nodes` (name, address, port) that answer within a short time, all asked
+/// at once: (name, is master). A stopped or dead node is left out.
+pub async fn roles(nodes: &[(String, String, u16)], password: &str) -> Vec<(String, bool)> {
+    let asks = nodes.iter().map(|(name, host, port)| async move {
+        let asked = is_master(host, *port, password);
+        let role = tokio::time::timeout(Duration::from_millis(300), asked)
             .await
             .ok()
             .flatten();
@@ -322,9 +327,9 @@ pub async fn roles(nodes: &[(String, u16)], password: &str) -> Vec<(String, bool
         .collect()
 }
 
-/// Whether the node on `port` reports `cluster_state:ok`.
-pub async fn is_ok(port: u16, password: &str) -> bool {
-    let Ok(mut conn) = probe::connect(port, Some(password)).await else {
+/// Whether the node on `host:port` reports `cluster_state:ok`.
+pub async fn is_ok(host: &str, port: u16, password: &str) -> bool {
+    let Ok(mut conn) = probe::connect_to(host, port, Some(password)).await else {
         return false;
     };
     cluster_info(&mut conn)

@@ -103,7 +103,7 @@ pub async fn execute_until<W: Workers>(
         .cluster
         .as_deref()
         .filter(|c| c.topology() == Topology::Cluster)
-        .map(|c| (c.lock_ports(), c.password().to_string()));
+        .map(|c| (c.lock_addrs(), c.password().to_string()));
     let deadline_ns = (deadline_ms as i64).saturating_mul(1_000_000);
     let mut next = 0;
     loop {

@@ -717,8 +717,10 @@ retry = { attempts = 3, backoff = "25ms" }
             "{err}"
         );
         let mut bad = ok.clone();
-        bad.topology = Some(Topology::Sentinel);
-        assert!(bad.validate().unwrap_err().contains("cannot run on hosts"));
+        bad.topology = Some(Topology::Postgres);
+        bad.algorithm = "pg-advisory".into();
+        let err = bad.validate().unwrap_err();
+        assert!(err.contains("cannot run on hosts"), "{err}");
         let mut bad = ok;
         bad.nodes.clear();
         assert!(bad.validate().unwrap_err().contains("only with `nodes`"));
