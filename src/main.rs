@@ -180,7 +180,8 @@ struct AuditArgs {
     /// The redis-server binary (default: found on PATH).
     #[arg(long)]
     redis_server: Option<PathBuf>,
-    /// The redis-sentinel binary (default: found on PATH).
+    /// The redis-sentinel binary (default: found on PATH; with --node, each host's
+    /// redis-server in sentinel mode).
     #[arg(long)]
     redis_sentinel: Option<PathBuf>,
     #[command(flatten)]
@@ -252,7 +253,8 @@ struct RunArgs {
     /// The redis-server binary (default: found on PATH; with --node, on each host's PATH).
     #[arg(long)]
     redis_server: Option<PathBuf>,
-    /// The redis-sentinel binary (default: found on PATH).
+    /// The redis-sentinel binary (default: found on PATH; with --node, each host's
+    /// redis-server in sentinel mode).
     #[arg(long)]
     redis_sentinel: Option<PathBuf>,
     #[command(flatten)]
