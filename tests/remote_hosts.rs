@@ -605,3 +605,82 @@ fn ctrl_c_during_a_cut_replication_link_leaves_no_rule_on_the_hosts() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The first to last node's `after`: how far apart the nodes of one fault were hit.
+fn spread(acted: &[cluster::Acted]) -> Duration {
+    let first = acted.iter().map(|a| a.after).min().unwrap_or_default();
+    let last = acted.iter().map(|a| a.after).max().unwrap_or_default();
+    last - first
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_and_a_clock_jump_hit_five_hosts_at_once() {
+    let Some(bed) = TestBed::new("pause and clock jump on five hosts", 5) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = remote_spec(&bed, Topology::Independent, 5, dir.path());
+    spec.fake_clocks = true;
+    let cluster = cluster::start(&spec).await.expect("start on the hosts");
+    let e = cluster.endpoints();
+    let names: Vec<String> = (0..5).map(|i| format!("master-{i}")).collect();
+    for round in 0..3 {
+        // Connected before the pause: a paused server answers no AUTH.
+        let mut conns = Vec::new();
+        for name in &names {
+            conns.push(connect_short(&e, name).await);
+        }
+        // One after the other, as the nemesis did before (for the figure only).
+        let begun = Instant::now();
+        let mut serial = Vec::new();
+        for name in &names {
+            let result = cluster.signal(name, Signal::SIGSTOP);
+            serial.push(cluster::Acted {
+                name: name.clone(),
+                result,
+                after: begun.elapsed(),
+            });
+        }
+        cluster.signal_many(&names, Signal::SIGCONT);
+        let paused = cluster.signal_many(&names, Signal::SIGSTOP);
+        println!(
+            "round {round}: pause of 5 hosts, spread one after the other {:?}, at once {:?}",
+            spread(&serial),
+            spread(&paused)
+        );
+        assert_eq!(paused.len(), 5);
+        assert!(paused.iter().all(|a| a.result.is_ok()), "{paused:?}");
+        // Every node stopped: none answers.
+        for (name, conn) in names.iter().zip(&mut conns) {
+            let r: redis::RedisResult<String> = redis::cmd("PING").query_async(conn).await;
+            assert!(r.is_err(), "{name} answered while paused");
+        }
+        let resumed = cluster.signal_many(&names, Signal::SIGCONT);
+        assert!(resumed.iter().all(|a| a.result.is_ok()), "{resumed:?}");
+    }
+    let begun = Instant::now();
+    let mut serial = Vec::new();
+    for name in &names {
+        let result = cluster.set_clock_offset(name, 20_000);
+        serial.push(cluster::Acted {
+            name: name.clone(),
+            result,
+            after: begun.elapsed(),
+        });
+    }
+    cluster.set_clock_offset_many(&names, 0);
+    let moved = cluster.set_clock_offset_many(&names, 20_000);
+    println!(
+        "clock jump on 5 hosts: spread one after the other {:?}, at once {:?}",
+        spread(&serial),
+        spread(&moved)
+    );
+    for name in &names {
+        let mut conn = connect(&e, name).await;
+        let skew = skew_ms(&mut conn).await;
+        assert!((19_900..20_100).contains(&skew), "{name}: skew {skew}");
+    }
+    cluster.set_clock_offset_many(&names, 0);
+    cluster.shutdown().await;
+    assert_nothing_left(&bed, 5, dir.path());
+}

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
 use rand::Rng;
 
 use super::clock::Preload;
@@ -37,6 +38,15 @@ pub struct Hosts {
     /// Control sockets and known_hosts (local), and whether it is a temporary folder to
     /// remove on drop (else it is the run's `ssh` folder and stays).
     ssh_dir: Option<(PathBuf, bool)>,
+}
+
+/// One server's part in a fault acting on several at once.
+#[derive(Debug)]
+pub struct Acted {
+    pub name: String,
+    pub result: Result<(), ClusterError>,
+    /// When its command returned, from the start of the fault.
+    pub after: Duration,
 }
 
 /// Connects to every host of `spec` and starts the topology's lock servers there.
@@ -241,6 +251,45 @@ impl Hosts {
                 .into_iter()
                 .filter_map(|h| h.join().ok().flatten())
                 .collect()
+        })
+    }
+
+    /// Sends `signal` to the running servers of `names` at once, one thread per server (each
+    /// signal is an SSH round trip: one after the other, the last node of a fault would be
+    /// hit several round trips after the first). See [`Hosts::on_each`].
+    pub fn signal_many(&self, names: &[String], signal: Signal) -> Vec<Acted> {
+        self.on_each(names, |s| s.signal(signal))
+    }
+
+    /// Moves the clocks of the servers of `names` at once (see [`Hosts::signal_many`]).
+    pub fn set_clock_offset_many(&self, names: &[String], offset_ms: i64) -> Vec<Acted> {
+        self.on_each(names, |s| s.set_clock_offset(offset_ms))
+    }
+
+    /// Runs `action` on each server of `names` in a thread of its own; each outcome comes
+    /// with when its command returned, from the call's start (how far apart the nodes of one
+    /// fault were hit).
+    fn on_each(
+        &self,
+        names: &[String],
+        action: impl Fn(&RemoteServer) -> Result<(), ClusterError> + Sync,
+    ) -> Vec<Acted> {
+        let begun = Instant::now();
+        let action = &action;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .servers
+                .iter()
+                .filter(|s| names.iter().any(|n| n == s.name()))
+                .map(|s| {
+                    scope.spawn(move || Acted {
+                        name: s.name().to_string(),
+                        result: action(s),
+                        after: begun.elapsed(),
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
         })
     }
 

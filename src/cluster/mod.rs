@@ -52,7 +52,7 @@ pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;
 pub use exit::Exit;
-pub use hosts::parse_targets;
+pub use hosts::{parse_targets, Acted};
 pub use postgres::{client_config as pg_client_config, PG_DATABASE, PG_USER};
 pub use process::{ChildGuard, SignalError};
 pub use procfs::{is_live, process_tree};
@@ -688,6 +688,53 @@ impl Cluster {
             pid: 0,
         })?;
         Ok(guard.signal(signal)?)
+    }
+
+    /// Sends `signal` to every node of `names`, as [`Cluster::signal`] does, at once: the
+    /// nodes on other hosts in parallel (each is an SSH round trip), so that a pause of
+    /// several nodes hits them together. Each outcome says when it was done.
+    pub fn signal_many(&self, names: &[String], signal: Signal) -> Vec<Acted> {
+        self.on_each(
+            names,
+            |hosts, remote| hosts.signal_many(remote, signal),
+            |name| self.signal(name, signal),
+        )
+    }
+
+    /// Moves the clocks of every node of `names`, as [`Cluster::set_clock_offset`] does, at
+    /// once (see [`Cluster::signal_many`]).
+    pub fn set_clock_offset_many(&self, names: &[String], offset_ms: i64) -> Vec<Acted> {
+        self.on_each(
+            names,
+            |hosts, remote| hosts.set_clock_offset_many(remote, offset_ms),
+            |name| self.set_clock_offset(name, offset_ms),
+        )
+    }
+
+    /// `remote` on the nodes of `names` that run on hosts (all at once), `local` on each of
+    /// the others, in the order of `names`.
+    fn on_each(
+        &self,
+        names: &[String],
+        remote: impl FnOnce(&Hosts, &[String]) -> Vec<Acted>,
+        local: impl Fn(&str) -> Result<(), ClusterError>,
+    ) -> Vec<Acted> {
+        let begun = Instant::now();
+        let (on_hosts, here): (Vec<String>, Vec<String>) = names
+            .iter()
+            .cloned()
+            .partition(|n| self.remote.server(n).is_some());
+        let mut acted = remote(&self.remote, &on_hosts);
+        for name in here {
+            let result = local(&name);
+            acted.push(Acted {
+                name,
+                result,
+                after: begun.elapsed(),
+            });
+        }
+        acted.sort_by_key(|a| names.iter().position(|n| *n == a.name));
+        acted
     }
 
     /// Kills the node with SIGKILL (resuming it first if paused) and reaps it: a crash.
