@@ -3,6 +3,7 @@
 //! at the end stopped, their logs fetched into the run folder and their files removed, so
 //! nothing of the run stays on a host.
 
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use nix::sys::signal::Signal;
 use rand::Rng;
 
 use super::clock::Preload;
-use super::cut::Cut;
+use super::cut::{self, Cut};
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::probe;
@@ -317,18 +318,48 @@ impl Hosts {
         let target = self.server(to)?;
         let (addr, port) = (target.host().to_string(), target.port());
         let ssh = &self.connections[index % self.connections.len()];
-        let tag = self
-            .remote_dir
-            .rsplit('/')
-            .next()
-            .unwrap_or("lockaudit")
-            .to_string();
-        Some(Cut::start(ssh, &tag, &addr, port).map(|cut| {
+        let rules = cut::link_rules(self.tag(), &addr, port);
+        let what = format!("the link to {addr}:{port}");
+        Some(Cut::start(ssh, &what, &rules).map(|cut| {
             self.cuts.push(((from.to_string(), to.to_string()), cut));
         }))
     }
 
-    /// Heals a link [`Hosts::cut_link`] cut; false if it was not cut or the host did not
+    /// Cuts `client` (this machine's connections from the source ports `ports`) off from
+    /// server `to`, with iptables on `to`'s host, until [`Hosts::heal_link`]`(client, to)`.
+    /// None when `to` is not a server on a host.
+    pub fn cut_client(
+        &mut self,
+        client: &str,
+        ports: &RangeInclusive<u16>,
+        to: &str,
+    ) -> Option<Result<(), ClusterError>> {
+        let index = self.servers.iter().position(|s| s.name() == to)?;
+        let server = &self.servers[index];
+        let ssh = &self.connections[index % self.connections.len()];
+        let Some(control) = ssh.control_addr() else {
+            return Some(Err(ssh.error(
+                format!("cut {client} off from {to}"),
+                "the host did not say which address we reach it from",
+            )));
+        };
+        let rules = cut::client_rules(self.tag(), control, ports, server.host(), server.port());
+        let what = format!(
+            "{client} (ports {}-{}) off from {to}",
+            ports.start(),
+            ports.end()
+        );
+        Some(Cut::start(ssh, &what, &rules).map(|cut| {
+            self.cuts.push(((client.to_string(), to.to_string()), cut));
+        }))
+    }
+
+    /// The comment on the run's iptables rules: its folder's name, unique per run.
+    fn tag(&self) -> &str {
+        self.remote_dir.rsplit('/').next().unwrap_or("lockaudit")
+    }
+
+    /// Heals a link [`Hosts::cut_link`] or [`Hosts::cut_client`] cut; false if it was not cut or the host did not
     /// confirm.
     pub fn heal_link(&mut self, from: &str, to: &str) -> bool {
         let Some(i) = self

@@ -765,8 +765,28 @@ impl Cluster {
         })
     }
 
-    /// Heals a link [`Cluster::cut_link`] cut; false if there was none or its host did
-    /// not confirm.
+    /// Cuts `client`, this machine's connections from the source ports `ports` (one
+    /// worker's, see `nemesis::source_ports`), off from server `to` on a host: iptables
+    /// there, until [`Cluster::heal_link`]`(client, to)`. `Unsupported` for a local server.
+    pub fn cut_client(
+        &mut self,
+        client: &str,
+        ports: &std::ops::RangeInclusive<u16>,
+        to: &str,
+    ) -> Result<(), ClusterError> {
+        self.remote
+            .cut_client(client, ports, to)
+            .unwrap_or_else(|| {
+                Err(ClusterError::Unsupported {
+                    action: "cut a client off from",
+                    node: to.to_string(),
+                    reason: format!("{to} is not a server on a host"),
+                })
+            })
+    }
+
+    /// Heals a link [`Cluster::cut_link`] or [`Cluster::cut_client`] cut; false if there
+    /// was none or its host did not confirm.
     pub fn heal_link(&mut self, from: &str, to: &str) -> bool {
         self.remote.heal_link(from, to)
     }
