@@ -444,7 +444,7 @@ fn a_replicated_set_nx_px_over_three_hosts_finds_the_failover_overlap() {
 }
 
 #[test]
-fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there() {
+fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there_and_brings_the_logs_back() {
     let Some(bed) = TestBed::new("ctrl-c on hosts", 3) else {
         return;
     };
@@ -472,8 +472,14 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there() {
         .arg("--out")
         .arg(&out)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().unwrap();
+    let mut pipe = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
+        text
+    });
     // Until the servers run on the hosts and the clients work (a history with events).
     let deadline = Instant::now() + Duration::from_secs(30);
     while !(0..3).all(|i| !bed.leftovers(i).is_empty())
@@ -489,7 +495,8 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there() {
     )
     .unwrap();
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "{status:?}");
+    let stderr = stderr.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}\n{stderr}");
     // The ssh sessions died with lockaudit; each host's watcher kills its server.
     let deadline = Instant::now() + Duration::from_secs(10);
     while (0..3).any(|i| !bed.leftovers(i).is_empty()) && Instant::now() < deadline {
@@ -502,10 +509,23 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there() {
             bed.leftovers(i)
         );
     }
-    // The run's folder stays on the hosts (no SSH after Ctrl-C), with the servers' logs;
-    // the connections' known_hosts stays in the run folder.
-    let hosts = std::fs::read_dir(dir.path().join("hosts")).unwrap().count();
-    assert_eq!(hosts, 1, "one run folder on the hosts");
+    // Before the connections died, each server's log came back into the run folder and the
+    // run's folder left the hosts, as at a normal end; known_hosts stays in the run folder.
+    for i in 0..5 {
+        let log = out.join(format!("redis/master-{i}.log"));
+        let text = std::fs::read_to_string(&log)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{stderr}", log.display()));
+        assert!(text.contains("Ready to accept connections"), "{text}");
+    }
+    assert!(
+        stderr.contains("fetched 5 of 5 logs from the hosts"),
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("hosts"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "left on the hosts: {left:?}\n{stderr}");
     assert!(out.join("ssh/known_hosts").is_file());
 }
 
@@ -795,11 +815,13 @@ async fn iptables_on_the_host_cuts_one_worker_off_by_its_source_ports_and_not_th
     assert_nothing_left(&bed, 1, dir.path());
 }
 
-/// The run's iptables rules on host `i` that cut a worker off by its source ports.
+/// The run's iptables rules on host `i` that cut a worker off by its source ports (a port
+/// range `a:b`, in and out).
 fn client_rules(bed: &TestBed, i: usize) -> Vec<String> {
+    let range = |w: &str| w.contains(':') && w.chars().all(|c| c.is_ascii_digit() || c == ':');
     bed.exec(i, &["iptables", "-S"])
         .lines()
-        .filter(|l| l.contains("lockaudit-run") && l.contains("--sport 1"))
+        .filter(|l| l.contains("lockaudit-run") && l.split_whitespace().any(range))
         .map(str::to_string)
         .collect()
 }
@@ -866,4 +888,130 @@ fn a_partition_run_over_a_host_cuts_workers_off_with_iptables_and_finds_what_the
     assert_eq!(partitions, heals, "each partition healed");
     assert!(client_rules(&bed, 0).is_empty(), "a rule was left");
     assert_nothing_left(&bed, 1, dir.path());
+}
+
+#[test]
+fn ctrl_c_while_a_worker_is_cut_off_leaves_no_rule_on_the_host() {
+    let Some(bed) = TestBed::new("ctrl-c during a client cut on a host", 1) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let schedule = dir.path().join("cut.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"1s\"\nkind = \"partition\"\ntarget = \"worker-0\"\nduration = \"60s\"\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .args(["run", "--algorithm", "set-nx-px", "--nemesis"])
+        .arg(&schedule)
+        .args(["--time-limit", "60s", "--ssh-key"])
+        .arg(&bed.key)
+        .arg("--remote-dir")
+        .arg(dir.path().join("hosts"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--node")
+        .arg(bed.url(0))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while client_rules(&bed, 0).len() < 2 {
+        assert!(Instant::now() < deadline, "the worker was never cut off");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    // The session holding the rules ended with lockaudit: the host deletes them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !client_rules(&bed, 0).is_empty() || !bed.leftovers(0).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left: {:?} {:?}",
+            client_rules(&bed, 0),
+            bed.leftovers(0)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    assert!(history.contains("\"f\":\"partition\""), "the cut recorded");
+    assert!(
+        out.join("redis/master-0.log").is_file(),
+        "the log came back"
+    );
+}
+
+#[test]
+fn ctrl_c_with_a_host_gone_silent_says_where_the_run_is_left_on_it() {
+    let Some(bed) = TestBed::new("ctrl-c with a silent host", 1) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .args(["run", "--algorithm", "set-nx-px", "--nemesis", "none"])
+        .args(["--time-limit", "60s", "--ssh-key"])
+        .arg(&bed.key)
+        .arg("--remote-dir")
+        .arg(dir.path().join("hosts"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--node")
+        .arg(bed.url(0))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::metadata(out.join("history.jsonl")).map_or(0, |m| m.len()) < 1000 {
+        assert!(Instant::now() < deadline, "the run did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The host stops answering SSH: the logs cannot come back.
+    let silence = ["INPUT", "-p", "tcp", "--dport", "22", "-j", "DROP"];
+    bed.exec(0, &[&["iptables", "-I"][..], &silence].concat());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    let stderr = stderr.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}\n{stderr}");
+    println!("{stderr}");
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("hosts"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let said = format!(
+        "the run's folder is left on {}: {}",
+        bed.url(0),
+        left[0].display()
+    );
+    assert!(stderr.contains(&said), "{stderr}");
+    assert!(stderr.contains("fetched 0 of 1 logs"), "{stderr}");
+    // Heard again, the host's sshd finds the session gone and its watcher ends the server.
+    bed.exec(0, &[&["iptables", "-D"][..], &silence].concat());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !bed.leftovers(0).is_empty() {
+        assert!(Instant::now() < deadline, "left: {:?}", bed.leftovers(0));
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

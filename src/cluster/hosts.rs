@@ -15,6 +15,8 @@ use super::clock::Preload;
 use super::cut::{self, Cut};
 use super::error::ClusterError;
 use super::exit::Exit;
+use super::host_logs::{self, HostLog};
+use super::on_exit;
 use super::probe;
 use super::remote::{RemoteConfig, RemoteServer};
 use super::ssh::{Ssh, SshOptions, SshTarget};
@@ -39,6 +41,8 @@ pub struct Hosts {
     /// Control sockets and known_hosts (local), and whether it is a temporary folder to
     /// remove on drop (else it is the run's `ssh` folder and stays).
     ssh_dir: Option<(PathBuf, bool)>,
+    /// On Ctrl-C, the servers' logs fetched and the run's folders removed (`host_logs`).
+    interrupt: Option<on_exit::Registration>,
 }
 
 /// One server's part in a fault acting on several at once.
@@ -72,6 +76,7 @@ pub async fn start(
             token(10)
         ),
         ssh_dir: Some(make_ssh_dir(&spec.dir)?),
+        interrupt: None,
     };
     let options = SshOptions {
         key: spec.ssh_key.clone(),
@@ -154,6 +159,23 @@ pub async fn start(
     for i in primaries..lock_nodes {
         configs.push(config(i, Some(primary.clone()))?);
     }
+    // From here a Ctrl-C leaves servers' logs and files on the hosts: fetched and removed
+    // then, as at a normal end.
+    let logs = configs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| HostLog {
+            ssh: hosts.connections[i % hosts.connections.len()].clone(),
+            name: c.name.clone(),
+            path: c.log(),
+        })
+        .collect();
+    hosts.interrupt = Some(host_logs::on_interrupt(
+        logs,
+        hosts.connections.clone(),
+        hosts.remote_dir.clone(),
+        spec.dir.join("redis"),
+    ));
     // The primaries together, then the replicas together (a replica started before its
     // primary listens retries only once a second). What started is kept in `hosts`, whose
     // drop kills it if another start failed.

@@ -191,6 +191,11 @@ impl Ssh {
         }
     }
 
+    /// The host as given (`ssh://root@10.0.0.2`).
+    pub fn target(&self) -> &SshTarget {
+        &self.target
+    }
+
     /// This machine's address as the host sees it.
     pub fn control_addr(&self) -> Option<&str> {
         self.control_addr.as_deref()
