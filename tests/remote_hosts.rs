@@ -494,7 +494,12 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there_and_brings_the_logs
         Signal::SIGINT,
     )
     .unwrap();
+    let interrupted = Instant::now();
     let status = child.wait().unwrap();
+    println!(
+        "Ctrl-C to exit, 5 logs fetched: {:?}",
+        interrupted.elapsed()
+    );
     let stderr = stderr.join().unwrap();
     assert_eq!(status.code(), Some(130), "{status:?}\n{stderr}");
     // The ssh sessions died with lockaudit; each host's watcher kills its server.
@@ -781,9 +786,11 @@ async fn iptables_on_the_host_cuts_one_worker_off_by_its_source_ports_and_not_th
         );
     }
 
+    let begun = Instant::now();
     cluster
         .cut_client("worker-0", &ranges[0], "master-0")
         .unwrap();
+    println!("client cut on the host: {:?}", begun.elapsed());
     let rules = bed.exec(0, &["iptables", "-S"]);
     let sport = format!("--sport {}:{}", ranges[0].start(), ranges[0].end());
     assert!(rules.contains(&sport), "{rules}");
@@ -801,7 +808,9 @@ async fn iptables_on_the_host_cuts_one_worker_off_by_its_source_ports_and_not_th
     assert_eq!(pong, "PONG");
     assert!(through(&proxies[1], &password).await.is_ok());
 
+    let begun = Instant::now();
     assert!(cluster.heal_link("worker-0", "master-0"));
+    println!("client cut healed: {:?}", begun.elapsed());
     assert!(!bed.exec(0, &["iptables", "-S"]).contains("lockaudit"));
     let mut w0 = through(&proxies[0], &password)
         .await
@@ -991,7 +1000,12 @@ fn ctrl_c_with_a_host_gone_silent_says_where_the_run_is_left_on_it() {
         Signal::SIGINT,
     )
     .unwrap();
+    let interrupted = Instant::now();
     let status = child.wait().unwrap();
+    println!(
+        "Ctrl-C to exit, the host silent: {:?}",
+        interrupted.elapsed()
+    );
     let stderr = stderr.join().unwrap();
     assert_eq!(status.code(), Some(130), "{status:?}\n{stderr}");
     println!("{stderr}");
