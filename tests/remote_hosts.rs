@@ -788,7 +788,9 @@ async fn iptables_on_the_host_cuts_one_worker_off_by_its_source_ports_and_not_th
 
     let begun = Instant::now();
     cluster
-        .cut_client("worker-0", &ranges[0], "master-0")
+        .cut_client("worker-0", &ranges[0], &["master-0".to_string()])
+        .pop()
+        .unwrap()
         .unwrap();
     println!("client cut on the host: {:?}", begun.elapsed());
     let rules = bed.exec(0, &["iptables", "-S"]);

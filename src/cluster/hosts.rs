@@ -45,6 +45,15 @@ pub struct Hosts {
     interrupt: Option<on_exit::Registration>,
 }
 
+/// A cut to make: the pair it is known by (who loses the link, where it led), the host
+/// whose iptables make it, what to call it, its rules.
+struct PlannedCut {
+    pair: (String, String),
+    host: usize,
+    what: String,
+    rules: [String; 2],
+}
+
 /// One server's part in a fault acting on several at once.
 #[derive(Debug)]
 pub struct Acted {
@@ -333,47 +342,117 @@ impl Hosts {
         futures_util::future::join_all(starts).await
     }
 
-    /// Cuts `from`'s host off from `to`'s address and port (iptables there), until
-    /// [`Hosts::heal_link`]. None when either is not a server on a host.
-    pub fn cut_link(&mut self, from: &str, to: &str) -> Option<Result<(), ClusterError>> {
-        let index = self.servers.iter().position(|s| s.name() == from)?;
-        let target = self.server(to)?;
-        let (addr, port) = (target.host().to_string(), target.port());
-        let ssh = &self.connections[index % self.connections.len()];
-        let rules = cut::link_rules(self.tag(), &addr, port);
-        let what = format!("the link to {addr}:{port}");
-        Some(Cut::start(ssh, &what, &rules).map(|cut| {
-            self.cuts.push(((from.to_string(), to.to_string()), cut));
-        }))
+    /// Cuts each `from`'s host off from its `to`'s address and port (iptables there), until
+    /// [`Hosts::heal_links`]; all at once. `Unsupported` for a pair not both on hosts.
+    pub fn cut_links(&mut self, pairs: &[(String, String)]) -> Vec<Result<(), ClusterError>> {
+        let planned = pairs
+            .iter()
+            .map(|(from, to)| {
+                let on_hosts = || ClusterError::Unsupported {
+                    action: "cut the link of",
+                    node: from.clone(),
+                    reason: format!("{from} and {to} are not both servers on hosts"),
+                };
+                let index = self.index(from).ok_or_else(on_hosts)?;
+                let target = self.server(to).ok_or_else(on_hosts)?;
+                let (addr, port) = (target.host(), target.port());
+                Ok(PlannedCut {
+                    pair: (from.clone(), to.clone()),
+                    host: index % self.connections.len(),
+                    what: format!("the link to {addr}:{port}"),
+                    rules: cut::link_rules(self.tag(), addr, port),
+                })
+            })
+            .collect();
+        self.start_cuts(planned)
     }
 
     /// Cuts `client` (this machine's connections from the source ports `ports`) off from
-    /// server `to`, with iptables on `to`'s host, until [`Hosts::heal_link`]`(client, to)`.
-    /// None when `to` is not a server on a host.
+    /// each server of `servers`, with iptables on that server's host, until
+    /// [`Hosts::heal_links`] of (`client`, server); all at once. `Unsupported` for a server
+    /// not on a host.
     pub fn cut_client(
         &mut self,
         client: &str,
         ports: &RangeInclusive<u16>,
-        to: &str,
-    ) -> Option<Result<(), ClusterError>> {
-        let index = self.servers.iter().position(|s| s.name() == to)?;
-        let server = &self.servers[index];
-        let ssh = &self.connections[index % self.connections.len()];
-        let Some(control) = ssh.control_addr() else {
-            return Some(Err(ssh.error(
-                format!("cut {client} off from {to}"),
-                "the host did not say which address we reach it from",
-            )));
-        };
-        let rules = cut::client_rules(self.tag(), control, ports, server.host(), server.port());
-        let what = format!(
-            "{client} (ports {}-{}) off from {to}",
-            ports.start(),
-            ports.end()
-        );
-        Some(Cut::start(ssh, &what, &rules).map(|cut| {
-            self.cuts.push(((client.to_string(), to.to_string()), cut));
-        }))
+        servers: &[String],
+    ) -> Vec<Result<(), ClusterError>> {
+        let planned = servers
+            .iter()
+            .map(|to| {
+                let index = self.index(to).ok_or_else(|| ClusterError::Unsupported {
+                    action: "cut a client off from",
+                    node: to.clone(),
+                    reason: format!("{to} is not a server on a host"),
+                })?;
+                let server = &self.servers[index];
+                let host = index % self.connections.len();
+                let ssh = &self.connections[host];
+                let control = ssh.control_addr().ok_or_else(|| {
+                    ssh.error(
+                        format!("cut {client} off from {to}"),
+                        "the host did not say which address we reach it from",
+                    )
+                })?;
+                Ok(PlannedCut {
+                    pair: (client.to_string(), to.clone()),
+                    host,
+                    what: format!(
+                        "{client} (ports {}-{}) off from {to}",
+                        ports.start(),
+                        ports.end()
+                    ),
+                    rules: cut::client_rules(
+                        self.tag(),
+                        control,
+                        ports,
+                        server.host(),
+                        server.port(),
+                    ),
+                })
+            })
+            .collect();
+        self.start_cuts(planned)
+    }
+
+    /// Adds the rules of every planned cut, one thread per cut (each is an SSH session
+    /// that must say `cut`), and keeps those that hold.
+    fn start_cuts(
+        &mut self,
+        planned: Vec<Result<PlannedCut, ClusterError>>,
+    ) -> Vec<Result<(), ClusterError>> {
+        let connections = &self.connections;
+        let started: Vec<Result<(PlannedCut, Cut), ClusterError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = planned
+                .into_iter()
+                .map(|p| {
+                    scope.spawn(move || {
+                        let p = p?;
+                        let cut = Cut::start(&connections[p.host], &p.what, &p.rules)?;
+                        Ok((p, cut))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(ClusterError::InvalidSpec("a cut panicked".into())))
+                })
+                .collect()
+        });
+        started
+            .into_iter()
+            .map(|started| {
+                let (p, cut) = started?;
+                self.cuts.push((p.pair, cut));
+                Ok(())
+            })
+            .collect()
+    }
+
+    fn index(&self, name: &str) -> Option<usize> {
+        self.servers.iter().position(|s| s.name() == name)
     }
 
     /// The comment on the run's iptables rules: its folder's name, unique per run.
@@ -381,29 +460,33 @@ impl Hosts {
         self.remote_dir.rsplit('/').next().unwrap_or("lockaudit")
     }
 
-    /// Heals a link [`Hosts::cut_link`] or [`Hosts::cut_client`] cut; false if it was not cut or the host did not
-    /// confirm.
-    pub fn heal_link(&mut self, from: &str, to: &str) -> bool {
-        let Some(i) = self
-            .cuts
+    /// Heals the links of `pairs` that [`Hosts::cut_links`] or [`Hosts::cut_client`] cut,
+    /// all at once; for each, false if it was not cut or its host did not confirm.
+    pub fn heal_links(&mut self, pairs: &[(String, String)]) -> Vec<bool> {
+        let cuts: Vec<Option<Cut>> = pairs
             .iter()
-            .position(|((f, t), _)| f == from && t == to)
-        else {
-            return false;
-        };
-        let (_, cut) = self.cuts.remove(i);
-        cut.heal()
+            .map(|pair| {
+                let i = self.cuts.iter().position(|(p, _)| p == pair)?;
+                Some(self.cuts.remove(i).1)
+            })
+            .collect();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = cuts
+                .into_iter()
+                .map(|cut| scope.spawn(move || cut.is_some_and(Cut::heal)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(false))
+                .collect()
+        })
     }
 
     /// Every link still cut, healed (the end of a run).
     pub fn heal_all_links(&mut self) -> Vec<(String, String)> {
-        std::mem::take(&mut self.cuts)
-            .into_iter()
-            .map(|(pair, cut)| {
-                cut.heal();
-                pair
-            })
-            .collect()
+        let pairs: Vec<(String, String)> = self.cuts.iter().map(|(p, _)| p.clone()).collect();
+        self.heal_links(&pairs);
+        pairs
     }
 
     pub fn server(&self, name: &str) -> Option<&RemoteServer> {

@@ -758,39 +758,39 @@ impl Cluster {
     /// host, see `cut`), until [`Cluster::heal_link`]. `Unsupported` for local servers,
     /// whose links the nemesis cuts with its proxies.
     pub fn cut_link(&mut self, from: &str, to: &str) -> Result<(), ClusterError> {
-        self.remote.cut_link(from, to).unwrap_or_else(|| {
-            Err(ClusterError::Unsupported {
-                action: "cut the link of",
-                node: from.to_string(),
-                reason: format!("{from} and {to} are not both servers on hosts"),
-            })
-        })
+        let pair = [(from.to_string(), to.to_string())];
+        self.cut_links(&pair).pop().unwrap_or(Ok(()))
+    }
+
+    /// [`Cluster::cut_link`] for each pair, all at once (each host's rules are an SSH
+    /// session of their own).
+    pub fn cut_links(&mut self, pairs: &[(String, String)]) -> Vec<Result<(), ClusterError>> {
+        self.remote.cut_links(pairs)
     }
 
     /// Cuts `client`, this machine's connections from the source ports `ports` (one
-    /// worker's, see `nemesis::source_ports`), off from server `to` on a host: iptables
-    /// there, until [`Cluster::heal_link`]`(client, to)`. `Unsupported` for a local server.
+    /// worker's, see `nemesis::source_ports`), off from each server of `servers` on hosts:
+    /// iptables on each one's host, all at once, until [`Cluster::heal_links`] of
+    /// (`client`, server). `Unsupported` for a local server.
     pub fn cut_client(
         &mut self,
         client: &str,
         ports: &std::ops::RangeInclusive<u16>,
-        to: &str,
-    ) -> Result<(), ClusterError> {
-        self.remote
-            .cut_client(client, ports, to)
-            .unwrap_or_else(|| {
-                Err(ClusterError::Unsupported {
-                    action: "cut a client off from",
-                    node: to.to_string(),
-                    reason: format!("{to} is not a server on a host"),
-                })
-            })
+        servers: &[String],
+    ) -> Vec<Result<(), ClusterError>> {
+        self.remote.cut_client(client, ports, servers)
     }
 
     /// Heals a link [`Cluster::cut_link`] or [`Cluster::cut_client`] cut; false if there
     /// was none or its host did not confirm.
     pub fn heal_link(&mut self, from: &str, to: &str) -> bool {
-        self.remote.heal_link(from, to)
+        let pair = [(from.to_string(), to.to_string())];
+        self.heal_links(&pair).pop().unwrap_or(false)
+    }
+
+    /// [`Cluster::heal_link`] for each pair, all at once.
+    pub fn heal_links(&mut self, pairs: &[(String, String)]) -> Vec<bool> {
+        self.remote.heal_links(pairs)
     }
 
     /// Whether the lock's servers run on other hosts (links are cut with iptables there).

@@ -48,7 +48,7 @@ pub struct Network {
     /// The primary now (replicated topology).
     primary: Option<String>,
     /// The servers run on other hosts: the replicas follow the primary directly, and the
-    /// replication link is cut with iptables there (`Cluster::cut_link`), not by proxies.
+    /// replication link is cut with iptables there (`Cluster::cut_links`), not by proxies.
     on_hosts: bool,
     /// Each worker's source ports towards servers on hosts (empty for local servers).
     source_ports: Vec<RangeInclusive<u16>>,
@@ -331,13 +331,14 @@ impl Network {
         let (Some(cluster), Some(primary)) = (cluster, self.primary.clone()) else {
             return false;
         };
-        let mut pairs = Vec::new();
-        for replica in self.servers.keys().filter(|n| **n != primary) {
-            match cluster.cut_link(replica, &primary) {
-                Ok(()) => pairs.push((replica.clone(), primary.clone())),
-                Err(e) => tracing::warn!("{}: {e}", fault.kind.name()),
-            }
-        }
+        let wanted: Vec<CutLink> = self
+            .servers
+            .keys()
+            .filter(|n| **n != primary)
+            .map(|replica| (replica.clone(), primary.clone()))
+            .collect();
+        let cut = cluster.cut_links(&wanted);
+        let pairs = held(fault, wanted, cut);
         if pairs.is_empty() {
             return false;
         }
@@ -372,13 +373,12 @@ impl Network {
         ) else {
             return false;
         };
-        let mut pairs = Vec::new();
-        for server in servers {
-            match cluster.cut_client(worker, ports, server) {
-                Ok(()) => pairs.push((worker.clone(), server.clone())),
-                Err(e) => tracing::warn!("partition: {e}"),
-            }
-        }
+        let wanted: Vec<CutLink> = servers
+            .iter()
+            .map(|server| (worker.clone(), server.clone()))
+            .collect();
+        let cut = cluster.cut_client(worker, ports, servers);
+        let pairs = held(fault, wanted, cut);
         if pairs.is_empty() {
             return false;
         }
@@ -410,8 +410,8 @@ impl Network {
         if let Some(i) = self.cuts.iter().position(|(k, _, _)| *k == key) {
             let (_, targets, pairs) = self.cuts.remove(i);
             if let Some(cluster) = cluster {
-                for (from, to) in &pairs {
-                    if !cluster.heal_link(from, to) {
+                for ((from, to), healed) in pairs.iter().zip(cluster.heal_links(&pairs)) {
+                    if !healed {
                         tracing::warn!(
                             "heal: a host did not confirm the link from {from} to {to} open"
                         );
@@ -474,9 +474,7 @@ impl Network {
     pub fn heal_all(&mut self, journal: &Journal, mut cluster: Option<&mut Cluster>) {
         for (_, targets, pairs) in std::mem::take(&mut self.cuts) {
             if let Some(cluster) = cluster.as_deref_mut() {
-                for (from, to) in &pairs {
-                    cluster.heal_link(from, to);
-                }
+                cluster.heal_links(&pairs);
             }
             journal.fault("heal", &targets, &[], Map::new());
         }
@@ -499,6 +497,25 @@ impl Network {
             p.stop().await;
         }
     }
+}
+
+/// The pairs of `wanted` whose cut holds; the others' errors logged.
+fn held(
+    fault: &PlannedFault,
+    wanted: Vec<CutLink>,
+    cut: Vec<Result<(), crate::cluster::ClusterError>>,
+) -> Vec<CutLink> {
+    wanted
+        .into_iter()
+        .zip(cut)
+        .filter_map(|(pair, result)| match result {
+            Ok(()) => Some(pair),
+            Err(e) => {
+                tracing::warn!("{}: {e}", fault.kind.name());
+                None
+            }
+        })
+        .collect()
 }
 
 /// `worker-3` -> 3.
