@@ -543,6 +543,8 @@ impl Hosts {
             }
         }
         self.servers.clear();
+        // Nothing left on the hosts for a Ctrl-C to bring back.
+        self.interrupt = None;
     }
 }
 
