@@ -962,8 +962,8 @@ fn ctrl_c_while_a_worker_is_cut_off_leaves_no_rule_on_the_host() {
 }
 
 #[test]
-fn ctrl_c_with_a_host_gone_silent_says_where_the_run_is_left_on_it() {
-    let Some(bed) = TestBed::new("ctrl-c with a silent host", 1) else {
+fn sigterm_with_a_host_gone_silent_says_where_the_run_is_left_on_it() {
+    let Some(bed) = TestBed::new("sigterm with a silent host", 1) else {
         return;
     };
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
@@ -999,17 +999,17 @@ fn ctrl_c_with_a_host_gone_silent_says_where_the_run_is_left_on_it() {
     bed.exec(0, &[&["iptables", "-I"][..], &silence].concat());
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
-        Signal::SIGINT,
+        Signal::SIGTERM,
     )
     .unwrap();
     let interrupted = Instant::now();
     let status = child.wait().unwrap();
     println!(
-        "Ctrl-C to exit, the host silent: {:?}",
+        "SIGTERM to exit, the host silent: {:?}",
         interrupted.elapsed()
     );
     let stderr = stderr.join().unwrap();
-    assert_eq!(status.code(), Some(130), "{status:?}\n{stderr}");
+    assert_eq!(status.code(), Some(143), "{status:?}\n{stderr}");
     println!("{stderr}");
     let left: Vec<_> = std::fs::read_dir(dir.path().join("hosts"))
         .unwrap()

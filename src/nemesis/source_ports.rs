@@ -8,7 +8,7 @@
 //! and be cut with it.
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -85,10 +85,14 @@ impl SourcePorts {
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         for i in 0..len {
             let port = (first + (start + i) % len) as u16;
-            let socket = TcpSocket::new_v4()?;
+            let (socket, any) = if upstream.is_ipv6() {
+                (TcpSocket::new_v6()?, IpAddr::V6(Ipv6Addr::UNSPECIFIED))
+            } else {
+                (TcpSocket::new_v4()?, IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+            };
             // Another upstream may use the port meanwhile: a connection is its four-tuple.
             socket.set_reuseaddr(true)?;
-            if let Err(e) = socket.bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))) {
+            if let Err(e) = socket.bind(SocketAddr::new(any, port)) {
                 if e.kind() == io::ErrorKind::AddrInUse {
                     continue;
                 }
