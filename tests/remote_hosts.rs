@@ -501,6 +501,7 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there_and_brings_the_logs
         interrupted.elapsed()
     );
     let stderr = stderr.join().unwrap();
+    println!("{stderr}");
     assert_eq!(status.code(), Some(130), "{status:?}\n{stderr}");
     // The ssh sessions died with lockaudit; each host's watcher kills its server.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -526,6 +527,7 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there_and_brings_the_logs
         stderr.contains("fetched 5 of 5 logs from the hosts"),
         "{stderr}"
     );
+    assert!(!stderr.contains("is left on"), "{stderr}");
     let left: Vec<_> = std::fs::read_dir(dir.path().join("hosts"))
         .unwrap()
         .map(|e| e.unwrap().path())
