@@ -364,7 +364,12 @@ impl Network {
         journal: &Journal,
     ) -> bool {
         let (targets, _) = self.links(fault);
-        let Some((worker, servers)) = targets.split_first() else {
+        let Some((worker, servers)) = targets.split_first().filter(|(_, s)| !s.is_empty()) else {
+            tracing::warn!(
+                "partition: no link to act on ({:?} topology: clients reach servers through \
+                 Sentinel, or no server named)",
+                self.topology
+            );
             return false;
         };
         let (Some(cluster), Some(ports)) = (
