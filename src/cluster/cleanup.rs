@@ -2,15 +2,21 @@
 
 use std::io;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::registry::kill_all;
+use super::on_exit;
+use super::registry::{begin_exit, kill_all};
+
+/// How long Ctrl-C waits for the work that needs the children (`on_exit`) before killing
+/// them: fetching the logs on hosts is two SSH round trips.
+const ON_EXIT_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Installs, once per process, the two last-resort cleanups (guards' `Drop` is the first):
 ///
-/// - SIGINT, SIGTERM, SIGHUP: every registered child is resumed, SIGKILLed and reaped,
+/// - SIGINT, SIGTERM, SIGHUP: the jobs registered in `on_exit` run (at most
+///   [`ON_EXIT_DEADLINE`]), then every registered child is resumed, SIGKILLed and reaped,
 ///   then the process exits with 128 + the signal number (130 for Ctrl-C). The history is
 ///   streamed and flushed as it is written, so exiting at once loses nothing.
 /// - A panic hook that does the same (without exiting) after the previous hook has printed
@@ -62,6 +68,9 @@ fn try_install_cleanup_handlers() -> io::Result<()> {
                     _ = hup.recv() => Signal::SIGHUP as i32,
                 }
             });
+            // First what needs the children alive (the logs on hosts, over ssh), bounded.
+            begin_exit();
+            on_exit::run_all(Instant::now() + ON_EXIT_DEADLINE);
             let killed = kill_all(Duration::from_secs(3), true);
             eprintln!("lockaudit: interrupted; stopped {killed} child process(es)");
             std::process::exit(128 + signo);

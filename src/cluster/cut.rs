@@ -1,10 +1,12 @@
-//! A link between two servers on hosts cut with iptables, on the host of the server that
-//! loses it (Jepsen's way). The rules live as long as an SSH session that added them: the
-//! heal closes its stdin and the host's shell deletes them; if lockaudit dies instead, its
-//! ssh client dies with it, the session's stdin closes all the same, and the host is not
-//! left partitioned.
+//! A link cut with iptables on a host (Jepsen's way): between two servers on hosts, on the
+//! host of the server that loses it; or between one worker of the control node and a
+//! server, on the server's host, by the worker's source ports (`nemesis::source_ports`). The
+//! rules live as long as an SSH session that added them: the heal closes its stdin and the
+//! host's shell deletes them; if lockaudit dies instead, its ssh client dies with it, the
+//! session's stdin closes all the same, and the host is not left partitioned.
 
 use std::io::{BufRead, BufReader};
+use std::ops::RangeInclusive;
 use std::process::ChildStdin;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -28,7 +30,7 @@ pub struct Cut {
 
 /// The iptables arguments after `-I` / `-D`: TCP to `addr:port` out, and its replies in,
 /// tagged with the run's comment so that a rule can always be told for ours.
-fn rules(tag: &str, addr: &str, port: u16) -> [String; 2] {
+pub fn link_rules(tag: &str, addr: &str, port: u16) -> [String; 2] {
     let tag = quote(tag);
     let addr = quote(addr);
     [
@@ -37,20 +39,44 @@ fn rules(tag: &str, addr: &str, port: u16) -> [String; 2] {
     ]
 }
 
+/// On a server's host: TCP from `client` with a source port in `ports` to the server's
+/// `addr:port` in, and the server's packets back to those ports out.
+pub fn client_rules(
+    tag: &str,
+    client: &str,
+    ports: &RangeInclusive<u16>,
+    addr: &str,
+    port: u16,
+) -> [String; 2] {
+    let tag = quote(tag);
+    let (client, addr) = (quote(client), quote(addr));
+    let range = format!("{}:{}", ports.start(), ports.end());
+    [
+        format!(
+            "INPUT -p tcp -s {client} --sport {range} -d {addr} --dport {port} \
+             -m comment --comment {tag} -j DROP"
+        ),
+        format!(
+            "OUTPUT -p tcp -s {addr} --sport {port} -d {client} --dport {range} \
+             -m comment --comment {tag} -j DROP"
+        ),
+    ]
+}
+
 /// The session: add both rules, say `cut`, wait for stdin to close, delete them, say `healed`.
-fn script(tag: &str, addr: &str, port: u16) -> String {
-    let [out, inp] = rules(tag, addr, port);
+fn script([first, second]: &[String; 2]) -> String {
     format!(
-        "iptables -w -I {out} && iptables -w -I {inp} || exit 1; echo cut; cat >/dev/null; \
-         iptables -w -D {out}; iptables -w -D {inp}; echo healed"
+        "iptables -w -I {first} && iptables -w -I {second} || exit 1; echo cut; \
+         cat >/dev/null; iptables -w -D {first}; iptables -w -D {second}; echo healed"
     )
 }
 
 impl Cut {
-    /// Cuts the host of `ssh` off from `addr:port` (both directions of that TCP link).
-    pub fn start(ssh: &Ssh, tag: &str, addr: &str, port: u16) -> Result<Cut, ClusterError> {
-        let action = format!("cut the link to {addr}:{port}");
-        let mut guard = ssh.spawn(&format!("cut to {addr}:{port}"), &script(tag, addr, port))?;
+    /// Adds `rules` (from [`link_rules`] or [`client_rules`]) on the host of `ssh`, until
+    /// the heal; `what` names the link in messages (`the link to 10.0.0.2:7400`).
+    pub fn start(ssh: &Ssh, what: &str, rules: &[String; 2]) -> Result<Cut, ClusterError> {
+        let action = format!("cut {what}");
+        let mut guard = ssh.spawn(&action, &script(rules))?;
         let stdin = guard.take_stdin();
         let stdout = guard
             .take_stdout()
@@ -106,7 +132,7 @@ mod tests {
 
     #[test]
     fn rules_drop_the_link_both_ways_under_the_runs_tag() {
-        let [out, inp] = rules("lockaudit-run-x", "10.77.0.2", 7400);
+        let [out, inp] = link_rules("lockaudit-run-x", "10.77.0.2", 7400);
         assert_eq!(
             out,
             "OUTPUT -p tcp -d 10.77.0.2 --dport 7400 -m comment --comment lockaudit-run-x -j DROP"
@@ -115,10 +141,31 @@ mod tests {
             inp,
             "INPUT -p tcp -s 10.77.0.2 --sport 7400 -m comment --comment lockaudit-run-x -j DROP"
         );
-        let s = script("t", "10.77.0.2", 7400);
+        let s = script(&link_rules("t", "10.77.0.2", 7400));
         assert!(
             s.contains("echo cut; cat >/dev/null; iptables -w -D OUTPUT"),
             "{s}"
+        );
+    }
+
+    #[test]
+    fn client_rules_drop_one_workers_ports_both_ways() {
+        let [inp, out] = client_rules(
+            "lockaudit-run-x",
+            "10.77.0.1",
+            &(11000..=11999),
+            "10.77.0.2",
+            7400,
+        );
+        assert_eq!(
+            inp,
+            "INPUT -p tcp -s 10.77.0.1 --sport 11000:11999 -d 10.77.0.2 --dport 7400 \
+             -m comment --comment lockaudit-run-x -j DROP"
+        );
+        assert_eq!(
+            out,
+            "OUTPUT -p tcp -s 10.77.0.2 --sport 7400 -d 10.77.0.1 --dport 11000:11999 \
+             -m comment --comment lockaudit-run-x -j DROP"
         );
     }
 }

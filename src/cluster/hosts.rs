@@ -5,16 +5,20 @@
 //! addresses; at the end stopped (sentinels first), their logs fetched into the run folder
 //! and their files removed, so nothing of the run stays on a host.
 
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
 use rand::Rng;
 
 use super::clock::Preload;
-use super::cut::Cut;
+use super::cut::{self, Cut};
 use super::error::ClusterError;
 use super::exit::Exit;
+use super::host_logs::{self, HostLog};
+use super::on_exit;
 use super::probe;
 use super::remote::{RemoteConfig, RemoteServer, Watch};
 use super::sentinel;
@@ -42,6 +46,28 @@ pub struct Hosts {
     /// Control sockets and known_hosts (local), and whether it is a temporary folder to
     /// remove on drop (else it is the run's `ssh` folder and stays).
     ssh_dir: Option<(PathBuf, bool)>,
+    /// On Ctrl-C, the servers' logs fetched and the run's folders removed (`host_logs`).
+    interrupt: Option<on_exit::Registration>,
+    /// The logs that job fetches.
+    logs: Vec<HostLog>,
+}
+
+/// A cut to make: the pair it is known by (who loses the link, where it led), the host
+/// whose iptables make it, what to call it, its rules.
+struct PlannedCut {
+    pair: (String, String),
+    host: usize,
+    what: String,
+    rules: [String; 2],
+}
+
+/// One server's part in a fault acting on several at once.
+#[derive(Debug)]
+pub struct Acted {
+    pub name: String,
+    pub result: Result<(), ClusterError>,
+    /// When its command returned, from the start of the fault.
+    pub after: Duration,
 }
 
 /// Connects to every host of `spec` and starts the topology's lock servers there.
@@ -66,6 +92,8 @@ pub async fn start(
             token(10)
         ),
         ssh_dir: Some(make_ssh_dir(&spec.dir)?),
+        interrupt: None,
+        logs: Vec::new(),
     };
     let options = SshOptions {
         key: spec.ssh_key.clone(),
@@ -157,6 +185,18 @@ pub async fn start(
     for i in primaries..lock_nodes {
         configs.push(config(i, Some(primary.clone()))?);
     }
+    // From here a Ctrl-C leaves servers' logs and files on the hosts: fetched and removed
+    // then, as at a normal end.
+    let logs = configs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| HostLog {
+            ssh: hosts.connections[i % hosts.connections.len()].clone(),
+            name: c.name.clone(),
+            path: c.log(),
+        })
+        .collect();
+    hosts.on_interrupt(logs, spec);
     // The primaries together, then the replicas together (a replica started before its
     // primary listens retries only once a second). What started is kept in `hosts`, whose
     // drop kills it if another start failed.
@@ -283,8 +323,20 @@ async fn start_sentinels(
                 peers,
             }),
         };
-        RemoteServer::start(config, ssh.clone())
+        (config, ssh.clone())
     });
+    let configs: Vec<_> = starts.collect();
+    // The sentinels' logs come back on Ctrl-C too, with the servers'.
+    let mut logs = hosts.logs.clone();
+    logs.extend(configs.iter().map(|(config, ssh)| HostLog {
+        ssh: ssh.clone(),
+        name: config.name.clone(),
+        path: config.log(),
+    }));
+    hosts.on_interrupt(logs, spec);
+    let starts = configs
+        .into_iter()
+        .map(|(config, ssh)| RemoteServer::start(config, ssh));
     let mut failed = None;
     for started in futures_util::future::join_all(starts).await {
         match started {
@@ -377,6 +429,18 @@ async fn wait_replicas(replicas: &[RemoteServer], password: &str) -> Result<(), 
 }
 
 impl Hosts {
+    /// (Re)registers the Ctrl-C job for these logs and the run's folders on the hosts.
+    fn on_interrupt(&mut self, logs: Vec<HostLog>, spec: &ClusterSpec) {
+        // The job it replaces is unregistered when dropped here.
+        self.interrupt = Some(host_logs::on_interrupt(
+            logs.clone(),
+            self.connections.clone(),
+            self.remote_dir.clone(),
+            spec.dir.join("redis"),
+        ));
+        self.logs = logs;
+    }
+
     /// This machine's address as the first host sees it (None without hosts). One address
     /// for all: the hosts of a deployment share the control node's network.
     pub fn control_addr(&self) -> Option<String> {
@@ -403,6 +467,45 @@ impl Hosts {
         })
     }
 
+    /// Sends `signal` to the running servers of `names` at once, one thread per server (each
+    /// signal is an SSH round trip: one after the other, the last node of a fault would be
+    /// hit several round trips after the first). See [`Hosts::on_each`].
+    pub fn signal_many(&self, names: &[String], signal: Signal) -> Vec<Acted> {
+        self.on_each(names, |s| s.signal(signal))
+    }
+
+    /// Moves the clocks of the servers of `names` at once (see [`Hosts::signal_many`]).
+    pub fn set_clock_offset_many(&self, names: &[String], offset_ms: i64) -> Vec<Acted> {
+        self.on_each(names, |s| s.set_clock_offset(offset_ms))
+    }
+
+    /// Runs `action` on each server of `names` in a thread of its own; each outcome comes
+    /// with when its command returned, from the call's start (how far apart the nodes of one
+    /// fault were hit).
+    fn on_each(
+        &self,
+        names: &[String],
+        action: impl Fn(&RemoteServer) -> Result<(), ClusterError> + Sync,
+    ) -> Vec<Acted> {
+        let begun = Instant::now();
+        let action = &action;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .servers
+                .iter()
+                .filter(|s| names.iter().any(|n| n == s.name()))
+                .map(|s| {
+                    scope.spawn(move || Acted {
+                        name: s.name().to_string(),
+                        result: action(s),
+                        after: begun.elapsed(),
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        })
+    }
+
     /// Restarts the stopped servers of `names` concurrently.
     pub async fn restart_many(
         &mut self,
@@ -420,47 +523,151 @@ impl Hosts {
         futures_util::future::join_all(starts).await
     }
 
-    /// Cuts `from`'s host off from `to`'s address and port (iptables there), until
-    /// [`Hosts::heal_link`]. None when either is not a server on a host.
-    pub fn cut_link(&mut self, from: &str, to: &str) -> Option<Result<(), ClusterError>> {
-        let index = self.servers.iter().position(|s| s.name() == from)?;
-        let target = self.server(to)?;
-        let (addr, port) = (target.host().to_string(), target.port());
-        let ssh = &self.connections[index % self.connections.len()];
-        let tag = self
-            .remote_dir
-            .rsplit('/')
-            .next()
-            .unwrap_or("lockaudit")
-            .to_string();
-        Some(Cut::start(ssh, &tag, &addr, port).map(|cut| {
-            self.cuts.push(((from.to_string(), to.to_string()), cut));
-        }))
+    /// Cuts each `from`'s host off from its `to`'s address and port (iptables there), until
+    /// [`Hosts::heal_links`]; all at once. `Unsupported` for a pair not both on hosts.
+    pub fn cut_links(&mut self, pairs: &[(String, String)]) -> Vec<Result<(), ClusterError>> {
+        let planned = pairs
+            .iter()
+            .map(|(from, to)| {
+                let on_hosts = || ClusterError::Unsupported {
+                    action: "cut the link of",
+                    node: from.clone(),
+                    reason: format!("{from} and {to} are not both servers on hosts"),
+                };
+                let index = self.index(from).ok_or_else(on_hosts)?;
+                let target = self.server(to).ok_or_else(on_hosts)?;
+                let (addr, port) = (target.host(), target.port());
+                Ok(PlannedCut {
+                    pair: (from.clone(), to.clone()),
+                    host: index % self.connections.len(),
+                    what: format!("the link to {addr}:{port}"),
+                    rules: cut::link_rules(self.tag(), addr, port),
+                })
+            })
+            .collect();
+        self.start_cuts(planned)
     }
 
-    /// Heals a link [`Hosts::cut_link`] cut; false if it was not cut or the host did not
-    /// confirm.
-    pub fn heal_link(&mut self, from: &str, to: &str) -> bool {
-        let Some(i) = self
-            .cuts
+    /// Cuts `client` (this machine's connections from the source ports `ports`) off from
+    /// each server of `servers`, with iptables on that server's host, until
+    /// [`Hosts::heal_links`] of (`client`, server); all at once. `Unsupported` for a server
+    /// not on a host.
+    pub fn cut_client(
+        &mut self,
+        client: &str,
+        ports: &RangeInclusive<u16>,
+        servers: &[String],
+    ) -> Vec<Result<(), ClusterError>> {
+        let planned = servers
             .iter()
-            .position(|((f, t), _)| f == from && t == to)
-        else {
-            return false;
-        };
-        let (_, cut) = self.cuts.remove(i);
-        cut.heal()
+            .map(|to| {
+                let index = self.index(to).ok_or_else(|| ClusterError::Unsupported {
+                    action: "cut a client off from",
+                    node: to.clone(),
+                    reason: format!("{to} is not a server on a host"),
+                })?;
+                let server = &self.servers[index];
+                let host = index % self.connections.len();
+                let ssh = &self.connections[host];
+                let control = ssh.control_addr().ok_or_else(|| {
+                    ssh.error(
+                        format!("cut {client} off from {to}"),
+                        "the host did not say which address we reach it from",
+                    )
+                })?;
+                Ok(PlannedCut {
+                    pair: (client.to_string(), to.clone()),
+                    host,
+                    what: format!(
+                        "{client} (ports {}-{}) off from {to}",
+                        ports.start(),
+                        ports.end()
+                    ),
+                    rules: cut::client_rules(
+                        self.tag(),
+                        control,
+                        ports,
+                        server.host(),
+                        server.port(),
+                    ),
+                })
+            })
+            .collect();
+        self.start_cuts(planned)
+    }
+
+    /// Adds the rules of every planned cut, one thread per cut (each is an SSH session
+    /// that must say `cut`), and keeps those that hold.
+    fn start_cuts(
+        &mut self,
+        planned: Vec<Result<PlannedCut, ClusterError>>,
+    ) -> Vec<Result<(), ClusterError>> {
+        let connections = &self.connections;
+        let started: Vec<Result<(PlannedCut, Cut), ClusterError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = planned
+                .into_iter()
+                .map(|p| {
+                    scope.spawn(move || {
+                        let p = p?;
+                        let cut = Cut::start(&connections[p.host], &p.what, &p.rules)?;
+                        Ok((p, cut))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(ClusterError::InvalidSpec("a cut panicked".into())))
+                })
+                .collect()
+        });
+        started
+            .into_iter()
+            .map(|started| {
+                let (p, cut) = started?;
+                self.cuts.push((p.pair, cut));
+                Ok(())
+            })
+            .collect()
+    }
+
+    fn index(&self, name: &str) -> Option<usize> {
+        self.servers.iter().position(|s| s.name() == name)
+    }
+
+    /// The comment on the run's iptables rules: its folder's name, unique per run.
+    fn tag(&self) -> &str {
+        self.remote_dir.rsplit('/').next().unwrap_or("lockaudit")
+    }
+
+    /// Heals the links of `pairs` that [`Hosts::cut_links`] or [`Hosts::cut_client`] cut,
+    /// all at once; for each, false if it was not cut or its host did not confirm.
+    pub fn heal_links(&mut self, pairs: &[(String, String)]) -> Vec<bool> {
+        let cuts: Vec<Option<Cut>> = pairs
+            .iter()
+            .map(|pair| {
+                let i = self.cuts.iter().position(|(p, _)| p == pair)?;
+                Some(self.cuts.remove(i).1)
+            })
+            .collect();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = cuts
+                .into_iter()
+                .map(|cut| scope.spawn(move || cut.is_some_and(Cut::heal)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(false))
+                .collect()
+        })
     }
 
     /// Every link still cut, healed (the end of a run).
     pub fn heal_all_links(&mut self) -> Vec<(String, String)> {
-        std::mem::take(&mut self.cuts)
-            .into_iter()
-            .map(|(pair, cut)| {
-                cut.heal();
-                pair
-            })
-            .collect()
+        let pairs: Vec<(String, String)> = self.cuts.iter().map(|(p, _)| p.clone()).collect();
+        self.heal_links(&pairs);
+        pairs
     }
 
     pub fn server(&self, name: &str) -> Option<&RemoteServer> {
@@ -499,6 +706,8 @@ impl Hosts {
             }
         }
         self.servers.clear();
+        // Nothing left on the hosts for a Ctrl-C to bring back.
+        self.interrupt = None;
     }
 }
 

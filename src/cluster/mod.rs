@@ -24,9 +24,11 @@ mod clock;
 mod cut;
 mod error;
 mod exit;
+mod host_logs;
 mod hosts;
 mod instance;
 mod logs;
+mod on_exit;
 mod ports;
 mod postgres;
 mod probe;
@@ -52,7 +54,7 @@ pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;
 pub use exit::Exit;
-pub use hosts::{not_on_hosts, parse_targets};
+pub use hosts::{not_on_hosts, parse_targets, Acted};
 pub use postgres::{client_config as pg_client_config, PG_DATABASE, PG_USER};
 pub use process::{ChildGuard, SignalError};
 pub use procfs::{is_live, process_tree};
@@ -711,6 +713,53 @@ impl Cluster {
         Ok(guard.signal(signal)?)
     }
 
+    /// Sends `signal` to every node of `names`, as [`Cluster::signal`] does, at once: the
+    /// nodes on other hosts in parallel (each is an SSH round trip), so that a pause of
+    /// several nodes hits them together. Each outcome says when it was done.
+    pub fn signal_many(&self, names: &[String], signal: Signal) -> Vec<Acted> {
+        self.on_each(
+            names,
+            |hosts, remote| hosts.signal_many(remote, signal),
+            |name| self.signal(name, signal),
+        )
+    }
+
+    /// Moves the clocks of every node of `names`, as [`Cluster::set_clock_offset`] does, at
+    /// once (see [`Cluster::signal_many`]).
+    pub fn set_clock_offset_many(&self, names: &[String], offset_ms: i64) -> Vec<Acted> {
+        self.on_each(
+            names,
+            |hosts, remote| hosts.set_clock_offset_many(remote, offset_ms),
+            |name| self.set_clock_offset(name, offset_ms),
+        )
+    }
+
+    /// `remote` on the nodes of `names` that run on hosts (all at once), `local` on each of
+    /// the others, in the order of `names`.
+    fn on_each(
+        &self,
+        names: &[String],
+        remote: impl FnOnce(&Hosts, &[String]) -> Vec<Acted>,
+        local: impl Fn(&str) -> Result<(), ClusterError>,
+    ) -> Vec<Acted> {
+        let begun = Instant::now();
+        let (on_hosts, here): (Vec<String>, Vec<String>) = names
+            .iter()
+            .cloned()
+            .partition(|n| self.remote.server(n).is_some());
+        let mut acted = remote(&self.remote, &on_hosts);
+        for name in here {
+            let result = local(&name);
+            acted.push(Acted {
+                name,
+                result,
+                after: begun.elapsed(),
+            });
+        }
+        acted.sort_by_key(|a| names.iter().position(|n| *n == a.name));
+        acted
+    }
+
     /// Kills the node with SIGKILL (resuming it first if paused) and reaps it: a crash.
     /// It stays down until [`Cluster::restart`].
     pub fn kill(&mut self, name: &str) -> Result<Exit, ClusterError> {
@@ -730,19 +779,39 @@ impl Cluster {
     /// host, see `cut`), until [`Cluster::heal_link`]. `Unsupported` for local servers,
     /// whose links the nemesis cuts with its proxies.
     pub fn cut_link(&mut self, from: &str, to: &str) -> Result<(), ClusterError> {
-        self.remote.cut_link(from, to).unwrap_or_else(|| {
-            Err(ClusterError::Unsupported {
-                action: "cut the link of",
-                node: from.to_string(),
-                reason: format!("{from} and {to} are not both servers on hosts"),
-            })
-        })
+        let pair = [(from.to_string(), to.to_string())];
+        self.cut_links(&pair).pop().unwrap_or(Ok(()))
     }
 
-    /// Heals a link [`Cluster::cut_link`] cut; false if there was none or its host did
-    /// not confirm.
+    /// [`Cluster::cut_link`] for each pair, all at once (each host's rules are an SSH
+    /// session of their own).
+    pub fn cut_links(&mut self, pairs: &[(String, String)]) -> Vec<Result<(), ClusterError>> {
+        self.remote.cut_links(pairs)
+    }
+
+    /// Cuts `client`, this machine's connections from the source ports `ports` (one
+    /// worker's, see `nemesis::source_ports`), off from each server of `servers` on hosts:
+    /// iptables on each one's host, all at once, until [`Cluster::heal_links`] of
+    /// (`client`, server). `Unsupported` for a local server.
+    pub fn cut_client(
+        &mut self,
+        client: &str,
+        ports: &std::ops::RangeInclusive<u16>,
+        servers: &[String],
+    ) -> Vec<Result<(), ClusterError>> {
+        self.remote.cut_client(client, ports, servers)
+    }
+
+    /// Heals a link [`Cluster::cut_link`] or [`Cluster::cut_client`] cut; false if there
+    /// was none or its host did not confirm.
     pub fn heal_link(&mut self, from: &str, to: &str) -> bool {
-        self.remote.heal_link(from, to)
+        let pair = [(from.to_string(), to.to_string())];
+        self.heal_links(&pair).pop().unwrap_or(false)
+    }
+
+    /// [`Cluster::heal_link`] for each pair, all at once.
+    pub fn heal_links(&mut self, pairs: &[(String, String)]) -> Vec<bool> {
+        self.remote.heal_links(pairs)
     }
 
     /// Whether the lock's servers run on other hosts (links are cut with iptables there).

@@ -64,6 +64,16 @@ pub fn shutting_down() -> bool {
     EXITING.load(Ordering::SeqCst)
 }
 
+/// Marks lockaudit as shutting down (see [`shutting_down`]) without killing anything yet:
+/// from now on nothing is spawned, injected or recorded as a fault, while the Ctrl-C
+/// cleanup still uses the children it needs (the ssh connections) before [`kill_all`].
+pub fn begin_exit() {
+    if let Some(mut reg) = try_registry(Duration::from_secs(1)) {
+        reg.closing = true;
+    }
+    EXITING.store(true, Ordering::SeqCst);
+}
+
 /// The registry, even if a thread panicked while holding it: the map stays consistent
 /// because every update is a single insert or remove.
 fn registry() -> MutexGuard<'static, Registry> {

@@ -191,6 +191,11 @@ impl Ssh {
         }
     }
 
+    /// The host as given (`ssh://root@10.0.0.2`).
+    pub fn target(&self) -> &SshTarget {
+        &self.target
+    }
+
     /// This machine's address as the host sees it.
     pub fn control_addr(&self) -> Option<&str> {
         self.control_addr.as_deref()
@@ -244,6 +249,19 @@ impl Ssh {
         script: &str,
         input: &[u8],
     ) -> Result<Output, ClusterError> {
+        let stdout = self.run_raw(action, script, input)?;
+        Ok(Output {
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        })
+    }
+
+    /// Runs `script` on the host with nothing on its stdin; its stdout as bytes (files
+    /// sent whole, which need not be text).
+    pub fn run_bytes(&self, action: &str, script: &str) -> Result<Vec<u8>, ClusterError> {
+        self.run_raw(action, script, &[])
+    }
+
+    fn run_raw(&self, action: &str, script: &str, input: &[u8]) -> Result<Vec<u8>, ClusterError> {
         let mut child = self
             .script_command(script)
             .stdin(Stdio::piped())
@@ -260,9 +278,9 @@ impl Ssh {
         };
         // Readers in threads, so that neither pipe can fill up while we wait.
         let out = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = stdout.read_to_string(&mut text);
-            text
+            let mut bytes = Vec::new();
+            let _ = stdout.read_to_end(&mut bytes);
+            bytes
         });
         let err = std::thread::spawn(move || {
             let mut text = String::new();
@@ -288,7 +306,7 @@ impl Ssh {
         let stdout = out.join().unwrap_or_default();
         let stderr = err.join().unwrap_or_default();
         match status {
-            Some(status) if status.success() => Ok(Output { stdout }),
+            Some(status) if status.success() => Ok(stdout),
             Some(status) => Err(self.error(
                 action,
                 format!("{status}: {}", stderr.trim())

@@ -293,12 +293,11 @@ impl Executor {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };
-                let mut paused = Vec::new();
-                for name in &fault.targets {
-                    if cluster.signal(name, Signal::SIGSTOP).is_ok() {
-                        paused.push(name.clone());
-                    }
-                }
+                let paused = succeeded(
+                    "pause-redis",
+                    false,
+                    cluster.signal_many(&fault.targets, Signal::SIGSTOP),
+                );
                 if !paused.is_empty() {
                     journal.fault("pause", &paused, &[], Map::new());
                 }
@@ -308,13 +307,11 @@ impl Executor {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };
-                let mut moved = Vec::new();
-                for name in &fault.targets {
-                    match cluster.set_clock_offset(name, fault.offset_ms) {
-                        Ok(()) => moved.push(name.clone()),
-                        Err(e) => tracing::warn!("clock-jump on {name}: {e}"),
-                    }
-                }
+                let moved = succeeded(
+                    "clock-jump",
+                    true,
+                    cluster.set_clock_offset_many(&fault.targets, fault.offset_ms),
+                );
                 if !moved.is_empty() {
                     journal.fault(
                         "clock",
@@ -464,12 +461,11 @@ impl Executor {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };
-                let mut resumed = Vec::new();
-                for name in &fault.targets {
-                    if cluster.signal(name, Signal::SIGCONT).is_ok() {
-                        resumed.push(name.clone());
-                    }
-                }
+                let resumed = succeeded(
+                    "resume",
+                    false,
+                    cluster.signal_many(&fault.targets, Signal::SIGCONT),
+                );
                 if !resumed.is_empty() {
                     journal.fault("resume", &resumed, &[], Map::new());
                 }
@@ -478,12 +474,11 @@ impl Executor {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };
-                let mut healed = Vec::new();
-                for name in &fault.targets {
-                    if cluster.set_clock_offset(name, 0).is_ok() {
-                        healed.push(name.clone());
-                    }
-                }
+                let healed = succeeded(
+                    "clock-jump heal",
+                    false,
+                    cluster.set_clock_offset_many(&fault.targets, 0),
+                );
                 if !healed.is_empty() {
                     journal.fault("clock", &healed, &[], extra(&[("offset_ms", json!(0))]));
                 }
@@ -648,6 +643,35 @@ impl Executor {
             Err(e) => tracing::warn!("cannot restart {}: {e}", worker_name(w)),
         }
     }
+}
+
+/// The nodes a fault on several at once acted on; the others' errors are logged (as
+/// warnings with `warn`: a node not running cannot be paused, which is no news), and so is
+/// the spread (first to last node done), which one record at the end hides.
+fn succeeded(what: &str, warn: bool, acted: Vec<cluster::Acted>) -> Vec<String> {
+    let (first, last) = acted.iter().fold((None, None), |(lo, hi), a| {
+        (
+            Some(lo.map_or(a.after, |l: std::time::Duration| l.min(a.after))),
+            Some(hi.map_or(a.after, |h: std::time::Duration| h.max(a.after))),
+        )
+    });
+    if let (Some(first), Some(last)) = (first, last) {
+        tracing::debug!(what, nodes = acted.len(), spread = ?(last - first), "acted on several nodes");
+    }
+    acted
+        .into_iter()
+        .filter_map(|a| match a.result {
+            Ok(()) => Some(a.name),
+            Err(e) => {
+                if warn {
+                    tracing::warn!("{what} on {}: {e}", a.name);
+                } else {
+                    tracing::debug!("{what} on {}: {e}", a.name);
+                }
+                None
+            }
+        })
+        .collect()
 }
 
 /// The `kill` event listing the worker's processes (their holds end here, docs/history-format.md), then

@@ -13,6 +13,7 @@ pub mod network;
 pub mod plan;
 pub mod proxy;
 pub mod schedule;
+pub mod source_ports;
 pub mod workers;
 
 pub use plan::{plan, PlannedFault, Stage};

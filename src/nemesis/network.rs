@@ -10,9 +10,15 @@
 //!
 //! The replicated topology's clients reach the primary through one address, `master-0`'s
 //! proxy, whichever server is primary now.
+//!
+//! With the servers on other hosts, partitions are the hosts' own: the replication link is
+//! cut with iptables on the replicas' hosts, and a worker is cut off from a server with
+//! iptables on the server's host, by the source ports its proxies connect from
+//! (`source_ports`); the proxies then only forward, add latency and move on a failover.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use serde_json::{json, Map};
@@ -23,6 +29,7 @@ use super::journal::Journal;
 use super::plan::PlannedFault;
 use super::proxy::Proxy;
 use super::schedule::{FaultKind, Link};
+use super::source_ports::{self, SourcePorts};
 use super::workers::Workers;
 
 type OpenKey = (u64, FaultKind);
@@ -41,15 +48,18 @@ pub struct Network {
     /// The primary now (replicated topology).
     primary: Option<String>,
     /// The servers run on other hosts: the replicas follow the primary directly, and the
-    /// replication link is cut with iptables there (`Cluster::cut_link`), not by proxies.
+    /// replication link is cut with iptables there (`Cluster::cut_links`), not by proxies.
     on_hosts: bool,
-    /// Replication links cut on the hosts: per fault begun, (replica, primary) pairs.
+    /// Each worker's source ports towards servers on hosts (empty for local servers).
+    source_ports: Vec<RangeInclusive<u16>>,
+    /// Links cut on the hosts: per fault begun, its targets and its (replica, primary) or
+    /// (worker, server) pairs.
     cuts: Vec<(OpenKey, Vec<String>, Vec<CutLink>)>,
     /// Faults begun and not yet healed: (the fault's start and kind, targets, proxies).
     open: Vec<(OpenKey, Vec<String>, Vec<Proxy>)>,
 }
 
-/// A link cut on the hosts: (the server that lost it, the server it led to).
+/// A link cut on the hosts: (the server or worker that lost it, the server it led to).
 type CutLink = (String, String);
 
 fn address(node: &Node) -> Result<SocketAddr, String> {
@@ -82,9 +92,13 @@ impl Network {
             replication: BTreeMap::new(),
             primary: endpoints.nodes.first().map(|n| n.name.clone()),
             on_hosts: endpoints.control_addr.is_some(),
+            source_ports: Vec::new(),
             cuts: Vec::new(),
             open: Vec::new(),
         };
+        if network.on_hosts {
+            network.source_ports = source_ports::ranges(workers)?;
+        }
         let mut per_worker = Vec::new();
         for w in 0..workers {
             let mut proxies = BTreeMap::new();
@@ -92,9 +106,15 @@ impl Network {
             if endpoints.topology != Topology::Sentinel {
                 for node in &mut mine.nodes {
                     let upstream = network.servers[&node.name];
-                    let proxy = Proxy::start(&format!("worker-{w}>{}", node.name), upstream)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    let name = format!("worker-{w}>{}", node.name);
+                    let proxy = match network.source_ports.get(w) {
+                        Some(ports) => {
+                            Proxy::start_from(&name, upstream, SourcePorts::new(ports.clone()))
+                                .await
+                        }
+                        None => Proxy::start(&name, upstream).await,
+                    }
+                    .map_err(|e| e.to_string())?;
                     node.host = "127.0.0.1".into();
                     node.port = proxy.port();
                     proxies.insert(node.name.clone(), proxy);
@@ -244,6 +264,9 @@ impl Network {
         if self.on_hosts && replication_link {
             return self.cut_on_hosts(fault, cluster, journal);
         }
+        if self.on_hosts && fault.kind == FaultKind::Partition && fault.link == Link::Clients {
+            return self.cut_clients_on_hosts(fault, fleet, cluster, journal);
+        }
         match fault.kind {
             FaultKind::Partition | FaultKind::Latency => {
                 let (targets, proxies) = self.links(fault);
@@ -308,13 +331,14 @@ impl Network {
         let (Some(cluster), Some(primary)) = (cluster, self.primary.clone()) else {
             return false;
         };
-        let mut pairs = Vec::new();
-        for replica in self.servers.keys().filter(|n| **n != primary) {
-            match cluster.cut_link(replica, &primary) {
-                Ok(()) => pairs.push((replica.clone(), primary.clone())),
-                Err(e) => tracing::warn!("{}: {e}", fault.kind.name()),
-            }
-        }
+        let wanted: Vec<CutLink> = self
+            .servers
+            .keys()
+            .filter(|n| **n != primary)
+            .map(|replica| (replica.clone(), primary.clone()))
+            .collect();
+        let cut = cluster.cut_links(&wanted);
+        let pairs = held(fault, wanted, cut);
         if pairs.is_empty() {
             return false;
         }
@@ -323,6 +347,52 @@ impl Network {
         let mut extra = Map::new();
         extra.insert("link".into(), json!(Link::Replication));
         journal.fault("partition", &targets, &[], extra);
+        self.cuts.push(((fault.at_ms, fault.kind), targets, pairs));
+        true
+    }
+
+    /// Servers on hosts: cuts the worker off from the servers with iptables on each one's
+    /// host, by the worker's source ports. The same servers as its proxies would cut (for
+    /// the replicated topology, the primary of the moment; a failover during the cut moves
+    /// the worker to a server that is not cut, as a real client would reach the new one).
+    /// False if nothing was cut.
+    fn cut_clients_on_hosts(
+        &mut self,
+        fault: &PlannedFault,
+        fleet: &impl Workers,
+        cluster: Option<&mut Cluster>,
+        journal: &Journal,
+    ) -> bool {
+        let (targets, _) = self.links(fault);
+        let Some((worker, servers)) = targets.split_first().filter(|(_, s)| !s.is_empty()) else {
+            tracing::warn!(
+                "partition: no link to act on ({:?} topology: clients reach servers through \
+                 Sentinel, or no server named)",
+                self.topology
+            );
+            return false;
+        };
+        let (Some(cluster), Some(ports)) = (
+            cluster,
+            target_worker(worker).and_then(|w| self.source_ports.get(w)),
+        ) else {
+            return false;
+        };
+        let wanted: Vec<CutLink> = servers
+            .iter()
+            .map(|server| (worker.clone(), server.clone()))
+            .collect();
+        let cut = cluster.cut_client(worker, ports, servers);
+        let pairs = held(fault, wanted, cut);
+        if pairs.is_empty() {
+            return false;
+        }
+        let mut targets = vec![worker.clone()];
+        targets.extend(pairs.iter().map(|(_, s)| s.clone()));
+        let mut extra = Map::new();
+        extra.insert("link".into(), json!(Link::Clients));
+        let processes = worker_processes(fleet, &targets);
+        journal.fault("partition", &targets, &processes, extra);
         self.cuts.push(((fault.at_ms, fault.kind), targets, pairs));
         true
     }
@@ -345,15 +415,16 @@ impl Network {
         if let Some(i) = self.cuts.iter().position(|(k, _, _)| *k == key) {
             let (_, targets, pairs) = self.cuts.remove(i);
             if let Some(cluster) = cluster {
-                for (from, to) in &pairs {
-                    if !cluster.heal_link(from, to) {
+                for ((from, to), healed) in pairs.iter().zip(cluster.heal_links(&pairs)) {
+                    if !healed {
                         tracing::warn!(
-                            "heal: the host of {from} did not confirm the link to {to} open"
+                            "heal: a host did not confirm the link from {from} to {to} open"
                         );
                     }
                 }
             }
-            journal.fault("heal", &targets, &[], Map::new());
+            let processes = worker_processes(fleet, &targets);
+            journal.fault("heal", &targets, &processes, Map::new());
         }
         if let Some(i) = self.open.iter().position(|(k, _, _)| *k == key) {
             let (_, targets, proxies) = self.open.remove(i);
@@ -408,9 +479,7 @@ impl Network {
     pub fn heal_all(&mut self, journal: &Journal, mut cluster: Option<&mut Cluster>) {
         for (_, targets, pairs) in std::mem::take(&mut self.cuts) {
             if let Some(cluster) = cluster.as_deref_mut() {
-                for (from, to) in &pairs {
-                    cluster.heal_link(from, to);
-                }
+                cluster.heal_links(&pairs);
             }
             journal.fault("heal", &targets, &[], Map::new());
         }
@@ -435,11 +504,35 @@ impl Network {
     }
 }
 
+/// The pairs of `wanted` whose cut holds; the others' errors logged.
+fn held(
+    fault: &PlannedFault,
+    wanted: Vec<CutLink>,
+    cut: Vec<Result<(), crate::cluster::ClusterError>>,
+) -> Vec<CutLink> {
+    wanted
+        .into_iter()
+        .zip(cut)
+        .filter_map(|(pair, result)| match result {
+            Ok(()) => Some(pair),
+            Err(e) => {
+                tracing::warn!("{}: {e}", fault.kind.name());
+                None
+            }
+        })
+        .collect()
+}
+
+/// `worker-3` -> 3.
+fn target_worker(target: &str) -> Option<usize> {
+    target.strip_prefix("worker-")?.parse().ok()
+}
+
 /// The live processes of the workers among `targets`.
 fn worker_processes(fleet: &impl Workers, targets: &[String]) -> Vec<u64> {
     targets
         .iter()
-        .filter_map(|t| t.strip_prefix("worker-")?.parse::<usize>().ok())
+        .filter_map(|t| target_worker(t))
         .flat_map(|w| fleet.processes(w))
         .collect()
 }

@@ -18,6 +18,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{sleep_until, Instant};
 use tracing::Instrument;
 
+use super::source_ports::SourcePorts;
+
 /// Read size per chunk: large enough that plain forwarding is a few syscalls per request.
 const CHUNK: usize = 16 * 1024;
 /// Bytes one direction may hold in its queue (latency) before it stops reading: TCP
@@ -114,11 +116,31 @@ impl Proxy {
         Proxy::start_at(name, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), upstream).await
     }
 
+    /// As [`Proxy::start`], its connections to `upstream` leaving from a port of `source`:
+    /// one worker's way to a server on another host, which that host can cut by port.
+    pub async fn start_from(
+        name: &str,
+        upstream: SocketAddr,
+        source: SourcePorts,
+    ) -> Result<Proxy, ProxyError> {
+        let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        Proxy::listen(name, listen, upstream, Some(Arc::new(source))).await
+    }
+
     /// Listens on `listen` (a fixed port) and forwards every connection to `upstream`.
     pub async fn start_at(
         name: &str,
         listen: SocketAddr,
         upstream: SocketAddr,
+    ) -> Result<Proxy, ProxyError> {
+        Proxy::listen(name, listen, upstream, None).await
+    }
+
+    async fn listen(
+        name: &str,
+        listen: SocketAddr,
+        upstream: SocketAddr,
+        source: Option<Arc<SourcePorts>>,
     ) -> Result<Proxy, ProxyError> {
         let bind_error = |source| ProxyError::Bind {
             name: name.to_owned(),
@@ -140,6 +162,7 @@ impl Proxy {
             listener,
             rx,
             Arc::clone(&counters),
+            source,
         ));
         tracing::debug!(proxy = name, %addr, %upstream, "proxy listening");
         Ok(Proxy {
@@ -254,6 +277,7 @@ async fn accept_loop(
     listener: TcpListener,
     mut rx: watch::Receiver<State>,
     counters: Arc<Counters>,
+    source: Option<Arc<SourcePorts>>,
 ) {
     // Owning the connection tasks here means ending this task (abort or stop) ends them.
     let mut connections = JoinSet::new();
@@ -271,8 +295,14 @@ async fn accept_loop(
                     let span = tracing::debug_span!("proxy", proxy = %name, conn = next_id);
                     tracing::debug!(parent: &span, %peer, "accepted");
                     connections.spawn(
-                        connection(client, generation, rx.clone(), Arc::clone(&counters))
-                            .instrument(span),
+                        connection(
+                            client,
+                            generation,
+                            rx.clone(),
+                            Arc::clone(&counters),
+                            source.clone(),
+                        )
+                        .instrument(span),
                     );
                 }
                 Err(err) => {
@@ -320,11 +350,12 @@ async fn connection(
     generation: u64,
     mut rx: watch::Receiver<State>,
     counters: Arc<Counters>,
+    source: Option<Arc<SourcePorts>>,
 ) {
     counters.active.fetch_add(1, Ordering::Relaxed);
     let _active = Active(Arc::clone(&counters));
 
-    let Some(mut upstream) = connect_upstream(generation, &mut rx).await else {
+    let Some(mut upstream) = connect_upstream(generation, &mut rx, source.as_deref()).await else {
         // A reset rather than a FIN: the client sees its connection fail, like a refused one.
         let _ = client.set_zero_linger();
         return;
@@ -381,7 +412,11 @@ async fn connection(
 
 /// Connects to the upstream once the link is not cut (a partitioned SYN gets no answer).
 /// None when the connect fails or the connection is closed first.
-async fn connect_upstream(generation: u64, rx: &mut watch::Receiver<State>) -> Option<TcpStream> {
+async fn connect_upstream(
+    generation: u64,
+    rx: &mut watch::Receiver<State>,
+    source: Option<&SourcePorts>,
+) -> Option<TcpStream> {
     let upstream = loop {
         let state = *rx.borrow_and_update();
         if closing(&state, generation) {
@@ -392,7 +427,12 @@ async fn connect_upstream(generation: u64, rx: &mut watch::Receiver<State>) -> O
         }
         rx.changed().await.ok()?;
     };
-    let connect = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(upstream));
+    let connect = tokio::time::timeout(CONNECT_TIMEOUT, async {
+        match source {
+            Some(ports) => ports.connect(upstream).await,
+            None => TcpStream::connect(upstream).await,
+        }
+    });
     tokio::pin!(connect);
     loop {
         tokio::select! {

@@ -1,0 +1,95 @@
+//! Work the Ctrl-C cleanup does before it kills the children, because it needs them alive:
+//! the servers' logs on other hosts come back over the ssh connections, which die with the
+//! other children. Each job gets a deadline and runs in a thread of its own; the cleanup
+//! waits for them no longer than that, so an unreachable host cannot hold lockaudit up.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Instant;
+
+type Job = Arc<dyn Fn(Instant) + Send + Sync>;
+
+static JOBS: Mutex<BTreeMap<u64, Job>> = Mutex::new(BTreeMap::new());
+
+/// A registered job; dropping it unregisters it (its owner ended normally).
+#[derive(Debug)]
+pub struct Registration(u64);
+
+/// Registers `job`, run once on Ctrl-C (SIGINT, SIGTERM, SIGHUP) with the time it must be
+/// done by.
+pub fn register(job: impl Fn(Instant) + Send + Sync + 'static) -> Registration {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    JOBS.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id, Arc::new(job));
+    Registration(id)
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        JOBS.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.0);
+    }
+}
+
+/// Runs every job at once and returns when all are done or at `deadline`, whichever comes
+/// first (a job still running is left to die with the process).
+pub fn run_all(deadline: Instant) {
+    let jobs: Vec<Job> = JOBS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .cloned()
+        .collect();
+    let (done_tx, done) = mpsc::channel();
+    for job in &jobs {
+        let (job, done_tx) = (job.clone(), done_tx.clone());
+        std::thread::spawn(move || {
+            job(deadline);
+            let _ = done_tx.send(());
+        });
+    }
+    for _ in &jobs {
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            return;
+        };
+        if done.recv_timeout(left).is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    #[test]
+    fn jobs_run_until_unregistered_and_a_slow_one_does_not_hold_the_exit() {
+        static RAN: AtomicUsize = AtomicUsize::new(0);
+        let quick = register(|_| {
+            RAN.fetch_add(1, Ordering::SeqCst);
+        });
+        let (release, stuck) = mpsc::channel::<()>();
+        let stuck = Mutex::new(stuck);
+        let slow = register(move |_| {
+            let _ = stuck.lock().unwrap().recv();
+        });
+        // Returns although the slow job never ends.
+        run_all(Instant::now() + Duration::from_millis(200));
+        assert_eq!(RAN.load(Ordering::SeqCst), 1);
+        drop(quick);
+        drop(release);
+        drop(slow);
+        run_all(Instant::now() + Duration::from_millis(200));
+        assert_eq!(
+            RAN.load(Ordering::SeqCst),
+            1,
+            "ran after it was unregistered"
+        );
+    }
+}
