@@ -434,8 +434,10 @@ fn a_replicated_set_nx_px_over_three_hosts_finds_the_failover_overlap() {
         .args([
             "--topology",
             "replicated",
+            // 12 s found it in 4 of 4 runs alone, but missed once beside the other tests
+            // of this file on two busy cores.
             "--time-limit",
-            "12s",
+            "20s",
             "--ssh-key",
         ])
         .arg(&bed.key)
