@@ -266,14 +266,45 @@ struct RunArgs {
 struct HostArgs {
     /// Run the lock's servers on this host over SSH, ssh://[user@]host[:port]; repeat it
     /// for several (replaces the workload's `nodes`).
-    #[arg(long = "node", value_name = "URL")]
+    #[arg(long = "node", value_name = "URL", conflicts_with = "hosts")]
     nodes: Vec<String>,
+    /// A hosts file: `nodes` (URLs, or tables with a host's own `ssh_key` and
+    /// `redis_server`), and `ssh_key` and `remote_dir` for all (the flags override those).
+    #[arg(long, value_name = "FILE")]
+    hosts: Option<PathBuf>,
     /// The private key for --node hosts (default: ssh's own keys and agent).
     #[arg(long)]
     ssh_key: Option<PathBuf>,
     /// The folder on the --node hosts where each run keeps its servers' files (default /tmp).
     #[arg(long)]
     remote_dir: Option<PathBuf>,
+}
+
+impl HostArgs {
+    /// The hosts (empty: none given), their key and their folder, from the flags and the
+    /// hosts file.
+    fn resolve(
+        self,
+    ) -> anyhow::Result<(
+        Vec<lockaudit::cluster::NodeEntry>,
+        Option<PathBuf>,
+        Option<PathBuf>,
+    )> {
+        let file = match &self.hosts {
+            Some(path) => lockaudit::workload::inventory::Inventory::from_file(path)?,
+            None => Default::default(),
+        };
+        let nodes = if self.nodes.is_empty() {
+            file.nodes
+        } else {
+            self.nodes.into_iter().map(Into::into).collect()
+        };
+        Ok((
+            nodes,
+            self.ssh_key.or(file.ssh_key),
+            self.remote_dir.or(file.remote_dir),
+        ))
+    }
 }
 
 /// `--algorithm`'s help: the names, from the list the runner knows.
@@ -394,13 +425,14 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     }
     spec.fenced |= args.fenced;
     spec.watchdog |= args.watchdog;
-    if !args.hosts.nodes.is_empty() {
-        spec.nodes = args.hosts.nodes;
+    let (nodes, ssh_key, remote_dir) = args.hosts.resolve()?;
+    if !nodes.is_empty() {
+        spec.nodes = nodes;
     }
-    if let Some(v) = args.hosts.ssh_key {
+    if let Some(v) = ssh_key {
         spec.ssh_key = Some(v);
     }
-    if let Some(v) = args.hosts.remote_dir {
+    if let Some(v) = remote_dir {
         spec.remote_dir = Some(v);
     }
     if args.redis.is_some() && !spec.nodes.is_empty() {
@@ -571,9 +603,7 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
     options.workloads = args.workloads;
     options.redis_server = args.redis_server;
     options.redis_sentinel = args.redis_sentinel;
-    options.nodes = args.hosts.nodes;
-    options.ssh_key = args.hosts.ssh_key;
-    options.remote_dir = args.hosts.remote_dir;
+    (options.nodes, options.ssh_key, options.remote_dir) = args.hosts.resolve()?;
     options.validate().map_err(|e| anyhow::anyhow!(e))?;
     println!("audit: {}", out.display());
     lockaudit::cluster::install_cleanup_handlers();

@@ -59,21 +59,34 @@ fn locate(
     span: Option<std::ops::Range<usize>>,
     message: &str,
 ) -> (usize, Option<String>) {
+    // The key before a line's first `=`, also inside an inline table (`{ url = ...`).
     let key_of = |line: &str| {
         line.split_once('=')
-            .map(|(key, _)| key.trim().to_string())
-            .filter(|key| !key.is_empty() && !key.starts_with('#'))
+            .map(|(key, _)| {
+                key.rsplit(['{', ',', '['])
+                    .next()
+                    .unwrap_or(key)
+                    .trim()
+                    .to_string()
+            })
+            .filter(|key| {
+                !key.is_empty()
+                    && key
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_-.\"'".contains(&b))
+            })
     };
     if let Some(unknown) = message
         .strip_prefix("unknown field `")
         .and_then(|rest| rest.split('`').next())
     {
-        if let Some((n, line)) = text
-            .lines()
-            .enumerate()
-            .find(|(_, line)| key_of(line).as_deref() == Some(unknown))
-        {
-            return (n + 1, key_of(line));
+        // Any key of the line: an inline table has several.
+        let has = |line: &str| {
+            line.split([',', '{'])
+                .any(|part| key_of(part).as_deref() == Some(unknown))
+        };
+        if let Some((n, _)) = text.lines().enumerate().find(|(_, line)| has(line)) {
+            return (n + 1, Some(unknown.to_string()));
         }
     }
     match span {

@@ -1534,3 +1534,72 @@ fn sigterm_with_a_host_gone_silent_says_where_the_run_is_left_on_it() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A host's own settings from a hosts file or a workload's `nodes` table: its own key (the
+/// run's key is one no host accepts) and its own redis-server program, used on that host
+/// only, for the start and for a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_uses_its_own_key_and_its_own_redis_server() {
+    let Some(bed) = TestBed::new("per-host settings", 2) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let refused = dir.path().join("refused");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&refused)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // A redis-server of host 1's own: it notes each start (the hosts share this file
+    // system), then is the real one.
+    let marks = dir.path().join("marks");
+    let wrapper = dir.path().join("my-redis-server");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$1\" >> '{}'\nexec redis-server \"$@\"\n",
+            marks.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let inventory = dir.path().join("hosts.toml");
+    std::fs::write(
+        &inventory,
+        format!(
+            "ssh_key = '{}'\nnodes = [\n  {{ url = '{}', ssh_key = '{}' }},\n  \
+             {{ url = '{}', ssh_key = '{}', redis_server = '{}' }},\n]\n",
+            refused.display(),
+            bed.url(0),
+            bed.key.display(),
+            bed.url(1),
+            bed.key.display(),
+            wrapper.display()
+        ),
+    )
+    .unwrap();
+    let inventory = lockaudit::workload::inventory::Inventory::from_file(&inventory).unwrap();
+    let mut spec = ClusterSpec::new(Topology::Independent, dir.path());
+    spec.masters = 2;
+    spec.hosts = cluster::parse_targets(&inventory.nodes).unwrap();
+    spec.ssh_key = inventory.ssh_key.clone();
+    spec.remote_dir = Some(dir.path().join("hosts"));
+    let mut cluster = cluster::start(&spec)
+        .await
+        .expect("both hosts by their own keys");
+    let started = std::fs::read_to_string(&marks).unwrap();
+    assert_eq!(started.lines().count(), 1, "{started}");
+    assert!(started.contains("master-1"), "{started}");
+    cluster.kill("master-1").unwrap();
+    cluster.restart("master-1").await.unwrap();
+    let started = std::fs::read_to_string(&marks).unwrap();
+    assert_eq!(started.lines().count(), 2, "the restart too: {started}");
+    assert!(!started.contains("master-0"), "{started}");
+    cluster.shutdown().await;
+    assert_nothing_left(&bed, 2, dir.path());
+}

@@ -58,7 +58,7 @@ pub struct AuditOptions {
     pub redis_sentinel: Option<PathBuf>,
     /// Hosts to run every cell's lock servers on, `ssh://[user@]host[:port]` (empty: this
     /// machine, or what a `--workloads` file names).
-    pub nodes: Vec<String>,
+    pub nodes: Vec<crate::cluster::NodeEntry>,
     /// The private key for `nodes`.
     pub ssh_key: Option<PathBuf>,
     /// The folder on the hosts where each cell's run keeps its servers' files.
@@ -309,7 +309,7 @@ pub async fn audit(
             started_wall: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
                 .to_string(),
             seed: options.seed + round as u64,
-            hosts: options.nodes.clone(),
+            hosts: options.nodes.iter().map(|n| n.url.clone()).collect(),
             ..Matrix::default()
         };
         let began = Instant::now();

@@ -23,7 +23,7 @@ use super::probe;
 use super::remote::{RemoteConfig, RemoteServer, Watch};
 use super::sentinel;
 use super::sharded::{self, Member};
-use super::ssh::{Ssh, SshOptions, SshTarget};
+use super::ssh::{NodeEntry, Ssh, SshOptions, SshTarget};
 use super::{ClusterSpec, Topology};
 
 /// The first port of the lock's servers on the hosts when no base port is given; node i
@@ -99,7 +99,11 @@ pub async fn start(
         key: spec.ssh_key.clone(),
         dir: hosts.ssh_dir.clone().map(|(d, _)| d).unwrap_or_default(),
     };
-    if let Some(key) = &spec.ssh_key {
+    for key in spec
+        .ssh_key
+        .iter()
+        .chain(spec.hosts.iter().flat_map(|t| &t.ssh_key))
+    {
         if !key.is_file() {
             return Err(ClusterError::InvalidSpec(format!(
                 "the SSH key {} is not a file",
@@ -162,7 +166,7 @@ pub async fn start(
             persistence: spec.persistence,
             replica_of,
             fake_clock: preload.clone(),
-            binary: server_binary(spec),
+            binary: server_binary(spec, ssh),
             sentinel: None,
             cluster_node_timeout_ms: cluster_mode.then_some(super::CLUSTER_NODE_TIMEOUT_MS),
         })
@@ -260,10 +264,13 @@ async fn form_cluster(hosts: &Hosts, shards: usize, password: &str) -> Result<()
 }
 
 /// `redis-server` on the hosts: `--redis-server`, else the host's PATH.
-fn server_binary(spec: &ClusterSpec) -> String {
-    spec.redis_server
-        .as_ref()
-        .map(|p| p.display().to_string())
+/// The redis-server program on the host of `ssh`: the host's own setting, else the run's,
+/// else the one on its PATH.
+fn server_binary(spec: &ClusterSpec, ssh: &Ssh) -> String {
+    ssh.target()
+        .redis_server
+        .clone()
+        .or_else(|| spec.redis_server.as_ref().map(|p| p.display().to_string()))
         .unwrap_or_else(|| "redis-server".into())
 }
 
@@ -284,13 +291,14 @@ async fn start_sentinels(
         .first()
         .map(|s| (s.host().to_string(), s.port()))
         .ok_or_else(|| ClusterError::InvalidSpec("no primary".into()))?;
-    // `redis-sentinel` if given, else the hosts' redis-server in sentinel mode (the same
+    // `redis-sentinel` if given, else each host's redis-server in sentinel mode (the same
     // program: Debian packages the name apart).
-    let binary = spec
-        .redis_sentinel
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| server_binary(spec));
+    let binary = |ssh: &Ssh| {
+        spec.redis_sentinel
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| server_binary(spec, ssh))
+    };
     let mut members = Vec::with_capacity(super::SENTINELS);
     for i in 0..super::SENTINELS {
         let index = first + i;
@@ -315,7 +323,7 @@ async fn start_sentinels(
             persistence: false,
             replica_of: None,
             fake_clock: None,
-            binary: binary.clone(),
+            binary: binary(ssh),
             cluster_node_timeout_ms: None,
             sentinel: Some(Watch {
                 id: id.clone(),
@@ -785,6 +793,6 @@ fn token(len: usize) -> String {
 }
 
 /// For messages and tests: parses `ssh://` URLs, naming the one that is wrong.
-pub fn parse_targets(urls: &[String]) -> Result<Vec<SshTarget>, ClusterError> {
-    urls.iter().map(|u| SshTarget::parse(u)).collect()
+pub fn parse_targets(nodes: &[NodeEntry]) -> Result<Vec<SshTarget>, ClusterError> {
+    nodes.iter().map(NodeEntry::target).collect()
 }

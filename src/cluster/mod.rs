@@ -63,7 +63,7 @@ pub use registry::{
     unregister_child,
 };
 pub use sentinel::MASTER_NAME;
-pub use ssh::SshTarget;
+pub use ssh::{NodeEntry, SshTarget};
 
 use hosts::Hosts;
 use instance::Instance;

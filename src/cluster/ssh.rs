@@ -23,13 +23,111 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one multiplexed command may take (a `kill`, a `cat >`, an `rm`).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// `ssh://[user@]host[:port]`: where a node runs.
+/// `ssh://[user@]host[:port]`: where a node runs, and the settings of that host's own.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SshTarget {
     pub user: Option<String>,
     /// A name or an IPv4 address (what the workers connect to as well).
     pub host: String,
     pub port: Option<u16>,
+    /// The private key for this host (instead of the run's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_key: Option<PathBuf>,
+    /// The redis-server program on this host (instead of the run's, or PATH's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_server: Option<String>,
+}
+
+/// One entry of a workload's `nodes`: a URL, or a table with the URL and settings of that
+/// host's own (`{ url = "ssh://root@n2", ssh_key = "keys/n2", redis_server = "/opt/redis/bin/redis-server" }`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeEntry {
+    pub url: String,
+    pub ssh_key: Option<PathBuf>,
+    pub redis_server: Option<String>,
+}
+
+/// The table form of a [`NodeEntry`], read with serde's own messages for unknown or
+/// mistyped fields.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeTable {
+    url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ssh_key: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    redis_server: Option<String>,
+}
+
+impl From<String> for NodeEntry {
+    fn from(url: String) -> NodeEntry {
+        NodeEntry {
+            url,
+            ssh_key: None,
+            redis_server: None,
+        }
+    }
+}
+
+impl From<&str> for NodeEntry {
+    fn from(url: &str) -> NodeEntry {
+        NodeEntry::from(url.to_string())
+    }
+}
+
+impl NodeEntry {
+    /// The target it names, with its settings.
+    pub fn target(&self) -> Result<SshTarget, ClusterError> {
+        let mut target = SshTarget::parse(&self.url)?;
+        target.ssh_key = self.ssh_key.clone();
+        target.redis_server = self.redis_server.clone();
+        Ok(target)
+    }
+}
+
+impl serde::Serialize for NodeEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.ssh_key.is_none() && self.redis_server.is_none() {
+            return s.serialize_str(&self.url);
+        }
+        NodeTable {
+            url: self.url.clone(),
+            ssh_key: self.ssh_key.clone(),
+            redis_server: self.redis_server.clone(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for NodeEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entry;
+        impl<'de> serde::de::Visitor<'de> for Entry {
+            type Value = NodeEntry;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(
+                    "an ssh:// URL, or a table with `url` and optionally `ssh_key`, `redis_server`",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, url: &str) -> Result<NodeEntry, E> {
+                Ok(NodeEntry::from(url))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<NodeEntry, A::Error> {
+                let t: NodeTable = serde::Deserialize::deserialize(
+                    serde::de::value::MapAccessDeserializer::new(map),
+                )?;
+                Ok(NodeEntry {
+                    url: t.url,
+                    ssh_key: t.ssh_key,
+                    redis_server: t.redis_server,
+                })
+            }
+        }
+        d.deserialize_any(Entry)
+    }
 }
 
 impl SshTarget {
@@ -75,6 +173,8 @@ impl SshTarget {
             user,
             host: host.to_string(),
             port,
+            ssh_key: None,
+            redis_server: None,
         })
     }
 
@@ -369,7 +469,7 @@ fn base_command(target: &SshTarget, options: &SshOptions, socket: &Path) -> Comm
         .arg(format!("UserKnownHostsFile={}", known_hosts.display()));
     cmd.arg("-o")
         .arg(format!("ControlPath={}", socket.display()));
-    if let Some(key) = &options.key {
+    if let Some(key) = target.ssh_key.as_ref().or(options.key.as_ref()) {
         cmd.arg("-o").arg("IdentitiesOnly=yes").arg("-i").arg(key);
     }
     if let Some(port) = target.port {

@@ -6,6 +6,7 @@ pub mod builtin;
 pub mod client;
 pub mod controls;
 pub mod expect;
+pub mod inventory;
 pub mod resource;
 pub mod sink;
 pub mod spec;

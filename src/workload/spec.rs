@@ -157,7 +157,7 @@ pub struct WorkloadSpec {
     /// (node i on host i mod hosts); empty: this machine. README, "Auditing a deployment
     /// on several hosts".
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub nodes: Vec<String>,
+    pub nodes: Vec<crate::cluster::NodeEntry>,
     /// The private key for `nodes` (default: ssh's own keys and agent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ssh_key: Option<PathBuf>,

@@ -1,0 +1,105 @@
+//! A hosts file (`--hosts FILE`): the deployment's hosts apart from any workload, so that one
+//! inventory serves `run` and every cell of an `audit`, as Jepsen's nodes file does.
+//!
+//! ```toml
+//! ssh_key = "keys/audit"          # for every host without its own
+//! remote_dir = "/var/tmp"
+//! nodes = [
+//!   "ssh://root@10.0.0.11",
+//!   { url = "ssh://admin@10.0.0.12:2222", ssh_key = "keys/n2", redis_server = "/opt/redis/bin/redis-server" },
+//! ]
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::cluster::NodeEntry;
+use crate::tomlfile::{self, FileError};
+
+/// The hosts, and what their connections share.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    pub nodes: Vec<NodeEntry>,
+    #[serde(default)]
+    pub ssh_key: Option<PathBuf>,
+    #[serde(default)]
+    pub remote_dir: Option<PathBuf>,
+}
+
+impl Inventory {
+    /// Reads and checks a hosts file; errors name the file, the line and the field.
+    pub fn from_file(path: &Path) -> Result<Inventory, FileError> {
+        let inventory: Inventory = tomlfile::read(path)?;
+        inventory.check(&path.display().to_string())?;
+        Ok(inventory)
+    }
+
+    fn check(&self, name: &str) -> Result<(), FileError> {
+        if self.nodes.is_empty() {
+            return Err(FileError::whole(name, "field `nodes`: no host"));
+        }
+        crate::cluster::parse_targets(&self.nodes)
+            .map_err(|e| FileError::whole(name, format!("field `nodes`: {e}")))?;
+        let keys = self
+            .ssh_key
+            .iter()
+            .chain(self.nodes.iter().flat_map(|n| &n.ssh_key));
+        for key in keys {
+            if !key.is_file() {
+                return Err(FileError::whole(
+                    name,
+                    format!("field `ssh_key`: {} is not a file", key.display()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Inventory, FileError> {
+        let inventory: Inventory = tomlfile::parse(text, "hosts.toml")?;
+        inventory.check("hosts.toml")?;
+        Ok(inventory)
+    }
+
+    #[test]
+    fn hosts_are_urls_or_tables_with_settings_of_their_own() {
+        let inventory = parse(
+            "ssh_key = \"/etc/hostname\"\nnodes = [\n  \"ssh://root@10.77.0.2\",\n  \
+             { url = \"ssh://db:2222\", ssh_key = \"/etc/hosts\", redis_server = \"/opt/redis-server\" },\n]\n",
+        )
+        .unwrap();
+        let targets = crate::cluster::parse_targets(&inventory.nodes).unwrap();
+        assert_eq!(targets[0].host, "10.77.0.2");
+        assert_eq!(targets[0].ssh_key, None);
+        assert_eq!(targets[1].port, Some(2222));
+        assert_eq!(targets[1].ssh_key, Some(PathBuf::from("/etc/hosts")));
+        assert_eq!(
+            targets[1].redis_server.as_deref(),
+            Some("/opt/redis-server")
+        );
+    }
+
+    #[test]
+    fn a_bad_hosts_file_names_its_line_and_field() {
+        let err = parse("nodes = [\n  { url = \"ssh://n1\", redis = \"x\" },\n]\n").unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
+        assert!(err.to_string().contains("redis"), "{err}");
+        let err = parse("nodes = []\n").unwrap_err();
+        assert!(err.to_string().contains("no host"), "{err}");
+        let err = parse("nodes = [\"root@n1\"]\n").unwrap_err();
+        assert!(err.to_string().contains("field `nodes`"), "{err}");
+        assert!(err.to_string().contains("root@n1"), "{err}");
+        let err =
+            parse("nodes = [{ url = \"ssh://n1\", ssh_key = \"/nonexistent/k\" }]\n").unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/k"), "{err}");
+        let err = parse("nodes = [\"ssh://n1\"]\nport = 3\n").unwrap_err();
+        assert!(err.to_string().contains("port"), "{err}");
+    }
+}
