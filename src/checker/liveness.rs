@@ -266,20 +266,25 @@ pub fn check(
     let (history_start, history_end) = history.time_span();
 
     // Gather, per key, what blocked it and every attempt to acquire it.
-    let mut blocks: Vec<Vec<Block>> = vec![Vec::new(); keys];
-    let mut attempts: Vec<Vec<Attempt>> = vec![Vec::new(); keys];
+    // One list each for every key, grouped by key below: a list per key would cost an
+    // allocation per key (a history may have a million keys with a few events each).
+    let mut gathered_blocks: Vec<(KeyId, Block)> = Vec::with_capacity(names.holds.holds.len());
+    let mut gathered_attempts: Vec<(KeyId, Attempt)> = Vec::new();
     let mut longest_lease: Vec<Option<i64>> = vec![lease_floor_ms; keys];
     let mut stats: Vec<KeyStats> = vec![KeyStats::default(); keys];
     for hold in &names.holds.holds {
         let (free, freed) = free_from(hold);
-        blocks[hold.key as usize].push(Block {
-            // The acquisition may have taken effect as early as its invoke.
-            start: hold.acquire_invoke,
-            start_index: hold.acquire_invoke_index,
-            uncertain: false,
-            free_from: free.max(hold.acquire_invoke),
-            freed,
-        });
+        gathered_blocks.push((
+            hold.key,
+            Block {
+                // The acquisition may have taken effect as early as its invoke.
+                start: hold.acquire_invoke,
+                start_index: hold.acquire_invoke_index,
+                uncertain: false,
+                free_from: free.max(hold.acquire_invoke),
+                freed,
+            },
+        ));
         let stat = &mut stats[hold.key as usize];
         stat.holds += 1;
         if let Some(lease_end) = hold.lease_end {
@@ -309,16 +314,19 @@ pub fn check(
             let longest = &mut longest_lease[op.key as usize];
             *longest = Some(longest.map_or(ms, |l| l.max(ms)));
         }
-        attempts[op.key as usize].push(Attempt {
-            process: op.process,
-            invoke,
-            invoke_index,
-            completion: op.time,
-            completion_index: op.index,
-            ty: op.ty,
-            flags: invoke_flags,
-            began,
-        });
+        gathered_attempts.push((
+            op.key,
+            Attempt {
+                process: op.process,
+                invoke,
+                invoke_index,
+                completion: op.time,
+                completion_index: op.index,
+                ty: op.ty,
+                flags: invoke_flags,
+                began,
+            },
+        ));
     }
     let faults = server_faults(history);
     for uncertain in &names.holds.uncertain_acquires {
@@ -354,37 +362,47 @@ pub fn check(
                 )
             }
         };
-        blocks[key].push(Block {
-            start: uncertain.invoke,
-            start_index: uncertain.invoke_index,
-            uncertain: true,
-            free_from: freed.0.max(uncertain.invoke),
-            freed: freed.1,
-        });
+        gathered_blocks.push((
+            uncertain.key,
+            Block {
+                start: uncertain.invoke,
+                start_index: uncertain.invoke_index,
+                uncertain: true,
+                free_from: freed.0.max(uncertain.invoke),
+                freed: freed.1,
+            },
+        ));
     }
+    // Grouped by key, each key's in the order gathered (attempts: by completion).
+    let (mut blocks, block_counts) = group_by_key(&gathered_blocks, keys);
+    drop(gathered_blocks);
+    let (attempts, attempt_counts) = group_by_key(&gathered_attempts, keys);
+    drop(gathered_attempts);
 
     // Each process's successful acquisitions of any key, in time order: a process that gets
     // somewhere is not starving, so they break its runs of failures.
     // (time, index): one process's events are in that order in the file, so it places an
     // acquisition between two attempts even when all three share a nanosecond.
     let mut progress: HashMap<ProcessId, Vec<(i64, u32)>> = Default::default();
-    for key_attempts in &attempts {
-        for a in key_attempts.iter().filter(|a| a.ty == OpType::Ok) {
-            progress
-                .entry(a.process)
-                .or_default()
-                .push((a.completion, a.completion_index));
-        }
+    for a in attempts.iter().filter(|a| a.ty == OpType::Ok) {
+        progress
+            .entry(a.process)
+            .or_default()
+            .push((a.completion, a.completion_index));
     }
     for times in progress.values_mut() {
         times.sort_unstable();
     }
 
     let mut waits: Vec<Vec<Wait>> = Vec::with_capacity(keys);
+    let (mut block_at, mut attempt_at) = (0, 0);
     for key in 0..keys {
-        let key_blocks = &mut blocks[key];
+        let key_blocks = &mut blocks[block_at..block_at + block_counts[key] as usize];
+        block_at += key_blocks.len();
+        // Stable: ties in the order gathered, holds first.
         key_blocks.sort_by_key(|b| b.start);
-        let key_attempts = &attempts[key];
+        let key_attempts = &attempts[attempt_at..attempt_at + attempt_counts[key] as usize];
+        attempt_at += key_attempts.len();
         // A key nobody ever acquired gives no ground either way: not judged.
         if stats[key].holds > 0 {
             unavailable(
@@ -409,6 +427,29 @@ pub fn check(
         ));
     }
     (stats, waits)
+}
+
+/// `items` grouped by key (a counting sort: stable, no comparisons), and how many each of
+/// the `keys` keys has.
+fn group_by_key<T: Copy>(items: &[(KeyId, T)], keys: usize) -> (Vec<T>, Vec<u32>) {
+    let mut counts = vec![0u32; keys];
+    for (key, _) in items {
+        counts[*key as usize] += 1;
+    }
+    let mut next = Vec::with_capacity(keys);
+    let mut at = 0u32;
+    for &count in &counts {
+        next.push(at);
+        at += count;
+    }
+    let mut order = vec![0u32; items.len()];
+    for (i, (key, _)) in items.iter().enumerate() {
+        let slot = &mut next[*key as usize];
+        order[*slot as usize] = i as u32;
+        *slot += 1;
+    }
+    let grouped = order.iter().map(|&i| items[i as usize].1).collect();
+    (grouped, counts)
 }
 
 #[allow(clippy::too_many_arguments)]
