@@ -266,15 +266,22 @@ pub fn check(
     let (history_start, history_end) = history.time_span();
 
     // Gather, per key, what blocked it and every attempt to acquire it.
-    // One list each for every key, grouped by key below: a list per key would cost an
-    // allocation per key (a history may have a million keys with a few events each).
-    let mut gathered_blocks: Vec<(KeyId, Block)> = Vec::with_capacity(names.holds.holds.len());
-    let mut gathered_attempts: Vec<(KeyId, Attempt)> = Vec::new();
+    // One list each for every key, grouped by key as it is filled: a list per key would
+    // cost an allocation per key (a history may have a million keys with a few events
+    // each), and gathering first then grouping would hold two copies.
+    let mut block_counts = vec![0u32; keys];
+    for key in (names.holds.holds.iter().map(|h| h.key))
+        .chain(names.holds.uncertain_acquires.iter().map(|u| u.key))
+    {
+        block_counts[key as usize] += 1;
+    }
+    let mut blocks = Grouped::new(block_counts, NO_BLOCK);
+    let mut attempts = Grouped::new(attempt_counts(history), NO_ATTEMPT);
     let mut longest_lease: Vec<Option<i64>> = vec![lease_floor_ms; keys];
     let mut stats: Vec<KeyStats> = vec![KeyStats::default(); keys];
     for hold in &names.holds.holds {
         let (free, freed) = free_from(hold);
-        gathered_blocks.push((
+        blocks.put(
             hold.key,
             Block {
                 // The acquisition may have taken effect as early as its invoke.
@@ -284,7 +291,7 @@ pub fn check(
                 free_from: free.max(hold.acquire_invoke),
                 freed,
             },
-        ));
+        );
         let stat = &mut stats[hold.key as usize];
         stat.holds += 1;
         if let Some(lease_end) = hold.lease_end {
@@ -314,7 +321,7 @@ pub fn check(
             let longest = &mut longest_lease[op.key as usize];
             *longest = Some(longest.map_or(ms, |l| l.max(ms)));
         }
-        gathered_attempts.push((
+        attempts.put(
             op.key,
             Attempt {
                 process: op.process,
@@ -326,7 +333,7 @@ pub fn check(
                 flags: invoke_flags,
                 began,
             },
-        ));
+        );
     }
     let faults = server_faults(history);
     for uncertain in &names.holds.uncertain_acquires {
@@ -362,7 +369,7 @@ pub fn check(
                 )
             }
         };
-        gathered_blocks.push((
+        blocks.put(
             uncertain.key,
             Block {
                 start: uncertain.invoke,
@@ -371,13 +378,19 @@ pub fn check(
                 free_from: freed.0.max(uncertain.invoke),
                 freed: freed.1,
             },
-        ));
+        );
     }
-    // Grouped by key, each key's in the order gathered (attempts: by completion).
-    let (mut blocks, block_counts) = group_by_key(&gathered_blocks, keys);
-    drop(gathered_blocks);
-    let (attempts, attempt_counts) = group_by_key(&gathered_attempts, keys);
-    drop(gathered_attempts);
+    // Each key's in the order put (attempts: by completion).
+    let Grouped {
+        items: mut blocks,
+        counts: block_counts,
+        ..
+    } = blocks;
+    let Grouped {
+        items: attempts,
+        counts: attempt_counts,
+        ..
+    } = attempts;
 
     // Each process's successful acquisitions of any key, in time order: a process that gets
     // somewhere is not starving, so they break its runs of failures.
@@ -429,27 +442,74 @@ pub fn check(
     (stats, waits)
 }
 
-/// `items` grouped by key (a counting sort: stable, no comparisons), and how many each of
-/// the `keys` keys has.
-fn group_by_key<T: Copy>(items: &[(KeyId, T)], keys: usize) -> (Vec<T>, Vec<u32>) {
-    let mut counts = vec![0u32; keys];
-    for (key, _) in items {
-        counts[*key as usize] += 1;
+/// A list grouped by key, filled in one pass once each key's count is known: key `k`'s items
+/// lie after those of the keys before it, in the order they were put.
+struct Grouped<T> {
+    items: Vec<T>,
+    counts: Vec<u32>,
+    /// Where each key's next item goes.
+    next: Vec<u32>,
+}
+
+impl<T: Copy> Grouped<T> {
+    /// Room for `counts[k]` items of each key `k`, `filler` until they are put.
+    fn new(counts: Vec<u32>, filler: T) -> Self {
+        let mut next = Vec::with_capacity(counts.len());
+        let mut at = 0u32;
+        for &count in &counts {
+            next.push(at);
+            at += count;
+        }
+        Grouped {
+            items: vec![filler; at as usize],
+            counts,
+            next,
+        }
     }
-    let mut next = Vec::with_capacity(keys);
-    let mut at = 0u32;
-    for &count in &counts {
-        next.push(at);
-        at += count;
-    }
-    let mut order = vec![0u32; items.len()];
-    for (i, (key, _)) in items.iter().enumerate() {
-        let slot = &mut next[*key as usize];
-        order[*slot as usize] = i as u32;
+
+    fn put(&mut self, key: KeyId, item: T) {
+        let slot = &mut self.next[key as usize];
+        self.items[*slot as usize] = item;
         *slot += 1;
     }
-    let grouped = order.iter().map(|&i| items[i as usize].1).collect();
-    (grouped, counts)
+}
+
+const NO_BLOCK: Block = Block {
+    start: 0,
+    start_index: 0,
+    uncertain: false,
+    free_from: 0,
+    freed: Freed::Never,
+};
+
+const NO_ATTEMPT: Attempt = Attempt {
+    process: 0,
+    invoke: 0,
+    invoke_index: 0,
+    completion: 0,
+    completion_index: 0,
+    ty: OpType::Invoke,
+    flags: 0,
+    began: false,
+};
+
+/// How many attempts `check` gathers per key: the completions of client acquires whose
+/// invoke came before them.
+fn attempt_counts(history: &crate::history::History) -> Vec<u32> {
+    let mut counts = vec![0u32; history.keys.len()];
+    let mut invoked = vec![false; history.processes.len()];
+    for op in &history.ops {
+        if op.f != OpF::Acquire || !op.is_client() {
+            continue;
+        }
+        let pending = &mut invoked[op.process as usize];
+        if op.ty == OpType::Invoke {
+            *pending = true;
+        } else if std::mem::take(pending) {
+            counts[op.key as usize] += 1;
+        }
+    }
+    counts
 }
 
 #[allow(clippy::too_many_arguments)]
