@@ -521,6 +521,7 @@ fn synth_config(rng: &mut StdRng) -> SynthConfig {
         kill_prob: rng.random_range(0.0..0.03),
         info_prob: rng.random_range(0.0..0.05),
         reentrant_prob: rng.random_range(0.0..0.3),
+        reentrant_depth: 1,
         expire_prob: rng.random_range(0.0..0.1),
         shuffle_window_ns: if rng.random_bool(0.5) {
             0

@@ -84,6 +84,7 @@ fn configs() -> impl Strategy<Value = SynthConfig> {
             kill_prob,
             info_prob,
             reentrant_prob,
+            reentrant_depth: 1,
             expire_prob,
             shuffle_window_ns,
             latency_ns: (latency_max / 10, latency_max),

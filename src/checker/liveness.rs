@@ -266,20 +266,32 @@ pub fn check(
     let (history_start, history_end) = history.time_span();
 
     // Gather, per key, what blocked it and every attempt to acquire it.
-    let mut blocks: Vec<Vec<Block>> = vec![Vec::new(); keys];
-    let mut attempts: Vec<Vec<Attempt>> = vec![Vec::new(); keys];
+    // One list each for every key, grouped by key as it is filled: a list per key would
+    // cost an allocation per key (a history may have a million keys with a few events
+    // each), and gathering first then grouping would hold two copies.
+    let mut block_counts = vec![0u32; keys];
+    for key in (names.holds.holds.iter().map(|h| h.key))
+        .chain(names.holds.uncertain_acquires.iter().map(|u| u.key))
+    {
+        block_counts[key as usize] += 1;
+    }
+    let mut blocks = Grouped::new(block_counts, NO_BLOCK);
+    let mut attempts = Grouped::new(attempt_counts(history), NO_ATTEMPT);
     let mut longest_lease: Vec<Option<i64>> = vec![lease_floor_ms; keys];
     let mut stats: Vec<KeyStats> = vec![KeyStats::default(); keys];
     for hold in &names.holds.holds {
         let (free, freed) = free_from(hold);
-        blocks[hold.key as usize].push(Block {
-            // The acquisition may have taken effect as early as its invoke.
-            start: hold.acquire_invoke,
-            start_index: hold.acquire_invoke_index,
-            uncertain: false,
-            free_from: free.max(hold.acquire_invoke),
-            freed,
-        });
+        blocks.put(
+            hold.key,
+            Block {
+                // The acquisition may have taken effect as early as its invoke.
+                start: hold.acquire_invoke,
+                start_index: hold.acquire_invoke_index,
+                uncertain: false,
+                free_from: free.max(hold.acquire_invoke),
+                freed,
+            },
+        );
         let stat = &mut stats[hold.key as usize];
         stat.holds += 1;
         if let Some(lease_end) = hold.lease_end {
@@ -309,16 +321,19 @@ pub fn check(
             let longest = &mut longest_lease[op.key as usize];
             *longest = Some(longest.map_or(ms, |l| l.max(ms)));
         }
-        attempts[op.key as usize].push(Attempt {
-            process: op.process,
-            invoke,
-            invoke_index,
-            completion: op.time,
-            completion_index: op.index,
-            ty: op.ty,
-            flags: invoke_flags,
-            began,
-        });
+        attempts.put(
+            op.key,
+            Attempt {
+                process: op.process,
+                invoke,
+                invoke_index,
+                completion: op.time,
+                completion_index: op.index,
+                ty: op.ty,
+                flags: invoke_flags,
+                began,
+            },
+        );
     }
     let faults = server_faults(history);
     for uncertain in &names.holds.uncertain_acquires {
@@ -354,37 +369,53 @@ pub fn check(
                 )
             }
         };
-        blocks[key].push(Block {
-            start: uncertain.invoke,
-            start_index: uncertain.invoke_index,
-            uncertain: true,
-            free_from: freed.0.max(uncertain.invoke),
-            freed: freed.1,
-        });
+        blocks.put(
+            uncertain.key,
+            Block {
+                start: uncertain.invoke,
+                start_index: uncertain.invoke_index,
+                uncertain: true,
+                free_from: freed.0.max(uncertain.invoke),
+                freed: freed.1,
+            },
+        );
     }
+    // Each key's in the order put (attempts: by completion).
+    let Grouped {
+        items: mut blocks,
+        counts: block_counts,
+        ..
+    } = blocks;
+    let Grouped {
+        items: attempts,
+        counts: attempt_counts,
+        ..
+    } = attempts;
 
     // Each process's successful acquisitions of any key, in time order: a process that gets
     // somewhere is not starving, so they break its runs of failures.
     // (time, index): one process's events are in that order in the file, so it places an
     // acquisition between two attempts even when all three share a nanosecond.
     let mut progress: HashMap<ProcessId, Vec<(i64, u32)>> = Default::default();
-    for key_attempts in &attempts {
-        for a in key_attempts.iter().filter(|a| a.ty == OpType::Ok) {
-            progress
-                .entry(a.process)
-                .or_default()
-                .push((a.completion, a.completion_index));
-        }
+    for a in attempts.iter().filter(|a| a.ty == OpType::Ok) {
+        progress
+            .entry(a.process)
+            .or_default()
+            .push((a.completion, a.completion_index));
     }
     for times in progress.values_mut() {
         times.sort_unstable();
     }
 
     let mut waits: Vec<Vec<Wait>> = Vec::with_capacity(keys);
+    let (mut block_at, mut attempt_at) = (0, 0);
     for key in 0..keys {
-        let key_blocks = &mut blocks[key];
+        let key_blocks = &mut blocks[block_at..block_at + block_counts[key] as usize];
+        block_at += key_blocks.len();
+        // Stable: ties in the order gathered, holds first.
         key_blocks.sort_by_key(|b| b.start);
-        let key_attempts = &attempts[key];
+        let key_attempts = &attempts[attempt_at..attempt_at + attempt_counts[key] as usize];
+        attempt_at += key_attempts.len();
         // A key nobody ever acquired gives no ground either way: not judged.
         if stats[key].holds > 0 {
             unavailable(
@@ -409,6 +440,76 @@ pub fn check(
         ));
     }
     (stats, waits)
+}
+
+/// A list grouped by key, filled in one pass once each key's count is known: key `k`'s items
+/// lie after those of the keys before it, in the order they were put.
+struct Grouped<T> {
+    items: Vec<T>,
+    counts: Vec<u32>,
+    /// Where each key's next item goes.
+    next: Vec<u32>,
+}
+
+impl<T: Copy> Grouped<T> {
+    /// Room for `counts[k]` items of each key `k`, `filler` until they are put.
+    fn new(counts: Vec<u32>, filler: T) -> Self {
+        let mut next = Vec::with_capacity(counts.len());
+        let mut at = 0u32;
+        for &count in &counts {
+            next.push(at);
+            at += count;
+        }
+        Grouped {
+            items: vec![filler; at as usize],
+            counts,
+            next,
+        }
+    }
+
+    fn put(&mut self, key: KeyId, item: T) {
+        let slot = &mut self.next[key as usize];
+        self.items[*slot as usize] = item;
+        *slot += 1;
+    }
+}
+
+const NO_BLOCK: Block = Block {
+    start: 0,
+    start_index: 0,
+    uncertain: false,
+    free_from: 0,
+    freed: Freed::Never,
+};
+
+const NO_ATTEMPT: Attempt = Attempt {
+    process: 0,
+    invoke: 0,
+    invoke_index: 0,
+    completion: 0,
+    completion_index: 0,
+    ty: OpType::Invoke,
+    flags: 0,
+    began: false,
+};
+
+/// How many attempts `check` gathers per key: the completions of client acquires whose
+/// invoke came before them.
+fn attempt_counts(history: &crate::history::History) -> Vec<u32> {
+    let mut counts = vec![0u32; history.keys.len()];
+    let mut invoked = vec![false; history.processes.len()];
+    for op in &history.ops {
+        if op.f != OpF::Acquire || !op.is_client() {
+            continue;
+        }
+        let pending = &mut invoked[op.process as usize];
+        if op.ty == OpType::Invoke {
+            *pending = true;
+        } else if std::mem::take(pending) {
+            counts[op.key as usize] += 1;
+        }
+    }
+    counts
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -22,15 +22,15 @@ use super::findings::{Findings, Names};
 #[derive(Debug, Default)]
 struct Counter {
     is_counter: bool,
-    seen: bool,
     /// The first read's value, if it was invoked before any write.
     initial: Option<i64>,
     first_write_invoke: Option<i64>,
-    /// Acknowledged writes: (value, ok index, process, ok time).
-    acked: Vec<(i64, u32, ProcessId, i64)>,
-    /// Reads that returned: (invoke time, completion time, value, index).
-    reads: Vec<(i64, i64, i64, u32)>,
 }
+
+/// An acknowledged write: (value, ok index, process, ok time).
+type Acked = (i64, u32, ProcessId, i64);
+/// A read that returned: (invoke time, completion time, value, index).
+type Read = (i64, i64, i64, u32);
 
 /// Returns (keys checked as counters, keys skipped).
 pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
@@ -44,12 +44,15 @@ pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
     // Per process: its pending op's invoke (time, value) and its last read per key.
     let mut invoked: Vec<Option<(i64, Option<i64>)>> = vec![None; history.processes.len()];
     let mut last_read: HashMap<(ProcessId, KeyId), i64> = HashMap::default();
+    // Every key's writes and reads in one list each, grouped by key afterwards: a list per
+    // key would cost an allocation per key (a million keys, each read once at the end).
+    let mut acked: Vec<(KeyId, Acked)> = Vec::new();
+    let mut reads: Vec<(KeyId, Read)> = Vec::new();
     for op in &history.ops {
         if !matches!(op.f, OpF::Read | OpF::Write) {
             continue;
         }
         let counter = &mut counters[op.key as usize];
-        counter.seen = true;
         if op.flags & flags::OTHER_VALUE != 0 {
             counter.is_counter = false;
         }
@@ -80,7 +83,7 @@ pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
                 {
                     counter.initial = Some(v);
                 }
-                counter.reads.push((invoke_time, op.time, v, op.index));
+                reads.push((op.key, (invoke_time, op.time, v, op.index)));
                 last_read.insert((op.process, op.key), v);
             }
             (OpF::Write, OpType::Ok) => {
@@ -91,43 +94,59 @@ pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
                 if last_read.get(&(op.process, op.key)) != Some(&(v - 1)) {
                     counter.is_counter = false;
                 }
-                counter.acked.push((v, op.index, op.process, op.time));
+                acked.push((op.key, (v, op.index, op.process, op.time)));
             }
             _ => {}
         }
     }
 
+    // By key, and within a key in the order `lost_updates` wants (writes by value).
+    acked.sort_unstable();
+    reads.sort_unstable_by_key(|&(key, _)| key);
     let (mut checked, mut skipped) = (0, 0);
-    for (key, counter) in counters.iter_mut().enumerate() {
-        if !counter.seen || counter.acked.is_empty() {
-            continue;
-        }
+    let mut key_reads = reads.as_slice();
+    for writes in acked.chunk_by(|a, b| a.0 == b.0) {
+        let key = writes[0].0;
+        let counter = &counters[key as usize];
         if !counter.is_counter {
             skipped += 1;
             continue;
         }
         checked += 1;
-        lost_updates(names, key as KeyId, counter, findings);
+        let from = key_reads.partition_point(|r| r.0 < key);
+        key_reads = &key_reads[from..];
+        let to = key_reads.partition_point(|r| r.0 == key);
+        lost_updates(names, key, counter, writes, &key_reads[..to], findings);
     }
     (checked, skipped)
 }
 
-fn lost_updates(names: &Names, key: KeyId, counter: &mut Counter, findings: &mut Findings) {
+/// `acked_writes`: the key's acknowledged writes, sorted; `reads`: its reads that returned
+/// (each with the key).
+fn lost_updates(
+    names: &Names,
+    key: KeyId,
+    counter: &Counter,
+    acked_writes: &[(KeyId, Acked)],
+    reads: &[(KeyId, Read)],
+    findings: &mut Findings,
+) {
     let key_name = names.history.key_name(key);
     let initial = counter.initial.unwrap_or(0);
-    let acked = counter.acked.len() as i64;
-    let last_ack = counter.acked.iter().map(|w| w.3).max().unwrap_or(i64::MIN);
-    // The final read: the last one invoked after every acknowledged write had completed.
-    let final_read = counter
-        .reads
+    let acked = acked_writes.len() as i64;
+    let last_ack = acked_writes
         .iter()
+        .map(|w| w.1 .3)
+        .max()
+        .unwrap_or(i64::MIN);
+    // The final read: the last one invoked after every acknowledged write had completed.
+    let final_read = reads
+        .iter()
+        .map(|r| r.1)
         .filter(|r| r.0 > last_ack)
-        .max_by_key(|r| (r.1, r.3))
-        .copied();
-    counter.acked.sort_unstable();
-    let duplicated: Vec<&[(i64, u32, ProcessId, i64)]> = counter
-        .acked
-        .chunk_by(|a, b| a.0 == b.0)
+        .max_by_key(|r| (r.1, r.3));
+    let duplicated: Vec<&[(KeyId, Acked)]> = acked_writes
+        .chunk_by(|a, b| a.1 .0 == b.1 .0)
         .filter(|group| group.len() > 1)
         .collect();
     let missing = final_read.map_or(0, |r| initial.saturating_add(acked).saturating_sub(r.2));
@@ -139,8 +158,8 @@ fn lost_updates(names: &Names, key: KeyId, counter: &mut Counter, findings: &mut
         let mut processes: Vec<u64> = Vec::new();
         for group in duplicated.iter().take(10) {
             for write in group.iter() {
-                indices.push(u64::from(write.1));
-                processes.push(names.process(write.2));
+                indices.push(u64::from(write.1 .1));
+                processes.push(names.process(write.1 .2));
             }
         }
         processes.sort_unstable();
@@ -159,8 +178,8 @@ fn lost_updates(names: &Names, key: KeyId, counter: &mut Counter, findings: &mut
                 .iter()
                 .take(3)
                 .map(|g| {
-                    let events: Vec<String> = g.iter().map(|w| w.1.to_string()).collect();
-                    format!("value {} by events {}", g[0].0, events.join(", "))
+                    let events: Vec<String> = g.iter().map(|w| w.1 .1.to_string()).collect();
+                    format!("value {} by events {}", g[0].1 .0, events.join(", "))
                 })
                 .collect();
             parts.push(format!(
@@ -169,7 +188,7 @@ fn lost_updates(names: &Names, key: KeyId, counter: &mut Counter, findings: &mut
                 examples.join("; ")
             ));
         }
-        let start = counter.acked.iter().map(|w| w.3).min().unwrap_or(0);
+        let start = acked_writes.iter().map(|w| w.1 .3).min().unwrap_or(0);
         let end = final_read.map_or(last_ack, |r| r.1);
         Anomaly {
             kind: "lost-update".into(),

@@ -85,7 +85,20 @@ pub fn read_jsonl<R: Read>(
                 }
             }
         }
-        while let Some(end) = memchr::memchr(b'\n', rest) {
+        loop {
+            // Most lines are in serde's layout: read where they lie, their end found by the
+            // scan itself rather than by searching for the newline first.
+            if let Some((event, end)) = fast_line::parse_canonical_prefix(rest) {
+                if rest.get(end) == Some(&b'\n') {
+                    line_no += 1;
+                    builder.push(line_no, &event)?;
+                    rest = &rest[end + 1..];
+                    continue;
+                }
+            }
+            let Some(end) = memchr::memchr(b'\n', rest) else {
+                break;
+            };
             line_no += 1;
             if let Flow::Stop = handle_line(&mut builder, source, line_no, &rest[..=end])? {
                 return Ok(builder.finish());

@@ -29,8 +29,11 @@ pub struct SynthConfig {
     pub kill_prob: f64,
     /// Probability that an acquire, or a hold's final release, ends `info` (a timeout).
     pub info_prob: f64,
-    /// Probability that a hold acquires the key again (nested) and releases it twice.
+    /// Probability that a hold acquires the key again (nested) and releases it as often.
     pub reentrant_prob: f64,
+    /// How many nested acquires such a hold makes (at least 1), each one level deeper, as
+    /// long as its lease leaves room for them (a renewing hold renews to make room).
+    pub reentrant_depth: u32,
     /// Probability that a holder outlives its lease (only with leases; no renewing, no
     /// nesting); its late renew and release fail, expected losses that are not anomalies.
     pub expire_prob: f64,
@@ -62,6 +65,7 @@ impl Default for SynthConfig {
             kill_prob: 0.005,
             info_prob: 0.01,
             reentrant_prob: 0.1,
+            reentrant_depth: 1,
             expire_prob: 0.02,
             shuffle_window_ns: 0,
             latency_ns: (50 * US, 2 * MS),

@@ -101,6 +101,8 @@ struct Slot {
     expiring: bool,
     expired_renewed: bool,
     work: u8,
+    /// Nested acquires still to make (`W_NESTED_ACQUIRE` is cleared when none is left).
+    nest_left: u32,
     read_value: Option<i64>,
     pending: Pending,
 }
@@ -110,6 +112,7 @@ impl Slot {
         self.count = 0;
         self.token = None;
         self.work = 0;
+        self.nest_left = 0;
         self.renewing = false;
         self.expiring = false;
         self.expired_renewed = false;
@@ -139,6 +142,7 @@ pub(super) struct Sim<S> {
     kill_prob: f64,
     info_prob: f64,
     reentrant_prob: f64,
+    reentrant_depth: u32,
     expire_prob: f64,
     latency: (i64, i64),
     gap: (i64, i64),
@@ -177,7 +181,8 @@ impl<S: FnMut(&Rec) -> io::Result<()>> Sim<S> {
                 ghost_until: i64::MIN,
                 next_token: 1,
                 value: None,
-                waiters: VecDeque::with_capacity(processes),
+                // Grown on demand: a million keys times the processes would not fit.
+                waiters: VecDeque::new(),
                 reserved: false,
             })
             .collect();
@@ -195,6 +200,7 @@ impl<S: FnMut(&Rec) -> io::Result<()>> Sim<S> {
                 expiring: false,
                 expired_renewed: false,
                 work: 0,
+                nest_left: 0,
                 read_value: None,
                 pending: NO_PENDING,
             })
@@ -225,6 +231,7 @@ impl<S: FnMut(&Rec) -> io::Result<()>> Sim<S> {
             },
             info_prob: config.info_prob,
             reentrant_prob: config.reentrant_prob,
+            reentrant_depth: config.reentrant_depth.max(1),
             expire_prob: config.expire_prob,
             latency,
             gap,
@@ -602,7 +609,10 @@ impl<S: FnMut(&Rec) -> io::Result<()>> Sim<S> {
         if work != 0 && room(t + sm) {
             let slot = &mut self.slots[s as usize];
             return if work & W_NESTED_ACQUIRE != 0 {
-                slot.work &= !W_NESTED_ACQUIRE;
+                slot.nest_left = slot.nest_left.saturating_sub(1);
+                if slot.nest_left == 0 {
+                    slot.work &= !W_NESTED_ACQUIRE;
+                }
                 self.invoke_acquire(s, t)
             } else if work & W_READ != 0 {
                 slot.work &= !W_READ;
@@ -729,6 +739,7 @@ impl<S: FnMut(&Rec) -> io::Result<()>> Sim<S> {
         slot.expiring = expiring;
         slot.expired_renewed = false;
         slot.work = work;
+        slot.nest_left = if reentrant { self.reentrant_depth } else { 0 };
         slot.read_value = None;
     }
 
