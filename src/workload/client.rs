@@ -216,7 +216,7 @@ impl Client {
         event.value = value;
         event.error = error;
         event.wall = Some(wall_ms());
-        self.events.send(event);
+        self.events.send(&event);
     }
 
     /// Waits `pause`, recording the lock library's notices as they come.

@@ -107,9 +107,10 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
     let writer = {
         let sink = sink.clone();
         async move {
+            let mut spare = Vec::new();
             loop {
                 sink.ready().await;
-                sink.write_out()?;
+                spare = sink.write_out(spare)?;
             }
             #[allow(unreachable_code)]
             Ok::<(), std::io::Error>(())
@@ -121,6 +122,6 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
         () = commands => {}
         () = all_done => {}
     }
-    sink.write_out()?;
+    sink.write_out(Vec::new())?;
     Ok(())
 }
