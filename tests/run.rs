@@ -905,3 +905,53 @@ fn a_run_whose_output_is_no_terminal_prints_progress_lines() {
     let verdict_at = stdout.find("recorded: ").expect("recorded line");
     assert!(progress_at < verdict_at, "{stdout}");
 }
+
+/// A worker's clients share one connection to the storage server; when it fails (here the
+/// server closes it), the next client to connect gets a new one instead of the dead one.
+#[test]
+fn a_failed_shared_storage_connection_is_replaced() {
+    use lockaudit::workload::resource::Storage;
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let spec = lockaudit::cluster::ClusterSpec::new(
+        lockaudit::cluster::Topology::Single,
+        dir.path().join("servers"),
+    );
+    let cluster = runtime.block_on(lockaudit::cluster::start(&spec)).unwrap();
+    let endpoints = cluster.endpoints();
+    runtime.block_on(async {
+        let storage = Storage::new(&endpoints.storage, endpoints.password.as_deref(), false);
+        let mut first = storage.resource().await.expect("connect");
+        let mut second = storage.resource().await.expect("the same connection");
+        first.write("lock:0", None, 7).await.expect("write");
+        assert_eq!(second.read("lock:0").await.expect("read"), Some(7));
+
+        // The server closes every client connection but the one asking.
+        let url = format!(
+            "redis://:{}@{}:{}",
+            endpoints.password.as_deref().unwrap_or_default(),
+            endpoints.storage.host,
+            endpoints.storage.port
+        );
+        let mut admin = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let killed: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .arg("SKIPME")
+            .arg("yes")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        assert_eq!(killed, 1, "the clients shared one connection");
+        assert!(first.read("lock:0").await.is_err());
+
+        let mut third = storage.resource().await.expect("a new connection");
+        assert_eq!(third.read("lock:0").await.expect("read again"), Some(7));
+    });
+    runtime.block_on(cluster.shutdown());
+}

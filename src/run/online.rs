@@ -32,16 +32,16 @@ pub struct Finished {
     pub late_events: u64,
 }
 
-/// The running checker: send it lines, then `finish`.
+/// The running checker: send it batches of lines, then `finish`.
 pub struct Online {
-    lines: Sender<String>,
+    lines: Sender<Vec<String>>,
     thread: JoinHandle<Finished>,
 }
 
 impl Online {
     /// Starts the thread; anomalies go to `found` as they are proven.
     pub fn start(source: &str, options: CheckOptions, found: UnboundedSender<Anomaly>) -> Self {
-        let (lines, received) = channel::<String>();
+        let (lines, received) = channel::<Vec<String>>();
         let mut checker = OnlineChecker::new(source, options);
         let thread = std::thread::spawn(move || {
             let mut interval = MIN_INTERVAL;
@@ -49,10 +49,13 @@ impl Online {
             loop {
                 let wait = interval.saturating_sub(last_check.elapsed());
                 match received.recv_timeout(wait) {
-                    Ok(line) => {
-                        checker.push_line(line.as_bytes());
-                        while let Ok(line) = received.try_recv() {
-                            checker.push_line(line.as_bytes());
+                    Ok(batch) => {
+                        let mut next = Some(batch);
+                        while let Some(batch) = next {
+                            for line in &batch {
+                                checker.push_line(line.as_bytes());
+                            }
+                            next = received.try_recv().ok();
                         }
                     }
                     Err(RecvTimeoutError::Timeout) => {}
@@ -77,7 +80,7 @@ impl Online {
     }
 
     /// Where the recorder sends the lines it appended.
-    pub fn lines(&self) -> Sender<String> {
+    pub fn lines(&self) -> Sender<Vec<String>> {
         self.lines.clone()
     }
 

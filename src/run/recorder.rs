@@ -80,33 +80,36 @@ pub async fn record(
     record_and_forward(path, lines, counts, None).await
 }
 
-/// `record`, which also hands each line it appended, in the same order, to `forward` (the
-/// online checker; it numbers them itself, as they are numbered in the file).
+/// `record`, which also hands the lines it appended, in the same order, to `forward` (the
+/// online checker; it numbers them itself, as they are numbered in the file): all those of
+/// one batch at once, since a send per line cost the recorder and the checker's thread a
+/// wakeup each.
 pub async fn record_and_forward(
     path: &Path,
     mut lines: UnboundedReceiver<String>,
     counts: watch::Sender<Counts>,
-    forward: Option<std::sync::mpsc::Sender<String>>,
+    forward: Option<std::sync::mpsc::Sender<Vec<String>>>,
 ) -> std::io::Result<Counts> {
     let file = File::create(path)?;
     let mut writer = HistoryWriter::new(BufWriter::with_capacity(1 << 16, file));
     let mut tally = Counts::default();
-    let take = |writer: &mut HistoryWriter<_>, tally: &mut Counts, line: String| {
-        if append(writer, tally, &line)? {
-            if let Some(forward) = &forward {
-                // A checker that stopped listening only stops seeing lines.
-                let _ = forward.send(line);
-            }
-        }
-        Ok::<(), std::io::Error>(())
-    };
+    let mut batch = Vec::new();
     while let Some(line) = lines.recv().await {
-        take(&mut writer, &mut tally, line)?;
-        while let Ok(line) = lines.try_recv() {
-            take(&mut writer, &mut tally, line)?;
+        let mut next = Some(line);
+        while let Some(line) = next {
+            if append(&mut writer, &mut tally, &line)? && forward.is_some() {
+                batch.push(line);
+            }
+            next = lines.try_recv().ok();
         }
         writer.flush()?;
         counts.send_replace(tally);
+        if let Some(forward) = &forward {
+            if !batch.is_empty() {
+                // A checker that stopped listening only stops seeing lines.
+                let _ = forward.send(std::mem::take(&mut batch));
+            }
+        }
     }
     writer.flush()?;
     Ok(tally)

@@ -23,7 +23,7 @@ use crate::locks::{
 };
 
 use super::controls::Controls;
-use super::resource::{Resource, WriteResult};
+use super::resource::{Resource, Storage, WriteResult};
 use super::sink::EventSink;
 use super::spec::WorkloadSpec;
 use crate::clock::{wall_ms, RunClock};
@@ -46,6 +46,8 @@ pub struct ClientPlan {
     pub controls: Arc<Controls>,
     /// The run folder (`lockaudit worker --run`): external adapters run and log there.
     pub run_dir: Option<std::path::PathBuf>,
+    /// The worker's connection to the storage server, shared by its clients.
+    pub storage: Arc<Storage>,
 }
 
 /// What an acquire came to, for the loop.
@@ -154,14 +156,8 @@ impl Client {
                 adapter_clock: self.plan.controls.adapter_clock.clone(),
                 ..LockOptions::default()
             };
-            let password = self.plan.endpoints.password.clone();
             let lock = locks::connect(&spec.algorithm, &self.plan.endpoints, &options).await;
-            let resource = Resource::connect(
-                &self.plan.endpoints.storage,
-                password.as_deref(),
-                spec.fenced,
-            )
-            .await;
+            let resource = self.plan.storage.resource().await;
             match (lock, resource) {
                 (Ok(lock), Ok(resource)) => {
                     self.me = Some(Incarnation {
@@ -216,7 +212,7 @@ impl Client {
         event.value = value;
         event.error = error;
         event.wall = Some(wall_ms());
-        self.events.send(event);
+        self.events.send(&event);
     }
 
     /// Waits `pause`, recording the lock library's notices as they come.
@@ -408,6 +404,7 @@ impl Client {
                 return Section::Retired;
             }
             Err(_) => {
+                me.resource.failed().await;
                 self.complete(process, "read", key, Done::Info("timeout".into()));
                 return Section::Retired;
             }
@@ -458,6 +455,7 @@ impl Client {
                 Section::Retired
             }
             Err(_) => {
+                me.resource.failed().await;
                 self.complete(process, "write", key, Done::Info("timeout".into()));
                 Section::Retired
             }

@@ -4,6 +4,8 @@
 //! rejects a write whose token is below the highest it has accepted: Kleppmann's fencing,
 //! which keeps stale holders out even when the lock fails.
 
+use std::sync::Arc;
+
 use redis::aio::MultiplexedConnection;
 use redis::Script;
 
@@ -34,12 +36,80 @@ pub enum WriteResult {
     Conflict(String),
 }
 
-/// One client's connection to the guarded resource.
+/// One client's handle on the guarded resource.
 #[derive(Clone)]
 pub struct Resource {
     connection: MultiplexedConnection,
     fenced: bool,
     script: Script,
+    /// Where the connection came from, if shared: told when it fails.
+    shared: Option<(Arc<Storage>, u64)>,
+}
+
+/// A worker's connection to the storage server, shared by its clients. With a connection
+/// per client every read and write cost its own send and receive on both ends; on one
+/// multiplexed connection the requests of the clients that are ready together go out in
+/// one write and their replies come back in one read. The storage server is never faulted
+/// and a worker's clients share its faults (a kill, a pause, a cut link), so the sharing is
+/// nothing a client can observe. A connection that failed is dropped, and the next client
+/// to ask makes a new one.
+pub struct Storage {
+    node: Node,
+    password: Option<String>,
+    fenced: bool,
+    link: tokio::sync::Mutex<Link>,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Storage({}:{})", self.node.host, self.node.port)
+    }
+}
+
+#[derive(Default)]
+struct Link {
+    /// Counts the connections made, so that a failure only drops the one it happened on.
+    generation: u64,
+    connection: Option<MultiplexedConnection>,
+}
+
+impl Storage {
+    pub fn new(storage: &Node, password: Option<&str>, fenced: bool) -> Arc<Storage> {
+        Arc::new(Storage {
+            node: storage.clone(),
+            password: password.map(str::to_string),
+            fenced,
+            link: tokio::sync::Mutex::new(Link::default()),
+        })
+    }
+
+    /// A handle on the resource over the shared connection, connecting if there is none.
+    pub async fn resource(self: &Arc<Self>) -> redis::RedisResult<Resource> {
+        let mut link = self.link.lock().await;
+        let connection = match &link.connection {
+            Some(connection) => connection.clone(),
+            None => {
+                let client = redis::Client::open(node_url(&self.node, self.password.as_deref()))?;
+                let connection = client.get_multiplexed_async_connection().await?;
+                link.generation += 1;
+                link.connection = Some(connection.clone());
+                connection
+            }
+        };
+        Ok(Resource {
+            connection,
+            fenced: self.fenced,
+            script: Script::new(FENCED_WRITE),
+            shared: Some((self.clone(), link.generation)),
+        })
+    }
+
+    async fn failed(&self, generation: u64) {
+        let mut link = self.link.lock().await;
+        if link.generation == generation {
+            link.connection = None;
+        }
+    }
 }
 
 fn value_key(lock_key: &str) -> String {
@@ -62,20 +132,46 @@ impl Resource {
             connection,
             fenced,
             script: Script::new(FENCED_WRITE),
+            shared: None,
         })
+    }
+
+    /// Says that a request on this handle's connection failed or timed out: a shared
+    /// connection is dropped for the clients that ask next.
+    pub async fn failed(&self) {
+        if let Some((storage, generation)) = &self.shared {
+            storage.failed(*generation).await;
+        }
     }
 
     /// The counter's value (None: never written).
     pub async fn read(&mut self, lock_key: &str) -> redis::RedisResult<Option<i64>> {
-        redis::cmd("GET")
+        let read = redis::cmd("GET")
             .arg(value_key(lock_key))
             .query_async(&mut self.connection)
-            .await
+            .await;
+        if read.is_err() {
+            self.failed().await;
+        }
+        read
     }
 
     /// Writes `value` carrying `token`. A fenced resource needs a token: a write without one
     /// is rejected, since it cannot be ordered against the others.
     pub async fn write(
+        &mut self,
+        lock_key: &str,
+        token: Option<i64>,
+        value: i64,
+    ) -> redis::RedisResult<WriteResult> {
+        let written = self.try_write(lock_key, token, value).await;
+        if written.is_err() {
+            self.failed().await;
+        }
+        written
+    }
+
+    async fn try_write(
         &mut self,
         lock_key: &str,
         token: Option<i64>,

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use tokio::sync::Notify;
 
 use crate::clock::RunClock;
+use crate::history::writer::write_line;
 use crate::history::Event;
 
 /// The member of the one line that is no event: `{"died_at_ns": <run ns>}`, written by a
@@ -21,19 +22,24 @@ pub fn died_at(line: &str) -> Option<i64> {
 /// The worker's outgoing events: clients push, the writer task drains to stdout. A plain
 /// buffer rather than a channel so that a client about to crash the worker on purpose can
 /// write out everything recorded before it (its own invoke included) first.
+///
+/// Events are serialised as they are pushed, into one buffer of lines that the writer
+/// writes with one `write` for all the events pushed since its last: a `write` per event
+/// (stdout is line-buffered) was the worker's largest single cost.
 #[derive(Debug, Default)]
 pub struct EventSink {
-    buffer: Mutex<Vec<Event>>,
+    lines: Mutex<Vec<u8>>,
     ready: Notify,
 }
 
 impl EventSink {
-    pub fn send(&self, event: Event) {
-        self.buffer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(event);
+    pub fn send(&self, event: &Event) {
+        write_line(&mut self.lock(), event);
         self.ready.notify_one();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Waits until a client has pushed something.
@@ -41,8 +47,12 @@ impl EventSink {
         self.ready.notified().await;
     }
 
-    fn take(&self) -> Vec<Event> {
-        std::mem::take(&mut *self.buffer.lock().unwrap_or_else(|p| p.into_inner()))
+    /// The lines pushed since the last take; `spare` (emptied) takes their place, so that
+    /// the writer's two buffers are reused rather than allocated anew.
+    fn take(&self, spare: Vec<u8>) -> Vec<u8> {
+        let mut spare = spare;
+        spare.clear();
+        std::mem::replace(&mut *self.lock(), spare)
     }
 
     /// Writes out every buffered event, then a `DIED_AT` line with `clock`'s reading, and
@@ -51,29 +61,24 @@ impl EventSink {
     pub fn write_out_and_die(&self, clock: RunClock) {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
-        for event in &self.take() {
-            let _ = serde_json::to_writer(&mut out, event);
-            let _ = out.write_all(b"\n");
-        }
+        let _ = out.write_all(&self.take(Vec::new()));
         let _ = writeln!(out, "{{\"{DIED_AT}\":{}}}", clock.now());
         let _ = out.flush();
         // SIGKILL, not abort: no core dump, no unwinding, exactly a crash.
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
     }
 
-    /// Writes every buffered event to stdout and flushes.
-    pub fn write_out(&self) -> std::io::Result<()> {
-        let events = self.take();
-        if events.is_empty() {
-            return Ok(());
+    /// Writes every buffered event to stdout and flushes; `spare` is an emptied buffer to
+    /// swap in, and what is returned the one written (to pass as `spare` next time).
+    pub fn write_out(&self, spare: Vec<u8>) -> std::io::Result<Vec<u8>> {
+        let lines = self.take(spare);
+        if !lines.is_empty() {
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            out.write_all(&lines)?;
+            out.flush()?;
         }
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        for event in &events {
-            serde_json::to_writer(&mut out, event)?;
-            out.write_all(b"\n")?;
-        }
-        out.flush()
+        Ok(lines)
     }
 }
 

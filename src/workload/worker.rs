@@ -16,6 +16,7 @@ use crate::cluster::{Endpoints, FakeClock, Preload};
 
 use super::client::{Client, ClientPlan};
 use super::controls::{Controls, WorkerCommand};
+use super::resource::Storage;
 use super::sink::EventSink;
 use super::spec::WorkloadSpec;
 use crate::clock::RunClock;
@@ -73,6 +74,11 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
     let clock = RunClock {
         base_ns: config.base_ns,
     };
+    let storage = Storage::new(
+        &config.endpoints.storage,
+        config.endpoints.password.as_deref(),
+        config.spec.fenced,
+    );
     let mut clients = tokio::task::JoinSet::new();
     for &slot in &config.slots {
         let plan = ClientPlan {
@@ -85,6 +91,7 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
             deadline_ns: config.deadline_ns,
             controls: controls.clone(),
             run_dir: run.clone(),
+            storage: storage.clone(),
         };
         clients.spawn(Client::new(plan, sink.clone()).run());
     }
@@ -107,9 +114,10 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
     let writer = {
         let sink = sink.clone();
         async move {
+            let mut spare = Vec::new();
             loop {
                 sink.ready().await;
-                sink.write_out()?;
+                spare = sink.write_out(spare)?;
             }
             #[allow(unreachable_code)]
             Ok::<(), std::io::Error>(())
@@ -121,6 +129,6 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
         () = commands => {}
         () = all_done => {}
     }
-    sink.write_out()?;
+    sink.write_out(Vec::new())?;
     Ok(())
 }
