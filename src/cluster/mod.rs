@@ -492,22 +492,7 @@ async fn start_postgres(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let (Some(pg_port), Some(storage_port)) = (ports.next(), ports.next()) else {
         return Err(ClusterError::InvalidSpec("port plan too short".into()));
     };
-    let storage_config = ServerConfig {
-        name: "storage".into(),
-        binary: server_binary,
-        dir: root.join("storage"),
-        log: root.join("storage.log"),
-        password: password.clone(),
-        persistence: false,
-        replica_of: None,
-        fake_clock: None,
-        cluster: None,
-    };
-    storage_config.prepare_dir(false)?;
-    let mut storage = server::start_all(vec![(storage_config, storage_port)], false).await?;
-    let storage = storage
-        .pop()
-        .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))?;
+    let storage = start_storage(&root, server_binary, &password, storage_port).await?;
     let config = PgConfig {
         name: "master-0".into(),
         bin_dir,
@@ -531,6 +516,32 @@ async fn start_postgres(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     })
 }
 
+/// The guarded resource's `storage` server alone in `root` (for the topologies whose lock
+/// servers are not local Redis servers started beside it).
+async fn start_storage(
+    root: &Path,
+    binary: PathBuf,
+    password: &str,
+    port: ports::PortChoice,
+) -> Result<Server, ClusterError> {
+    let config = ServerConfig {
+        name: "storage".into(),
+        binary,
+        dir: root.join("storage"),
+        log: root.join("storage.log"),
+        password: password.to_string(),
+        persistence: false,
+        replica_of: None,
+        fake_clock: None,
+        cluster: None,
+    };
+    config.prepare_dir(false)?;
+    server::start_all(vec![(config, port)], false)
+        .await?
+        .pop()
+        .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))
+}
+
 /// The lock's servers on `spec.hosts` over SSH (see `hosts`), storage on this machine.
 async fn start_remote(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let begun = Instant::now();
@@ -546,22 +557,7 @@ async fn start_remote(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         .into_iter()
         .next()
         .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))?;
-    let storage_config = ServerConfig {
-        name: "storage".into(),
-        binary: server_binary,
-        dir: root.join("storage"),
-        log: root.join("storage.log"),
-        password: password.clone(),
-        persistence: false,
-        replica_of: None,
-        fake_clock: None,
-        cluster: None,
-    };
-    storage_config.prepare_dir(false)?;
-    let storage = server::start_all(vec![(storage_config, storage_port)], false)
-        .await?
-        .pop()
-        .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))?;
+    let storage = start_storage(&root, server_binary, &password, storage_port).await?;
     // Storage is killed by its guard if this fails.
     let remote = hosts::start(spec, &password, lock_nodes, primaries).await?;
     tracing::info!(
