@@ -82,6 +82,29 @@ fn remote_spec(bed: &TestBed, topology: Topology, n: usize, dir: &Path) -> Clust
     spec
 }
 
+/// `lockaudit <command>` with its lock servers on the bed's first `hosts` hosts: the bed's
+/// key, a folder of the test's own on the hosts (they share this file system) and `out`.
+fn lockaudit_on_hosts(
+    command: &str,
+    bed: &TestBed,
+    hosts: usize,
+    dir: &Path,
+    out: &Path,
+) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    cmd.arg(command)
+        .arg("--ssh-key")
+        .arg(&bed.key)
+        .arg("--remote-dir")
+        .arg(dir.join("hosts"))
+        .arg("--out")
+        .arg(out);
+    for i in 0..hosts {
+        cmd.arg("--node").arg(bed.url(i));
+    }
+    cmd
+}
+
 async fn connect(e: &Endpoints, name: &str) -> MultiplexedConnection {
     let node = e.node(name).expect("a node of the cluster");
     let config = redis::AsyncConnectionConfig::new()
@@ -341,21 +364,13 @@ fn an_audit_over_five_hosts_finds_redlocks_and_the_failovers_overlaps() {
     };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("audit");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    let mut cmd = lockaudit_on_hosts("audit", &bed, 5, dir.path(), &out);
     cmd.args([
-        "audit",
         "--cells",
         "redlock:kill-redis,redlock:clock-jump,set-nx-px:failover,pg-row:none",
         "--time-limit",
         "15s",
-        "--ssh-key",
-    ])
-    .arg(&bed.key)
-    .arg("--out")
-    .arg(&out);
-    for i in 0..5 {
-        cmd.arg("--node").arg(bed.url(i));
-    }
+    ]);
     let begun = Instant::now();
     let output = cmd.output().expect("lockaudit audit");
     println!("audit over 5 hosts: {:?}", begun.elapsed());
@@ -429,8 +444,8 @@ fn a_replicated_set_nx_px_over_three_hosts_finds_the_failover_overlap() {
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
-    cmd.args(["run", "--algorithm", "set-nx-px", "--nemesis", "failover"])
+    let mut cmd = lockaudit_on_hosts("run", &bed, 3, dir.path(), &out);
+    cmd.args(["--algorithm", "set-nx-px", "--nemesis", "failover"])
         .args([
             "--topology",
             "replicated",
@@ -438,14 +453,7 @@ fn a_replicated_set_nx_px_over_three_hosts_finds_the_failover_overlap() {
             // of this file on two busy cores.
             "--time-limit",
             "20s",
-            "--ssh-key",
-        ])
-        .arg(&bed.key)
-        .arg("--out")
-        .arg(&out);
-    for i in 0..3 {
-        cmd.arg("--node").arg(bed.url(i));
-    }
+        ]);
     let begun = Instant::now();
     let output = cmd.output().expect("lockaudit run");
     println!("set-nx-px failover over 3 hosts: {:?}", begun.elapsed());
@@ -518,27 +526,13 @@ fn ctrl_c_during_a_cut_replication_link_leaves_no_rule_on_the_hosts() {
         "[[fault]]\nat = \"1s\"\nkind = \"partition\"\nlink = \"replication\"\nduration = \"60s\"\n",
     )
     .unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
-    cmd.args([
-        "run",
-        "--algorithm",
-        "set-nx-px",
-        "--topology",
-        "replicated",
-    ])
-    .arg("--nemesis")
-    .arg(&schedule)
-    .args(["--time-limit", "60s", "--ssh-key"])
-    .arg(&bed.key)
-    .arg("--remote-dir")
-    .arg(dir.path().join("hosts"))
-    .arg("--out")
-    .arg(&out)
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null());
-    for i in 0..3 {
-        cmd.arg("--node").arg(bed.url(i));
-    }
+    let mut cmd = lockaudit_on_hosts("run", &bed, 3, dir.path(), &out);
+    cmd.args(["--algorithm", "set-nx-px", "--topology", "replicated"])
+        .arg("--nemesis")
+        .arg(&schedule)
+        .args(["--time-limit", "60s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
     let mut child = cmd.spawn().unwrap();
     let rules = |i: usize| {
         bed.exec(i, &["iptables", "-S"])
@@ -764,17 +758,9 @@ fn set_nx_px_under_the_hosts_sentinels_failover_finds_only_what_a_failover_may_c
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
-    cmd.args(["run", "--algorithm", "set-nx-px", "--nemesis", "failover"])
-        .args(["--topology", "sentinel", "--time-limit", "12s", "--ssh-key"])
-        .arg(&bed.key)
-        .arg("--remote-dir")
-        .arg(dir.path().join("hosts"))
-        .arg("--out")
-        .arg(&out);
-    for i in 0..3 {
-        cmd.arg("--node").arg(bed.url(i));
-    }
+    let mut cmd = lockaudit_on_hosts("run", &bed, 3, dir.path(), &out);
+    cmd.args(["--algorithm", "set-nx-px", "--nemesis", "failover"])
+        .args(["--topology", "sentinel", "--time-limit", "12s"]);
     let begun = Instant::now();
     let output = cmd.output().expect("lockaudit run");
     println!(
@@ -973,17 +959,9 @@ fn set_nx_px_on_a_redis_cluster_over_three_hosts_finds_the_failover_overlap() {
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
-    cmd.args(["run", "--algorithm", "set-nx-px", "--nemesis", "failover"])
-        .args(["--topology", "cluster", "--time-limit", "12s", "--ssh-key"])
-        .arg(&bed.key)
-        .arg("--remote-dir")
-        .arg(dir.path().join("hosts"))
-        .arg("--out")
-        .arg(&out);
-    for i in 0..3 {
-        cmd.arg("--node").arg(bed.url(i));
-    }
+    let mut cmd = lockaudit_on_hosts("run", &bed, 3, dir.path(), &out);
+    cmd.args(["--algorithm", "set-nx-px", "--nemesis", "failover"])
+        .args(["--topology", "cluster", "--time-limit", "12s"]);
     let begun = Instant::now();
     let output = cmd.output().expect("lockaudit run");
     println!(
@@ -1350,24 +1328,11 @@ fn a_partition_run_over_a_host_cuts_workers_off_with_iptables_and_finds_what_the
     let out = dir.path().join("run");
     // watch-multi × partition: `{}` in its [expect], valid (a cut-off worker's EXEC may or
     // may not land, an `info`, never a lost update).
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
-    cmd.args([
-        "run",
-        "--algorithm",
-        "watch-multi",
-        "--nemesis",
-        "partition",
-    ])
-    .args(["--time-limit", "12s", "--ssh-key"])
-    .arg(&bed.key)
-    .arg("--remote-dir")
-    .arg(dir.path().join("hosts"))
-    .arg("--out")
-    .arg(&out)
-    .arg("--node")
-    .arg(bed.url(0))
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped());
+    let mut cmd = lockaudit_on_hosts("run", &bed, 1, dir.path(), &out);
+    cmd.args(["--algorithm", "watch-multi", "--nemesis", "partition"])
+        .args(["--time-limit", "12s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     let begun = Instant::now();
     let child = cmd.spawn().unwrap();
     // The cuts, as the host holds them while the run goes on.
@@ -1418,17 +1383,10 @@ fn ctrl_c_while_a_worker_is_cut_off_leaves_no_rule_on_the_host() {
         "[[fault]]\nat = \"1s\"\nkind = \"partition\"\ntarget = \"worker-0\"\nduration = \"60s\"\n",
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
-        .args(["run", "--algorithm", "set-nx-px", "--nemesis"])
+    let mut child = lockaudit_on_hosts("run", &bed, 1, dir.path(), &out)
+        .args(["--algorithm", "set-nx-px", "--nemesis"])
         .arg(&schedule)
-        .args(["--time-limit", "60s", "--ssh-key"])
-        .arg(&bed.key)
-        .arg("--remote-dir")
-        .arg(dir.path().join("hosts"))
-        .arg("--out")
-        .arg(&out)
-        .arg("--node")
-        .arg(bed.url(0))
+        .args(["--time-limit", "60s"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -1472,16 +1430,9 @@ fn sigterm_with_a_host_gone_silent_says_where_the_run_is_left_on_it() {
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
-        .args(["run", "--algorithm", "set-nx-px", "--nemesis", "none"])
-        .args(["--time-limit", "60s", "--ssh-key"])
-        .arg(&bed.key)
-        .arg("--remote-dir")
-        .arg(dir.path().join("hosts"))
-        .arg("--out")
-        .arg(&out)
-        .arg("--node")
-        .arg(bed.url(0))
+    let mut child = lockaudit_on_hosts("run", &bed, 1, dir.path(), &out)
+        .args(["--algorithm", "set-nx-px", "--nemesis", "none"])
+        .args(["--time-limit", "60s"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
