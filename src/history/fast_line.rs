@@ -177,6 +177,27 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// `null` or an array, each element read by `element` (a nemesis event's `targets` and
+    /// `processes`).
+    #[inline]
+    fn list(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        if self.peek() == b'n' {
+            return self.literal(b"null");
+        }
+        self.eat(b'[')?;
+        self.skip_ws();
+        if self.peek() == b']' {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            element(self)?;
+            if !self.more(b']')? {
+                return Some(());
+            }
+        }
+    }
+
     /// A string, whitespace and its opening quote next.
     fn string(&mut self) -> Option<Raw<'a>> {
         self.eat(b'"')?;
@@ -478,42 +499,18 @@ impl<'a> Scanner<'a> {
                     64
                 }
                 b"targets" => {
-                    if self.peek() == b'n' {
-                        self.literal(b"null")?;
-                    } else {
-                        self.eat(b'[')?;
-                        self.skip_ws();
-                        if self.peek() == b']' {
-                            self.at += 1;
-                        } else {
-                            loop {
-                                payload.targets.push(self.text()?.to_string());
-                                if !self.more(b']')? {
-                                    break;
-                                }
-                            }
-                        }
-                    }
+                    self.list(|c| {
+                        payload.targets.push(c.text()?.to_string());
+                        Some(())
+                    })?;
                     128
                 }
                 b"processes" => {
-                    if self.peek() == b'n' {
-                        self.literal(b"null")?;
-                    } else {
-                        self.eat(b'[')?;
-                        self.skip_ws();
-                        if self.peek() == b']' {
-                            self.at += 1;
-                        } else {
-                            loop {
-                                self.skip_ws();
-                                payload.processes.push(self.unsigned()?);
-                                if !self.more(b']')? {
-                                    break;
-                                }
-                            }
-                        }
-                    }
+                    self.list(|c| {
+                        c.skip_ws();
+                        payload.processes.push(c.unsigned()?);
+                        Some(())
+                    })?;
                     256
                 }
                 _ => {
