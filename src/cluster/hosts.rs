@@ -206,21 +206,18 @@ pub async fn start(
     // drop kills it if another start failed.
     let replicas = configs.split_off(primaries);
     for group in [configs, replicas] {
-        let starts = group.into_iter().enumerate().map(|(i, config)| {
-            let index = hosts.servers.len() + i;
-            let ssh = hosts.connections[index % hosts.connections.len()].clone();
-            RemoteServer::start(config, ssh)
-        });
-        let mut failed = None;
-        for started in futures_util::future::join_all(starts).await {
-            match started {
-                Ok(server) => hosts.servers.push(server),
-                Err(e) => failed = failed.or(Some(e)),
-            }
-        }
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        let placed = group
+            .into_iter()
+            .enumerate()
+            .map(|(i, config)| {
+                let index = hosts.servers.len() + i;
+                (
+                    config,
+                    hosts.connections[index % hosts.connections.len()].clone(),
+                )
+            })
+            .collect();
+        hosts.start_together(placed).await?;
     }
     wait_replicas(&hosts.servers[primaries..], password).await?;
     if cluster_mode {
@@ -308,7 +305,7 @@ async fn start_sentinels(
         })?;
         members.push((ssh, port, sentinel::random_id()));
     }
-    let starts = members.iter().enumerate().map(|(i, (ssh, port, id))| {
+    let placed = members.iter().enumerate().map(|(i, (ssh, port, id))| {
         let peers = members
             .iter()
             .filter(|(_, p, _)| p != port)
@@ -333,7 +330,7 @@ async fn start_sentinels(
         };
         (config, ssh.clone())
     });
-    let configs: Vec<_> = starts.collect();
+    let configs: Vec<_> = placed.collect();
     // The sentinels' logs come back on Ctrl-C too, with the servers'.
     let mut logs = hosts.logs.clone();
     logs.extend(configs.iter().map(|(config, ssh)| HostLog {
@@ -342,19 +339,7 @@ async fn start_sentinels(
         path: config.log(),
     }));
     hosts.on_interrupt(logs, spec);
-    let starts = configs
-        .into_iter()
-        .map(|(config, ssh)| RemoteServer::start(config, ssh));
-    let mut failed = None;
-    for started in futures_util::future::join_all(starts).await {
-        match started {
-            Ok(server) => hosts.servers.push(server),
-            Err(e) => failed = failed.or(Some(e)),
-        }
-    }
-    if let Some(e) = failed {
-        return Err(e);
-    }
+    hosts.start_together(configs).await?;
     let addrs: Vec<(&str, u16)> = hosts.servers[first..]
         .iter()
         .map(|s| (s.host(), s.port()))
@@ -437,6 +422,25 @@ async fn wait_replicas(replicas: &[RemoteServer], password: &str) -> Result<(), 
 }
 
 impl Hosts {
+    /// Starts these servers at once, each on its host. Every one that started is kept (so
+    /// that the drop stops it) even when another did not; the first failure is returned.
+    async fn start_together(
+        &mut self,
+        placed: Vec<(RemoteConfig, Arc<Ssh>)>,
+    ) -> Result<(), ClusterError> {
+        let starts = placed
+            .into_iter()
+            .map(|(config, ssh)| RemoteServer::start(config, ssh));
+        let mut failed = None;
+        for started in futures_util::future::join_all(starts).await {
+            match started {
+                Ok(server) => self.servers.push(server),
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
     /// (Re)registers the Ctrl-C job for these logs and the run's folders on the hosts.
     fn on_interrupt(&mut self, logs: Vec<HostLog>, spec: &ClusterSpec) {
         // The job it replaces is unregistered when dropped here.
