@@ -40,21 +40,18 @@ impl Inventory {
         if self.nodes.is_empty() {
             return Err(FileError::whole(name, "field `nodes`: no host"));
         }
-        crate::cluster::parse_targets(&self.nodes)
-            .map_err(|e| FileError::whole(name, format!("field `nodes`: {e}")))?;
-        let keys = self
-            .ssh_key
-            .iter()
-            .chain(self.nodes.iter().flat_map(|n| &n.ssh_key));
-        for key in keys {
-            if !key.is_file() {
-                return Err(FileError::whole(
-                    name,
-                    format!("field `ssh_key`: {} is not a file", key.display()),
-                ));
-            }
-        }
-        Ok(())
+        check_nodes(&self.nodes, self.ssh_key.as_deref()).map_err(|e| FileError::whole(name, e))
+    }
+}
+
+/// The checks a hosts file and a workload's `nodes` share: every entry names a host, and
+/// every key given (the run's, a host's own) is a file. Errors name the field.
+pub fn check_nodes(nodes: &[NodeEntry], ssh_key: Option<&Path>) -> Result<(), String> {
+    crate::cluster::parse_targets(nodes).map_err(|e| format!("field `nodes`: {e}"))?;
+    let own = nodes.iter().flat_map(|n| n.ssh_key.as_deref());
+    match ssh_key.into_iter().chain(own).find(|key| !key.is_file()) {
+        Some(key) => Err(format!("field `ssh_key`: {} is not a file", key.display())),
+        None => Ok(()),
     }
 }
 

@@ -585,10 +585,7 @@ impl WorkloadSpec {
             }
             return Ok(());
         }
-        crate::cluster::parse_targets(&self.nodes).map_err(|e| format!("field `nodes`: {e}"))?;
-        if let Some(key) = self.ssh_key.as_ref().filter(|k| !k.is_file()) {
-            return Err(format!("field `ssh_key`: {} is not a file", key.display()));
-        }
+        super::inventory::check_nodes(&self.nodes, self.ssh_key.as_deref())?;
         match crate::cluster::not_on_hosts(self.topology()) {
             None => Ok(()),
             Some(why) => Err(format!(
