@@ -361,29 +361,32 @@ async fn fair_lock_renews_and_a_waiter_that_gives_up_leaves_the_queue() {
     let servers = start().await;
     let ep = servers.cluster.endpoints();
     let key = "lock:fair";
+    // The waiter gives up well before the holder's last renewal runs out (200 ms
+    // of waiting against a 600 ms lease), so a slow machine cannot let it in.
     let o = |owner: &str| LockOptions {
         watchdog: true,
-        ..fair(owner, 300)
+        ..fair(owner, 200)
     };
     let mut holder = client(
         "fair-lock",
         &ep,
         &LockOptions {
-            ttl_ms: 300,
+            ttl_ms: 600,
             ..o("h")
         },
     )
     .await;
     ok(&holder.acquire(key).await, "holder");
     let mut waiter = client("fair-lock", &ep, &o("w")).await;
-    for _ in 0..4 {
+    // Renewed for longer than one lease: without the renewals it would have expired.
+    for _ in 0..8 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(matches!(holder.renew(key).await, Outcome::Ok { lease_ms: Some(l) } if l >= 300));
+        assert!(matches!(holder.renew(key).await, Outcome::Ok { lease_ms: Some(l) } if l >= 600));
     }
     let started = Instant::now();
     refused(&waiter.acquire(key).await, "held through renewals");
     assert!(
-        started.elapsed() >= Duration::from_millis(300),
+        started.elapsed() >= Duration::from_millis(200),
         "{:?}",
         started.elapsed()
     );
