@@ -5,6 +5,7 @@
 //! process, completions that match their invoke and come no earlier, retired processes that
 //! stay retired, and per-process time order.
 
+use compact_str::CompactString;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::compact::{flags, Fault, History, KeyId, Op, OpF, OpType, ProcessId, NEMESIS, NO_KEY};
@@ -108,24 +109,48 @@ pub struct EventRef<'a> {
     pub wrong: &'a [WrongMember],
 }
 
+/// What the builder remembers of a process to check its next event, kept to 40 bytes: a
+/// history may have millions of processes, and each event looks up its own at random, so
+/// the smaller these are, the more of them the cache holds.
+///
+/// Lines are 1-based, so 0 stands for "none". A kill is rare and kept aside (`killed`).
 #[derive(Debug, Clone, Copy)]
-struct Pending {
-    f: OpF,
-    key: KeyId,
-    time: i64,
-    line: u64,
+struct ProcessState {
+    /// The time of this process's latest event (`i64::MIN`: none yet).
+    last_time: i64,
+    /// The time and line of its latest invoke (line 0: none). While an operation is
+    /// pending, this is its invoke.
+    invoke_time: i64,
+    invoke_line: u64,
+    /// The line whose `info` completion retired this process (0: not retired).
+    retired_line: u64,
+    /// The pending operation's key, valid when `pending` is set.
+    pending_key: KeyId,
+    pending: Option<OpF>,
+    /// Whether a nemesis `kill` listed it (its time and line are in `killed`).
+    killed: bool,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct ProcessState {
-    pending: Option<Pending>,
-    /// The line whose `info` completion retired this process.
-    retired_at: Option<u64>,
-    /// The earliest (by time) nemesis `kill` that listed this process: its time and line.
-    killed: Option<(i64, u64)>,
-    /// This process's latest invoke: its time and line.
-    last_invoke: Option<(i64, u64)>,
-    last_time: Option<i64>,
+const _: () = assert!(std::mem::size_of::<ProcessState>() <= 40);
+
+impl Default for ProcessState {
+    fn default() -> Self {
+        ProcessState {
+            last_time: i64::MIN,
+            invoke_time: 0,
+            invoke_line: 0,
+            retired_line: 0,
+            pending_key: NO_KEY,
+            pending: None,
+            killed: false,
+        }
+    }
+}
+
+impl ProcessState {
+    fn last_invoke(&self) -> Option<(i64, u64)> {
+        (self.invoke_line != 0).then_some((self.invoke_time, self.invoke_line))
+    }
 }
 
 /// Process numbers below this are looked up in a vector rather than a hash map.
@@ -135,12 +160,16 @@ const DIRECT_PROCESS_LIMIT: usize = 1 << 22;
 pub struct HistoryBuilder {
     source: String,
     history: History,
-    key_ids: HashMap<String, KeyId>,
+    /// Keys of up to 24 bytes are stored in the map's own slots, so looking one up
+    /// touches one place in memory rather than two (the slot, then the string).
+    key_ids: HashMap<CompactString, KeyId>,
     /// Dense ids of process numbers below `DIRECT_PROCESS_LIMIT` (`NEMESIS`: not seen).
     direct_ids: Vec<ProcessId>,
     /// Dense ids of larger process numbers.
     process_ids: HashMap<u64, ProcessId>,
     states: Vec<ProcessState>,
+    /// The earliest (by time) nemesis `kill` that listed a process: its time and line.
+    killed: HashMap<ProcessId, (i64, u64)>,
 }
 
 fn convert_type(ty: EventType) -> OpType {
@@ -162,6 +191,7 @@ impl HistoryBuilder {
             direct_ids: Vec::new(),
             process_ids: HashMap::default(),
             states: Vec::new(),
+            killed: HashMap::default(),
         }
     }
 
@@ -195,7 +225,7 @@ impl HistoryBuilder {
         }
         let id = self.history.keys.len() as KeyId;
         self.history.keys.push(key.to_string());
-        self.key_ids.insert(key.to_string(), id);
+        self.key_ids.insert(CompactString::from(key), id);
         id
     }
 
@@ -284,7 +314,7 @@ impl HistoryBuilder {
                 // the process's own events are ordered by (time, index), not by line. This
                 // kill comes after every event above it in the file with the same time.
                 if let Some((time, invoke_line)) =
-                    state.last_invoke.filter(|&(t, _)| t > event.time)
+                    state.last_invoke().filter(|&(t, _)| t > event.time)
                 {
                     return Err(self.error(
                         line,
@@ -295,8 +325,10 @@ impl HistoryBuilder {
                         ),
                     ));
                 }
-                if state.killed.is_none_or(|(t, _)| event.time < t) {
-                    state.killed = Some((event.time, line));
+                state.killed = true;
+                let killed = self.killed.entry(p).or_insert((event.time, line));
+                if event.time < killed.0 {
+                    *killed = (event.time, line);
                 }
             }
         }
@@ -348,7 +380,8 @@ impl HistoryBuilder {
         let process = self.intern_process(number);
         let state = self.states[process as usize];
 
-        if let Some(last) = state.last_time {
+        if state.last_time != i64::MIN {
+            let last = state.last_time;
             if event.time < last {
                 return Err(self.error(
                     line,
@@ -361,7 +394,8 @@ impl HistoryBuilder {
             }
         }
         if ty == OpType::Invoke {
-            if let Some(retired) = state.retired_at {
+            if state.retired_line != 0 {
+                let retired = state.retired_line;
                 return Err(self.error(
                     line,
                     "process",
@@ -371,7 +405,11 @@ impl HistoryBuilder {
                 ));
             }
             // Ordered by (time, index), this invoke comes after a kill timed no later.
-            if let Some((time, killed)) = state.killed.filter(|&(t, _)| t <= event.time) {
+            let killed = match state.killed {
+                true => self.killed.get(&process).copied(),
+                false => None,
+            };
+            if let Some((time, killed)) = killed.filter(|&(t, _)| t <= event.time) {
                 return Err(self.error(
                     line,
                     "process",
@@ -387,8 +425,8 @@ impl HistoryBuilder {
                     format!(
                         "process {number} invokes {} while its {} invoked at line {} is still pending",
                         f.name(),
-                        pending.f.name(),
-                        pending.line
+                        pending.name(),
+                        state.invoke_line
                     ),
                 ));
             }
@@ -404,58 +442,54 @@ impl HistoryBuilder {
                     ),
                 ));
             };
-            if pending.f != f {
+            if pending != f {
                 return Err(self.error(
                     line,
                     "f",
                     format!(
                         "completion of {} does not match the pending {} invoked at line {}",
                         f.name(),
-                        pending.f.name(),
-                        pending.line
+                        pending.name(),
+                        state.invoke_line
                     ),
                 ));
             }
-            if pending.key != key {
+            if state.pending_key != key {
                 return Err(self.error(
                     line,
                     "key",
                     format!(
                         "completion names key \"{key_name}\" but the {} invoked at line {} named \"{}\"",
                         f.name(),
-                        pending.line,
-                        self.history.keys[pending.key as usize]
+                        state.invoke_line,
+                        self.history.keys[state.pending_key as usize]
                     ),
                 ));
             }
-            if event.time < pending.time {
+            if event.time < state.invoke_time {
                 return Err(self.error(
                     line,
                     "time",
                     format!(
                         "completion at {} is earlier than its invoke at {} (line {})",
-                        event.time, pending.time, pending.line
+                        event.time, state.invoke_time, state.invoke_line
                     ),
                 ));
             }
         }
 
         let state = &mut self.states[process as usize];
-        state.last_time = Some(event.time);
+        state.last_time = event.time;
         if ty == OpType::Invoke {
-            state.last_invoke = Some((event.time, line));
+            state.invoke_time = event.time;
+            state.invoke_line = line;
+            state.pending = Some(f);
+            state.pending_key = key;
+        } else {
+            state.pending = None;
         }
-        state.pending = match ty {
-            OpType::Invoke => Some(Pending {
-                f,
-                key,
-                time: event.time,
-                line,
-            }),
-            _ => None,
-        };
         if ty == OpType::Info {
-            state.retired_at = Some(line);
+            state.retired_line = line;
         }
 
         let payload = &event.payload;
