@@ -24,6 +24,7 @@ use crate::report::{Anomaly, KeyStats};
 use crate::units::{fmt_span, fmt_time};
 
 use super::findings::{Findings, Names};
+use super::grouped::Grouped;
 use super::CheckOptions;
 
 /// A wait that ended in a grant which began a hold (a first acquisition, not a nested one).
@@ -43,12 +44,13 @@ pub struct Wait {
 pub fn check(
     names: &Names,
     options: &CheckOptions,
-    waits: &mut [Vec<Wait>],
+    waits: &mut Grouped<Wait>,
     stats: &mut [KeyStats],
     findings: &mut Findings,
 ) {
-    for (key, (key_waits, stat)) in waits.iter_mut().zip(stats.iter_mut()).enumerate() {
-        let (all, fair) = jumps(names, key as KeyId, key_waits, options, findings);
+    for (key, stat) in stats.iter_mut().enumerate() {
+        let key = key as KeyId;
+        let (all, fair) = jumps(names, key, waits.of_mut(key), options, findings);
         stat.queue_jumps = all;
         if stat.queue_jumps_fair.is_some() {
             stat.queue_jumps_fair = Some(fair);
@@ -67,6 +69,10 @@ fn jumps(
     options: &CheckOptions,
     findings: &mut Findings,
 ) -> (u64, u64) {
+    // Overtaking takes two.
+    if waits.len() < 2 {
+        return (0, 0);
+    }
     waits.sort_unstable_by_key(|w| (w.since, w.since_index));
     // latest[i]: the latest `ok` among waits[..=i], of any waits and of fair ones. They never
     // decrease, so the first wait whose `ok` came after B's is where they first exceed it.

@@ -10,11 +10,12 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::history::compact::{Op, OpF, OpType};
+use crate::history::compact::{KeyId, Op, OpF, OpType};
 use crate::report::Anomaly;
 use crate::units::fmt_time;
 
 use super::findings::{Findings, Names};
+use super::grouped::{self, Grouped};
 use super::holds::{Hold, NO_HOLD};
 use super::precedence::{self, Order, Step};
 
@@ -56,17 +57,15 @@ fn duplicate_tokens(names: &Names, findings: &mut Findings) {
 
 fn token_order(names: &Names, findings: &mut Findings) {
     let holds = &names.holds.holds;
-    let mut per_key: Vec<Vec<u32>> = vec![Vec::new(); names.history.keys.len()];
-    let mut tokened = vec![false; names.history.keys.len()];
+    let keys = names.history.keys.len();
+    let mut per_key = Grouped::new(&grouped::counts(keys, holds.iter().map(|h| h.key)), 0u32);
+    let mut tokened = vec![false; keys];
     for (id, hold) in holds.iter().enumerate() {
-        per_key[hold.key as usize].push(id as u32);
+        per_key.put(hold.key, id as u32);
         tokened[hold.key as usize] |= hold.token.is_some();
     }
-    for (key, key_holds) in per_key.iter().enumerate() {
-        if !tokened[key] {
-            continue;
-        }
-        for cycle in precedence::token_order_cycles(holds, key_holds) {
+    for key in (0..keys).filter(|&key| tokened[key]) {
+        for cycle in precedence::token_order_cycles(holds, per_key.of(key as KeyId)) {
             findings.add("token-order", || describe_token_cycle(names, &cycle));
         }
     }

@@ -19,6 +19,7 @@ use crate::units::{fmt_span, fmt_time};
 
 use super::fairness::Wait;
 use super::findings::{Findings, Names};
+use super::grouped::{self, Grouped};
 use super::holds::{ms_to_ns, Hold, HoldEnd, ReleaseOutcome, NO_HOLD, OPEN};
 use super::CheckOptions;
 
@@ -260,7 +261,7 @@ pub fn check(
     options: &CheckOptions,
     lease_floor_ms: Option<i64>,
     findings: &mut Findings,
-) -> (Vec<KeyStats>, Vec<Vec<Wait>>) {
+) -> (Vec<KeyStats>, Grouped<Wait>) {
     let history = names.history;
     let keys = history.keys.len();
     let (history_start, history_end) = history.time_span();
@@ -269,14 +270,13 @@ pub fn check(
     // One list each for every key, grouped by key as it is filled: a list per key would
     // cost an allocation per key (a history may have a million keys with a few events
     // each), and gathering first then grouping would hold two copies.
-    let mut block_counts = vec![0u32; keys];
-    for key in (names.holds.holds.iter().map(|h| h.key))
-        .chain(names.holds.uncertain_acquires.iter().map(|u| u.key))
-    {
-        block_counts[key as usize] += 1;
-    }
-    let mut blocks = Grouped::new(block_counts, NO_BLOCK);
-    let mut attempts = Grouped::new(attempt_counts(history), NO_ATTEMPT);
+    let block_counts = grouped::counts(
+        keys,
+        (names.holds.holds.iter().map(|h| h.key))
+            .chain(names.holds.uncertain_acquires.iter().map(|u| u.key)),
+    );
+    let mut blocks = Grouped::new(&block_counts, NO_BLOCK);
+    let mut attempts = Grouped::new(&attempt_counts(history), NO_ATTEMPT);
     let mut longest_lease: Vec<Option<i64>> = vec![lease_floor_ms; keys];
     let mut stats: Vec<KeyStats> = vec![KeyStats::default(); keys];
     for hold in &names.holds.holds {
@@ -381,23 +381,13 @@ pub fn check(
         );
     }
     // Each key's in the order put (attempts: by completion).
-    let Grouped {
-        items: mut blocks,
-        counts: block_counts,
-        ..
-    } = blocks;
-    let Grouped {
-        items: attempts,
-        counts: attempt_counts,
-        ..
-    } = attempts;
 
     // Each process's successful acquisitions of any key, in time order: a process that gets
     // somewhere is not starving, so they break its runs of failures.
     // (time, index): one process's events are in that order in the file, so it places an
     // acquisition between two attempts even when all three share a nanosecond.
     let mut progress: HashMap<ProcessId, Vec<(i64, u32)>> = Default::default();
-    for a in attempts.iter().filter(|a| a.ty == OpType::Ok) {
+    for a in attempts.all().iter().filter(|a| a.ty == OpType::Ok) {
         progress
             .entry(a.process)
             .or_default()
@@ -407,15 +397,16 @@ pub fn check(
         times.sort_unstable();
     }
 
-    let mut waits: Vec<Vec<Wait>> = Vec::with_capacity(keys);
-    let (mut block_at, mut attempt_at) = (0, 0);
+    // The waits that ended in a first acquisition, key after key (for the fairness check).
+    let mut waits: Vec<Wait> = Vec::new();
+    let mut wait_starts: Vec<u32> = Vec::with_capacity(keys + 1);
+    let mut scratch = Scratch::default();
     for key in 0..keys {
-        let key_blocks = &mut blocks[block_at..block_at + block_counts[key] as usize];
-        block_at += key_blocks.len();
+        let key_blocks = blocks.of_mut(key as KeyId);
         // Stable: ties in the order gathered, holds first.
         key_blocks.sort_by_key(|b| b.start);
-        let key_attempts = &attempts[attempt_at..attempt_at + attempt_counts[key] as usize];
-        attempt_at += key_attempts.len();
+        let key_blocks = blocks.of(key as KeyId);
+        let key_attempts = attempts.of(key as KeyId);
         // A key nobody ever acquired gives no ground either way: not judged.
         if stats[key].holds > 0 {
             unavailable(
@@ -429,49 +420,21 @@ pub fn check(
                 findings,
             );
         }
-        waits.push(starvation(
+        wait_starts.push(waits.len() as u32);
+        starvation(
             names,
             options,
             key as KeyId,
             key_attempts,
             &progress,
             &mut stats[key],
+            &mut scratch,
+            &mut waits,
             findings,
-        ));
+        );
     }
-    (stats, waits)
-}
-
-/// A list grouped by key, filled in one pass once each key's count is known: key `k`'s items
-/// lie after those of the keys before it, in the order they were put.
-struct Grouped<T> {
-    items: Vec<T>,
-    counts: Vec<u32>,
-    /// Where each key's next item goes.
-    next: Vec<u32>,
-}
-
-impl<T: Copy> Grouped<T> {
-    /// Room for `counts[k]` items of each key `k`, `filler` until they are put.
-    fn new(counts: Vec<u32>, filler: T) -> Self {
-        let mut next = Vec::with_capacity(counts.len());
-        let mut at = 0u32;
-        for &count in &counts {
-            next.push(at);
-            at += count;
-        }
-        Grouped {
-            items: vec![filler; at as usize],
-            counts,
-            next,
-        }
-    }
-
-    fn put(&mut self, key: KeyId, item: T) {
-        let slot = &mut self.next[key as usize];
-        self.items[*slot as usize] = item;
-        *slot += 1;
-    }
+    wait_starts.push(waits.len() as u32);
+    (stats, Grouped::from_parts(waits, wait_starts))
 }
 
 const NO_BLOCK: Block = Block {
@@ -610,6 +573,22 @@ fn unavailable(
     stats.longest_free_ms = longest_free as f64 / 1e6;
 }
 
+/// The working lists of `starvation`, emptied and reused key after key: allocating them
+/// anew for each of a million keys would cost more than the checking.
+#[derive(Default)]
+struct Scratch {
+    successes: Vec<(i64, ProcessId)>,
+    /// Per process: the first attempt of its current run of failures.
+    streaks: HashMap<ProcessId, Streak>,
+    waits: Vec<f64>,
+    /// The same waits by the mode of the acquire that ended them: [exclusive, shared].
+    waits_by_mode: [Vec<f64>; 2],
+    per_process: HashMap<ProcessId, u64>,
+    ends: Vec<Streak>,
+}
+
+/// Appends to `grants` the waits on `key` that ended in a first acquisition.
+#[allow(clippy::too_many_arguments)]
 fn starvation(
     names: &Names,
     options: &CheckOptions,
@@ -617,8 +596,10 @@ fn starvation(
     attempts: &[Attempt],
     progress: &HashMap<ProcessId, Vec<(i64, u32)>>,
     stats: &mut KeyStats,
+    scratch: &mut Scratch,
+    grants: &mut Vec<Wait>,
     findings: &mut Findings,
-) -> Vec<Wait> {
+) {
     // Whether `process` acquired anything (any key) strictly between `after` and `before`.
     let progressed = |process: ProcessId, after: (i64, u32), before: (i64, u32)| {
         progress.get(&process).is_some_and(|times| {
@@ -626,20 +607,26 @@ fn starvation(
             times.get(i).is_some_and(|&t| t < before)
         })
     };
-    let successes: Vec<(i64, ProcessId)> = attempts
-        .iter()
-        .filter(|a| a.ty == OpType::Ok)
-        .map(|a| (a.completion, a.process))
-        .collect();
-    // Per process: the first attempt of its current run of failures.
-    let mut streaks: HashMap<ProcessId, Streak> = Default::default();
-    let mut waits: Vec<f64> = Vec::new();
-    // The waits that ended in a first acquisition, for the fairness check (returned).
-    let mut grants: Vec<Wait> = Vec::new();
-    // The same waits by the mode of the acquire that ended them: [exclusive, shared].
-    let mut waits_by_mode: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    let mut per_process: HashMap<ProcessId, u64> = Default::default();
-    let mut ends: Vec<Streak> = Vec::new();
+    let Scratch {
+        successes,
+        streaks,
+        waits,
+        waits_by_mode,
+        per_process,
+        ends,
+    } = scratch;
+    successes.clear();
+    streaks.clear();
+    waits.clear();
+    waits_by_mode.iter_mut().for_each(Vec::clear);
+    per_process.clear();
+    ends.clear();
+    successes.extend(
+        attempts
+            .iter()
+            .filter(|a| a.ty == OpType::Ok)
+            .map(|a| (a.completion, a.process)),
+    );
     for attempt in attempts {
         *per_process.entry(attempt.process).or_insert(0) += u64::from(attempt.ty == OpType::Ok);
         match attempt.ty {
@@ -705,9 +692,9 @@ fn starvation(
             }
         }
     }
-    ends.extend(streaks.into_values());
-    ends.sort_by_key(|s| s.start);
-    for streak in ends {
+    ends.extend(streaks.drain().map(|(_, streak)| streak));
+    ends.sort_unstable_by_key(|s| (s.start, s.first_index));
+    for &streak in ends.iter() {
         if streak.last_fail.saturating_sub(streak.start) <= options.starvation_bound_ns {
             continue;
         }
@@ -750,20 +737,16 @@ fn starvation(
             }
         });
     }
-    stats.wait_ms = Percentiles::of(&mut waits);
-    for (mode, mode_waits) in ["exclusive", "shared"].into_iter().zip(&mut waits_by_mode) {
-        if !mode_waits.is_empty() {
-            stats
-                .wait_ms_by_mode
-                .insert(mode.to_string(), Percentiles::of(mode_waits));
-        }
-    }
+    stats.wait_ms = Percentiles::of(waits);
+    let [exclusive, shared] = waits_by_mode;
+    let by_mode = |waits: &mut Vec<f64>| (!waits.is_empty()).then(|| Percentiles::of(waits));
+    stats.wait_ms_by_mode.exclusive = by_mode(exclusive);
+    stats.wait_ms_by_mode.shared = by_mode(shared);
     // Filled in by the fairness check; `Some` marks a key with fair-marked acquires.
     if attempts.iter().any(|a| a.flags & flags::FAIR != 0) {
         stats.queue_jumps_fair = Some(0);
     }
     stats.fairness = jain_index(per_process.values().copied());
-    grants
 }
 
 #[derive(Debug, Clone, Copy)]

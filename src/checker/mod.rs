@@ -4,6 +4,7 @@
 mod fairness;
 mod fencing;
 mod findings;
+mod grouped;
 pub mod holds;
 mod lease;
 mod liveness;
@@ -151,10 +152,16 @@ fn check_with_lease_floor(
     }
 
     let (start, end) = history.time_span();
-    let per_key = key_stats
+    // In name order before collecting: sorting the small indices is much cheaper than the
+    // map's own sort of (name, stats) pairs, which then finds them in order already.
+    let mut by_name: Vec<u32> = (0..history.keys.len() as u32).collect();
+    by_name.sort_unstable_by(|&a, &b| history.keys[a as usize].cmp(&history.keys[b as usize]));
+    let per_key = by_name
         .into_iter()
-        .enumerate()
-        .map(|(k, s)| (history.keys[k].clone(), s))
+        .map(|k| {
+            let k = k as usize;
+            (history.keys[k].clone(), std::mem::take(&mut key_stats[k]))
+        })
         .collect();
     let acquisitions = holds.holds.len();
     // An optimistic algorithm (pg-version, watch-multi) takes no lock: its acknowledged

@@ -10,21 +10,40 @@ use crate::units::{fmt_span, fmt_time};
 use super::findings::{Findings, Names};
 use super::holds::Hold;
 
+/// The end of a list of open holds.
+const NONE: u32 = u32::MAX;
+
 pub fn check(names: &Names, findings: &mut Findings) {
     let holds = &names.holds.holds;
-    // Per key, the holds that have begun and not yet ended, as of the hold being looked at.
-    let mut active: Vec<Vec<u32>> = vec![Vec::new(); names.history.keys.len()];
+    // Per key, the holds that have begun and not yet ended, as of the hold being looked at,
+    // in begin order: a list linked from `first` through `next`. Linked rather than a
+    // vector per key, which would cost an allocation per key (there may be millions).
+    let mut first = vec![NONE; names.history.keys.len()];
+    let mut next = vec![NONE; holds.len()];
     for (id, hold) in holds.iter().enumerate() {
-        let open = &mut active[hold.key as usize];
-        open.retain(|&a| holds[a as usize].end > hold.begin);
-        for &a in open.iter() {
+        let key = hold.key as usize;
+        let (mut before, mut a) = (NONE, first[key]);
+        while a != NONE {
+            let after = next[a as usize];
             let earlier = &holds[a as usize];
-            let readers = earlier.shared && hold.shared;
-            if earlier.process != hold.process && !readers && earlier.overlaps(hold) {
-                findings.add("overlap", || describe(names, a, earlier, id as u32, hold));
+            if earlier.end > hold.begin {
+                let readers = earlier.shared && hold.shared;
+                if earlier.process != hold.process && !readers && earlier.overlaps(hold) {
+                    findings.add("overlap", || describe(names, a, earlier, id as u32, hold));
+                }
+                before = a;
+            } else if before == NONE {
+                first[key] = after;
+            } else {
+                next[before as usize] = after;
             }
+            a = after;
         }
-        open.push(id as u32);
+        // `before` is now the last hold still open (NONE: none is).
+        match before {
+            NONE => first[key] = id as u32,
+            _ => next[before as usize] = id as u32,
+        }
     }
 }
 

@@ -61,6 +61,10 @@ pub struct Step {
 /// strongly connected component with a real-time edge, one shortest cycle through such an
 /// edge, as steps between holds.
 pub fn token_order_cycles(holds: &[Hold], key_holds: &[u32]) -> Vec<Vec<Step>> {
+    // A cycle needs two holds; most keys of a history with a million of them have one.
+    if key_holds.len() < 2 {
+        return Vec::new();
+    }
     let mut graph: DiGraph<Node, Order> =
         DiGraph::with_capacity(key_holds.len() * 3, key_holds.len() * 4);
     let nodes: Vec<NodeIndex> = key_holds

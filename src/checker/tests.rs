@@ -1693,17 +1693,21 @@ fn waits_are_split_by_mode() {
     // Exclusive: 2, 7 (from the first try at 15 ms), 1; shared: 7, 6.5.
     assert_eq!(figures(&stats.wait_ms), (5, 6.5, 7.0, 7.0, 7.0));
     assert_eq!(
-        figures(&stats.wait_ms_by_mode["exclusive"]),
+        figures(stats.wait_ms_by_mode.exclusive.as_ref().unwrap()),
         (3, 2.0, 7.0, 7.0, 7.0)
     );
     assert_eq!(
-        figures(&stats.wait_ms_by_mode["shared"]),
+        figures(stats.wait_ms_by_mode.shared.as_ref().unwrap()),
         (2, 6.5, 7.0, 7.0, 7.0)
     );
     assert_eq!(stats.queue_jumps, 0);
     // Without shared acquires, one mode only.
     let plain = run(&queue_jump("15", "ok"));
-    let modes: Vec<&String> = key_stats(&plain).wait_ms_by_mode.keys().collect();
+    let modes: Vec<&str> = key_stats(&plain)
+        .wait_ms_by_mode
+        .iter()
+        .map(|(mode, _)| mode)
+        .collect();
     assert_eq!(modes, ["exclusive"]);
 }
 

@@ -72,8 +72,8 @@ pub struct KeyStats {
     pub wait_ms: Percentiles,
     /// `wait_ms` split by the mode of the acquire that ended the wait: `exclusive` (also
     /// acquires without a mode) and `shared`; a mode with no acquisition is left out.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub wait_ms_by_mode: BTreeMap<String, Percentiles>,
+    #[serde(default, skip_serializing_if = "WaitsByMode::is_empty")]
+    pub wait_ms_by_mode: WaitsByMode,
     /// Grants that jumped the queue: a first acquisition whose wait began more than the
     /// fairness tolerance after another's that ended in a later grant (any acquires, fair or
     /// not; see checker/fairness.rs for what a wait is).
@@ -91,6 +91,30 @@ pub struct KeyStats {
     /// Failed renews or releases after the lease had run out (expected, not anomalies).
     pub expected_losses: u64,
     pub longest_free_ms: f64,
+}
+
+/// A key's waits by the mode of the acquire that ended them, written as a JSON object with
+/// a member per mode that had an acquisition (`{"exclusive": {...}, "shared": {...}}`).
+/// Two fields rather than a map: a map costs an allocation for each of a million keys.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WaitsByMode {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive: Option<Percentiles>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<Percentiles>,
+}
+
+impl WaitsByMode {
+    pub fn is_empty(&self) -> bool {
+        self.exclusive.is_none() && self.shared.is_none()
+    }
+
+    /// The modes that had an acquisition, by name: exclusive first.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Percentiles)> {
+        [("exclusive", &self.exclusive), ("shared", &self.shared)]
+            .into_iter()
+            .filter_map(|(mode, p)| p.as_ref().map(|p| (mode, p)))
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -95,9 +95,7 @@ fn per_key(out: &mut String, report: &Report) {
         .per_key
         .iter()
         .filter(|(_, s)| {
-            s.wait_ms_by_mode.contains_key("shared")
-                || s.queue_jumps > 0
-                || s.queue_jumps_fair.is_some()
+            s.wait_ms_by_mode.shared.is_some() || s.queue_jumps > 0 || s.queue_jumps_fair.is_some()
         })
         .collect();
     if keys.is_empty() {
@@ -177,17 +175,14 @@ mod tests {
         let per_key = &mut report.stats.per_key;
         per_key.insert("plain".into(), KeyStats::default());
         let mut rw = KeyStats::default();
-        rw.wait_ms_by_mode
-            .insert("exclusive".into(), waits(3, 2.0, 7.0));
-        rw.wait_ms_by_mode
-            .insert("shared".into(), waits(2, 0.25, 7.0));
+        rw.wait_ms_by_mode.exclusive = Some(waits(3, 2.0, 7.0));
+        rw.wait_ms_by_mode.shared = Some(waits(2, 0.25, 7.0));
         per_key.insert("rw".into(), rw);
         let mut fair = KeyStats {
             queue_jumps_fair: Some(0),
             ..KeyStats::default()
         };
-        fair.wait_ms_by_mode
-            .insert("exclusive".into(), waits(5, 120.0, 900.0));
+        fair.wait_ms_by_mode.exclusive = Some(waits(5, 120.0, 900.0));
         per_key.insert("fair".into(), fair);
         per_key.insert(
             "racy".into(),
