@@ -401,22 +401,23 @@ pub fn check(
     let mut waits: Vec<Wait> = Vec::new();
     let mut wait_starts: Vec<u32> = Vec::with_capacity(keys + 1);
     let mut scratch = Scratch::default();
-    for key in 0..keys {
-        let key_blocks = blocks.of_mut(key as KeyId);
+    for (key, stat) in stats.iter_mut().enumerate() {
+        let key = key as KeyId;
+        let key_blocks = blocks.of_mut(key);
         // Stable: ties in the order gathered, holds first.
         key_blocks.sort_by_key(|b| b.start);
-        let key_blocks = blocks.of(key as KeyId);
-        let key_attempts = attempts.of(key as KeyId);
+        let key_blocks = blocks.of(key);
+        let key_attempts = attempts.of(key);
         // A key nobody ever acquired gives no ground either way: not judged.
-        if stats[key].holds > 0 {
+        if stat.holds > 0 {
             unavailable(
                 names,
                 options,
-                key as KeyId,
+                key,
                 key_blocks,
                 key_attempts,
                 (history_start, history_end),
-                &mut stats[key],
+                stat,
                 findings,
             );
         }
@@ -424,10 +425,10 @@ pub fn check(
         starvation(
             names,
             options,
-            key as KeyId,
+            key,
             key_attempts,
             &progress,
-            &mut stats[key],
+            stat,
             &mut scratch,
             &mut waits,
             findings,
