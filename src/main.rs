@@ -353,6 +353,21 @@ fn parse_topology(text: &str) -> Result<lockaudit::cluster::Topology, String> {
 /// Exit code for a run that could not be carried out (the README's exit codes).
 const EXIT_CANNOT_RUN: u8 = 3;
 
+/// Writes `text` to standard output. A reader that stopped reading (`| head`, `| jq` that
+/// failed) is not an error of ours: the rest is simply not wanted, and the verdict's exit
+/// code still stands. (`print!` would panic.)
+fn print_out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}")),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let level = match cli.verbose {
@@ -786,14 +801,15 @@ fn run(command: Command) -> anyhow::Result<u8> {
                 std::fs::write(&file, text + "\n")
                     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
             }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+            let mut text = if json {
+                serde_json::to_string_pretty(&report)? + "\n"
             } else {
-                print!("{}", render_summary(&report, &path.display().to_string()));
-                if let Some(dir) = &out {
-                    println!("report: {}", dir.join("report.json").display());
-                }
+                render_summary(&report, &path.display().to_string())
+            };
+            if let (Some(dir), false) = (&out, json) {
+                text += &format!("report: {}\n", dir.join("report.json").display());
             }
+            print_out(&text)?;
             if let Some(peak) = lockaudit::sys::peak_resident_kib() {
                 tracing::info!("peak resident memory {peak} KiB");
             }

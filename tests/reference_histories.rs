@@ -417,3 +417,41 @@ fn check_index_sequence(path: &Path) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `lockaudit check --json | head`: the reader goes away before the report is written out.
+/// The verdict's exit code still comes back, and nothing panics.
+#[test]
+fn a_reader_that_stops_early_leaves_the_verdict_standing() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history.jsonl");
+    // Enough keys for a report far larger than a pipe's buffer.
+    let synth = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .args(["synth", "--events", "20000", "--keys", "5000", "--out"])
+        .arg(&history)
+        .output()
+        .expect("run lockaudit synth");
+    assert!(synth.status.success(), "{synth:?}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .arg("check")
+        .arg(&history)
+        .arg("--json")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lockaudit check");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    stdout.read_exact(&mut first).expect("the report begins");
+    drop(stdout);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
