@@ -300,19 +300,29 @@ pub fn check(
             }
         }
     }
-    let mut invokes: Vec<Option<(i64, u32, u8)>> = vec![None; history.processes.len()];
+    // Each process's pending acquire invoke, as its position in `ops` (`NONE`: none): 4
+    // bytes a process, where a history of indeterminate acquires has a process every two
+    // events.
+    const NONE: u32 = u32::MAX;
+    let mut invokes: Vec<u32> = vec![NONE; history.processes.len()];
     for (position, op) in history.ops.iter().enumerate() {
         if op.f != OpF::Acquire || !op.is_client() {
             continue;
         }
         let p = op.process as usize;
         if op.ty == OpType::Invoke {
-            invokes[p] = Some((op.time, op.index, op.flags & (flags::SHARED | flags::FAIR)));
+            invokes[p] = position as u32;
             continue;
         }
-        let Some((invoke, invoke_index, invoke_flags)) = invokes[p].take() else {
+        let invoke = std::mem::replace(&mut invokes[p], NONE);
+        let Some(invoke) = history.ops.get(invoke as usize) else {
             continue;
         };
+        let (invoke, invoke_index, invoke_flags) = (
+            invoke.time,
+            invoke.index,
+            invoke.flags & (flags::SHARED | flags::FAIR),
+        );
         let hold = names.holds.op_hold[position];
         let began = op.ty == OpType::Ok
             && hold != NO_HOLD
