@@ -390,7 +390,7 @@ pub fn check(
             },
         );
     }
-    // Each key's in the order put (attempts: by completion).
+    // Each key's blocks and attempts are now in the order put (attempts: by completion).
 
     // Each process's successful acquisitions of any key, in time order: a process that gets
     // somewhere is not starving, so they break its runs of failures.

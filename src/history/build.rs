@@ -279,8 +279,9 @@ impl HistoryBuilder {
     }
 
     /// Asks the processor to bring `event`'s process state into the cache, so that `push`
-    /// finds it there a few events later. With a million processes, each event's state
-    /// would otherwise be a wait on main memory; with a few thousand, this costs little.
+    /// finds it there a couple of lines later. With a million processes, each event's state
+    /// would otherwise be a wait on main memory (the reader asks only once there are many:
+    /// see `reader::MANY_PROCESSES`).
     pub fn prefetch(&self, event: &EventRef) {
         let Process::Client(number) = event.process else {
             return;
