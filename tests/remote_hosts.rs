@@ -540,31 +540,24 @@ fn ctrl_c_during_a_cut_replication_link_leaves_no_rule_on_the_hosts() {
             .count()
     };
     // Until both replicas' hosts hold the cut (two rules each), the primary's none.
-    let deadline = Instant::now() + Duration::from_secs(40);
-    while rules(1) < 2 || rules(2) < 2 {
-        assert!(Instant::now() < deadline, "the link was never cut");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        Duration::from_secs(40),
+        || rules(1) >= 2 && rules(2) >= 2,
+        || "the link was never cut".into(),
+    );
     assert_eq!(rules(0), 0);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        Signal::SIGINT,
-    )
-    .unwrap();
+    send(&child, Signal::SIGINT);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{status:?}");
     // The sessions holding the rules ended with lockaudit: each host deletes its rules.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while (0..3).any(|i| rules(i) > 0 || !bed.leftovers(i).is_empty()) {
-        assert!(
-            Instant::now() < deadline,
-            "left: {:?}",
-            (0..3)
-                .map(|i| (rules(i), bed.leftovers(i)))
-                .collect::<Vec<_>>()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        Duration::from_secs(10),
+        || (0..3).all(|i| rules(i) == 0 && bed.leftovers(i).is_empty()),
+        || {
+            let left: Vec<_> = (0..3).map(|i| (rules(i), bed.leftovers(i))).collect();
+            format!("left: {left:?}")
+        },
+    );
 }
 
 /// The primary the hosts' sentinels name, as (address, port), once one answers.
@@ -585,6 +578,36 @@ where
         assert!(Instant::now() < deadline, "{what} within {patience:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// `until` for a check that blocks (a command on a host, a file): fails with `state()`,
+/// what was seen when time ran out.
+fn wait_until(patience: Duration, mut check: impl FnMut() -> bool, state: impl Fn() -> String) {
+    let deadline = Instant::now() + patience;
+    while !check() {
+        assert!(Instant::now() < deadline, "{} within {patience:?}", state());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How long the run's history has grown so far.
+fn history_bytes(out: &Path) -> u64 {
+    std::fs::metadata(out.join("history.jsonl")).map_or(0, |m| m.len())
+}
+
+/// Sends `signal` to a lockaudit the test started.
+fn send(child: &std::process::Child, signal: Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+}
+
+/// Reads the child's stderr to its end in the background (so a full pipe never blocks it).
+fn stderr_of(child: &mut std::process::Child) -> std::thread::JoinHandle<String> {
+    let mut pipe = child.stderr.take().expect("stderr piped");
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
+        text
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1050,26 +1073,15 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there_and_brings_the_logs
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().unwrap();
-    let mut pipe = child.stderr.take().unwrap();
-    let stderr = std::thread::spawn(move || {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
-        text
-    });
+    let stderr = stderr_of(&mut child);
     // Until the servers run on the hosts and the clients work (a history with events).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !(0..3).all(|i| !bed.leftovers(i).is_empty())
-        || std::fs::metadata(out.join("history.jsonl")).map_or(0, |m| m.len()) < 1000
-    {
-        assert!(Instant::now() < deadline, "the run did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        Duration::from_secs(30),
+        || (0..3).all(|i| !bed.leftovers(i).is_empty()) && history_bytes(&out) >= 1000,
+        || "the run did not start".into(),
+    );
     std::thread::sleep(Duration::from_secs(2));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        Signal::SIGINT,
-    )
-    .unwrap();
+    send(&child, Signal::SIGINT);
     let interrupted = Instant::now();
     let status = child.wait().unwrap();
     println!(
@@ -1080,17 +1092,14 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there_and_brings_the_logs
     println!("{stderr}");
     assert_eq!(status.code(), Some(130), "{status:?}\n{stderr}");
     // The ssh sessions died with lockaudit; each host's watcher kills its server.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while (0..3).any(|i| !bed.leftovers(i).is_empty()) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for i in 0..3 {
-        assert!(
-            bed.leftovers(i).is_empty(),
-            "host {i}: {:?}",
-            bed.leftovers(i)
-        );
-    }
+    wait_until(
+        Duration::from_secs(10),
+        || (0..3).all(|i| bed.leftovers(i).is_empty()),
+        || {
+            let left: Vec<_> = (0..3).map(|i| bed.leftovers(i)).collect();
+            format!("left on the hosts: {left:?}")
+        },
+    );
     // Before the connections died, each server's log came back into the run folder and the
     // run's folder left the hosts, as at a normal end; known_hosts stays in the run folder.
     for i in 0..5 {
@@ -1391,29 +1400,20 @@ fn ctrl_c_while_a_worker_is_cut_off_leaves_no_rule_on_the_host() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(40);
-    while client_rules(&bed, 0).len() < 2 {
-        assert!(Instant::now() < deadline, "the worker was never cut off");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        Signal::SIGINT,
-    )
-    .unwrap();
+    wait_until(
+        Duration::from_secs(40),
+        || client_rules(&bed, 0).len() >= 2,
+        || "the worker was never cut off".into(),
+    );
+    send(&child, Signal::SIGINT);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{status:?}");
     // The session holding the rules ended with lockaudit: the host deletes them.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !client_rules(&bed, 0).is_empty() || !bed.leftovers(0).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "left: {:?} {:?}",
-            client_rules(&bed, 0),
-            bed.leftovers(0)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        Duration::from_secs(10),
+        || client_rules(&bed, 0).is_empty() && bed.leftovers(0).is_empty(),
+        || format!("left: {:?} {:?}", client_rules(&bed, 0), bed.leftovers(0)),
+    );
     let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
     assert!(history.contains("\"f\":\"partition\""), "the cut recorded");
     assert!(
@@ -1437,25 +1437,16 @@ fn sigterm_with_a_host_gone_silent_says_where_the_run_is_left_on_it() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut pipe = child.stderr.take().unwrap();
-    let stderr = std::thread::spawn(move || {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
-        text
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::fs::metadata(out.join("history.jsonl")).map_or(0, |m| m.len()) < 1000 {
-        assert!(Instant::now() < deadline, "the run did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let stderr = stderr_of(&mut child);
+    wait_until(
+        Duration::from_secs(30),
+        || history_bytes(&out) >= 1000,
+        || "the run did not start".into(),
+    );
     // The host stops answering SSH: the logs cannot come back.
     let silence = ["INPUT", "-p", "tcp", "--dport", "22", "-j", "DROP"];
     bed.exec(0, &[&["iptables", "-I"][..], &silence].concat());
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        Signal::SIGTERM,
-    )
-    .unwrap();
+    send(&child, Signal::SIGTERM);
     let interrupted = Instant::now();
     let status = child.wait().unwrap();
     println!(
@@ -1479,11 +1470,11 @@ fn sigterm_with_a_host_gone_silent_says_where_the_run_is_left_on_it() {
     assert!(stderr.contains("fetched 0 of 1 logs"), "{stderr}");
     // Heard again, the host's sshd finds the session gone and its watcher ends the server.
     bed.exec(0, &[&["iptables", "-D"][..], &silence].concat());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !bed.leftovers(0).is_empty() {
-        assert!(Instant::now() < deadline, "left: {:?}", bed.leftovers(0));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        Duration::from_secs(60),
+        || bed.leftovers(0).is_empty(),
+        || format!("left: {:?}", bed.leftovers(0)),
+    );
 }
 
 /// A host's own settings from a hosts file or a workload's `nodes` table: its own key (the
