@@ -793,22 +793,29 @@ fn run(command: Command) -> anyhow::Result<u8> {
             };
             let report = checker::check(&history, &options);
             tracing::info!("checked in {:.3}s", started.elapsed().as_secs_f64());
-            if let Some(dir) = &out {
+            // Written once for both the file and `--json`: with a million keys the report
+            // runs to hundreds of megabytes.
+            let report_json = match out.is_some() || json {
+                true => Some(serde_json::to_string_pretty(&report)? + "\n"),
+                false => None,
+            };
+            if let (Some(dir), Some(text)) = (&out, &report_json) {
                 std::fs::create_dir_all(dir)
                     .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
                 let file = dir.join("report.json");
-                let text = serde_json::to_string_pretty(&report)?;
-                std::fs::write(&file, text + "\n")
+                std::fs::write(&file, text)
                     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
             }
-            let mut text = if json {
-                serde_json::to_string_pretty(&report)? + "\n"
-            } else {
-                render_summary(&report, &path.display().to_string())
+            let text = match report_json {
+                Some(text) if json => text,
+                _ => {
+                    let mut text = render_summary(&report, &path.display().to_string());
+                    if let Some(dir) = &out {
+                        text += &format!("report: {}\n", dir.join("report.json").display());
+                    }
+                    text
+                }
             };
-            if let (Some(dir), false) = (&out, json) {
-                text += &format!("report: {}\n", dir.join("report.json").display());
-            }
             print_out(&text)?;
             if let Some(peak) = lockaudit::sys::peak_resident_kib() {
                 tracing::info!("peak resident memory {peak} KiB");
