@@ -7,8 +7,11 @@
 //! real apps rediscover a moved primary) and the caller learns which kind of failure it was.
 //!
 //! On a Redis Cluster the connection is redis-rs's cluster connection: it routes each
-//! command by its key's slot, follows MOVED / ASK and refreshes the slot map after a
-//! failover, as an application's cluster client does (its own retries included).
+//! command by its key's slot and refreshes the slot map after a MOVED or a failover, as an
+//! application's cluster client does. Its own retries are off: they also resend a command
+//! whose reply was lost, and a `SET NX` sent twice answers "not set" for the lock its first
+//! try took. This module resends only what the cluster proved it did not run
+//! ([`cluster_request`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -81,7 +84,7 @@ impl ConnectionLike for Link {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> redis::RedisFuture<'a, redis::Value> {
         match self {
             Link::Server(c) => c.req_packed_command(cmd),
-            Link::Cluster(c) => c.req_packed_command(cmd),
+            Link::Cluster(c) => Box::pin(cluster_request(c.clone(), cmd)),
         }
     }
 
@@ -102,6 +105,51 @@ impl ConnectionLike for Link {
             Link::Server(c) => c.get_db(),
             Link::Cluster(c) => c.get_db(),
         }
+    }
+}
+
+/// How many times a cluster request is sent at most, and the pause before the second try
+/// (doubled before each next one): enough to follow a MOVED once the slot map is refreshed
+/// and to wait out a promotion's CLUSTERDOWN for a moment. The request's time limit bounds
+/// it anyway.
+const CLUSTER_TRIES: u32 = 5;
+const CLUSTER_FIRST_PAUSE: Duration = Duration::from_millis(10);
+
+/// Sends one command through the cluster connection, again after an error that proves it did
+/// not run ([`did_not_run`]), and never after any other: the caller must learn that a command
+/// whose reply was lost may have run.
+async fn cluster_request(
+    mut conn: ClusterConnection,
+    cmd: &Cmd,
+) -> redis::RedisResult<redis::Value> {
+    let mut pause = CLUSTER_FIRST_PAUSE;
+    let mut tries = 1;
+    loop {
+        match conn.req_packed_command(cmd).await {
+            Err(e) if tries < CLUSTER_TRIES && did_not_run(&e) => {
+                tries += 1;
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Whether a cluster request's error proves that its command did not run: the node sent it
+/// elsewhere (MOVED) or refused it for now (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, LOADING,
+/// READONLY from a demoted master), no connection to the slot's node was there to send it
+/// on, or the connection was refused. A reply that was lost or late (any other I/O error,
+/// a timeout) proves nothing. ASK is not followed: lockaudit's clusters never move slots.
+fn did_not_run(e: &RedisError) -> bool {
+    use redis::ServerErrorKind as S;
+    match e.kind() {
+        ErrorKind::Server(
+            S::Moved | S::TryAgain | S::ClusterDown | S::MasterDown | S::BusyLoading | S::ReadOnly,
+        ) => true,
+        ErrorKind::ClusterConnectionNotFound => true,
+        ErrorKind::Io => e.is_connection_refusal(),
+        _ => false,
     }
 }
 
@@ -211,14 +259,11 @@ impl Conn {
                 })
             })
             .collect();
-        // A few quick retries: enough to follow MOVED / ASK and wait out a promotion's
-        // CLUSTERDOWN for a moment, bounded anyway by the request's time limit.
+        // No retries by the client: `cluster_request` resends only what did not run.
         let client = ClusterClientBuilder::new(infos)
             .connection_timeout(timeout)
             .response_timeout(timeout)
-            .retries(4)
-            .min_retry_wait(10)
-            .max_retry_wait(100)
+            .retries(0)
             .node_address_map(map)
             .build()
             .map_err(|e| LockError::Endpoints(format!("cluster: {e}")))?;
@@ -392,4 +437,100 @@ impl Conn {
 pub(crate) fn is_auth_message(m: &str) -> bool {
     let m = m.to_ascii_lowercase();
     m.contains("auth") || m.contains("wrongpass") || m.contains("password")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+    use crate::cluster::{self, ClusterSpec, Topology};
+
+    /// A proxy in front of one node that, once `armed`, passes the next `INCR` to the node
+    /// and then closes the client's connection instead of passing the reply back: the
+    /// client's view of a reply lost after the command ran.
+    async fn reply_dropping_proxy(upstream: u16, armed: Arc<AtomicBool>) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let server = TcpStream::connect(("127.0.0.1", upstream)).await.unwrap();
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_server, mut to_server) = server.into_split();
+                let drop_reply = Arc::new(AtomicBool::new(false));
+                let (armed, dropping) = (armed.clone(), drop_reply.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = from_client.read(&mut buf).await {
+                        let incr = buf[..n].windows(4).any(|w| w == b"INCR");
+                        if incr && armed.swap(false, Ordering::SeqCst) {
+                            dropping.store(true, Ordering::SeqCst);
+                        }
+                        if to_server.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = from_server.read(&mut buf).await {
+                        // Dropping the write half closes the client's side; the command ran.
+                        if drop_reply.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        if to_client.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    /// A cluster command whose reply is lost is reported as maybe run, and is not sent
+    /// again: redis-rs's own retries would resend it (an `INCR` would count twice, a
+    /// `SET NX` would answer "not set" for the lock it took). The connection works again
+    /// for the next command.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cluster_command_whose_reply_is_lost_is_not_sent_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = ClusterSpec {
+            shards: 1,
+            ..ClusterSpec::new(Topology::Cluster, dir.path())
+        };
+        let c = cluster::start(&spec)
+            .await
+            .expect("a one-master Redis Cluster starts (needs redis-server on PATH)");
+        let master = c.endpoints().nodes[0].clone();
+        let password = c.password().to_string();
+        let armed = Arc::new(AtomicBool::new(false));
+        let front = Node {
+            port: reply_dropping_proxy(master.port, armed.clone()).await,
+            ..master.clone()
+        };
+        let mut conn = Conn::cluster(&[front], Some(&password), Duration::from_secs(2))
+            .await
+            .unwrap();
+        let mut incr = redis::cmd("INCR");
+        incr.arg("counter");
+        assert_eq!(conn.query::<i64>(&incr).await, Ok(1));
+
+        armed.store(true, Ordering::SeqCst);
+        let lost = conn.query::<i64>(&incr).await;
+        assert!(matches!(lost, Err(OpError::Unknown(_))), "{lost:?}");
+        assert!(
+            !armed.load(Ordering::SeqCst),
+            "the INCR never reached the proxy"
+        );
+        let mut direct = Conn::direct(&master, Some(&password), Duration::from_secs(2)).unwrap();
+        let counted = direct.query::<i64>(redis::cmd("GET").arg("counter")).await;
+        assert_eq!(counted, Ok(2), "the INCR whose reply was lost ran once");
+
+        assert_eq!(conn.query::<i64>(&incr).await, Ok(3));
+    }
 }
