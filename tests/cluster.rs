@@ -17,6 +17,8 @@ use redis::AsyncCommands;
 
 /// The env var that turns `helper_process` into a child scenario (see below).
 const HELPER_ENV: &str = "LOCKAUDIT_CLUSTER_TEST_HELPER";
+/// Where the helper keeps its servers' files (the spawning test's temporary folder).
+const HELPER_DIR_ENV: &str = "LOCKAUDIT_CLUSTER_TEST_HELPER_DIR";
 
 fn spec(topology: Topology, dir: &Path) -> ClusterSpec {
     ClusterSpec::new(topology, dir)
@@ -134,8 +136,8 @@ async fn single_answers_with_the_password_and_refuses_without() {
 
 #[tokio::test]
 async fn replicated_replicas_copy_a_write() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = cluster::start(&spec(Topology::Replicated, dir.path()))
+    let dir = std::path::PathBuf::from(std::env::var_os(HELPER_DIR_ENV).unwrap());
+    let cluster = cluster::start(&spec(Topology::Replicated, &dir))
         .await
         .unwrap();
     let e = cluster.endpoints();
@@ -274,8 +276,8 @@ async fn shutdown_leaves_no_process() {
 
 #[tokio::test]
 async fn drop_kills_everything_even_a_paused_node() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = cluster::start(&spec(Topology::Replicated, dir.path()))
+    let dir = std::path::PathBuf::from(std::env::var_os(HELPER_DIR_ENV).unwrap());
+    let cluster = cluster::start(&spec(Topology::Replicated, &dir))
         .await
         .unwrap();
     let pids = all_pids(&cluster);
@@ -405,12 +407,14 @@ async fn a_paused_node_does_not_answer_until_resumed() {
     ));
 }
 
-/// Runs `helper_process` in a child copy of this test binary in `mode`, returning the
-/// child and the pids of the servers it started (read from its stdout). Every caller waits
-/// for the child (the lint cannot see through the return).
+/// Runs `helper_process` in a child copy of this test binary in `mode`, its servers' files
+/// in `dir`, returning the child and the pids of the servers it started (read from its
+/// stdout). Every caller waits for the child (the lint cannot see through the return).
+/// `dir` belongs to the caller: a child ended by a signal cannot remove a folder of its own.
 #[allow(clippy::zombie_processes)]
 fn spawn_helper(
     mode: &str,
+    dir: &std::path::Path,
 ) -> (
     std::process::Child,
     BufReader<std::process::ChildStdout>,
@@ -425,6 +429,7 @@ fn spawn_helper(
             "--test-threads=1",
         ])
         .env(HELPER_ENV, mode)
+        .env(HELPER_DIR_ENV, dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -454,8 +459,8 @@ async fn helper_process() {
     if mode != "sigkill" {
         cluster::install_cleanup_handlers();
     }
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = cluster::start(&spec(Topology::Replicated, dir.path()))
+    let dir = std::path::PathBuf::from(std::env::var_os(HELPER_DIR_ENV).unwrap());
+    let cluster = cluster::start(&spec(Topology::Replicated, &dir))
         .await
         .unwrap();
     let pids = all_pids(&cluster);
@@ -476,7 +481,8 @@ async fn helper_process() {
 
 #[test]
 fn the_panic_hook_kills_the_children() {
-    let (mut child, mut out, pids) = spawn_helper("panic");
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, mut out, pids) = spawn_helper("panic", dir.path());
     let ids = identities(&pids);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
@@ -487,7 +493,8 @@ fn the_panic_hook_kills_the_children() {
 
 #[test]
 fn ctrl_c_kills_the_children_and_exits_130() {
-    let (mut child, _out, pids) = spawn_helper("sigint");
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _out, pids) = spawn_helper("sigint", dir.path());
     let ids = identities(&pids);
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
     let status = child.wait().unwrap();
@@ -498,7 +505,8 @@ fn ctrl_c_kills_the_children_and_exits_130() {
 
 #[test]
 fn children_die_when_lockaudit_is_sigkilled() {
-    let (mut child, _out, pids) = spawn_helper("sigkill");
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _out, pids) = spawn_helper("sigkill", dir.path());
     let ids = identities(&pids);
     child.kill().unwrap();
     child.wait().unwrap();
