@@ -152,7 +152,7 @@ fn assert_valid(config: &SynthConfig) -> Result<(), TestCaseError> {
 fn assert_no_queue_jump(config: &SynthConfig) -> Result<(), TestCaseError> {
     let events = generate(config);
     let report = check_through_reader("fifo", &events)?;
-    for (key, stats) in &report.stats.per_key {
+    for (key, stats) in report.stats.per_key.iter() {
         if stats.queue_jumps > 0 {
             let path = failure_file("fifo", &events);
             return Err(TestCaseError::fail(format!(

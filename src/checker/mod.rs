@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use crate::history::{History, OpF, OpType};
-use crate::report::{CheckResult, Report, Stats};
+use crate::report::{CheckResult, PerKey, Report, Stats};
 
 use findings::{Findings, Names};
 
@@ -62,6 +62,15 @@ const CHECKS: [(&str, &[&str]); 7] = [
     ("register", &["lost-update"]),
 ];
 
+/// Runs `step`, logging how long it took at debug level (`lockaudit -vv check`): where a
+/// large history's check time goes.
+fn timed<T>(what: &str, step: impl FnOnce() -> T) -> T {
+    let started = std::time::Instant::now();
+    let result = step();
+    tracing::debug!("{what}: {:.3}s", started.elapsed().as_secs_f64());
+    result
+}
+
 /// Runs every check on `history`.
 pub fn check(history: &History, options: &CheckOptions) -> Report {
     check_with_lease_floor(history, options, None)
@@ -75,21 +84,27 @@ fn check_with_lease_floor(
     options: &CheckOptions,
     lease_floor_ms: Option<i64>,
 ) -> Report {
-    let holds = holds::derive(history);
+    let holds = timed("holds derived", || holds::derive(history));
     let names = Names {
         history,
         holds: &holds,
     };
     let mut findings = Findings::new(options.anomaly_limit);
 
-    mutual_exclusion::check(&names, &mut findings);
-    lease::check(&names, &mut findings);
-    let expected_losses = lost_lock::check(&names, &mut findings);
-    fencing::check(&names, &mut findings);
-    let (mut key_stats, mut waits) =
-        liveness::check(&names, options, lease_floor_ms, &mut findings);
-    fairness::check(&names, options, &mut waits, &mut key_stats, &mut findings);
-    let (counters_checked, counters_skipped) = register::check(&names, &mut findings);
+    timed("mutual-exclusion", || {
+        mutual_exclusion::check(&names, &mut findings)
+    });
+    timed("lease", || lease::check(&names, &mut findings));
+    let expected_losses = timed("lost-lock", || lost_lock::check(&names, &mut findings));
+    timed("fencing", || fencing::check(&names, &mut findings));
+    let (mut key_stats, mut waits) = timed("liveness", || {
+        liveness::check(&names, options, lease_floor_ms, &mut findings)
+    });
+    timed("fairness", || {
+        fairness::check(&names, options, &mut waits, &mut key_stats, &mut findings)
+    });
+    let (counters_checked, counters_skipped) =
+        timed("register", || register::check(&names, &mut findings));
 
     for (stats, expected) in key_stats.iter_mut().zip(expected_losses) {
         stats.expected_losses = expected;
@@ -152,17 +167,8 @@ fn check_with_lease_floor(
     }
 
     let (start, end) = history.time_span();
-    // In name order before collecting: sorting the small indices is much cheaper than the
-    // map's own sort of (name, stats) pairs, which then finds them in order already.
-    let mut by_name: Vec<u32> = (0..history.keys.len() as u32).collect();
-    by_name.sort_unstable_by(|&a, &b| history.keys[a as usize].cmp(&history.keys[b as usize]));
-    let per_key = by_name
-        .into_iter()
-        .map(|k| {
-            let k = k as usize;
-            (history.keys[k].clone(), std::mem::take(&mut key_stats[k]))
-        })
-        .collect();
+    // The figures stay in key-id order: `PerKey` sorts the names only when asked to.
+    let per_key = PerKey::from_parts(history.keys.clone(), key_stats);
     let acquisitions = holds.holds.len();
     // An optimistic algorithm (pg-version, watch-multi) takes no lock: its acknowledged
     // conditional writes of the counter are what was exercised, and lost-update judges them.

@@ -2,6 +2,7 @@
 //! summary printed by `lockaudit check`.
 
 pub mod episodes;
+mod per_key;
 mod summary;
 
 use std::collections::BTreeMap;
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use episodes::{episodes, Class, Episode};
+pub use per_key::PerKey;
 pub use summary::render_summary;
 
 /// The anomaly kinds, in the order a summary lists them.
@@ -155,7 +157,8 @@ pub struct Stats {
     pub faults: u64,
     /// First and last event time, ns.
     pub time_span_ns: [i64; 2],
-    pub per_key: BTreeMap<String, KeyStats>,
+    /// In name order in JSON.
+    pub per_key: PerKey,
 }
 
 /// Everything `lockaudit check` concludes about one history.

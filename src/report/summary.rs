@@ -93,7 +93,7 @@ fn per_key(out: &mut String, report: &Report) {
     let mut keys: Vec<(&String, &KeyStats)> = report
         .stats
         .per_key
-        .iter()
+        .unordered()
         .filter(|(_, s)| {
             s.wait_ms_by_mode.shared.is_some() || s.queue_jumps > 0 || s.queue_jumps_fair.is_some()
         })
