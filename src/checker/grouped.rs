@@ -1,6 +1,7 @@
-//! Lists grouped by key, all in one vector. A history may have a million keys with a few
-//! items each: a vector per key would cost an allocation and a free per key, which then
-//! outweighs the checking itself.
+//! Lists grouped by key (or by process), all in one vector. A history may have a million
+//! keys or processes with a few items each: a vector for each would cost an allocation and
+//! a free apiece, which then outweighs the checking itself. Groups are numbered densely
+//! from 0, as `KeyId`s and `ProcessId`s are.
 
 use crate::history::compact::KeyId;
 

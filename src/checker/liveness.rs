@@ -396,15 +396,17 @@ pub fn check(
     // somewhere is not starving, so they break its runs of failures.
     // (time, index): one process's events are in that order in the file, so it places an
     // acquisition between two attempts even when all three share a nanosecond.
-    let mut progress: HashMap<ProcessId, Vec<(i64, u32)>> = Default::default();
-    for a in attempts.all().iter().filter(|a| a.ty == OpType::Ok) {
-        progress
-            .entry(a.process)
-            .or_default()
-            .push((a.completion, a.completion_index));
+    // Grouped by process rather than a vector per process: a history may have a million.
+    let acquired = || attempts.all().iter().filter(|a| a.ty == OpType::Ok);
+    let mut progress = Grouped::new(
+        &grouped::counts(history.processes.len(), acquired().map(|a| a.process)),
+        (0i64, 0u32),
+    );
+    for a in acquired() {
+        progress.put(a.process, (a.completion, a.completion_index));
     }
-    for times in progress.values_mut() {
-        times.sort_unstable();
+    for process in 0..history.processes.len() as ProcessId {
+        progress.of_mut(process).sort_unstable();
     }
 
     // The waits that ended in a first acquisition, key after key (for the fairness check).
@@ -605,7 +607,7 @@ fn starvation(
     options: &CheckOptions,
     key: KeyId,
     attempts: &[Attempt],
-    progress: &HashMap<ProcessId, Vec<(i64, u32)>>,
+    progress: &Grouped<(i64, u32)>,
     stats: &mut KeyStats,
     scratch: &mut Scratch,
     grants: &mut Vec<Wait>,
@@ -613,10 +615,9 @@ fn starvation(
 ) {
     // Whether `process` acquired anything (any key) strictly between `after` and `before`.
     let progressed = |process: ProcessId, after: (i64, u32), before: (i64, u32)| {
-        progress.get(&process).is_some_and(|times| {
-            let i = times.partition_point(|&t| t <= after);
-            times.get(i).is_some_and(|&t| t < before)
-        })
+        let times = progress.of(process);
+        let i = times.partition_point(|&t| t <= after);
+        times.get(i).is_some_and(|&t| t < before)
     };
     let Scratch {
         successes,

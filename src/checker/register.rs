@@ -11,13 +11,12 @@
 //! acknowledged write is its process's last read of the key + 1; other workloads are skipped
 //! and counted in the figures, never guessed at.
 
-use rustc_hash::FxHashMap as HashMap;
-
-use crate::history::compact::{flags, KeyId, OpF, OpType, ProcessId};
+use crate::history::compact::{flags, KeyId, OpF, OpType, ProcessId, NO_KEY};
 use crate::report::Anomaly;
 use crate::units::fmt_time;
 
 use super::findings::{Findings, Names};
+use super::grouped::{self, Grouped};
 
 #[derive(Debug, Default)]
 struct Counter {
@@ -35,88 +34,97 @@ type Read = (i64, i64, i64, u32);
 /// Returns (keys checked as counters, keys skipped).
 pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
     let history = names.history;
-    let mut counters: Vec<Counter> = (0..history.keys.len())
-        .map(|_| Counter {
-            is_counter: true,
-            ..Counter::default()
-        })
-        .collect();
-    // Per process: its pending op's invoke (time, value) and its last read per key.
+    // The reads and writes key by key, each key's in history order: a key's ops are then
+    // judged together, with no map from (process, key) and no sort of every key's lists (a
+    // million keys, each read once at the end, made both the bulk of this check).
+    let positions = || {
+        history
+            .ops
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| matches!(op.f, OpF::Read | OpF::Write))
+    };
+    let mut by_key = Grouped::new(
+        &grouped::counts(history.keys.len(), positions().map(|(_, op)| op.key)),
+        0u32,
+    );
+    for (position, op) in positions() {
+        by_key.put(op.key, position as u32);
+    }
+    // Per process: its pending op's invoke (time, value), and its last read of the key
+    // being judged (with that key: a read of an earlier key is not this key's).
     let mut invoked: Vec<Option<(i64, Option<i64>)>> = vec![None; history.processes.len()];
-    let mut last_read: HashMap<(ProcessId, KeyId), i64> = HashMap::default();
-    // Every key's writes and reads in one list each, grouped by key afterwards: a list per
-    // key would cost an allocation per key (a million keys, each read once at the end).
+    let mut last_read: Vec<(KeyId, i64)> = vec![(NO_KEY, 0); history.processes.len()];
+    // The key's acknowledged writes and returned reads, reused from key to key.
     let mut acked: Vec<(KeyId, Acked)> = Vec::new();
     let mut reads: Vec<(KeyId, Read)> = Vec::new();
-    for op in &history.ops {
-        if !matches!(op.f, OpF::Read | OpF::Write) {
-            continue;
-        }
-        let counter = &mut counters[op.key as usize];
-        if op.flags & flags::OTHER_VALUE != 0 {
-            counter.is_counter = false;
-        }
-        let value = if op.flags & flags::NULL_VALUE != 0 {
-            Some(0)
-        } else {
-            op.int_value()
-        };
-        let p = op.process as usize;
-        if op.ty == OpType::Invoke {
-            invoked[p] = Some((op.time, value));
-            if op.f == OpF::Write {
-                counter.first_write_invoke.get_or_insert(op.time);
-            }
-            continue;
-        }
-        let Some((invoke_time, invoke_value)) = invoked[p].take() else {
-            continue;
-        };
-        match (op.f, op.ty) {
-            (OpF::Read, OpType::Ok) => {
-                let Some(v) = value else {
-                    counter.is_counter = false;
-                    continue;
-                };
-                if counter.first_write_invoke.is_none_or(|w| invoke_time < w)
-                    && counter.initial.is_none()
-                {
-                    counter.initial = Some(v);
-                }
-                reads.push((op.key, (invoke_time, op.time, v, op.index)));
-                last_read.insert((op.process, op.key), v);
-            }
-            (OpF::Write, OpType::Ok) => {
-                let Some(v) = invoke_value else {
-                    counter.is_counter = false;
-                    continue;
-                };
-                if last_read.get(&(op.process, op.key)) != Some(&(v - 1)) {
-                    counter.is_counter = false;
-                }
-                acked.push((op.key, (v, op.index, op.process, op.time)));
-            }
-            _ => {}
-        }
-    }
-
-    // By key, and within a key in the order `lost_updates` wants (writes by value).
-    acked.sort_unstable();
-    reads.sort_unstable_by_key(|&(key, _)| key);
     let (mut checked, mut skipped) = (0, 0);
-    let mut key_reads = reads.as_slice();
-    for writes in acked.chunk_by(|a, b| a.0 == b.0) {
-        let key = writes[0].0;
-        let counter = &counters[key as usize];
+    for key in 0..history.keys.len() as KeyId {
+        let mut counter = Counter {
+            is_counter: true,
+            ..Counter::default()
+        };
+        acked.clear();
+        reads.clear();
+        for &position in by_key.of(key) {
+            let op = &history.ops[position as usize];
+            if op.flags & flags::OTHER_VALUE != 0 {
+                counter.is_counter = false;
+            }
+            let value = if op.flags & flags::NULL_VALUE != 0 {
+                Some(0)
+            } else {
+                op.int_value()
+            };
+            let p = op.process as usize;
+            if op.ty == OpType::Invoke {
+                invoked[p] = Some((op.time, value));
+                if op.f == OpF::Write {
+                    counter.first_write_invoke.get_or_insert(op.time);
+                }
+                continue;
+            }
+            let Some((invoke_time, invoke_value)) = invoked[p].take() else {
+                continue;
+            };
+            match (op.f, op.ty) {
+                (OpF::Read, OpType::Ok) => {
+                    let Some(v) = value else {
+                        counter.is_counter = false;
+                        continue;
+                    };
+                    if counter.first_write_invoke.is_none_or(|w| invoke_time < w)
+                        && counter.initial.is_none()
+                    {
+                        counter.initial = Some(v);
+                    }
+                    reads.push((key, (invoke_time, op.time, v, op.index)));
+                    last_read[p] = (key, v);
+                }
+                (OpF::Write, OpType::Ok) => {
+                    let Some(v) = invoke_value else {
+                        counter.is_counter = false;
+                        continue;
+                    };
+                    if last_read[p] != (key, v - 1) {
+                        counter.is_counter = false;
+                    }
+                    acked.push((key, (v, op.index, op.process, op.time)));
+                }
+                _ => {}
+            }
+        }
+        if acked.is_empty() {
+            continue;
+        }
         if !counter.is_counter {
             skipped += 1;
             continue;
         }
         checked += 1;
-        let from = key_reads.partition_point(|r| r.0 < key);
-        key_reads = &key_reads[from..];
-        let to = key_reads.partition_point(|r| r.0 == key);
-        lost_updates(names, key, counter, writes, &key_reads[..to], findings);
+        // By value, as `lost_updates` wants.
+        acked.sort_unstable();
+        lost_updates(names, key, &counter, &acked, &reads, findings);
     }
     (checked, skipped)
 }

@@ -1385,6 +1385,47 @@ fn values_that_are_not_a_counter_are_skipped_not_guessed() {
     assert_eq!(report.checks["register"].figures["keys_skipped"], 1);
 }
 
+/// Process 0 reads k, then another key, then writes k: its write still counts from its
+/// last read of k. `first_write` is the value process 0 writes.
+fn counter_read_between(first_write: i64) -> String {
+    format!(
+        r#"
+        0    0 invoke read    k
+        1    0 ok     read    k {{"value":3}}
+        2    0 invoke read    j
+        3    0 ok     read    j {{"value":7}}
+        4    0 invoke write   k {{"token":null,"value":{first_write}}}
+        5    0 ok     write   k
+        6    1 invoke read    k
+        7    1 ok     read    k {{"value":3}}
+        8    1 invoke write   k {{"token":null,"value":4}}
+        9    1 ok     write   k
+        10   2 invoke read    k
+        11   2 ok     read    k {{"value":4}}
+    "#
+    )
+}
+
+#[test]
+fn a_write_counts_from_its_process_last_read_of_that_key_not_of_any_key() {
+    let report = run(&counter_read_between(4));
+    let lost = only(&report, "lost-update");
+    assert_eq!(lost.key, "k");
+    assert!(
+        lost.indices.contains(&5) && lost.indices.contains(&9),
+        "{lost:?}"
+    );
+    assert_eq!(report.checks["register"].figures["counters_checked"], 1);
+}
+
+#[test]
+fn a_write_that_is_not_its_last_read_of_the_key_plus_one_is_skipped() {
+    let report = run(&counter_read_between(8));
+    assert_valid(&report);
+    assert_eq!(report.checks["register"].figures["keys_skipped"], 1);
+    assert_eq!(report.checks["register"].figures["counters_checked"], 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // Shared mode: readers may share, a writer excludes everyone.
 
