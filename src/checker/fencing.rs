@@ -58,7 +58,7 @@ fn duplicate_tokens(names: &Names, findings: &mut Findings) {
 fn token_order(names: &Names, findings: &mut Findings) {
     let holds = &names.holds.holds;
     let keys = names.history.keys.len();
-    let mut per_key = Grouped::new(&grouped::counts(keys, holds.iter().map(|h| h.key)), 0u32);
+    let mut per_key = Grouped::new(grouped::counts(keys, holds.iter().map(|h| h.key)), 0u32);
     let mut tokened = vec![false; keys];
     for (id, hold) in holds.iter().enumerate() {
         per_key.put(hold.key, id as u32);

@@ -3,77 +3,83 @@
 //! a free apiece, which then outweighs the checking itself. Groups are numbered densely
 //! from 0, as `KeyId`s and `ProcessId`s are.
 
-use crate::history::compact::KeyId;
-
-/// Key `k`'s items lie after those of the keys before it, in the order they were put.
+/// Group `g`'s items lie after those of the groups before it, in the order they were put.
+///
+/// One number per group: where its items end. While filling, that is where its next item
+/// goes; once every group has the items it was counted for, it is the group's end, and
+/// the end of the group before is its start. (A million groups: 4 MB, not 8.)
 pub struct Grouped<T> {
     items: Vec<T>,
-    /// Key `k`'s items are `items[starts[k]..starts[k + 1]]`.
-    starts: Vec<u32>,
-    /// Where each key's next item goes, while filling.
-    next: Vec<u32>,
+    ends: Vec<u32>,
 }
 
-/// How many of `keys` go to each key, for `Grouped::new`.
-pub fn counts(key_count: usize, keys: impl Iterator<Item = KeyId>) -> Vec<u32> {
-    let mut counts = vec![0u32; key_count];
-    for key in keys {
-        counts[key as usize] += 1;
+/// How many of `groups` go to each group, for `Grouped::new`.
+pub fn counts(group_count: usize, groups: impl Iterator<Item = u32>) -> Vec<u32> {
+    let mut counts = vec![0u32; group_count];
+    for group in groups {
+        counts[group as usize] += 1;
     }
     counts
 }
 
 impl<T: Copy> Grouped<T> {
-    /// Room for `counts[k]` items of each key `k`, `filler` until they are put.
-    pub fn new(counts: &[u32], filler: T) -> Self {
-        let mut starts = Vec::with_capacity(counts.len() + 1);
+    /// Room for `counts[g]` items of each group `g`, `filler` until they are put. Every
+    /// group must then get exactly its count before any is read.
+    pub fn new(counts: Vec<u32>, filler: T) -> Self {
+        // Each group's start, in the counts' own memory.
+        let mut ends = counts;
         let mut at = 0u32;
-        starts.push(0);
-        for &count in counts {
+        for end in &mut ends {
+            let count = *end;
+            *end = at;
             at += count;
-            starts.push(at);
         }
         Grouped {
             items: vec![filler; at as usize],
-            next: starts[..counts.len()].to_vec(),
-            starts,
+            ends,
         }
     }
 
-    /// Puts `item` after the items of `key` put so far.
-    pub fn put(&mut self, key: KeyId, item: T) {
-        let slot = &mut self.next[key as usize];
-        debug_assert!(
-            *slot < self.starts[key as usize + 1],
-            "more items than counted"
-        );
+    /// Puts `item` after the items of `group` put so far.
+    pub fn put(&mut self, group: u32, item: T) {
+        let slot = &mut self.ends[group as usize];
         self.items[*slot as usize] = item;
         *slot += 1;
     }
 }
 
 impl<T> Grouped<T> {
-    /// Grouped items filled key after key: `starts` has one entry per key and one more.
-    pub fn from_parts(items: Vec<T>, starts: Vec<u32>) -> Self {
+    /// Grouped items filled group after group: `starts` has one entry per group and one
+    /// more (the first 0, the last `items.len()`).
+    pub fn from_parts(items: Vec<T>, mut starts: Vec<u32>) -> Self {
+        debug_assert_eq!(starts.first().copied(), Some(0));
         debug_assert_eq!(starts.last().copied(), Some(items.len() as u32));
+        starts.remove(0);
         Grouped {
             items,
-            starts,
-            next: Vec::new(),
+            ends: starts,
         }
     }
 
-    pub fn of(&self, key: KeyId) -> &[T] {
-        let k = key as usize;
-        &self.items[self.starts[k] as usize..self.starts[k + 1] as usize]
+    fn range(&self, group: u32) -> std::ops::Range<usize> {
+        let g = group as usize;
+        let start = match g {
+            0 => 0,
+            _ => self.ends[g - 1] as usize,
+        };
+        start..self.ends[g] as usize
     }
 
-    pub fn of_mut(&mut self, key: KeyId) -> &mut [T] {
-        let k = key as usize;
-        &mut self.items[self.starts[k] as usize..self.starts[k + 1] as usize]
+    pub fn of(&self, group: u32) -> &[T] {
+        &self.items[self.range(group)]
     }
 
-    /// Every key's items, key after key.
+    pub fn of_mut(&mut self, group: u32) -> &mut [T] {
+        let range = self.range(group);
+        &mut self.items[range]
+    }
+
+    /// Every group's items, group after group.
     pub fn all(&self) -> &[T] {
         &self.items
     }
@@ -86,7 +92,7 @@ mod tests {
     #[test]
     fn items_come_back_by_key_in_the_order_put() {
         let keys = [2, 0, 2, 1, 2];
-        let mut grouped = Grouped::new(&counts(4, keys.iter().copied()), 0usize);
+        let mut grouped = Grouped::new(counts(4, keys.iter().copied()), 0usize);
         for (n, &key) in keys.iter().enumerate() {
             grouped.put(key, n);
         }

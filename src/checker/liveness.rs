@@ -275,8 +275,8 @@ pub fn check(
         (names.holds.holds.iter().map(|h| h.key))
             .chain(names.holds.uncertain_acquires.iter().map(|u| u.key)),
     );
-    let mut blocks = Grouped::new(&block_counts, NO_BLOCK);
-    let mut attempts = Grouped::new(&attempt_counts(history), NO_ATTEMPT);
+    let mut blocks = Grouped::new(block_counts, NO_BLOCK);
+    let mut attempts = Grouped::new(attempt_counts(history), NO_ATTEMPT);
     let mut longest_lease: Vec<Option<i64>> = vec![lease_floor_ms; keys];
     let mut stats: Vec<KeyStats> = vec![KeyStats::default(); keys];
     for hold in &names.holds.holds {
@@ -399,7 +399,7 @@ pub fn check(
     // Grouped by process rather than a vector per process: a history may have a million.
     let acquired = || attempts.all().iter().filter(|a| a.ty == OpType::Ok);
     let mut progress = Grouped::new(
-        &grouped::counts(history.processes.len(), acquired().map(|a| a.process)),
+        grouped::counts(history.processes.len(), acquired().map(|a| a.process)),
         (0i64, 0u32),
     );
     for a in acquired() {

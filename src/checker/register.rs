@@ -35,8 +35,9 @@ type Read = (i64, i64, i64, u32);
 pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
     let history = names.history;
     // The reads and writes key by key, each key's in history order: a key's ops are then
-    // judged together, with no map from (process, key) and no sort of every key's lists (a
-    // million keys, each read once at the end, made both the bulk of this check).
+    // judged together, with no map over every (process, key) pair read and no sort of every
+    // key's lists (a million keys, each read once at the end, made both the bulk of this
+    // check).
     let positions = || {
         history
             .ops
@@ -45,11 +46,18 @@ pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
             .filter(|(_, op)| matches!(op.f, OpF::Read | OpF::Write))
     };
     let mut by_key = Grouped::new(
-        &grouped::counts(history.keys.len(), positions().map(|(_, op)| op.key)),
+        grouped::counts(history.keys.len(), positions().map(|(_, op)| op.key)),
         0u32,
     );
+    let mut any = false;
     for (position, op) in positions() {
         by_key.put(op.key, position as u32);
+        any = true;
+    }
+    if !any {
+        // Nothing to judge, and no need for the lists below (a history of millions of
+        // processes that never read or write would pay for them anyway).
+        return (0, 0);
     }
     // Per process: its pending op's invoke (time, value), and its last read of the key
     // being judged (with that key: a read of an earlier key is not this key's).
