@@ -5,12 +5,13 @@
 //! process, completions that match their invoke and come no earlier, retired processes that
 //! stay retired, and per-process time order.
 
-use compact_str::CompactString;
 use rustc_hash::FxHashMap as HashMap;
 
+use super::cache::prefetch_read;
 use super::compact::{flags, Fault, History, KeyId, Op, OpF, OpType, ProcessId, NEMESIS, NO_KEY};
 use super::error::HistoryError;
 use super::event::{EventType, Process};
+use super::key_table::KeyTable;
 
 /// The shape of a payload's `value` field (a read's result or a write's argument).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -153,20 +154,6 @@ impl ProcessState {
     }
 }
 
-/// A hint that `value` will be read soon; it changes no result.
-#[inline(always)]
-fn prefetch_read<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing the program sees and cannot fault; the pointer comes
-    // from a live reference anyway.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
-}
-
 /// Process numbers below this are looked up in a vector rather than a hash map.
 const DIRECT_PROCESS_LIMIT: usize = 1 << 22;
 
@@ -174,9 +161,8 @@ const DIRECT_PROCESS_LIMIT: usize = 1 << 22;
 pub struct HistoryBuilder {
     source: String,
     history: History,
-    /// Keys of up to 24 bytes are stored in the map's own slots, so looking one up
-    /// touches one place in memory rather than two (the slot, then the string).
-    key_ids: HashMap<CompactString, KeyId>,
+    /// Key names to ids; a name's slot can be prefetched (`prefetch`).
+    key_ids: KeyTable,
     /// Dense ids of process numbers below `DIRECT_PROCESS_LIMIT` (`NEMESIS`: not seen).
     direct_ids: Vec<ProcessId>,
     /// Dense ids of larger process numbers.
@@ -201,7 +187,7 @@ impl HistoryBuilder {
         HistoryBuilder {
             source: source.to_string(),
             history: History::default(),
-            key_ids: HashMap::default(),
+            key_ids: KeyTable::default(),
             direct_ids: Vec::new(),
             process_ids: HashMap::default(),
             states: Vec::new(),
@@ -239,12 +225,13 @@ impl HistoryBuilder {
     }
 
     fn intern_key(&mut self, key: &str) -> KeyId {
-        if let Some(&id) = self.key_ids.get(key) {
+        let hash = KeyTable::hash(key);
+        if let Some(id) = self.key_ids.find(hash, key, &self.history.keys) {
             return id;
         }
         let id = self.history.keys.len() as KeyId;
         self.history.keys.push(key.to_string());
-        self.key_ids.insert(CompactString::from(key), id);
+        self.key_ids.insert(hash, key, id, &self.history.keys);
         id
     }
 
@@ -278,11 +265,14 @@ impl HistoryBuilder {
         id
     }
 
-    /// Asks the processor to bring `event`'s process state into the cache, so that `push`
-    /// finds it there a couple of lines later. With a million processes, each event's state
-    /// would otherwise be a wait on main memory (the reader asks only once there are many:
-    /// see `reader::MANY_PROCESSES`).
+    /// Asks the processor to bring `event`'s process state and its key's slot into the
+    /// cache, so that `push` finds them there a couple of lines later. With a million
+    /// processes or keys, each would otherwise be a wait on main memory (the reader asks
+    /// only once there are many: see `reader::MANY`).
     pub fn prefetch(&self, event: &EventRef) {
+        if let Some(key) = event.key {
+            self.key_ids.prefetch(KeyTable::hash(key));
+        }
         let Process::Client(number) = event.process else {
             return;
         };
@@ -295,6 +285,11 @@ impl HistoryBuilder {
         if let Some(state) = self.states.get(id as usize) {
             prefetch_read(state);
         }
+    }
+
+    /// How many keys have been seen so far.
+    pub fn keys(&self) -> usize {
+        self.key_ids.len()
     }
 
     /// Adds the event found at `line` (1-based) of the source.

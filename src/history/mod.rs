@@ -2,11 +2,13 @@
 //! (docs/history-format.md is the contract).
 
 pub mod build;
+mod cache;
 pub mod compact;
 pub mod edn;
 pub mod error;
 pub mod event;
 pub(crate) mod fast_line;
+mod key_table;
 pub mod reader;
 pub mod writer;
 

@@ -39,11 +39,12 @@ const MAX_QUOTE_CHARS: usize = 80;
 /// `HistoryBuilder::prefetch`): enough to cover a wait on main memory.
 const AHEAD: usize = 2;
 
-/// From how many processes on the reader reads ahead: their states (40 bytes each) then
-/// outgrow the caches. It counts every process seen, not those still in use, so a long
-/// history of a few thousand at a time may cross it too: reading ahead then costs it about
-/// 8%, where it saves a history of a million at a time about 25%.
-const MANY_PROCESSES: usize = 1 << 18;
+/// From how many processes or keys on the reader reads ahead: their states (40 bytes each)
+/// or the key table's slots (32 bytes, at most half full) then outgrow the caches. It
+/// counts every process seen, not those still in use, so a long history of a few thousand
+/// at a time may cross it too: reading ahead then costs it about 8%, where it saves a
+/// history of a million at a time about 25%.
+const MANY: usize = 1 << 18;
 
 /// Reads and validates the JSONL history at `path`.
 pub fn read_jsonl_file(path: &Path) -> Result<History, HistoryError> {
@@ -107,7 +108,7 @@ pub fn read_jsonl<R: Read>(
                 if rest.get(end) == Some(&b'\n') {
                     line_no += 1;
                     rest = &rest[end + 1..];
-                    if builder.processes() <= MANY_PROCESSES {
+                    if builder.processes() <= MANY && builder.keys() <= MANY {
                         builder.push(line_no, &event)?;
                         continue;
                     }
@@ -1104,7 +1105,7 @@ mod tests {
         assert!(message.contains("not a JSON object"), "{message}");
     }
 
-    /// Past `MANY_PROCESSES` processes the reader holds lines back to prefetch: every line
+    /// Past `MANY` processes the reader holds lines back to prefetch: every line
     /// still goes in, in file order, and an error names its own line, also when a line of
     /// another layout (read by serde) follows a held-back one.
     #[test]
@@ -1115,7 +1116,7 @@ mod tests {
             text.push_str(&format!("{{\"index\":{index},{body}}}\n"));
             index += 1;
         };
-        let processes = MANY_PROCESSES as u64 + 1000;
+        let processes = MANY as u64 + 1000;
         for p in 0..processes {
             let time = p * 10;
             line(
