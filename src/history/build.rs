@@ -265,19 +265,26 @@ impl HistoryBuilder {
         id
     }
 
-    /// Asks the processor to bring `event`'s process state and its key's slot into the
-    /// cache, so that `push` finds them there a couple of lines later. With a million
+    /// The first of two steps that bring what `push` will need for `event` into the cache
+    /// before it is pushed: its key's slot and where its process's id is. With a million
     /// processes or keys, each would otherwise be a wait on main memory (the reader asks
     /// only once there are many: see `reader::MANY`).
-    pub fn prefetch(&self, event: &EventRef) {
+    pub fn prefetch_ids(&self, event: &EventRef) {
         if let Some(key) = event.key {
             self.key_ids.prefetch(KeyTable::hash(key));
         }
-        let Process::Client(number) = event.process else {
-            return;
-        };
-        let Some(&id) = usize::try_from(number)
-            .ok()
+        if let Some(n) = self.direct_number(event) {
+            if let Some(id) = self.direct_ids.get(n) {
+                prefetch_read(id);
+            }
+        }
+    }
+
+    /// The second step, a line or more after `prefetch_ids`: the process's state, found
+    /// through its id (by now in the cache).
+    pub fn prefetch_state(&self, event: &EventRef) {
+        let Some(&id) = self
+            .direct_number(event)
             .and_then(|n| self.direct_ids.get(n))
         else {
             return;
@@ -285,6 +292,16 @@ impl HistoryBuilder {
         if let Some(state) = self.states.get(id as usize) {
             prefetch_read(state);
         }
+    }
+
+    /// The process number of a client event, if it is looked up by position.
+    fn direct_number(&self, event: &EventRef) -> Option<usize> {
+        let Process::Client(number) = event.process else {
+            return None;
+        };
+        usize::try_from(number)
+            .ok()
+            .filter(|&n| n < DIRECT_PROCESS_LIMIT)
     }
 
     /// How many keys have been seen so far.

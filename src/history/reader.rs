@@ -36,8 +36,9 @@ pub const MAX_LINE_BYTES: usize = 16 << 20;
 const MAX_QUOTE_CHARS: usize = 80;
 
 /// How many lines the reader reads ahead of the one it hands to the builder (see
-/// `HistoryBuilder::prefetch`): enough to cover a wait on main memory.
-const AHEAD: usize = 2;
+/// `HistoryBuilder::prefetch_ids`): enough to cover two waits on main memory, one after the
+/// other (a process's id, then its state).
+const AHEAD: usize = 3;
 
 /// From how many processes or keys on the reader reads ahead: their states (40 bytes each)
 /// or the key table's slots (32 bytes, at most half full) then outgrow the caches. It
@@ -117,7 +118,12 @@ pub fn read_jsonl<R: Read>(
                             builder.push(line, &earlier)?;
                         }
                     }
-                    builder.prefetch(&event);
+                    // The line read before this one is fetched in two steps: its ids were
+                    // asked for then, its process state now.
+                    if let Some((_, previous)) = ahead.back() {
+                        builder.prefetch_state(previous);
+                    }
+                    builder.prefetch_ids(&event);
                     ahead.push_back((line_no, event));
                     continue;
                 }
