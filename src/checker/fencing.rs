@@ -10,7 +10,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::history::compact::{KeyId, Op, OpF, OpType};
+use crate::history::compact::{KeyId, Op, OpF, OpType, ProcessId};
 use crate::report::Anomaly;
 use crate::units::fmt_time;
 
@@ -154,7 +154,9 @@ fn stale_writes(names: &Names, findings: &mut Findings) {
     // was not invoked after them (the file orders events of one nanosecond arbitrarily, so
     // they only count from the next nanosecond on).
     let mut accepted_now: Vec<(usize, Accepted)> = Vec::new();
-    let mut pending: Vec<Option<PendingWrite>> = vec![None; history.processes.len()];
+    // By process: few write at once, and a vector over every process would cost a history
+    // of millions of them (one every two events) more than all its writes.
+    let mut pending: HashMap<ProcessId, PendingWrite> = HashMap::default();
     for (position, op) in history.ops.iter().enumerate() {
         if op.f != OpF::Write {
             continue;
@@ -174,21 +176,23 @@ fn stale_writes(names: &Names, findings: &mut Findings) {
             continue; // a write outside any hold is not attributed to one
         }
         let key = op.key as usize;
-        let p = op.process as usize;
         match op.ty {
             OpType::Invoke => {
                 let begin = holds[hold as usize].begin;
                 let after = latest[key].filter(|a| holds[a.hold as usize].begin > begin);
-                pending[p] = Some(PendingWrite {
-                    hold,
-                    invoke: op.index,
-                    invoke_time: op.time,
-                    token: op.token(),
-                    after,
-                });
+                pending.insert(
+                    op.process,
+                    PendingWrite {
+                        hold,
+                        invoke: op.index,
+                        invoke_time: op.time,
+                        token: op.token(),
+                        after,
+                    },
+                );
             }
             OpType::Ok => {
-                let Some(write) = pending[p].take() else {
+                let Some(write) = pending.remove(&op.process) else {
                     continue;
                 };
                 if let Some(witness) = write.after {
@@ -207,7 +211,9 @@ fn stale_writes(names: &Names, findings: &mut Findings) {
                     },
                 ));
             }
-            _ => pending[p] = None,
+            _ => {
+                pending.remove(&op.process);
+            }
         }
     }
 }

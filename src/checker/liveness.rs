@@ -20,19 +20,60 @@ use crate::units::{fmt_span, fmt_time};
 use super::fairness::Wait;
 use super::findings::{Findings, Names};
 use super::grouped::{self, Grouped};
-use super::holds::{ms_to_ns, Hold, HoldEnd, ReleaseOutcome, NO_HOLD, OPEN};
+use super::holds::{ms_to_ns, Hold, HoldEnd, ReleaseOutcome, UncertainAcquire, NO_HOLD, OPEN};
 use super::CheckOptions;
 
 /// An interval over which the key was (or may have been) taken, and what ends it.
+///
+/// 24 bytes: a history of indeterminate acquires has a block every two events. Why the key
+/// counts as free at `free_from` is worked out from `source` only for a gap that is
+/// reported (`Sources::freed`).
 #[derive(Debug, Clone, Copy)]
 struct Block {
     start: i64,
+    free_from: i64,
     /// The invoke of the acquire that began it.
     start_index: u32,
+    /// The hold (`names.holds.holds`) or, with `UNCERTAIN` set, the uncertain acquire
+    /// (`names.holds.uncertain_acquires`) it stands for.
+    source: u32,
+}
+
+/// Marks a block's `source` as an uncertain acquire.
+const UNCERTAIN: u32 = 1 << 31;
+
+const _: () = assert!(std::mem::size_of::<Block>() == 24);
+
+impl Block {
     /// The acquire ended `info` (or never ended): it may not have taken the lock at all.
-    uncertain: bool,
-    free_from: i64,
-    freed: Freed,
+    fn uncertain(&self) -> bool {
+        self.source & UNCERTAIN != 0
+    }
+}
+
+/// What the blocks' sources are looked up in.
+struct Sources<'a> {
+    names: &'a Names<'a>,
+    faults: &'a [ServerFault],
+    longest_lease: &'a [Option<i64>],
+}
+
+impl Sources<'_> {
+    /// Why the key counts as free at `block.free_from`.
+    fn freed(&self, block: &Block) -> Freed {
+        let holds = &self.names.holds;
+        let id = (block.source & !UNCERTAIN) as usize;
+        if block.uncertain() {
+            uncertain_free(
+                &holds.uncertain_acquires[id],
+                self.faults,
+                self.longest_lease,
+            )
+            .1
+        } else {
+            free_from(&holds.holds[id]).1
+        }
+    }
 }
 
 /// Why a key counts as free from a block's `free_from`, for the explanation. Event indices.
@@ -164,6 +205,36 @@ struct Attempt {
     began: bool,
 }
 
+/// When an acquire that ended `info` (or never ended) stops blocking its key, and why: the
+/// longest lease seen on the key after its completion, or after the heal of a server fault
+/// in force then (the request may still take effect at the heal); with no lease seen, at
+/// its completion. Never, if it never ended.
+fn uncertain_free(
+    uncertain: &UncertainAcquire,
+    faults: &[ServerFault],
+    longest_lease: &[Option<i64>],
+) -> (i64, Freed) {
+    let Some(completion) = uncertain.completion_index() else {
+        return (OPEN, Freed::Never);
+    };
+    let late = faults
+        .iter()
+        .filter(|f| f.start <= uncertain.completion && uncertain.completion < f.heal)
+        .max_by_key(|f| f.heal);
+    let from = late.map_or(uncertain.completion, |f| f.heal.max(uncertain.completion));
+    let lease_ms = longest_lease[uncertain.key as usize];
+    let freed = Freed::Uncertain {
+        process: uncertain.process,
+        completion,
+        lease_ms,
+        heal: late.and(lease_ms).and(late.and_then(|f| f.heal_index)),
+    };
+    match lease_ms {
+        Some(ms) => (from.saturating_add(ms_to_ns(ms)), freed),
+        None => (uncertain.completion, freed),
+    }
+}
+
 /// When `hold` stops blocking its key, and why.
 fn free_from(hold: &Hold) -> (i64, Freed) {
     let process = hold.process;
@@ -279,17 +350,16 @@ pub fn check(
     let mut attempts = Grouped::new(attempt_counts(history), NO_ATTEMPT);
     let mut longest_lease: Vec<Option<i64>> = vec![lease_floor_ms; keys];
     let mut stats: Vec<KeyStats> = vec![KeyStats::default(); keys];
-    for hold in &names.holds.holds {
-        let (free, freed) = free_from(hold);
+    for (id, hold) in names.holds.holds.iter().enumerate() {
+        let (free, _) = free_from(hold);
         blocks.put(
             hold.key,
             Block {
                 // The acquisition may have taken effect as early as its invoke.
                 start: hold.acquire_invoke,
-                start_index: hold.acquire_invoke_index,
-                uncertain: false,
                 free_from: free.max(hold.acquire_invoke),
-                freed,
+                start_index: hold.acquire_invoke_index,
+                source: id as u32,
             },
         );
         let stat = &mut stats[hold.key as usize];
@@ -345,51 +415,26 @@ pub fn check(
             },
         );
     }
+    // Not needed further: 4 bytes a process, at the check's peak otherwise.
+    drop(invokes);
     let faults = server_faults(history);
-    for uncertain in &names.holds.uncertain_acquires {
-        let key = uncertain.key as usize;
-        let freed = match uncertain.completion_index {
-            // Still under way when the history ended: it blocks to the end.
-            None => (OPEN, Freed::Never),
-            Some(completion) => {
-                // The request may still take effect when a server fault in force at the
-                // completion heals.
-                let late = faults
-                    .iter()
-                    .filter(|f| f.start <= uncertain.completion && uncertain.completion < f.heal)
-                    .max_by_key(|f| f.heal);
-                let from = late.map_or(uncertain.completion, |f| f.heal.max(uncertain.completion));
-                let lease_ms = longest_lease[key];
-                let free = lease_ms.map_or(from, |ms| from.saturating_add(ms_to_ns(ms)));
-                let heal = late.and(lease_ms).and(late.and_then(|f| f.heal_index));
-                let freed = Freed::Uncertain {
-                    process: uncertain.process,
-                    completion,
-                    lease_ms,
-                    heal,
-                };
-                // With no lease seen, it is free at once (from the completion).
-                (
-                    if lease_ms.is_some() {
-                        free
-                    } else {
-                        uncertain.completion
-                    },
-                    freed,
-                )
-            }
-        };
+    for (id, uncertain) in names.holds.uncertain_acquires.iter().enumerate() {
+        let (free, _) = uncertain_free(uncertain, &faults, &longest_lease);
         blocks.put(
             uncertain.key,
             Block {
                 start: uncertain.invoke,
+                free_from: free.max(uncertain.invoke),
                 start_index: uncertain.invoke_index,
-                uncertain: true,
-                free_from: freed.0.max(uncertain.invoke),
-                freed: freed.1,
+                source: id as u32 | UNCERTAIN,
             },
         );
     }
+    let sources = Sources {
+        names,
+        faults: &faults,
+        longest_lease: &longest_lease,
+    };
     // Each key's blocks and attempts are now in the order put (attempts: by completion).
 
     // Each process's successful acquisitions of any key, in time order: a process that gets
@@ -423,7 +468,7 @@ pub fn check(
         // A key nobody ever acquired gives no ground either way: not judged.
         if stat.holds > 0 {
             unavailable(
-                names,
+                &sources,
                 options,
                 key,
                 key_blocks,
@@ -452,10 +497,9 @@ pub fn check(
 
 const NO_BLOCK: Block = Block {
     start: 0,
-    start_index: 0,
-    uncertain: false,
     free_from: 0,
-    freed: Freed::Never,
+    start_index: 0,
+    source: 0,
 };
 
 const NO_ATTEMPT: Attempt = Attempt {
@@ -490,7 +534,7 @@ fn attempt_counts(history: &crate::history::History) -> Vec<u32> {
 
 #[allow(clippy::too_many_arguments)]
 fn unavailable(
-    names: &Names,
+    sources: &Sources,
     options: &CheckOptions,
     key: KeyId,
     blocks: &[Block],
@@ -505,10 +549,12 @@ fn unavailable(
     // while the key was (or had just been) taken.
     let mut failed: Vec<&Attempt> = attempts.iter().filter(|a| a.ty == OpType::Fail).collect();
     failed.sort_by_key(|a| a.invoke);
+    let names = sources.names;
     let mut free_since = history_start;
-    let mut freed = Freed::Never;
+    // The block whose end freed the key last (None: nothing held it yet).
+    let mut freed_by: Option<&Block> = None;
     let mut longest_free = 0i64;
-    let mut report_gap = |start: i64, end: i64, freed: Freed, next: Option<&Block>| {
+    let mut report_gap = |start: i64, end: i64, freed_by: Option<&Block>, next: Option<&Block>| {
         // Times may lie anywhere in i64: a span saturates rather than wraps.
         let span = end.saturating_sub(start);
         longest_free = longest_free.max(span);
@@ -525,6 +571,7 @@ fn unavailable(
             return;
         }
         findings.add("unavailable", || {
+            let freed = freed_by.map_or(Freed::Never, |b| sources.freed(b));
             let mut processes: Vec<u64> = during.iter().map(|a| names.process(a.process)).collect();
             processes.sort_unstable();
             processes.dedup();
@@ -540,7 +587,7 @@ fn unavailable(
             let key_name = names.history.key_name(key);
             let how_free = freed.describe(names, key_name, start);
             let until = match next {
-                Some(b) if b.uncertain => format!(
+                Some(b) if b.uncertain() => format!(
                     "an acquire that may have taken it (it ended without an answer) was invoked at {} (event {})",
                     fmt_time(end),
                     b.start_index
@@ -573,15 +620,15 @@ fn unavailable(
     };
     for block in blocks {
         if block.start > free_since {
-            report_gap(free_since, block.start, freed, Some(block));
+            report_gap(free_since, block.start, freed_by, Some(block));
         }
         if block.free_from >= free_since {
             free_since = block.free_from;
-            freed = block.freed;
+            freed_by = Some(block);
         }
     }
     if free_since < history_end {
-        report_gap(free_since, history_end, freed, None);
+        report_gap(free_since, history_end, freed_by, None);
     }
     stats.longest_free_ms = longest_free as f64 / 1e6;
 }

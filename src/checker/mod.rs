@@ -62,12 +62,15 @@ const CHECKS: [(&str, &[&str]); 7] = [
     ("register", &["lost-update"]),
 ];
 
-/// Runs `step`, logging how long it took at debug level (`lockaudit -vv check`): where a
-/// large history's check time goes.
+/// Runs `step`, logging how long it took and the peak memory so far at debug level
+/// (`lockaudit -vv check`): where a large history's check time and memory go.
 fn timed<T>(what: &str, step: impl FnOnce() -> T) -> T {
     let started = std::time::Instant::now();
     let result = step();
-    tracing::debug!("{what}: {:.3}s", started.elapsed().as_secs_f64());
+    let peak = crate::sys::peak_resident_kib().map_or(String::new(), |kib| {
+        format!(" (peak resident memory so far {} MB)", kib / 1024)
+    });
+    tracing::debug!("{what}: {:.3}s{peak}", started.elapsed().as_secs_f64());
     result
 }
 
