@@ -136,8 +136,8 @@ async fn single_answers_with_the_password_and_refuses_without() {
 
 #[tokio::test]
 async fn replicated_replicas_copy_a_write() {
-    let dir = std::path::PathBuf::from(std::env::var_os(HELPER_DIR_ENV).unwrap());
-    let cluster = cluster::start(&spec(Topology::Replicated, &dir))
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster::start(&spec(Topology::Replicated, dir.path()))
         .await
         .unwrap();
     let e = cluster.endpoints();
@@ -276,8 +276,8 @@ async fn shutdown_leaves_no_process() {
 
 #[tokio::test]
 async fn drop_kills_everything_even_a_paused_node() {
-    let dir = std::path::PathBuf::from(std::env::var_os(HELPER_DIR_ENV).unwrap());
-    let cluster = cluster::start(&spec(Topology::Replicated, &dir))
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster::start(&spec(Topology::Replicated, dir.path()))
         .await
         .unwrap();
     let pids = all_pids(&cluster);

@@ -35,7 +35,8 @@ struct Block {
     /// The invoke of the acquire that began it.
     start_index: u32,
     /// The hold (`names.holds.holds`) or, with `UNCERTAIN` set, the uncertain acquire
-    /// (`names.holds.uncertain_acquires`) it stands for.
+    /// (`names.holds.uncertain_acquires`) it stands for. Each has fewer than 2^31: a
+    /// history has fewer than 2^32 events, and an acquire takes two.
     source: u32,
 }
 

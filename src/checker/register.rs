@@ -114,7 +114,10 @@ pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
                         counter.is_counter = false;
                         continue;
                     };
-                    if last_read[p] != (key, v - 1) {
+                    // A write of i64::MIN cannot be an increment of anything.
+                    if v.checked_sub(1)
+                        .is_none_or(|before| last_read[p] != (key, before))
+                    {
                         counter.is_counter = false;
                     }
                     acked.push((key, (v, op.index, op.process, op.time)));

@@ -161,7 +161,7 @@ const DIRECT_PROCESS_LIMIT: usize = 1 << 22;
 pub struct HistoryBuilder {
     source: String,
     history: History,
-    /// Key names to ids; a name's slot can be prefetched (`prefetch`).
+    /// Key names to ids; a name's slot can be prefetched (`prefetch_ids`).
     key_ids: KeyTable,
     /// Dense ids of process numbers below `DIRECT_PROCESS_LIMIT` (`NEMESIS`: not seen).
     direct_ids: Vec<ProcessId>,
