@@ -49,12 +49,10 @@ pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
         grouped::counts(history.keys.len(), positions().map(|(_, op)| op.key)),
         0u32,
     );
-    let mut any = false;
     for (position, op) in positions() {
         by_key.put(op.key, position as u32);
-        any = true;
     }
-    if !any {
+    if by_key.all().is_empty() {
         // Nothing to judge, and no need for the lists below (a history of millions of
         // processes that never read or write would pay for them anyway).
         return (0, 0);
@@ -64,8 +62,8 @@ pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
     let mut invoked: Vec<Option<(i64, Option<i64>)>> = vec![None; history.processes.len()];
     let mut last_read: Vec<(KeyId, i64)> = vec![(NO_KEY, 0); history.processes.len()];
     // The key's acknowledged writes and returned reads, reused from key to key.
-    let mut acked: Vec<(KeyId, Acked)> = Vec::new();
-    let mut reads: Vec<(KeyId, Read)> = Vec::new();
+    let mut acked: Vec<Acked> = Vec::new();
+    let mut reads: Vec<Read> = Vec::new();
     let (mut checked, mut skipped) = (0, 0);
     for key in 0..history.keys.len() as KeyId {
         let mut counter = Counter {
@@ -106,7 +104,7 @@ pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
                     {
                         counter.initial = Some(v);
                     }
-                    reads.push((key, (invoke_time, op.time, v, op.index)));
+                    reads.push((invoke_time, op.time, v, op.index));
                     last_read[p] = (key, v);
                 }
                 (OpF::Write, OpType::Ok) => {
@@ -120,7 +118,7 @@ pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
                     {
                         counter.is_counter = false;
                     }
-                    acked.push((key, (v, op.index, op.process, op.time)));
+                    acked.push((v, op.index, op.process, op.time));
                 }
                 _ => {}
             }
@@ -140,32 +138,27 @@ pub fn check(names: &Names, findings: &mut Findings) -> (u64, u64) {
     (checked, skipped)
 }
 
-/// `acked_writes`: the key's acknowledged writes, sorted; `reads`: its reads that returned
-/// (each with the key).
+/// `acked_writes`: the key's acknowledged writes, sorted; `reads`: its reads that returned.
 fn lost_updates(
     names: &Names,
     key: KeyId,
     counter: &Counter,
-    acked_writes: &[(KeyId, Acked)],
-    reads: &[(KeyId, Read)],
+    acked_writes: &[Acked],
+    reads: &[Read],
     findings: &mut Findings,
 ) {
     let key_name = names.history.key_name(key);
     let initial = counter.initial.unwrap_or(0);
     let acked = acked_writes.len() as i64;
-    let last_ack = acked_writes
-        .iter()
-        .map(|w| w.1 .3)
-        .max()
-        .unwrap_or(i64::MIN);
+    let last_ack = acked_writes.iter().map(|w| w.3).max().unwrap_or(i64::MIN);
     // The final read: the last one invoked after every acknowledged write had completed.
     let final_read = reads
         .iter()
-        .map(|r| r.1)
+        .copied()
         .filter(|r| r.0 > last_ack)
         .max_by_key(|r| (r.1, r.3));
-    let duplicated: Vec<&[(KeyId, Acked)]> = acked_writes
-        .chunk_by(|a, b| a.1 .0 == b.1 .0)
+    let duplicated: Vec<&[Acked]> = acked_writes
+        .chunk_by(|a, b| a.0 == b.0)
         .filter(|group| group.len() > 1)
         .collect();
     let missing = final_read.map_or(0, |r| initial.saturating_add(acked).saturating_sub(r.2));
@@ -177,8 +170,8 @@ fn lost_updates(
         let mut processes: Vec<u64> = Vec::new();
         for group in duplicated.iter().take(10) {
             for write in group.iter() {
-                indices.push(u64::from(write.1 .1));
-                processes.push(names.process(write.1 .2));
+                indices.push(u64::from(write.1));
+                processes.push(names.process(write.2));
             }
         }
         processes.sort_unstable();
@@ -197,8 +190,8 @@ fn lost_updates(
                 .iter()
                 .take(3)
                 .map(|g| {
-                    let events: Vec<String> = g.iter().map(|w| w.1 .1.to_string()).collect();
-                    format!("value {} by events {}", g[0].1 .0, events.join(", "))
+                    let events: Vec<String> = g.iter().map(|w| w.1.to_string()).collect();
+                    format!("value {} by events {}", g[0].0, events.join(", "))
                 })
                 .collect();
             parts.push(format!(
@@ -207,7 +200,7 @@ fn lost_updates(
                 examples.join("; ")
             ));
         }
-        let start = acked_writes.iter().map(|w| w.1 .3).min().unwrap_or(0);
+        let start = acked_writes.iter().map(|w| w.3).min().unwrap_or(0);
         let end = final_read.map_or(last_ack, |r| r.1);
         Anomaly {
             kind: "lost-update".into(),
