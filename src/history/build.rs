@@ -157,6 +157,13 @@ impl ProcessState {
 /// Process numbers below this are looked up in a vector rather than a hash map.
 const DIRECT_PROCESS_LIMIT: usize = 1 << 22;
 
+/// Where a process number is in `HistoryBuilder::direct_ids`, if it is looked up there.
+fn direct_index(number: u64) -> Option<usize> {
+    usize::try_from(number)
+        .ok()
+        .filter(|&n| n < DIRECT_PROCESS_LIMIT)
+}
+
 /// Accumulates events in file order; `finish` orders them by time.
 pub struct HistoryBuilder {
     source: String,
@@ -238,9 +245,7 @@ impl HistoryBuilder {
     fn intern_process(&mut self, number: u64) -> ProcessId {
         // Process numbers are usually small and dense: look those up by position, which
         // stays fast when a long run retires hundreds of thousands of them.
-        let direct = usize::try_from(number)
-            .ok()
-            .filter(|&n| n < DIRECT_PROCESS_LIMIT);
+        let direct = direct_index(number);
         let known = match direct {
             Some(n) => self.direct_ids.get(n).copied().filter(|&id| id != NEMESIS),
             None => self.process_ids.get(&number).copied(),
@@ -273,7 +278,7 @@ impl HistoryBuilder {
         if let Some(key) = event.key {
             self.key_ids.prefetch(KeyTable::hash(key));
         }
-        if let Some(n) = self.direct_number(event) {
+        if let Some(n) = Self::direct_number(event) {
             if let Some(id) = self.direct_ids.get(n) {
                 prefetch_read(id);
             }
@@ -283,10 +288,7 @@ impl HistoryBuilder {
     /// The second step, a line or more after `prefetch_ids`: the process's state, found
     /// through its id (by now in the cache).
     pub fn prefetch_state(&self, event: &EventRef) {
-        let Some(&id) = self
-            .direct_number(event)
-            .and_then(|n| self.direct_ids.get(n))
-        else {
+        let Some(&id) = Self::direct_number(event).and_then(|n| self.direct_ids.get(n)) else {
             return;
         };
         if let Some(state) = self.states.get(id as usize) {
@@ -294,14 +296,12 @@ impl HistoryBuilder {
         }
     }
 
-    /// The process number of a client event, if it is looked up by position.
-    fn direct_number(&self, event: &EventRef) -> Option<usize> {
-        let Process::Client(number) = event.process else {
-            return None;
-        };
-        usize::try_from(number)
-            .ok()
-            .filter(|&n| n < DIRECT_PROCESS_LIMIT)
+    /// Where a client event's process number is in `direct_ids`, if it is looked up there.
+    fn direct_number(event: &EventRef) -> Option<usize> {
+        match event.process {
+            Process::Client(number) => direct_index(number),
+            Process::Nemesis => None,
+        }
     }
 
     /// How many keys have been seen so far.

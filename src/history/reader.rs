@@ -98,9 +98,10 @@ pub fn read_jsonl<R: Read>(
                 }
             }
         }
-        // Lines read but not yet pushed, oldest first. With many processes, each line is
-        // read `AHEAD` lines before it is pushed, so that its process state can be fetched
-        // meanwhile; with few, they are all in the cache and the detour would only cost.
+        // Lines read but not yet pushed, oldest first. With many processes or keys, each
+        // line is read `AHEAD` lines before it is pushed, so that its process state and key
+        // slot can be fetched meanwhile; with few, they are all in the cache and the detour
+        // would only cost.
         let mut ahead: VecDeque<(u64, EventRef)> = VecDeque::with_capacity(AHEAD);
         loop {
             // Most lines are in serde's layout: read where they lie, their end found by the
