@@ -12,6 +12,9 @@
 //! Then the adversarial shapes (see `adversarial`), each at one size, with its slowdown
 //! against the `synth` shape of that size (the target: at most 2×).
 //!
+//! The two shapes are also checked with `--threads N` (the machine's cores; set by
+//! `LOCKAUDIT_BENCH_THREADS`, 1 skips it), and the speed-up over one thread printed.
+//!
 //! `LOCKAUDIT_BENCH_EVENTS=1000000,10000000` (the default) picks the sizes;
 //! `LOCKAUDIT_BENCH_ADVERSARIAL_EVENTS` the adversarial shapes' size (default: the largest
 //! size; 0 skips them); `LOCKAUDIT_BENCH_SHAPES=one-key,deep-reentrancy` runs only those
@@ -182,6 +185,12 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
+    // `check --threads`, measured beside the one-thread figures (1: not measured).
+    let threads: usize = std::env::var("LOCKAUDIT_BENCH_THREADS")
+        .ok()
+        .map(|s| s.trim().parse().expect("LOCKAUDIT_BENCH_THREADS: a number"))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let mut speedups = Vec::new();
     let binary = env!("CARGO_BIN_EXE_lockaudit");
     let temporary = tempfile::tempdir().expect("a temporary folder");
     // Kept there (named by shape) to be checked by hand, or under callgrind.
@@ -205,23 +214,34 @@ fn main() {
         let recorded = dir.join(format!("run-{target}.jsonl"));
         with_wall(&path, &recorded).expect("write the recorded-run shape");
         for (shape, file) in [("synth", &path), ("run", &recorded)] {
-            let measured = measure(binary, file, runs, 0);
+            let measured = measure(binary, file, runs, 0, 1);
             measured.print(shape, None);
             if shape == "synth" {
                 synth_rate.insert(target, measured.rate());
+            }
+            if threads > 1 {
+                let parallel = measure(binary, file, runs, 0, threads);
+                parallel.print(&format!("{shape} --threads {threads}"), None);
+                speedups.push(format!(
+                    "{shape}, {target} events: --threads {threads} reads and checks {:.2}x as many events/s as one thread",
+                    parallel.rate() / measured.rate()
+                ));
             }
         }
         remove(&recorded);
         remove(&path);
     }
 
+    for line in &speedups {
+        println!("{line}");
+    }
     if adversarial_size == 0 {
         return;
     }
     let path = dir.join(format!("synth-{adversarial_size}.jsonl"));
     let reference = *synth_rate.entry(adversarial_size).or_insert_with(|| {
         write_history(&headline(adversarial_size), &path);
-        let measured = measure(binary, &path, runs, 0);
+        let measured = measure(binary, &path, runs, 0, 1);
         measured.print("synth", None);
         measured.rate()
     });
@@ -235,7 +255,7 @@ fn main() {
         }
         let path = dir.join(format!("{}-{adversarial_size}.jsonl", shape.name));
         write_history(&shape.config, &path);
-        measure(binary, &path, runs, shape.exit).print(shape.name, Some(reference));
+        measure(binary, &path, runs, shape.exit, 1).print(shape.name, Some(reference));
         legend.push(format!("{}: {}", shape.name, shape.what));
         remove(&path);
     }
@@ -257,13 +277,13 @@ fn write_history(config: &SynthConfig, path: &Path) {
 }
 
 /// Checks `file` `runs` times; the best wall time and the highest peak memory.
-fn measure(binary: &str, file: &Path, runs: usize, exit: i32) -> Measured {
+fn measure(binary: &str, file: &Path, runs: usize, exit: i32, threads: usize) -> Measured {
     let file_mb = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0) as f64 / 1e6;
     let mut best = f64::INFINITY;
     let mut peak_kib = 0u64;
     let mut events = 0;
     for _ in 0..runs.max(1) {
-        let run = run_check(binary, file, exit);
+        let run = run_check(binary, file, exit, threads);
         best = best.min(run.seconds);
         peak_kib = peak_kib.max(run.peak_kib);
         events = run.events;
@@ -294,12 +314,13 @@ fn with_wall(from: &Path, to: &Path) -> std::io::Result<()> {
     out.flush()
 }
 
-/// Runs `lockaudit -v check` on `path`, which must exit with `exit`; returns its wall time,
+/// Runs `lockaudit -v check --threads <threads>` on `path`, which must exit with `exit`;
+/// returns its wall time,
 /// the events it read and its peak resident KiB.
-fn run_check(binary: &str, path: &Path, exit: i32) -> Measured {
+fn run_check(binary: &str, path: &Path, exit: i32, threads: usize) -> Measured {
     let started = Instant::now();
     let output = Command::new(binary)
-        .args(["-v", "check"])
+        .args(["-v", "check", "--threads", &threads.to_string()])
         .arg(path)
         .output()
         .expect("run lockaudit");

@@ -75,6 +75,9 @@ enum Command {
         /// List at most this many anomalies of each kind (all are counted).
         #[arg(long, default_value_t = 1000)]
         limit: usize,
+        /// Threads to read and check with (the report is the same with any number).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        threads: u16,
     },
     /// Draw a run: timelines, latency, rate and fairness charts (SVG and PNG) and
     /// index.html. A run folder gets them inside it; a history file gets `<stem>-plots/`
@@ -778,9 +781,10 @@ fn run(command: Command) -> anyhow::Result<u8> {
             json,
             bounds,
             limit,
+            threads,
         } => {
             let started = std::time::Instant::now();
-            let history = history::read_file(&path)?;
+            let history = history::read_file_with_threads(&path, threads.into())?;
             tracing::info!(
                 "read {} events in {:.3}s",
                 history.ops.len(),
@@ -789,6 +793,7 @@ fn run(command: Command) -> anyhow::Result<u8> {
             let started = std::time::Instant::now();
             let options = CheckOptions {
                 anomaly_limit: limit,
+                threads: threads.into(),
                 ..bounds.check_options()
             };
             let report = checker::check(&history, &options);

@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use lockaudit::checker::{check, CheckOptions};
 use lockaudit::history::reader::read_jsonl;
+use lockaudit::history::threaded::read_jsonl_threaded;
 use lockaudit::history::Event;
 use lockaudit::report::Report;
 use lockaudit::synth::{self, SynthConfig};
@@ -52,14 +53,26 @@ fn options_of(bounds: &Options) -> CheckOptions {
         starvation_bound_ns: bounds.starvation_ns,
         fairness_tolerance_ns: bounds.fairness_ns,
         anomaly_limit: usize::MAX,
+        ..CheckOptions::default()
     }
 }
 
-/// The real reader and checker; `None` if the reader rejects the text.
+/// The real reader and checker; `None` if the reader rejects the text. Each history is also
+/// read and checked with two threads (`check --threads 2`), which must give the same.
 fn real_check(text: &str, options: &Options) -> Result<Report, String> {
     let history =
         read_jsonl(text.as_bytes(), "differential.jsonl", None).map_err(|e| e.to_string())?;
-    Ok(check(&history, &options_of(options)))
+    let report = check(&history, &options_of(options));
+    let threaded = read_jsonl_threaded(text.as_bytes(), "differential.jsonl", None, 2)
+        .map_err(|e| format!("read by one thread, but not by two: {e}"))?;
+    let two = CheckOptions {
+        threads: 2,
+        ..options_of(options)
+    };
+    let again = check(&threaded, &two);
+    let json = |report: &Report| serde_json::to_string(report).expect("a report as JSON");
+    assert_eq!(json(&again), json(&report), "two threads differ from one");
+    Ok(report)
 }
 
 fn is_acquire_ok(line: Option<&naive::Line>) -> bool {

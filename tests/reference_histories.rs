@@ -197,6 +197,22 @@ fn check_case(name: &str, expected_path: &Path) -> Vec<String> {
         Ok(run) => run,
         Err(e) => return vec![e],
     };
+    // `--threads 2` reads and checks in parallel: it must answer exactly the same.
+    let threaded_args: Vec<String> = args
+        .iter()
+        .cloned()
+        .chain(["--threads".into(), "2".into()])
+        .collect();
+    match run_check(&history, &threaded_args) {
+        Ok(threaded) if (threaded.code, &threaded.stdout, &threaded.stderr) == (run.code, &run.stdout, &run.stderr) => {}
+        Ok(threaded) => {
+            return vec![format!(
+                "--threads 2 answered otherwise: exit {:?}, stdout\n{}\nstderr\n{}\nwhere one thread gave exit {:?}, stdout\n{}\nstderr\n{}",
+                threaded.code, threaded.stdout, threaded.stderr, run.code, run.stdout, run.stderr
+            )]
+        }
+        Err(e) => return vec![format!("--threads 2: {e}")],
+    }
     if let Some(error) = expected.get("error") {
         return check_rejection(&run, error);
     }

@@ -37,6 +37,25 @@ impl Findings {
         }
     }
 
+    /// Adds what `later` found, as if its checks had run after these: every anomaly is
+    /// counted, and of each kind only as many listed as the limit still leaves room for.
+    pub fn append(&mut self, later: Findings) {
+        let limit = self.limit as u64;
+        let mut listed: BTreeMap<String, u64> = (self.counts.iter())
+            .map(|(kind, &n)| (kind.to_string(), n.min(limit)))
+            .collect();
+        for anomaly in later.anomalies {
+            let n = listed.entry(anomaly.kind.clone()).or_insert(0);
+            if *n < limit {
+                *n += 1;
+                self.anomalies.push(anomaly);
+            }
+        }
+        for (kind, n) in later.counts {
+            *self.counts.entry(kind).or_insert(0) += n;
+        }
+    }
+
     pub fn into_parts(self) -> (Vec<Anomaly>, BTreeMap<&'static str, u64>) {
         (self.anomalies, self.counts)
     }
@@ -79,6 +98,58 @@ impl Names<'_> {
             (HoldEnd::Released, Some(i)) => format!("until its release at {at} (event {i})"),
             (HoldEnd::Killed, Some(i)) => format!("until it was killed at {at} (event {i})"),
             _ => "until the end of the history".to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Findings;
+    use crate::report::Anomaly;
+
+    fn anomaly(kind: &str, n: usize) -> Anomaly {
+        Anomaly {
+            kind: kind.to_string(),
+            key: "k".into(),
+            processes: vec![],
+            indices: vec![n as u64],
+            explanation: format!("{kind} number {n}"),
+            start: n as i64,
+            end: n as i64,
+            lease_expired: None,
+            tokens: vec![],
+            cycle: vec![],
+        }
+    }
+
+    /// Findings split at any point and appended are what one list finds: the same listed,
+    /// in the same order, and the same counts.
+    #[test]
+    fn appending_is_finding_in_one_list() {
+        let kinds = [
+            "overlap",
+            "overlap",
+            "unfair",
+            "overlap",
+            "unfair",
+            "unfair",
+            "lost-lock",
+        ];
+        for limit in 0..4 {
+            let mut whole = Findings::new(limit);
+            for (n, kind) in kinds.iter().enumerate() {
+                whole.add(kind, || anomaly(kind, n));
+            }
+            let whole = whole.into_parts();
+            for split in 0..=kinds.len() {
+                let (mut first, mut second) = (Findings::new(limit), Findings::new(limit));
+                for (n, kind) in kinds.iter().enumerate() {
+                    let part = if n < split { &mut first } else { &mut second };
+                    part.add(kind, || anomaly(kind, n));
+                }
+                first.append(second);
+                assert_eq!(first.into_parts(), whole, "limit {limit}, split at {split}");
+            }
         }
     }
 }

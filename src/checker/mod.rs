@@ -35,6 +35,9 @@ pub struct CheckOptions {
     pub fairness_tolerance_ns: i64,
     /// At most this many anomalies of each kind are listed; all are counted.
     pub anomaly_limit: usize,
+    /// With 2 or more, liveness and fairness run on a thread of their own beside the other
+    /// checks (the report is the same).
+    pub threads: usize,
 }
 
 impl Default for CheckOptions {
@@ -44,6 +47,7 @@ impl Default for CheckOptions {
             starvation_bound_ns: 10_000_000_000,
             fairness_tolerance_ns: 10_000_000,
             anomaly_limit: 1000,
+            threads: 1,
         }
     }
 }
@@ -97,22 +101,54 @@ fn check_with_lease_floor(
         history,
         holds: &holds,
     };
-    let mut findings = Findings::new(options.anomaly_limit);
-
-    timed("mutual-exclusion", || {
-        mutual_exclusion::check(&names, &mut findings)
-    });
-    timed("lease", || lease::check(&names, &mut findings));
-    let expected_losses = timed("lost-lock", || lost_lock::check(&names, &mut findings));
-    timed("fencing", || fencing::check(&names, &mut findings));
-    let (mut key_stats, mut waits) = timed("liveness", || {
-        liveness::check(&names, options, lease_floor_ms, &mut findings)
-    });
-    timed("fairness", || {
-        fairness::check(&names, options, &mut waits, &mut key_stats, &mut findings)
-    });
-    let (counters_checked, counters_skipped) =
-        timed("register", || register::check(&names, &mut findings));
+    // Three groups of checks, each with its own findings, joined in this order: the report
+    // is the same whether the liveness group runs on a thread of its own or not.
+    let safety = |findings: &mut Findings| {
+        timed("mutual-exclusion", || {
+            mutual_exclusion::check(&names, findings)
+        });
+        timed("lease", || lease::check(&names, findings));
+        let expected_losses = timed("lost-lock", || lost_lock::check(&names, findings));
+        timed("fencing", || fencing::check(&names, findings));
+        expected_losses
+    };
+    let progress = |findings: &mut Findings| {
+        let (mut key_stats, mut waits) = timed("liveness", || {
+            liveness::check(&names, options, lease_floor_ms, findings)
+        });
+        timed("fairness", || {
+            fairness::check(&names, options, &mut waits, &mut key_stats, findings)
+        });
+        key_stats
+    };
+    let writes = |findings: &mut Findings| timed("register", || register::check(&names, findings));
+    let limit = options.anomaly_limit;
+    let (mut findings, mut progress_findings, mut write_findings) = (
+        Findings::new(limit),
+        Findings::new(limit),
+        Findings::new(limit),
+    );
+    let (expected_losses, mut key_stats, (counters_checked, counters_skipped)) =
+        if options.threads >= 2 {
+            std::thread::scope(|scope| {
+                let beside = scope.spawn(|| progress(&mut progress_findings));
+                let expected_losses = safety(&mut findings);
+                let counters = writes(&mut write_findings);
+                let key_stats = match beside.join() {
+                    Ok(key_stats) => key_stats,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                };
+                (expected_losses, key_stats, counters)
+            })
+        } else {
+            (
+                safety(&mut findings),
+                progress(&mut progress_findings),
+                writes(&mut write_findings),
+            )
+        };
+    findings.append(progress_findings);
+    findings.append(write_findings);
 
     for (stats, expected) in key_stats.iter_mut().zip(expected_losses) {
         stats.expected_losses = expected;

@@ -10,6 +10,7 @@ pub mod event;
 pub(crate) mod fast_line;
 mod key_table;
 pub mod reader;
+pub mod threaded;
 pub mod writer;
 
 use std::path::Path;
@@ -26,4 +27,16 @@ pub fn read_file(path: &Path) -> Result<History, HistoryError> {
     } else {
         reader::read_jsonl_file(path)
     }
+}
+
+/// `read_file` with `threads` threads: a JSONL file is parsed by `threads - 1` of them
+/// while the calling one builds the history (`threaded`); the history is the same.
+pub fn read_file_with_threads(path: &Path, threads: usize) -> Result<History, HistoryError> {
+    if threads < 2 || path.extension().is_some_and(|e| e == "edn") {
+        return read_file(path);
+    }
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| HistoryError::io(&name, e))?;
+    let size = file.metadata().map(|m| m.len()).ok();
+    threaded::read_jsonl_threaded(file, &name, size, threads - 1)
 }

@@ -25,7 +25,7 @@ use super::fast_line;
 
 /// The shortest plausible line is about 60 bytes; reserving for that many events costs no
 /// resident memory for what goes unused, and spares the op vector from doubling.
-const MIN_LINE_BYTES: u64 = 60;
+pub(super) const MIN_LINE_BYTES: u64 = 60;
 
 /// The longest line the reader takes, in bytes without its `\n`. An event is a few hundred
 /// bytes; without a bound, a file with no newline at all (`/dev/zero`) would grow one line
@@ -45,7 +45,7 @@ const AHEAD: usize = 3;
 /// counts every process seen, not those still in use, so a long history of a few thousand
 /// at a time may cross it too: reading ahead then costs it about 8%, where it saves a
 /// history of a million at a time about 25%.
-const MANY: usize = 1 << 18;
+pub(super) const MANY: usize = 1 << 18;
 
 /// Reads and validates the JSONL history at `path`.
 pub fn read_jsonl_file(path: &Path) -> Result<History, HistoryError> {
@@ -153,17 +153,22 @@ pub fn read_jsonl<R: Read>(
     Ok(builder.finish())
 }
 
-enum Flow {
+pub(super) enum Flow {
     Go,
     Stop,
 }
 
 /// A line of `length` bytes (so far) is an error past `MAX_LINE_BYTES`.
-fn check_length(source: &str, line_no: u64, length: usize) -> Result<(), HistoryError> {
-    if length <= MAX_LINE_BYTES {
-        return Ok(());
+pub(super) fn check_length(source: &str, line_no: u64, length: usize) -> Result<(), HistoryError> {
+    match length <= MAX_LINE_BYTES {
+        true => Ok(()),
+        false => Err(line_too_long(source, line_no)),
     }
-    Err(HistoryError::at(
+}
+
+/// The error for line `line_no`, longer than `MAX_LINE_BYTES`.
+pub(super) fn line_too_long(source: &str, line_no: u64) -> HistoryError {
+    HistoryError::at(
         source,
         line_no,
         "",
@@ -171,11 +176,11 @@ fn check_length(source: &str, line_no: u64, length: usize) -> Result<(), History
             "the line is longer than {} MiB: a history line is one event of a few hundred bytes",
             MAX_LINE_BYTES >> 20
         ),
-    ))
+    )
 }
 
 /// Parses one line (with its `\n`, unless it is the unterminated last one) into `builder`.
-fn handle_line(
+pub(super) fn handle_line(
     builder: &mut HistoryBuilder,
     source: &str,
     line_no: u64,
@@ -251,7 +256,7 @@ pub fn push_recorded_line(
     }
 }
 
-fn trim_line_end(line: &[u8]) -> &[u8] {
+pub(super) fn trim_line_end(line: &[u8]) -> &[u8] {
     let mut end = line.len();
     while end > 0 && (line[end - 1] == b'\n' || line[end - 1] == b'\r') {
         end -= 1;
