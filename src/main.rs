@@ -76,7 +76,7 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         limit: usize,
         /// Threads to read and check with (the report is the same with any number).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
         threads: u16,
     },
     /// Draw a run: timelines, latency, rate and fairness charts (SVG and PNG) and
