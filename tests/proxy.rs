@@ -4,6 +4,8 @@
 //! bounds (latency added, an answer withheld for a while) or generous ratios, so a loaded
 //! machine makes them slower, not flaky.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -110,12 +112,6 @@ fn listens_in_this_process(addr: SocketAddr) -> bool {
                 .iter()
                 .any(|inode| target.as_os_str() == inode.as_str())
         })
-}
-
-/// A port of 127.0.0.1 where nothing listens (bound, then released).
-fn dead_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
 }
 
 #[tokio::test]
@@ -343,7 +339,11 @@ async fn retarget_moves_new_connections_and_closes_old_ones() {
 
 #[tokio::test]
 async fn upstream_down_fails_the_client_promptly() {
-    let nowhere = dead_port();
+    let (_reserved, nowhere) = common::refusing_port();
+    assert!(
+        std::net::TcpListener::bind(nowhere).is_err(),
+        "another server could take the reserved port"
+    );
     let proxy = Proxy::start("p", nowhere).await.unwrap();
     let begun = Instant::now();
     let result = connect(&format!("redis://:pw@{}/", proxy.addr())).await;

@@ -421,16 +421,10 @@ fn assert_cannot_use(url: &str, address: &str, why: &str) {
     );
 }
 
-/// A port nothing listens on (bound, then closed again).
-fn closed_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
 #[test]
 fn a_redis_url_at_a_closed_port_cannot_be_used() {
-    let port = closed_port();
-    let address = format!("127.0.0.1:{port}");
+    let (_reserved, address) = common::refusing_port();
+    let address = address.to_string();
     assert_cannot_use(
         &format!("redis://{address}"),
         &address,

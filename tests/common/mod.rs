@@ -218,3 +218,16 @@ pub fn open_tempdir() -> tempfile::TempDir {
         .expect("chmod the temporary folder");
     dir
 }
+
+/// A loopback port that refuses connections for as long as the returned socket lives. The
+/// socket is bound (without `SO_REUSEADDR`) but does not listen: nothing answers there, and
+/// no server another test starts meanwhile can take the port, as it could take a port merely
+/// bound and let go.
+pub fn refusing_port() -> (tokio::net::TcpSocket, std::net::SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a TCP socket");
+    socket
+        .bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .expect("bind a loopback port");
+    let addr = socket.local_addr().expect("the bound port");
+    (socket, addr)
+}
