@@ -1,16 +1,19 @@
 //! Reading a JSONL history with several threads (`lockaudit check --threads`).
 //!
-//! Worker threads take turns to read the input in chunks of whole lines, each parses the
-//! chunk it read, and the calling thread adds the events to the history in file order. The
-//! builder's work (interning, checking each process's sequence) stays on one thread, as it
-//! depends on every event before; the parsing, most of a read, is what is spread.
+//! The input is read in chunks of whole lines, numbered as they are read. Worker threads
+//! each read a chunk and parse it; the calling thread adds the parsed chunks to the history
+//! in their order, and whenever the next one is not ready yet, reads and parses one itself
+//! rather than wait. The builder's work (interning, checking each process's sequence) stays
+//! on the calling thread, as it depends on every event before; the parsing, most of a read,
+//! is what is spread.
 //!
 //! A line the fast scanner cannot read is handed on as text and goes through
 //! `reader::handle_line` on the calling thread, so the history, the warnings and every error
 //! (with its line number) are those of `reader::read_jsonl`.
 
+use std::collections::BTreeMap;
 use std::io::Read;
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use super::build::{EventRef, HistoryBuilder, Payload};
@@ -20,8 +23,8 @@ use super::event::{EventType, Process};
 use super::fast_line;
 use super::reader::{handle_line, line_too_long, trim_line_end, Flow, MANY, MAX_LINE_BYTES};
 
-/// About how many bytes of lines a worker reads at a time: large enough that passing them
-/// on costs little, small enough that the chunks in flight stay in the caches' reach.
+/// About how many bytes of lines are read at a time: large enough that passing them on costs
+/// little, small enough that the chunks in flight stay in the caches' reach.
 const CHUNK_BYTES: usize = 1 << 19;
 
 /// Reads and validates a JSONL history as `reader::read_jsonl` does, with `workers` threads
@@ -52,140 +55,150 @@ fn read_in_chunks<R: Read + Send>(
     let shared = Shared {
         input: Mutex::new(Input {
             reader: input,
+            chunk_bytes,
             carry: Vec::new(),
             at_end: false,
-            turn: 0,
-            ended: false,
+            next: 0,
+            count: None,
+            stopped: false,
+            spare: Vec::new(),
+            // Every worker parsing one and having handed on another, the builder's own, and
+            // one being pushed: enough that nobody waits for want of a buffer.
+            buffers_left: 2 * workers + 2,
         }),
-        turn_taken: Condvar::new(),
+        buffer_freed: Condvar::new(),
     };
     std::thread::scope(|scope| {
-        // Chunk n is read by worker n % workers, and comes back from it: the calling thread
-        // takes them in turn, so they stay in file order without sorting. Each queue holds
-        // one chunk, which bounds the memory in flight.
-        let mut results = Vec::with_capacity(workers);
-        let mut recycles = Vec::with_capacity(workers);
-        for me in 0..workers {
-            let (parsed, result) = sync_channel(1);
-            let (recycle, recycled) = channel();
-            let shared = &shared;
-            scope.spawn(move || work(me, workers, shared, chunk_bytes, parsed, recycled));
-            results.push(result);
-            recycles.push(recycle);
+        let (parsed, results) = sync_channel(workers);
+        for _ in 0..workers {
+            let (parsed, shared) = (parsed.clone(), &shared);
+            scope.spawn(move || work(shared, parsed));
         }
-        // Returning drops the channels: on an error, the workers then find them closed and
-        // end, and the scope waits for them.
-        push_in_order(&mut builder, source, &results, &recycles)
+        drop(parsed);
+        let built = build(&mut builder, source, &shared, &results);
+        // Whether done or failed: workers waiting for a buffer, or to hand one on, end.
+        shared.stop();
+        drop(results);
+        built
     })?;
     Ok(builder.finish())
 }
 
-/// The input, read by one worker at a time, in turn.
+/// The input and the buffers, shared by every thread.
 struct Shared<R> {
     input: Mutex<Input<R>>,
-    turn_taken: Condvar,
+    buffer_freed: Condvar,
 }
 
 struct Input<R> {
     reader: R,
+    chunk_bytes: usize,
     /// The start of a line whose end is not read yet.
     carry: Vec<u8>,
     /// The reader has nothing more.
     at_end: bool,
-    /// Which worker reads the next chunk.
-    turn: usize,
-    /// No chunk follows: the input is used up or failed, or a worker stopped.
-    ended: bool,
+    /// The number the next chunk read gets.
+    next: u64,
+    /// How many chunks there are, once no more will be read (the input used up or failed,
+    /// or a line too long).
+    count: Option<u64>,
+    /// The builder is done or failed.
+    stopped: bool,
+    /// Buffers given back, and how many more may be made.
+    spare: Vec<Buffers>,
+    buffers_left: usize,
 }
 
-impl<R> Shared<R> {
+/// A chunk's bytes and the list its lines are parsed into, reused from chunk to chunk.
+type Buffers = (Vec<u8>, Vec<Line>);
+
+impl<R: Read> Shared<R> {
     fn lock(&self) -> MutexGuard<'_, Input<R>> {
         self.input.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-/// Ends the reading when its worker stops, however it stops, so that no other worker waits
-/// for a turn that will not come.
-struct EndOnDrop<'a, R>(&'a Shared<R>);
+    /// Reads the next chunk and gives its number, waiting for a buffer if `wait`; `None`
+    /// once no more are to be read (or, not waiting, if no buffer is free).
+    fn read_chunk(&self, wait: bool) -> Option<(u64, Chunk)> {
+        let mut input = self.lock();
+        let (bytes, lines) = loop {
+            if input.stopped || input.count.is_some() {
+                return None;
+            }
+            if let Some(buffers) = input.spare.pop() {
+                break buffers;
+            }
+            if input.buffers_left > 0 {
+                input.buffers_left -= 1;
+                break Default::default();
+            }
+            if !wait {
+                return None;
+            }
+            input = self
+                .buffer_freed
+                .wait(input)
+                .unwrap_or_else(|e| e.into_inner());
+        };
+        let number = input.next;
+        let Some(chunk) = next_chunk(&mut input, bytes, lines) else {
+            input.count = Some(number);
+            return None;
+        };
+        input.next += 1;
+        if !matches!(chunk, Chunk::Lines { .. }) {
+            // After an error, or a line too long, nothing more is read.
+            input.count = Some(input.next);
+        }
+        Some((number, chunk))
+    }
 
-impl<R> Drop for EndOnDrop<'_, R> {
-    fn drop(&mut self) {
-        self.0.lock().ended = true;
-        self.0.turn_taken.notify_all();
+    /// How many chunks there are, once known.
+    fn count(&self) -> Option<u64> {
+        self.lock().count
+    }
+
+    fn give_back(&self, buffers: Buffers) {
+        self.lock().spare.push(buffers);
+        self.buffer_freed.notify_one();
+    }
+
+    fn stop(&self) {
+        self.lock().stopped = true;
+        self.buffer_freed.notify_all();
     }
 }
 
-/// A worker: at its turn reads the next chunk, then parses it and hands it on.
-fn work<R: Read>(
-    me: usize,
-    workers: usize,
-    shared: &Shared<R>,
-    chunk_bytes: usize,
-    parsed: SyncSender<Chunk>,
-    recycled: Receiver<(Vec<u8>, Vec<Line>)>,
-) {
-    let _end = EndOnDrop(shared);
-    loop {
-        let (bytes, lines) = recycled.try_recv().unwrap_or_default();
-        let chunk = {
-            let mut input = shared.lock();
-            while input.turn != me && !input.ended {
-                input = shared
-                    .turn_taken
-                    .wait(input)
-                    .unwrap_or_else(|e| e.into_inner());
-            }
-            if input.ended {
-                return;
-            }
-            let chunk = next_chunk(&mut input, bytes, lines, chunk_bytes);
-            input.turn = (me + 1) % workers;
-            shared.turn_taken.notify_all();
-            chunk
-        };
-        let chunk = match chunk {
-            Some(Chunk::Lines { bytes, mut lines }) => {
-                lines.clear();
-                parse_lines(&bytes, &mut lines);
-                Chunk::Lines { bytes, lines }
-            }
-            Some(other) => other,
-            None => return,
-        };
-        if parsed.send(chunk).is_err() {
+/// A worker: reads a chunk, parses it and hands it on, until there are no more.
+fn work<R: Read>(shared: &Shared<R>, parsed: SyncSender<(u64, Chunk)>) {
+    while let Some((number, chunk)) = shared.read_chunk(true) {
+        if parsed.send((number, parse(chunk))).is_err() {
             return;
         }
     }
 }
 
-/// The next chunk of whole lines, in `bytes` (reused); `None` once the input is used up.
-/// After an error, or a line too long, the reading ends.
+/// The next chunk of whole lines, in `bytes`; `None` once the input is used up.
 fn next_chunk<R: Read>(
     input: &mut Input<R>,
     mut bytes: Vec<u8>,
     lines: Vec<Line>,
-    chunk_bytes: usize,
 ) -> Option<Chunk> {
     if input.at_end && input.carry.is_empty() {
-        input.ended = true;
         return None;
     }
     bytes.clear();
     bytes.append(&mut input.carry);
     loop {
         if !input.at_end {
-            match fill(&mut input.reader, &mut bytes, chunk_bytes) {
+            match fill(&mut input.reader, &mut bytes, input.chunk_bytes) {
                 Ok(ended) => input.at_end = ended,
-                Err(err) => {
-                    input.ended = true;
-                    return Some(Chunk::Failed(err));
-                }
+                Err(err) => return Some(Chunk::Failed(err)),
             }
         }
         let Some(last) = memchr::memrchr(b'\n', &bytes) else {
             // No line ends here: one line, read on unless it is too long or all there is.
             if bytes.len() > MAX_LINE_BYTES {
-                input.ended = true;
                 return Some(Chunk::TooLong);
             }
             if input.at_end {
@@ -193,8 +206,8 @@ fn next_chunk<R: Read>(
             }
             continue;
         };
+        // Only the first line can have started in an earlier read.
         if memchr::memchr(b'\n', &bytes).unwrap_or(last) > MAX_LINE_BYTES {
-            input.ended = true;
             return Some(Chunk::TooLong);
         }
         input.carry.extend_from_slice(&bytes[last + 1..]);
@@ -203,7 +216,19 @@ fn next_chunk<R: Read>(
     }
 }
 
-/// What a worker hands on.
+/// A chunk with its lines parsed.
+fn parse(chunk: Chunk) -> Chunk {
+    match chunk {
+        Chunk::Lines { bytes, mut lines } => {
+            lines.clear();
+            parse_lines(&bytes, &mut lines);
+            Chunk::Lines { bytes, lines }
+        }
+        other => other,
+    }
+}
+
+/// A chunk as read, and then parsed.
 enum Chunk {
     /// Whole lines (the last one unterminated only at the end of the input), and an empty
     /// list to parse them into.
@@ -347,51 +372,95 @@ fn parse_lines(bytes: &[u8], lines: &mut Vec<Line>) {
     }
 }
 
-/// The calling thread: takes the parsed chunks in file order and pushes their events,
-/// numbering the lines; sends each chunk's buffers back to be reused.
-fn push_in_order(
+/// The calling thread: adds the parsed chunks to the history in their order, numbering the
+/// lines, and gives their buffers back. While the next chunk is not ready, it reads and
+/// parses one itself rather than wait.
+fn build<R: Read>(
     builder: &mut HistoryBuilder,
     source: &str,
-    results: &[Receiver<Chunk>],
-    recycles: &[Sender<(Vec<u8>, Vec<Line>)>],
+    shared: &Shared<R>,
+    results: &Receiver<(u64, Chunk)>,
 ) -> Result<(), HistoryError> {
+    let mut ready: BTreeMap<u64, Chunk> = BTreeMap::new();
+    let mut next: u64 = 0;
     let mut line_no: u64 = 0;
-    for (result, recycle) in results.iter().zip(recycles).cycle() {
-        // A worker's queue closes once the reading has ended: there is no next chunk.
-        let Ok(chunk) = result.recv() else {
-            return Ok(());
-        };
-        let (bytes, mut lines) = match chunk {
-            Chunk::Lines { bytes, lines } => (bytes, lines),
-            Chunk::TooLong => return Err(line_too_long(source, line_no + 1)),
-            Chunk::Failed(err) => return Err(HistoryError::io(source, err)),
-        };
-        for i in 0..lines.len() {
-            // As `read_jsonl` does: with many processes or keys, fetch a line's ids three
-            // lines before it is pushed and its process state two lines before.
-            if builder.processes() > MANY || builder.keys() > MANY {
-                if let Some(Line::Event(later)) = lines.get(i + 2) {
-                    builder.prefetch_state(&later.peek(&bytes));
-                }
-                if let Some(Line::Event(later)) = lines.get(i + 3) {
-                    builder.prefetch_ids(&later.peek(&bytes));
-                }
+    loop {
+        if let Some(chunk) = ready.remove(&next) {
+            let (bytes, lines) = match chunk {
+                Chunk::Lines { bytes, lines } => (bytes, lines),
+                Chunk::TooLong => return Err(line_too_long(source, line_no + 1)),
+                Chunk::Failed(err) => return Err(HistoryError::io(source, err)),
+            };
+            let (flow, buffers) = push_lines(builder, source, &mut line_no, bytes, lines)?;
+            if let Flow::Stop = flow {
+                return Ok(());
             }
-            line_no += 1;
-            match &mut lines[i] {
-                Line::Event(spans) => builder.push(line_no, &spans.take(&bytes))?,
-                Line::Text(start, end) => {
-                    let line = &bytes[*start as usize..*end as usize];
-                    if let Flow::Stop = handle_line(builder, source, line_no, line)? {
-                        return Ok(());
-                    }
+            shared.give_back(buffers);
+            next += 1;
+            continue;
+        }
+        if shared.count() == Some(next) {
+            return Ok(());
+        }
+        match results.try_recv() {
+            Ok((number, chunk)) => {
+                ready.insert(number, chunk);
+                continue;
+            }
+            Err(TryRecvError::Empty | TryRecvError::Disconnected) => {}
+        }
+        if let Some((number, chunk)) = shared.read_chunk(false) {
+            ready.insert(number, parse(chunk));
+            continue;
+        }
+        // Chunk `next` is being parsed by a worker (a buffer would be free otherwise).
+        match results.recv() {
+            Ok((number, chunk)) => {
+                ready.insert(number, chunk);
+            }
+            Err(_) if shared.count() == Some(next) => return Ok(()),
+            Err(_) => {
+                return Err(HistoryError::io(
+                    source,
+                    std::io::Error::other("a reading thread ended before the input did"),
+                ))
+            }
+        }
+    }
+}
+
+/// Pushes a chunk's lines, numbering them on from `line_no`; gives the buffers back for
+/// reuse, and whether a last line ended the history.
+fn push_lines(
+    builder: &mut HistoryBuilder,
+    source: &str,
+    line_no: &mut u64,
+    bytes: Vec<u8>,
+    mut lines: Vec<Line>,
+) -> Result<(Flow, Buffers), HistoryError> {
+    for i in 0..lines.len() {
+        // As `read_jsonl` does: with many processes or keys, fetch a line's ids three lines
+        // before it is pushed and its process state two lines before.
+        if builder.processes() > MANY || builder.keys() > MANY {
+            if let Some(Line::Event(later)) = lines.get(i + 2) {
+                builder.prefetch_state(&later.peek(&bytes));
+            }
+            if let Some(Line::Event(later)) = lines.get(i + 3) {
+                builder.prefetch_ids(&later.peek(&bytes));
+            }
+        }
+        *line_no += 1;
+        match &mut lines[i] {
+            Line::Event(spans) => builder.push(*line_no, &spans.take(&bytes))?,
+            Line::Text(start, end) => {
+                let line = &bytes[*start as usize..*end as usize];
+                if let Flow::Stop = handle_line(builder, source, *line_no, line)? {
+                    return Ok((Flow::Stop, (bytes, lines)));
                 }
             }
         }
-        // The worker may have stopped already: then nothing needs the buffers.
-        recycle.send((bytes, lines)).ok();
     }
-    Ok(())
+    Ok((Flow::Go, (bytes, lines)))
 }
 
 #[cfg(test)]
