@@ -62,8 +62,8 @@ fn read_in_chunks<R: Read + Send>(
             count: None,
             stopped: false,
             spare: Vec::new(),
-            // Every worker parsing one and having handed on another, the builder's own, and
-            // one being pushed: enough that nobody waits for want of a buffer.
+            // What bounds the memory in flight: each worker parsing one chunk and having
+            // handed on another, the builder parsing one and pushing one.
             buffers_left: 2 * workers + 2,
         }),
         buffer_freed: Condvar::new(),
