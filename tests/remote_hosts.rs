@@ -106,6 +106,14 @@ fn lockaudit_on_hosts(
 }
 
 async fn connect(e: &Endpoints, name: &str) -> MultiplexedConnection {
+    try_connect(e, name)
+        .await
+        .expect("connect with the password")
+}
+
+/// `connect`, for a poll that tries again: while the sentinels reconfigure a server they
+/// close its clients' connections, and one may be reset while it is being set up.
+async fn try_connect(e: &Endpoints, name: &str) -> redis::RedisResult<MultiplexedConnection> {
     let node = e.node(name).expect("a node of the cluster");
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(5)))
@@ -114,7 +122,6 @@ async fn connect(e: &Endpoints, name: &str) -> MultiplexedConnection {
         .unwrap()
         .get_multiplexed_async_connection_with_config(&config)
         .await
-        .expect("connect with the password")
 }
 
 fn assert_nothing_left(bed: &TestBed, n: usize, dir: &Path) {
@@ -691,7 +698,9 @@ async fn a_sentinel_deployment_on_three_hosts_fails_over_by_its_own_sentinels() 
         || {
             let (e, elected) = (&e, &elected);
             async move {
-                let mut old = connect(e, "master-0").await;
+                let Ok(mut old) = try_connect(e, "master-0").await else {
+                    return false;
+                };
                 let info: String = redis::cmd("INFO")
                     .arg("replication")
                     .query_async(&mut old)
@@ -723,7 +732,9 @@ async fn a_sentinel_deployment_on_three_hosts_fails_over_by_its_own_sentinels() 
         || {
             let (e, elected) = (&e, &elected);
             async move {
-                let mut conn = connect(e, other).await;
+                let Ok(mut conn) = try_connect(e, other).await else {
+                    return false;
+                };
                 let info: String = redis::cmd("INFO")
                     .arg("replication")
                     .query_async(&mut conn)
