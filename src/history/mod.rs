@@ -29,8 +29,9 @@ pub fn read_file(path: &Path) -> Result<History, HistoryError> {
     }
 }
 
-/// `read_file` with `threads` threads: a JSONL file is parsed by `threads - 1` of them
-/// while the calling one builds the history (`threaded`); the history is the same.
+/// `read_file` with `threads` threads: a JSONL file is read and parsed by `threads - 1`
+/// workers while the calling thread builds the history, parsing too whenever it would wait
+/// (`threaded`); the history is the same.
 pub fn read_file_with_threads(path: &Path, threads: usize) -> Result<History, HistoryError> {
     if threads < 2 || path.extension().is_some_and(|e| e == "edn") {
         return read_file(path);

@@ -159,7 +159,7 @@ pub(super) enum Flow {
 }
 
 /// A line of `length` bytes (so far) is an error past `MAX_LINE_BYTES`.
-pub(super) fn check_length(source: &str, line_no: u64, length: usize) -> Result<(), HistoryError> {
+fn check_length(source: &str, line_no: u64, length: usize) -> Result<(), HistoryError> {
     match length <= MAX_LINE_BYTES {
         true => Ok(()),
         false => Err(line_too_long(source, line_no)),
