@@ -36,8 +36,6 @@ pub fn read_file_with_threads(path: &Path, threads: usize) -> Result<History, Hi
     if threads < 2 || path.extension().is_some_and(|e| e == "edn") {
         return read_file(path);
     }
-    let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| HistoryError::io(&name, e))?;
-    let size = file.metadata().map(|m| m.len()).ok();
+    let (file, name, size) = reader::open(path)?;
     threaded::read_jsonl_threaded(file, &name, size, threads - 1)
 }

@@ -38,21 +38,32 @@ const MAX_QUOTE_CHARS: usize = 80;
 /// How many lines the reader reads ahead of the one it hands to the builder (see
 /// `HistoryBuilder::prefetch_ids`): enough to cover two waits on main memory, one after the
 /// other (a process's id, then its state).
-const AHEAD: usize = 3;
+pub(super) const AHEAD: usize = 3;
 
 /// From how many processes or keys on the reader reads ahead: their states (40 bytes each)
 /// or the key table's slots (32 bytes, at most half full) then outgrow the caches. It
 /// counts every process seen, not those still in use, so a long history of a few thousand
 /// at a time may cross it too: reading ahead then costs it about 8%, where it saves a
 /// history of a million at a time about 25%.
-pub(super) const MANY: usize = 1 << 18;
+const MANY: usize = 1 << 18;
+
+/// Whether lines are read ahead to prefetch what pushing them needs (see `MANY`).
+pub(super) fn reads_ahead(builder: &HistoryBuilder) -> bool {
+    builder.processes() > MANY || builder.keys() > MANY
+}
 
 /// Reads and validates the JSONL history at `path`.
 pub fn read_jsonl_file(path: &Path) -> Result<History, HistoryError> {
+    let (file, name, size) = open(path)?;
+    read_jsonl(file, &name, size)
+}
+
+/// The file at `path`, its name for messages and its size, if known.
+pub(super) fn open(path: &Path) -> Result<(File, String, Option<u64>), HistoryError> {
     let name = path.display().to_string();
     let file = File::open(path).map_err(|e| HistoryError::io(&name, e))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    read_jsonl(file, &name, Some(size))
+    let size = file.metadata().map(|m| m.len()).ok();
+    Ok((file, name, size))
 }
 
 /// Reads and validates a JSONL history from any reader; `source` names it in messages and
@@ -110,7 +121,7 @@ pub fn read_jsonl<R: Read>(
                 if rest.get(end) == Some(&b'\n') {
                     line_no += 1;
                     rest = &rest[end + 1..];
-                    if builder.processes() <= MANY && builder.keys() <= MANY {
+                    if !reads_ahead(&builder) {
                         builder.push(line_no, &event)?;
                         continue;
                     }

@@ -18,10 +18,13 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use super::build::{EventRef, HistoryBuilder, Payload};
 use super::compact::History;
+use super::compact::OpF;
 use super::error::HistoryError;
 use super::event::{EventType, Process};
 use super::fast_line;
-use super::reader::{handle_line, line_too_long, trim_line_end, Flow, MANY, MAX_LINE_BYTES};
+use super::reader::{
+    handle_line, line_too_long, reads_ahead, trim_line_end, Flow, AHEAD, MAX_LINE_BYTES,
+};
 
 /// About how many bytes of lines are read at a time: large enough that passing them on costs
 /// little, small enough that the chunks in flight stay in the caches' reach.
@@ -268,8 +271,6 @@ enum Name {
     At(u32, u32),
 }
 
-const CLIENT_OPERATIONS: [&str; 5] = ["acquire", "release", "renew", "read", "write"];
-
 impl Spans {
     /// `event`'s strings as offsets into `bytes`; `None` if one of them lies elsewhere (or
     /// it has wrong members, which the builder must see with their text).
@@ -283,8 +284,8 @@ impl Spans {
             (end <= bytes.len()).then_some(())?;
             Some((u32::try_from(start).ok()?, u32::try_from(end).ok()?))
         };
-        let f = match CLIENT_OPERATIONS.iter().find(|word| **word == event.f) {
-            Some(word) => Name::Word(word),
+        let f = match OpF::from_client_name(event.f) {
+            Some(op) => Name::Word(op.name()),
             None => {
                 let (start, end) = span(event.f)?;
                 Name::At(start, end)
@@ -439,13 +440,13 @@ fn push_lines(
     mut lines: Vec<Line>,
 ) -> Result<(Flow, Buffers), HistoryError> {
     for i in 0..lines.len() {
-        // As `read_jsonl` does: with many processes or keys, fetch a line's ids three lines
-        // before it is pushed and its process state two lines before.
-        if builder.processes() > MANY || builder.keys() > MANY {
-            if let Some(Line::Event(later)) = lines.get(i + 2) {
+        // As `read_jsonl` does: with many processes or keys, fetch a line's ids `AHEAD` lines
+        // before it is pushed and its process state a line later.
+        if reads_ahead(builder) {
+            if let Some(Line::Event(later)) = lines.get(i + AHEAD - 1) {
                 builder.prefetch_state(&later.peek(&bytes));
             }
-            if let Some(Line::Event(later)) = lines.get(i + 3) {
+            if let Some(Line::Event(later)) = lines.get(i + AHEAD) {
                 builder.prefetch_ids(&later.peek(&bytes));
             }
         }
