@@ -43,6 +43,23 @@ pub fn redis_sentinel(given: Option<&Path>, server: &Path) -> Result<SentinelBin
     find("redis-sentinel", "redis-sentinel", given).map(SentinelBinary::Sentinel)
 }
 
+/// The environment variable naming the etcd program.
+pub const ETCD_ENV: &str = "LOCKAUDIT_ETCD";
+
+/// etcd (Debian's `etcd-server`): `$LOCKAUDIT_ETCD` if set, else PATH.
+pub fn etcd() -> Result<PathBuf, ClusterError> {
+    let given = std::env::var_os(ETCD_ENV).map(PathBuf::from);
+    find("etcd", "etcd-server", given.as_deref()).map_err(|_| ClusterError::MissingService {
+        program: "etcd".into(),
+        package: "etcd-server".into(),
+        location: match &given {
+            Some(path) => format!("at {} (from ${ETCD_ENV})", path.display()),
+            None => "on PATH".into(),
+        },
+        env: ETCD_ENV.into(),
+    })
+}
+
 /// The environment variable naming the folder that holds `postgres` and `initdb`.
 pub const POSTGRES_BIN_ENV: &str = "LOCKAUDIT_POSTGRES_BIN";
 

@@ -36,6 +36,20 @@ pub enum ClusterError {
         location: String,
     },
 
+    /// A lock service's server program (etcd) is not installed where we looked.
+    #[error(
+        "{program} not found {location}: install it with `apt-get install {package}` \
+         (or set {env} to its path)"
+    )]
+    MissingService {
+        program: String,
+        package: String,
+        /// `on PATH`, or `at /the/path (from $ENV)`.
+        location: String,
+        /// The environment variable naming the program.
+        env: String,
+    },
+
     /// A shared library the spec needs (libfaketime for fake clocks) is not installed.
     #[error(
         "{library} not found {location}: fake clocks need it; install it with \

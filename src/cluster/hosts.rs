@@ -390,6 +390,7 @@ pub fn not_on_hosts(topology: Topology) -> Option<&'static str> {
         | Topology::Independent
         | Topology::Cluster => None,
         Topology::Postgres => Some("PostgreSQL runs on this machine only"),
+        Topology::Etcd => Some("lockaudit starts etcd on this machine only (not yet on hosts)"),
     }
 }
 

@@ -23,6 +23,7 @@ mod cleanup;
 mod clock;
 mod cut;
 mod error;
+pub mod etcd;
 mod exit;
 mod host_logs;
 mod hosts;
@@ -39,6 +40,7 @@ mod registry;
 mod remote;
 mod sentinel;
 mod server;
+mod service;
 pub mod sharded;
 mod ssh;
 
@@ -49,7 +51,7 @@ use nix::sys::signal::Signal;
 use rand::Rng;
 
 pub use ask::{ask_sentinels, node_url};
-pub use binaries::{postgres_bin_dir, POSTGRES_BIN_ENV};
+pub use binaries::{postgres_bin_dir, ETCD_ENV, POSTGRES_BIN_ENV};
 pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;
@@ -70,6 +72,7 @@ use instance::Instance;
 use postgres::{PgConfig, PgServer, RunAs};
 use sentinel::{Sentinel, SentinelSetup};
 use server::{Server, ServerConfig};
+use service::ServiceNode;
 
 /// How the lock's servers are arranged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -90,6 +93,9 @@ pub enum Topology {
     /// (`replica-<shards + i>` follows `master-<i>`), slots split evenly, failover decided
     /// by the cluster itself after `CLUSTER_NODE_TIMEOUT_MS`.
     Cluster,
+    /// Three etcd members (`etcd-0`..`etcd-2`, see `etcd`), for the etcd locks; the
+    /// guarded resource's storage server is still a Redis.
+    Etcd,
 }
 
 /// `cluster-node-timeout` of `Topology::Cluster`: short, so that a dead master is replaced
@@ -257,8 +263,9 @@ pub struct Cluster {
     root: PathBuf,
     password: String,
     nodes: Vec<Server>,
-    /// The PostgreSQL servers (`Postgres`: `master-0`), the lock's servers there.
-    databases: Vec<PgServer>,
+    /// The nodes of a lock service other than Redis (`Postgres`: `master-0`; `Etcd`:
+    /// `etcd-0`..), the lock's servers there, behind the service seam.
+    services: Vec<Box<dyn ServiceNode>>,
     storage: Server,
     sentinels: Vec<Sentinel>,
     /// The lock's servers on other hosts (`ClusterSpec::hosts`); empty for a local run.
@@ -281,8 +288,11 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     if spec.topology == Topology::Postgres {
         return start_postgres(spec).await;
     }
+    if spec.topology == Topology::Etcd {
+        return start_etcd(spec).await;
+    }
     let lock_nodes = match spec.topology {
-        Topology::Postgres => 0,
+        Topology::Postgres | Topology::Etcd => 0,
         Topology::Cluster if spec.shards == 0 => {
             return Err(ClusterError::InvalidSpec(
                 "a Redis Cluster needs at least one master".into(),
@@ -461,7 +471,7 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         root,
         password,
         nodes,
-        databases: Vec::new(),
+        services: Vec::new(),
         storage,
         sentinels,
         remote: Hosts::default(),
@@ -509,7 +519,53 @@ async fn start_postgres(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         root,
         password,
         nodes: Vec::new(),
-        databases: vec![database],
+        services: vec![Box::new(database)],
+        storage,
+        sentinels: Vec::new(),
+        remote: Hosts::default(),
+    })
+}
+
+/// `Topology::Etcd`: the Redis storage server and three etcd members (data and logs in
+/// `<dir>/etcd/`), sharing the generated password (etcd's user `root`).
+async fn start_etcd(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+    let begun = Instant::now();
+    let etcd_binary = binaries::etcd()?;
+    let server_binary = binaries::redis_server(spec.redis_server.as_deref())?;
+    let mut made = Vec::new();
+    for folder in ["redis", "etcd"] {
+        let path = spec.dir.join(folder);
+        std::fs::create_dir_all(&path)
+            .map_err(|e| ClusterError::io("create the folder", &path, e))?;
+        made.push(
+            path.canonicalize()
+                .map_err(|e| ClusterError::io("resolve the folder", &path, e))?,
+        );
+    }
+    let (root, etcd_root) = (made[0].clone(), made[1].clone());
+    let password = generate_password();
+    // Storage after the members' ports: with a base port, the members take the first six.
+    let storage_port = match spec.base_port {
+        Some(base) => ports::plan(1, base.checked_add(2 * etcd::MEMBERS as u16))?,
+        None => ports::plan(1, None)?,
+    };
+    let storage_port = storage_port
+        .into_iter()
+        .next()
+        .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))?;
+    let storage = start_storage(&root, server_binary, &password, storage_port).await?;
+    // Storage is killed by its guard if this fails.
+    let members = etcd::start(etcd_binary, &etcd_root, &password, spec.base_port).await?;
+    tracing::info!(elapsed = ?begun.elapsed(), "etcd cluster ready");
+    Ok(Cluster {
+        topology: Topology::Etcd,
+        root,
+        password,
+        nodes: Vec::new(),
+        services: members
+            .into_iter()
+            .map(|m| Box::new(m) as Box<dyn ServiceNode>)
+            .collect(),
         storage,
         sentinels: Vec::new(),
         remote: Hosts::default(),
@@ -572,7 +628,7 @@ async fn start_remote(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         root,
         password,
         nodes: Vec::new(),
-        databases: Vec::new(),
+        services: Vec::new(),
         storage,
         sentinels: Vec::new(),
         remote,
@@ -611,9 +667,9 @@ impl Cluster {
         Endpoints {
             topology: self.topology,
             nodes: self
-                .databases
+                .services
                 .iter()
-                .map(|d| node_of(&d.instance))
+                .map(|d| node_of(d.instance()))
                 .chain(self.nodes.iter().map(|s| node_of(&s.instance)))
                 .chain(
                     self.remote
@@ -762,8 +818,8 @@ impl Cluster {
         if let Some(server) = self.remote.server_mut(name) {
             return Ok(server.kill().unwrap_or(Exit::Unknown));
         }
-        if let Some(database) = self.database_mut(name) {
-            return Ok(database.kill().unwrap_or(Exit::Unknown));
+        if let Some(node) = self.service_mut(name) {
+            return Ok(node.kill().unwrap_or(Exit::Unknown));
         }
         let instance = self
             .instance_mut(name)
@@ -871,8 +927,8 @@ impl Cluster {
         if let Some(server) = self.remote.server_mut(name) {
             return server.restart(true).await;
         }
-        if let Some(database) = self.database_mut(name) {
-            return database.restart(true).await;
+        if let Some(node) = self.service_mut(name) {
+            return node.restart(true).await;
         }
         self.server_mut(name)?.restart(true).await
     }
@@ -894,8 +950,8 @@ impl Cluster {
         if let Some(server) = self.remote.server_mut(name) {
             return server.restart(false).await;
         }
-        if let Some(database) = self.database_mut(name) {
-            return database.restart(false).await;
+        if let Some(node) = self.service_mut(name) {
+            return node.restart(false).await;
         }
         self.server_mut(name)?.restart(false).await
     }
@@ -1033,10 +1089,10 @@ impl Cluster {
             .collect()
     }
 
-    fn database_mut(&mut self, name: &str) -> Option<&mut PgServer> {
-        self.databases
+    fn service_mut(&mut self, name: &str) -> Option<&mut Box<dyn ServiceNode>> {
+        self.services
             .iter_mut()
-            .find(|d| d.instance.name() == name)
+            .find(|d| d.instance().name() == name)
     }
 
     fn server_mut(&mut self, name: &str) -> Result<&mut Server, ClusterError> {
@@ -1057,12 +1113,15 @@ impl Cluster {
             .filter_map(|s| s.instance.guard_mut())
             .collect();
         process::terminate_all(&mut sentinels, STOP_GRACE).await;
+        for node in self.services.iter_mut().filter(|n| !n.graceful_stop()) {
+            node.kill();
+        }
         let root = self.root.clone();
         let mut ended = self.remote.shutdown(STOP_GRACE, &root);
         let mut servers: Vec<&mut ChildGuard> = self
-            .databases
+            .services
             .iter_mut()
-            .map(|d| &mut d.instance)
+            .map(|d| d.instance_mut())
             .chain(
                 self.nodes
                     .iter_mut()
@@ -1083,9 +1142,9 @@ impl Cluster {
     }
 
     fn instances(&self) -> impl Iterator<Item = &Instance> {
-        self.databases
+        self.services
             .iter()
-            .map(|d| &d.instance)
+            .map(|d| d.instance())
             .chain(
                 self.nodes
                     .iter()
@@ -1096,9 +1155,9 @@ impl Cluster {
     }
 
     fn instances_mut(&mut self) -> impl Iterator<Item = &mut Instance> {
-        self.databases
+        self.services
             .iter_mut()
-            .map(|d| &mut d.instance)
+            .map(|d| d.instance_mut())
             .chain(
                 self.nodes
                     .iter_mut()
@@ -1121,9 +1180,10 @@ impl Drop for Cluster {
     /// Kills whatever still runs: SIGCONT and SIGKILL to all first, then reaps, so that
     /// the teardown costs one kill rather than one per process.
     fn drop(&mut self) {
-        // PostgreSQL first, while its backends are still its children (see `kill_tree`).
-        for database in &mut self.databases {
-            database.kill();
+        // The services' nodes first: PostgreSQL while its backends are still its children
+        // (see `kill_tree`).
+        for node in &mut self.services {
+            node.kill();
         }
         for instance in self.instances() {
             if let Some(guard) = instance.guard() {

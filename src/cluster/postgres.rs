@@ -410,3 +410,22 @@ fn kill_tree(instance: &mut Instance) -> Option<super::Exit> {
     }
     exit
 }
+
+#[async_trait::async_trait]
+impl super::service::ServiceNode for PgServer {
+    fn instance(&self) -> &Instance {
+        &self.instance
+    }
+
+    fn instance_mut(&mut self) -> &mut Instance {
+        &mut self.instance
+    }
+
+    fn kill(&mut self) -> Option<super::Exit> {
+        PgServer::kill(self)
+    }
+
+    async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
+        PgServer::restart(self, keep_data).await
+    }
+}

@@ -14,6 +14,9 @@
 
 pub mod adapter_test;
 mod conn;
+mod etcd_lease;
+mod etcd_lock;
+mod etcd_txn;
 pub mod external;
 mod fair_lock;
 mod fenced;
@@ -246,18 +249,35 @@ pub fn on_cluster(algorithm: &str) -> Result<(), String> {
         "redlock" => Err("RedLock over the masters of one Redis Cluster is not RedLock: a key lives on one master only, and the masters are not independent (they fail over under one cluster configuration); run redlock on the independent topology".into()),
         "watch-multi" => Err("watch-multi's transaction spans the lock key and its counter key, which hash to different slots (CROSSSLOT)".into()),
         a if on_postgres(a) => Err(format!("{a} runs on PostgreSQL (topology \"postgres\")")),
+        a if service(a) == Some(Topology::Etcd) => Err(format!("{a} runs on etcd (topology \"etcd\")")),
         _ => Ok(()),
     }
 }
 
 /// Whether `algorithm` runs on the PostgreSQL server lockaudit starts (`Topology::Postgres`).
 pub fn on_postgres(algorithm: &str) -> bool {
-    algorithm.starts_with("pg-")
+    service(algorithm) == Some(Topology::Postgres)
+}
+
+/// The topology of the lock service `algorithm` needs when that service is not Redis
+/// (PostgreSQL, etcd); None for the Redis algorithms, which run on any Redis topology.
+pub fn service(algorithm: &str) -> Option<Topology> {
+    match algorithm {
+        a if a.starts_with("pg-") => Some(Topology::Postgres),
+        "etcd-lock" | "etcd-txn" => Some(Topology::Etcd),
+        _ => None,
+    }
+}
+
+/// Whether `algorithm`, fenced, takes its tokens from its own service (etcd's create
+/// revisions) rather than from the storage server's `INCR`.
+pub fn own_tokens(algorithm: &str) -> bool {
+    service(algorithm) == Some(Topology::Etcd)
 }
 
 /// The nine built-in algorithms' names, as `connect` and the CLI accept them (the audit
 /// runs each). `connect` also accepts `SCRIPTED`.
-pub const ALGORITHMS: [&str; 14] = [
+pub const ALGORITHMS: [&str; 16] = [
     "setnx-del",
     "setnx-expire",
     "setnx-getset",
@@ -272,6 +292,8 @@ pub const ALGORITHMS: [&str; 14] = [
     "pg-lock-column",
     "pg-version",
     "watch-multi",
+    "etcd-lock",
+    "etcd-txn",
 ];
 
 /// The algorithm whose acquire, release and renew are the workload's own Lua scripts
@@ -331,6 +353,8 @@ pub fn crash_points(algorithm: &str) -> &'static [&'static str] {
         "pg-lock-column" => pg_lock_column::STEPS,
         "pg-version" => pg_version::STEPS,
         "watch-multi" => watch_multi::STEPS,
+        "etcd-lock" => etcd_lock::STEPS,
+        "etcd-txn" => etcd_txn::STEPS,
         SCRIPTED => lua_script::STEPS,
         EXTERNAL => external::STEPS,
         _ => &[],
@@ -637,6 +661,14 @@ pub async fn connect(
             primary(endpoints, &options).await?,
             options.clone(),
         )),
+        "etcd-lock" => Box::new(etcd_lock::EtcdLock::new(
+            etcd_lease::connect(endpoints, &options).await?,
+            options.clone(),
+        )),
+        "etcd-txn" => Box::new(etcd_txn::EtcdTxn::new(
+            etcd_lease::connect(endpoints, &options).await?,
+            options.clone(),
+        )),
         EXTERNAL => Box::new(external::External::connect(endpoints, options.clone()).await?),
         SCRIPTED => {
             let scripts = options.scripts.clone().ok_or_else(|| {
@@ -652,7 +684,7 @@ pub async fn connect(
             Box::new(redlock::Redlock::new(masters, options.clone())?)
         }
     };
-    if !options.fenced {
+    if !options.fenced || own_tokens(algorithm) {
         return Ok(inner);
     }
     // The counter lives on the storage server, which the nemesis never faults: fencing needs

@@ -401,7 +401,8 @@ impl Schedule {
                         // A database is restarted on its data folder (crash recovery from
                         // the WAL), as a crashed PostgreSQL is: its data outlives the process.
                         let mut kill = FaultSpec::new(FaultKind::KillRedis).lasting(300, 1000);
-                        kill.persist = workload.topology == Topology::Postgres;
+                        kill.persist =
+                            matches!(workload.topology, Topology::Postgres | Topology::Etcd);
                         mix((2000, 4000), vec![kill])
                     }),
                 });
@@ -508,6 +509,10 @@ pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Optio
                 "lockaudit's PostgreSQL is a single server, with no replica to fail over to"
                     .to_string()
             }
+            Topology::Etcd => {
+                "etcd's members elect their leader themselves (Raft); there is no replica to promote"
+                    .to_string()
+            }
             _ => "a single server has no replica to fail over to (--topology replicated or sentinel has)"
                 .to_string(),
         }),
@@ -522,6 +527,10 @@ pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Optio
         FaultKind::ClockSkew => crate::locks::ignores_client_clock(algorithm),
         FaultKind::ClockJump if topology == Topology::Postgres => Some(
             "PostgreSQL's locks never expire, so its clock decides nothing (and it runs without libfaketime)"
+                .to_string(),
+        ),
+        FaultKind::ClockJump if topology == Topology::Etcd => Some(
+            "etcd times leases on Go's monotonic clock, which a wall-clock jump does not move (and libfaketime cannot reach a Go program)"
                 .to_string(),
         ),
         _ => None,

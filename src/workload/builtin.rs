@@ -6,7 +6,7 @@
 use super::spec::{SpecError, WorkloadSpec};
 
 /// Each built-in algorithm's workload, as the text of its file.
-pub const BUILTIN: [(&str, &str); 14] = [
+pub const BUILTIN: [(&str, &str); 16] = [
     ("setnx-del", include_str!("../../workloads/setnx-del.toml")),
     (
         "setnx-expire",
@@ -42,6 +42,8 @@ pub const BUILTIN: [(&str, &str); 14] = [
         "watch-multi",
         include_str!("../../workloads/watch-multi.toml"),
     ),
+    ("etcd-lock", include_str!("../../workloads/etcd-lock.toml")),
+    ("etcd-txn", include_str!("../../workloads/etcd-txn.toml")),
 ];
 
 /// Where a built-in workload comes from, as errors and messages name it.

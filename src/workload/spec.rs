@@ -557,16 +557,22 @@ impl WorkloadSpec {
         self.fair == Some(true)
     }
 
-    /// A database lock runs on PostgreSQL and nothing else does.
+    /// A lock of another service than Redis runs on that service's topology, and that
+    /// topology runs nothing else.
     fn validate_topology(&self) -> Result<(), String> {
-        let database = locks::on_postgres(&self.algorithm);
+        let service = locks::service(&self.algorithm);
         match self.topology {
-            Some(t) if database && t != Topology::Postgres => Err(format!(
-                "field `topology`: {} runs on PostgreSQL (topology \"postgres\"), not on {t:?}",
+            Some(t) if service.is_some_and(|s| s != t) => Err(format!(
+                "field `topology`: {} runs on {:?}, not on {t:?}",
+                self.algorithm,
+                service.unwrap_or(t)
+            )),
+            Some(Topology::Postgres) if service.is_none() => Err(format!(
+                "field `topology`: \"postgres\" is for the database locks (pg-*), not {}",
                 self.algorithm
             )),
-            Some(Topology::Postgres) if !database => Err(format!(
-                "field `topology`: \"postgres\" is for the database locks (pg-*), not {}",
+            Some(Topology::Etcd) if service.is_none() => Err(format!(
+                "field `topology`: \"etcd\" is for the etcd locks (etcd-lock, etcd-txn), not {}",
                 self.algorithm
             )),
             Some(Topology::Cluster) => match locks::on_cluster(&self.algorithm) {
@@ -599,10 +605,8 @@ impl WorkloadSpec {
     pub fn topology(&self) -> Topology {
         self.topology.unwrap_or(if self.algorithm == "redlock" {
             Topology::Independent
-        } else if locks::on_postgres(&self.algorithm) {
-            Topology::Postgres
         } else {
-            Topology::Single
+            locks::service(&self.algorithm).unwrap_or(Topology::Single)
         })
     }
 }

@@ -1,0 +1,395 @@
+//! An etcd cluster that lockaudit starts and owns: three members (`etcd-0`..`etcd-2`) of
+//! Debian's `etcd-server`, each a foreground child bound to 127.0.0.1 on a client port and
+//! a peer port, its data folder and log in the run folder (`<run>/etcd/<name>/`,
+//! `<run>/etcd/<name>.log`), behind the service seam ([`ServiceNode`]).
+//!
+//! Only the run can use it: once a leader is elected, user `root` gets the run's generated
+//! password and authentication is switched on, so that another local user cannot take the
+//! run's locks mid-run (etcd listens on loopback without TLS; the password never appears
+//! in an argument).
+//!
+//! Timing: etcd's defaults (heartbeat 100 ms, election timeout 1 s). The shortest lease
+//! etcd grants is 1.5 × the election timeout, rounded up to whole seconds: 2 s, the lease
+//! of Jepsen's etcd 3.4.3 lock test.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use super::error::ClusterError;
+use super::exit::Exit;
+use super::instance::Instance;
+use super::ports;
+use super::service::ServiceNode;
+
+/// Members of the cluster: the smallest that survives the loss of one.
+pub const MEMBERS: usize = 3;
+
+/// The user the run's clients authenticate as.
+pub const USER: &str = "root";
+
+/// How long a start may take until a leader is elected and every member answers. Measured
+/// starts take about a second (the first election waits out one election timeout); a loaded
+/// CI machine gets room.
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How many fresh sets of free ports a start tries when another process took one of ours
+/// between the choice and etcd's bind.
+const PORT_RETRIES: usize = 3;
+
+/// The member's name (`etcd-<i>`).
+pub fn member_name(i: usize) -> String {
+    format!("etcd-{i}")
+}
+
+/// How to start (and restart) one member.
+#[derive(Debug, Clone)]
+struct MemberConfig {
+    name: String,
+    binary: PathBuf,
+    dir: PathBuf,
+    log: PathBuf,
+    client_port: u16,
+    peer_port: u16,
+    /// `etcd-0=http://127.0.0.1:P0,...`: every member's peer address.
+    initial_cluster: String,
+    /// Unique per run, so that members of another run's cluster never join ours.
+    cluster_token: String,
+}
+
+impl MemberConfig {
+    /// The foreground member. A restart keeps its data folder, whose WAL and snapshot say
+    /// which cluster it belongs to: `--initial-cluster*` are read only on the first start.
+    fn command(&self) -> Command {
+        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let mut cmd = Command::new(&self.binary);
+        cmd.arg("--name")
+            .arg(&self.name)
+            .arg("--data-dir")
+            .arg(&self.dir)
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &self.initial_cluster])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", &self.cluster_token])
+            .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
+            .args(["--logger", "zap", "--log-outputs", "stderr"])
+            // The metrics and debug endpoints stay on the client port, on loopback.
+            .env_remove("ETCDCTL_API");
+        cmd
+    }
+
+    fn spawn(&self) -> Result<Instance, ClusterError> {
+        Instance::spawn(
+            &self.name,
+            self.client_port,
+            &self.dir,
+            &self.log,
+            self.command(),
+        )
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+}
+
+/// One running member and how to start it again.
+#[derive(Debug)]
+pub struct EtcdMember {
+    config: MemberConfig,
+    instance: Instance,
+    password: String,
+}
+
+#[async_trait]
+impl ServiceNode for EtcdMember {
+    fn instance(&self) -> &Instance {
+        &self.instance
+    }
+
+    fn instance_mut(&mut self) -> &mut Instance {
+        &mut self.instance
+    }
+
+    fn kill(&mut self) -> Option<Exit> {
+        self.instance.kill()
+    }
+
+    /// A member stopped last has no one to hand its leadership to and waits out its
+    /// grace period (3 s a run); its WAL is fsynced, so a kill loses nothing.
+    fn graceful_stop(&self) -> bool {
+        false
+    }
+
+    /// On its data folder it rejoins as itself and catches up from the leader. An empty one
+    /// would come back with the same member id and no log, which etcd does not support (a
+    /// member that lost its disk is removed and added anew): `Unsupported`.
+    async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
+        if !keep_data {
+            return Err(ClusterError::Unsupported {
+                action: "empty",
+                node: self.config.name.clone(),
+                reason: "an etcd member cannot rejoin without its data (etcd wants it removed and added again); restart it on its data instead".into(),
+            });
+        }
+        if self.instance.pid().is_some() {
+            self.instance.kill();
+        }
+        let mut instance = self.config.spawn()?;
+        // A member alone cannot serve: it is back once it answers with a leader (the others
+        // may still be down, then it never does; give up at the deadline).
+        match wait_member(&mut instance, &self.config, &self.password, true).await {
+            Ok(()) => {
+                self.instance = instance;
+                Ok(())
+            }
+            Err(reason) => {
+                instance.kill();
+                Err(instance.error(reason))
+            }
+        }
+    }
+}
+
+/// Starts `MEMBERS` members in `root` (`<run>/etcd`, emptied first) on free loopback ports
+/// (or consecutive ones from `base_port`), waits for a leader that every member knows,
+/// then turns authentication on with `password` for [`USER`].
+pub async fn start(
+    binary: PathBuf,
+    root: &Path,
+    password: &str,
+    base_port: Option<u16>,
+) -> Result<Vec<EtcdMember>, ClusterError> {
+    let begun = Instant::now();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let choices = ports::plan(2 * MEMBERS, base_port)?;
+        let configs = configs(&binary, root, &choices)?;
+        match start_members(&configs, password).await {
+            Ok(members) => {
+                enable_auth(&members, password).await?;
+                tracing::info!(elapsed = ?begun.elapsed(), "etcd ready");
+                return Ok(members);
+            }
+            Err(StartError::PortTaken(_)) if base_port.is_none() && attempt < PORT_RETRIES => {
+                continue
+            }
+            Err(StartError::PortTaken(config)) => {
+                return Err(ClusterError::PortInUse {
+                    node: config.name,
+                    port: config.client_port,
+                })
+            }
+            Err(StartError::Failed(e)) => return Err(e),
+        }
+    }
+}
+
+fn configs(
+    binary: &Path,
+    root: &Path,
+    choices: &[ports::PortChoice],
+) -> Result<Vec<MemberConfig>, ClusterError> {
+    let token = format!("lockaudit-{}", super::generate_password());
+    let port = |i: usize| {
+        choices
+            .get(i)
+            .map(|c| c.port())
+            .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))
+    };
+    let mut peers = Vec::with_capacity(MEMBERS);
+    for i in 0..MEMBERS {
+        peers.push(format!(
+            "{}=http://127.0.0.1:{}",
+            member_name(i),
+            port(MEMBERS + i)?
+        ));
+    }
+    let initial_cluster = peers.join(",");
+    let mut configs = Vec::with_capacity(MEMBERS);
+    for i in 0..MEMBERS {
+        let name = member_name(i);
+        let dir = root.join(&name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| ClusterError::io("empty the data folder", &dir, e))?;
+        }
+        // A fresh log too: a start that failed on a taken port is told apart by its log.
+        let log = root.join(format!("{name}.log"));
+        let _ = std::fs::remove_file(&log);
+        // etcd makes its data folder 0700 itself; the parent is the run's.
+        configs.push(MemberConfig {
+            log,
+            name,
+            binary: binary.to_path_buf(),
+            dir,
+            client_port: port(i)?,
+            peer_port: port(MEMBERS + i)?,
+            initial_cluster: initial_cluster.clone(),
+            cluster_token: token.clone(),
+        });
+    }
+    Ok(configs)
+}
+
+enum StartError {
+    /// A member could not bind one of its ports.
+    PortTaken(MemberConfig),
+    Failed(ClusterError),
+}
+
+/// Spawns every member at once (each waits for the others to elect) and waits for them.
+/// On any error the members spawned so far are killed.
+async fn start_members(
+    configs: &[MemberConfig],
+    password: &str,
+) -> Result<Vec<EtcdMember>, StartError> {
+    let mut instances = Vec::with_capacity(configs.len());
+    for config in configs {
+        match config.spawn() {
+            Ok(instance) => instances.push(instance),
+            Err(e) => {
+                kill_all(&mut instances);
+                return Err(StartError::Failed(e));
+            }
+        }
+    }
+    for (instance, config) in instances.iter_mut().zip(configs) {
+        if let Err(reason) = wait_member(instance, config, password, false).await {
+            let taken = std::fs::read_to_string(&config.log)
+                .unwrap_or_default()
+                .contains("address already in use");
+            let error = instance.error(reason);
+            kill_all(&mut instances);
+            return Err(if taken {
+                StartError::PortTaken(config.clone())
+            } else {
+                StartError::Failed(error)
+            });
+        }
+    }
+    Ok(instances
+        .into_iter()
+        .zip(configs)
+        .map(|(instance, config)| EtcdMember {
+            config: config.clone(),
+            instance,
+            password: password.to_string(),
+        })
+        .collect())
+}
+
+fn kill_all(instances: &mut [Instance]) {
+    for instance in instances {
+        instance.kill();
+    }
+}
+
+/// Polls the member until it reports a leader (and, on a restart, one that answers a
+/// linearizable read through it: it has caught up with the cluster). Before authentication
+/// is on (the first start) it connects without a user.
+async fn wait_member(
+    instance: &mut Instance,
+    config: &MemberConfig,
+    password: &str,
+    authenticated: bool,
+) -> Result<(), String> {
+    let deadline = instance.spawned_at() + READY_TIMEOUT;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        let Some(guard) = instance.guard_mut() else {
+            return Err("it is not running".into());
+        };
+        if let Some(exit) = guard.try_wait() {
+            return Err(format!("it ended ({exit})"));
+        }
+        let user = authenticated.then_some(password);
+        let last = match probe(&config.endpoint(), user).await {
+            Ok(()) => {
+                tracing::debug!(node = config.name, elapsed = ?instance.spawned_at().elapsed(), "ready");
+                return Ok(());
+            }
+            Err(e) => e,
+        };
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "no leader known to it within {READY_TIMEOUT:?} (last: {last})"
+            ));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// One connection to `endpoint`: Ok once the member knows a leader and a linearizable read
+/// through it succeeds (which needs a quorum and the member's log caught up to the read).
+async fn probe(endpoint: &str, password: Option<&str>) -> Result<(), String> {
+    let mut client = connect(&[endpoint.to_string()], password, Duration::from_secs(1))
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = client.status().await.map_err(|e| e.to_string())?;
+    if status.leader() == 0 {
+        return Err("no leader yet".into());
+    }
+    client
+        .get("lockaudit/ready", None)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// A client of the members at `endpoints` (`http://host:port`), as [`USER`] when given a
+/// password, each request limited to `timeout`.
+pub async fn connect(
+    endpoints: &[String],
+    password: Option<&str>,
+    timeout: Duration,
+) -> Result<etcd_client::Client, etcd_client::Error> {
+    let mut options = etcd_client::ConnectOptions::new()
+        .with_timeout(timeout)
+        .with_connect_timeout(timeout)
+        .with_auto_token_refresh(true);
+    if let Some(password) = password {
+        options = options.with_user(USER, password);
+    }
+    etcd_client::Client::connect(endpoints, Some(options)).await
+}
+
+/// `root` with the run's password, then authentication on: from now on every request needs
+/// the password.
+async fn enable_auth(members: &[EtcdMember], password: &str) -> Result<(), ClusterError> {
+    let endpoints: Vec<String> = members.iter().map(|m| m.config.endpoint()).collect();
+    let failed = |what: &str, e: etcd_client::Error| ClusterError::StartFailed {
+        node: member_name(0),
+        port: members.first().map(|m| m.config.client_port).unwrap_or(0),
+        reason: format!("{what}: {e}"),
+        log: members
+            .first()
+            .map(|m| m.config.log.clone())
+            .unwrap_or_default(),
+        tail: String::new(),
+    };
+    let mut client = connect(&endpoints, None, Duration::from_secs(5))
+        .await
+        .map_err(|e| failed("connect", e))?;
+    client
+        .user_add(USER, password, None)
+        .await
+        .map_err(|e| failed("add the user root", e))?;
+    client
+        .user_grant_role(USER, "root")
+        .await
+        .map_err(|e| failed("grant root the root role", e))?;
+    client
+        .auth_enable()
+        .await
+        .map_err(|e| failed("turn authentication on", e))?;
+    Ok(())
+}

@@ -1,0 +1,37 @@
+//! The seam between the cluster and a lock service that is not Redis: what lockaudit needs
+//! of one node of such a service (a PostgreSQL server, an etcd member) to start it, fault it
+//! and stop it, whatever the service.
+//!
+//! A service module (`postgres`, `etcd`) starts its nodes and hands them to the cluster as
+//! `Box<dyn ServiceNode>`; from there the nemesis kills, pauses, restarts and signals them
+//! through [`super::Cluster`]'s one path by name, and the cluster's shutdown and drop stop
+//! them with everything else. The Redis topologies are not behind it yet.
+
+use std::fmt::Debug;
+
+use async_trait::async_trait;
+
+use super::error::ClusterError;
+use super::exit::Exit;
+use super::instance::Instance;
+
+/// One running node of a lock service that lockaudit started and owns.
+#[async_trait]
+pub trait ServiceNode: Debug + Send + Sync {
+    /// The process: its name (`master-0`, `etcd-1`), port, folders, log and guard.
+    fn instance(&self) -> &Instance;
+    fn instance_mut(&mut self) -> &mut Instance;
+    /// SIGKILL and reap (children too, where the service forks them): a crash. The node
+    /// stays down until [`ServiceNode::restart`].
+    fn kill(&mut self) -> Option<Exit>;
+    /// Starts it again on its port (killing it first if it still runs) and waits until it
+    /// serves. `keep_data`: on its data folder, as after a crash; without, as after a lost
+    /// disk, or `Unsupported` where the service cannot take a node back that way.
+    async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError>;
+    /// Whether the end of a run stops it with SIGTERM and a grace period (false: SIGKILL,
+    /// for a node whose graceful stop waits on the others, as an etcd leader hands over
+    /// its leadership, and whose data the run does not keep using).
+    fn graceful_stop(&self) -> bool {
+        true
+    }
+}
