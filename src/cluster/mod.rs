@@ -51,7 +51,7 @@ use nix::sys::signal::Signal;
 use rand::Rng;
 
 pub use ask::{ask_sentinels, node_url};
-pub use binaries::{postgres_bin_dir, ETCD_ENV, POSTGRES_BIN_ENV};
+pub use binaries::{etcd as etcd_binary, postgres_bin_dir, ETCD_ENV, POSTGRES_BIN_ENV};
 pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;

@@ -248,9 +248,10 @@ pub fn on_cluster(algorithm: &str) -> Result<(), String> {
     match algorithm {
         "redlock" => Err("RedLock over the masters of one Redis Cluster is not RedLock: a key lives on one master only, and the masters are not independent (they fail over under one cluster configuration); run redlock on the independent topology".into()),
         "watch-multi" => Err("watch-multi's transaction spans the lock key and its counter key, which hash to different slots (CROSSSLOT)".into()),
-        a if on_postgres(a) => Err(format!("{a} runs on PostgreSQL (topology \"postgres\")")),
-        a if service(a) == Some(Topology::Etcd) => Err(format!("{a} runs on etcd (topology \"etcd\")")),
-        _ => Ok(()),
+        a => match service(a) {
+            Some(t) => Err(format!("{a} runs on {}", service_name(t))),
+            None => Ok(()),
+        },
     }
 }
 
@@ -267,6 +268,20 @@ pub fn service(algorithm: &str) -> Option<Topology> {
         "etcd-lock" | "etcd-txn" => Some(Topology::Etcd),
         _ => None,
     }
+}
+
+/// How messages name a service's topology: `PostgreSQL (topology "postgres")`.
+pub fn service_name(topology: Topology) -> String {
+    let service = match topology {
+        Topology::Postgres => "PostgreSQL",
+        Topology::Etcd => "etcd",
+        _ => "Redis",
+    };
+    let name = serde_json::to_value(topology)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    format!("{service} (topology \"{name}\")")
 }
 
 /// Whether `algorithm`, fenced, takes its tokens from its own service (etcd's create

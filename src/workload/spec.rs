@@ -563,9 +563,9 @@ impl WorkloadSpec {
         let service = locks::service(&self.algorithm);
         match self.topology {
             Some(t) if service.is_some_and(|s| s != t) => Err(format!(
-                "field `topology`: {} runs on {:?}, not on {t:?}",
+                "field `topology`: {} runs on {}, not on {t:?}",
                 self.algorithm,
-                service.unwrap_or(t)
+                service.map(locks::service_name).unwrap_or_default()
             )),
             Some(Topology::Postgres) if service.is_none() => Err(format!(
                 "field `topology`: \"postgres\" is for the database locks (pg-*), not {}",
@@ -884,6 +884,7 @@ mod mode_tests {
             ("redlock", "not RedLock"),
             ("watch-multi", "CROSSSLOT"),
             ("pg-row", "PostgreSQL"),
+            ("etcd-lock", "etcd"),
         ] {
             let text = format!("algorithm = \"{algorithm}\"\ntopology = \"cluster\"\n");
             let error = WorkloadSpec::from_toml(&text, "w.toml").unwrap_err();

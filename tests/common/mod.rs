@@ -231,3 +231,11 @@ pub fn refusing_port() -> (tokio::net::TcpSocket, std::net::SocketAddr) {
     let addr = socket.local_addr().expect("the bound port");
     (socket, addr)
 }
+
+/// Fails the test, saying what to install, unless etcd is found where lockaudit looks for it
+/// ($LOCKAUDIT_ETCD, then PATH).
+pub fn require_etcd() {
+    if let Err(e) = lockaudit::cluster::etcd_binary() {
+        panic!("this test needs etcd: apt-get install etcd-server (bash .ci/run does): {e}");
+    }
+}
