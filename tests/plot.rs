@@ -766,3 +766,133 @@ fn anomaly_rank(kind: &str, lease_expired: Option<bool>) -> usize {
     };
     headline_rank(words).unwrap_or_else(|| panic!("a kind the README does not rank: {kind}"))
 }
+
+/// Asserts that every file in `dir` is whole: no temporary file of a write under way, each
+/// SVG closed, each PNG ending with its IEND chunk, the page closed.
+fn assert_only_whole_files(dir: &Path) {
+    for entry in fs::read_dir(dir).expect("the plots folder") {
+        let path = entry.expect("an entry").path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            !lockaudit::outfile::is_partial(&name),
+            "a partly written file was left: {name}"
+        );
+        let bytes = fs::read(&path).expect("read a picture");
+        let whole = match path.extension().and_then(|e| e.to_str()) {
+            Some("svg") => String::from_utf8_lossy(&bytes)
+                .trim_end()
+                .ends_with("</svg>"),
+            Some("png") => bytes.ends_with(&[0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82]),
+            Some("html") => String::from_utf8_lossy(&bytes)
+                .trim_end()
+                .ends_with("</html>"),
+            _ => true,
+        };
+        assert!(whole, "{name} is cut short ({} bytes)", bytes.len());
+    }
+}
+
+/// A tmpfs of `size` mounted on `dir`, unmounted when dropped; None (and a line saying the
+/// test is skipped) unless root.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: a full disk is a tiny tmpfs, which needs root to mount");
+            return None;
+        }
+        fs::create_dir_all(dir).expect("the mount point");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("mount");
+        assert!(
+            status.success(),
+            "cannot mount a tmpfs on {}",
+            dir.display()
+        );
+        Some(Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_plot_on_a_full_disk_fails_naming_the_error_and_leaves_no_file_cut_short() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some(_tmpfs) = Tmpfs::mount(&dir.path().join("tiny"), "64k") else {
+        return;
+    };
+    let name = "stale-write-unfenced.jsonl";
+    let history = dir.path().join("tiny").join(name);
+    fs::copy(reference(name), &history).expect("copy the reference history");
+    let output = lockaudit()
+        .arg("plot")
+        .arg(&history)
+        .output()
+        .expect("run lockaudit plot");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_only_whole_files(&dir.path().join("tiny/stale-write-unfenced-plots"));
+}
+
+#[test]
+fn an_interrupted_plot_exits_130_and_leaves_no_file_cut_short() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let history = dir.path().join("big.jsonl");
+    // A history that takes seconds to draw (its first picture comes before the last by
+    // seconds, in a debug build).
+    let synth = lockaudit()
+        .args([
+            "synth",
+            "--events",
+            "1000000",
+            "--keys",
+            "20",
+            "--processes",
+            "200",
+            "--out",
+        ])
+        .arg(&history)
+        .output()
+        .expect("run lockaudit synth");
+    assert!(synth.status.success(), "{synth:?}");
+    let out_dir = dir.path().join("big-plots");
+    let mut child = lockaudit()
+        .arg("plot")
+        .arg(&history)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start lockaudit plot");
+    // Interrupted once it has begun writing.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while fs::read_dir(&out_dir).map_or(true, |mut d| d.next().is_none()) {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("plot wrote nothing in 120 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("signal");
+    let output = child.wait_with_output().expect("wait for plot");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted (SIGINT)"), "{stderr}");
+    // The page comes last: a page linking pictures never drawn is never left.
+    assert!(!out_dir.join("index.html").exists());
+    assert_only_whole_files(&out_dir);
+}
