@@ -593,15 +593,25 @@ fn lockaudit_run_draws_its_pictures() {
         .output()
         .expect("run lockaudit run");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
+    // Valid or not (a worker stalled past its lease on a busy machine is found, rightly;
+    // `tests/run.rs` holds the run without faults to valid): the page shows the verdict of
+    // report.json.
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(stdout.contains("plots: "), "{stdout}");
     let html = fs::read_to_string(out.join("index.html")).expect("index.html in the run folder");
-    assert!(html.contains("verdict valid\">VALID"));
+    let report: Report =
+        serde_json::from_str(&fs::read_to_string(out.join("report.json")).expect("report.json"))
+            .expect("a report");
+    let verdict = match report.valid {
+        Some(true) => "verdict valid\">VALID",
+        Some(false) => "verdict invalid\">INVALID",
+        None => "verdict unknown\">UNKNOWN",
+    };
+    assert!(html.contains(verdict), "{stdout}");
     assert!(html.contains(&escape(r#"algorithm = "set-nx-px""#)));
     let endpoints: serde_json::Value = serde_json::from_str(
         &fs::read_to_string(out.join("endpoints.json")).expect("endpoints.json"),
@@ -618,10 +628,10 @@ fn lockaudit_run_draws_its_pictures() {
     }
 }
 
-/// A real run under paused clients: the page lists its worst episodes first (a stale write
-/// or an overlap inside a live lease before any overlap after a lease ran out, the lost
-/// updates last), the episodes' zoomed pictures exist, and every local link and picture of
-/// the page points at a file that exists or an element of the page.
+/// A real run under paused clients: the page lists its worst episodes first (whichever
+/// kinds the pauses caused, in the README's order, the worst of report.json first), the
+/// episodes' zoomed pictures exist, and every local link and picture of the page points at
+/// a file that exists or an element of the page.
 #[test]
 fn a_pause_run_page_shows_the_worst_episodes_first_and_every_link_resolves() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -974,7 +974,14 @@ fn a_run_whose_output_is_no_terminal_prints_progress_lines() {
         .arg(&out)
         .output()
         .expect("run lockaudit");
-    let stdout = assert_exit(&output, 0);
+    // Valid or not (a worker stalled past its lease on a busy machine is found, rightly;
+    // `set_nx_px_without_faults_is_valid` holds the run to valid): the lines are the point.
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let lines: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("progress: "))
@@ -992,7 +999,19 @@ fn a_run_whose_output_is_no_terminal_prints_progress_lines() {
     };
     assert!(number(" events") > 0, "{line}");
     assert!(number(" acquisitions") > 0, "{line}");
-    assert!(line.ends_with("; anomalies so far: none"), "{line}");
+    // "none", or what the online checker had found by then, each kind one the final
+    // report has too ("overlap ×2, stale-write ×1").
+    let (_, found) = line
+        .split_once("; anomalies so far: ")
+        .unwrap_or_else(|| panic!("{line}"));
+    if found != "none" {
+        let kinds = kinds(&report(&out));
+        for part in found.split(", ") {
+            let (kind, n) = part.split_once(" ×").unwrap_or_else(|| panic!("{line}"));
+            assert!(n.parse::<u64>().is_ok_and(|n| n > 0), "{line}");
+            assert!(kinds.iter().any(|k| k == kind), "{line}\n{kinds:?}");
+        }
+    }
     // The line comes before the verdict, while the run goes on.
     let progress_at = stdout.find("progress: ").expect("progress");
     let verdict_at = stdout.find("recorded: ").expect("recorded line");
