@@ -453,10 +453,11 @@ async fn pump(
             continue;
         }
         lock(&ledger).note(&line, total_slots);
-        // The recorder parses and renumbers; a worker's line goes to it as it is.
-        if events.send(line).is_err() {
-            break;
-        }
+        // The recorder parses and renumbers; a worker's line goes to it as it is. A recorder
+        // that has stopped (it could not write) gets nothing more, but the worker's output
+        // is still read to its end: a worker blocked on a full pipe would only overrun the
+        // time limit and be blamed for it.
+        let _ = events.send(line);
     }
     let status = child.wait().await;
     tracing::debug!("worker {worker} ended: {status:?}");

@@ -11,6 +11,7 @@ pub mod fleet;
 pub mod history;
 pub mod locks;
 pub mod nemesis;
+pub mod outfile;
 pub mod plot;
 pub mod report;
 pub mod run;

@@ -673,7 +673,7 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
         let text = reach_markdown(&audit.reach, options.time_limit);
         println!("{text}");
         let path = out.join("reach.md");
-        std::fs::write(&path, text)
+        lockaudit::outfile::write(&path, text)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
         files.push(path);
         for (i, round) in audit.rounds.iter().enumerate().skip(1) {
@@ -808,7 +808,7 @@ fn run(command: Command) -> anyhow::Result<u8> {
                 std::fs::create_dir_all(dir)
                     .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
                 let file = dir.join("report.json");
-                std::fs::write(&file, text)
+                lockaudit::outfile::write(&file, text)
                     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
             }
             let text = match report_json {
@@ -833,6 +833,9 @@ fn run(command: Command) -> anyhow::Result<u8> {
             Ok(code)
         }
         Command::Plot { target } => {
+            // Ctrl-C: the files under way are removed (each is written under a temporary
+            // name), and the command exits 130 (143 for SIGTERM).
+            lockaudit::cluster::install_cleanup_handlers();
             let summary = lockaudit::plot::plot(&target)?;
             for note in &summary.notes {
                 eprintln!("lockaudit: {note}");
@@ -857,10 +860,15 @@ fn run(command: Command) -> anyhow::Result<u8> {
                 fenced: true,
                 ..lockaudit::synth::SynthConfig::default()
             };
-            let file = std::fs::File::create(&out)
-                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
-            let written = lockaudit::synth::generate_to(&config, std::io::BufWriter::new(file))
-                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            let written = lockaudit::outfile::write_via(
+                &out,
+                |tmp| {
+                    let file = std::fs::File::create(tmp)?;
+                    lockaudit::synth::generate_to(&config, std::io::BufWriter::new(file))
+                },
+                |e| e,
+            )
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
             eprintln!("wrote {written} events to {}", out.display());
             Ok(0)
         }

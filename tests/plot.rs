@@ -593,15 +593,25 @@ fn lockaudit_run_draws_its_pictures() {
         .output()
         .expect("run lockaudit run");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
+    // Valid or not (a worker stalled past its lease on a busy machine is found, rightly;
+    // `tests/run.rs` holds the run without faults to valid): the page shows the verdict of
+    // report.json.
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(stdout.contains("plots: "), "{stdout}");
     let html = fs::read_to_string(out.join("index.html")).expect("index.html in the run folder");
-    assert!(html.contains("verdict valid\">VALID"));
+    let report: Report =
+        serde_json::from_str(&fs::read_to_string(out.join("report.json")).expect("report.json"))
+            .expect("a report");
+    let verdict = match report.valid {
+        Some(true) => "verdict valid\">VALID",
+        Some(false) => "verdict invalid\">INVALID",
+        None => "verdict unknown\">UNKNOWN",
+    };
+    assert!(html.contains(verdict), "{stdout}");
     assert!(html.contains(&escape(r#"algorithm = "set-nx-px""#)));
     let endpoints: serde_json::Value = serde_json::from_str(
         &fs::read_to_string(out.join("endpoints.json")).expect("endpoints.json"),
@@ -618,10 +628,10 @@ fn lockaudit_run_draws_its_pictures() {
     }
 }
 
-/// A real run under paused clients: the page lists its worst episodes first (a stale write
-/// or an overlap inside a live lease before any overlap after a lease ran out, the lost
-/// updates last), the episodes' zoomed pictures exist, and every local link and picture of
-/// the page points at a file that exists or an element of the page.
+/// A real run under paused clients: the page lists its worst episodes first (whichever
+/// kinds the pauses caused, in the README's order, the worst of report.json first), the
+/// episodes' zoomed pictures exist, and every local link and picture of the page points at
+/// a file that exists or an element of the page.
 #[test]
 fn a_pause_run_page_shows_the_worst_episodes_first_and_every_link_resolves() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -658,38 +668,46 @@ fn a_pause_run_page_shows_the_worst_episodes_first_and_every_link_resolves() {
         .filter_map(|l| l.split("\">").nth(1))
         .filter_map(|l| l.split("</a>").next())
         .collect();
-    let first = |what: &str| headlines.iter().position(|h| h.contains(what));
-    let last = |what: &str| headlines.iter().rposition(|h| h.contains(what));
-    let worst = [first("stale-write"), first("inside a live lease")]
-        .into_iter()
-        .flatten()
+    // Which kinds a pause finds varies from run to run (a stale write, a grant returned
+    // after its lease, overlaps inside or after a lease, ...): whatever they are, the
+    // episodes come in the README's order, and the first is the worst the report holds.
+    let report: Report =
+        serde_json::from_str(&fs::read_to_string(out.join("report.json")).expect("report.json"))
+            .expect("a report");
+    assert!(!headlines.is_empty(), "no episode listed: {list}");
+    let ranks: Vec<usize> = headlines
+        .iter()
+        .map(|h| headline_rank(h).unwrap_or_else(|| panic!("an episode of no known class: {h}")))
+        .collect();
+    assert!(
+        ranks.windows(2).all(|w| w[0] <= w[1]),
+        "the episodes are not worst first: {headlines:?}"
+    );
+    let worst = report
+        .anomalies
+        .iter()
+        .map(|a| anomaly_rank(&a.kind, a.lease_expired))
         .min()
-        .unwrap_or_else(|| {
-            panic!("no stale-write nor overlap inside a live lease: {headlines:?}\n{stdout}")
-        });
-    let worst_last = [last("stale-write"), last("inside a live lease")]
-        .into_iter()
-        .flatten()
-        .max()
-        .unwrap_or(worst);
-    assert_eq!(worst, 0, "the worst episode is not first: {headlines:?}");
-    if let Some(after) = first("after a lease ran out") {
-        assert!(worst_last < after, "{headlines:?}");
-    }
-    if let Some(lost) = first("lost-update") {
-        assert_eq!(lost, headlines.len() - 1, "{headlines:?}");
-    }
+        .expect("anomalies in report.json");
+    assert_eq!(
+        ranks[0], worst,
+        "the first episode is not the worst class of report.json: {headlines:?}"
+    );
     // The summary the run printed has the same order.
     let printed = stdout
         .find("episodes, worst first")
         .expect("the episodes in the summary");
-    let printed = &stdout[printed..];
-    if let (Some(stale), Some(after)) = (
-        printed.find("stale-write"),
-        printed.find("after a lease ran out"),
-    ) {
-        assert!(stale < after, "{stdout}");
-    }
+    let printed: Vec<usize> = stdout[printed..]
+        .lines()
+        .skip(1)
+        // "  3 overlaps ...": an episode's line (its anomaly's lines are indented further).
+        .filter(|l| l.starts_with("  ") && l.as_bytes().get(2).is_some_and(u8::is_ascii_digit))
+        .map(|l| headline_rank(l).unwrap_or_else(|| panic!("an episode of no known class: {l}")))
+        .collect();
+    assert!(!printed.is_empty(), "{stdout}");
+    // The summary spells out six episodes, the page ten.
+    let n = printed.len().min(ranks.len());
+    assert_eq!(printed[..n], ranks[..n], "{stdout}\n{headlines:?}");
 
     // The first episode's card shows its zoomed picture, which exists.
     let card = &html[html.find("id=\"episode-1\"").expect("episode 1's card")..];
@@ -718,12 +736,173 @@ fn a_pause_run_page_shows_the_worst_episodes_first_and_every_link_resolves() {
         );
     }
     // No card per anomaly: the long tail is a table row each.
-    let report: Report =
-        serde_json::from_str(&fs::read_to_string(out.join("report.json")).expect("report.json"))
-            .expect("a report");
     assert_eq!(
         html.matches("<tr id=\"anomaly-").count(),
         report.anomalies.len()
     );
     assert!(html.matches("class=\"episode\"").count() <= 10);
+}
+
+/// The classes of anomalies worst first, as the README ranks them, each by the words its
+/// episode's headline has.
+const CLASSES_WORST_FIRST: [&[&str]; 10] = [
+    &["stale-write"],
+    &["bad-lease"],
+    &["inside a live lease"],
+    &["lost-lock"],
+    &["duplicate-token", "token-order"],
+    &["unavailable"],
+    &["starvation"],
+    &["unfair"],
+    &["after a lease ran out"],
+    &["lost-update"],
+];
+
+/// Where an episode's headline ("3 overlaps after a lease ran out on lock:0 ...") stands in
+/// `CLASSES_WORST_FIRST`.
+fn headline_rank(headline: &str) -> Option<usize> {
+    CLASSES_WORST_FIRST
+        .iter()
+        .position(|words| words.iter().any(|w| headline.contains(w)))
+}
+
+/// Where an anomaly of report.json stands in `CLASSES_WORST_FIRST` (an overlap of unknown
+/// lease class at its worst).
+fn anomaly_rank(kind: &str, lease_expired: Option<bool>) -> usize {
+    let words = match (kind, lease_expired) {
+        ("overlap", Some(true)) => "after a lease ran out",
+        ("overlap", _) => "inside a live lease",
+        (kind, _) => kind,
+    };
+    headline_rank(words).unwrap_or_else(|| panic!("a kind the README does not rank: {kind}"))
+}
+
+/// Asserts that every file in `dir` is whole: no temporary file of a write under way, each
+/// SVG closed, each PNG ending with its IEND chunk, the page closed.
+fn assert_only_whole_files(dir: &Path) {
+    for entry in fs::read_dir(dir).expect("the plots folder") {
+        let path = entry.expect("an entry").path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            !lockaudit::outfile::is_partial(&name),
+            "a partly written file was left: {name}"
+        );
+        let bytes = fs::read(&path).expect("read a picture");
+        let whole = match path.extension().and_then(|e| e.to_str()) {
+            Some("svg") => String::from_utf8_lossy(&bytes)
+                .trim_end()
+                .ends_with("</svg>"),
+            Some("png") => bytes.ends_with(&[0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82]),
+            Some("html") => String::from_utf8_lossy(&bytes)
+                .trim_end()
+                .ends_with("</html>"),
+            _ => true,
+        };
+        assert!(whole, "{name} is cut short ({} bytes)", bytes.len());
+    }
+}
+
+/// A tmpfs of `size` mounted on `dir`, unmounted when dropped; None (and a line saying the
+/// test is skipped) unless root.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: a full disk is a tiny tmpfs, which needs root to mount");
+            return None;
+        }
+        fs::create_dir_all(dir).expect("the mount point");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("mount");
+        assert!(
+            status.success(),
+            "cannot mount a tmpfs on {}",
+            dir.display()
+        );
+        Some(Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_plot_on_a_full_disk_fails_naming_the_error_and_leaves_no_file_cut_short() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some(_tmpfs) = Tmpfs::mount(&dir.path().join("tiny"), "64k") else {
+        return;
+    };
+    let name = "stale-write-unfenced.jsonl";
+    let history = dir.path().join("tiny").join(name);
+    fs::copy(reference(name), &history).expect("copy the reference history");
+    let output = lockaudit()
+        .arg("plot")
+        .arg(&history)
+        .output()
+        .expect("run lockaudit plot");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_only_whole_files(&dir.path().join("tiny/stale-write-unfenced-plots"));
+}
+
+#[test]
+fn an_interrupted_plot_exits_130_and_leaves_no_file_cut_short() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let history = dir.path().join("big.jsonl");
+    // A history that takes seconds to draw (its first picture comes before the last by
+    // seconds, in a debug build).
+    let synth = lockaudit()
+        .args([
+            "synth",
+            "--events",
+            "1000000",
+            "--keys",
+            "20",
+            "--processes",
+            "200",
+            "--out",
+        ])
+        .arg(&history)
+        .output()
+        .expect("run lockaudit synth");
+    assert!(synth.status.success(), "{synth:?}");
+    let out_dir = dir.path().join("big-plots");
+    let mut child = lockaudit()
+        .arg("plot")
+        .arg(&history)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start lockaudit plot");
+    // Interrupted once it has begun writing.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while fs::read_dir(&out_dir).map_or(true, |mut d| d.next().is_none()) {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("plot wrote nothing in 120 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("signal");
+    let output = child.wait_with_output().expect("wait for plot");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted (SIGINT)"), "{stderr}");
+    // The page comes last: a page linking pictures never drawn is never left.
+    assert!(!out_dir.join("index.html").exists());
+    assert_only_whole_files(&out_dir);
 }

@@ -374,7 +374,7 @@ impl Matrix {
         let mut paths = Vec::new();
         for (name, text) in files {
             let path = dir.join(name);
-            std::fs::write(&path, text)?;
+            crate::outfile::write(&path, text)?;
             paths.push(path);
         }
         Ok(paths)

@@ -17,8 +17,11 @@ const ON_EXIT_DEADLINE: Duration = Duration::from_secs(2);
 ///
 /// - SIGINT, SIGTERM, SIGHUP: the jobs registered in `on_exit` run (at most
 ///   [`ON_EXIT_DEADLINE`]), then every registered child is resumed, SIGKILLed and reaped,
-///   then the process exits with 128 + the signal number (130 for Ctrl-C). The history is
-///   streamed and flushed as it is written, so exiting at once loses nothing.
+///   then the jobs registered with `on_exit::register_after_stop` (a run checks the history
+///   recorded so far and writes its report marked interrupted; a second signal cuts them
+///   short), then the temporary files of writes under way are removed (`outfile`), and the
+///   process exits with 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM). The
+///   history is streamed and flushed as it is written, so exiting then loses nothing.
 /// - A panic hook that does the same (without exiting) after the previous hook has printed
 ///   the message: a panic is a bug that voids the run, and with `panic = "abort"`, or a
 ///   panic in a thread that does not own the cluster, no `Drop` would end the servers.
@@ -61,19 +64,52 @@ fn try_install_cleanup_handlers() -> io::Result<()> {
     std::thread::Builder::new()
         .name("lockaudit-signals".into())
         .spawn(move || {
-            let signo = runtime.block_on(async {
+            let signal = runtime.block_on(async {
                 tokio::select! {
-                    _ = int.recv() => Signal::SIGINT as i32,
-                    _ = term.recv() => Signal::SIGTERM as i32,
-                    _ = hup.recv() => Signal::SIGHUP as i32,
+                    _ = int.recv() => Signal::SIGINT,
+                    _ = term.recv() => Signal::SIGTERM,
+                    _ = hup.recv() => Signal::SIGHUP,
                 }
             });
             // First what needs the children alive (the logs on hosts, over ssh), bounded.
             begin_exit();
             on_exit::run_all(Instant::now() + ON_EXIT_DEADLINE);
             let killed = kill_all(Duration::from_secs(3), true);
-            eprintln!("lockaudit: interrupted; stopped {killed} child process(es)");
-            std::process::exit(128 + signo);
+            match killed {
+                0 => eprintln!("lockaudit: interrupted ({})", signal.as_str()),
+                _ => eprintln!(
+                    "lockaudit: interrupted ({}); stopped {killed} child process(es)",
+                    signal.as_str()
+                ),
+            }
+            // Then what the command can save of its work (a run's report of the history
+            // so far), in a thread of its own: a second signal ends the process at once.
+            let (saved, saving) = tokio::sync::oneshot::channel::<()>();
+            let name = signal.as_str();
+            let spawned = std::thread::Builder::new()
+                .name("lockaudit-interrupted".into())
+                .spawn(move || {
+                    on_exit::run_after_stop(name);
+                    let _ = saved.send(());
+                });
+            if spawned.is_ok() {
+                runtime.block_on(async {
+                    tokio::select! {
+                        _ = saving => return,
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                        _ = hup.recv() => {}
+                    }
+                    eprintln!("lockaudit: interrupted again: exiting at once");
+                });
+            }
+            // Nothing half written stays behind (the files under way are written under
+            // temporary names, `outfile`).
+            let removed = crate::outfile::abandon_all();
+            if removed > 0 {
+                eprintln!("lockaudit: removed {removed} partly written file(s)");
+            }
+            std::process::exit(128 + signal as i32);
         })?;
 
     let previous = std::panic::take_hook();

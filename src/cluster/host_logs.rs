@@ -109,7 +109,7 @@ fn fetch(
         };
         for (log, text) in mine.iter().zip(texts) {
             let path = local.join(format!("{}.log", log.name));
-            if let Err(e) = std::fs::write(&path, text) {
+            if let Err(e) = crate::outfile::write(&path, text) {
                 return Some(Err(format!("{}: {e}", path.display())));
             }
         }

@@ -753,7 +753,7 @@ fn stop_all(servers: Vec<&mut RemoteServer>, grace: Duration, logs: &Path) -> Ve
                     match server.read_log() {
                         Ok(text) => {
                             let path = logs.join(format!("{}.log", server.name()));
-                            if let Err(e) = std::fs::write(&path, text) {
+                            if let Err(e) = crate::outfile::write(&path, text) {
                                 tracing::warn!("cannot write {}: {e}", path.display());
                             }
                         }

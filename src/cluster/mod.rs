@@ -29,7 +29,7 @@ mod host_logs;
 mod hosts;
 mod instance;
 mod logs;
-mod on_exit;
+pub mod on_exit;
 mod ports;
 mod postgres;
 mod probe;

@@ -9,8 +9,12 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
 type Job = Arc<dyn Fn(Instant) + Send + Sync>;
+/// Work after the children are stopped, given the signal's name ("SIGINT").
+type AfterJob = Arc<dyn Fn(&'static str) + Send + Sync>;
 
 static JOBS: Mutex<BTreeMap<u64, Job>> = Mutex::new(BTreeMap::new());
+static AFTER: Mutex<BTreeMap<u64, AfterJob>> = Mutex::new(BTreeMap::new());
+static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// A registered job; dropping it unregisters it (its owner ended normally).
 #[derive(Debug)]
@@ -19,9 +23,21 @@ pub struct Registration(u64);
 /// Registers `job`, run once on Ctrl-C (SIGINT, SIGTERM, SIGHUP) with the time it must be
 /// done by.
 pub fn register(job: impl Fn(Instant) + Send + Sync + 'static) -> Registration {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
     JOBS.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id, Arc::new(job));
+    Registration(id)
+}
+
+/// Registers `job`, run on Ctrl-C (SIGINT, SIGTERM, SIGHUP) once every child is stopped,
+/// with the signal's name: what the command can still save of its work (a run's report of
+/// the history recorded so far). It has no deadline of its own; a second signal ends the
+/// process at once.
+pub fn register_after_stop(job: impl Fn(&'static str) + Send + Sync + 'static) -> Registration {
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    AFTER
+        .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(id, Arc::new(job));
     Registration(id)
@@ -32,6 +48,23 @@ impl Drop for Registration {
         JOBS.lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&self.0);
+        AFTER
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.0);
+    }
+}
+
+/// Runs every `register_after_stop` job, one after the other, in this thread.
+pub fn run_after_stop(signal: &'static str) {
+    let jobs: Vec<AfterJob> = AFTER
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .cloned()
+        .collect();
+    for job in jobs {
+        job(signal);
     }
 }
 

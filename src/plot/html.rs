@@ -71,7 +71,7 @@ const SHORT: usize = 160;
 /// Writes `index.html` into `out_dir`.
 pub fn write_index(page: &Page, out_dir: &Path) -> Result<PathBuf, PlotError> {
     let path = out_dir.join("index.html");
-    std::fs::write(&path, render(page, out_dir)).map_err(|e| PlotError::io(&path, e))?;
+    crate::outfile::write(&path, render(page, out_dir)).map_err(|e| PlotError::io(&path, e))?;
     Ok(path)
 }
 

@@ -20,6 +20,7 @@ use crate::nemesis::journal::Journal;
 use crate::nemesis::network::Network;
 use crate::nemesis::schedule::cannot_act;
 use crate::nemesis::{self, FaultKind, Schedule, Stage};
+use crate::outfile;
 use crate::report::{Anomaly, Report};
 
 use crate::clock::{wall_ms, RunClock};
@@ -34,6 +35,7 @@ use online::{collect_found, Finished, Found, Online};
 use recorder::{record_and_forward, Counts};
 
 mod existing;
+mod interrupted;
 pub mod online;
 pub mod recorder;
 
@@ -67,7 +69,7 @@ pub enum RunError {
     Fleet(#[from] FleetError),
     #[error("{0}")]
     Setup(String),
-    #[error("cannot write the run folder {path}: {error}")]
+    #[error("cannot write {path}: {error}")]
     Io { path: String, error: std::io::Error },
     /// The schedule does not fit this run (a target it does not have): bad input.
     #[error("nemesis: {0}")]
@@ -139,7 +141,8 @@ pub async fn run(
 ) -> Result<RunOutcome, RunError> {
     std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     let spec_text = toml::to_string_pretty(spec).map_err(|e| RunError::Setup(e.to_string()))?;
-    std::fs::write(dir.join("workload.toml"), spec_text).map_err(io_error(dir))?;
+    outfile::write(&dir.join("workload.toml"), spec_text)
+        .map_err(io_error(&dir.join("workload.toml")))?;
     let kinds = schedule.kinds();
 
     // Faults that cannot act on this run are said before it starts, never passed off as
@@ -182,6 +185,17 @@ pub async fn run(
     if let Some(why) = &misfit {
         eprintln!("lockaudit: warning: {why}");
     }
+    // What the run could not do, for report.json (the checker judges the history only).
+    let warnings: Vec<String> = not_applicable
+        .iter()
+        .map(|why| format!("a fault that cannot act on this run was left out: {why}"))
+        .chain(misfit)
+        .collect();
+    // Ctrl-C or SIGTERM: once every child is stopped, the history recorded so far is
+    // checked and its report written, marked interrupted. `finishing` keeps that and this
+    // function's own report from being written at once.
+    let finishing = Arc::new(Mutex::new(()));
+    let _interrupted = interrupted::register(dir, &options.check, &warnings, finishing.clone());
 
     let mut owned = None;
     let endpoints = match servers {
@@ -223,7 +237,7 @@ pub async fn run(
                     "lockaudit: Redis Cluster of {} masters with a replica each ready in {ms} ms",
                     cluster_spec.shards
                 );
-                std::fs::write(dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
+                outfile::write(&dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
                     .map_err(io_error(dir))?;
             }
             let endpoints = cluster.endpoints();
@@ -233,7 +247,8 @@ pub async fn run(
     };
     let endpoints_text =
         serde_json::to_string_pretty(&endpoints).map_err(|e| RunError::Setup(e.to_string()))?;
-    std::fs::write(dir.join("endpoints.json"), endpoints_text).map_err(io_error(dir))?;
+    outfile::write(&dir.join("endpoints.json"), endpoints_text)
+        .map_err(io_error(&dir.join("endpoints.json")))?;
 
     let result = drive(spec, schedule, dir, &endpoints, owned.as_mut(), options).await;
     if let Some(cluster) = owned {
@@ -288,20 +303,18 @@ pub async fn run(
         );
     }
     // The checker judges the history; what the run could not do is the run's to add.
-    let mut report_value =
-        serde_json::to_value(&report).map_err(|e| RunError::Setup(e.to_string()))?;
-    let warnings: Vec<serde_json::Value> = not_applicable
-        .iter()
-        .map(|why| format!("a fault that cannot act on this run was left out: {why}"))
-        .chain(misfit)
-        .map(Into::into)
-        .collect();
-    if let (false, Some(object)) = (warnings.is_empty(), report_value.as_object_mut()) {
-        object.insert("warnings".into(), serde_json::Value::Array(warnings));
+    let report_text = report_json(&report, &warnings, None).map_err(RunError::Setup)?;
+    let report_path = dir.join("report.json");
+    let written = {
+        let _finishing = finishing.lock().unwrap_or_else(|p| p.into_inner());
+        // Interrupted meanwhile: the report is the interruption's to write, and the process
+        // ends with it.
+        (!cluster::shutting_down()).then(|| outfile::write(&report_path, report_text))
+    };
+    match written {
+        Some(written) => written.map_err(io_error(&report_path))?,
+        None => std::future::pending::<()>().await,
     }
-    let report_text =
-        serde_json::to_string_pretty(&report_value).map_err(|e| RunError::Setup(e.to_string()))?;
-    std::fs::write(dir.join("report.json"), report_text + "\n").map_err(io_error(dir))?;
     Ok(RunOutcome {
         dir: dir.to_path_buf(),
         report,
@@ -312,6 +325,25 @@ pub async fn run(
         acting,
         proven,
     })
+}
+
+/// `report.json`'s text: the checker's report, with the run's `warnings` and, for a run cut
+/// short by a signal, `"interrupted": "SIGINT"`.
+fn report_json(
+    report: &Report,
+    warnings: &[String],
+    interrupted: Option<&str>,
+) -> Result<String, String> {
+    let mut value = serde_json::to_value(report).map_err(|e| e.to_string())?;
+    if let Some(object) = value.as_object_mut() {
+        if !warnings.is_empty() {
+            object.insert("warnings".into(), warnings.into());
+        }
+        if let Some(signal) = interrupted {
+            object.insert("interrupted".into(), signal.into());
+        }
+    }
+    Ok(serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n")
 }
 
 /// What `drive` leaves for the run's outcome.
@@ -353,7 +385,8 @@ async fn drive(
     let acting = plan.iter().filter(|f| f.not_applicable.is_none()).count();
     let plan_text =
         serde_json::to_string_pretty(&plan).map_err(|e| RunError::Setup(e.to_string()))?;
-    std::fs::write(dir.join("nemesis.json"), plan_text + "\n").map_err(io_error(dir))?;
+    outfile::write(&dir.join("nemesis.json"), plan_text + "\n")
+        .map_err(io_error(&dir.join("nemesis.json")))?;
 
     check_scripts(spec, endpoints).await?;
 
@@ -370,13 +403,25 @@ async fn drive(
             found_tx,
         )
     });
+    let found = Arc::new(Mutex::new(Found::default()));
+    let stop = Arc::new(Notify::new());
+    // A recorder that cannot write (a full disk) stops the run at once, and says why: the
+    // workers would otherwise go on with nothing recorded.
+    let write_failed: Arc<Mutex<Option<String>>> = Arc::default();
     let recorder = tokio::spawn({
         let path = history_path.clone();
         let forward = online.as_ref().map(Online::lines);
-        async move { record_and_forward(&path, received, counts_tx, forward).await }
+        let (stop, write_failed) = (stop.clone(), write_failed.clone());
+        async move {
+            let recorded = record_and_forward(&path, received, counts_tx, forward).await;
+            if let Err(e) = &recorded {
+                *write_failed.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(format!("cannot write {}: {e}", path.display()));
+                stop.notify_one();
+            }
+            recorded
+        }
     });
-    let found = Arc::new(Mutex::new(Found::default()));
-    let stop = Arc::new(Notify::new());
     let collector = collect_found(
         found_rx,
         options.stop_when.clone(),
@@ -509,7 +554,11 @@ async fn drive(
         .unwrap_or_else(|p| p.into_inner())
         .proven
         .clone();
-    if let Some(why) = &stopped {
+    let write_failed = write_failed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    if let Some(why) = stopped.as_ref().or(write_failed.as_ref()) {
         eprintln!("lockaudit: stopping the run: {why}");
         // Closing their stdin stops the other workers at once.
         fleet.close_inputs();

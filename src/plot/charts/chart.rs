@@ -43,16 +43,20 @@ pub(super) fn render(
             .map_err(|m| PlotError::draw(&svg_path, m))?;
         root.present().map_err(|e| PlotError::draw(&svg_path, e))?;
     }
-    std::fs::write(&svg_path, svg).map_err(|e| PlotError::io(&svg_path, e))?;
+    crate::outfile::write(&svg_path, svg).map_err(|e| PlotError::io(&svg_path, e))?;
 
     let png_path = out_dir.join(format!("{name}.png"));
-    {
-        let root = BitMapBackend::new(&png_path, (WIDTH, HEIGHT)).into_drawing_area();
-        chart
-            .draw(&root)
-            .map_err(|m| PlotError::draw(&png_path, m))?;
-        root.present().map_err(|e| PlotError::draw(&png_path, e))?;
-    }
+    crate::outfile::write_via(
+        &png_path,
+        |tmp| {
+            let root = BitMapBackend::new(tmp, (WIDTH, HEIGHT)).into_drawing_area();
+            chart
+                .draw(&root)
+                .map_err(|m| PlotError::draw(&png_path, m))?;
+            root.present().map_err(|e| PlotError::draw(&png_path, e))
+        },
+        |e| PlotError::io(&png_path, e),
+    )?;
     Ok(ChartFiles {
         name,
         title: chart.title(),

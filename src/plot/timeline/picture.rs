@@ -718,19 +718,25 @@ pub(super) fn draw_picture(
     }
     let path_svg = out_dir.join(format!("{stem}.svg"));
     let path_png = out_dir.join(format!("{stem}.png"));
-    {
-        let root = SVGBackend::new(&path_svg, (width, height)).into_drawing_area();
-        paint(&root, &scene, false).map_err(|message| PlotError::Draw {
-            path: path_svg.clone(),
-            message,
-        })?;
-    }
-    {
-        let root = BitMapBackend::new(&path_png, (width, height)).into_drawing_area();
-        paint(&root, &scene, true).map_err(|message| PlotError::Draw {
-            path: path_png.clone(),
-            message,
-        })?;
+    // Each drawn under a temporary name and renamed into place whole (`outfile`).
+    for (path, bitmap) in [(&path_svg, false), (&path_png, true)] {
+        crate::outfile::write_via(
+            path,
+            |tmp| {
+                let draw_error = |message| PlotError::Draw {
+                    path: path.clone(),
+                    message,
+                };
+                if bitmap {
+                    let root = BitMapBackend::new(tmp, (width, height)).into_drawing_area();
+                    paint(&root, &scene, true).map_err(draw_error)
+                } else {
+                    let root = SVGBackend::new(tmp, (width, height)).into_drawing_area();
+                    paint(&root, &scene, false).map_err(draw_error)
+                }
+            },
+            |e| PlotError::io(path, e),
+        )?;
     }
     Ok(Picture {
         path_svg,

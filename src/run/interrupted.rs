@@ -1,0 +1,72 @@
+//! A run cut short by Ctrl-C or SIGTERM: once the cleanup has stopped every child, the
+//! history recorded so far is checked and `report.json` written, marked
+//! `"interrupted": "SIGINT"`, and the verdict printed; the process then exits 130 (143 for
+//! SIGTERM). What the run had proven before the signal is kept.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::checker::{self, CheckOptions};
+use crate::cluster::on_exit::{self, Registration};
+use crate::history;
+use crate::outfile;
+use crate::report::{render_summary, Report};
+
+use super::report_json;
+
+/// Registers the interrupted run's report for `dir`; dropping the registration (the run
+/// ended) withdraws it. `finishing` is held while either report is written, so that the
+/// run's own and this one never race.
+pub(super) fn register(
+    dir: &Path,
+    check: &CheckOptions,
+    warnings: &[String],
+    finishing: Arc<Mutex<()>>,
+) -> Registration {
+    let dir = dir.to_path_buf();
+    let check = check.clone();
+    let warnings = warnings.to_vec();
+    on_exit::register_after_stop(move |signal| {
+        let _finishing = finishing.lock().unwrap_or_else(|p| p.into_inner());
+        match write_report(&dir, &check, &warnings, signal) {
+            Ok((report, history)) => {
+                let mut text = format!(
+                    "interrupted by {signal}: the verdict covers the {} events recorded before it\n",
+                    report.stats.events
+                );
+                text += &render_summary(&report, &history.display().to_string());
+                text += &format!(
+                    "report: {} (marked interrupted)\n",
+                    dir.join("report.json").display()
+                );
+                print!("{text}");
+                use std::io::Write;
+                let _ = std::io::stdout().flush();
+            }
+            Err(why) => eprintln!("lockaudit: interrupted by {signal}: no report: {why}"),
+        }
+    })
+}
+
+/// Checks the history recorded so far in `dir` and writes its report, marked interrupted by
+/// `signal`.
+fn write_report(
+    dir: &Path,
+    check: &CheckOptions,
+    warnings: &[String],
+    signal: &str,
+) -> Result<(Report, PathBuf), String> {
+    let path = dir.join("history.jsonl");
+    if !path.is_file() {
+        return Err("the run was interrupted before it recorded anything".into());
+    }
+    // The recorder flushes each batch as it writes it; a last line cut short is forgiven.
+    let history = history::read_file(&path)
+        .map_err(|e| format!("the history recorded so far does not read back: {e}"))?;
+    let report = checker::check(&history, check);
+    let text = report_json(&report, warnings, Some(signal))?;
+    let report_path = dir.join("report.json");
+    outfile::write(&report_path, text)
+        .map_err(|e| format!("cannot write {}: {e}", report_path.display()))?;
+    Ok((report, path))
+}
