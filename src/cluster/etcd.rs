@@ -345,6 +345,25 @@ async fn probe(endpoint: &str, password: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
+/// The name of the member among `members` (name, client port) that is the leader, as it
+/// says itself (its status names itself as leader).
+pub async fn leader(members: &[(String, u16)], password: &str) -> Option<String> {
+    for (name, port) in members {
+        let url = format!("http://127.0.0.1:{port}");
+        let Ok(mut client) = connect(&[url], Some(password), Duration::from_millis(500)).await
+        else {
+            continue;
+        };
+        if let Ok(status) = client.status().await {
+            let me = status.header().map(|h| h.member_id());
+            if me.is_some_and(|me| me == status.leader()) {
+                return Some(name.clone());
+            }
+        }
+    }
+    None
+}
+
 /// A client of the members at `endpoints` (`http://host:port`), as [`USER`] when given a
 /// password, each request limited to `timeout`.
 pub async fn connect(

@@ -1070,6 +1070,21 @@ impl Cluster {
             })
     }
 
+    /// `Etcd` only: the member that is leader now, as the members say; None when none
+    /// answers with a leader (or for another topology).
+    pub async fn leader(&self) -> Option<String> {
+        if self.topology != Topology::Etcd {
+            return None;
+        }
+        let members: Vec<(String, u16)> = self
+            .services
+            .iter()
+            .filter(|n| n.instance().pid().is_some())
+            .map(|n| (n.instance().name().to_string(), n.instance().port()))
+            .collect();
+        etcd::leader(&members, &self.password).await
+    }
+
     /// The lock's servers as (name, address, port), here or on hosts: what the nemesis
     /// polls for roles on a cluster.
     pub fn lock_addrs(&self) -> Vec<(String, String, u16)> {

@@ -95,6 +95,7 @@ pub async fn execute_until<W: Workers>(
         armed: BTreeMap::new(),
         stopped_primary: BTreeMap::new(),
         lagging: BTreeMap::new(),
+        killed_leader: BTreeMap::new(),
         masters: None,
     };
     // A Redis Cluster fails over by itself (a master killed or paused past the node
@@ -167,6 +168,8 @@ struct Executor {
     stopped_primary: BTreeMap<usize, String>,
     /// A Redis Cluster failover under way: (master, its lagging replica) by fault index.
     lagging: BTreeMap<usize, (String, String)>,
+    /// An etcd leader killed by a failover, restarted on its data at the end, by fault index.
+    killed_leader: BTreeMap<usize, String>,
     /// A Redis Cluster's masters as last seen (None before the first poll).
     masters: Option<std::collections::BTreeSet<String>>,
 }
@@ -363,6 +366,24 @@ impl Executor {
                 self.stopped_primary.insert(i, primary);
                 true
             }
+            FaultKind::Failover if targets.endpoints.topology == Topology::Etcd => {
+                // etcd elects its own leader (Raft): the failover kills the leader of the
+                // moment; the others elect a new one; the end restarts it on its data.
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                let Some(leader) = cluster.leader().await else {
+                    tracing::warn!("failover: no etcd member names a leader");
+                    return;
+                };
+                let killed = cluster.kill_many(std::slice::from_ref(&leader));
+                if killed.is_empty() {
+                    return;
+                }
+                journal.fault("kill", &killed, &[], extra(&[("leader", json!(true))]));
+                self.killed_leader.insert(i, leader);
+                true
+            }
             FaultKind::Partition | FaultKind::Latency | FaultKind::Failover => {
                 let Some(network) = targets.network.as_deref_mut() else {
                     tracing::warn!("{}: no network of proxies in this run", fault.kind.name());
@@ -524,6 +545,31 @@ impl Executor {
                         extra(&[("from", json!(old)), ("by", json!("sentinel"))]),
                     ),
                     _ => tracing::warn!("failover: Sentinel kept {old} as the primary"),
+                }
+            }
+            FaultKind::Failover if targets.endpoints.topology == Topology::Etcd => {
+                let Some(old) = self.killed_leader.remove(&i) else {
+                    return;
+                };
+                let Some(cluster) = targets.cluster.as_deref_mut() else {
+                    return;
+                };
+                match cluster.restart(&old).await {
+                    Ok(()) => journal.fault(
+                        "restart",
+                        std::slice::from_ref(&old),
+                        &[],
+                        extra(&[("persisted", json!(true))]),
+                    ),
+                    Err(e) => tracing::warn!("cannot restart {old}: {e}"),
+                }
+                if let Some(new) = cluster.leader().await.filter(|new| *new != old) {
+                    journal.fault(
+                        "failover",
+                        &[new],
+                        &[],
+                        extra(&[("from", json!(old)), ("by", json!("raft"))]),
+                    );
                 }
             }
             FaultKind::Partition | FaultKind::Latency | FaultKind::Failover => {

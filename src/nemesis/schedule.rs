@@ -509,10 +509,6 @@ pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Optio
                 "lockaudit's PostgreSQL is a single server, with no replica to fail over to"
                     .to_string()
             }
-            Topology::Etcd => {
-                "etcd's members elect their leader themselves (Raft); there is no replica to promote"
-                    .to_string()
-            }
             _ => "a single server has no replica to fail over to (--topology replicated or sentinel has)"
                 .to_string(),
         }),
@@ -538,10 +534,11 @@ pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Optio
 }
 
 /// Whether the topology has replicas to fail over to.
+/// (etcd's failover kills the leader, and the others elect a new one.)
 pub fn has_replicas(topology: Topology) -> bool {
     matches!(
         topology,
-        Topology::Replicated | Topology::Sentinel | Topology::Cluster
+        Topology::Replicated | Topology::Sentinel | Topology::Cluster | Topology::Etcd
     )
 }
 
