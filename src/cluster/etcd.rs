@@ -127,6 +127,14 @@ impl ServiceNode for EtcdMember {
         false
     }
 
+    /// A member's data folder holds 64 MB of preallocated WAL segments (about 200 MB a run
+    /// for three) that nothing reads after the run; its log stays.
+    fn stopped(&mut self) {
+        if self.instance.pid().is_none() {
+            let _ = std::fs::remove_dir_all(&self.config.dir);
+        }
+    }
+
     /// On its data folder it rejoins as itself and catches up from the leader. An empty one
     /// would come back with the same member id and no log, which etcd does not support (a
     /// member that lost its disk is removed and added anew): `Unsupported`.
@@ -345,23 +353,73 @@ async fn probe(endpoint: &str, password: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
-/// The name of the member among `members` (name, client port) that is the leader, as it
-/// says itself (its status names itself as leader).
-pub async fn leader(members: &[(String, u16)], password: &str) -> Option<String> {
-    for (name, port) in members {
-        let url = format!("http://127.0.0.1:{port}");
-        let Ok(mut client) = connect(&[url], Some(password), Duration::from_millis(500)).await
-        else {
-            continue;
-        };
-        if let Ok(status) = client.status().await {
-            let me = status.header().map(|h| h.member_id());
-            if me.is_some_and(|me| me == status.leader()) {
-                return Some(name.clone());
-            }
+/// A member to ask who leads, with the connection kept between polls.
+#[derive(Clone)]
+pub struct Member {
+    pub name: String,
+    pub port: u16,
+    client: Option<etcd_client::Client>,
+}
+
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Member")
+            .field("name", &self.name)
+            .field("port", &self.port)
+            .field("connected", &self.client.is_some())
+            .finish()
+    }
+}
+
+impl Member {
+    pub fn new(name: String, port: u16) -> Self {
+        Member {
+            name,
+            port,
+            client: None,
         }
     }
-    None
+}
+
+/// Each member that answers, and whether it leads (its status names itself as leader).
+/// Status needs no password (etcd serves it to anyone who reaches the port), so no
+/// authentication, whose bcrypt check costs the member tens of milliseconds, is made.
+pub async fn roles(members: &mut [Member]) -> Vec<(String, bool)> {
+    let mut roles = Vec::with_capacity(members.len());
+    for member in members.iter_mut() {
+        if member.client.is_none() {
+            let url = format!("http://127.0.0.1:{}", member.port);
+            member.client = connect(&[url], None, Duration::from_millis(500)).await.ok();
+        }
+        let Some(client) = member.client.as_mut() else {
+            continue;
+        };
+        match client.status().await {
+            Ok(status) => {
+                let me = status.header().map(|h| h.member_id());
+                roles.push((
+                    member.name.clone(),
+                    me.is_some_and(|me| me == status.leader()),
+                ));
+            }
+            // Reconnect at the next poll (a restarted member is a new server).
+            Err(_) => member.client = None,
+        }
+    }
+    roles
+}
+
+/// The member among `members` (name, client port) that leads now, as it says itself.
+pub async fn leader(members: &[(String, u16)]) -> Option<String> {
+    let mut members: Vec<Member> = members
+        .iter()
+        .map(|(name, port)| Member::new(name.clone(), *port))
+        .collect();
+    roles(&mut members)
+        .await
+        .into_iter()
+        .find(|(_, leads)| *leads)
+        .map(|(name, _)| name)
 }
 
 /// A client of the members at `endpoints` (`http://host:port`), as [`USER`] when given a

@@ -25,6 +25,7 @@ mod cut;
 mod error;
 pub mod etcd;
 mod exit;
+mod failover;
 mod host_logs;
 mod hosts;
 mod instance;
@@ -56,6 +57,7 @@ pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;
 pub use exit::Exit;
+pub use failover::{Failover, Happened, Leaders, RoleWatch};
 pub use hosts::{not_on_hosts, parse_targets, Acted};
 pub use postgres::{client_config as pg_client_config, PG_DATABASE, PG_USER};
 pub use process::{ChildGuard, SignalError};
@@ -1070,21 +1072,6 @@ impl Cluster {
             })
     }
 
-    /// `Etcd` only: the member that is leader now, as the members say; None when none
-    /// answers with a leader (or for another topology).
-    pub async fn leader(&self) -> Option<String> {
-        if self.topology != Topology::Etcd {
-            return None;
-        }
-        let members: Vec<(String, u16)> = self
-            .services
-            .iter()
-            .filter(|n| n.instance().pid().is_some())
-            .map(|n| (n.instance().name().to_string(), n.instance().port()))
-            .collect();
-        etcd::leader(&members, &self.password).await
-    }
-
     /// The lock's servers as (name, address, port), here or on hosts: what the nemesis
     /// polls for roles on a cluster.
     pub fn lock_addrs(&self) -> Vec<(String, String, u16)> {
@@ -1146,6 +1133,9 @@ impl Cluster {
             .filter_map(Instance::guard_mut)
             .collect();
         process::terminate_all(&mut servers, STOP_GRACE).await;
+        for node in &mut self.services {
+            node.stopped();
+        }
         ended.extend(self.instances().map(|i| {
             let exit = i
                 .guard()
@@ -1210,6 +1200,9 @@ impl Drop for Cluster {
         }
         for instance in self.instances_mut() {
             instance.kill();
+        }
+        for node in &mut self.services {
+            node.stopped();
         }
     }
 }

@@ -34,4 +34,7 @@ pub trait ServiceNode: Debug + Send + Sync {
     fn graceful_stop(&self) -> bool {
         true
     }
+    /// Called once the node has stopped for good (the run's end, or its teardown): drop
+    /// what the run folder need not keep. Default: keep everything.
+    fn stopped(&mut self) {}
 }

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, Notify};
 
 use nix::sys::signal::Signal;
 
-use crate::cluster::{self, ask_sentinels, Cluster, Endpoints, Topology};
+use crate::cluster::{self, Cluster, Endpoints, Failover, Happened, Leaders};
 use crate::workload::controls::WorkerCommand;
 
 use super::journal::Journal;
@@ -93,18 +93,13 @@ pub async fn execute_until<W: Workers>(
     let mut state = Executor {
         begun: vec![false; plan.len()],
         armed: BTreeMap::new(),
-        stopped_primary: BTreeMap::new(),
-        lagging: BTreeMap::new(),
-        killed_leader: BTreeMap::new(),
-        masters: None,
+        failovers: BTreeMap::new(),
+        leaders: Leaders::default(),
     };
-    // A Redis Cluster fails over by itself (a master killed or paused past the node
-    // timeout): its nodes' roles are polled so that each promotion is recorded when seen.
-    let watch = targets
-        .cluster
-        .as_deref()
-        .filter(|c| c.topology() == Topology::Cluster)
-        .map(|c| (c.lock_addrs(), c.password().to_string()));
+    // A Redis Cluster or etcd fails over by itself (a master killed or paused past the node
+    // timeout, a leader gone): who leads is polled so that each promotion is recorded when
+    // seen.
+    let mut watch = targets.cluster.as_deref().and_then(Cluster::role_watch);
     let deadline_ns = (deadline_ms as i64).saturating_mul(1_000_000);
     let mut next = 0;
     loop {
@@ -118,10 +113,10 @@ pub async fn execute_until<W: Workers>(
             );
         // Read-only, so a poll cut short by another branch loses nothing.
         let poll = async {
-            match &watch {
-                Some((nodes, password)) => {
+            match watch.as_mut() {
+                Some(watch) => {
                     tokio::time::sleep(ROLE_POLL).await;
-                    cluster::sharded::roles(nodes, password).await
+                    (watch.poll().await, watch.decided_by())
                 }
                 None => std::future::pending().await,
             }
@@ -153,7 +148,7 @@ pub async fn execute_until<W: Workers>(
                     Step::End => state.end(i, &plan[i], targets, journal).await,
                 }
             }
-            roles = poll => state.saw_roles(roles, journal),
+            (roles, by) = poll => record(journal, state.leaders.saw(roles, by)),
         }
     }
 }
@@ -164,14 +159,10 @@ struct Executor {
     begun: Vec<bool>,
     /// Worker -> the crash point armed in it.
     armed: BTreeMap<usize, String>,
-    /// Sentinel failovers under way: fault -> the primary paused.
-    stopped_primary: BTreeMap<usize, String>,
-    /// A Redis Cluster failover under way: (master, its lagging replica) by fault index.
-    lagging: BTreeMap<usize, (String, String)>,
-    /// An etcd leader killed by a failover, restarted on its data at the end, by fault index.
-    killed_leader: BTreeMap<usize, String>,
-    /// A Redis Cluster's masters as last seen (None before the first poll).
-    masters: Option<std::collections::BTreeSet<String>>,
+    /// Failovers the cluster made itself, under way, by fault index.
+    failovers: BTreeMap<usize, Failover>,
+    /// Who led when last polled (a Redis Cluster's masters, etcd's leader).
+    leaders: Leaders,
 }
 
 /// How often a Redis Cluster's roles are polled: a promotion is recorded within this of
@@ -184,34 +175,6 @@ fn target_worker(fault: &PlannedFault) -> Option<usize> {
 }
 
 impl Executor {
-    /// Records a `failover` (by the cluster) for every node that answers as master and was
-    /// not one when last seen; a node that answers as replica is no master any more, one
-    /// that does not answer keeps its last role.
-    fn saw_roles(&mut self, roles: Vec<(String, bool)>, journal: &Journal) {
-        let Some(known) = self.masters.as_mut() else {
-            self.masters = Some(roles.into_iter().filter(|r| r.1).map(|r| r.0).collect());
-            return;
-        };
-        let replicas: Vec<&String> = roles.iter().filter(|r| !r.1).map(|r| &r.0).collect();
-        for (name, master) in &roles {
-            if *master && known.insert(name.clone()) {
-                // The master it replaced: a known master now silent or a replica.
-                let answering: Vec<&String> = roles.iter().filter(|r| r.1).map(|r| &r.0).collect();
-                let from: Vec<&String> = known
-                    .iter()
-                    .filter(|m| *m != name && !answering.contains(m))
-                    .collect();
-                journal.fault(
-                    "failover",
-                    std::slice::from_ref(name),
-                    &[],
-                    extra(&[("from", json!(from)), ("by", json!("cluster"))]),
-                );
-            }
-        }
-        known.retain(|m| !replicas.contains(&m));
-    }
-
     async fn begin<W: Workers>(
         &mut self,
         i: usize,
@@ -325,22 +288,19 @@ impl Executor {
                 }
                 !moved.is_empty()
             }
-            FaultKind::Failover if targets.endpoints.topology == Topology::Cluster => {
-                // Redis Cluster: the busiest master's replica lags for the fault's duration
-                // (its link cut, its reconnects refused) while the master acknowledges
-                // writes; the end promotes it with what it has.
+            FaultKind::Failover
+                if targets
+                    .cluster
+                    .as_deref()
+                    .is_some_and(Cluster::fails_over_itself) =>
+            {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };
-                match cluster.lag_busiest_replica().await {
-                    Ok((master, replica)) => {
-                        journal.fault(
-                            "partition",
-                            &[master.clone(), replica.clone()],
-                            &[],
-                            extra(&[("link", json!("replication"))]),
-                        );
-                        self.lagging.insert(i, (master, replica));
+                match cluster.begin_failover().await {
+                    Ok((failover, happened)) => {
+                        record(journal, happened);
+                        self.failovers.insert(i, failover);
                         true
                     }
                     Err(e) => {
@@ -348,41 +308,6 @@ impl Executor {
                         false
                     }
                 }
-            }
-            FaultKind::Failover if targets.endpoints.topology == Topology::Sentinel => {
-                // Sentinel's own failover: the primary stops answering, Sentinel elects
-                // a replica, clients find it through Sentinel.
-                let Some(primary) = sentinel_primary(targets.endpoints).await else {
-                    tracing::warn!("failover: the sentinels name no primary");
-                    return;
-                };
-                let Some(cluster) = targets.cluster.as_deref_mut() else {
-                    return;
-                };
-                if cluster.signal(&primary, Signal::SIGSTOP).is_err() {
-                    return;
-                }
-                journal.fault("pause", std::slice::from_ref(&primary), &[], Map::new());
-                self.stopped_primary.insert(i, primary);
-                true
-            }
-            FaultKind::Failover if targets.endpoints.topology == Topology::Etcd => {
-                // etcd elects its own leader (Raft): the failover kills the leader of the
-                // moment; the others elect a new one; the end restarts it on its data.
-                let Some(cluster) = targets.cluster.as_deref_mut() else {
-                    return;
-                };
-                let Some(leader) = cluster.leader().await else {
-                    tracing::warn!("failover: no etcd member names a leader");
-                    return;
-                };
-                let killed = cluster.kill_many(std::slice::from_ref(&leader));
-                if killed.is_empty() {
-                    return;
-                }
-                journal.fault("kill", &killed, &[], extra(&[("leader", json!(true))]));
-                self.killed_leader.insert(i, leader);
-                true
             }
             FaultKind::Partition | FaultKind::Latency | FaultKind::Failover => {
                 let Some(network) = targets.network.as_deref_mut() else {
@@ -504,73 +429,18 @@ impl Executor {
                     journal.fault("clock", &healed, &[], extra(&[("offset_ms", json!(0))]));
                 }
             }
-            FaultKind::Failover if targets.endpoints.topology == Topology::Cluster => {
-                let Some((master, replica)) = self.lagging.remove(&i) else {
+            FaultKind::Failover if self.failovers.contains_key(&i) => {
+                let (Some(failover), Some(cluster)) =
+                    (self.failovers.remove(&i), targets.cluster.as_deref_mut())
+                else {
                     return;
                 };
-                let Some(cluster) = targets.cluster.as_deref_mut() else {
-                    return;
-                };
-                match cluster.take_over(&replica).await {
-                    Ok(()) => {
-                        // Ours, recorded here: the role poll must not record it again.
-                        if let Some(known) = self.masters.as_mut() {
-                            known.insert(replica.clone());
-                        }
-                        journal.fault(
-                            "failover",
-                            std::slice::from_ref(&replica),
-                            &[],
-                            extra(&[("from", json!(master)), ("by", json!("takeover"))]),
-                        )
-                    }
-                    Err(e) => tracing::warn!("failover: {e}"),
+                let happened = cluster.end_failover(failover).await;
+                // A promotion made here is recorded here: the role watch must not again.
+                for h in happened.iter().filter(|h| h.f == "failover") {
+                    h.targets.iter().for_each(|t| self.leaders.promoted(t));
                 }
-                journal.fault("heal", &[master, replica], &[], Map::new());
-            }
-            FaultKind::Failover if targets.endpoints.topology == Topology::Sentinel => {
-                let Some(old) = self.stopped_primary.remove(&i) else {
-                    return;
-                };
-                let Some(cluster) = targets.cluster.as_deref_mut() else {
-                    return;
-                };
-                let _ = cluster.signal(&old, Signal::SIGCONT);
-                journal.fault("resume", std::slice::from_ref(&old), &[], Map::new());
-                match sentinel_primary(targets.endpoints).await {
-                    Some(new) if new != old => journal.fault(
-                        "failover",
-                        &[new],
-                        &[],
-                        extra(&[("from", json!(old)), ("by", json!("sentinel"))]),
-                    ),
-                    _ => tracing::warn!("failover: Sentinel kept {old} as the primary"),
-                }
-            }
-            FaultKind::Failover if targets.endpoints.topology == Topology::Etcd => {
-                let Some(old) = self.killed_leader.remove(&i) else {
-                    return;
-                };
-                let Some(cluster) = targets.cluster.as_deref_mut() else {
-                    return;
-                };
-                match cluster.restart(&old).await {
-                    Ok(()) => journal.fault(
-                        "restart",
-                        std::slice::from_ref(&old),
-                        &[],
-                        extra(&[("persisted", json!(true))]),
-                    ),
-                    Err(e) => tracing::warn!("cannot restart {old}: {e}"),
-                }
-                if let Some(new) = cluster.leader().await.filter(|new| *new != old) {
-                    journal.fault(
-                        "failover",
-                        &[new],
-                        &[],
-                        extra(&[("from", json!(old)), ("by", json!("raft"))]),
-                    );
-                }
+                record(journal, happened);
             }
             FaultKind::Partition | FaultKind::Latency | FaultKind::Failover => {
                 if let Some(network) = targets.network.as_deref_mut() {
@@ -694,6 +564,13 @@ impl Executor {
 /// The nodes a fault on several at once acted on; the others' errors are logged (as
 /// warnings with `warn`: a node not running cannot be paused, which is no news), and so is
 /// the spread (first to last node done), which one record at the end hides.
+/// Records what the cluster says happened, in order.
+fn record(journal: &Journal, happened: Vec<Happened>) {
+    for h in happened {
+        journal.fault(h.f, &h.targets, &[], h.extra);
+    }
+}
+
 fn succeeded(what: &str, warn: bool, acted: Vec<cluster::Acted>) -> Vec<String> {
     let (first, last) = acted.iter().fold((None, None), |(lo, hi), a| {
         (
@@ -784,16 +661,4 @@ pub async fn heal_all<W: Workers>(targets: &mut Targets<'_, W>, journal: &Journa
             }
         }
     }
-}
-
-/// The name of the server the sentinels call primary now.
-async fn sentinel_primary(endpoints: &Endpoints) -> Option<String> {
-    let (_, port) = ask_sentinels(endpoints, std::time::Duration::from_secs(1))
-        .await
-        .ok()?;
-    endpoints
-        .nodes
-        .iter()
-        .find(|n| n.port == port)
-        .map(|n| n.name.clone())
 }
