@@ -187,15 +187,6 @@ enum End {
     Open,
 }
 
-/// A change of a hold's lease: from `at` (the invoke of the operation that made it) on.
-#[derive(Debug, Clone, Copy)]
-enum LeaseChange {
-    /// A renew `ok`: the lease is now this (None: no lease).
-    Set(Option<i128>),
-    /// A nested acquire `ok`: moves the lease forward only.
-    Forward(Option<i128>),
-}
-
 #[derive(Debug, Clone)]
 pub struct Hold {
     pub process: u64,
@@ -211,7 +202,9 @@ pub struct Hold {
     first_lease: Option<i128>,
     /// The length of the last lease promised (acquire, renew or nested acquire `ok`).
     last_ms: Option<i64>,
-    changes: Vec<(i128, LeaseChange)>,
+    /// Each renew `ok` and nested acquire `ok` sets the lease anew, from its invoke on:
+    /// (invoke, the lease it set; None: no expiry).
+    changes: Vec<(i128, Option<i128>)>,
     /// Renews and nested acquires during the hold that ended `info` (invoke times): they may
     /// have extended the lease by the last length promised.
     maybe_extended: Vec<(i128, Option<i64>)>,
@@ -229,19 +222,12 @@ impl Hold {
         self.lease_after(n)
     }
 
-    /// The lease after the first `n` changes.
+    /// The lease after the first `n` changes: the last of them set it.
     fn lease_after(&self, n: usize) -> Option<i128> {
-        let mut lease = self.first_lease;
-        for &(_, change) in self.changes.iter().take(n) {
-            lease = match change {
-                LeaseChange::Set(l) => l,
-                LeaseChange::Forward(l) => match (lease, l) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    _ => None,
-                },
-            };
+        match n {
+            0 => self.first_lease,
+            n => self.changes[..n].last().and_then(|&(_, lease)| lease),
         }
-        lease
     }
 
     /// The latest the lease may have run to: renews and nested acquires that ended `info`
@@ -330,10 +316,8 @@ pub fn check(lines: Vec<Line>, options: &Options) -> Analysis {
                         // A reentrant exclusive acquire makes the whole hold exclusive.
                         let mode = ev[op.invoke].field("mode").and_then(Value::as_str);
                         holds[*h].shared &= mode == Some("shared");
-                        holds[*h].changes.push((inv, LeaseChange::Forward(lease)));
-                        if let Some(ms) = ev[done].int("lease_ms") {
-                            holds[*h].last_ms = Some(ms);
-                        }
+                        holds[*h].changes.push((inv, lease));
+                        holds[*h].last_ms = ev[done].int("lease_ms");
                     } else {
                         let mode = ev[op.invoke].field("mode").and_then(Value::as_str);
                         open.insert(op.key.clone(), (holds.len(), 1));
@@ -385,7 +369,7 @@ pub fn check(lines: Vec<Line>, options: &Options) -> Analysis {
                             let done = op.done.unwrap();
                             if let Some(ms) = ev[done].int("lease_ms") {
                                 let lease = inv + i128::from(ms) * NS_PER_MS;
-                                holds[h].changes.push((inv, LeaseChange::Set(Some(lease))));
+                                holds[h].changes.push((inv, Some(lease)));
                                 holds[h].last_ms = Some(ms);
                             }
                         } else if result == "fail" {

@@ -126,23 +126,26 @@ pub fn build(src: &Source, view: &View) -> Model {
             (bar::HOLD, bar::PAST_LEASE)
         };
         c.fill_bar(scale.cells(hold.begin, end), held);
-        // The lease: its covered stretches, and the hold's parts outside them.
-        if let Some(first_end) = hold.initial_lease_end {
-            let from = holds.renewals.partition_point(|r| r.hold < h);
-            let to = holds.renewals.partition_point(|r| r.hold <= h);
-            let mut renewals: Vec<(i64, i64)> = holds.renewals[from..to]
-                .iter()
-                .map(|r| (r.invoke, r.lease_end))
-                .collect();
-            renewals.sort_unstable();
+        // The lease: its covered stretches, and the hold's parts outside them. Each renewal
+        // sets the lease as `Holds::lease_end_at` counts it (None: no expiry from then on).
+        let from = holds.renewals.partition_point(|r| r.hold < h);
+        let to = holds.renewals.partition_point(|r| r.hold <= h);
+        let renewals = &holds.renewals[from..to];
+        if hold.initial_lease_end.is_some() || renewals.iter().any(|r| r.lease_end.is_some()) {
+            // `i64::MAX`: no expiry (promised until released), drawn with no end.
+            let forever = i64::MAX;
             let mut stretches: Vec<(i64, i64)> = Vec::new();
-            let (mut s, mut e) = (hold.acquire_invoke, first_end);
-            for (invoke, lease_end) in renewals {
-                if invoke > e {
+            let (mut s, mut e) = (
+                hold.acquire_invoke,
+                hold.initial_lease_end.unwrap_or(forever),
+            );
+            for r in renewals {
+                let lease_end = r.lease_end.unwrap_or(forever);
+                if r.invoke > e {
                     stretches.push((s, e));
-                    (s, e) = (invoke, lease_end);
+                    (s, e) = (r.invoke, lease_end);
                 } else {
-                    e = e.max(lease_end);
+                    e = lease_end;
                 }
             }
             stretches.push((s, e));
@@ -151,6 +154,14 @@ pub fn build(src: &Source, view: &View) -> Model {
             let clean = matches!(hold.release, ReleaseOutcome::Ok { .. });
             let mut covered_to = hold.begin;
             for &(s, e) in &stretches {
+                if e == forever {
+                    // No expiry: drawn as a hold with no lease is, with no line and no end.
+                    if s > covered_to && covered_to < end {
+                        c.fill_bar(scale.cells(covered_to, s.min(end)), past);
+                    }
+                    covered_to = e;
+                    continue;
+                }
                 if s < end {
                     c.set(scale.cells(s, e.min(end)), mark::LEASE);
                 }
