@@ -1524,6 +1524,49 @@ fn a_final_read_below_the_acknowledged_increments_is_a_lost_update() {
     assert!(lost.explanation.contains("1 lost"), "{}", lost.explanation);
 }
 
+/// Issue 26, part 3: two clients read 0 and their writes of 1 end `info`; process 2 reads
+/// 1 (one landed) and writes 2, acknowledged; the final read finds `FINAL`.
+const LATE_WRITES: &str = r#"
+    0    0 invoke read  k
+    1    0 ok     read  k {"value":null}
+    2    1 invoke read  k
+    3    1 ok     read  k {"value":null}
+    4    0 invoke write k {"token":null,"value":1}
+    5    1 invoke write k {"token":null,"value":1}
+    100  0 info   write k
+    101  1 info   write k
+    200  2 invoke read  k
+    201  2 ok     read  k {"value":1}
+    202  2 invoke write k {"token":null,"value":2}
+    203  2 ok     write k
+    300  3 invoke read  k
+    301  3 ok     read  k {"value":FINAL}
+"#;
+
+#[test]
+fn an_acknowledged_increment_overwritten_by_a_late_write_is_a_lost_update() {
+    // 1 >= 0 + 1 acknowledged write, so the count says nothing; but the acknowledged 2 is
+    // gone: the other write of 1 landed after it.
+    let report = run(&LATE_WRITES.replace("FINAL", "1"));
+    let lost = only(&report, "lost-update");
+    // The overwritten write's ok and the final read.
+    assert!(lost.indices.contains(&11), "{lost:?}");
+    assert!(lost.indices.contains(&13), "{lost:?}");
+    assert_eq!(lost.processes, vec![2]);
+    assert!(
+        lost.explanation
+            .contains("below the 2 that process 2's acknowledged increment wrote"),
+        "{}",
+        lost.explanation
+    );
+}
+
+#[test]
+fn a_counter_whose_indeterminate_writes_did_not_land_is_valid() {
+    // The final read is the acknowledged 2: neither late write of 1 overwrote it.
+    assert_valid(&run(&LATE_WRITES.replace("FINAL", "2")));
+}
+
 #[test]
 fn values_that_are_not_a_counter_are_skipped_not_guessed() {
     let text = counter_history(0, 1).replace(r#"{"value":null}"#, r#"{"value":"x"}"#);
