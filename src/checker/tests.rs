@@ -1269,6 +1269,53 @@ fn a_nested_acquire_with_a_shorter_lease_shortens_it() {
     assert_eq!(only(&report, "unavailable").start, 300_000_000);
 }
 
+/// An indeterminate acquire on a leased key, and a nemesis event `EVENT` at 0.02 s.
+const NEMESIS_AROUND_INFO_ACQUIRE: &str = r#"
+    0     0 invoke acquire k
+    1     0 ok     acquire k {"lease_ms":1000}
+    10    0 invoke release k
+    11    0 ok     release k
+    20    nemesis EVENT
+    30    1 invoke acquire k
+    500   1 info   acquire k
+    600   nemesis HEAL
+    1600  2 invoke acquire k
+    1601  2 fail   acquire k
+    3200  2 invoke acquire k
+    3201  2 fail   acquire k
+    3350  2 invoke acquire k
+    3351  2 ok     acquire k {"lease_ms":1000}
+"#;
+
+fn nemesis_around_info_acquire(event: &str, heal: &str) -> String {
+    NEMESIS_AROUND_INFO_ACQUIRE
+        .replace("EVENT", event)
+        .replace("HEAL", heal)
+}
+
+#[test]
+fn a_nemesis_event_naming_no_target_and_no_process_acts_on_nothing() {
+    let nothing = r#"{"targets":[],"processes":[]}"#;
+    // A partition of nothing holds no request back: free from 0.5 s + 1 s.
+    let report = run(&nemesis_around_info_acquire(
+        &format!("info partition - {nothing}"),
+        &format!("info clock - {nothing}"),
+    ));
+    assert_eq!(only(&report, "unavailable").start, 1_500_000_000);
+    // A heal of nothing heals nothing: the cut link holds the request to the end.
+    let report = run(&nemesis_around_info_acquire(
+        r#"info partition - {"targets":["redis-0"],"processes":[]}"#,
+        &format!("info heal - {nothing}"),
+    ));
+    assert_valid(&report);
+    // The same heal naming the link frees the key 1 s after it.
+    let report = run(&nemesis_around_info_acquire(
+        r#"info partition - {"targets":["redis-0"],"processes":[]}"#,
+        r#"info heal - {"targets":["redis-0"],"processes":[]}"#,
+    ));
+    assert_eq!(only(&report, "unavailable").start, 1_600_000_000);
+}
+
 #[test]
 fn spans_near_the_ends_of_time_do_not_wrap() {
     let min = i64::MIN;

@@ -799,6 +799,12 @@ fn server_faults(ev: &[Line]) -> Vec<(i128, i128)> {
             continue;
         }
         let targets = line.strings("targets");
+        // An event naming no target and no process acts on nothing.
+        let acts =
+            |l: &Line| !l.strings("targets").is_empty() || !l.numbers("processes").is_empty();
+        if !acts(line) {
+            continue;
+        }
         let healer = match line.f.as_str() {
             "pause" if targets.iter().any(|t| !t.starts_with("worker-")) => "resume",
             "partition" | "latency" => "heal",
@@ -807,9 +813,9 @@ fn server_faults(ev: &[Line]) -> Vec<(i128, i128)> {
         let heal = ev[pos + 1..]
             .iter()
             .find(|h| {
-                h.client().is_none() && h.f == healer && {
-                    // A heal naming no target heals everything; a fault naming none is
-                    // healed by any heal of its kind.
+                h.client().is_none() && h.f == healer && acts(h) && {
+                    // A heal naming no target (only processes) heals everything; a fault
+                    // naming none is healed by any heal of its kind.
                     let healed = h.strings("targets");
                     healed.is_empty()
                         || targets.is_empty()
