@@ -40,6 +40,7 @@
 //! - starvation: the first attempt's invoke and the last failure of the run.
 //! - unfair: B's acquire `ok` (B jumped the queue) and that of the earliest-invoked fair
 //!   acquire A it overtook.
+//! - lost-update: no events and no processes (one finding per counter key).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -779,6 +780,96 @@ pub fn check(lines: Vec<Line>, options: &Options) -> Analysis {
         }
     }
 
+    // lost-update, on counter keys: every value an integer or null (0), every acknowledged
+    // write its process's last read of the key + 1. The final read is the last read that
+    // returned, of those invoked after every acknowledged write was answered; the start, the
+    // first read that returned of those invoked before any write.
+    let counter_keys: BTreeSet<String> = ops
+        .iter()
+        .filter(|o| o.f == "read" || o.f == "write")
+        .map(|o| o.key.clone())
+        .collect();
+    for key in &counter_keys {
+        let mine: Vec<&Op> = ops
+            .iter()
+            .filter(|o| &o.key == key && (o.f == "read" || o.f == "write"))
+            .collect();
+        // The `value` member: Some(Some(n)) an integer (null: 0), Some(None) anything else,
+        // None absent.
+        let number = |line: &Line| -> Option<Option<i128>> {
+            let v = line.value.get("value")?;
+            Some(if v.is_null() {
+                Some(0)
+            } else {
+                v.as_i64().map(i128::from)
+            })
+        };
+        let mut counter = true;
+        for o in &mine {
+            for pos in std::iter::once(o.invoke).chain(o.done) {
+                if number(&ev[pos]) == Some(None) {
+                    counter = false;
+                }
+            }
+        }
+        // (value, ok position, process) of each acknowledged write.
+        let mut acked: Vec<(i128, usize, u64)> = Vec::new();
+        let mut last_read: BTreeMap<u64, i128> = BTreeMap::new();
+        let mut reads: Vec<(usize, usize, i128)> = Vec::new();
+        for o in &mine {
+            let Some(done) = o.done else { continue };
+            match (o.f.as_str(), ev[done].ty.as_str()) {
+                ("read", "ok") => match number(&ev[done]).flatten() {
+                    Some(v) => {
+                        last_read.insert(o.process, v);
+                        reads.push((o.invoke, done, v));
+                    }
+                    None => counter = false,
+                },
+                ("write", "ok") => match number(&ev[o.invoke]).flatten() {
+                    Some(v) => {
+                        if last_read.get(&o.process) != Some(&(v - 1)) {
+                            counter = false;
+                        }
+                        acked.push((v, done, o.process));
+                    }
+                    None => counter = false,
+                },
+                _ => {}
+            }
+        }
+        if acked.is_empty() || !counter {
+            continue;
+        }
+        let first_write = mine
+            .iter()
+            .filter(|o| o.f == "write")
+            .map(|o| t(o.invoke))
+            .min();
+        let start = reads
+            .iter()
+            .filter(|r| first_write.is_none_or(|w| t(r.0) < w))
+            .min_by_key(|r| (t(r.1), ev[r.1].index))
+            .map_or(0, |r| r.2);
+        let last_ack = acked.iter().map(|a| t(a.1)).max().unwrap_or(i128::MIN);
+        let Some(&(_, _, final_value)) = reads
+            .iter()
+            .filter(|r| t(r.0) > last_ack)
+            .max_by_key(|r| (t(r.1), ev[r.1].index))
+        else {
+            // No final read: only duplicate values can show a loss.
+            if has_duplicates(&acked) {
+                findings.push(Finding::new("lost-update", key, Vec::new(), Vec::new()));
+            }
+            continue;
+        };
+        let below_count = final_value < start + acked.len() as i128;
+        let below_a_write = acked.iter().any(|a| final_value < a.0);
+        if below_count || below_a_write || has_duplicates(&acked) {
+            findings.push(Finding::new("lost-update", key, Vec::new(), Vec::new()));
+        }
+    }
+
     findings.sort();
     Analysis {
         lines,
@@ -786,6 +877,12 @@ pub fn check(lines: Vec<Line>, options: &Options) -> Analysis {
         groups,
         findings,
     }
+}
+
+/// Whether two acknowledged writes wrote the same value.
+fn has_duplicates(acked: &[(i128, usize, u64)]) -> bool {
+    let values: BTreeSet<i128> = acked.iter().map(|a| a.0).collect();
+    values.len() < acked.len()
 }
 
 /// Server-side faults as (start, heal): a `pause` of anything that is not a client's
