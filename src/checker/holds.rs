@@ -73,7 +73,7 @@ pub struct Hold {
     /// When the lease might run out, counting renews that ended `info` as having worked.
     pub lease_end_possible: Option<i64>,
     /// The invoke of the operation whose promise `lease_end_possible` counts from: the
-    /// acquire, or the renew (or nested acquire) that last moved it.
+    /// acquire, or the renew (or nested acquire) that last set it or may have.
     pub lease_set_index: u32,
     /// The grant's lease had already run out when the grant returned (`bad-lease`): the
     /// holder was told it holds a lock it never held under its lease.
