@@ -9,7 +9,7 @@ use ab_glyph::{Font, FontRef};
 use lockaudit::checker::{check, CheckOptions};
 use lockaudit::history::compact::KeyId;
 use lockaudit::history::History;
-use lockaudit::plot::model::{self, bar, Model, Source, View, XScale};
+use lockaudit::plot::model::{self, bar, mark, Model, Source, View, XScale};
 use lockaudit::plot::timeline::{draw_timelines, Picture, ProcessGroups, TimelineOptions};
 use lockaudit::report::Report;
 
@@ -695,4 +695,32 @@ fn render_reference_histories() {
             );
         }
     }
+}
+
+#[test]
+fn the_model_draws_the_lease_the_checker_counts() {
+    let cell = |m: &Model, ms: i64| m.scale.cell(ms * 1_000_000).expect("on the plot");
+    // A renew gives a lease-less hold one of 100 ms at 0.3 s: held with no expiry before it
+    // (not past a lease), the lease to 0.4 s, past it afterwards.
+    let (_, m) = whole_run_model("renew-gives-lease.jsonl");
+    let c = &m.cells[lane_of(&m, 0)];
+    assert_eq!(c.bar[cell(&m, 150)], bar::HOLD);
+    assert_eq!(c.marks[cell(&m, 150)] & mark::LEASE, 0);
+    assert_ne!(c.marks[cell(&m, 350)] & mark::LEASE, 0);
+    assert_ne!(c.marks[cell(&m, 400)] & mark::LEASE_END, 0);
+    assert_eq!(c.bar[cell(&m, 700)], bar::PAST_LEASE);
+
+    // A nested acquire with no lease at 0.05 s: the 200 ms lease no longer ends, so nothing
+    // of the hold is drawn past its lease and no lease end is drawn.
+    let (_, m) = whole_run_model("nested-acquire-null-lease.jsonl");
+    let c = &m.cells[lane_of(&m, 0)];
+    assert_eq!(c.bar[cell(&m, 700)], bar::HOLD);
+    assert!(c.marks.iter().all(|&f| f & mark::LEASE_END == 0));
+    assert!(!c.bar.contains(&bar::PAST_LEASE));
+
+    // A nested acquire shortening the 5 s lease to 0.3 s: past the lease from then on.
+    let (_, m) = whole_run_model("nested-acquire-shortens-lease.jsonl");
+    let c = &m.cells[lane_of(&m, 0)];
+    assert_ne!(c.marks[cell(&m, 300)] & mark::LEASE_END, 0);
+    assert_eq!(c.bar[cell(&m, 600)], bar::PAST_LEASE);
 }

@@ -4,8 +4,10 @@
 //! the `invoke` of that process's next `release` of the key, at a nemesis `kill` listing the
 //! process, or at the end of the history. A second `acquire` by a holder nests; the hold ends
 //! when the count returns to zero. An `acquire` that ended `info` never begins a hold. The
-//! lease ends at the acquire's invoke + `lease_ms`; a `renew` ok sets it to the renew's
-//! invoke + its `lease_ms` (shorter or longer); a nested acquire ok can only move it forward.
+//! lease ends at the acquire's invoke + `lease_ms`; each `renew` ok and each nested acquire
+//! ok sets it again to that operation's invoke + its `lease_ms`, shorter or longer (a nested
+//! acquire's `null`: the lock no longer expires). A renew ok gives a lease to a hold that had
+//! none. `Holds::lease_end_at` is that one rule; every check and picture reads it from there.
 
 use crate::history::compact::{flags, KeyId, Op, OpF, OpType, ProcessId, NEMESIS};
 use crate::history::History;
@@ -65,12 +67,13 @@ pub struct Hold {
     pub lease_ms: Option<i64>,
     /// The first acquire's promise: its invoke + `lease_ms` (None: no lease).
     pub initial_lease_end: Option<i64>,
-    /// When the lease runs out, counting only what certainly happened; None: no lease.
+    /// When the lease runs out as the hold's last renew or nested acquire ok left it,
+    /// counting only what certainly happened; None: no lease.
     pub lease_end: Option<i64>,
     /// When the lease might run out, counting renews that ended `info` as having worked.
     pub lease_end_possible: Option<i64>,
     /// The invoke of the operation whose promise `lease_end_possible` counts from: the
-    /// acquire, or the renew (or nested acquire) that last moved it.
+    /// acquire, or the renew (or nested acquire) that last set it or may have.
     pub lease_set_index: u32,
     /// The grant's lease had already run out when the grant returned (`bad-lease`): the
     /// holder was told it holds a lock it never held under its lease.
@@ -87,15 +90,13 @@ impl Hold {
     }
 }
 
-/// A lease set by a renew `ok`, or moved forward by a nested acquire `ok`: from `invoke` on,
-/// the lease of `hold` runs to `lease_end` (a nested acquire: at least to it).
+/// A lease set by a renew `ok` or a nested acquire `ok`: from `invoke` on, the lease of
+/// `hold` runs to `lease_end` (None: the lock no longer expires).
 #[derive(Debug, Clone, Copy)]
 pub struct Renewal {
     pub hold: u32,
     pub invoke: i64,
-    pub lease_end: i64,
-    /// A renew replaces the lease; a nested acquire only extends it.
-    pub replaces: bool,
+    pub lease_end: Option<i64>,
 }
 
 /// An acquire `ok` whose lease promise cannot be right (`bad-lease`).
@@ -177,22 +178,16 @@ impl Holds {
     /// The certain lease end of `hold` as it stood at time `t`, counting renewals invoked
     /// before `t` (a renew under way may already have taken effect). None: no lease.
     pub fn lease_end_at(&self, hold: u32, t: i64) -> Option<i64> {
-        let first = self.holds[hold as usize].initial_lease_end?;
-        // `renewals` is sorted by hold.
+        let first = self.holds[hold as usize].initial_lease_end;
+        // `renewals` is sorted by hold, each hold's in time order: the last one invoked
+        // before `t` set the lease.
         let from = self.renewals.partition_point(|r| r.hold < hold);
         let to = self.renewals.partition_point(|r| r.hold <= hold);
-        // In time order: a renew sets the lease, a nested acquire moves it forward.
-        let lease = self.renewals[from..to]
+        self.renewals[from..to]
             .iter()
-            .filter(|r| r.invoke < t)
-            .fold(first, |lease, r| {
-                if r.replaces {
-                    r.lease_end
-                } else {
-                    lease.max(r.lease_end)
-                }
-            });
-        Some(lease)
+            .take_while(|r| r.invoke < t)
+            .last()
+            .map_or(first, |r| r.lease_end)
     }
 
     /// The end of `hold` for display and spans: the last event time if it is still open.
@@ -301,22 +296,19 @@ pub fn derive(history: &History) -> Holds {
                     out.bad_leases.push(bad);
                 }
                 if let Some(i) = current {
-                    // Reentrant: nest, and let the new promise move the lease forward.
+                    // Reentrant: nest, and the new promise sets the lease as a renew does.
                     let (_, nested_into, count) = &mut held[p][i];
                     *count += 1;
                     let nested_into = *nested_into;
                     out.op_hold[position] = nested_into;
                     out.holds[nested_into as usize].shared &= invoke_op.flags & flags::SHARED != 0;
-                    if let Some(end) = lease_end {
-                        set_lease(
-                            &mut out,
-                            nested_into,
-                            (invoke_op.time, invoke_op.index),
-                            end,
-                            op.lease_ms(),
-                            false,
-                        );
-                    }
+                    set_lease(
+                        &mut out,
+                        nested_into,
+                        (invoke_op.time, invoke_op.index),
+                        lease_end,
+                        op.lease_ms(),
+                    );
                 } else {
                     let id = out.holds.len() as u32;
                     out.holds.push(Hold {
@@ -361,15 +353,15 @@ pub fn derive(history: &History) -> Holds {
                 });
             }
             (OpF::Renew, OpType::Ok) if hold != NO_HOLD => {
+                // A renew ok without a lease (the format always gives one) says nothing.
                 if let Some(ms) = op.lease_ms() {
                     let end = invoke_op.time.saturating_add(ms_to_ns(ms));
                     set_lease(
                         &mut out,
                         hold,
                         (invoke_op.time, invoke_op.index),
-                        end,
+                        Some(end),
                         Some(ms),
-                        true,
                     );
                 }
             }
@@ -427,39 +419,27 @@ pub fn derive(history: &History) -> Holds {
     out
 }
 
-/// A renew ok (`replaces`: the lease now runs to `end`) or a nested acquire ok (the lease
-/// runs at least to `end`).
+/// A renew ok or a nested acquire ok: the lease now runs to `end` (None: the lock no
+/// longer expires), whatever it was before, a hold with no lease included.
 fn set_lease(
     out: &mut Holds,
     hold: u32,
     (invoke, invoke_index): (i64, u32),
-    end: i64,
+    end: Option<i64>,
     lease_ms: Option<i64>,
-    replaces: bool,
 ) {
     let h = &mut out.holds[hold as usize];
-    // A hold promised "until released" keeps that promise whatever renews say.
-    if let Some(current) = h.lease_end {
-        let new_end = if replaces { end } else { current.max(end) };
-        h.lease_end = Some(new_end);
-        // An `info` renew retires its process, so none comes before a renew ok: what is
-        // possible is what is certain, moved forward by a nested acquire.
-        if let Some(possible) = h.lease_end_possible {
-            if replaces || end > possible {
-                h.lease_end_possible = Some(end);
-                h.lease_set_index = invoke_index;
-            }
-        }
-        if lease_ms.is_some() {
-            h.lease_ms = lease_ms;
-        }
-        out.renewals.push(Renewal {
-            hold,
-            invoke,
-            lease_end: end,
-            replaces,
-        });
-    }
+    h.lease_end = end;
+    // An `info` renew or nested acquire retires its process, so none comes before an ok of
+    // the same hold: what is possible is what is certain.
+    h.lease_end_possible = end;
+    h.lease_set_index = invoke_index;
+    h.lease_ms = lease_ms;
+    out.renewals.push(Renewal {
+        hold,
+        invoke,
+        lease_end: end,
+    });
 }
 
 /// Whether an acquire `ok` promises a lease that cannot be right: already over when the

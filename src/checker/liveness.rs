@@ -2,7 +2,8 @@
 //!
 //! When is a key free (docs/history-format.md)? From the `ok` of a release by its last holder; from the
 //! end of the lease of a holder that was killed or released with `info`; from the end of the
-//! longest lease seen on the key after an acquire that ended `info`, counted from its
+//! longest lease any acquire was granted on the key (a renew's lease does not count) after an
+//! acquire that ended `info`, counted from its
 //! completion (or from the heal of a server-side fault in force then: the request can still
 //! take effect when the server or the link comes back); for a holder killed with no lease at
 //! all, from its death; and for an `info` acquire on a key whose acquisitions show no lease,
@@ -299,22 +300,31 @@ struct ServerFault {
 
 /// The server-side faults of `history`: a `pause` of anything but a client's worker until
 /// the `resume` of one of its targets; a `partition` or `latency` until a `heal` of one of
-/// its targets. Never healed: to the end of the history.
+/// its targets. Never healed: to the end of the history. An event whose `targets` and
+/// `processes` are both empty acts on nothing: it is neither a fault nor a heal.
 fn server_faults(history: &crate::history::History) -> Vec<ServerFault> {
     let is_worker = |t: &String| t.starts_with("worker-");
     let shares_target = |a: &[String], b: &[String]| {
         a.is_empty() || b.is_empty() || a.iter().any(|t| b.contains(t))
     };
+    let acts =
+        |f: &crate::history::compact::Fault| !f.targets.is_empty() || !f.processes.is_empty();
     let (_, end) = history.time_span();
     let mut out = Vec::new();
     for (i, fault) in history.faults.iter().enumerate() {
+        if !acts(fault) {
+            continue;
+        }
         let healed_by = match fault.name.as_str() {
             "pause" if !fault.targets.iter().all(is_worker) => "resume",
             "partition" | "latency" => "heal",
             _ => continue,
         };
         let heal = history.faults[i + 1..].iter().find(|h| {
-            h.name == healed_by && h.time >= fault.time && shares_target(&fault.targets, &h.targets)
+            h.name == healed_by
+                && acts(h)
+                && h.time >= fault.time
+                && shares_target(&fault.targets, &h.targets)
         });
         out.push(ServerFault {
             start: fault.time,

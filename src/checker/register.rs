@@ -3,9 +3,12 @@
 //! Value shapes (README "Counter workload"): under the lock a client reads the resource
 //! (`read` ok `{"value": n}`, null meaning 0) and writes the read value + 1 (`write` invoke
 //! `{"token": t, "value": n + 1}`). Every acknowledged (`ok`) write is then one increment,
-//! and the counter must end at least at its initial value plus the acknowledged increments.
-//! A lost update shows as a final read below that, or as two acknowledged writes of the same
-//! value (two increments from the same base: one of them vanished).
+//! and the counter must end at least at its initial value plus the acknowledged increments,
+//! and at least at the value of every acknowledged write. A lost update shows as a final
+//! read below either, or as two acknowledged writes of the same value (two increments from
+//! the same base: one of them vanished). The second bound catches what the count misses
+//! when writes that ended `info` land late: they add to the count's slack, and one that
+//! lands after an acknowledged write overwrites it with a lower value.
 //!
 //! A key is only checked as a counter when every value is an integer (or null) and every
 //! acknowledged write is its process's last read of the key + 1; other workloads are skipped
@@ -162,12 +165,21 @@ fn lost_updates(
         .filter(|group| group.len() > 1)
         .collect();
     let missing = final_read.map_or(0, |r| initial.saturating_add(acked).saturating_sub(r.2));
-    if missing <= 0 && duplicated.is_empty() {
+    // Sorted by value: the last is the highest acknowledged write.
+    let overwritten = match (final_read, acked_writes.last().copied()) {
+        (Some(r), Some(w)) if r.2 < w.0 => Some(w),
+        _ => None,
+    };
+    if missing <= 0 && overwritten.is_none() && duplicated.is_empty() {
         return;
     }
     findings.add("lost-update", || {
         let mut indices: Vec<u64> = final_read.iter().map(|r| u64::from(r.3)).collect();
         let mut processes: Vec<u64> = Vec::new();
+        if let Some(w) = overwritten {
+            indices.push(u64::from(w.1));
+            processes.push(names.process(w.2));
+        }
         for group in duplicated.iter().take(10) {
             for write in group.iter() {
                 indices.push(u64::from(write.1));
@@ -182,6 +194,13 @@ fn lost_updates(
                 parts.push(format!(
                     "the final read (event {index}, at {}) found {value}, but it started at {initial} and {acked} increments were acknowledged: {missing} lost",
                     fmt_time(time)
+                ));
+            }
+            if let Some((written, ok_index, process, _)) = overwritten {
+                parts.push(format!(
+                    "the final read (event {index}, at {}) found {value}, below the {written} that process {}'s acknowledged increment wrote (event {ok_index}): it was overwritten",
+                    fmt_time(time),
+                    names.process(process)
                 ));
             }
         }

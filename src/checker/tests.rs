@@ -1122,6 +1122,200 @@ fn a_renew_with_a_shorter_lease_shortens_it() {
     );
 }
 
+/// Issue 26, part 1: the acquire promised no lease; the renew at 0.3 s gives it one of
+/// 100 ms, to 0.4 s. `RELEASE_MS`: when the release that then fails is invoked.
+const RENEWED_LEASELESS: &str = r#"
+    0     0 invoke acquire k
+    1     0 ok     acquire k {"token":null,"lease_ms":null}
+    300   0 invoke renew   k
+    301   0 ok     renew   k {"lease_ms":100}
+    RELEASE_MS 0 invoke release k
+    RELEASE_DONE 0 fail   release k
+"#;
+
+fn renewed_leaseless(release_ms: u32) -> String {
+    RENEWED_LEASELESS
+        .replace("RELEASE_MS", &release_ms.to_string())
+        .replace("RELEASE_DONE", &(release_ms + 1).to_string())
+}
+
+#[test]
+fn a_renew_gives_a_lease_to_a_hold_that_had_none() {
+    // The release fails at 1.101 s, after the renewed lease ran out at 0.4 s: expected.
+    let report = run(&renewed_leaseless(1100));
+    assert_valid(&report);
+    assert_eq!(key_stats(&report).expected_losses, 1);
+    assert_eq!(key_stats(&report).holds_outliving_lease, 1);
+}
+
+#[test]
+fn a_release_failing_inside_a_lease_a_renew_gave_a_leaseless_hold_is_a_lost_lock() {
+    // Failed at 0.351 s, with 49 ms of the renewed lease still to run.
+    let report = run(&renewed_leaseless(350));
+    let lost = only(&report, "lost-lock");
+    assert!(lost.indices.contains(&5), "{lost:?}");
+    assert!(
+        lost.explanation.contains("until 0.400s"),
+        "{}",
+        lost.explanation
+    );
+}
+
+/// A holder with no lease renews (a library's `renewed` notice: 1.2 s from 0.3 s, to 1.5 s)
+/// and is killed at 0.4 s; process 1 keeps trying.
+const KILLED_AFTER_RENEW: &str = r#"
+    0     0 invoke acquire k
+    1     0 ok     acquire k {"lease_ms":null}
+    300   0 invoke renew   k
+    301   0 ok     renew   k {"lease_ms":1200}
+    400   nemesis info kill - {"targets":["worker-0"],"processes":[0]}
+    450   1 invoke acquire k
+    451   1 fail   acquire k
+    1450  1 invoke acquire k
+    1451  1 fail   acquire k
+    NEXT  1 invoke acquire k
+    NEXT1 1 ok     acquire k {"lease_ms":1000}
+"#;
+
+fn killed_after_renew(next_ms: u32) -> String {
+    KILLED_AFTER_RENEW
+        .replace("NEXT1", &(next_ms + 1).to_string())
+        .replace("NEXT", &next_ms.to_string())
+}
+
+#[test]
+fn a_killed_holder_whose_only_lease_came_from_a_renew_frees_the_key_when_it_runs_out() {
+    // Free from 1.5 s, not from the death at 0.4 s: the failures until 1.451 s are excused.
+    assert_valid(&run(&killed_after_renew(1600)));
+    // Failing on past the renewed lease end is unavailability, counted from that end.
+    let mut text = killed_after_renew(3000);
+    text = text.replace(
+        "    3000  1 invoke",
+        "    2600  1 invoke acquire k\n    2601  1 fail   acquire k\n    3000  1 invoke",
+    );
+    let report = run(&text);
+    let stuck = only(&report, "unavailable");
+    assert_eq!(stuck.start, 1_500_000_000);
+    assert!(
+        stuck
+            .explanation
+            .contains("the lease last set by the request invoked at event 2"),
+        "{}",
+        stuck.explanation
+    );
+}
+
+#[test]
+fn a_nested_acquire_with_no_lease_makes_the_lock_never_expire() {
+    // The 200 ms lease is set to none by the nested acquire at 0.05 s: the release failing
+    // at 1.001 s is inside the hold's (endless) promise, a lost lock.
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k {"lease_ms":200}
+        50    0 invoke acquire k
+        51    0 ok     acquire k {"lease_ms":null}
+        500   0 invoke release k
+        501   0 ok     release k
+        1000  0 invoke release k
+        1001  0 fail   release k
+    "#);
+    let lost = only(&report, "lost-lock");
+    assert!(lost.indices.contains(&7), "{lost:?}");
+    assert!(
+        lost.explanation.contains("it had no lease"),
+        "{}",
+        lost.explanation
+    );
+    // An overlap after the first lease's end is inside the hold's promise: the lock failed.
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k {"lease_ms":200}
+        50    0 invoke acquire k
+        51    0 ok     acquire k {"lease_ms":null}
+        700   1 invoke acquire k
+        701   1 ok     acquire k {"lease_ms":200}
+    "#);
+    assert_eq!(only(&report, "overlap").lease_expired, Some(false));
+}
+
+#[test]
+fn a_nested_acquire_with_a_shorter_lease_shortens_it() {
+    // The nested acquire at 0.1 s leaves 200 ms of the 5 s lease: the release failing at
+    // 0.501 s comes after the lease ran out at 0.3 s, an expected loss.
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k {"lease_ms":5000}
+        100   0 invoke acquire k
+        101   0 ok     acquire k {"lease_ms":200}
+        500   0 invoke release k
+        501   0 fail   release k
+    "#);
+    assert_valid(&report);
+    assert_eq!(key_stats(&report).expected_losses, 1);
+    // And a killed holder's key is free from then (as for a renew, above).
+    let report = run(r#"
+        0     0 invoke acquire k
+        1     0 ok     acquire k {"lease_ms":5000}
+        100   0 invoke acquire k
+        101   0 ok     acquire k {"lease_ms":200}
+        150   nemesis info kill - {"targets":["worker-0"],"processes":[0]}
+        400   1 invoke acquire k
+        401   1 fail   acquire k
+        1400  1 invoke acquire k
+        1401  1 fail   acquire k
+        1500  1 invoke acquire k
+        1501  1 ok     acquire k {"lease_ms":5000}
+    "#);
+    assert_eq!(only(&report, "unavailable").start, 300_000_000);
+}
+
+/// An indeterminate acquire on a leased key, and a nemesis event `EVENT` at 0.02 s.
+const NEMESIS_AROUND_INFO_ACQUIRE: &str = r#"
+    0     0 invoke acquire k
+    1     0 ok     acquire k {"lease_ms":1000}
+    10    0 invoke release k
+    11    0 ok     release k
+    20    nemesis EVENT
+    30    1 invoke acquire k
+    500   1 info   acquire k
+    600   nemesis HEAL
+    1600  2 invoke acquire k
+    1601  2 fail   acquire k
+    3200  2 invoke acquire k
+    3201  2 fail   acquire k
+    3350  2 invoke acquire k
+    3351  2 ok     acquire k {"lease_ms":1000}
+"#;
+
+fn nemesis_around_info_acquire(event: &str, heal: &str) -> String {
+    NEMESIS_AROUND_INFO_ACQUIRE
+        .replace("EVENT", event)
+        .replace("HEAL", heal)
+}
+
+#[test]
+fn a_nemesis_event_naming_no_target_and_no_process_acts_on_nothing() {
+    let nothing = r#"{"targets":[],"processes":[]}"#;
+    // A partition of nothing holds no request back: free from 0.5 s + 1 s.
+    let report = run(&nemesis_around_info_acquire(
+        &format!("info partition - {nothing}"),
+        &format!("info clock - {nothing}"),
+    ));
+    assert_eq!(only(&report, "unavailable").start, 1_500_000_000);
+    // A heal of nothing heals nothing: the cut link holds the request to the end.
+    let report = run(&nemesis_around_info_acquire(
+        r#"info partition - {"targets":["redis-0"],"processes":[]}"#,
+        &format!("info heal - {nothing}"),
+    ));
+    assert_valid(&report);
+    // The same heal naming the link frees the key 1 s after it.
+    let report = run(&nemesis_around_info_acquire(
+        r#"info partition - {"targets":["redis-0"],"processes":[]}"#,
+        r#"info heal - {"targets":["redis-0"],"processes":[]}"#,
+    ));
+    assert_eq!(only(&report, "unavailable").start, 1_600_000_000);
+}
+
 #[test]
 fn spans_near_the_ends_of_time_do_not_wrap() {
     let min = i64::MIN;
@@ -1375,6 +1569,49 @@ fn a_final_read_below_the_acknowledged_increments_is_a_lost_update() {
     let report = run(&counter_history(1, 1));
     let lost = only(&report, "lost-update");
     assert!(lost.explanation.contains("1 lost"), "{}", lost.explanation);
+}
+
+/// Issue 26, part 3: two clients read 0 and their writes of 1 end `info`; process 2 reads
+/// 1 (one landed) and writes 2, acknowledged; the final read finds `FINAL`.
+const LATE_WRITES: &str = r#"
+    0    0 invoke read  k
+    1    0 ok     read  k {"value":null}
+    2    1 invoke read  k
+    3    1 ok     read  k {"value":null}
+    4    0 invoke write k {"token":null,"value":1}
+    5    1 invoke write k {"token":null,"value":1}
+    100  0 info   write k
+    101  1 info   write k
+    200  2 invoke read  k
+    201  2 ok     read  k {"value":1}
+    202  2 invoke write k {"token":null,"value":2}
+    203  2 ok     write k
+    300  3 invoke read  k
+    301  3 ok     read  k {"value":FINAL}
+"#;
+
+#[test]
+fn an_acknowledged_increment_overwritten_by_a_late_write_is_a_lost_update() {
+    // 1 >= 0 + 1 acknowledged write, so the count says nothing; but the acknowledged 2 is
+    // gone: the other write of 1 landed after it.
+    let report = run(&LATE_WRITES.replace("FINAL", "1"));
+    let lost = only(&report, "lost-update");
+    // The overwritten write's ok and the final read.
+    assert!(lost.indices.contains(&11), "{lost:?}");
+    assert!(lost.indices.contains(&13), "{lost:?}");
+    assert_eq!(lost.processes, vec![2]);
+    assert!(
+        lost.explanation
+            .contains("below the 2 that process 2's acknowledged increment wrote"),
+        "{}",
+        lost.explanation
+    );
+}
+
+#[test]
+fn a_counter_whose_indeterminate_writes_did_not_land_is_valid() {
+    // The final read is the acknowledged 2: neither late write of 1 overwrote it.
+    assert_valid(&run(&LATE_WRITES.replace("FINAL", "2")));
 }
 
 #[test]

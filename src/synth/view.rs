@@ -18,7 +18,7 @@ pub(super) struct HoldView {
     pub(super) begin_time: i64,
     pub(super) token: Option<i64>,
     pub(super) lease_ms: Option<i64>,
-    /// The lease end at the hold's end (moved by renews), if it had a lease.
+    /// The lease end at the hold's end (set by renews and nested acquires), if it had one.
     pub(super) lease_end: Option<i64>,
     /// When it ended (i64::MAX: still open at the end of the history).
     pub(super) end_time: i64,
@@ -132,6 +132,8 @@ pub(super) fn view(events: &[Event]) -> View {
                 if let Some((h, count)) = open.get_mut(&slot) {
                     *count += 1;
                     holds[*h].oks.push(pos);
+                    // A nested acquire sets the lease as a renew does (null: no expiry).
+                    holds[*h].lease_end = payload_i64(e, "lease_ms").map(|l| invoke_time + l * MS);
                 } else {
                     let lease_ms = payload_i64(e, "lease_ms");
                     open.insert(slot, (holds.len(), 1));

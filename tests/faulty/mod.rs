@@ -102,6 +102,11 @@ struct Sim {
     renewing: f64,
     shared: f64,
     blocking: f64,
+    /// Probability that a renew or nested acquire promises a lease other than the key's: of
+    /// another length, one on a lock that has none (a library's renewal notice), or (a
+    /// nested acquire) none at all. Each sets the hold's lease, on the server as in the
+    /// history.
+    varied_leases: f64,
 }
 
 fn value_of(ok: Option<(Option<i64>, Option<i64>)>) -> Option<Value> {
@@ -109,6 +114,18 @@ fn value_of(ok: Option<(Option<i64>, Option<i64>)>) -> Option<Value> {
 }
 
 impl Sim {
+    /// The lease a renew (or, `nested`, a reentrant acquire) of `key` promises.
+    fn promised(&mut self, key: usize, nested: bool) -> Option<i64> {
+        let usual = self.keys[key].lease_ms;
+        if !self.rng.random_bool(self.varied_leases) {
+            return usual;
+        }
+        if nested && self.rng.random_bool(0.3) {
+            return None;
+        }
+        Some(self.rng.random_range(1..3_000))
+    }
+
     fn time(&mut self, lo: i64, hi: i64) -> i64 {
         let t = self.rng.random_range(lo..=hi);
         if self.coarse {
@@ -332,7 +349,6 @@ impl Sim {
                 steps,
             } => {
                 let lat = self.latency();
-                let lease_ms = self.keys[key].lease_ms;
                 let ours = |sim: &mut Sim| {
                     sim.expire(key, now);
                     sim.servers[key]
@@ -369,33 +385,34 @@ impl Sim {
                     } else if choice < 7 && self.rng.random_bool(self.renewing) {
                         let held = ours(self);
                         let refuse = self.rng.random_bool(self.keys[key].refuse);
+                        let promised = self.promised(key, false);
                         let ty = match held {
                             _ if self.info(now) => EventType::Info,
                             Some(h) if !refuse => {
                                 self.servers[key].holders[h].lease_end =
-                                    lease_ms.map(|l| now + l * MS);
+                                    promised.map(|l| now + l * MS);
                                 EventType::Ok
                             }
                             _ => EventType::Fail,
                         };
-                        let v = (ty == EventType::Ok).then(|| json!({"lease_ms": lease_ms}));
+                        let v = (ty == EventType::Ok).then(|| json!({"lease_ms": promised}));
                         ("renew", ty, v)
                     } else if choice < 9 && self.rng.random_bool(self.nesting) {
                         let held = ours(self);
+                        let promised = self.promised(key, true);
                         let ty = match held {
                             _ if self.info(now) => EventType::Info,
                             Some(h) => {
+                                // A reentrant acquire sets the lease, as a renew does.
                                 let holder = &mut self.servers[key].holders[h];
                                 holder.count += 1;
-                                if let (Some(end), Some(l)) = (holder.lease_end, lease_ms) {
-                                    holder.lease_end = Some(end.max(now + l * MS));
-                                }
+                                holder.lease_end = promised.map(|l| now + l * MS);
                                 EventType::Ok
                             }
                             None => EventType::Fail,
                         };
                         let v = (ty == EventType::Ok)
-                            .then(|| json!({"token": token, "lease_ms": lease_ms}));
+                            .then(|| json!({"token": token, "lease_ms": promised}));
                         let mut invoke =
                             Event::client(0, now, process, EventType::Invoke, "acquire", "");
                         invoke.key = Some(self.keys[key].name.clone());
@@ -600,6 +617,11 @@ pub fn generate(seed: u64) -> (Vec<Event>, Bounds) {
         },
         blocking: if rng.random_bool(0.4) {
             rng.random_range(0.0..0.8)
+        } else {
+            0.0
+        },
+        varied_leases: if rng.random_bool(0.5) {
+            rng.random_range(0.0..0.5)
         } else {
             0.0
         },

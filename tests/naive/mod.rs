@@ -40,6 +40,7 @@
 //! - starvation: the first attempt's invoke and the last failure of the run.
 //! - unfair: B's acquire `ok` (B jumped the queue) and that of the earliest-invoked fair
 //!   acquire A it overtook.
+//! - lost-update: no events and no processes (one finding per counter key).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -187,15 +188,6 @@ enum End {
     Open,
 }
 
-/// A change of a hold's lease: from `at` (the invoke of the operation that made it) on.
-#[derive(Debug, Clone, Copy)]
-enum LeaseChange {
-    /// A renew `ok`: the lease is now this (None: no lease).
-    Set(Option<i128>),
-    /// A nested acquire `ok`: moves the lease forward only.
-    Forward(Option<i128>),
-}
-
 #[derive(Debug, Clone)]
 pub struct Hold {
     pub process: u64,
@@ -211,7 +203,9 @@ pub struct Hold {
     first_lease: Option<i128>,
     /// The length of the last lease promised (acquire, renew or nested acquire `ok`).
     last_ms: Option<i64>,
-    changes: Vec<(i128, LeaseChange)>,
+    /// Each renew `ok` and nested acquire `ok` sets the lease anew, from its invoke on:
+    /// (invoke, the lease it set; None: no expiry).
+    changes: Vec<(i128, Option<i128>)>,
     /// Renews and nested acquires during the hold that ended `info` (invoke times): they may
     /// have extended the lease by the last length promised.
     maybe_extended: Vec<(i128, Option<i64>)>,
@@ -229,19 +223,12 @@ impl Hold {
         self.lease_after(n)
     }
 
-    /// The lease after the first `n` changes.
+    /// The lease after the first `n` changes: the last of them set it.
     fn lease_after(&self, n: usize) -> Option<i128> {
-        let mut lease = self.first_lease;
-        for &(_, change) in self.changes.iter().take(n) {
-            lease = match change {
-                LeaseChange::Set(l) => l,
-                LeaseChange::Forward(l) => match (lease, l) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    _ => None,
-                },
-            };
+        match n {
+            0 => self.first_lease,
+            n => self.changes[..n].last().and_then(|&(_, lease)| lease),
         }
-        lease
     }
 
     /// The latest the lease may have run to: renews and nested acquires that ended `info`
@@ -330,10 +317,8 @@ pub fn check(lines: Vec<Line>, options: &Options) -> Analysis {
                         // A reentrant exclusive acquire makes the whole hold exclusive.
                         let mode = ev[op.invoke].field("mode").and_then(Value::as_str);
                         holds[*h].shared &= mode == Some("shared");
-                        holds[*h].changes.push((inv, LeaseChange::Forward(lease)));
-                        if let Some(ms) = ev[done].int("lease_ms") {
-                            holds[*h].last_ms = Some(ms);
-                        }
+                        holds[*h].changes.push((inv, lease));
+                        holds[*h].last_ms = ev[done].int("lease_ms");
                     } else {
                         let mode = ev[op.invoke].field("mode").and_then(Value::as_str);
                         open.insert(op.key.clone(), (holds.len(), 1));
@@ -385,7 +370,7 @@ pub fn check(lines: Vec<Line>, options: &Options) -> Analysis {
                             let done = op.done.unwrap();
                             if let Some(ms) = ev[done].int("lease_ms") {
                                 let lease = inv + i128::from(ms) * NS_PER_MS;
-                                holds[h].changes.push((inv, LeaseChange::Set(Some(lease))));
+                                holds[h].changes.push((inv, Some(lease)));
                                 holds[h].last_ms = Some(ms);
                             }
                         } else if result == "fail" {
@@ -795,6 +780,96 @@ pub fn check(lines: Vec<Line>, options: &Options) -> Analysis {
         }
     }
 
+    // lost-update, on counter keys: every value an integer or null (0), every acknowledged
+    // write its process's last read of the key + 1. The final read is the last read that
+    // returned, of those invoked after every acknowledged write was answered; the start, the
+    // first read that returned of those invoked before any write.
+    let counter_keys: BTreeSet<String> = ops
+        .iter()
+        .filter(|o| o.f == "read" || o.f == "write")
+        .map(|o| o.key.clone())
+        .collect();
+    for key in &counter_keys {
+        let mine: Vec<&Op> = ops
+            .iter()
+            .filter(|o| &o.key == key && (o.f == "read" || o.f == "write"))
+            .collect();
+        // The `value` member: Some(Some(n)) an integer (null: 0), Some(None) anything else,
+        // None absent.
+        let number = |line: &Line| -> Option<Option<i128>> {
+            let v = line.value.get("value")?;
+            Some(if v.is_null() {
+                Some(0)
+            } else {
+                v.as_i64().map(i128::from)
+            })
+        };
+        let mut counter = true;
+        for o in &mine {
+            for pos in std::iter::once(o.invoke).chain(o.done) {
+                if number(&ev[pos]) == Some(None) {
+                    counter = false;
+                }
+            }
+        }
+        // (value, ok position, process) of each acknowledged write.
+        let mut acked: Vec<(i128, usize, u64)> = Vec::new();
+        let mut last_read: BTreeMap<u64, i128> = BTreeMap::new();
+        let mut reads: Vec<(usize, usize, i128)> = Vec::new();
+        for o in &mine {
+            let Some(done) = o.done else { continue };
+            match (o.f.as_str(), ev[done].ty.as_str()) {
+                ("read", "ok") => match number(&ev[done]).flatten() {
+                    Some(v) => {
+                        last_read.insert(o.process, v);
+                        reads.push((o.invoke, done, v));
+                    }
+                    None => counter = false,
+                },
+                ("write", "ok") => match number(&ev[o.invoke]).flatten() {
+                    Some(v) => {
+                        if last_read.get(&o.process) != Some(&(v - 1)) {
+                            counter = false;
+                        }
+                        acked.push((v, done, o.process));
+                    }
+                    None => counter = false,
+                },
+                _ => {}
+            }
+        }
+        if acked.is_empty() || !counter {
+            continue;
+        }
+        let first_write = mine
+            .iter()
+            .filter(|o| o.f == "write")
+            .map(|o| t(o.invoke))
+            .min();
+        let start = reads
+            .iter()
+            .filter(|r| first_write.is_none_or(|w| t(r.0) < w))
+            .min_by_key(|r| (t(r.1), ev[r.1].index))
+            .map_or(0, |r| r.2);
+        let last_ack = acked.iter().map(|a| t(a.1)).max().unwrap_or(i128::MIN);
+        let Some(&(_, _, final_value)) = reads
+            .iter()
+            .filter(|r| t(r.0) > last_ack)
+            .max_by_key(|r| (t(r.1), ev[r.1].index))
+        else {
+            // No final read: only duplicate values can show a loss.
+            if has_duplicates(&acked) {
+                findings.push(Finding::new("lost-update", key, Vec::new(), Vec::new()));
+            }
+            continue;
+        };
+        let below_count = final_value < start + acked.len() as i128;
+        let below_a_write = acked.iter().any(|a| final_value < a.0);
+        if below_count || below_a_write || has_duplicates(&acked) {
+            findings.push(Finding::new("lost-update", key, Vec::new(), Vec::new()));
+        }
+    }
+
     findings.sort();
     Analysis {
         lines,
@@ -802,6 +877,12 @@ pub fn check(lines: Vec<Line>, options: &Options) -> Analysis {
         groups,
         findings,
     }
+}
+
+/// Whether two acknowledged writes wrote the same value.
+fn has_duplicates(acked: &[(i128, usize, u64)]) -> bool {
+    let values: BTreeSet<i128> = acked.iter().map(|a| a.0).collect();
+    values.len() < acked.len()
 }
 
 /// Server-side faults as (start, heal): a `pause` of anything that is not a client's
@@ -815,6 +896,12 @@ fn server_faults(ev: &[Line]) -> Vec<(i128, i128)> {
             continue;
         }
         let targets = line.strings("targets");
+        // An event naming no target and no process acts on nothing.
+        let acts =
+            |l: &Line| !l.strings("targets").is_empty() || !l.numbers("processes").is_empty();
+        if !acts(line) {
+            continue;
+        }
         let healer = match line.f.as_str() {
             "pause" if targets.iter().any(|t| !t.starts_with("worker-")) => "resume",
             "partition" | "latency" => "heal",
@@ -823,9 +910,9 @@ fn server_faults(ev: &[Line]) -> Vec<(i128, i128)> {
         let heal = ev[pos + 1..]
             .iter()
             .find(|h| {
-                h.client().is_none() && h.f == healer && {
-                    // A heal naming no target heals everything; a fault naming none is
-                    // healed by any heal of its kind.
+                h.client().is_none() && h.f == healer && acts(h) && {
+                    // A heal naming no target (only processes) heals everything; a fault
+                    // naming none is healed by any heal of its kind.
                     let healed = h.strings("targets");
                     healed.is_empty()
                         || targets.is_empty()

@@ -126,31 +126,49 @@ pub fn build(src: &Source, view: &View) -> Model {
             (bar::HOLD, bar::PAST_LEASE)
         };
         c.fill_bar(scale.cells(hold.begin, end), held);
-        // The lease: its covered stretches, and the hold's parts outside them.
-        if let Some(first_end) = hold.initial_lease_end {
-            let from = holds.renewals.partition_point(|r| r.hold < h);
-            let to = holds.renewals.partition_point(|r| r.hold <= h);
-            let mut renewals: Vec<(i64, i64)> = holds.renewals[from..to]
-                .iter()
-                .map(|r| (r.invoke, r.lease_end))
-                .collect();
-            renewals.sort_unstable();
-            let mut stretches: Vec<(i64, i64)> = Vec::new();
-            let (mut s, mut e) = (hold.acquire_invoke, first_end);
-            for (invoke, lease_end) in renewals {
-                if invoke > e {
-                    stretches.push((s, e));
-                    (s, e) = (invoke, lease_end);
-                } else {
-                    e = e.max(lease_end);
+        // The lease: its covered stretches, and the hold's parts outside them. Each renewal
+        // sets the lease as `Holds::lease_end_at` counts it (None: no expiry from then on).
+        let from = holds.renewals.partition_point(|r| r.hold < h);
+        let to = holds.renewals.partition_point(|r| r.hold <= h);
+        let renewals = &holds.renewals[from..to];
+        if hold.initial_lease_end.is_some() || renewals.iter().any(|r| r.lease_end.is_some()) {
+            // (from, to, leased, ends): leased, a lease line runs there, and where `ends`
+            // it runs out at `to`; not leased, the lock had no expiry (nothing drawn, and
+            // not past a lease either). `i64::MAX`: no expiry to the end.
+            let forever = i64::MAX;
+            let mut stretches: Vec<(i64, i64, bool, bool)> = Vec::new();
+            let (mut s, mut e) = (hold.acquire_invoke, hold.initial_lease_end);
+            for r in renewals {
+                match (e, r.lease_end) {
+                    (Some(until), _) if r.invoke > until => {
+                        stretches.push((s, until, true, true));
+                        (s, e) = (r.invoke, r.lease_end);
+                    }
+                    (Some(_), Some(_)) | (None, None) => e = r.lease_end,
+                    (Some(_), None) => {
+                        stretches.push((s, r.invoke, true, false));
+                        (s, e) = (r.invoke, None);
+                    }
+                    (None, Some(_)) => {
+                        stretches.push((s, r.invoke, false, false));
+                        (s, e) = (r.invoke, r.lease_end);
+                    }
                 }
             }
-            stretches.push((s, e));
+            stretches.push((s, e.unwrap_or(forever), e.is_some(), e.is_some()));
             // After a clean release the rest of the lease no longer matters: its line stops
             // with the hold and its end is drawn faint.
             let clean = matches!(hold.release, ReleaseOutcome::Ok { .. });
             let mut covered_to = hold.begin;
-            for &(s, e) in &stretches {
+            for &(s, e, leased, ends) in &stretches {
+                if !leased {
+                    // No expiry: drawn as a hold with no lease is, with no line and no end.
+                    if s > covered_to && covered_to < end {
+                        c.fill_bar(scale.cells(covered_to, s.min(end)), past);
+                    }
+                    covered_to = covered_to.max(e);
+                    continue;
+                }
                 if s < end {
                     c.set(scale.cells(s, e.min(end)), mark::LEASE);
                 }
@@ -158,10 +176,10 @@ pub fn build(src: &Source, view: &View) -> Model {
                     c.set(scale.cells(s.max(end), e), mark::LEASE_AFTER);
                 }
                 let drawn_to = if clean { e.min(end) } else { e };
-                if drawn_to > t1 && s <= t1 {
+                if ends && drawn_to > t1 && s <= t1 {
                     c.lease_beyond = Some(c.lease_beyond.map_or(e, |b: i64| b.max(e)));
                 }
-                if e >= t0 && e <= t1 {
+                if ends && e >= t0 && e <= t1 {
                     let flag = if clean && e > end {
                         mark::LEASE_END_IDLE
                     } else {
