@@ -27,6 +27,10 @@ use super::service::ServiceNode;
 /// Members of the cluster: the smallest that survives the loss of one.
 pub const MEMBERS: usize = 3;
 
+/// The shortest lease the members grant: etcd raises any shorter TTL to 1.5 election
+/// timeouts (1 s here), in whole seconds.
+pub const MIN_LEASE_MS: u64 = 2000;
+
 /// The user the run's clients authenticate as.
 pub const USER: &str = "root";
 

@@ -388,6 +388,15 @@ impl WorkloadSpec {
         if self.ttl.0 == 0 {
             return Err("field `ttl`: must be longer than 0ms".into());
         }
+        if locks::service(&self.algorithm) == Some(Topology::Etcd)
+            && self.ttl.0 < crate::cluster::etcd::MIN_LEASE_MS
+        {
+            // etcd would raise the lease to its minimum: a grant longer than the ttl asked.
+            return Err(format!(
+                "field `ttl`: etcd grants no lease shorter than {} ms (1.5 election timeouts of the members lockaudit starts, in whole seconds); ask for at least that",
+                crate::cluster::etcd::MIN_LEASE_MS
+            ));
+        }
         for (nemesis, expectation) in &self.expect {
             if let Some(kind) = expectation.unknown_kinds().first() {
                 return Err(format!(
@@ -891,6 +900,23 @@ mod mode_tests {
             assert!(error.to_string().contains("field `topology`"), "{error}");
             assert!(error.to_string().contains(why), "{error}");
         }
+    }
+
+    #[test]
+    fn an_etcd_lock_runs_on_etcd_and_asks_for_a_lease_etcd_grants() {
+        let spec =
+            WorkloadSpec::from_toml("algorithm = \"etcd-txn\"\nttl = \"2s\"\n", "w.toml").unwrap();
+        assert_eq!(spec.topology(), Topology::Etcd);
+        let error = WorkloadSpec::from_toml("algorithm = \"etcd-lock\"\nttl = \"1s\"\n", "w.toml")
+            .unwrap_err();
+        assert!(error.to_string().contains("field `ttl`"), "{error}");
+        assert!(
+            WorkloadSpec::from_toml("algorithm = \"etcd-lock\"\nttl = \"2s\"\n", "w.toml").is_ok()
+        );
+        let error =
+            WorkloadSpec::from_toml("algorithm = \"set-nx-px\"\ntopology = \"etcd\"\n", "w.toml")
+                .unwrap_err();
+        assert!(error.to_string().contains("etcd locks"), "{error}");
     }
 
     #[test]
