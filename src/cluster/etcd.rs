@@ -23,6 +23,7 @@ use super::exit::Exit;
 use super::instance::Instance;
 use super::ports;
 use super::service::ServiceNode;
+use super::{Cluster, ClusterSpec, Topology};
 
 /// Members of the cluster: the smallest that survives the loss of one.
 pub const MEMBERS: usize = 3;
@@ -478,4 +479,50 @@ async fn enable_auth(members: &[EtcdMember], password: &str) -> Result<(), Clust
         .await
         .map_err(|e| failed("turn authentication on", e))?;
     Ok(())
+}
+
+/// `Topology::Etcd`: the Redis storage server and three etcd members (data and logs in
+/// `<dir>/etcd/`), sharing the generated password (etcd's user `root`).
+pub(super) async fn start_cluster(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+    let begun = Instant::now();
+    let etcd_binary = super::binaries::etcd()?;
+    let server_binary = super::binaries::redis_server(spec.redis_server.as_deref())?;
+    let mut made = Vec::new();
+    for folder in ["redis", "etcd"] {
+        let path = spec.dir.join(folder);
+        std::fs::create_dir_all(&path)
+            .map_err(|e| ClusterError::io("create the folder", &path, e))?;
+        made.push(
+            path.canonicalize()
+                .map_err(|e| ClusterError::io("resolve the folder", &path, e))?,
+        );
+    }
+    let (root, etcd_root) = (made[0].clone(), made[1].clone());
+    let password = super::generate_password();
+    // Storage after the members' ports: with a base port, the members take the first six.
+    let storage_port = match spec.base_port {
+        Some(base) => ports::plan(1, base.checked_add(2 * MEMBERS as u16))?,
+        None => ports::plan(1, None)?,
+    };
+    let storage_port = storage_port
+        .into_iter()
+        .next()
+        .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))?;
+    let storage = super::start_storage(&root, server_binary, &password, storage_port).await?;
+    // Storage is killed by its guard if this fails.
+    let members = start(etcd_binary, &etcd_root, &password, spec.base_port).await?;
+    tracing::info!(elapsed = ?begun.elapsed(), "etcd cluster ready");
+    Ok(Cluster {
+        topology: Topology::Etcd,
+        root,
+        password,
+        nodes: Vec::new(),
+        services: members
+            .into_iter()
+            .map(|m| Box::new(m) as Box<dyn ServiceNode>)
+            .collect(),
+        storage,
+        sentinels: Vec::new(),
+        remote: super::hosts::Hosts::default(),
+    })
 }

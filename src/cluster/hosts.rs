@@ -389,8 +389,9 @@ pub fn not_on_hosts(topology: Topology) -> Option<&'static str> {
         | Topology::Sentinel
         | Topology::Independent
         | Topology::Cluster => None,
-        Topology::Postgres => Some("PostgreSQL runs on this machine only"),
-        Topology::Etcd => Some("lockaudit starts etcd on this machine only (not yet on hosts)"),
+        Topology::Postgres | Topology::Etcd => {
+            super::service(topology).and_then(|s| s.not_on_hosts)
+        }
     }
 }
 

@@ -42,6 +42,7 @@ mod remote;
 mod sentinel;
 mod server;
 mod service;
+mod services;
 pub mod sharded;
 mod ssh;
 
@@ -67,6 +68,7 @@ pub use registry::{
     unregister_child,
 };
 pub use sentinel::MASTER_NAME;
+pub use services::{service, Service, SERVICES};
 pub use ssh::{NodeEntry, SshTarget};
 
 use hosts::Hosts;
@@ -287,11 +289,8 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     if !spec.hosts.is_empty() {
         return start_remote(spec).await;
     }
-    if spec.topology == Topology::Postgres {
-        return start_postgres(spec).await;
-    }
-    if spec.topology == Topology::Etcd {
-        return start_etcd(spec).await;
+    if let Some(service) = services::service(spec.topology) {
+        return (service.start)(spec).await;
     }
     let lock_nodes = match spec.topology {
         Topology::Postgres | Topology::Etcd => 0,
@@ -522,52 +521,6 @@ async fn start_postgres(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         password,
         nodes: Vec::new(),
         services: vec![Box::new(database)],
-        storage,
-        sentinels: Vec::new(),
-        remote: Hosts::default(),
-    })
-}
-
-/// `Topology::Etcd`: the Redis storage server and three etcd members (data and logs in
-/// `<dir>/etcd/`), sharing the generated password (etcd's user `root`).
-async fn start_etcd(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
-    let begun = Instant::now();
-    let etcd_binary = binaries::etcd()?;
-    let server_binary = binaries::redis_server(spec.redis_server.as_deref())?;
-    let mut made = Vec::new();
-    for folder in ["redis", "etcd"] {
-        let path = spec.dir.join(folder);
-        std::fs::create_dir_all(&path)
-            .map_err(|e| ClusterError::io("create the folder", &path, e))?;
-        made.push(
-            path.canonicalize()
-                .map_err(|e| ClusterError::io("resolve the folder", &path, e))?,
-        );
-    }
-    let (root, etcd_root) = (made[0].clone(), made[1].clone());
-    let password = generate_password();
-    // Storage after the members' ports: with a base port, the members take the first six.
-    let storage_port = match spec.base_port {
-        Some(base) => ports::plan(1, base.checked_add(2 * etcd::MEMBERS as u16))?,
-        None => ports::plan(1, None)?,
-    };
-    let storage_port = storage_port
-        .into_iter()
-        .next()
-        .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))?;
-    let storage = start_storage(&root, server_binary, &password, storage_port).await?;
-    // Storage is killed by its guard if this fails.
-    let members = etcd::start(etcd_binary, &etcd_root, &password, spec.base_port).await?;
-    tracing::info!(elapsed = ?begun.elapsed(), "etcd cluster ready");
-    Ok(Cluster {
-        topology: Topology::Etcd,
-        root,
-        password,
-        nodes: Vec::new(),
-        services: members
-            .into_iter()
-            .map(|m| Box::new(m) as Box<dyn ServiceNode>)
-            .collect(),
         storage,
         sentinels: Vec::new(),
         remote: Hosts::default(),

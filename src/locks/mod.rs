@@ -272,11 +272,7 @@ pub fn service(algorithm: &str) -> Option<Topology> {
 
 /// How messages name a service's topology: `PostgreSQL (topology "postgres")`.
 pub fn service_name(topology: Topology) -> String {
-    let service = match topology {
-        Topology::Postgres => "PostgreSQL",
-        Topology::Etcd => "etcd",
-        _ => "Redis",
-    };
+    let service = crate::cluster::service(topology).map_or("Redis", |s| s.name);
     let name = serde_json::to_value(topology)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))

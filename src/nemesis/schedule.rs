@@ -398,11 +398,11 @@ impl Schedule {
                         pair.count = Some(2);
                         mix((400, 800), vec![pair])
                     } else {
-                        // A database is restarted on its data folder (crash recovery from
-                        // the WAL), as a crashed PostgreSQL is: its data outlives the process.
+                        // A database or an etcd member is restarted on its data folder
+                        // (crash recovery from its WAL): its data outlives the process.
                         let mut kill = FaultSpec::new(FaultKind::KillRedis).lasting(300, 1000);
-                        kill.persist =
-                            matches!(workload.topology, Topology::Postgres | Topology::Etcd);
+                        kill.persist = crate::cluster::service(workload.topology)
+                            .is_some_and(|s| s.restarts_on_data);
                         mix((2000, 4000), vec![kill])
                     }),
                 });
@@ -505,10 +505,10 @@ pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Optio
             Topology::Independent => {
                 "RedLock's independent masters have no replicas to fail over to".to_string()
             }
-            Topology::Postgres => {
-                "lockaudit's PostgreSQL is a single server, with no replica to fail over to"
-                    .to_string()
-            }
+            t if crate::cluster::service(t).is_some() => crate::cluster::service(t)
+                .and_then(|s| s.failover)
+                .unwrap_or_default()
+                .to_string(),
             _ => "a single server has no replica to fail over to (--topology replicated or sentinel has)"
                 .to_string(),
         }),
@@ -521,25 +521,23 @@ pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Optio
             )
         }
         FaultKind::ClockSkew => crate::locks::ignores_client_clock(algorithm),
-        FaultKind::ClockJump if topology == Topology::Postgres => Some(
-            "PostgreSQL's locks never expire, so its clock decides nothing (and it runs without libfaketime)"
-                .to_string(),
-        ),
-        FaultKind::ClockJump if topology == Topology::Etcd => Some(
-            "etcd times leases on Go's monotonic clock, which a wall-clock jump does not move (and libfaketime cannot reach a Go program)"
-                .to_string(),
-        ),
+        FaultKind::ClockJump => crate::cluster::service(topology)
+            .and_then(|s| s.clock_jump)
+            .map(str::to_string),
         _ => None,
     }
 }
 
-/// Whether the topology has replicas to fail over to.
-/// (etcd's failover kills the leader, and the others elect a new one.)
+/// Whether the topology can fail over: replicas to promote, or a service that replaces
+/// its leader itself (etcd's failover kills the leader, and the others elect a new one).
 pub fn has_replicas(topology: Topology) -> bool {
-    matches!(
-        topology,
-        Topology::Replicated | Topology::Sentinel | Topology::Cluster | Topology::Etcd
-    )
+    match crate::cluster::service(topology) {
+        Some(service) => service.failover.is_none(),
+        None => matches!(
+            topology,
+            Topology::Replicated | Topology::Sentinel | Topology::Cluster
+        ),
+    }
 }
 
 fn check_fault(fault: &FaultSpec) -> Result<(), String> {

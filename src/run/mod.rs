@@ -239,10 +239,9 @@ pub async fn run(
                 );
                 outfile::write(&dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
                     .map_err(io_error(dir))?;
-            } else if cluster_spec.topology == cluster::Topology::Etcd {
-                // An election first: say how long the members took to agree on a leader.
+            } else if let Some(service) = cluster::service(cluster_spec.topology) {
                 let ms = begun.elapsed().as_millis();
-                eprintln!("lockaudit: etcd cluster of 3 members with a leader ready in {ms} ms");
+                eprintln!("lockaudit: {} ready in {ms} ms", service.name);
                 outfile::write(&dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
                     .map_err(io_error(dir))?;
             }

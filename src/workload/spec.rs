@@ -576,12 +576,10 @@ impl WorkloadSpec {
                 self.algorithm,
                 service.map(locks::service_name).unwrap_or_default()
             )),
-            Some(Topology::Postgres) if service.is_none() => Err(format!(
-                "field `topology`: \"postgres\" is for the database locks (pg-*), not {}",
-                self.algorithm
-            )),
-            Some(Topology::Etcd) if service.is_none() => Err(format!(
-                "field `topology`: \"etcd\" is for the etcd locks (etcd-lock, etcd-txn), not {}",
+            Some(t) if service.is_none() && crate::cluster::service(t).is_some() => Err(format!(
+                "field `topology`: {} is for {}, not {}",
+                locks::service_name(t),
+                crate::cluster::service(t).map_or("", |s| s.locks),
                 self.algorithm
             )),
             Some(Topology::Cluster) => match locks::on_cluster(&self.algorithm) {
