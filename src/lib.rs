@@ -12,6 +12,7 @@ pub mod history;
 pub mod locks;
 pub mod nemesis;
 pub mod plot;
+pub mod private;
 pub mod report;
 pub mod run;
 pub mod shell;

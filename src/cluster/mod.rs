@@ -48,6 +48,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use rand::Rng;
 
+use crate::private;
+
 pub use ask::{ask_sentinels, node_url};
 pub use binaries::{postgres_bin_dir, POSTGRES_BIN_ENV};
 pub use cleanup::install_cleanup_handlers;
@@ -314,7 +316,7 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     };
 
     let root = spec.dir.join("redis");
-    std::fs::create_dir_all(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
+    private::create_dir(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
     // Absolute, because Redis chdirs into its data folder before opening its log.
     let root = root
         .canonicalize()
@@ -479,8 +481,7 @@ async fn start_postgres(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let mut made = Vec::new();
     for folder in ["redis", "postgres"] {
         let path = spec.dir.join(folder);
-        std::fs::create_dir_all(&path)
-            .map_err(|e| ClusterError::io("create the folder", &path, e))?;
+        private::create_dir(&path).map_err(|e| ClusterError::io("create the folder", &path, e))?;
         made.push(
             path.canonicalize()
                 .map_err(|e| ClusterError::io("resolve the folder", &path, e))?,
@@ -548,7 +549,7 @@ async fn start_remote(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let (lock_nodes, primaries) = hosts::layout(spec)?;
     let server_binary = binaries::redis_server(None)?;
     let root = spec.dir.join("redis");
-    std::fs::create_dir_all(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
+    private::create_dir(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
     let root = root
         .canonicalize()
         .map_err(|e| ClusterError::io("resolve the folder", &root, e))?;

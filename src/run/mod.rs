@@ -137,7 +137,8 @@ pub async fn run(
     servers: Servers,
     options: &RunOptions,
 ) -> Result<RunOutcome, RunError> {
-    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    // Private to this user from the start: it holds the servers' password (endpoints.json).
+    crate::private::create_run_dir(dir).map_err(io_error(dir))?;
     let spec_text = toml::to_string_pretty(spec).map_err(|e| RunError::Setup(e.to_string()))?;
     std::fs::write(dir.join("workload.toml"), spec_text).map_err(io_error(dir))?;
     let kinds = schedule.kinds();
@@ -233,7 +234,8 @@ pub async fn run(
     };
     let endpoints_text =
         serde_json::to_string_pretty(&endpoints).map_err(|e| RunError::Setup(e.to_string()))?;
-    std::fs::write(dir.join("endpoints.json"), endpoints_text).map_err(io_error(dir))?;
+    // The password is in it: readable by this user only (README, "Security").
+    crate::private::write(&dir.join("endpoints.json"), endpoints_text).map_err(io_error(dir))?;
 
     let result = drive(spec, schedule, dir, &endpoints, owned.as_mut(), options).await;
     if let Some(cluster) = owned {
