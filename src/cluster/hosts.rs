@@ -97,6 +97,7 @@ pub async fn start(
     };
     let options = SshOptions {
         key: spec.ssh_key.clone(),
+        accept_new_host_keys: spec.accept_new_host_keys,
         dir: hosts.ssh_dir.clone().map(|(d, _)| d).unwrap_or_default(),
     };
     for key in spec

@@ -136,6 +136,10 @@ pub struct ClusterSpec {
     /// The folder on the hosts in which each run makes its own `lockaudit-run-<token>`
     /// (removed at the end); None: `/tmp`.
     pub remote_dir: Option<PathBuf>,
+    /// Trust a host whose key is in no known_hosts file yet (recorded in the run's own
+    /// `ssh/known_hosts`). Off by default: a host must be known, as ssh requires with
+    /// `StrictHostKeyChecking yes`. A changed key is refused either way.
+    pub accept_new_host_keys: bool,
 }
 
 /// A server's address and role.
@@ -186,6 +190,7 @@ impl ClusterSpec {
             hosts: Vec::new(),
             ssh_key: None,
             remote_dir: None,
+            accept_new_host_keys: false,
         }
     }
 }

@@ -215,6 +215,7 @@ pub async fn run(
             cluster_spec.hosts = cluster::parse_targets(&spec.nodes)?;
             cluster_spec.ssh_key = spec.ssh_key.clone();
             cluster_spec.remote_dir = spec.remote_dir.clone();
+            cluster_spec.accept_new_host_keys = spec.accept_new_host_keys;
             let begun = std::time::Instant::now();
             let cluster = cluster::start(&cluster_spec).await?;
             if cluster_spec.topology == cluster::Topology::Cluster {
