@@ -1172,7 +1172,7 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there_and_brings_the_logs
         &workload,
         format!(
             "algorithm = \"redlock\"\nnemesis = \"pause-redis\"\ntime_limit = \"60s\"\n\
-             nodes = [{}]\nssh_key = \"{}\"\nremote_dir = \"{}\"\n",
+             nodes = [{}]\nssh_key = \"{}\"\nremote_dir = \"{}\"\naccept_new_host_keys = true\n",
             nodes.join(", "),
             bed.key.display(),
             dir.path().join("hosts").display()
@@ -1628,7 +1628,7 @@ async fn a_host_uses_its_own_key_and_its_own_redis_server() {
     std::fs::write(
         &inventory,
         format!(
-            "ssh_key = '{}'\nnodes = [\n  {{ url = '{}', ssh_key = '{}' }},\n  \
+            "ssh_key = '{}'\naccept_new_host_keys = true\nnodes = [\n  {{ url = '{}', ssh_key = '{}' }},\n  \
              {{ url = '{}', ssh_key = '{}', redis_server = '{}' }},\n]\n",
             refused.display(),
             bed.url(0),
@@ -1644,6 +1644,7 @@ async fn a_host_uses_its_own_key_and_its_own_redis_server() {
     spec.masters = 2;
     spec.hosts = cluster::parse_targets(&inventory.nodes).unwrap();
     spec.ssh_key = inventory.ssh_key.clone();
+    spec.accept_new_host_keys = inventory.accept_new_host_keys;
     spec.remote_dir = Some(dir.path().join("hosts"));
     let mut cluster = cluster::start(&spec)
         .await
