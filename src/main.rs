@@ -274,7 +274,8 @@ struct HostArgs {
     #[arg(long = "node", value_name = "URL", conflicts_with = "hosts")]
     nodes: Vec<String>,
     /// A hosts file: `nodes` (URLs, or tables with a host's own `ssh_key` and
-    /// `redis_server`), and `ssh_key` and `remote_dir` for all (the flags override those).
+    /// `redis_server`), and `ssh_key`, `remote_dir` and `accept_new_host_keys` for all (the
+    /// flags override those).
     #[arg(long, value_name = "FILE")]
     hosts: Option<PathBuf>,
     /// The private key for --node hosts (default: ssh's own keys and agent).
