@@ -467,15 +467,17 @@ fn host_key_refused(said: &str, target: &SshTarget, options: &SshOptions) -> Opt
     if !said.contains("Host key verification failed") {
         return None;
     }
-    let scan = match target.port {
-        Some(port) => format!("ssh-keyscan -p {port} {}", target.host),
-        None => format!("ssh-keyscan {}", target.host),
+    let (scan, known_as) = match target.port {
+        Some(port) => (
+            format!("ssh-keyscan -p {port} {}", target.host),
+            format!("'[{}]:{port}'", target.host),
+        ),
+        None => (format!("ssh-keyscan {}", target.host), target.host.clone()),
     };
     Some(
         if said.contains("HAS CHANGED") || said.contains("has changed") {
             format!(
-            "its host key differs from the one in your known_hosts (a reinstalled host, or someone in between): check the new key with the host's administrator; if it is the host's, remove the old one (`ssh-keygen -R {}`) and add the new one. ({said})",
-            target.host
+            "its host key differs from the one in your known_hosts (a reinstalled host, or someone in between): check the new key with the host's administrator; if it is the host's, remove the old one (`ssh-keygen -R {known_as}`) and add the new one (`{scan} >> ~/.ssh/known_hosts`). ({said})"
         )
         } else if options.accept_new_host_keys {
             format!("ssh refused its host key ({said})")
@@ -548,6 +550,27 @@ mod tests {
             (t.user, t.host.as_str(), t.port),
             (None, "db-3.example", Some(2222))
         );
+    }
+
+    #[test]
+    fn a_refused_host_key_says_what_to_do() {
+        let target = SshTarget::parse("ssh://root@10.77.0.2:2222").unwrap();
+        let mut options = SshOptions {
+            key: None,
+            accept_new_host_keys: false,
+            dir: PathBuf::from("/tmp"),
+        };
+        let unknown = "ssh exit code 255: No ED25519 host key is known for [10.77.0.2]:2222 and you have requested strict checking.\nHost key verification failed.";
+        let why = host_key_refused(unknown, &target, &options).unwrap();
+        assert!(why.contains("ssh-keyscan -p 2222 10.77.0.2"), "{why}");
+        assert!(why.contains("--accept-new-host-keys"), "{why}");
+        let changed = "ssh exit code 255: @ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @\nHost key verification failed.";
+        options.accept_new_host_keys = true;
+        let why = host_key_refused(changed, &target, &options).unwrap();
+        assert!(why.contains("ssh-keygen -R '[10.77.0.2]:2222'"), "{why}");
+        assert!(!why.contains("--accept-new-host-keys"), "{why}");
+        let other = "ssh exit code 255: root@10.77.0.2: Permission denied (publickey).";
+        assert_eq!(host_key_refused(other, &target, &options), None);
     }
 
     #[test]
