@@ -27,7 +27,7 @@ fn password_of(run: &Path) -> String {
 }
 
 /// A Sentinel run in a folder any user may pass through (as `results/` is): `nobody` cannot
-/// read endpoints.json, a sentinel.conf or the storage server's files, nor list the run
+/// read endpoints.json, a sentinel.conf, a server's password file or log, nor list the run
 /// folder or its `redis` folder; each of those files holds the password (root reads it).
 #[test]
 fn another_user_cannot_read_the_password_of_a_run() {
@@ -57,6 +57,14 @@ fn another_user_cannot_read_the_password_of_a_run() {
     for i in 0..3 {
         let conf = run.join(format!("redis/sentinel-{i}/sentinel.conf"));
         let text = std::fs::read_to_string(&conf).expect("sentinel.conf");
+        assert!(text.contains(&password), "{}", conf.display());
+        assert_eq!(common::mode(&conf), 0o600, "{}", conf.display());
+        common::assert_denied("nobody", &conf);
+    }
+    // Each redis-server's password file (its first argument, rather than `--requirepass`).
+    for name in ["master-0", "replica-1", "replica-2", "storage"] {
+        let conf = run.join(format!("redis/{name}.auth.conf"));
+        let text = std::fs::read_to_string(&conf).expect("the server's password file");
         assert!(text.contains(&password), "{}", conf.display());
         assert_eq!(common::mode(&conf), 0o600, "{}", conf.display());
         common::assert_denied("nobody", &conf);
