@@ -35,6 +35,9 @@ up() {
   [ -f "$dir/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C lockaudit-control -f "$dir/id_ed25519"
   [ -f "$dir/host_key" ] || ssh-keygen -q -t ed25519 -N '' -C lockaudit-host -f "$dir/host_key"
   cp "$dir/id_ed25519.pub" "$dir/authorized_keys"
+  # The hosts' key, for a known_hosts of the user's choosing (lockaudit trusts only known
+  # hosts unless given --accept-new-host-keys).
+  : >"$dir/known_hosts"
   # A bed half made is taken down again.
   trap 'echo "netns-hosts: failed, removing what was made" >&2; down "$dir"' ERR
 
@@ -67,9 +70,12 @@ MaxStartups 100
 EOF
     ip netns exec "$ns" /usr/sbin/sshd -D -e -f "$dir/$ns.sshd_config" >"$dir/$ns.sshd.log" 2>&1 &
     echo $! >"$dir/$ns.sshd.pid"
+    echo "$addr $(cut -d' ' -f1,2 "$dir/host_key.pub")" >>"$dir/known_hosts"
     echo "$ns $addr"
   done
   echo "ssh -i $dir/id_ed25519 -o UserKnownHostsFile=$dir/known_hosts root@$SUBNET.2"
+  echo "lockaudit run --ssh-key $dir/id_ed25519 --accept-new-host-keys --node ssh://root@$SUBNET.2 ..."
+  echo "(or, instead of --accept-new-host-keys: cat $dir/known_hosts >> ~/.ssh/known_hosts)"
 }
 
 down() {

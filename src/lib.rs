@@ -13,6 +13,7 @@ pub mod locks;
 pub mod nemesis;
 pub mod outfile;
 pub mod plot;
+pub mod private;
 pub mod report;
 pub mod run;
 pub mod shell;

@@ -235,7 +235,9 @@ struct RunArgs {
     /// Renew every ttl/3 while holding.
     #[arg(long)]
     watchdog: bool,
-    /// The run folder (default: a new one under results/).
+    /// The run folder (default: a new one under results/). A new one is made 0700, and
+    /// whatever holds the servers' password (endpoints.json, sentinel.conf) 0600: only you
+    /// can read it (README, "Who can read a run's secrets").
     #[arg(long)]
     out: Option<PathBuf>,
     /// End the run at the first anomaly the history proves (checked while it runs): heal
@@ -272,27 +274,37 @@ struct HostArgs {
     #[arg(long = "node", value_name = "URL", conflicts_with = "hosts")]
     nodes: Vec<String>,
     /// A hosts file: `nodes` (URLs, or tables with a host's own `ssh_key` and
-    /// `redis_server`), and `ssh_key` and `remote_dir` for all (the flags override those).
+    /// `redis_server`), and `ssh_key`, `remote_dir` and `accept_new_host_keys` for all (the
+    /// flags override those).
     #[arg(long, value_name = "FILE")]
     hosts: Option<PathBuf>,
     /// The private key for --node hosts (default: ssh's own keys and agent).
     #[arg(long)]
     ssh_key: Option<PathBuf>,
-    /// The folder on the --node hosts where each run keeps its servers' files (default /tmp).
+    /// The folder on the --node hosts where each run keeps its servers' files (default /tmp;
+    /// the run's folder there is made 0700, its files 0600).
     #[arg(long)]
     remote_dir: Option<PathBuf>,
+    /// Trust a --node host whose SSH key is in none of your known_hosts files yet (recorded
+    /// in the run's own ssh/known_hosts). Default: such a host is refused, as ssh does with
+    /// StrictHostKeyChecking yes; add its key with `ssh-keyscan HOST >> ~/.ssh/known_hosts`
+    /// after checking it. A key that differs from a known one is refused either way.
+    #[arg(long)]
+    accept_new_host_keys: bool,
+}
+
+/// The hosts, from the flags and the hosts file.
+struct ResolvedHosts {
+    nodes: Vec<lockaudit::cluster::NodeEntry>,
+    ssh_key: Option<PathBuf>,
+    remote_dir: Option<PathBuf>,
+    accept_new_host_keys: bool,
 }
 
 impl HostArgs {
     /// The hosts (empty: none given), their key and their folder, from the flags and the
     /// hosts file.
-    fn resolve(
-        self,
-    ) -> anyhow::Result<(
-        Vec<lockaudit::cluster::NodeEntry>,
-        Option<PathBuf>,
-        Option<PathBuf>,
-    )> {
+    fn resolve(self) -> anyhow::Result<ResolvedHosts> {
         let file = match &self.hosts {
             Some(path) => lockaudit::workload::inventory::Inventory::from_file(path)?,
             None => Default::default(),
@@ -302,11 +314,12 @@ impl HostArgs {
         } else {
             self.nodes.into_iter().map(Into::into).collect()
         };
-        Ok((
+        Ok(ResolvedHosts {
             nodes,
-            self.ssh_key.or(file.ssh_key),
-            self.remote_dir.or(file.remote_dir),
-        ))
+            ssh_key: self.ssh_key.or(file.ssh_key),
+            remote_dir: self.remote_dir.or(file.remote_dir),
+            accept_new_host_keys: self.accept_new_host_keys || file.accept_new_host_keys,
+        })
     }
 }
 
@@ -443,16 +456,17 @@ fn run_workload(args: RunArgs) -> anyhow::Result<u8> {
     }
     spec.fenced |= args.fenced;
     spec.watchdog |= args.watchdog;
-    let (nodes, ssh_key, remote_dir) = args.hosts.resolve()?;
-    if !nodes.is_empty() {
-        spec.nodes = nodes;
+    let hosts = args.hosts.resolve()?;
+    if !hosts.nodes.is_empty() {
+        spec.nodes = hosts.nodes;
     }
-    if let Some(v) = ssh_key {
+    if let Some(v) = hosts.ssh_key {
         spec.ssh_key = Some(v);
     }
-    if let Some(v) = remote_dir {
+    if let Some(v) = hosts.remote_dir {
         spec.remote_dir = Some(v);
     }
+    spec.accept_new_host_keys |= hosts.accept_new_host_keys;
     if args.redis.is_some() && !spec.nodes.is_empty() {
         anyhow::bail!("--redis and nodes (--node): either a Redis already running or hosts to start it on, not both");
     }
@@ -621,7 +635,10 @@ fn run_audit(args: AuditArgs) -> anyhow::Result<u8> {
     options.workloads = args.workloads;
     options.redis_server = args.redis_server;
     options.redis_sentinel = args.redis_sentinel;
-    (options.nodes, options.ssh_key, options.remote_dir) = args.hosts.resolve()?;
+    let hosts = args.hosts.resolve()?;
+    (options.nodes, options.ssh_key, options.remote_dir) =
+        (hosts.nodes, hosts.ssh_key, hosts.remote_dir);
+    options.accept_new_host_keys = hosts.accept_new_host_keys;
     options.validate().map_err(|e| anyhow::anyhow!(e))?;
     println!("audit: {}", out.display());
     lockaudit::cluster::install_cleanup_handlers();

@@ -79,12 +79,28 @@ fn remote_spec(bed: &TestBed, topology: Topology, n: usize, dir: &Path) -> Clust
     spec.ssh_key = Some(bed.key.clone());
     // The hosts share this machine's file system: each test its own folder there.
     spec.remote_dir = Some(dir.join("hosts"));
+    // The bed's host key is made for the test: in no known_hosts.
+    spec.accept_new_host_keys = true;
     spec
 }
 
 /// `lockaudit <command>` with its lock servers on the bed's first `hosts` hosts: the bed's
-/// key, a folder of the test's own on the hosts (they share this file system) and `out`.
+/// key, a folder of the test's own on the hosts (they share this file system) and `out`,
+/// trusting the bed's new host key.
 fn lockaudit_on_hosts(
+    command: &str,
+    bed: &TestBed,
+    hosts: usize,
+    dir: &Path,
+    out: &Path,
+) -> Command {
+    let mut cmd = lockaudit_on_hosts_strict(command, bed, hosts, dir, out);
+    cmd.arg("--accept-new-host-keys");
+    cmd
+}
+
+/// [`lockaudit_on_hosts`] without `--accept-new-host-keys`.
+fn lockaudit_on_hosts_strict(
     command: &str,
     bed: &TestBed,
     hosts: usize,
@@ -271,6 +287,29 @@ async fn a_replicated_set_on_three_hosts_syncs_and_leaves_nothing_behind() {
     let v: Option<String> = replica.get("k").await.unwrap();
     assert_eq!(v.as_deref(), Some("v"));
 
+    // What the run put on the hosts (their file system is this one) is the login user's
+    // alone: the uploaded configs with the password, the servers' data and logs, and the
+    // folders that hold them.
+    let mut uploaded = Vec::new();
+    let mut folders = vec![dir.path().join("hosts")];
+    while let Some(folder) = folders.pop() {
+        assert_eq!(common::mode(&folder), 0o700, "{}", folder.display());
+        for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                assert_eq!(common::mode(&path), 0o600, "{}", path.display());
+                uploaded.push(path);
+            }
+        }
+    }
+    let configs = uploaded
+        .iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+        .count();
+    assert!(configs >= 3, "{uploaded:?}");
+
     // A cut replication link (iptables on replica-1's host): replica-1 misses a write that
     // replica-2 gets, until the heal; then no rule of the run is left.
     let mut cluster = cluster;
@@ -306,6 +345,70 @@ async fn a_replicated_set_on_three_hosts_syncs_and_leaves_nothing_behind() {
     );
     drop(cluster); // the drop path, not shutdown: it too must leave nothing
     assert_nothing_left(&bed, 3, dir.path());
+}
+
+/// A host whose key is in none of the user's known_hosts (the bed's key is made for the
+/// test) is refused by default, before anything starts: exit 3, the host named, and what to
+/// do (ssh-keyscan, or the flag). With --accept-new-host-keys the same run works.
+#[test]
+fn an_unknown_host_key_is_refused_unless_the_run_accepts_new_keys() {
+    let Some(bed) = TestBed::new("unknown host key", 1) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--algorithm",
+        "set-nx-px",
+        "--nemesis",
+        "none",
+        "--time-limit",
+        "2s",
+    ];
+    let refused = dir.path().join("refused");
+    let output = lockaudit_on_hosts_strict("run", &bed, 1, dir.path(), &refused)
+        .args(args)
+        .output()
+        .expect("lockaudit run");
+    common::assert_exit(&output, 3);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stderr}");
+    for said in [
+        bed.hosts[0].addr.as_str(),
+        "host key",
+        "known_hosts",
+        "ssh-keyscan",
+        "--accept-new-host-keys",
+    ] {
+        assert!(stderr.contains(said), "`{said}` not said: {stderr}");
+    }
+    assert!(!refused.join("report.json").exists());
+    assert!(bed.leftovers(0).is_empty(), "{:?}", bed.leftovers(0));
+
+    let accepted = dir.path().join("accepted");
+    let output = lockaudit_on_hosts("run", &bed, 1, dir.path(), &accepted)
+        .args(args)
+        .output()
+        .expect("lockaudit run");
+    common::assert_exit(&output, 0);
+    let endpoints = std::fs::read_to_string(accepted.join("endpoints.json")).unwrap();
+    assert!(endpoints.contains(&bed.hosts[0].addr), "{endpoints}");
+    // The host's key was recorded in the run's own known_hosts (the name hashed, as
+    // Debian's ssh_config asks).
+    let known = accepted.join("ssh/known_hosts");
+    let found = Command::new("ssh-keygen")
+        .args(["-F", &bed.hosts[0].addr, "-f"])
+        .arg(&known)
+        .output()
+        .unwrap();
+    let host_key = std::fs::read_to_string(bed.key.with_file_name("host_key.pub")).unwrap();
+    let host_key = host_key.split_whitespace().nth(1).unwrap();
+    assert!(
+        String::from_utf8_lossy(&found.stdout).contains(host_key),
+        "{}",
+        std::fs::read_to_string(&known).unwrap()
+    );
+    assert_nothing_left(&bed, 1, dir.path());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1069,7 +1172,7 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there_and_brings_the_logs
         &workload,
         format!(
             "algorithm = \"redlock\"\nnemesis = \"pause-redis\"\ntime_limit = \"60s\"\n\
-             nodes = [{}]\nssh_key = \"{}\"\nremote_dir = \"{}\"\n",
+             nodes = [{}]\nssh_key = \"{}\"\nremote_dir = \"{}\"\naccept_new_host_keys = true\n",
             nodes.join(", "),
             bed.key.display(),
             dir.path().join("hosts").display()
@@ -1525,7 +1628,7 @@ async fn a_host_uses_its_own_key_and_its_own_redis_server() {
     std::fs::write(
         &inventory,
         format!(
-            "ssh_key = '{}'\nnodes = [\n  {{ url = '{}', ssh_key = '{}' }},\n  \
+            "ssh_key = '{}'\naccept_new_host_keys = true\nnodes = [\n  {{ url = '{}', ssh_key = '{}' }},\n  \
              {{ url = '{}', ssh_key = '{}', redis_server = '{}' }},\n]\n",
             refused.display(),
             bed.url(0),
@@ -1541,6 +1644,7 @@ async fn a_host_uses_its_own_key_and_its_own_redis_server() {
     spec.masters = 2;
     spec.hosts = cluster::parse_targets(&inventory.nodes).unwrap();
     spec.ssh_key = inventory.ssh_key.clone();
+    spec.accept_new_host_keys = inventory.accept_new_host_keys;
     spec.remote_dir = Some(dir.path().join("hosts"));
     let mut cluster = cluster::start(&spec)
         .await

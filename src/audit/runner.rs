@@ -63,6 +63,8 @@ pub struct AuditOptions {
     pub ssh_key: Option<PathBuf>,
     /// The folder on the hosts where each cell's run keeps its servers' files.
     pub remote_dir: Option<PathBuf>,
+    /// Trust a host whose SSH key is in no known_hosts yet.
+    pub accept_new_host_keys: bool,
 }
 
 impl AuditOptions {
@@ -86,6 +88,7 @@ impl AuditOptions {
             nodes: Vec::new(),
             ssh_key: None,
             remote_dir: None,
+            accept_new_host_keys: false,
         }
     }
 
@@ -129,8 +132,10 @@ impl AuditOptions {
             return Err("--repeat must be at least 1".into());
         }
         if self.nodes.is_empty() {
-            if self.ssh_key.is_some() || self.remote_dir.is_some() {
-                return Err("--ssh-key / --remote-dir: only with --node".into());
+            if self.ssh_key.is_some() || self.remote_dir.is_some() || self.accept_new_host_keys {
+                return Err(
+                    "--ssh-key / --remote-dir / --accept-new-host-keys: only with --node".into(),
+                );
             }
         } else {
             crate::cluster::parse_targets(&self.nodes).map_err(|e| format!("--node: {e}"))?;
@@ -263,6 +268,7 @@ fn workload_of(options: &AuditOptions, algorithm: &str) -> Result<WorkloadSpec, 
         spec.nodes = options.nodes.clone();
         spec.ssh_key = options.ssh_key.clone();
         spec.remote_dir = options.remote_dir.clone();
+        spec.accept_new_host_keys = options.accept_new_host_keys;
     }
     Ok(spec)
 }

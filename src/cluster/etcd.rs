@@ -487,17 +487,7 @@ pub(super) async fn start_cluster(spec: &ClusterSpec) -> Result<Cluster, Cluster
     let begun = Instant::now();
     let etcd_binary = super::binaries::etcd()?;
     let server_binary = super::binaries::redis_server(spec.redis_server.as_deref())?;
-    let mut made = Vec::new();
-    for folder in ["redis", "etcd"] {
-        let path = spec.dir.join(folder);
-        std::fs::create_dir_all(&path)
-            .map_err(|e| ClusterError::io("create the folder", &path, e))?;
-        made.push(
-            path.canonicalize()
-                .map_err(|e| ClusterError::io("resolve the folder", &path, e))?,
-        );
-    }
-    let (root, etcd_root) = (made[0].clone(), made[1].clone());
+    let [root, etcd_root] = super::private_folders(&spec.dir, ["redis", "etcd"])?;
     let password = super::generate_password();
     // Storage after the members' ports: with a base port, the members take the first six.
     let storage_port = match spec.base_port {

@@ -97,6 +97,7 @@ pub async fn start(
     };
     let options = SshOptions {
         key: spec.ssh_key.clone(),
+        accept_new_host_keys: spec.accept_new_host_keys,
         dir: hosts.ssh_dir.clone().map(|(d, _)| d).unwrap_or_default(),
     };
     for key in spec
@@ -782,10 +783,8 @@ fn make_ssh_dir(run: &Path) -> Result<(PathBuf, bool), ClusterError> {
             true,
         )
     };
-    std::fs::create_dir_all(&dir).map_err(|e| ClusterError::io("create", &dir, e))?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| ClusterError::io("chmod", &dir, e))?;
+    // 0700 from the start: the control sockets open a session on every host.
+    crate::private::create_dir(&dir).map_err(|e| ClusterError::io("create", &dir, e))?;
     Ok((dir, temporary))
 }
 

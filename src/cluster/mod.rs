@@ -52,6 +52,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use rand::Rng;
 
+use crate::private;
+
 pub use ask::{ask_sentinels, node_url};
 pub use binaries::{etcd as etcd_binary, postgres_bin_dir, ETCD_ENV, POSTGRES_BIN_ENV};
 pub use cleanup::install_cleanup_handlers;
@@ -144,6 +146,10 @@ pub struct ClusterSpec {
     /// The folder on the hosts in which each run makes its own `lockaudit-run-<token>`
     /// (removed at the end); None: `/tmp`.
     pub remote_dir: Option<PathBuf>,
+    /// Trust a host whose key is in no known_hosts file yet (recorded in the run's own
+    /// `ssh/known_hosts`). Off by default: a host must be known, as ssh requires with
+    /// `StrictHostKeyChecking yes`. A changed key is refused either way.
+    pub accept_new_host_keys: bool,
 }
 
 /// A server's address and role.
@@ -194,6 +200,7 @@ impl ClusterSpec {
             hosts: Vec::new(),
             ssh_key: None,
             remote_dir: None,
+            accept_new_host_keys: false,
         }
     }
 }
@@ -325,7 +332,7 @@ pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     };
 
     let root = spec.dir.join("redis");
-    std::fs::create_dir_all(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
+    private::create_dir(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
     // Absolute, because Redis chdirs into its data folder before opening its log.
     let root = root
         .canonicalize()
@@ -487,17 +494,7 @@ async fn start_postgres(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let bin_dir = binaries::postgres_bin_dir(spec.postgres_bin.as_deref())?;
     let server_binary = binaries::redis_server(spec.redis_server.as_deref())?;
     let run_as = RunAs::for_postgres()?;
-    let mut made = Vec::new();
-    for folder in ["redis", "postgres"] {
-        let path = spec.dir.join(folder);
-        std::fs::create_dir_all(&path)
-            .map_err(|e| ClusterError::io("create the folder", &path, e))?;
-        made.push(
-            path.canonicalize()
-                .map_err(|e| ClusterError::io("resolve the folder", &path, e))?,
-        );
-    }
-    let (root, pg_root) = (made[0].clone(), made[1].clone());
+    let [root, pg_root] = private_folders(&spec.dir, ["redis", "postgres"])?;
     let password = generate_password();
     let mut ports = ports::plan(2, spec.base_port)?.into_iter();
     let (Some(pg_port), Some(storage_port)) = (ports.next(), ports.next()) else {
@@ -525,6 +522,22 @@ async fn start_postgres(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         sentinels: Vec::new(),
         remote: Hosts::default(),
     })
+}
+
+/// `names` inside `dir`, each made private (see `private::create_dir`) and resolved to an
+/// absolute path: a service's folders beside storage's `redis`.
+fn private_folders<const N: usize>(
+    dir: &Path,
+    names: [&str; N],
+) -> Result<[PathBuf; N], ClusterError> {
+    let mut made = names.map(|name| dir.join(name));
+    for path in &mut made {
+        private::create_dir(path).map_err(|e| ClusterError::io("create the folder", &*path, e))?;
+        *path = path
+            .canonicalize()
+            .map_err(|e| ClusterError::io("resolve the folder", &*path, e))?;
+    }
+    Ok(made)
 }
 
 /// The guarded resource's `storage` server alone in `root` (for the topologies whose lock
@@ -559,7 +572,7 @@ async fn start_remote(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let (lock_nodes, primaries) = hosts::layout(spec)?;
     let server_binary = binaries::redis_server(None)?;
     let root = spec.dir.join("redis");
-    std::fs::create_dir_all(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
+    private::create_dir(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
     let root = root
         .canonicalize()
         .map_err(|e| ClusterError::io("resolve the folder", &root, e))?;

@@ -11,8 +11,14 @@
 //!
 //! As root: postgres refuses to run as root, so `initdb` and `postgres` run as the
 //! `postgres` system user (Debian's package creates it; `nobody` otherwise), switched to in
-//! the child before exec, and `<run>/postgres` is handed to that user. The folders above it
-//! must let that user through: a private one (a 0700 temporary folder) is named in the error.
+//! the child before exec, and `<run>/postgres` (0700) is handed to that user. That user must
+//! pass through the folders above it: the run folder, private to root (0700, as lockaudit
+//! makes it or as `mktemp -d` does), is given to that user's group with search only (0710:
+//! it may enter, not list). That is safe: what it holds that is secret is private by its
+//! own mode (endpoints.json 0600, `redis/` 0700), so the postgres user reaches nothing but
+//! its own `postgres/` and files that hold no secret, and it holds the password anyway (the
+//! server it runs checks it). No one else gains anything. A folder above the run folder
+//! that does not let that user through is named in the error.
 
 use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -94,6 +100,35 @@ impl RunAs {
             .map_err(|e| ClusterError::io("hand over to the postgres user", path, e.into()))
     }
 
+    /// Whether this user may pass through `folder`.
+    fn passes(&self, meta: &std::fs::Metadata) -> bool {
+        let mode = meta.permissions().mode();
+        if meta.uid() == self.uid.as_raw() {
+            mode & 0o100 != 0
+        } else if meta.gid() == self.gid.as_raw() {
+            mode & 0o010 != 0
+        } else {
+            mode & 0o001 != 0
+        }
+    }
+
+    /// Lets this user pass through the run folder `run` (not list it) when it may not yet:
+    /// the folder's group becomes this user's, with search only (a private run folder
+    /// becomes 0710); the owner's and others' permissions stay as they were. Safe because
+    /// every secret in it is private by its own mode (see the module's comment).
+    fn let_through(&self, run: &Path) -> Result<(), ClusterError> {
+        let meta =
+            std::fs::metadata(run).map_err(|e| ClusterError::io("read the mode of", run, e))?;
+        if self.passes(&meta) {
+            return Ok(());
+        }
+        nix::unistd::chown(run, None, Some(self.gid))
+            .map_err(|e| ClusterError::io("give the postgres user's group", run, e.into()))?;
+        let mode = meta.permissions().mode() & 0o7777;
+        std::fs::set_permissions(run, std::fs::Permissions::from_mode(mode & !0o070 | 0o010))
+            .map_err(|e| ClusterError::io("let the postgres user pass through", run, e))
+    }
+
     /// Fails naming the first folder above `path` that this user cannot pass through.
     fn check_reachable(&self, path: &Path) -> Result<(), ClusterError> {
         for folder in path.ancestors().skip(1) {
@@ -101,16 +136,9 @@ impl RunAs {
                 continue;
             };
             let mode = meta.permissions().mode();
-            let passes = if meta.uid() == self.uid.as_raw() {
-                mode & 0o100 != 0
-            } else if meta.gid() == self.gid.as_raw() {
-                mode & 0o010 != 0
-            } else {
-                mode & 0o001 != 0
-            };
-            if !passes {
+            if !self.passes(&meta) {
                 return Err(ClusterError::InvalidSpec(format!(
-                    "postgres must run as the unprivileged user `{}` (lockaudit runs as root) and cannot enter {} (mode {:o}): run in a folder others may pass through, or `chmod o+x` it",
+                    "postgres must run as the unprivileged user `{}` (lockaudit runs as root) and cannot enter {} (mode {:o}), a folder above the run folder: run in a folder others may pass through, or `chmod o+x` it",
                     self.name,
                     folder.display(),
                     mode & 0o7777
@@ -171,17 +199,18 @@ impl PgConfig {
             std::fs::remove_dir_all(&self.dir)
                 .map_err(|e| ClusterError::io("empty the data folder", &self.dir, e))?;
         }
-        std::fs::create_dir_all(root)
+        crate::private::create_dir(root)
             .map_err(|e| ClusterError::io("create the folder", root, e))?;
         if let Some(user) = &self.run_as {
+            if let Some(run) = root.parent() {
+                user.let_through(run)?;
+            }
             user.check_reachable(root)?;
             user.own(root)?;
         }
         let pwfile = root.join(format!("{}.password", self.name));
-        std::fs::write(&pwfile, &self.password)
+        crate::private::write(&pwfile, &self.password)
             .map_err(|e| ClusterError::io("write the password file", &pwfile, e))?;
-        std::fs::set_permissions(&pwfile, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| ClusterError::io("protect the password file", &pwfile, e))?;
         if let Some(user) = &self.run_as {
             user.own(&pwfile)?;
         }

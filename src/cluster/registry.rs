@@ -153,11 +153,14 @@ fn spawn_registered(cmd: &mut Command, name: String, tree: bool) -> io::Result<C
         return Err(io::Error::other("lockaudit is shutting down"));
     }
     let parent = std::process::id();
-    // SAFETY: the hook runs in the forked child before exec and calls only prctl and
-    // getppid, both async-signal-safe; it allocates nothing (errors are plain errnos: a
+    // SAFETY: the hook runs in the forked child before exec and calls only umask, prctl
+    // and getppid, all async-signal-safe; it allocates nothing (errors are plain errnos: a
     // malloc lock held by another thread at fork time would deadlock) and takes no lock.
     unsafe {
         cmd.pre_exec(move || {
+            // What the servers write is this user's alone: a sentinel rewrites its config
+            // (with the password) into a new file, Redis its data and log.
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
             // The parent may have died between fork and prctl: then no signal will come.
             if nix::unistd::getppid().as_raw() as u32 != parent {

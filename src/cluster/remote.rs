@@ -2,7 +2,8 @@
 //! and supervised over SSH.
 //!
 //! Its config is uploaded (ssh's stdin into `cat >`, the password in the file rather than
-//! on a command line), and it runs in the foreground under a small shell in an SSH session
+//! on a command line) under `umask 077`, so that the run's folder on the host is 0700 and
+//! the config, the server's own files and its log 0600 from the start, and it runs in the foreground under a small shell in an SSH session
 //! of its own that lockaudit owns: the shell prints the server's pid (which faults signal
 //! with `kill` over the connection), waits for it, and prints how it ended. A watcher in
 //! that shell SIGKILLs the server when the session's stdin closes, so a lockaudit that dies
@@ -185,8 +186,10 @@ impl RemoteConfig {
         if self.is_sentinel() {
             run.push_str(" --sentinel");
         }
+        // `umask 077`: what the server writes (its data, a sentinel's rewritten config with
+        // the password, its log) is the login user's alone.
         format!(
-            "{prepare}exec 3<&0; {run} </dev/null >>{log} 2>&1 3<&- & pid=$!; echo \"pid $pid\"; \
+            "umask 077; {prepare}exec 3<&0; {run} </dev/null >>{log} 2>&1 3<&- & pid=$!; echo \"pid $pid\"; \
              (cat <&3 >/dev/null; kill -CONT $pid; kill -KILL $pid) >/dev/null 2>&1 & watch=$!; \
              exec 3<&-; wait $pid; code=$?; kill $watch 2>/dev/null; echo \"exit $code\"",
             log = quote(&self.log()),
@@ -239,10 +242,11 @@ impl RemoteServer {
             session: None,
             offset_ms: AtomicI64::new(0),
         };
-        // One round trip: the run's folder, the config (from stdin), the clock at 0.
+        // One round trip: the run's folder, the config (from stdin), the clock at 0. Private
+        // to the login user from the start (`umask 077`): the config holds the password.
         let conf = quote(&server.config.conf());
         let mut script = format!(
-            "mkdir -p {dir} && cat > {conf}.upload && mv -f {conf}.upload {conf}",
+            "umask 077 && mkdir -p {dir} && cat > {conf}.upload && mv -f {conf}.upload {conf}",
             dir = quote(&server.config.dir)
         );
         if server.config.fake_clock.is_some() {
@@ -578,7 +582,7 @@ mod tests {
     fn the_script_quotes_the_paths() {
         let script = config().script(false);
         assert!(
-            script.starts_with("rm -rf '/tmp/lockaudit-x y/replica-1' && mkdir -p"),
+            script.starts_with("umask 077; rm -rf '/tmp/lockaudit-x y/replica-1' && mkdir -p"),
             "{script}"
         );
         assert!(

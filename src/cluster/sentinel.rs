@@ -157,7 +157,8 @@ async fn start_once(
             .collect();
         let text = config_text(setup, port, &ids[i], &dir, &log, &peers)?;
         let config = dir.join("sentinel.conf");
-        std::fs::write(&config, text)
+        // The password is in it: readable by this user only.
+        crate::private::write(&config, text)
             .map_err(|e| ClusterError::io("write the sentinel config", &config, e))?;
         let instance = spawn_one(&name, port, &dir, &log, &setup.binary, &config)?;
         sentinels.push(Sentinel {

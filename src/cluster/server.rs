@@ -52,9 +52,10 @@ impl ServerConfig {
     /// be reaped late by PID 1).
     ///
     /// `repl-diskless-sync-delay 0` because the default waits 5 s for more replicas before
-    /// a full sync, which would dominate the replicated start. The password is on the
-    /// command line, visible in `ps`: it is generated per run and the server listens on
-    /// loopback only.
+    /// a full sync, which would dominate the replicated start. The password is in no
+    /// argument: `requirepass` and `masterauth` are in a config file of their own (0600,
+    /// [`ServerConfig::auth_file`]), the first argument, so that not even the moment
+    /// between exec and Redis's rewriting its process title shows it in `ps`.
     ///
     /// `--save ""` always: no RDB snapshot is ever written (not even at SIGTERM), so none
     /// can bring back keys after a restart without persistence. (A replica still stores the
@@ -71,10 +72,9 @@ impl ServerConfig {
     /// while a slow fsync runs) is Redis's real behaviour, worth finding.
     pub fn command(&self, port: u16) -> Command {
         let mut cmd = Command::new(&self.binary);
+        cmd.arg(self.auth_file());
         cmd.arg("--port").arg(port.to_string());
         cmd.args(["--bind", "127.0.0.1", "--daemonize", "no"]);
-        cmd.arg("--requirepass").arg(&self.password);
-        cmd.arg("--masterauth").arg(&self.password);
         cmd.arg("--dir").arg(&self.dir);
         cmd.arg("--logfile").arg(&self.log);
         cmd.args(["--save", "", "--repl-diskless-sync-delay", "0"]);
@@ -118,7 +118,20 @@ impl ServerConfig {
             .map_err(|e| ClusterError::io("create the data folder", &self.dir, e))
     }
 
+    /// `<name>.auth.conf` beside the data folder: the password, as `requirepass` and
+    /// `masterauth`, readable by this user only.
+    pub fn auth_file(&self) -> PathBuf {
+        self.dir.with_file_name(format!("{}.auth.conf", self.name))
+    }
+
     fn spawn(&self, port: u16) -> Result<Instance, ClusterError> {
+        let file = self.auth_file();
+        let pw = self.password.replace('\\', "\\\\").replace('"', "\\\"");
+        crate::private::write(
+            &file,
+            format!("requirepass \"{pw}\"\nmasterauth \"{pw}\"\n"),
+        )
+        .map_err(|e| ClusterError::io("write the password file", &file, e))?;
         Instance::spawn(&self.name, port, &self.dir, &self.log, self.command(port))
     }
 }

@@ -5,8 +5,16 @@
 //! lockaudit owns (registry, `PR_SET_PDEATHSIG`), and every command is multiplexed over its
 //! socket: one TCP connection and one authentication per host, a few ms per command. Not
 //! `ControlPersist`: that would fork the master into the background, out of our reach when
-//! lockaudit is killed. `BatchMode=yes` (never a password prompt), and
-//! `StrictHostKeyChecking=accept-new` against a known_hosts file of the run's own.
+//! lockaudit is killed. `BatchMode=yes` (never a password prompt).
+//!
+//! Host keys are checked as ssh checks them, against the user's known_hosts files
+//! (`~/.ssh/known_hosts`, `/etc/ssh/ssh_known_hosts`, or what the user's ssh config names),
+//! with `StrictHostKeyChecking=yes`: a host whose key is unknown or changed is refused, and
+//! the error says how to add it. Only when the user asks (`--accept-new-host-keys`, or
+//! `accept_new_host_keys = true` in the hosts file or workload) is a key never seen before
+//! trusted (`accept-new`), recorded in a known_hosts of the run's own (listed first, so
+//! that ssh writes there and the user's files stay as they were); a key that differs from
+//! one the user's files hold is still refused.
 
 use std::fmt;
 use std::io::{Read, Write};
@@ -202,6 +210,9 @@ impl fmt::Display for SshTarget {
 pub struct SshOptions {
     /// The private key (`-i`); None: ssh's defaults and agent.
     pub key: Option<PathBuf>,
+    /// Trust keys not seen before (`StrictHostKeyChecking=accept-new`); else unknown keys
+    /// are refused.
+    pub accept_new_host_keys: bool,
     /// Control sockets, the run's known_hosts, the masters' logs. Short: a socket's path
     /// must fit in 108 bytes.
     pub dir: PathBuf,
@@ -263,7 +274,11 @@ impl Ssh {
         loop {
             if let Some(exit) = ssh.master.try_wait() {
                 let said = std::fs::read_to_string(&log_path).unwrap_or_default();
-                return Err(ssh.error("connect", format!("ssh {exit}: {}", said.trim())));
+                let said = format!("ssh {exit}: {}", said.trim());
+                return Err(match host_key_refused(&said, target, options) {
+                    Some(why) => ssh.error("trust its host key", why),
+                    None => ssh.error("connect", said),
+                });
             }
             if ssh.socket.exists() && ssh.check() {
                 let seen = ssh.run("ask the host who we are", "echo $SSH_CONNECTION")?;
@@ -423,11 +438,11 @@ impl Ssh {
     }
 
     /// Writes `contents` to `path` on the host (ssh's stdin into `cat >`), replacing it
-    /// whole: a temporary file renamed over it.
+    /// whole: a temporary file renamed over it, readable by the login user only (0600).
     pub fn upload(&self, contents: &[u8], path: &str) -> Result<(), ClusterError> {
         let tmp = format!("{path}.upload");
         let script = format!(
-            "cat > {tmp} && mv -f {tmp} {path}",
+            "umask 077 && cat > {tmp} && mv -f {tmp} {path}",
             tmp = crate::shell::quote(&tmp),
             path = crate::shell::quote(path)
         );
@@ -446,16 +461,39 @@ impl Ssh {
     }
 }
 
+/// What to tell the user when ssh refused the host's key (None: it was something else):
+/// ssh's own words, whether the key was unknown or changed, and what to do.
+fn host_key_refused(said: &str, target: &SshTarget, options: &SshOptions) -> Option<String> {
+    if !said.contains("Host key verification failed") {
+        return None;
+    }
+    let (scan, known_as) = match target.port {
+        Some(port) => (
+            format!("ssh-keyscan -p {port} {}", target.host),
+            format!("'[{}]:{port}'", target.host),
+        ),
+        None => (format!("ssh-keyscan {}", target.host), target.host.clone()),
+    };
+    Some(
+        if said.contains("HAS CHANGED") || said.contains("has changed") {
+            format!(
+            "its host key differs from the one in your known_hosts (a reinstalled host, or someone in between): check the new key with the host's administrator; if it is the host's, remove the old one (`ssh-keygen -R {known_as}`) and add the new one (`{scan} >> ~/.ssh/known_hosts`). ({said})"
+        )
+        } else if options.accept_new_host_keys {
+            format!("ssh refused its host key ({said})")
+        } else {
+            format!(
+            "its host key is not in your known_hosts, and lockaudit trusts only known hosts: check the key's fingerprint and add it (`{scan} >> ~/.ssh/known_hosts`, or connect once with ssh), or pass --accept-new-host-keys (`accept_new_host_keys = true` in the hosts file) to trust a host seen for the first time. ({said})"
+        )
+        },
+    )
+}
+
 fn base_command(target: &SshTarget, options: &SshOptions, socket: &Path) -> Command {
     let mut cmd = Command::new("ssh");
-    let known_hosts = options.dir.join("known_hosts");
     cmd.args([
         "-o",
         "BatchMode=yes",
-        "-o",
-        "StrictHostKeyChecking=accept-new",
-        "-o",
-        "GlobalKnownHostsFile=/dev/null",
         "-o",
         "ConnectTimeout=5",
         "-o",
@@ -465,8 +503,18 @@ fn base_command(target: &SshTarget, options: &SshOptions, socket: &Path) -> Comm
         "-o",
         "LogLevel=ERROR",
     ]);
-    cmd.arg("-o")
-        .arg(format!("UserKnownHostsFile={}", known_hosts.display()));
+    if options.accept_new_host_keys {
+        // The run's own file first: ssh records a new key in the first one. The user's
+        // (ssh's default list) after it, so that a key that changed is still refused.
+        let known_hosts = options.dir.join("known_hosts");
+        cmd.args(["-o", "StrictHostKeyChecking=accept-new", "-o"])
+            .arg(format!(
+                "UserKnownHostsFile=\"{}\" ~/.ssh/known_hosts ~/.ssh/known_hosts2",
+                known_hosts.display()
+            ));
+    } else {
+        cmd.args(["-o", "StrictHostKeyChecking=yes"]);
+    }
     cmd.arg("-o")
         .arg(format!("ControlPath={}", socket.display()));
     if let Some(key) = target.ssh_key.as_ref().or(options.key.as_ref()) {
@@ -502,6 +550,27 @@ mod tests {
             (t.user, t.host.as_str(), t.port),
             (None, "db-3.example", Some(2222))
         );
+    }
+
+    #[test]
+    fn a_refused_host_key_says_what_to_do() {
+        let target = SshTarget::parse("ssh://root@10.77.0.2:2222").unwrap();
+        let mut options = SshOptions {
+            key: None,
+            accept_new_host_keys: false,
+            dir: PathBuf::from("/tmp"),
+        };
+        let unknown = "ssh exit code 255: No ED25519 host key is known for [10.77.0.2]:2222 and you have requested strict checking.\nHost key verification failed.";
+        let why = host_key_refused(unknown, &target, &options).unwrap();
+        assert!(why.contains("ssh-keyscan -p 2222 10.77.0.2"), "{why}");
+        assert!(why.contains("--accept-new-host-keys"), "{why}");
+        let changed = "ssh exit code 255: @ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @\nHost key verification failed.";
+        options.accept_new_host_keys = true;
+        let why = host_key_refused(changed, &target, &options).unwrap();
+        assert!(why.contains("ssh-keygen -R '[10.77.0.2]:2222'"), "{why}");
+        assert!(!why.contains("--accept-new-host-keys"), "{why}");
+        let other = "ssh exit code 255: root@10.77.0.2: Permission denied (publickey).";
+        assert_eq!(host_key_refused(other, &target, &options), None);
     }
 
     #[test]

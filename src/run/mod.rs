@@ -139,7 +139,8 @@ pub async fn run(
     servers: Servers,
     options: &RunOptions,
 ) -> Result<RunOutcome, RunError> {
-    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    // Private to this user from the start: it holds the servers' password (endpoints.json).
+    crate::private::create_run_dir(dir).map_err(io_error(dir))?;
     let spec_text = toml::to_string_pretty(spec).map_err(|e| RunError::Setup(e.to_string()))?;
     outfile::write(&dir.join("workload.toml"), spec_text)
         .map_err(io_error(&dir.join("workload.toml")))?;
@@ -228,6 +229,7 @@ pub async fn run(
             cluster_spec.hosts = cluster::parse_targets(&spec.nodes)?;
             cluster_spec.ssh_key = spec.ssh_key.clone();
             cluster_spec.remote_dir = spec.remote_dir.clone();
+            cluster_spec.accept_new_host_keys = spec.accept_new_host_keys;
             let begun = std::time::Instant::now();
             let cluster = cluster::start(&cluster_spec).await?;
             if cluster_spec.topology == cluster::Topology::Cluster {
@@ -252,7 +254,8 @@ pub async fn run(
     };
     let endpoints_text =
         serde_json::to_string_pretty(&endpoints).map_err(|e| RunError::Setup(e.to_string()))?;
-    outfile::write(&dir.join("endpoints.json"), endpoints_text)
+    // The password is in it: readable by this user only (README, "Security").
+    crate::private::write(&dir.join("endpoints.json"), endpoints_text)
         .map_err(io_error(&dir.join("endpoints.json")))?;
 
     let result = drive(spec, schedule, dir, &endpoints, owned.as_mut(), options).await;

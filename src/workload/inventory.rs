@@ -4,6 +4,7 @@
 //! ```toml
 //! ssh_key = "keys/audit"          # for every host without its own
 //! remote_dir = "/var/tmp"
+//! accept_new_host_keys = false    # true: trust a host whose key is in no known_hosts yet
 //! nodes = [
 //!   "ssh://root@10.0.0.11",
 //!   { url = "ssh://admin@10.0.0.12:2222", ssh_key = "keys/n2", redis_server = "/opt/redis/bin/redis-server" },
@@ -26,6 +27,9 @@ pub struct Inventory {
     pub ssh_key: Option<PathBuf>,
     #[serde(default)]
     pub remote_dir: Option<PathBuf>,
+    /// Trust a host whose SSH key is in no known_hosts yet (default: refuse it).
+    #[serde(default)]
+    pub accept_new_host_keys: bool,
 }
 
 impl Inventory {

@@ -164,6 +164,9 @@ pub struct WorkloadSpec {
     /// The folder on the hosts where a run keeps its servers' files (default `/tmp`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote_dir: Option<PathBuf>,
+    /// Trust a host whose SSH key is in no known_hosts yet (default: refuse it).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub accept_new_host_keys: bool,
     /// Logical clients, spread over `workers` OS processes.
     pub clients: usize,
     pub workers: usize,
@@ -206,6 +209,7 @@ impl Default for WorkloadSpec {
             nodes: Vec::new(),
             ssh_key: None,
             remote_dir: None,
+            accept_new_host_keys: false,
             clients: 8,
             workers: 2,
             keys: 1,
@@ -593,8 +597,11 @@ impl WorkloadSpec {
     /// Every `nodes` entry an `ssh://` URL, on a topology that can run on hosts.
     fn validate_nodes(&self) -> Result<(), String> {
         if self.nodes.is_empty() {
-            if self.ssh_key.is_some() || self.remote_dir.is_some() {
-                return Err("field `ssh_key` / `remote_dir`: only with `nodes`".into());
+            if self.ssh_key.is_some() || self.remote_dir.is_some() || self.accept_new_host_keys {
+                return Err(
+                    "field `ssh_key` / `remote_dir` / `accept_new_host_keys`: only with `nodes`"
+                        .into(),
+                );
             }
             return Ok(());
         }

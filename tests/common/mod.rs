@@ -239,3 +239,56 @@ pub fn require_etcd() {
         panic!("this test needs etcd: apt-get install etcd-server (bash .ci/run does): {e}");
     }
 }
+
+/// True as root; else prints a SKIPPED line naming `test` (the tests that switch to another
+/// user need root: CI runs as root).
+pub fn require_root(test: &str) -> bool {
+    let root = nix::unistd::Uid::effective().is_root();
+    if !root {
+        println!("SKIPPED {test}: needs root, to try the run's files as another user");
+    }
+    root
+}
+
+/// As `user` (its own uid and gid, no other group): `cat` a file or `ls` a folder. Ok with
+/// its stdout, or Err with its stderr (root only: see [`require_root`]).
+pub fn as_user(user: &str, path: &Path) -> Result<String, String> {
+    let account = nix::unistd::User::from_name(user)
+        .expect("the user database")
+        .unwrap_or_else(|| panic!("no user `{user}` on this machine"));
+    let program = if path.is_dir() { "ls" } else { "cat" };
+    let out = std::process::Command::new("setpriv")
+        .arg(format!("--reuid={}", account.uid))
+        .arg(format!("--regid={}", account.gid))
+        .args(["--clear-groups", "--", program])
+        .arg(path)
+        .output()
+        .expect("setpriv (util-linux)");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// Asserts that `user` cannot read `path` (a file) or list it (a folder): permission denied.
+pub fn assert_denied(user: &str, path: &Path) {
+    match as_user(user, path) {
+        Ok(text) => panic!("{user} could read {}: {text}", path.display()),
+        Err(e) => assert!(
+            e.contains("Permission denied"),
+            "{user} reading {}: {e}",
+            path.display()
+        ),
+    }
+}
+
+/// `path`'s permission bits.
+pub fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
