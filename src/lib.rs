@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod checker;
+pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod fleet;

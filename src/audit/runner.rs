@@ -13,12 +13,11 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::checker::CheckOptions;
-use crate::cluster::Topology;
 use crate::locks::ALGORITHMS;
-use crate::nemesis::schedule::{has_replicas, Workload};
-use crate::nemesis::{Schedule, PRESETS};
+use crate::nemesis::PRESETS;
 use crate::report::Report;
-use crate::run::{run, RunError, RunOptions, Servers, StopWhen};
+use crate::run::plan::{Hosts, Overrides, Purpose, Request, WorkloadSource};
+use crate::run::{run, RunError, RunPlan, StopWhen};
 use crate::units::Millis;
 use crate::workload::WorkloadSpec;
 
@@ -257,20 +256,40 @@ fn workload_of(options: &AuditOptions, algorithm: &str) -> Result<WorkloadSpec, 
             .map(|dir| dir.join(format!("{algorithm}.toml")))
             .filter(|path| path.exists())
     };
-    let mut spec = match path {
-        Some(path) => WorkloadSpec::from_file(&path),
-        None => crate::workload::builtin::workload(algorithm),
-    }
-    .map_err(|e| e.to_string())?;
-    spec.time_limit = options.time_limit;
-    spec.fenced |= options.fenced;
-    if !options.nodes.is_empty() {
-        spec.nodes = options.nodes.clone();
-        spec.ssh_key = options.ssh_key.clone();
-        spec.remote_dir = options.remote_dir.clone();
-        spec.accept_new_host_keys = options.accept_new_host_keys;
-    }
+    let source = match path {
+        Some(path) => WorkloadSource::File(path),
+        None => WorkloadSource::Builtin(algorithm.to_string()),
+    };
+    let mut spec = source.load().map_err(|e| e.to_string())?;
+    // What every cell's plan applies again (the same overrides: nothing changes twice).
+    let request = cell_request(options, None, PathBuf::new());
+    request.overrides.apply(&mut spec);
+    request.hosts.apply(&mut spec, Purpose::AuditCell);
     Ok(spec)
+}
+
+/// What every cell asks of its run's plan: the audit's time limit, fencing and hosts;
+/// `nemesis` (the preset) and the cell's folder.
+fn cell_request(options: &AuditOptions, nemesis: Option<&str>, dir: PathBuf) -> Request {
+    let mut request = Request::new(Purpose::AuditCell);
+    request.overrides = Overrides {
+        time_limit: Some(options.time_limit),
+        fenced: options.fenced,
+        nemesis: nemesis.map(str::to_string),
+        ..Overrides::default()
+    };
+    request.hosts = Hosts {
+        nodes: options.nodes.clone(),
+        file: None,
+        ssh_key: options.ssh_key.clone(),
+        remote_dir: options.remote_dir.clone(),
+        accept_new_host_keys: options.accept_new_host_keys,
+    };
+    request.redis_server = options.redis_server.clone();
+    request.redis_sentinel = options.redis_sentinel.clone();
+    request.out = Some(dir);
+    request.options.check = options.check.clone();
+    request
 }
 
 /// What a cell expects: the workload's table, and with fencing, never a stale write.
@@ -369,67 +388,45 @@ pub async fn audit(
 async fn run_cell(
     options: &AuditOptions,
     row: &str,
-    mut spec: WorkloadSpec,
+    spec: WorkloadSpec,
     nemesis: &str,
     dir: &Path,
     expected: Expectation,
 ) -> Cell {
     let algorithm = row.to_string();
-    if nemesis == "failover"
-        && !has_replicas(spec.topology())
-        && !matches!(spec.topology(), Topology::Independent | Topology::Postgres)
-    {
-        // A failover needs replicas: the algorithm runs on a primary with two. (RedLock's
-        // independent masters and the one PostgreSQL server have none, and stay as they
-        // are: not applicable, below.)
-        spec.topology = Some(Topology::Replicated);
-    }
+    // The cell's run, decided as `run` decides one (`run::plan`); the seed is the round's,
+    // already in `spec`.
+    let request = cell_request(options, Some(nemesis), dir.to_path_buf());
+    let mut plan = match RunPlan::from_workload(spec, request) {
+        Ok(plan) => plan,
+        Err(e) => return Cell::error(algorithm, nemesis, expected, e.to_string()),
+    };
+    let topology = plan.spec.topology();
     // Servers on hosts: a topology that cannot run there is not run at all (rather than
     // run on this machine, which would audit another deployment than the one asked for).
-    if !spec.nodes.is_empty() {
-        if let Some(why) = crate::cluster::not_on_hosts(spec.topology()) {
-            let topology = format!("{:?}", spec.topology()).to_lowercase();
+    if !plan.spec.nodes.is_empty() {
+        if let Some(why) = crate::cluster::not_on_hosts(topology) {
+            let topology = format!("{topology:?}").to_lowercase();
             let why = format!("the {topology} topology on hosts: {why}");
             return Cell::not_applicable(algorithm, nemesis, expected, why);
         }
     }
-    spec.nemesis = Some(nemesis.to_string());
-    let workload = Workload {
-        ttl_ms: spec.ttl.0,
-        topology: spec.topology(),
-    };
-    let schedule = match Schedule::resolve(nemesis, &workload) {
-        Ok(s) => s,
-        Err(e) => return Cell::error(algorithm, nemesis, expected, e.to_string()),
-    };
     // No fault of the preset can act here: the run would prove nothing about it. Not run,
     // and no pass.
-    if let Some(why) = schedule.cannot_act_at_all(&spec.algorithm, spec.topology()) {
+    if let Some(why) = plan
+        .schedule
+        .cannot_act_at_all(&plan.spec.algorithm, topology)
+    {
         return Cell::not_applicable(algorithm, nemesis, expected, why);
     }
     let began = Instant::now();
     let _ = std::fs::remove_dir_all(dir);
-    let servers = Servers::Owned {
-        redis_server: options.redis_server.clone(),
-        redis_sentinel: options.redis_sentinel.clone(),
-    };
     // A cell that must find something runs at most `time_limit` and stops as soon as it has
     // found it: more time proves no more. A cell expected valid runs `valid_time_limit`, whole.
-    let stop_when = if expected.must.is_empty() {
+    plan.options.stop_when = if expected.must.is_empty() {
         // Long enough for the preset's first fault to happen: a valid verdict from a run
         // the fault never reached would pass a cell that tested nothing.
-        let topology = schedule
-            .topology_for(spec.topology())
-            .unwrap_or(spec.topology());
-        let fit = crate::nemesis::plan::fit(
-            &schedule,
-            nemesis,
-            spec.ttl.0,
-            topology,
-            options.valid_time_limit.0,
-        );
-        let needed = if fit.fits() { 0 } else { fit.needs_ms };
-        spec.time_limit = Millis(options.valid_time_limit.0.max(needed));
+        plan.last_until_the_first_fault(options.valid_time_limit);
         StopWhen::Never
     } else if !options.early_stop {
         StopWhen::Never
@@ -439,12 +436,7 @@ async fn run_cell(
             inside_lease: expected.inside_lease,
         }
     };
-    let run_options = RunOptions {
-        stop_when,
-        check: options.check.clone(),
-        ..RunOptions::default()
-    };
-    let outcome = run(&spec, &schedule, dir, servers, &run_options).await;
+    let outcome = run(&plan).await;
     let seconds = began.elapsed().as_secs_f64();
     let mut cell = judge_run(algorithm, nemesis, expected, dir, seconds, outcome);
     // Every cell that recorded a history gets its pictures and report page, valid ones too

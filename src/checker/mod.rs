@@ -24,7 +24,7 @@ use crate::report::{CheckResult, PerKey, Report, Stats};
 use findings::{Findings, Names};
 
 /// Bounds and limits of a check.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CheckOptions {
     /// `unavailable`: a free stretch longer than this with failed attempts (default 1 s).
     pub liveness_bound_ns: i64,

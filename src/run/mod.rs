@@ -32,15 +32,17 @@ use crate::workload::worker::WorkerConfig;
 pub use existing::{existing_endpoints, preflight, PREFLIGHT_TIMEOUT};
 pub use online::StopWhen;
 use online::{collect_found, Finished, Found, Online};
+pub use plan::RunPlan;
 use recorder::{record_and_forward, Counts};
 
 mod existing;
 mod interrupted;
 pub mod online;
+pub mod plan;
 pub mod recorder;
 
 /// How a run is watched while it goes on.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunOptions {
     pub stop_when: StopWhen,
     /// Check the history while it is recorded (the verdict is the same without; only
@@ -100,6 +102,7 @@ pub struct RunOutcome {
 }
 
 /// Where the run's servers are: started by lockaudit, or already running elsewhere.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Servers {
     Owned {
         redis_server: Option<PathBuf>,
@@ -131,14 +134,18 @@ pub fn new_run_dir(root: &Path, spec: &WorkloadSpec) -> PathBuf {
     dir
 }
 
-/// Carries out one run of `spec` under the fault `schedule` into `dir`.
-pub async fn run(
-    spec: &WorkloadSpec,
-    schedule: &Schedule,
-    dir: &Path,
-    servers: Servers,
-    options: &RunOptions,
-) -> Result<RunOutcome, RunError> {
+/// Carries out the run `plan` decided: its workload under its fault schedule, into its
+/// folder.
+pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
+    let RunPlan {
+        spec,
+        schedule,
+        dir,
+        options,
+        ..
+    } = plan;
+    let dir = dir.as_path();
+    let servers = plan.servers.clone();
     // Private to this user from the start: it holds the servers' password (endpoints.json).
     crate::private::create_run_dir(dir).map_err(io_error(dir))?;
     let spec_text = toml::to_string_pretty(spec).map_err(|e| RunError::Setup(e.to_string()))?;

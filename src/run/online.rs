@@ -98,7 +98,7 @@ impl Online {
 }
 
 /// When a run may end before its time limit: once the history proves what it was run for.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StopWhen {
     /// Never: the run takes its whole time limit.
     #[default]

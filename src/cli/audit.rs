@@ -1,0 +1,121 @@
+//! `lockaudit audit`: the matrix from the flags, its cells as they end, its files.
+
+use std::path::PathBuf;
+
+use crate::audit::runner::{audit, reach_markdown, AuditOptions};
+use crate::units::Millis;
+
+use super::AuditArgs;
+
+/// Runs the matrix, prints it, writes audit.md / audit.json / audit.xml.
+pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
+    let out = args.out.unwrap_or_else(|| {
+        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            .to_string()
+            .replace(':', "");
+        PathBuf::from("results").join(format!("audit-{stamp}"))
+    });
+    let mut options = AuditOptions::new(out.clone());
+    if !args.algorithms.is_empty() {
+        options.algorithms = args.algorithms;
+    }
+    if !args.nemeses.is_empty() {
+        options.nemeses = args.nemeses;
+    }
+    if !args.cells.is_empty() {
+        let mut cells = Vec::new();
+        for cell in &args.cells {
+            let (a, n) = cell
+                .rsplit_once(':')
+                .ok_or_else(|| anyhow::anyhow!("--cells: \"{cell}\" is not algorithm:nemesis"))?;
+            cells.push((a.to_string(), n.to_string()));
+        }
+        options.cells = Some(cells);
+    }
+    options.time_limit = args.time_limit;
+    options.early_stop = !args.no_early_stop;
+    options.check = args.bounds.check_options();
+    options.valid_time_limit = args.valid_time_limit.unwrap_or(Millis(
+        args.time_limit
+            .0
+            .min(crate::audit::runner::DEFAULT_VALID_CELL_MS),
+    ));
+    options.seed = args.seed;
+    options.fenced = args.fenced;
+    options.repeat = args.repeat;
+    options.quick = args.quick;
+    options.workloads = args.workloads;
+    options.redis_server = args.redis_server;
+    options.redis_sentinel = args.redis_sentinel;
+    let hosts = args.hosts.hosts().resolve()?;
+    (options.nodes, options.ssh_key, options.remote_dir) =
+        (hosts.nodes, hosts.ssh_key, hosts.remote_dir);
+    options.accept_new_host_keys = hosts.accept_new_host_keys;
+    options.validate().map_err(|e| anyhow::anyhow!(e))?;
+    println!("audit: {}", out.display());
+    crate::cluster::install_cleanup_handlers();
+    let runtime = tokio::runtime::Runtime::new()?;
+    let result = runtime.block_on(audit(&options, |done, total, cell| {
+        let found = if cell.status == crate::audit::Status::NotApplicable {
+            "not run".to_string()
+        } else if cell.found.is_empty() {
+            "valid".to_string()
+        } else {
+            cell.found
+                .iter()
+                .map(|(k, n)| format!("{k} ×{n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let verdict = match cell.status {
+            crate::audit::Status::Pass => "as expected".to_string(),
+            crate::audit::Status::NotApplicable => {
+                format!("n/a: {}", cell.why.as_deref().unwrap_or("not applicable"))
+            }
+            _ => format!("DIFFERS: {}", cell.why.as_deref().unwrap_or("")),
+        };
+        println!(
+            "[{done:>3}/{total}] {} × {}: {found} ({verdict}) {:.1}s",
+            cell.algorithm, cell.nemesis, cell.seconds
+        );
+    }));
+    let audit = match result {
+        Ok(audit) => audit,
+        Err(e) => anyhow::bail!(e),
+    };
+    if options.repeat > 1 {
+        println!(
+            "\nround 1 of {} (the matrices of the others: round-1/, round-2/, ...):",
+            options.repeat
+        );
+    }
+    println!("\n{}", audit.matrix.to_table());
+    if options.repeat > 1 {
+        print!("{}", audit.rounds_text());
+    }
+    let mut files = audit
+        .matrix
+        .write_all(&out)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+    let passed = audit.rounds.iter().all(|m| m.passed());
+    if options.repeat > 1 {
+        let text = reach_markdown(&audit.reach, options.time_limit);
+        println!("{text}");
+        let path = out.join("reach.md");
+        crate::outfile::write(&path, text)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        files.push(path);
+        for (i, round) in audit.rounds.iter().enumerate().skip(1) {
+            let dir = out.join(format!("round-{i}"));
+            files.extend(
+                round
+                    .write_all(&dir)
+                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dir.display()))?,
+            );
+        }
+    }
+    for f in &files {
+        println!("{}", f.display());
+    }
+    Ok(if passed { 0 } else { 1 })
+}

@@ -1,0 +1,393 @@
+//! What a run is, decided in one place (Jepsen's test map): the workload as it will run,
+//! the fault schedule, the servers, the run folder and how the run is watched. `lockaudit
+//! run` builds one from its flags, every audit cell builds one from the audit's options,
+//! both through [`RunPlan::build`] / [`RunPlan::from_workload`], and the controller
+//! ([`super::run`]) carries out nothing but a plan.
+//!
+//! The plan is plain serde data: what is decided here can be shown, stored and compared.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::{NodeEntry, Topology};
+use crate::nemesis::schedule::{has_replicas, Workload};
+use crate::nemesis::Schedule;
+use crate::units::{Millis, Span};
+use crate::workload::inventory::Inventory;
+use crate::workload::WorkloadSpec;
+
+use super::{existing_endpoints, new_run_dir, RunOptions, Servers};
+
+/// One run, every decision made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPlan {
+    /// The workload as it runs (its file or built-in text, with every override applied):
+    /// what `workload.toml` holds.
+    pub spec: WorkloadSpec,
+    /// The fault schedule, resolved for this workload (`none`: no faults).
+    pub schedule: Schedule,
+    /// Where the lock's servers come from.
+    pub servers: Servers,
+    /// The run folder.
+    pub dir: PathBuf,
+    /// When the run may end early, whether it is checked while it goes on, the bounds.
+    pub options: RunOptions,
+    /// What the plan decided that nobody asked for, to be told before the run starts
+    /// ("the nemesis failover fails the primary over: ...").
+    pub notes: Vec<String>,
+}
+
+/// Where a run's workload comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum WorkloadSource {
+    /// A workload file (`workloads/*.toml`, your own Lua scripts or adapter).
+    File(PathBuf),
+    /// An algorithm's built-in workload (`workloads/<algorithm>.toml`, compiled in).
+    Builtin(String),
+}
+
+impl WorkloadSource {
+    /// The workload, read and checked (a file's errors name its line and field).
+    pub fn load(&self) -> anyhow::Result<WorkloadSpec> {
+        Ok(match self {
+            WorkloadSource::File(path) => WorkloadSpec::from_file(path)?,
+            WorkloadSource::Builtin(algorithm) => crate::workload::builtin::workload(algorithm)?,
+        })
+    }
+}
+
+/// What flags change of a workload; None (false): the workload's own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Overrides {
+    pub algorithm: Option<String>,
+    pub clients: Option<usize>,
+    pub workers: Option<usize>,
+    pub keys: Option<usize>,
+    pub ttl: Option<Millis>,
+    /// A fixed hold time.
+    pub hold: Option<Millis>,
+    pub time_limit: Option<Millis>,
+    pub seed: Option<u64>,
+    /// A preset's name or a schedule file.
+    pub nemesis: Option<String>,
+    pub topology: Option<Topology>,
+    /// Fencing tokens (true adds them; false keeps the workload's choice).
+    pub fenced: bool,
+    /// Renewal every ttl/3 (as `fenced`).
+    pub watchdog: bool,
+}
+
+impl Overrides {
+    /// Applies every override given to `spec` (the workers never outnumber the clients).
+    pub fn apply(self, spec: &mut WorkloadSpec) {
+        if let Some(v) = self.algorithm {
+            spec.algorithm = v;
+        }
+        if let Some(v) = self.clients {
+            spec.clients = v;
+        }
+        if let Some(v) = self.workers {
+            spec.workers = v;
+        }
+        spec.workers = spec.workers.min(spec.clients);
+        if let Some(v) = self.keys {
+            spec.keys = v;
+        }
+        if let Some(v) = self.ttl {
+            spec.ttl = v;
+        }
+        if let Some(v) = self.hold {
+            spec.hold = Span { min: v, max: v };
+        }
+        if let Some(v) = self.time_limit {
+            spec.time_limit = v;
+        }
+        if let Some(v) = self.seed {
+            spec.seed = v;
+        }
+        if let Some(v) = self.nemesis {
+            spec.nemesis = Some(v);
+        }
+        if let Some(v) = self.topology {
+            spec.topology = Some(v);
+        }
+        spec.fenced |= self.fenced;
+        spec.watchdog |= self.watchdog;
+    }
+}
+
+/// Where the lock's servers run when not on this machine: flags, and a hosts file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hosts {
+    /// `--node` URLs (they replace the hosts file's, and the workload's `nodes`).
+    pub nodes: Vec<NodeEntry>,
+    /// `--hosts`: a hosts file, read when the plan is built.
+    pub file: Option<PathBuf>,
+    pub ssh_key: Option<PathBuf>,
+    pub remote_dir: Option<PathBuf>,
+    /// Trust a host whose SSH key is in no known_hosts yet (`--accept-new-host-keys`, or
+    /// the hosts file's `accept_new_host_keys`).
+    #[serde(default)]
+    pub accept_new_host_keys: bool,
+}
+
+impl Hosts {
+    /// The hosts file read and merged with the flags (the flags win): the hosts (empty:
+    /// none given), their key and their folder.
+    pub fn resolve(self) -> anyhow::Result<Hosts> {
+        let file = match &self.file {
+            Some(path) => Inventory::from_file(path)?,
+            None => Default::default(),
+        };
+        let nodes = if self.nodes.is_empty() {
+            file.nodes
+        } else {
+            self.nodes
+        };
+        Ok(Hosts {
+            nodes,
+            file: None,
+            ssh_key: self.ssh_key.or(file.ssh_key),
+            remote_dir: self.remote_dir.or(file.remote_dir),
+            accept_new_host_keys: self.accept_new_host_keys || file.accept_new_host_keys,
+        })
+    }
+
+    /// Gives `spec` these hosts (resolved: see `resolve`), as `purpose` has it.
+    pub fn apply(self, spec: &mut WorkloadSpec, purpose: Purpose) {
+        match purpose {
+            Purpose::Run => {
+                if !self.nodes.is_empty() {
+                    spec.nodes = self.nodes;
+                }
+                if let Some(v) = self.ssh_key {
+                    spec.ssh_key = Some(v);
+                }
+                if let Some(v) = self.remote_dir {
+                    spec.remote_dir = Some(v);
+                }
+                spec.accept_new_host_keys |= self.accept_new_host_keys;
+            }
+            Purpose::AuditCell => {
+                if !self.nodes.is_empty() {
+                    spec.nodes = self.nodes;
+                    spec.ssh_key = self.ssh_key;
+                    spec.remote_dir = self.remote_dir;
+                    spec.accept_new_host_keys = self.accept_new_host_keys;
+                }
+            }
+        }
+    }
+}
+
+/// Who builds the plan: the few rules in which `run` and an audit cell differ, kept here
+/// side by side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Purpose {
+    /// `lockaudit run`: the workload is checked again once the flags are applied ("workload:
+    /// ..."); each host setting given replaces the workload's own; a schedule that fails
+    /// over gets replicas only when neither the workload nor a flag chose a topology
+    /// (`Schedule::topology_for`), and the run says so.
+    Run,
+    /// An audit cell: the workload is not checked again (a topology that cannot run on the
+    /// hosts is the audit's to mark not applicable); given hosts replace the workload's
+    /// whole SSH setup (key and folder too); the `failover` preset gets a primary with two
+    /// replicas whatever the workload chose, but RedLock's independent masters and the one
+    /// PostgreSQL server stay as they are (not applicable).
+    AuditCell,
+}
+
+/// Everything a plan is built from, besides the workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub purpose: Purpose,
+    pub overrides: Overrides,
+    pub hosts: Hosts,
+    /// `--redis URL`: a Redis already running (None: lockaudit starts the servers).
+    pub redis: Option<String>,
+    pub redis_server: Option<PathBuf>,
+    pub redis_sentinel: Option<PathBuf>,
+    /// The run folder (None: a new one under `results/`).
+    pub out: Option<PathBuf>,
+    pub options: RunOptions,
+}
+
+impl Request {
+    pub fn new(purpose: Purpose) -> Request {
+        Request {
+            purpose,
+            overrides: Overrides::default(),
+            hosts: Hosts::default(),
+            redis: None,
+            redis_server: None,
+            redis_sentinel: None,
+            out: None,
+            options: RunOptions::default(),
+        }
+    }
+}
+
+impl RunPlan {
+    /// The plan of a run of the workload `source`, as `request` asks.
+    pub fn build(source: &WorkloadSource, request: Request) -> anyhow::Result<RunPlan> {
+        RunPlan::from_workload(source.load()?, request)
+    }
+
+    /// The plan of a run of `spec` (a workload already loaded, as the audit loads each
+    /// once for its expectations), as `request` asks. The errors are the command line's:
+    /// `workload: field ...`, a hosts file's line, the schedule file's line.
+    pub fn from_workload(mut spec: WorkloadSpec, request: Request) -> anyhow::Result<RunPlan> {
+        let Request {
+            purpose,
+            overrides,
+            hosts,
+            redis,
+            redis_server,
+            redis_sentinel,
+            out,
+            options,
+        } = request;
+        overrides.apply(&mut spec);
+        hosts.resolve()?.apply(&mut spec, purpose);
+        if redis.is_some() && !spec.nodes.is_empty() {
+            anyhow::bail!("--redis and nodes (--node): either a Redis already running or hosts to start it on, not both");
+        }
+        if purpose == Purpose::Run {
+            spec.validate()
+                .map_err(|e| anyhow::anyhow!("workload: {e}"))?;
+        }
+        let mut notes = Vec::new();
+        let nemesis = spec.nemesis.clone().unwrap_or_else(|| "none".to_string());
+        let schedule = match purpose {
+            Purpose::Run => {
+                let mut schedule = schedule_of(&spec)?;
+                // A failover needs replicas: unless told where the lock lives, a
+                // single-server algorithm runs on a primary with two, as in the audit.
+                let chosen = spec.topology.is_some() || redis.is_some();
+                if let Some(topology) = schedule.topology_for(spec.topology()).filter(|_| !chosen) {
+                    notes.push(format!(
+                        "the nemesis {nemesis} fails the primary over: the lock runs on a primary with two replicas (--topology replicated)"
+                    ));
+                    spec.topology = Some(topology);
+                    schedule = schedule_of(&spec)?;
+                }
+                schedule
+            }
+            Purpose::AuditCell => {
+                if nemesis == "failover"
+                    && !has_replicas(spec.topology())
+                    && !matches!(spec.topology(), Topology::Independent | Topology::Postgres)
+                {
+                    spec.topology = Some(Topology::Replicated);
+                }
+                schedule_of(&spec)?
+            }
+        };
+        if redis.is_some() && crate::locks::on_postgres(&spec.algorithm) {
+            anyhow::bail!(
+                "--redis: {} runs on the PostgreSQL server lockaudit starts itself, not on a Redis",
+                spec.algorithm
+            );
+        }
+        if redis.is_some() && spec.topology == Some(Topology::Cluster) {
+            anyhow::bail!(
+                "--redis with topology cluster: lockaudit audits only a Redis Cluster it starts itself (drop --redis)"
+            );
+        }
+        let servers = match &redis {
+            Some(url) => {
+                Servers::Existing(existing_endpoints(url).map_err(|e| anyhow::anyhow!(e))?)
+            }
+            None => Servers::Owned {
+                redis_server,
+                redis_sentinel,
+            },
+        };
+        let dir = out.unwrap_or_else(|| new_run_dir(Path::new("results"), &spec));
+        Ok(RunPlan {
+            spec,
+            schedule,
+            servers,
+            dir,
+            options,
+            notes,
+        })
+    }
+
+    /// The schedule's name as the run tells it: the `nemesis` the workload names, or none.
+    pub fn nemesis_name(&self) -> &str {
+        self.spec.nemesis.as_deref().unwrap_or("none")
+    }
+
+    /// Lengthens the run, if needed, to `at_least` or until the schedule's first fault can
+    /// happen, whichever is longer: a valid verdict from a run the fault never reached
+    /// would prove nothing about it (an audit cell expected valid).
+    pub fn last_until_the_first_fault(&mut self, at_least: Millis) {
+        let topology = self
+            .schedule
+            .topology_for(self.spec.topology())
+            .unwrap_or(self.spec.topology());
+        let fit = crate::nemesis::plan::fit(
+            &self.schedule,
+            self.nemesis_name(),
+            self.spec.ttl.0,
+            topology,
+            at_least.0,
+        );
+        let needed = if fit.fits() { 0 } else { fit.needs_ms };
+        self.spec.time_limit = Millis(at_least.0.max(needed));
+    }
+}
+
+/// The schedule the workload names (a preset, or a file), for its ttl and topology.
+fn schedule_of(spec: &WorkloadSpec) -> anyhow::Result<Schedule> {
+    Ok(Schedule::resolve(
+        spec.nemesis.as_deref().unwrap_or("none"),
+        &Workload {
+            ttl_ms: spec.ttl.0,
+            topology: spec.topology(),
+        },
+    )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_workload_and_the_plan_says_what_it_chose() {
+        let mut request = Request::new(Purpose::Run);
+        request.overrides.clients = Some(2);
+        request.overrides.hold = Some(Millis(7));
+        request.overrides.nemesis = Some("failover".into());
+        request.out = Some(PathBuf::from("out"));
+        let plan = RunPlan::build(&WorkloadSource::Builtin("set-nx-px".into()), request).unwrap();
+        assert_eq!(plan.spec.clients, 2);
+        assert!(plan.spec.workers <= 2);
+        assert_eq!(plan.spec.hold.min, Millis(7));
+        assert_eq!(plan.spec.topology, Some(Topology::Replicated));
+        assert_eq!(plan.schedule.name, "failover");
+        assert_eq!(plan.notes.len(), 1, "{:?}", plan.notes);
+        assert_eq!(plan.dir, PathBuf::from("out"));
+        // Plain data: it goes to JSON and back whole.
+        let text = serde_json::to_string(&plan).unwrap();
+        assert_eq!(serde_json::from_str::<RunPlan>(&text).unwrap(), plan);
+    }
+
+    #[test]
+    fn an_audit_cell_is_not_checked_again_and_its_hosts_replace_the_workloads() {
+        let mut request = Request::new(Purpose::AuditCell);
+        request.hosts.nodes = vec!["ssh://root@10.77.0.2".into()];
+        request.out = Some(PathBuf::from("out"));
+        let spec = crate::workload::builtin::workload("pg-row").unwrap();
+        let plan = RunPlan::from_workload(spec.clone(), request.clone()).unwrap();
+        assert_eq!(plan.spec.nodes, request.hosts.nodes);
+        request.purpose = Purpose::Run;
+        let err = RunPlan::from_workload(spec, request).unwrap_err();
+        assert!(
+            err.to_string().starts_with("workload: field `nodes`"),
+            "{err}"
+        );
+    }
+}
