@@ -390,10 +390,10 @@ impl WorkloadSpec {
         }
         for (nemesis, expectation) in &self.expect {
             if let Some(kind) = expectation.unknown_kinds().first() {
-                return Err(format!(
-                    "field `expect.{nemesis}`: \"{kind}\" is no anomaly kind (known: {})",
-                    crate::report::ANOMALY_KINDS.join(", ")
-                ));
+                let why = kind
+                    .parse::<crate::report::AnomalyKind>()
+                    .expect_err("an unknown kind");
+                return Err(format!("field `expect.{nemesis}`: {why}"));
             }
         }
         Ok(())
