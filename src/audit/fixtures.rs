@@ -6,7 +6,7 @@ use super::matrix::{Cell, Matrix};
 use crate::workload::expect::Expectation;
 
 pub const NEMESES: [&str; 11] = crate::nemesis::PRESETS;
-pub const ALGORITHMS: [&str; 16] = crate::locks::ALGORITHMS;
+pub const ALGORITHMS: [&str; crate::locks::ALGORITHMS.len()] = crate::locks::ALGORITHMS;
 
 pub fn found(kinds: &[(&str, u64)]) -> BTreeMap<String, u64> {
     kinds.iter().map(|(k, n)| (k.to_string(), *n)).collect()

@@ -9,7 +9,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use super::matrix::{Cell, Matrix, Status};
 use super::paths::relative_to;
 use super::text::{duration_text, one_line, seconds_text};
-use crate::report::ANOMALY_KINDS;
+use crate::report::AnomalyKind;
 
 impl Matrix {
     /// Markdown: the verdict, a table (a row per algorithm, a column per nemesis, each cell
@@ -173,7 +173,7 @@ impl Matrix {
         let _ = writeln!(
             out,
             "\nEach cell that ran links to its run's report. Anomaly kinds: {}.",
-            ANOMALY_KINDS.join(", ")
+            AnomalyKind::known()
         );
         out
     }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::ANOMALY_KINDS;
+use crate::report::AnomalyKind;
 use crate::workload::expect::Expectation;
 
 /// How one cell came out.
@@ -165,16 +165,16 @@ impl Cell {
         self.found.values().sum()
     }
 
-    /// The kinds found with their counts, in `ANOMALY_KINDS` order, then any other kind.
+    /// The kinds found with their counts, in `AnomalyKind` order, then any other kind.
     pub(super) fn kinds(&self) -> Vec<(&str, u64)> {
-        let mut kinds: Vec<(&str, u64)> = ANOMALY_KINDS
+        let mut kinds: Vec<(&str, u64)> = AnomalyKind::ALL
             .iter()
-            .filter_map(|k| self.found.get(*k).map(|n| (*k, *n)))
+            .filter_map(|k| self.found.get(k.as_str()).map(|n| (k.as_str(), *n)))
             .collect();
         kinds.extend(
             self.found
                 .iter()
-                .filter(|(k, _)| !ANOMALY_KINDS.contains(&k.as_str()))
+                .filter(|(k, _)| AnomalyKind::parse(k).is_none())
                 .map(|(k, n)| (k.as_str(), *n)),
         );
         kinds.retain(|(_, n)| *n > 0);

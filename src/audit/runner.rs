@@ -514,9 +514,9 @@ fn judge_run(
 
 /// Anomaly counts by kind, all of them (listed or not).
 fn found_kinds(report: &Report) -> BTreeMap<String, u64> {
-    crate::report::ANOMALY_KINDS
+    crate::report::AnomalyKind::ALL
         .iter()
-        .map(|k| (k.to_string(), report.count(k)))
+        .map(|k| (k.to_string(), report.count(k.as_str())))
         .filter(|(_, n)| *n > 0)
         .collect()
 }

@@ -8,7 +8,7 @@ use comfy_table::{ContentLineStyle, LineStyle, Table, TableStyle};
 
 use super::matrix::{Cell, Matrix, Status};
 use super::text::{duration_text, one_line, seconds_text};
-use crate::report::ANOMALY_KINDS;
+use crate::report::AnomalyKind;
 
 /// The widest the terminal table tries to stay.
 const TABLE_WIDTH: usize = 120;
@@ -125,7 +125,7 @@ impl Matrix {
         parts
             .push("n/a = not applicable (no fault of the preset can act: not run, no pass)".into());
         let mut kinds: Vec<String> = Vec::new();
-        for kind in ANOMALY_KINDS {
+        for kind in AnomalyKind::ALL.map(AnomalyKind::as_str) {
             let short = short_kind(kind, level);
             let used = self.cells.iter().any(|c| {
                 c.status != Status::Error

@@ -160,7 +160,7 @@ async fn handle(state: &mut Option<State>, req: &Value) -> Value {
         return match init(req) {
             Ok(s) => {
                 let fencing = s.options.fenced;
-                let reentrant = s.algorithm == "reentrant";
+                let reentrant = locks::algorithm(&s.algorithm).is_some_and(|a| a.reentrant);
                 let name = format!("lockaudit built-in {}", s.algorithm);
                 *state = Some(s);
                 json!({ "type": "init_ok", "name": name, "fencing": fencing, "reentrant": reentrant })

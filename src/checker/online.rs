@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashSet};
 use crate::history::build::HistoryBuilder;
 use crate::history::reader::push_recorded_line;
 use crate::history::{HistoryError, OpF, OpType};
-use crate::report::{Anomaly, Report, ANOMALY_KINDS};
+use crate::report::{Anomaly, AnomalyKind, Report};
 
 use super::{check, check_with_lease_floor, CheckOptions};
 
@@ -25,23 +25,18 @@ use super::{check, check_with_lease_floor, CheckOptions};
 /// stalls a process for far less than this).
 pub const SETTLE_NS: i64 = 500_000_000;
 
-/// The kinds only the finished history can show: `lost-update`, since a later write that is
-/// not its process's last read + 1 makes the key no counter at all, and the final read of a
-/// prefix is not the final read.
-pub const ONLY_AT_THE_END: [&str; 1] = ["lost-update"];
-
 /// Whether events after the horizon cannot take back an anomaly of `kind`, so that one in
 /// the history up to the horizon is in the final verdict too: holds only grow as later
 /// events end them, a pending acquire takes no part until it completes, and each such kind
 /// is judged from operations completed before the horizon. That is every kind but
-/// `ONLY_AT_THE_END`. (Tested on every reference history, the recorded runs and generated
+/// `AnomalyKind::only_at_the_end`. (Tested on every reference history, the recorded runs and generated
 /// histories: `tests/online.rs`.)
 ///
 /// One rule can still move: an `info` acquire blocks its key for the longest lease seen, so
 /// a longer lease granted after the horizon lengthens the block and can shorten a free
 /// stretch reported as `unavailable`. The run says so if that ever happens.
 pub fn proven_early(kind: &str) -> bool {
-    ANOMALY_KINDS.contains(&kind) && !ONLY_AT_THE_END.contains(&kind)
+    AnomalyKind::parse(kind).is_some_and(|k| !k.only_at_the_end())
 }
 
 /// Whether two reports of an anomaly are of the same violation. Mostly: the same kind, key

@@ -2,10 +2,13 @@
 //!
 //! Each module is one seed algorithm, written the way its source writes it, flaws included:
 //! the point of lockaudit is to show those flaws in a history, so none is "fixed" here.
-//! `connect` builds a client for an algorithm by name; `fenced: true` wraps any of them so
-//! that every successful acquire also takes a fencing token from `INCR`. Besides the nine
-//! built-ins, `connect` accepts `lua` (`SCRIPTED`): a lock the workload writes itself as Lua
-//! scripts (`lua_script.rs` documents the calling convention).
+//! `table.rs` is the one table of them: each algorithm's entry says what it runs on, its
+//! crash points, its client's constructor, what kind of lock it is and its built-in
+//! workload. `connect` builds a client for an algorithm by name from its entry;
+//! `fenced: true` wraps any of them so that every successful acquire also takes a fencing
+//! token from `INCR`. Besides the built-ins, `connect` accepts `lua` (`SCRIPTED`): a lock
+//! the workload writes itself as Lua scripts (`lua_script.rs` documents the calling
+//! convention), and `external` (`EXTERNAL`), a lock client of another program.
 //!
 //! Outcomes follow docs/history-format.md: `ok` took effect, `fail` certainly did not, `info`
 //! nobody knows (a timeout, a connection lost after the request was sent). Leases are
@@ -35,6 +38,7 @@ mod set_nx_px;
 mod setnx_del;
 mod setnx_expire;
 mod setnx_getset;
+mod table;
 mod waiter;
 mod watch_multi;
 
@@ -47,6 +51,12 @@ use async_trait::async_trait;
 use crate::cluster::{Endpoints, Topology};
 use conn::Conn;
 pub use lua_script::LuaScripts;
+pub use table::{
+    algorithm, builtins_where, counter_with_lock, crash_points, default_topology, has_shared_mode,
+    ignores_client_clock, is_known_algorithm, is_optimistic, keeps_counter, known_algorithms,
+    on_cluster, on_postgres, own_tokens, service, service_name, shared_mode_builtins, Algorithm,
+    ClientClock, Declared, ALGORITHMS, EXTERNAL, PSEUDO, SCRIPTED, TABLE,
+};
 
 /// How an acquire ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,164 +221,6 @@ pub trait LockClient: Send {
     /// Writes the counter of `key`, when `keeps_counter`.
     async fn write_counter(&mut self, _key: &str, _value: i64) -> CounterWrite {
         CounterWrite::Unknown("this lock keeps no counter".into())
-    }
-}
-
-/// Whether `algorithm`'s clients keep the guarded counter themselves
-/// (`LockClient::keeps_counter`).
-pub fn keeps_counter(algorithm: &str) -> bool {
-    matches!(algorithm, "pg-row" | "pg-version" | "watch-multi")
-}
-
-/// Whether `algorithm` takes no lock (`LockClient::optimistic`).
-pub fn is_optimistic(algorithm: &str) -> bool {
-    matches!(algorithm, "pg-version" | "watch-multi")
-}
-
-/// Where the run's counters are, given `--fenced`: with the lock (true) or on the storage
-/// server. Fenced, a lock writes the fenced counter on storage, so pg-row's row stays
-/// unused; an optimistic algorithm has no token to fence with and keeps its counter.
-pub fn counter_with_lock(algorithm: &str, fenced: bool) -> bool {
-    keeps_counter(algorithm) && (!fenced || is_optimistic(algorithm))
-}
-
-/// The built-ins with a shared (read) mode, which a workload's `read_share` needs.
-pub const SHARED_MODE: [&str; 3] = ["rw-lock", "pg-advisory", "pg-row"];
-
-/// Whether `algorithm` has a shared mode (`SHARED_MODE`).
-pub fn has_shared_mode(algorithm: &str) -> bool {
-    SHARED_MODE.contains(&algorithm)
-}
-
-/// Whether `algorithm` can run on a Redis Cluster, and why not. RedLock's safety argument
-/// needs masters that fail independently; the masters of one cluster fail over together
-/// under one configuration (and a key lives on one of them only). watch-multi's
-/// transaction spans the lock key and the counter key, which hash to different slots.
-pub fn on_cluster(algorithm: &str) -> Result<(), String> {
-    match algorithm {
-        "redlock" => Err("RedLock over the masters of one Redis Cluster is not RedLock: a key lives on one master only, and the masters are not independent (they fail over under one cluster configuration); run redlock on the independent topology".into()),
-        "watch-multi" => Err("watch-multi's transaction spans the lock key and its counter key, which hash to different slots (CROSSSLOT)".into()),
-        a => match service(a) {
-            Some(t) => Err(format!("{a} runs on {}", service_name(t))),
-            None => Ok(()),
-        },
-    }
-}
-
-/// Whether `algorithm` runs on the PostgreSQL server lockaudit starts (`Topology::Postgres`).
-pub fn on_postgres(algorithm: &str) -> bool {
-    service(algorithm) == Some(Topology::Postgres)
-}
-
-/// The topology of the lock service `algorithm` needs when that service is not Redis
-/// (PostgreSQL, etcd); None for the Redis algorithms, which run on any Redis topology.
-pub fn service(algorithm: &str) -> Option<Topology> {
-    match algorithm {
-        a if a.starts_with("pg-") => Some(Topology::Postgres),
-        "etcd-lock" | "etcd-txn" => Some(Topology::Etcd),
-        _ => None,
-    }
-}
-
-/// How messages name a service's topology: `PostgreSQL (topology "postgres")`.
-pub fn service_name(topology: Topology) -> String {
-    let service = crate::cluster::service(topology).map_or("Redis", |s| s.name);
-    let name = serde_json::to_value(topology)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
-    format!("{service} (topology \"{name}\")")
-}
-
-/// Whether `algorithm`, fenced, takes its tokens from its own service (etcd's create
-/// revisions) rather than from the storage server's `INCR`.
-pub fn own_tokens(algorithm: &str) -> bool {
-    service(algorithm) == Some(Topology::Etcd)
-}
-
-/// The nine built-in algorithms' names, as `connect` and the CLI accept them (the audit
-/// runs each). `connect` also accepts `SCRIPTED`.
-pub const ALGORITHMS: [&str; 16] = [
-    "setnx-del",
-    "setnx-expire",
-    "setnx-getset",
-    "lua-getset",
-    "set-nx-px",
-    "reentrant",
-    "rw-lock",
-    "fair-lock",
-    "redlock",
-    "pg-advisory",
-    "pg-row",
-    "pg-lock-column",
-    "pg-version",
-    "watch-multi",
-    "etcd-lock",
-    "etcd-txn",
-];
-
-/// The algorithm whose acquire, release and renew are the workload's own Lua scripts
-/// (`LockOptions::scripts`). Not in `ALGORITHMS`: it has no workload of its own to audit.
-pub const SCRIPTED: &str = "lua";
-
-/// The algorithm run by an external program, the workload's `adapter`, speaking the stdio
-/// protocol of docs/protocol.md (`external.rs`). Not in `ALGORITHMS` either.
-pub const EXTERNAL: &str = "external";
-
-/// Whether `connect` knows `name`: a built-in, `SCRIPTED` or `EXTERNAL`.
-pub fn is_known_algorithm(name: &str) -> bool {
-    ALGORITHMS.contains(&name) || name == SCRIPTED || name == EXTERNAL
-}
-
-/// The known algorithms for error messages: the built-ins, then `lua` and `external`.
-pub fn known_algorithms() -> String {
-    format!("{}, {SCRIPTED}, {EXTERNAL}", ALGORITHMS.join(", "))
-}
-
-/// Why the clock-skew fault cannot act on `algorithm`'s clients, or None when they read the
-/// client's wall clock (`LockOptions::client_now_ms`: setnx-getset and lua-getset, whose
-/// locks store expiry timestamps; fair-lock, whose waiting queue's timeouts are the
-/// client's `System.currentTimeMillis()`; an external adapter, started under a faked wall
-/// clock).
-/// The others time leases on the servers or with a monotonic clock; Lua-script locks get
-/// no client time.
-pub fn ignores_client_clock(algorithm: &str) -> Option<String> {
-    match algorithm {
-        "setnx-getset" | "lua-getset" | "fair-lock" | EXTERNAL => None,
-        SCRIPTED => Some(
-            "a Lua-script lock is passed no client time (its scripts see only the server's clock)"
-                .into(),
-        ),
-        other => Some(format!(
-            "{other} never reads the client's wall clock (only setnx-getset, lua-getset and fair-lock do)"
-        )),
-    }
-}
-
-/// Every named step an algorithm announces through `LockOptions::on_step`, by algorithm.
-/// The nemesis picks a crash point from these (a worker that dies at
-/// `setnx-expire:after-setnx` leaves a lock that never expires).
-pub fn crash_points(algorithm: &str) -> &'static [&'static str] {
-    match algorithm {
-        "setnx-del" => setnx_del::STEPS,
-        "setnx-expire" => setnx_expire::STEPS,
-        "setnx-getset" => setnx_getset::STEPS,
-        "lua-getset" => lua_getset::STEPS,
-        "set-nx-px" => set_nx_px::STEPS,
-        "reentrant" => reentrant::STEPS,
-        "rw-lock" => rw_lock::STEPS,
-        "fair-lock" => fair_lock::STEPS,
-        "redlock" => redlock::STEPS,
-        "pg-advisory" => pg_advisory::STEPS,
-        "pg-row" => pg_row::STEPS,
-        "pg-lock-column" => pg_lock_column::STEPS,
-        "pg-version" => pg_version::STEPS,
-        "watch-multi" => watch_multi::STEPS,
-        "etcd-lock" => etcd_lock::STEPS,
-        "etcd-txn" => etcd_txn::STEPS,
-        SCRIPTED => lua_script::STEPS,
-        EXTERNAL => external::STEPS,
-        _ => &[],
     }
 }
 
@@ -612,90 +464,15 @@ pub async fn connect(
     endpoints: &Endpoints,
     options: &LockOptions,
 ) -> Result<Box<dyn LockClient>, LockError> {
-    if !is_known_algorithm(algorithm) {
+    let Some(entry) = table::algorithm(algorithm) else {
         return Err(LockError::UnknownAlgorithm(algorithm.to_string()));
-    }
+    };
     let mut options = options.clone();
     if options.client_id.is_empty() {
         options.client_id = random_id();
     }
-    let inner: Box<dyn LockClient> = match algorithm {
-        "setnx-del" => Box::new(setnx_del::SetnxDel::new(
-            primary(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "setnx-expire" => Box::new(setnx_expire::SetnxExpire::new(
-            primary(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "setnx-getset" => Box::new(setnx_getset::SetnxGetset::new(
-            primary(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "lua-getset" => Box::new(lua_getset::LuaGetset::new(
-            primary(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "set-nx-px" => Box::new(set_nx_px::SetNxPx::new(
-            primary(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "reentrant" => Box::new(reentrant::Reentrant::new(
-            primary(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "rw-lock" => Box::new(rw_lock::RwLock::new(
-            primary(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "fair-lock" => Box::new(fair_lock::FairLock::new(
-            primary(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "pg-advisory" => Box::new(pg_advisory::PgAdvisory::new(
-            pg::session(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "pg-row" => Box::new(pg_row::PgRow::new(
-            pg::session(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "pg-lock-column" => Box::new(pg_lock_column::PgLockColumn::new(
-            pg::session(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "pg-version" => Box::new(pg_version::PgVersion::new(
-            pg::session(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "watch-multi" => Box::new(watch_multi::WatchMulti::new(
-            primary(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "etcd-lock" => Box::new(etcd_lock::EtcdLock::new(
-            etcd_lease::connect(endpoints, &options).await?,
-            options.clone(),
-        )),
-        "etcd-txn" => Box::new(etcd_txn::EtcdTxn::new(
-            etcd_lease::connect(endpoints, &options).await?,
-            options.clone(),
-        )),
-        EXTERNAL => Box::new(external::External::connect(endpoints, options.clone()).await?),
-        SCRIPTED => {
-            let scripts = options.scripts.clone().ok_or_else(|| {
-                LockError::Scripts(
-                    "algorithm \"lua\" without scripts (LockOptions::scripts)".into(),
-                )
-            })?;
-            let conn = primary(endpoints, &options).await?;
-            Box::new(lua_script::LuaScript::connect(conn, options.clone(), &scripts).await?)
-        }
-        _ => {
-            let masters = redlock_masters(endpoints, &options).await?;
-            Box::new(redlock::Redlock::new(masters, options.clone())?)
-        }
-    };
-    if !options.fenced || own_tokens(algorithm) {
+    let inner = entry.connect.client(endpoints, &options).await?;
+    if !options.fenced || entry.own_tokens {
         return Ok(inner);
     }
     // The counter lives on the storage server, which the nemesis never faults: fencing needs

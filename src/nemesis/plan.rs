@@ -565,7 +565,7 @@ mod tests {
 
     #[test]
     fn every_preset_fits_every_builtin_workload_in_an_audit_cell() {
-        for (algorithm, _) in crate::workload::builtin::BUILTIN {
+        for algorithm in crate::locks::ALGORITHMS {
             let spec = crate::workload::builtin::workload(algorithm).unwrap();
             let w = Workload {
                 ttl_ms: spec.ttl.0,

@@ -513,7 +513,8 @@ pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Optio
                 .to_string(),
         }),
         FaultKind::Partition | FaultKind::Latency
-            if topology == Topology::Cluster && algorithm == crate::locks::EXTERNAL =>
+            if topology == Topology::Cluster
+                && crate::locks::algorithm(algorithm).is_some_and(|a| a.own_cluster_client) =>
         {
             Some(
                 "an adapter's cluster client learns the nodes' real addresses from the cluster's slot map and goes around lockaudit's per-worker proxies"

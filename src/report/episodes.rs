@@ -14,7 +14,7 @@
 //! a paused worker's holds overlap on every key it held, and its stale writes come when it
 //! wakes, all within its pause plus a lease.
 
-use super::Anomaly;
+use super::{Anomaly, AnomalyKind};
 use crate::units::fmt_time;
 
 /// Anomalies of one class closer than this (1 s) belong to one episode. A fault's
@@ -43,19 +43,27 @@ pub enum Class {
 
 impl Class {
     pub fn of(anomaly: &Anomaly) -> Class {
-        match anomaly.kind.as_str() {
-            "stale-write" => Class::StaleWrite,
-            "bad-lease" => Class::BadLease,
+        match AnomalyKind::parse(&anomaly.kind) {
+            Some(kind) => Class::of_kind(kind, anomaly.lease_expired),
+            None => Class::Other,
+        }
+    }
+
+    /// The class of an anomaly of `kind`; for an overlap, by whether the earlier holder's
+    /// lease had run out (`Anomaly::lease_expired`).
+    pub fn of_kind(kind: AnomalyKind, lease_expired: Option<bool>) -> Class {
+        match kind {
+            AnomalyKind::StaleWrite => Class::StaleWrite,
+            AnomalyKind::BadLease => Class::BadLease,
             // An overlap whose lease class is unknown is taken at its worst.
-            "overlap" if anomaly.lease_expired == Some(true) => Class::OverlapAfterLease,
-            "overlap" => Class::OverlapInLease,
-            "lost-lock" => Class::LostLock,
-            "duplicate-token" | "token-order" => Class::Token,
-            "unavailable" => Class::Unavailable,
-            "starvation" => Class::Starvation,
-            "unfair" => Class::Unfair,
-            "lost-update" => Class::LostUpdate,
-            _ => Class::Other,
+            AnomalyKind::Overlap if lease_expired == Some(true) => Class::OverlapAfterLease,
+            AnomalyKind::Overlap => Class::OverlapInLease,
+            AnomalyKind::LostLock => Class::LostLock,
+            AnomalyKind::DuplicateToken | AnomalyKind::TokenOrder => Class::Token,
+            AnomalyKind::Unavailable => Class::Unavailable,
+            AnomalyKind::Starvation => Class::Starvation,
+            AnomalyKind::Unfair => Class::Unfair,
+            AnomalyKind::LostUpdate => Class::LostUpdate,
         }
     }
 
@@ -71,18 +79,7 @@ impl Class {
 
 /// Where `kind` stands in the order worst first (overlaps at their worst), for lists by kind.
 pub fn kind_rank(kind: &str) -> Class {
-    Class::of(&Anomaly {
-        kind: kind.to_string(),
-        key: String::new(),
-        processes: Vec::new(),
-        indices: Vec::new(),
-        explanation: String::new(),
-        start: 0,
-        end: 0,
-        lease_expired: None,
-        tokens: Vec::new(),
-        cycle: Vec::new(),
-    })
+    AnomalyKind::parse(kind).map_or(Class::Other, |k| Class::of_kind(k, None))
 }
 
 /// Anomalies of one class close in time: what one fault caused.

@@ -2,6 +2,7 @@
 //! summary printed by `lockaudit check`.
 
 pub mod episodes;
+mod kind;
 mod per_key;
 mod summary;
 
@@ -10,27 +11,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use episodes::{episodes, Class, Episode};
+pub use kind::{AnomalyKind, ANOMALY_KINDS};
 pub use per_key::PerKey;
 pub use summary::render_summary;
-
-/// The anomaly kinds, in the order a summary lists them.
-pub const ANOMALY_KINDS: [&str; 10] = [
-    "overlap",
-    "bad-lease",
-    "lost-lock",
-    "stale-write",
-    "token-order",
-    "duplicate-token",
-    "starvation",
-    "unavailable",
-    "unfair",
-    "lost-update",
-];
 
 /// One thing that went wrong, with the events that show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Anomaly {
-    /// One of `ANOMALY_KINDS`.
+    /// One of `ANOMALY_KINDS` (an `AnomalyKind`'s name).
     pub kind: String,
     pub key: String,
     /// The client processes involved, as numbered in the history.

@@ -1,50 +1,12 @@
 //! The built-in workloads: `workloads/<algorithm>.toml`, compiled into the binary, so that
 //! `lockaudit run --algorithm NAME` and `lockaudit audit` use each algorithm's own workload
 //! (its hold times, TTL, keys and `[expect]` table) from any folder and after
-//! `cargo install`. The files in `workloads/` are their source; a unit test parses each.
+//! `cargo install`. The files in `workloads/` are their source, included by each
+//! algorithm's entry in the table of algorithms (`locks::TABLE`, its `workload`); a unit
+//! test parses each.
 
 use super::spec::{SpecError, WorkloadSpec};
-
-/// Each built-in algorithm's workload, as the text of its file.
-pub const BUILTIN: [(&str, &str); 16] = [
-    ("setnx-del", include_str!("../../workloads/setnx-del.toml")),
-    (
-        "setnx-expire",
-        include_str!("../../workloads/setnx-expire.toml"),
-    ),
-    (
-        "setnx-getset",
-        include_str!("../../workloads/setnx-getset.toml"),
-    ),
-    (
-        "lua-getset",
-        include_str!("../../workloads/lua-getset.toml"),
-    ),
-    ("set-nx-px", include_str!("../../workloads/set-nx-px.toml")),
-    ("reentrant", include_str!("../../workloads/reentrant.toml")),
-    ("rw-lock", include_str!("../../workloads/rw-lock.toml")),
-    ("fair-lock", include_str!("../../workloads/fair-lock.toml")),
-    ("redlock", include_str!("../../workloads/redlock.toml")),
-    (
-        "pg-advisory",
-        include_str!("../../workloads/pg-advisory.toml"),
-    ),
-    ("pg-row", include_str!("../../workloads/pg-row.toml")),
-    (
-        "pg-lock-column",
-        include_str!("../../workloads/pg-lock-column.toml"),
-    ),
-    (
-        "pg-version",
-        include_str!("../../workloads/pg-version.toml"),
-    ),
-    (
-        "watch-multi",
-        include_str!("../../workloads/watch-multi.toml"),
-    ),
-    ("etcd-lock", include_str!("../../workloads/etcd-lock.toml")),
-    ("etcd-txn", include_str!("../../workloads/etcd-txn.toml")),
-];
+use crate::locks;
 
 /// Where a built-in workload comes from, as errors and messages name it.
 pub fn source_name(algorithm: &str) -> String {
@@ -53,10 +15,7 @@ pub fn source_name(algorithm: &str) -> String {
 
 /// The text of `algorithm`'s built-in workload, if it has one.
 pub fn text(algorithm: &str) -> Option<&'static str> {
-    BUILTIN
-        .iter()
-        .find(|(name, _)| *name == algorithm)
-        .map(|(_, text)| *text)
+    locks::algorithm(algorithm).and_then(|a| a.workload)
 }
 
 /// The workload `algorithm` runs when no file is given: its built-in one, or the generic
@@ -79,7 +38,8 @@ mod tests {
 
     #[test]
     fn every_builtin_workload_parses_and_names_its_own_algorithm() {
-        for (algorithm, text) in BUILTIN {
+        for algorithm in ALGORITHMS {
+            let text = text(algorithm).unwrap();
             let spec = WorkloadSpec::from_toml(text, &source_name(algorithm))
                 .unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(spec.algorithm, algorithm);
@@ -96,7 +56,7 @@ mod tests {
                 .join(format!("{algorithm}.toml"));
             assert_eq!(std::fs::read_to_string(&path).unwrap(), builtin);
         }
-        assert_eq!(BUILTIN.len(), ALGORITHMS.len());
+        assert!(text(crate::locks::SCRIPTED).is_none() && text(crate::locks::EXTERNAL).is_none());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::ANOMALY_KINDS;
+use crate::report::AnomalyKind;
 
 /// The kinds a cell must and may show; anything else found is a surprise.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,7 +37,7 @@ impl Expectation {
             .iter()
             .chain(&self.may)
             .map(String::as_str)
-            .filter(|k| !ANOMALY_KINDS.contains(k))
+            .filter(|k| AnomalyKind::parse(k).is_none())
             .collect()
     }
 

@@ -403,10 +403,10 @@ impl WorkloadSpec {
         }
         for (nemesis, expectation) in &self.expect {
             if let Some(kind) = expectation.unknown_kinds().first() {
-                return Err(format!(
-                    "field `expect.{nemesis}`: \"{kind}\" is no anomaly kind (known: {})",
-                    crate::report::ANOMALY_KINDS.join(", ")
-                ));
+                let why = kind
+                    .parse::<crate::report::AnomalyKind>()
+                    .expect_err("an unknown kind");
+                return Err(format!("field `expect.{nemesis}`: {why}"));
             }
         }
         Ok(())
@@ -504,10 +504,12 @@ impl WorkloadSpec {
                 locks::EXTERNAL
             ));
         }
-        if !external && self.algorithm != "fair-lock" && self.wait.is_some() {
+        let waits = locks::algorithm(&self.algorithm).is_some_and(|a| a.waits);
+        if !waits && self.wait.is_some() {
             return Err(format!(
-                "field `wait`: only for algorithm = \"{}\" or \"fair-lock\"",
-                locks::EXTERNAL
+                "field `wait`: only for algorithm = \"{}\" or {}",
+                locks::EXTERNAL,
+                quoted(&locks::builtins_where(|a| a.waits))
             ));
         }
         if let Some(wait) = self.wait {
@@ -531,12 +533,12 @@ impl WorkloadSpec {
                 self.read_share
             ));
         }
-        let may_share = locks::has_shared_mode(&self.algorithm)
-            || [locks::SCRIPTED, locks::EXTERNAL].contains(&self.algorithm.as_str());
+        let may_share =
+            locks::algorithm(&self.algorithm).is_some_and(|a| a.shared_mode != locks::Declared::No);
         if self.read_share > 0.0 && !may_share {
             return Err(format!(
                 "field `read_share`: only for a lock with a shared mode ({}, or \"{}\" / \"{}\" that declare one; this workload's algorithm is \"{}\")",
-                locks::SHARED_MODE.join(", "),
+                locks::shared_mode_builtins().join(", "),
                 locks::SCRIPTED,
                 locks::EXTERNAL,
                 self.algorithm
@@ -551,16 +553,19 @@ impl WorkloadSpec {
         let Some(fair) = self.fair else {
             return Ok(());
         };
-        match self.algorithm.as_str() {
-            locks::SCRIPTED | locks::EXTERNAL => Ok(()),
-            "fair-lock" if fair => Ok(()),
-            "fair-lock" => Err(
-                "field `fair`: fair-lock is always fair (Redisson's RFairLock queues its waiters); remove `fair = false`".into(),
-            ),
-            other => Err(format!(
-                "field `fair`: only for algorithm = \"{}\" or \"{}\", which declare whether their lock is fair (\"{other}\" is a built-in with a fixed order; fair-lock is the fair one)",
+        match locks::algorithm(&self.algorithm).map(|a| a.fair) {
+            Some(locks::Declared::ByWorkload) => Ok(()),
+            Some(locks::Declared::Yes) if fair => Ok(()),
+            Some(locks::Declared::Yes) => Err(format!(
+                "field `fair`: {} is always fair (Redisson's RFairLock queues its waiters); remove `fair = false`",
+                self.algorithm
+            )),
+            _ => Err(format!(
+                "field `fair`: only for algorithm = \"{}\" or \"{}\", which declare whether their lock is fair (\"{}\" is a built-in with a fixed order; {} the fair one)",
                 locks::SCRIPTED,
-                locks::EXTERNAL
+                locks::EXTERNAL,
+                self.algorithm,
+                fair_builtins(),
             )),
         }
     }
@@ -617,11 +622,23 @@ impl WorkloadSpec {
 
     /// The topology the algorithm runs on unless the workload says otherwise.
     pub fn topology(&self) -> Topology {
-        self.topology.unwrap_or(if self.algorithm == "redlock" {
-            Topology::Independent
-        } else {
-            locks::service(&self.algorithm).unwrap_or(Topology::Single)
-        })
+        self.topology
+            .unwrap_or_else(|| locks::default_topology(&self.algorithm))
+    }
+}
+
+/// `"a" or "b"`: names as a message offers them.
+fn quoted(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    quoted.join(" or ")
+}
+
+/// `fair-lock is`: the built-ins that are always fair, as a message names them.
+fn fair_builtins() -> String {
+    let names = locks::builtins_where(|a| a.fair == locks::Declared::Yes);
+    match names.len() {
+        1 => format!("{} is", names[0]),
+        _ => format!("{} are", names.join(", ")),
     }
 }
 
