@@ -278,6 +278,14 @@ async fn start_members(
                 return Err(StartError::Failed(e));
             }
         }
+        // One at a time, each once its peer port listens: a member dials its peers as it
+        // starts and, when one is not listening yet, dials again only a second later;
+        // started together, all three missed each other and the first election waited
+        // one or two seconds for that. Started in turn, each later member finds the
+        // earlier ones, and its dials make it known to them.
+        if let Some(instance) = instances.last_mut() {
+            listening(instance, config.peer_port).await;
+        }
     }
     for (instance, config) in instances.iter_mut().zip(configs) {
         if let Err(reason) = wait_member(instance, config, password, false).await {
@@ -302,6 +310,25 @@ async fn start_members(
             password: password.to_string(),
         })
         .collect())
+}
+
+/// Waits until something accepts connections on `port` (the member's peer listener), the
+/// member has ended, or a second has gone by; whatever comes first, the readiness wait
+/// that follows judges the start.
+async fn listening(instance: &mut Instance, port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        if instance.guard_mut().and_then(|g| g.try_wait()).is_some() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 fn kill_all(instances: &mut [Instance]) {
