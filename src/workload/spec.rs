@@ -571,8 +571,9 @@ impl WorkloadSpec {
                 "field `topology`: \"postgres\" is for the database locks (pg-*), not {}",
                 self.algorithm
             )),
-            Some(Topology::Etcd) if service.is_none() => Err(format!(
-                "field `topology`: \"etcd\" is for the etcd locks (etcd-lock, etcd-txn), not {}",
+            // An external adapter may wrap an etcd lock library: its `init` names the members.
+            Some(Topology::Etcd) if service.is_none() && self.algorithm != "external" => Err(format!(
+                "field `topology`: \"etcd\" is for the etcd locks (etcd-lock, etcd-txn) and an external adapter, not {}",
                 self.algorithm
             )),
             Some(Topology::Cluster) => match locks::on_cluster(&self.algorithm) {
@@ -870,6 +871,22 @@ mod mode_tests {
         )
         .unwrap_err();
         assert!(error.to_string().contains("database locks"), "{error}");
+    }
+
+    #[test]
+    fn etcd_runs_the_etcd_locks_and_an_external_adapter_not_the_redis_locks() {
+        let spec = WorkloadSpec::from_toml(
+            "algorithm = \"external\"\nadapter = [\"python3\", \"a.py\"]\ntopology = \"etcd\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(spec.topology(), Topology::Etcd);
+        for algorithm in ["set-nx-px", "redlock", "reentrant"] {
+            let text = format!("algorithm = \"{algorithm}\"\ntopology = \"etcd\"\n");
+            let error = WorkloadSpec::from_toml(&text, "w.toml").unwrap_err();
+            assert!(error.to_string().contains("field `topology`"), "{error}");
+            assert!(error.to_string().contains("etcd locks"), "{error}");
+        }
     }
 
     #[test]
