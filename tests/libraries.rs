@@ -1,23 +1,24 @@
 //! The ready adapters of examples/adapters/, over real lock libraries (python-redis-lock,
-//! pottery's Redlock, node-redlock), against real servers that lockaudit starts: each
+//! pottery's Redlock, python-etcd3, node-redlock), against real servers that lockaudit starts: each
 //! passes `adapter-test` on its workload's topology, and a short audit of all of them meets
 //! every workload's `[expect]` table under the presets that tell them apart. The libraries
 //! must be installed (`bash .ci/run` does); without them these tests fail, saying what to
 //! install.
 
 mod common;
-use common::{require_node_redlock, require_python};
+use common::{require_etcd, require_node_redlock, require_python};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The Python workloads: python-redis-lock without expiry and with auto-renewal, pottery
-/// on one master and on five.
-const PYTHON: [&str; 4] = [
+/// on one master and on five, python-etcd3 on lockaudit's etcd cluster.
+const PYTHON: [&str; 5] = [
     "examples/adapters/python-redis-lock.toml",
     "examples/adapters/python-redis-lock-renewal.toml",
     "examples/adapters/pottery.toml",
     "examples/adapters/pottery-5.toml",
+    "examples/adapters/python-etcd3.toml",
 ];
 
 /// node-redlock on five masters: plain acquire/extend/release, and `using()`.
@@ -31,7 +32,8 @@ fn root() -> PathBuf {
 }
 
 fn require_libraries() {
-    require_python(&["redis", "redis_lock", "pottery"]);
+    require_python(&["redis", "redis_lock", "pottery", "etcd3"]);
+    require_etcd();
     require_node_redlock();
 }
 
@@ -96,9 +98,9 @@ fn a_short_audit_of_the_ready_adapters_meets_their_expectations() {
     ]);
     let matrix = std::fs::read_to_string(out.join("audit.md")).unwrap_or_default();
     assert_eq!(code, Some(0), "{text}\n{matrix}");
-    // Every row ran: 6 workloads × 4 presets, none of them skipped as not applicable.
+    // Every row ran: 7 workloads × 4 presets, none of them skipped as not applicable.
     let cells = cells_of(&out.join("audit.json"));
-    assert_eq!(cells.len(), 24, "{matrix}");
+    assert_eq!(cells.len(), 28, "{matrix}");
     assert!(
         cells.iter().all(|cell| cell.status == "pass"),
         "{cells:?}\n{matrix}"

@@ -99,8 +99,9 @@ pub enum Topology {
     /// (`replica-<shards + i>` follows `master-<i>`), slots split evenly, failover decided
     /// by the cluster itself after `CLUSTER_NODE_TIMEOUT_MS`.
     Cluster,
-    /// Three etcd members (`etcd-0`..`etcd-2`, see `etcd`), for the etcd locks; the
-    /// guarded resource's storage server is still a Redis.
+    /// Three etcd members (`etcd-0`..`etcd-2`, see `etcd`), for the etcd locks and an
+    /// external adapter over an etcd library; the guarded resource's storage server is
+    /// still a Redis.
     Etcd,
 }
 

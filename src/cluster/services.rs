@@ -30,6 +30,9 @@ pub struct Service {
     pub clock_jump: Option<&'static str>,
     /// Why it has no failover of its own (`Cluster::begin_failover`); None: it has.
     pub failover: Option<&'static str>,
+    /// Whether an external adapter may run on it (wrapping a lock library of the service;
+    /// its `init` names the nodes).
+    pub external_adapters: bool,
     /// Whether a killed node comes back on its data (a crashed database's WAL, an etcd
     /// member rejoining) rather than empty: its nodes cannot be emptied, or are not
     /// meant to be.
@@ -50,12 +53,13 @@ pub const SERVICES: [Service; 2] = [
         failover: Some(
             "lockaudit's PostgreSQL is a single server, with no replica to fail over to",
         ),
+        external_adapters: false,
         restarts_on_data: true,
     },
     Service {
         topology: Topology::Etcd,
         name: "etcd",
-        locks: "the etcd locks (etcd-lock, etcd-txn)",
+        locks: "the etcd locks (etcd-lock, etcd-txn) and an external adapter",
         start: |spec| Box::pin(super::etcd::start_cluster(spec)),
         not_on_hosts: Some("lockaudit starts etcd on this machine only (not yet on hosts)"),
         clock_jump: Some(
@@ -63,6 +67,7 @@ pub const SERVICES: [Service; 2] = [
         ),
         // Raft elects a new leader: the failover kills the leader of the moment.
         failover: None,
+        external_adapters: true,
         restarts_on_data: true,
     },
 ];

@@ -1,5 +1,5 @@
 //! `external`: a lock client in another program (an *adapter*), driven over the stdio
-//! protocol of docs/protocol.md (version 1.3): JSON requests on its stdin, one JSON reply
+//! protocol of docs/protocol.md (version 1.4): JSON requests on its stdin, one JSON reply
 //! line per request on its stdout, free text on stderr (appended to
 //! `<run>/adapter-<process>.log`).
 //!

@@ -585,12 +585,21 @@ impl WorkloadSpec {
                 self.algorithm,
                 service.map(locks::service_name).unwrap_or_default()
             )),
-            Some(t) if service.is_none() && crate::cluster::service(t).is_some() => Err(format!(
-                "field `topology`: {} is for {}, not {}",
-                locks::service_name(t),
-                crate::cluster::service(t).map_or("", |s| s.locks),
-                self.algorithm
-            )),
+            // An external adapter may wrap a library of a service that allows it (etcd: its
+            // `init` names the members).
+            Some(t)
+                if service.is_none()
+                    && crate::cluster::service(t).is_some_and(|s| {
+                        !(s.external_adapters && self.algorithm == locks::EXTERNAL)
+                    }) =>
+            {
+                Err(format!(
+                    "field `topology`: {} is for {}, not {}",
+                    locks::service_name(t),
+                    crate::cluster::service(t).map_or("", |s| s.locks),
+                    self.algorithm
+                ))
+            }
             Some(Topology::Cluster) => match locks::on_cluster(&self.algorithm) {
                 Err(why) => Err(format!("field `topology`: \"cluster\": {why}")),
                 Ok(()) => Ok(()),
@@ -901,6 +910,22 @@ mod mode_tests {
         )
         .unwrap_err();
         assert!(error.to_string().contains("database locks"), "{error}");
+    }
+
+    #[test]
+    fn etcd_runs_the_etcd_locks_and_an_external_adapter_not_the_redis_locks() {
+        let spec = WorkloadSpec::from_toml(
+            "algorithm = \"external\"\nadapter = [\"python3\", \"a.py\"]\ntopology = \"etcd\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(spec.topology(), Topology::Etcd);
+        for algorithm in ["set-nx-px", "redlock", "reentrant"] {
+            let text = format!("algorithm = \"{algorithm}\"\ntopology = \"etcd\"\n");
+            let error = WorkloadSpec::from_toml(&text, "w.toml").unwrap_err();
+            assert!(error.to_string().contains("field `topology`"), "{error}");
+            assert!(error.to_string().contains("etcd locks"), "{error}");
+        }
     }
 
     #[test]

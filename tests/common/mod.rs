@@ -54,7 +54,7 @@ pub fn assert_exit(output: &Output, code: i32) -> String {
 /// The Python packages the ready adapters of examples/adapters/ need, as pip installs them
 /// (`.ci/run` does).
 pub const PIP_INSTALL: &str =
-    "python3 -m pip install redis==8.1.0 python-redis-lock==4.0.1 pottery==3.0.1";
+    "python3 -m pip install redis==8.1.0 python-redis-lock==4.0.1 pottery==3.0.1 etcd3==0.12.0";
 
 /// Fails the test, saying what to install, unless python3 can import every one of
 /// `modules`: a test of a lock library must not pass without it.
@@ -66,6 +66,9 @@ pub fn require_python(modules: &[&str]) {
         .join("; ");
     let ok = std::process::Command::new("python3")
         .args(["-c", &script])
+        // etcd3 0.12.0's generated protobuf modules import only with protobuf's pure-Python
+        // implementation (as examples/adapters/python_etcd3_adapter.py sets it).
+        .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
         .output()
         .is_ok_and(|o| o.status.success());
     assert!(
