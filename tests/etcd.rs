@@ -171,19 +171,26 @@ async fn etcd_locks_exclude_while_the_lease_lives_and_hand_on_after_it() {
     }
 }
 
-#[test]
-fn a_missing_etcd_is_named_with_its_package() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+/// `lockaudit run --algorithm etcd-lock` for `time_limit` into `out`.
+fn run_etcd_lock(time_limit: &str, out: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    command
         .args([
             "run",
             "--algorithm",
             "etcd-lock",
             "--time-limit",
-            "2s",
+            time_limit,
             "--out",
         ])
-        .arg(dir.path().join("run"))
+        .arg(out);
+    command
+}
+
+#[test]
+fn a_missing_etcd_is_named_with_its_package() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_etcd_lock("2s", &dir.path().join("run"))
         .env(cluster::ETCD_ENV, "/nonexistent/etcd")
         .output()
         .unwrap();
@@ -200,18 +207,7 @@ fn an_etcd_lock_run_without_faults_is_valid() {
     common::require_etcd();
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
-    let out = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
-        .args([
-            "run",
-            "--algorithm",
-            "etcd-lock",
-            "--time-limit",
-            "4s",
-            "--out",
-        ])
-        .arg(&out_dir)
-        .output()
-        .unwrap();
+    let out = run_etcd_lock("4s", &out_dir).output().unwrap();
     common::assert_exit(&out, 0);
     let history = std::fs::read_to_string(out_dir.join("history.jsonl")).unwrap();
     let acquired = history
