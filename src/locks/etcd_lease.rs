@@ -37,6 +37,20 @@ pub(crate) async fn connect(
     Ok(client)
 }
 
+/// `request`, given `timeout`: its answer, or why none came, in words naming `what` (an
+/// error etcd returned, or no answer in time).
+pub(crate) async fn within<T>(
+    what: &str,
+    timeout: Duration,
+    request: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(timeout, request).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Err(_) => Err(format!("{what}: no answer within {timeout:?}")),
+    }
+}
+
 /// The lease's TTL in whole seconds that a lock with `ttl_ms` asks for (etcd speaks
 /// seconds; rounded up so that the lock never lives shorter than asked).
 pub(crate) fn ttl_seconds(options: &LockOptions) -> i64 {
@@ -59,16 +73,20 @@ impl Lease {
         ttl_seconds: i64,
         timeout: Duration,
     ) -> Result<Lease, String> {
-        match tokio::time::timeout(timeout, client.lease_grant(ttl_seconds, None)).await {
-            Ok(Ok(granted)) if granted.ttl() > 0 => Ok(Lease {
-                id: granted.id(),
-                ttl_ms: granted.ttl().saturating_mul(1000),
-                keeper: None,
-            }),
-            Ok(Ok(granted)) => Err(format!("lease grant refused: {}", granted.error())),
-            Ok(Err(e)) => Err(format!("lease grant: {e}")),
-            Err(_) => Err(format!("lease grant: no answer within {timeout:?}")),
+        let granted = within(
+            "lease grant",
+            timeout,
+            client.lease_grant(ttl_seconds, None),
+        )
+        .await?;
+        if granted.ttl() <= 0 {
+            return Err(format!("lease grant refused: {}", granted.error()));
         }
+        Ok(Lease {
+            id: granted.id(),
+            ttl_ms: granted.ttl().saturating_mul(1000),
+            keeper: None,
+        })
     }
 
     /// One keep-alive: `ok` with the TTL it restored, `fail` when etcd says the lease is gone

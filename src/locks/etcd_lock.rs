@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_client::{Client, LockOptions as EtcdLockOptions};
 
-use super::etcd_lease::{ttl_seconds, Lease};
+use super::etcd_lease::{ttl_seconds, within, Lease};
 use super::{Acquired, LockClient, LockOptions, Outcome};
 
 /// The named steps (crash points).
@@ -65,13 +65,8 @@ pub(crate) async fn create_revision(
     key: &[u8],
     timeout: Duration,
 ) -> Result<Option<i64>, String> {
-    match tokio::time::timeout(timeout, client.get(key, None)).await {
-        Ok(Ok(reply)) => Ok(reply.kvs().first().map(|kv| kv.create_revision())),
-        Ok(Err(e)) => Err(format!("reading the lock key: {e}")),
-        Err(_) => Err(format!(
-            "reading the lock key: no answer within {timeout:?}"
-        )),
-    }
+    let reply = within("reading the lock key", timeout, client.get(key, None)).await?;
+    Ok(reply.kvs().first().map(|kv| kv.create_revision()))
 }
 
 #[async_trait]
@@ -136,11 +131,9 @@ impl LockClient for EtcdLock {
         };
         self.options.step("etcd-lock:before-release");
         let timeout = self.options.op_timeout();
-        let unlocked = tokio::time::timeout(timeout, self.client.unlock(held.key.clone())).await;
-        let outcome = match unlocked {
-            Ok(Ok(_)) => Outcome::Ok { lease_ms: None },
-            Ok(Err(e)) => Outcome::Info(format!("unlock: {e}")),
-            Err(_) => Outcome::Info(format!("unlock: no answer within {timeout:?}")),
+        let outcome = match within("unlock", timeout, self.client.unlock(held.key.clone())).await {
+            Ok(_) => Outcome::Ok { lease_ms: None },
+            Err(why) => Outcome::Info(why),
         };
         // The lease carries nothing else; it would expire anyway.
         let _ = held.lease.revoke(&mut self.client, timeout).await;

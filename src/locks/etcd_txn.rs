@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 
-use super::etcd_lease::{ttl_seconds, Lease};
+use super::etcd_lease::{ttl_seconds, within, Lease};
 use super::{random_id, Acquired, LockClient, LockOptions, Outcome};
 
 /// The named steps (crash points).
@@ -58,14 +58,10 @@ impl EtcdTxn {
                 Some(PutOptions::new().with_lease(lease)),
             )]);
         let timeout = self.options.op_timeout();
-        match tokio::time::timeout(timeout, self.client.txn(txn)).await {
-            Ok(Ok(reply)) if reply.succeeded() => Ok(Some(
-                reply.header().map(|h| h.revision()).unwrap_or_default(),
-            )),
-            Ok(Ok(_)) => Ok(None),
-            Ok(Err(e)) => Err(format!("txn: {e}")),
-            Err(_) => Err(format!("txn: no answer within {timeout:?}")),
-        }
+        let reply = within("txn", timeout, self.client.txn(txn)).await?;
+        Ok(reply
+            .succeeded()
+            .then(|| reply.header().map(|h| h.revision()).unwrap_or_default()))
     }
 }
 
@@ -122,11 +118,10 @@ impl LockClient for EtcdTxn {
         let txn = Txn::new()
             .when([Compare::value(key, CompareOp::Equal, held.value.as_str())])
             .and_then([TxnOp::delete(key, None)]);
-        let outcome = match tokio::time::timeout(timeout, self.client.txn(txn)).await {
-            Ok(Ok(reply)) if reply.succeeded() => Outcome::Ok { lease_ms: None },
-            Ok(Ok(_)) => Outcome::Fail("the lock key is no longer ours".into()),
-            Ok(Err(e)) => Outcome::Info(format!("txn: {e}")),
-            Err(_) => Outcome::Info(format!("txn: no answer within {timeout:?}")),
+        let outcome = match within("txn", timeout, self.client.txn(txn)).await {
+            Ok(reply) if reply.succeeded() => Outcome::Ok { lease_ms: None },
+            Ok(_) => Outcome::Fail("the lock key is no longer ours".into()),
+            Err(why) => Outcome::Info(why),
         };
         let _ = held.lease.revoke(&mut self.client, timeout).await;
         outcome
