@@ -18,12 +18,12 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
 use lockaudit::clock::{wall_ms, RunClock};
+use lockaudit::cluster::SENTINEL_FAILOVER_MS;
 use lockaudit::cluster::{self, ClusterSpec, Endpoints, Topology};
 use lockaudit::fleet::{Fleet, WORKER_EXE_ENV};
 use lockaudit::nemesis::executor::{execute, Targets};
 use lockaudit::nemesis::journal::Journal;
 use lockaudit::nemesis::network::Network;
-use lockaudit::nemesis::plan::SENTINEL_FAILOVER_MS;
 use lockaudit::nemesis::schedule::Link;
 use lockaudit::nemesis::{FaultKind, PlannedFault};
 use lockaudit::run::recorder::{record, Counts};

@@ -529,17 +529,15 @@ pub(super) async fn start_cluster(spec: &ClusterSpec) -> Result<Cluster, Cluster
     // Storage is killed by its guard if this fails.
     let members = start(etcd_binary, &etcd_root, &password, spec.base_port).await?;
     tracing::info!(elapsed = ?begun.elapsed(), "etcd cluster ready");
-    Ok(Cluster {
-        topology: Topology::Etcd,
+    let members = members
+        .into_iter()
+        .map(|m| Box::new(m) as Box<dyn ServiceNode>)
+        .collect();
+    Ok(Cluster::local(
+        Topology::Etcd,
         root,
         password,
-        nodes: Vec::new(),
-        services: members
-            .into_iter()
-            .map(|m| Box::new(m) as Box<dyn ServiceNode>)
-            .collect(),
+        members,
         storage,
-        sentinels: Vec::new(),
-        remote: super::hosts::Hosts::default(),
-    })
+    ))
 }

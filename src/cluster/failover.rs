@@ -153,8 +153,7 @@ impl Cluster {
             }),
             Topology::Etcd => Some(RoleWatch::Leader {
                 members: self
-                    .services
-                    .iter()
+                    .lock_nodes()
                     .map(|n| {
                         etcd::Member::new(n.instance().name().to_string(), n.instance().port())
                     })
@@ -171,8 +170,7 @@ impl Cluster {
             return None;
         }
         let members: Vec<(String, u16)> = self
-            .services
-            .iter()
+            .lock_nodes()
             .filter(|n| n.instance().pid().is_some())
             .map(|n| (n.instance().name().to_string(), n.instance().port()))
             .collect();

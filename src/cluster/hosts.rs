@@ -297,8 +297,8 @@ async fn start_sentinels(
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| server_binary(spec, ssh))
     };
-    let mut members = Vec::with_capacity(super::SENTINELS);
-    for i in 0..super::SENTINELS {
+    let mut members = Vec::with_capacity(super::redis::SENTINELS);
+    for i in 0..super::redis::SENTINELS {
         let index = first + i;
         let ssh = hosts.connections[index % hosts.connections.len()].clone();
         let port = u16::try_from(base + index).map_err(|_| {
@@ -365,12 +365,12 @@ pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
     };
     match spec.topology {
         Topology::Single => Ok((1, 1)),
-        Topology::Replicated => Ok((1 + super::REPLICAS, 1)),
+        Topology::Replicated => Ok((1 + super::redis::REPLICAS, 1)),
         Topology::Independent if spec.masters > 0 => Ok((spec.masters, spec.masters)),
         Topology::Independent => Err(ClusterError::InvalidSpec(
             "an independent topology needs at least one master".into(),
         )),
-        Topology::Sentinel => Ok((1 + super::REPLICAS, 1)),
+        Topology::Sentinel => Ok((1 + super::redis::REPLICAS, 1)),
         Topology::Cluster if spec.shards > 0 => Ok((2 * spec.shards, 2 * spec.shards)),
         Topology::Cluster => Err(ClusterError::InvalidSpec(
             "a Redis Cluster needs at least one master".into(),
@@ -390,9 +390,7 @@ pub fn not_on_hosts(topology: Topology) -> Option<&'static str> {
         | Topology::Sentinel
         | Topology::Independent
         | Topology::Cluster => None,
-        Topology::Postgres | Topology::Etcd => {
-            super::service(topology).and_then(|s| s.not_on_hosts)
-        }
+        Topology::Postgres | Topology::Etcd => super::service(topology).not_on_hosts,
     }
 }
 

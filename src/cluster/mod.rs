@@ -1,21 +1,26 @@
-//! Redis servers, and the PostgreSQL server of the database locks, that lockaudit starts
-//! and owns.
+//! The lock services' servers that lockaudit starts and owns: Redis's, PostgreSQL's,
+//! etcd's, here or on SSH hosts, and the guarded resource's `storage` server.
 //!
-//! Every redis-server / redis-sentinel runs as a child process in the foreground, bound to
-//! 127.0.0.1 on a free port with a generated password, its data and log inside the run
-//! folder, owned by a guard that ends it on drop, on Ctrl-C and on panic (see
-//! [`install_cleanup_handlers`]) and, through `PR_SET_PDEATHSIG`, when lockaudit dies.
+//! Every server runs as a child process in the foreground, bound to 127.0.0.1 on a free
+//! port with a generated password, its data and log inside the run folder, owned by a guard
+//! that ends it on drop, on Ctrl-C and on panic (see [`install_cleanup_handlers`]) and,
+//! through `PR_SET_PDEATHSIG`, when lockaudit dies.
 //!
+//! - `service`: what lockaudit needs of one node of any service; `services`: the table of
+//!   services by topology (how each starts, what it cannot do);
+//! - `redis`: the Redis topologies; `server` / `sentinel`: how each kind of Redis process is
+//!   configured and started; `replication`: a replica moved by hand; `sharded`: forming a
+//!   Redis Cluster and reading its roles; `probe`: the client connections that check them;
+//! - `postgres`: one PostgreSQL server (`initdb`, a foreground postmaster run as an
+//!   unprivileged user when we are root, crash and restart on its WAL); `etcd`: three
+//!   members;
 //! - `ports`: free loopback ports; `binaries`: finding the programs; `clock`: libfaketime,
 //!   which lets the nemesis move a server's wall clock;
 //! - `registry`: the process-wide table of children and the thread that spawns them;
 //!   `process`: the guard that owns one child; `cleanup`: the Ctrl-C and panic handlers;
-//! - `instance`: one redis process and its readiness; `server` / `sentinel`: how each kind
-//!   is configured and started; `probe`: the client connections used to check them;
-//! - `sharded`: forming a Redis Cluster from cluster-mode nodes, and reading its roles;
-//! - `postgres`: one PostgreSQL server (`initdb`, a foreground postmaster run as an
-//!   unprivileged user when we are root, crash and restart on its WAL);
-//! - this file: the topologies, [`start`] and [`Cluster`].
+//!   `instance`: one process and its readiness;
+//! - `hosts`, `remote`, `ssh`, `cut`: the servers on other hosts;
+//! - this file: the topologies, [`start`] and [`Cluster`], which reaches every node by name.
 
 mod ask;
 mod binaries;
@@ -37,8 +42,10 @@ mod probe;
 pub mod process;
 mod procfs;
 pub mod reach;
+mod redis;
 mod registry;
 mod remote;
+mod replication;
 mod sentinel;
 mod server;
 mod service;
@@ -69,14 +76,13 @@ pub use registry::{
     register_child, registered_pids, shutting_down, signal as signal_child, spawn_foreign,
     unregister_child,
 };
-pub use sentinel::MASTER_NAME;
+pub use replication::Replica;
+pub use sentinel::{MASTER_NAME, SENTINEL_FAILOVER_MS};
 pub use services::{service, Service, SERVICES};
 pub use ssh::{NodeEntry, SshTarget};
 
 use hosts::Hosts;
 use instance::Instance;
-use postgres::{PgConfig, PgServer, RunAs};
-use sentinel::{Sentinel, SentinelSetup};
 use server::{Server, ServerConfig};
 use service::ServiceNode;
 
@@ -257,12 +263,6 @@ const PASSWORD_LEN: usize = 32;
 /// exits in milliseconds; with AOF it fsyncs first.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
-/// Replicas per primary in `Replicated` and `Sentinel`.
-const REPLICAS: usize = 2;
-
-/// Sentinels in `Sentinel` (quorum 2).
-const SENTINELS: usize = 3;
-
 /// Running servers that lockaudit started and owns. Dropping it kills them all (SIGCONT,
 /// SIGKILL, reap); [`Cluster::shutdown`] stops them gracefully.
 ///
@@ -274,255 +274,23 @@ pub struct Cluster {
     topology: Topology,
     root: PathBuf,
     password: String,
-    nodes: Vec<Server>,
-    /// The nodes of a lock service other than Redis (`Postgres`: `master-0`; `Etcd`:
-    /// `etcd-0`..), the lock's servers there, behind the service seam.
-    services: Vec<Box<dyn ServiceNode>>,
+    /// The service's nodes on this machine, behind the service seam: the lock's servers
+    /// (`master-<i>`, `replica-<i>`, `etcd-<i>`), then those that watch them
+    /// (`sentinel-<i>`).
+    nodes: Vec<Box<dyn ServiceNode>>,
     storage: Server,
-    sentinels: Vec<Sentinel>,
     /// The lock's servers on other hosts (`ClusterSpec::hosts`); empty for a local run.
     remote: Hosts,
 }
 
-/// Starts the topology's servers and the storage node, and returns once every server
-/// answers an authenticated INFO, every replica is in sync, and every sentinel knows the
-/// master, its replicas and the other sentinels.
-///
-/// Data folders are `<dir>/redis/<name>/` (emptied first), logs `<dir>/redis/<name>.log`,
-/// fake clocks' offset files `<dir>/redis/<name>.faketime` (outside the data folder, so that
-/// an emptied node keeps its clock). On any error every process started so far is killed
-/// before returning.
+/// Starts the topology's servers and the storage node (see the service's module: `redis`,
+/// `postgres`, `etcd`; on `ClusterSpec::hosts`, `hosts`), and returns once they serve. On any
+/// error every process started so far is killed before returning.
 pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
-    let begun = Instant::now();
     if !spec.hosts.is_empty() {
         return start_remote(spec).await;
     }
-    if let Some(service) = services::service(spec.topology) {
-        return (service.start)(spec).await;
-    }
-    let lock_nodes = match spec.topology {
-        Topology::Postgres | Topology::Etcd => 0,
-        Topology::Cluster if spec.shards == 0 => {
-            return Err(ClusterError::InvalidSpec(
-                "a Redis Cluster needs at least one master".into(),
-            ))
-        }
-        Topology::Cluster => 2 * spec.shards,
-        Topology::Single => 1,
-        Topology::Replicated | Topology::Sentinel => 1 + REPLICAS,
-        Topology::Independent if spec.masters == 0 => {
-            return Err(ClusterError::InvalidSpec(
-                "an independent topology needs at least one master".into(),
-            ))
-        }
-        Topology::Independent => spec.masters,
-    };
-    let sentinel_count = if spec.topology == Topology::Sentinel {
-        SENTINELS
-    } else {
-        0
-    };
-    let server_binary = binaries::redis_server(spec.redis_server.as_deref())?;
-    let sentinel_binary = if sentinel_count > 0 {
-        Some(binaries::redis_sentinel(
-            spec.redis_sentinel.as_deref(),
-            &server_binary,
-        )?)
-    } else {
-        None
-    };
-
-    let root = spec.dir.join("redis");
-    private::create_dir(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
-    // Absolute, because Redis chdirs into its data folder before opening its log.
-    let root = root
-        .canonicalize()
-        .map_err(|e| ClusterError::io("resolve the folder", &root, e))?;
-    let password = generate_password();
-    let preload = if spec.fake_clocks {
-        Some(clock::Preload::find()?)
-    } else {
-        None
-    };
-
-    let cluster_mode = spec.topology == Topology::Cluster;
-    let bus_ports = if cluster_mode { lock_nodes } else { 0 };
-    let mut ports =
-        ports::plan(lock_nodes + 1 + sentinel_count + bus_ports, spec.base_port)?.into_iter();
-    let mut next_port = || {
-        ports
-            .next()
-            .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))
-    };
-    // `lock_node`: a master or replica (fake clock), not storage; `bus_port`: cluster mode.
-    let config = |name: String,
-                  replica_of: Option<u16>,
-                  lock_node: bool,
-                  bus_port: Option<u16>|
-     -> Result<ServerConfig, ClusterError> {
-        let fake_clock = match &preload {
-            Some(preload) if lock_node => Some(clock::FakeClock::create(
-                preload.clone(),
-                root.join(format!("{name}.faketime")),
-            )?),
-            _ => None,
-        };
-        let config = ServerConfig {
-            dir: root.join(&name),
-            log: root.join(format!("{name}.log")),
-            binary: server_binary.clone(),
-            password: password.clone(),
-            persistence: spec.persistence,
-            replica_of,
-            fake_clock,
-            cluster: bus_port.map(|bus_port| server::ClusterMode {
-                bus_port,
-                config_file: root.join(format!("{name}.nodes.conf")),
-                node_timeout_ms: CLUSTER_NODE_TIMEOUT_MS,
-            }),
-            name,
-        };
-        if let Some(cluster) = &config.cluster {
-            // A new cluster: a config left by an earlier run in this folder would rejoin it.
-            let _ = std::fs::remove_file(&cluster.config_file);
-        }
-        config.prepare_dir(false)?;
-        Ok(config)
-    };
-
-    // Primaries first: a replica started before its primary listens retries only once a
-    // second. Storage starts alongside them.
-    // A cluster's nodes all start at once: its replicas are made replicas by the cluster.
-    let primaries = match spec.topology {
-        Topology::Independent | Topology::Cluster => lock_nodes,
-        _ => 1,
-    };
-    let mut first = Vec::with_capacity(primaries + 1);
-    let mut members = Vec::new();
-    for i in 0..primaries {
-        let name = if cluster_mode && i >= spec.shards {
-            format!("replica-{i}")
-        } else {
-            format!("master-{i}")
-        };
-        let port = next_port()?;
-        let bus_port = if cluster_mode {
-            Some(next_port()?.port())
-        } else {
-            None
-        };
-        first.push((config(name, None, true, bus_port)?, port));
-    }
-    let mut replica_ports = Vec::new();
-    for _ in primaries..lock_nodes {
-        replica_ports.push(next_port()?);
-    }
-    first.push((config("storage".into(), None, false, None)?, next_port()?));
-    let mut nodes = server::start_all(first, true).await?;
-    let storage = nodes
-        .pop()
-        .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))?;
-    if cluster_mode {
-        for server in &nodes {
-            if let Some(cluster) = &server.config.cluster {
-                members.push(sharded::Member {
-                    name: server.config.name.clone(),
-                    host: "127.0.0.1".into(),
-                    port: server.instance.port(),
-                    bus_port: cluster.bus_port,
-                });
-            }
-        }
-        sharded::form(&members, spec.shards, &password).await?;
-    }
-
-    if lock_nodes > primaries {
-        let primary_port = nodes
-            .first()
-            .map(|s| s.instance.port())
-            .ok_or_else(|| ClusterError::InvalidSpec("no primary started".into()))?;
-        let mut replicas = Vec::with_capacity(replica_ports.len());
-        for (i, port) in replica_ports.into_iter().enumerate() {
-            let name = format!("replica-{}", primaries + i);
-            replicas.push((config(name, Some(primary_port), true, None)?, port));
-        }
-        nodes.extend(server::start_all(replicas, true).await?);
-    }
-
-    let sentinels = match sentinel_binary {
-        Some(binary) => {
-            let setup = SentinelSetup {
-                binary,
-                root: root.clone(),
-                password: password.clone(),
-                primary_port: nodes.first().map(|s| s.instance.port()).unwrap_or(0),
-                replicas: lock_nodes - primaries,
-            };
-            let mut choices = Vec::with_capacity(sentinel_count);
-            for _ in 0..sentinel_count {
-                choices.push(next_port()?);
-            }
-            sentinel::start_sentinels(&setup, choices).await?
-        }
-        None => Vec::new(),
-    };
-
-    tracing::info!(
-        topology = ?spec.topology,
-        fake_clocks = spec.fake_clocks,
-        servers = nodes.len() + 1,
-        sentinels = sentinels.len(),
-        elapsed = ?begun.elapsed(),
-        "cluster ready"
-    );
-    Ok(Cluster {
-        topology: spec.topology,
-        root,
-        password,
-        nodes,
-        services: Vec::new(),
-        storage,
-        sentinels,
-        remote: Hosts::default(),
-    })
-}
-
-/// `Topology::Postgres`: the Redis storage server and one PostgreSQL server, `master-0`
-/// (data in `<dir>/postgres/master-0`, log `<dir>/postgres/master-0.log`), sharing the
-/// generated password.
-async fn start_postgres(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
-    let begun = Instant::now();
-    let bin_dir = binaries::postgres_bin_dir(spec.postgres_bin.as_deref())?;
-    let server_binary = binaries::redis_server(spec.redis_server.as_deref())?;
-    let run_as = RunAs::for_postgres()?;
-    let [root, pg_root] = private_folders(&spec.dir, ["redis", "postgres"])?;
-    let password = generate_password();
-    let mut ports = ports::plan(2, spec.base_port)?.into_iter();
-    let (Some(pg_port), Some(storage_port)) = (ports.next(), ports.next()) else {
-        return Err(ClusterError::InvalidSpec("port plan too short".into()));
-    };
-    let storage = start_storage(&root, server_binary, &password, storage_port).await?;
-    let config = PgConfig {
-        name: "master-0".into(),
-        bin_dir,
-        dir: pg_root.join("master-0"),
-        log: pg_root.join("master-0.log"),
-        password: password.clone(),
-        run_as,
-    };
-    // Storage is killed by its guard if this fails.
-    let database = PgServer::start(config, pg_port).await?;
-    tracing::info!(elapsed = ?begun.elapsed(), "postgres ready");
-    Ok(Cluster {
-        topology: Topology::Postgres,
-        root,
-        password,
-        nodes: Vec::new(),
-        services: vec![Box::new(database)],
-        storage,
-        sentinels: Vec::new(),
-        remote: Hosts::default(),
-    })
+    (services::service(spec.topology).start)(spec).await
 }
 
 /// `names` inside `dir`, each made private (see `private::create_dir`) and resolved to an
@@ -592,16 +360,9 @@ async fn start_remote(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         elapsed = ?begun.elapsed(),
         "servers on hosts ready"
     );
-    Ok(Cluster {
-        topology: spec.topology,
-        root,
-        password,
-        nodes: Vec::new(),
-        services: Vec::new(),
-        storage,
-        sentinels: Vec::new(),
-        remote,
-    })
+    let mut cluster = Cluster::local(spec.topology, root, password, Vec::new(), storage);
+    cluster.remote = remote;
+    Ok(cluster)
 }
 
 fn generate_password() -> String {
@@ -631,15 +392,32 @@ fn node_of(instance: &Instance) -> Node {
 }
 
 impl Cluster {
+    /// A cluster of `nodes` on this machine (the lock's servers, then those that watch
+    /// them) and `storage`, as a service's start function hands it over.
+    fn local(
+        topology: Topology,
+        root: PathBuf,
+        password: String,
+        nodes: Vec<Box<dyn ServiceNode>>,
+        storage: Server,
+    ) -> Cluster {
+        Cluster {
+            topology,
+            root,
+            password,
+            nodes,
+            storage,
+            remote: Hosts::default(),
+        }
+    }
+
     /// Where clients connect (pids as of now).
     pub fn endpoints(&self) -> Endpoints {
         Endpoints {
             topology: self.topology,
             nodes: self
-                .services
-                .iter()
-                .map(|d| node_of(d.instance()))
-                .chain(self.nodes.iter().map(|s| node_of(&s.instance)))
+                .lock_nodes()
+                .map(|n| node_of(n.instance()))
                 .chain(
                     self.remote
                         .servers
@@ -649,9 +427,10 @@ impl Cluster {
                 )
                 .collect(),
             sentinels: self
-                .sentinels
+                .nodes
                 .iter()
-                .map(|s| node_of(&s.instance))
+                .filter(|n| n.watches())
+                .map(|n| node_of(n.instance()))
                 .chain(
                     self.remote
                         .servers
@@ -787,13 +566,7 @@ impl Cluster {
         if let Some(server) = self.remote.server_mut(name) {
             return Ok(server.kill().unwrap_or(Exit::Unknown));
         }
-        if let Some(node) = self.service_mut(name) {
-            return Ok(node.kill().unwrap_or(Exit::Unknown));
-        }
-        let instance = self
-            .instance_mut(name)
-            .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))?;
-        Ok(instance.kill().unwrap_or(Exit::Unknown))
+        Ok(self.node_mut(name)?.kill().unwrap_or(Exit::Unknown))
     }
 
     /// Cuts the link from server `from` to server `to` (both on hosts: iptables on `from`'s
@@ -885,21 +658,10 @@ impl Cluster {
     /// process); without, it comes back empty. A sentinel keeps its rewritten config. A
     /// fake clock keeps its offset.
     pub async fn restart(&mut self, name: &str) -> Result<(), ClusterError> {
-        let password = self.password.clone();
-        if let Some(sentinel) = self
-            .sentinels
-            .iter_mut()
-            .find(|s| s.instance.name() == name)
-        {
-            return sentinel.restart(&password).await;
-        }
         if let Some(server) = self.remote.server_mut(name) {
             return server.restart(true).await;
         }
-        if let Some(node) = self.service_mut(name) {
-            return node.restart(true).await;
-        }
-        self.server_mut(name)?.restart(true).await
+        self.node_mut(name)?.restart(true).await
     }
 
     /// Like [`Cluster::restart`], but a server comes back empty even with persistence: its
@@ -907,9 +669,7 @@ impl Cluster {
     /// PostgreSQL server gets a fresh `initdb`. A sentinel cannot be emptied (its config is
     /// its state): `Unsupported`.
     pub async fn restart_empty(&mut self, name: &str) -> Result<(), ClusterError> {
-        let sentinel = self.sentinels.iter().any(|s| s.instance.name() == name)
-            || self.remote.server(name).is_some_and(|s| s.is_sentinel());
-        if sentinel {
+        if self.remote.server(name).is_some_and(|s| s.is_sentinel()) {
             return Err(ClusterError::Unsupported {
                 action: "empty",
                 node: name.to_string(),
@@ -919,10 +679,7 @@ impl Cluster {
         if let Some(server) = self.remote.server_mut(name) {
             return server.restart(false).await;
         }
-        if let Some(node) = self.service_mut(name) {
-            return node.restart(false).await;
-        }
-        self.server_mut(name)?.restart(false).await
+        self.node_mut(name)?.restart(false).await
     }
 
     /// Moves the wall clock of lock server `name` to `offset_ms` milliseconds from the real
@@ -964,8 +721,8 @@ impl Cluster {
             node: name.to_string(),
             reason: reason.to_string(),
         };
-        match self.nodes.iter().find(|s| s.instance.name() == name) {
-            Some(server) => server.config.fake_clock.as_ref().ok_or_else(|| {
+        match self.lock_nodes().find(|n| n.instance().name() == name) {
+            Some(node) => node.fake_clock().ok_or_else(|| {
                 unsupported(
                     "the cluster was started without fake clocks (ClusterSpec::fake_clocks)",
                 )
@@ -1042,11 +799,14 @@ impl Cluster {
     /// The lock's servers as (name, address, port), here or on hosts: what the nemesis
     /// polls for roles on a cluster.
     pub fn lock_addrs(&self) -> Vec<(String, String, u16)> {
-        self.nodes
-            .iter()
-            .map(|s| {
-                let name = s.instance.name().to_string();
-                (name, "127.0.0.1".to_string(), s.instance.port())
+        self.lock_nodes()
+            .map(|n| {
+                let instance = n.instance();
+                (
+                    instance.name().to_string(),
+                    "127.0.0.1".to_string(),
+                    instance.port(),
+                )
             })
             .chain(
                 self.remote
@@ -1058,17 +818,23 @@ impl Cluster {
             .collect()
     }
 
-    fn service_mut(&mut self, name: &str) -> Option<&mut Box<dyn ServiceNode>> {
-        self.services
-            .iter_mut()
-            .find(|d| d.instance().name() == name)
+    /// The lock's servers on this machine (not the sentinels that watch them).
+    pub(super) fn lock_nodes(&self) -> impl Iterator<Item = &dyn ServiceNode> {
+        self.nodes
+            .iter()
+            .filter(|n| !n.watches())
+            .map(|n| n.as_ref())
     }
 
-    fn server_mut(&mut self, name: &str) -> Result<&mut Server, ClusterError> {
+    /// The node `name` on this machine, storage included.
+    fn node_mut(&mut self, name: &str) -> Result<&mut (dyn ServiceNode + 'static), ClusterError> {
         self.nodes
             .iter_mut()
-            .chain(std::iter::once(&mut self.storage))
-            .find(|s| s.instance.name() == name)
+            .map(|n| n.as_mut())
+            .chain(std::iter::once(
+                &mut self.storage as &mut (dyn ServiceNode + 'static),
+            ))
+            .find(|n| n.instance().name() == name)
             .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))
     }
 
@@ -1076,31 +842,24 @@ impl Cluster {
     /// while the primary goes), then the servers; each gets SIGCONT and SIGTERM, then
     /// SIGKILL after a grace period. Returns how each process ended.
     pub async fn shutdown(mut self) -> Vec<(String, Exit)> {
-        let mut sentinels: Vec<&mut ChildGuard> = self
-            .sentinels
+        let mut watchers: Vec<&mut ChildGuard> = self
+            .nodes
             .iter_mut()
-            .filter_map(|s| s.instance.guard_mut())
+            .filter(|n| n.watches())
+            .filter_map(|n| n.instance_mut().guard_mut())
             .collect();
-        process::terminate_all(&mut sentinels, STOP_GRACE).await;
-        for node in self.services.iter_mut().filter(|n| !n.graceful_stop()) {
+        process::terminate_all(&mut watchers, STOP_GRACE).await;
+        for node in self.nodes.iter_mut().filter(|n| !n.graceful_stop()) {
             node.kill();
         }
         let root = self.root.clone();
         let mut ended = self.remote.shutdown(STOP_GRACE, &root);
         let mut servers: Vec<&mut ChildGuard> = self
-            .services
-            .iter_mut()
-            .map(|d| d.instance_mut())
-            .chain(
-                self.nodes
-                    .iter_mut()
-                    .chain(std::iter::once(&mut self.storage))
-                    .map(|s| &mut s.instance),
-            )
+            .instances_mut()
             .filter_map(Instance::guard_mut)
             .collect();
         process::terminate_all(&mut servers, STOP_GRACE).await;
-        for node in &mut self.services {
+        for node in &mut self.nodes {
             node.stopped();
         }
         ended.extend(self.instances().map(|i| {
@@ -1113,62 +872,37 @@ impl Cluster {
         ended
     }
 
+    /// Every process on this machine: the lock's servers, storage, then the watchers.
     fn instances(&self) -> impl Iterator<Item = &Instance> {
-        self.services
-            .iter()
-            .map(|d| d.instance())
-            .chain(
-                self.nodes
-                    .iter()
-                    .chain(std::iter::once(&self.storage))
-                    .map(|s| &s.instance),
-            )
-            .chain(self.sentinels.iter().map(|s| &s.instance))
+        let (watchers, servers): (Vec<_>, Vec<_>) = self.nodes.iter().partition(|n| n.watches());
+        servers
+            .into_iter()
+            .map(|n| n.instance())
+            .chain(std::iter::once(&self.storage.instance))
+            .chain(watchers.into_iter().map(|n| n.instance()))
     }
 
     fn instances_mut(&mut self) -> impl Iterator<Item = &mut Instance> {
-        self.services
+        self.nodes
             .iter_mut()
-            .map(|d| d.instance_mut())
-            .chain(
-                self.nodes
-                    .iter_mut()
-                    .chain(std::iter::once(&mut self.storage))
-                    .map(|s| &mut s.instance),
-            )
-            .chain(self.sentinels.iter_mut().map(|s| &mut s.instance))
+            .map(|n| n.instance_mut())
+            .chain(std::iter::once(&mut self.storage.instance))
     }
 
     fn instance(&self, name: &str) -> Option<&Instance> {
         self.instances().find(|i| i.name() == name)
     }
-
-    fn instance_mut(&mut self, name: &str) -> Option<&mut Instance> {
-        self.instances_mut().find(|i| i.name() == name)
-    }
 }
 
 impl Drop for Cluster {
-    /// Kills whatever still runs: SIGCONT and SIGKILL to all first, then reaps, so that
-    /// the teardown costs one kill rather than one per process.
+    /// Kills whatever still runs, each node as its service kills it (PostgreSQL's
+    /// backends with their postmaster, see `postgres::kill_tree`), storage last.
     fn drop(&mut self) {
-        // The services' nodes first: PostgreSQL while its backends are still its children
-        // (see `kill_tree`).
-        for node in &mut self.services {
+        for node in &mut self.nodes {
             node.kill();
         }
-        for instance in self.instances() {
-            if let Some(guard) = instance.guard() {
-                if guard.exit().is_none() {
-                    let _ = guard.signal(Signal::SIGCONT);
-                    let _ = guard.signal(Signal::SIGKILL);
-                }
-            }
-        }
-        for instance in self.instances_mut() {
-            instance.kill();
-        }
-        for node in &mut self.services {
+        self.storage.instance.kill();
+        for node in &mut self.nodes {
             node.stopped();
         }
     }

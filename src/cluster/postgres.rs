@@ -33,6 +33,8 @@ use super::error::ClusterError;
 use super::instance::{Instance, NotReady};
 use super::ports::{self, PortChoice};
 use super::process;
+use super::{binaries, generate_password, private_folders, start_storage};
+use super::{Cluster, ClusterSpec, Topology};
 
 /// The role clients log in as (a superuser: it creates its own tables).
 pub const PG_USER: &str = "lockaudit";
@@ -457,4 +459,39 @@ impl super::service::ServiceNode for PgServer {
     async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
         PgServer::restart(self, keep_data).await
     }
+}
+
+/// `Topology::Postgres`: the Redis storage server and one PostgreSQL server, `master-0`
+/// (data in `<dir>/postgres/master-0`, log `<dir>/postgres/master-0.log`), sharing the
+/// generated password.
+pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+    let begun = Instant::now();
+    let bin_dir = binaries::postgres_bin_dir(spec.postgres_bin.as_deref())?;
+    let server_binary = binaries::redis_server(spec.redis_server.as_deref())?;
+    let run_as = RunAs::for_postgres()?;
+    let [root, pg_root] = private_folders(&spec.dir, ["redis", "postgres"])?;
+    let password = generate_password();
+    let mut ports = ports::plan(2, spec.base_port)?.into_iter();
+    let (Some(pg_port), Some(storage_port)) = (ports.next(), ports.next()) else {
+        return Err(ClusterError::InvalidSpec("port plan too short".into()));
+    };
+    let storage = start_storage(&root, server_binary, &password, storage_port).await?;
+    let config = PgConfig {
+        name: "master-0".into(),
+        bin_dir,
+        dir: pg_root.join("master-0"),
+        log: pg_root.join("master-0.log"),
+        password: password.clone(),
+        run_as,
+    };
+    // Storage is killed by its guard if this fails.
+    let database = PgServer::start(config, pg_port).await?;
+    tracing::info!(elapsed = ?begun.elapsed(), "postgres ready");
+    Ok(Cluster::local(
+        Topology::Postgres,
+        root,
+        password,
+        vec![Box::new(database)],
+        storage,
+    ))
 }

@@ -5,14 +5,21 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use rand::Rng;
 use redis::aio::MultiplexedConnection;
 
 use super::binaries::SentinelBinary;
 use super::error::ClusterError;
+use super::exit::Exit;
 use super::instance::{Instance, NotReady, READY_TIMEOUT};
 use super::ports::{self, PortChoice};
 use super::probe;
+use super::service::ServiceNode;
+
+/// How long a Sentinel failover keeps the primary paused: down-after 1 s plus the election
+/// (measured 2.5–3.3 s on this kind of machine), with a margin.
+pub const SENTINEL_FAILOVER_MS: u64 = 5000;
 
 /// The master name every sentinel monitors.
 pub const MASTER_NAME: &str = "lockaudit";
@@ -40,11 +47,38 @@ pub struct Sentinel {
     pub instance: Instance,
     pub config: PathBuf,
     binary: SentinelBinary,
+    /// The servers' password, which it answers to as well.
+    password: String,
 }
 
-impl Sentinel {
-    /// Starts it again on the same port with the file it rewrote, so it keeps its view.
-    pub async fn restart(&mut self, password: &str) -> Result<(), ClusterError> {
+#[async_trait]
+impl ServiceNode for Sentinel {
+    fn instance(&self) -> &Instance {
+        &self.instance
+    }
+
+    fn instance_mut(&mut self) -> &mut Instance {
+        &mut self.instance
+    }
+
+    fn kill(&mut self) -> Option<Exit> {
+        self.instance.kill()
+    }
+
+    fn watches(&self) -> bool {
+        true
+    }
+
+    /// Starts it again on the same port with the file it rewrote, so it keeps its view. It
+    /// cannot be emptied: its config is its state.
+    async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
+        if !keep_data {
+            return Err(ClusterError::Unsupported {
+                action: "empty",
+                node: self.instance.name().to_string(),
+                reason: "a sentinel has no data, only its config; restart it instead".into(),
+            });
+        }
         if let Some(guard) = self.instance.guard_mut() {
             if guard.try_wait().is_none() {
                 guard.kill();
@@ -59,7 +93,7 @@ impl Sentinel {
             &self.binary,
             &self.config,
         )?;
-        match instance.wait_ready(password).await {
+        match instance.wait_ready(&self.password).await {
             Ok(_) => {
                 self.instance = instance;
                 Ok(())
@@ -165,6 +199,7 @@ async fn start_once(
             instance,
             config,
             binary: setup.binary.clone(),
+            password: setup.password.clone(),
         });
     }
     for sentinel in &mut sentinels {

@@ -4,13 +4,16 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 
 use super::clock::{self, FakeClock};
 use super::error::ClusterError;
+use super::exit::Exit;
 use super::instance::{Instance, NotReady, READY_TIMEOUT};
 use super::ports::{self, PortChoice};
 use super::probe;
+use super::service::ServiceNode;
 
 /// How many times a server whose free port was taken before it could bind it is started
 /// again on another port.
@@ -143,14 +146,31 @@ pub struct Server {
     pub instance: Instance,
 }
 
-impl Server {
+#[async_trait]
+impl ServiceNode for Server {
+    fn instance(&self) -> &Instance {
+        &self.instance
+    }
+
+    fn instance_mut(&mut self) -> &mut Instance {
+        &mut self.instance
+    }
+
+    fn kill(&mut self) -> Option<Exit> {
+        self.instance.kill()
+    }
+
+    fn fake_clock(&self) -> Option<&FakeClock> {
+        self.config.fake_clock.as_ref()
+    }
+
     /// Starts it again on the same port (clients know that port), with the same fake clock
     /// (same environment, same offset file). With `keep_data` and persistence its AOF is
     /// replayed; otherwise the data folder is emptied first, so the node comes back empty
     /// as a crash without persistence (or with the disk lost) would leave it. Waits until
     /// it answers, not until a replica is in sync: after a failover its primary may be the
     /// one that is down.
-    pub async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
+    async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
         if let Some(guard) = self.instance.guard_mut() {
             if guard.try_wait().is_none() {
                 guard.kill();

@@ -1,16 +1,17 @@
-//! The seam between the cluster and a lock service that is not Redis: what lockaudit needs
-//! of one node of such a service (a PostgreSQL server, an etcd member) to start it, fault it
-//! and stop it, whatever the service.
+//! The seam between the cluster and a lock service: what lockaudit needs of one node of a
+//! service (a redis-server, a sentinel, a PostgreSQL server, an etcd member) to start it,
+//! fault it and stop it, whatever the service.
 //!
-//! A service module (`postgres`, `etcd`) starts its nodes and hands them to the cluster as
-//! `Box<dyn ServiceNode>`; from there the nemesis kills, pauses, restarts and signals them
-//! through [`super::Cluster`]'s one path by name, and the cluster's shutdown and drop stop
-//! them with everything else. The Redis topologies are not behind it yet.
+//! A service module (`redis`, `postgres`, `etcd`) starts its nodes and hands them to the
+//! cluster as `Box<dyn ServiceNode>`; from there the nemesis kills, pauses, restarts, moves
+//! the clock of and signals them through [`super::Cluster`]'s one path by name, and the
+//! cluster's shutdown and drop stop them with everything else.
 
 use std::fmt::Debug;
 
 use async_trait::async_trait;
 
+use super::clock::FakeClock;
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::instance::Instance;
@@ -33,6 +34,16 @@ pub trait ServiceNode: Debug + Send + Sync {
     /// its leadership, and whose data the run does not keep using).
     fn graceful_stop(&self) -> bool {
         true
+    }
+    /// Whether it watches the lock's servers (a sentinel) rather than being one: clients
+    /// find it in `Endpoints::sentinels`, and the end of a run stops it first, so that it
+    /// starts no failover while the servers go.
+    fn watches(&self) -> bool {
+        false
+    }
+    /// Its fake wall clock, where it runs under libfaketime (`ClusterSpec::fake_clocks`).
+    fn fake_clock(&self) -> Option<&FakeClock> {
+        None
     }
     /// Called once the node has stopped for good (the run's end, or its teardown): drop
     /// what the run folder need not keep. Default: keep everything.

@@ -1,7 +1,7 @@
-//! The lock services other than Redis, one entry each: everything the rest of lockaudit
-//! asks of a service by its topology (how to start it, what it cannot do), so that a new
-//! service is its own module (its nodes behind [`super::service::ServiceNode`]), a
-//! `Topology` variant and one entry in [`SERVICES`].
+//! The lock services, one entry per topology: everything the rest of lockaudit asks of a
+//! service by its topology (how to start it, what it cannot do), so that a new service is
+//! its own module (its nodes behind [`super::service::ServiceNode`]), a `Topology` variant
+//! and one entry in [`SERVICES`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,12 +15,14 @@ pub type Start =
         &'a ClusterSpec,
     ) -> Pin<Box<dyn Future<Output = Result<Cluster, ClusterError>> + Send + 'a>>;
 
-/// What lockaudit knows of one lock service.
+/// What lockaudit knows of one lock service on one topology.
 pub struct Service {
-    /// Its topology, the one its locks run on (and nothing else does).
     pub topology: Topology,
     /// How messages name it.
     pub name: &'static str,
+    /// Whether its topology runs only the locks made for it (PostgreSQL's, etcd's), rather
+    /// than any lock of its service (every Redis lock runs on every Redis topology).
+    pub own_locks_only: bool,
     /// How messages name the locks that run on it.
     pub locks: &'static str,
     pub start: Start,
@@ -28,24 +30,72 @@ pub struct Service {
     pub not_on_hosts: Option<&'static str>,
     /// Why a jump of its servers' clocks cannot act on it; None: it can.
     pub clock_jump: Option<&'static str>,
-    /// Why it has no failover of its own (`Cluster::begin_failover`); None: it has.
+    /// Why it cannot fail over (no replica to promote, and no election of its own); None: it
+    /// can, by itself (`Cluster::begin_failover`) or through lockaudit's proxies.
     pub failover: Option<&'static str>,
     /// Whether an external adapter may run on it (wrapping a lock library of the service;
     /// its `init` names the nodes).
     pub external_adapters: bool,
+    /// Whether its clients find the primary by asking the nodes that watch the servers
+    /// (Sentinel), so that no per-worker proxy of the nemesis can stand between them.
+    pub clients_ask_watchers: bool,
+    /// Whether its primary is lockaudit's to move (the replicated topology): the nemesis's
+    /// proxies stand for the primary's one address, as a virtual IP does, the replicas
+    /// follow it through proxies of their own (`replication::Replica`), and a failover is a
+    /// promotion by hand.
+    pub primary_by_hand: bool,
+    /// The least time a failover is given: Sentinel needs about 3 s to notice the primary is
+    /// gone and elect another.
+    pub failover_min_ms: u64,
     /// Whether a killed node comes back on its data (a crashed database's WAL, an etcd
     /// member rejoining) rather than empty: its nodes cannot be emptied, or are not
     /// meant to be.
     pub restarts_on_data: bool,
 }
 
-/// Every lock service that is not Redis.
-pub const SERVICES: [Service; 2] = [
+/// A Redis topology's entry: any Redis lock runs on it; `failover` as `Service::failover`.
+const fn redis(topology: Topology, failover: Option<&'static str>) -> Service {
+    let sentinel = matches!(topology, Topology::Sentinel);
+    Service {
+        topology,
+        name: "Redis",
+        own_locks_only: false,
+        locks: "the Redis locks",
+        start: |spec| Box::pin(super::redis::start(spec)),
+        not_on_hosts: None,
+        clock_jump: None,
+        failover,
+        external_adapters: true,
+        clients_ask_watchers: sentinel,
+        primary_by_hand: matches!(topology, Topology::Replicated),
+        failover_min_ms: if sentinel {
+            super::sentinel::SENTINEL_FAILOVER_MS
+        } else {
+            0
+        },
+        restarts_on_data: false,
+    }
+}
+
+/// Every lock service, by topology.
+pub const SERVICES: [Service; 7] = [
+    redis(
+        Topology::Single,
+        Some("a single server has no replica to fail over to (--topology replicated or sentinel has)"),
+    ),
+    redis(Topology::Replicated, None),
+    redis(Topology::Sentinel, None),
+    redis(
+        Topology::Independent,
+        Some("RedLock's independent masters have no replicas to fail over to"),
+    ),
+    redis(Topology::Cluster, None),
     Service {
         topology: Topology::Postgres,
         name: "PostgreSQL",
+        own_locks_only: true,
         locks: "the database locks (pg-*)",
-        start: |spec| Box::pin(super::start_postgres(spec)),
+        start: |spec| Box::pin(super::postgres::start(spec)),
         not_on_hosts: Some("PostgreSQL runs on this machine only"),
         clock_jump: Some(
             "PostgreSQL's locks never expire, so its clock decides nothing (and it runs without libfaketime)",
@@ -54,11 +104,15 @@ pub const SERVICES: [Service; 2] = [
             "lockaudit's PostgreSQL is a single server, with no replica to fail over to",
         ),
         external_adapters: false,
+        clients_ask_watchers: false,
+        primary_by_hand: false,
+        failover_min_ms: 0,
         restarts_on_data: true,
     },
     Service {
         topology: Topology::Etcd,
         name: "etcd",
+        own_locks_only: true,
         locks: "the etcd locks (etcd-lock, etcd-txn) and an external adapter",
         start: |spec| Box::pin(super::etcd::start_cluster(spec)),
         not_on_hosts: Some("lockaudit starts etcd on this machine only (not yet on hosts)"),
@@ -68,11 +122,51 @@ pub const SERVICES: [Service; 2] = [
         // Raft elects a new leader: the failover kills the leader of the moment.
         failover: None,
         external_adapters: true,
+        clients_ask_watchers: false,
+        primary_by_hand: false,
+        failover_min_ms: 0,
         restarts_on_data: true,
     },
 ];
 
-/// The service whose topology is `topology`; None for the Redis topologies.
-pub fn service(topology: Topology) -> Option<&'static Service> {
-    SERVICES.iter().find(|s| s.topology == topology)
+/// The service of `topology`.
+pub fn service(topology: Topology) -> &'static Service {
+    SERVICES
+        .iter()
+        .find(|s| s.topology == topology)
+        .expect("SERVICES has an entry for every topology")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_topology_has_one_entry() {
+        for (i, a) in SERVICES.iter().enumerate() {
+            assert!(
+                SERVICES[i + 1..].iter().all(|b| b.topology != a.topology),
+                "{:?} twice",
+                a.topology
+            );
+        }
+        // A new variant fails to compile here until it is in `ALL`, and the test then
+        // until it has its entry.
+        use Topology::*;
+        const ALL: [Topology; 7] = [
+            Single,
+            Replicated,
+            Sentinel,
+            Independent,
+            Cluster,
+            Postgres,
+            Etcd,
+        ];
+        for t in ALL {
+            match t {
+                Single | Replicated | Sentinel | Independent | Cluster | Postgres | Etcd => {}
+            }
+            assert_eq!(service(t).topology, t);
+        }
+    }
 }

@@ -452,7 +452,7 @@ pub fn default_topology(algorithm: &str) -> Topology {
 
 /// How messages name a service's topology: `PostgreSQL (topology "postgres")`.
 pub fn service_name(topology: Topology) -> String {
-    let service = crate::cluster::service(topology).map_or("Redis", |s| s.name);
+    let service = crate::cluster::service(topology).name;
     let name = serde_json::to_value(topology)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))

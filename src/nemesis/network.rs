@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map};
 
-use crate::cluster::{Cluster, Endpoints, Node, Topology};
+use crate::cluster::{service, Cluster, Endpoints, Node, Replica, Topology};
 
 use super::journal::Journal;
 use super::plan::PlannedFault;
@@ -103,7 +103,7 @@ impl Network {
         for w in 0..workers {
             let mut proxies = BTreeMap::new();
             let mut mine = endpoints.clone();
-            if endpoints.topology != Topology::Sentinel {
+            if !service(endpoints.topology).clients_ask_watchers {
                 for node in &mut mine.nodes {
                     let upstream = network.servers[&node.name];
                     let name = format!("worker-{w}>{}", node.name);
@@ -123,7 +123,7 @@ impl Network {
             network.front.push(proxies);
             per_worker.push(mine);
         }
-        if replication && endpoints.topology == Topology::Replicated && !network.on_hosts {
+        if replication && service(endpoints.topology).primary_by_hand && !network.on_hosts {
             let primary = network.primary.clone().unwrap_or_default();
             for name in network.servers.keys().cloned().collect::<Vec<_>>() {
                 let proxy = Proxy::start(&format!("{name}>primary"), network.servers[&primary])
@@ -136,65 +136,33 @@ impl Network {
             }
             for name in network.servers.keys() {
                 if *name != primary {
-                    network.wait_in_sync(name).await?;
+                    network.replica(name).wait_in_sync().await?;
                 }
             }
         }
         Ok((network, per_worker))
     }
 
-    async fn connection(&self, name: &str) -> Result<redis::aio::MultiplexedConnection, String> {
-        let addr = self.servers[name];
-        let url = match &self.password {
-            Some(pw) => format!("redis://:{pw}@{}:{}/", addr.ip(), addr.port()),
-            None => format!("redis://{}:{}/", addr.ip(), addr.port()),
-        };
-        let client = redis::Client::open(url).map_err(|e| format!("{name}: {e}"))?;
-        tokio::time::timeout(
-            Duration::from_secs(2),
-            client.get_multiplexed_async_connection(),
-        )
-        .await
-        .map_err(|_| format!("{name}: no answer in 2 s"))?
-        .map_err(|e| format!("{name}: {e}"))
+    /// Server `name` as the manual failover reaches it.
+    fn replica(&self, name: &str) -> Replica {
+        Replica {
+            name: name.to_string(),
+            addr: self.servers[name],
+            password: self.password.clone(),
+        }
     }
 
-    /// `REPLICAOF` the server's replication proxy, or on hosts the primary itself.
+    /// Makes the server follow the primary through its replication proxy, or on hosts the
+    /// primary itself.
     async fn replicate_through_proxy(&self, name: &str) -> Result<(), String> {
-        let (ip, port) = match self.replication.get(name) {
-            Some(proxy) => ("127.0.0.1".to_string(), proxy.port()),
+        let primary = match self.replication.get(name) {
+            Some(proxy) => SocketAddr::from(([127, 0, 0, 1], proxy.port())),
             None => {
                 let primary = self.primary.as_deref().ok_or("no primary")?;
-                let addr = self.servers[primary];
-                (addr.ip().to_string(), addr.port())
+                self.servers[primary]
             }
         };
-        let mut c = self.connection(name).await?;
-        redis::cmd("REPLICAOF")
-            .arg(ip)
-            .arg(port)
-            .query_async::<()>(&mut c)
-            .await
-            .map_err(|e| format!("{name}: REPLICAOF: {e}"))
-    }
-
-    async fn wait_in_sync(&self, name: &str) -> Result<(), String> {
-        let mut c = self.connection(name).await?;
-        let until = tokio::time::Instant::now() + Duration::from_secs(15);
-        loop {
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query_async(&mut c)
-                .await
-                .map_err(|e| format!("{name}: INFO: {e}"))?;
-            if info.contains("master_link_status:up") {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() > until {
-                return Err(format!("{name} did not sync with the primary in 15 s"));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.replica(name).follow(primary).await
     }
 
     /// The proxies a network fault acts on, and the names it records.
@@ -230,7 +198,7 @@ impl Network {
                 };
                 let mut targets = vec![fault.targets[0].clone()];
                 let mut proxies = Vec::new();
-                if self.topology == Topology::Replicated {
+                if service(self.topology).primary_by_hand {
                     // The clients' only way in is the primary's address, whichever server
                     // the plan named: cut that, and name the primary of the moment.
                     if let (Some(p), Some(primary)) = (front.get("master-0"), &self.primary) {
@@ -447,13 +415,7 @@ impl Network {
             .find(|n| **n != old)
             .cloned()
             .ok_or("no replica to promote")?;
-        let mut c = self.connection(&new).await?;
-        redis::cmd("REPLICAOF")
-            .arg("NO")
-            .arg("ONE")
-            .query_async::<()>(&mut c)
-            .await
-            .map_err(|e| format!("{new}: REPLICAOF NO ONE: {e}"))?;
+        self.replica(&new).promote().await?;
         let new_addr = self.servers[&new];
         for front in &self.front {
             if let Some(p) = front.get("master-0") {

@@ -60,10 +60,6 @@ impl PlannedFault {
     }
 }
 
-/// How long a Sentinel failover keeps the primary paused: down-after 1 s plus the election
-/// (measured 2.5–3.3 s on this kind of machine), with a margin.
-pub const SENTINEL_FAILOVER_MS: u64 = 5000;
-
 /// The default length of a fault of `kind` when the schedule gives none.
 fn default_duration(kind: FaultKind, ttl_ms: u64) -> Span {
     use crate::units::Millis;
@@ -169,8 +165,8 @@ pub fn fit(
             .unwrap_or_else(|| default_duration(spec.kind, ttl_ms))
             .max
             .0;
-        if spec.kind == FaultKind::Failover && topology == Topology::Sentinel {
-            ms = ms.max(SENTINEL_FAILOVER_MS);
+        if spec.kind == FaultKind::Failover {
+            ms = ms.max(crate::cluster::service(topology).failover_min_ms);
         }
         ms
     };
@@ -330,9 +326,8 @@ fn decide(
         _ => None,
     };
     let mut duration_ms = draw(rng, duration);
-    // Sentinel needs about 3 s to notice the primary is gone and elect another.
-    if kind == FaultKind::Failover && stage.topology == Topology::Sentinel {
-        duration_ms = duration_ms.max(SENTINEL_FAILOVER_MS);
+    if kind == FaultKind::Failover {
+        duration_ms = duration_ms.max(crate::cluster::service(stage.topology).failover_min_ms);
     }
     Ok(PlannedFault {
         at_ms,

@@ -401,8 +401,7 @@ impl Schedule {
                         // A database or an etcd member is restarted on its data folder
                         // (crash recovery from its WAL): its data outlives the process.
                         let mut kill = FaultSpec::new(FaultKind::KillRedis).lasting(300, 1000);
-                        kill.persist = crate::cluster::service(workload.topology)
-                            .is_some_and(|s| s.restarts_on_data);
+                        kill.persist = crate::cluster::service(workload.topology).restarts_on_data;
                         mix((2000, 4000), vec![kill])
                     }),
                 });
@@ -501,17 +500,9 @@ impl Schedule {
 /// whose every fault is like that as not applicable ("n/a"), never as a pass.
 pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Option<String> {
     match kind {
-        FaultKind::Failover if !has_replicas(topology) => Some(match topology {
-            Topology::Independent => {
-                "RedLock's independent masters have no replicas to fail over to".to_string()
-            }
-            t if crate::cluster::service(t).is_some() => crate::cluster::service(t)
-                .and_then(|s| s.failover)
-                .unwrap_or_default()
-                .to_string(),
-            _ => "a single server has no replica to fail over to (--topology replicated or sentinel has)"
-                .to_string(),
-        }),
+        FaultKind::Failover => crate::cluster::service(topology)
+            .failover
+            .map(str::to_string),
         FaultKind::Partition | FaultKind::Latency
             if topology == Topology::Cluster
                 && crate::locks::algorithm(algorithm).is_some_and(|a| a.own_cluster_client) =>
@@ -523,7 +514,7 @@ pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Optio
         }
         FaultKind::ClockSkew => crate::locks::ignores_client_clock(algorithm),
         FaultKind::ClockJump => crate::cluster::service(topology)
-            .and_then(|s| s.clock_jump)
+            .clock_jump
             .map(str::to_string),
         _ => None,
     }
@@ -532,13 +523,7 @@ pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Optio
 /// Whether the topology can fail over: replicas to promote, or a service that replaces
 /// its leader itself (etcd's failover kills the leader, and the others elect a new one).
 pub fn has_replicas(topology: Topology) -> bool {
-    match crate::cluster::service(topology) {
-        Some(service) => service.failover.is_none(),
-        None => matches!(
-            topology,
-            Topology::Replicated | Topology::Sentinel | Topology::Cluster
-        ),
-    }
+    crate::cluster::service(topology).failover.is_none()
 }
 
 fn check_fault(fault: &FaultSpec) -> Result<(), String> {

@@ -248,7 +248,8 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
                 );
                 outfile::write(&dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
                     .map_err(io_error(dir))?;
-            } else if let Some(service) = cluster::service(cluster_spec.topology) {
+            } else if cluster::service(cluster_spec.topology).own_locks_only {
+                let service = cluster::service(cluster_spec.topology);
                 let ms = begun.elapsed().as_millis();
                 eprintln!("lockaudit: {} ready in {ms} ms", service.name);
                 outfile::write(&dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
@@ -450,7 +451,7 @@ async fn drive(
         .iter()
         .any(|k| matches!(k, FaultKind::Partition | FaultKind::Latency))
         || (kinds.contains(&FaultKind::Failover)
-            && endpoints.topology == cluster::Topology::Replicated);
+            && cluster::service(endpoints.topology).primary_by_hand);
     let (mut network, worker_endpoints) = if needs_network {
         let (network, per_worker) = Network::start(endpoints, spec.workers, true)
             .await

@@ -589,14 +589,14 @@ impl WorkloadSpec {
             // `init` names the members).
             Some(t)
                 if service.is_none()
-                    && crate::cluster::service(t).is_some_and(|s| {
-                        !(s.external_adapters && self.algorithm == locks::EXTERNAL)
-                    }) =>
+                    && crate::cluster::service(t).own_locks_only
+                    && !(crate::cluster::service(t).external_adapters
+                        && self.algorithm == locks::EXTERNAL) =>
             {
                 Err(format!(
                     "field `topology`: {} is for {}, not {}",
                     locks::service_name(t),
-                    crate::cluster::service(t).map_or("", |s| s.locks),
+                    crate::cluster::service(t).locks,
                     self.algorithm
                 ))
             }

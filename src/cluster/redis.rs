@@ -1,0 +1,226 @@
+//! The Redis topologies lockaudit starts on this machine: single, replicated, sentinel,
+//! independent masters and a Redis Cluster (on hosts, see `hosts`), each server and sentinel
+//! a node behind [`ServiceNode`], and the guarded resource's `storage` server beside them.
+
+use std::time::Instant;
+
+use super::error::ClusterError;
+use super::sentinel::{self, SentinelSetup};
+use super::server::{self, ServerConfig};
+use super::service::ServiceNode;
+use super::{binaries, clock, generate_password, ports, private, sharded, Cluster, ClusterSpec};
+use super::{Topology, CLUSTER_NODE_TIMEOUT_MS};
+
+/// Replicas per primary in `Replicated` and `Sentinel`.
+pub(super) const REPLICAS: usize = 2;
+
+/// Sentinels in `Sentinel` (quorum 2).
+pub(super) const SENTINELS: usize = 3;
+
+/// A Redis topology's servers and the storage node, ready once every server
+/// answers an authenticated INFO, every replica is in sync, and every sentinel knows the
+/// master, its replicas and the other sentinels.
+///
+/// Data folders are `<dir>/redis/<name>/` (emptied first), logs `<dir>/redis/<name>.log`,
+/// fake clocks' offset files `<dir>/redis/<name>.faketime` (outside the data folder, so that
+/// an emptied node keeps its clock). On any error every process started so far is killed
+/// before returning.
+pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+    let begun = Instant::now();
+    let lock_nodes = match spec.topology {
+        Topology::Postgres | Topology::Etcd => {
+            return Err(ClusterError::InvalidSpec(format!(
+                "{:?} is not a Redis topology",
+                spec.topology
+            )))
+        }
+        Topology::Cluster if spec.shards == 0 => {
+            return Err(ClusterError::InvalidSpec(
+                "a Redis Cluster needs at least one master".into(),
+            ))
+        }
+        Topology::Cluster => 2 * spec.shards,
+        Topology::Single => 1,
+        Topology::Replicated | Topology::Sentinel => 1 + REPLICAS,
+        Topology::Independent if spec.masters == 0 => {
+            return Err(ClusterError::InvalidSpec(
+                "an independent topology needs at least one master".into(),
+            ))
+        }
+        Topology::Independent => spec.masters,
+    };
+    let sentinel_count = if spec.topology == Topology::Sentinel {
+        SENTINELS
+    } else {
+        0
+    };
+    let server_binary = binaries::redis_server(spec.redis_server.as_deref())?;
+    let sentinel_binary = if sentinel_count > 0 {
+        Some(binaries::redis_sentinel(
+            spec.redis_sentinel.as_deref(),
+            &server_binary,
+        )?)
+    } else {
+        None
+    };
+
+    let root = spec.dir.join("redis");
+    private::create_dir(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
+    // Absolute, because Redis chdirs into its data folder before opening its log.
+    let root = root
+        .canonicalize()
+        .map_err(|e| ClusterError::io("resolve the folder", &root, e))?;
+    let password = generate_password();
+    let preload = if spec.fake_clocks {
+        Some(clock::Preload::find()?)
+    } else {
+        None
+    };
+
+    let cluster_mode = spec.topology == Topology::Cluster;
+    let bus_ports = if cluster_mode { lock_nodes } else { 0 };
+    let mut ports =
+        ports::plan(lock_nodes + 1 + sentinel_count + bus_ports, spec.base_port)?.into_iter();
+    let mut next_port = || {
+        ports
+            .next()
+            .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))
+    };
+    // `lock_node`: a master or replica (fake clock), not storage; `bus_port`: cluster mode.
+    let config = |name: String,
+                  replica_of: Option<u16>,
+                  lock_node: bool,
+                  bus_port: Option<u16>|
+     -> Result<ServerConfig, ClusterError> {
+        let fake_clock = match &preload {
+            Some(preload) if lock_node => Some(clock::FakeClock::create(
+                preload.clone(),
+                root.join(format!("{name}.faketime")),
+            )?),
+            _ => None,
+        };
+        let config = ServerConfig {
+            dir: root.join(&name),
+            log: root.join(format!("{name}.log")),
+            binary: server_binary.clone(),
+            password: password.clone(),
+            persistence: spec.persistence,
+            replica_of,
+            fake_clock,
+            cluster: bus_port.map(|bus_port| server::ClusterMode {
+                bus_port,
+                config_file: root.join(format!("{name}.nodes.conf")),
+                node_timeout_ms: CLUSTER_NODE_TIMEOUT_MS,
+            }),
+            name,
+        };
+        if let Some(cluster) = &config.cluster {
+            // A new cluster: a config left by an earlier run in this folder would rejoin it.
+            let _ = std::fs::remove_file(&cluster.config_file);
+        }
+        config.prepare_dir(false)?;
+        Ok(config)
+    };
+
+    // Primaries first: a replica started before its primary listens retries only once a
+    // second. Storage starts alongside them.
+    // A cluster's nodes all start at once: its replicas are made replicas by the cluster.
+    let primaries = match spec.topology {
+        Topology::Independent | Topology::Cluster => lock_nodes,
+        _ => 1,
+    };
+    let mut first = Vec::with_capacity(primaries + 1);
+    let mut members = Vec::new();
+    for i in 0..primaries {
+        let name = if cluster_mode && i >= spec.shards {
+            format!("replica-{i}")
+        } else {
+            format!("master-{i}")
+        };
+        let port = next_port()?;
+        let bus_port = if cluster_mode {
+            Some(next_port()?.port())
+        } else {
+            None
+        };
+        first.push((config(name, None, true, bus_port)?, port));
+    }
+    let mut replica_ports = Vec::new();
+    for _ in primaries..lock_nodes {
+        replica_ports.push(next_port()?);
+    }
+    first.push((config("storage".into(), None, false, None)?, next_port()?));
+    let mut nodes = server::start_all(first, true).await?;
+    let storage = nodes
+        .pop()
+        .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))?;
+    if cluster_mode {
+        for server in &nodes {
+            if let Some(cluster) = &server.config.cluster {
+                members.push(sharded::Member {
+                    name: server.config.name.clone(),
+                    host: "127.0.0.1".into(),
+                    port: server.instance.port(),
+                    bus_port: cluster.bus_port,
+                });
+            }
+        }
+        sharded::form(&members, spec.shards, &password).await?;
+    }
+
+    if lock_nodes > primaries {
+        let primary_port = nodes
+            .first()
+            .map(|s| s.instance.port())
+            .ok_or_else(|| ClusterError::InvalidSpec("no primary started".into()))?;
+        let mut replicas = Vec::with_capacity(replica_ports.len());
+        for (i, port) in replica_ports.into_iter().enumerate() {
+            let name = format!("replica-{}", primaries + i);
+            replicas.push((config(name, Some(primary_port), true, None)?, port));
+        }
+        nodes.extend(server::start_all(replicas, true).await?);
+    }
+
+    let sentinels = match sentinel_binary {
+        Some(binary) => {
+            let setup = SentinelSetup {
+                binary,
+                root: root.clone(),
+                password: password.clone(),
+                primary_port: nodes.first().map(|s| s.instance.port()).unwrap_or(0),
+                replicas: lock_nodes - primaries,
+            };
+            let mut choices = Vec::with_capacity(sentinel_count);
+            for _ in 0..sentinel_count {
+                choices.push(next_port()?);
+            }
+            sentinel::start_sentinels(&setup, choices).await?
+        }
+        None => Vec::new(),
+    };
+
+    tracing::info!(
+        topology = ?spec.topology,
+        fake_clocks = spec.fake_clocks,
+        servers = nodes.len() + 1,
+        sentinels = sentinels.len(),
+        elapsed = ?begun.elapsed(),
+        "cluster ready"
+    );
+    let nodes = nodes
+        .into_iter()
+        .map(|s| Box::new(s) as Box<dyn ServiceNode>)
+        .chain(
+            sentinels
+                .into_iter()
+                .map(|s| Box::new(s) as Box<dyn ServiceNode>),
+        )
+        .collect();
+    Ok(Cluster::local(
+        spec.topology,
+        root,
+        password,
+        nodes,
+        storage,
+    ))
+}
