@@ -123,8 +123,9 @@ pub struct AuditArgs {
     /// reached its expectation and the median time to its first anomaly.
     #[arg(long, default_value_t = 1, conflicts_with = "quick")]
     pub repeat: usize,
-    /// Only the cells that must find something (each known flaw), once each; every cell
-    /// stops as soon as its run has found what it must. The CI gate.
+    /// One cell per known flaw, once: those that must find something, less the faulted
+    /// cells of a lock whose `none` cell must find the same; every cell stops as soon as
+    /// its run has found what it must. The CI gate.
     #[arg(long)]
     pub quick: bool,
     /// A folder of workload files, `<algorithm>.toml`, that override the built-in ones
