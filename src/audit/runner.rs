@@ -311,11 +311,11 @@ fn quick_cells(
     must: impl Fn(&str, &str) -> Vec<String>,
 ) -> Vec<(String, String)> {
     let without_faults = |algorithm: &str| {
-        cells
-            .iter()
-            .any(|(a, n)| a == algorithm && n == "none")
-            .then(|| must(algorithm, "none"))
-            .unwrap_or_default()
+        if cells.iter().any(|(a, n)| a == algorithm && n == "none") {
+            must(algorithm, "none")
+        } else {
+            Vec::new()
+        }
     };
     cells
         .iter()
