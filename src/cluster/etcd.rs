@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use super::error::ClusterError;
-use super::exit::Exit;
 use super::instance::Instance;
 use super::ports;
 use super::service::ServiceNode;
@@ -125,10 +124,6 @@ impl ServiceNode for EtcdMember {
 
     fn instance_mut(&mut self) -> &mut Instance {
         &mut self.instance
-    }
-
-    fn kill(&mut self) -> Option<Exit> {
-        self.instance.kill()
     }
 
     /// A member stopped last has no one to hand its leadership to and waits out its

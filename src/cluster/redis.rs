@@ -8,7 +8,8 @@ use super::error::ClusterError;
 use super::sentinel::{self, SentinelSetup};
 use super::server::{self, ServerConfig};
 use super::service::ServiceNode;
-use super::{binaries, clock, generate_password, ports, private, sharded, Cluster, ClusterSpec};
+use super::{binaries, clock, generate_password, ports, private_folders, sharded};
+use super::{Cluster, ClusterSpec};
 use super::{Topology, CLUSTER_NODE_TIMEOUT_MS};
 
 /// Replicas per primary in `Replicated` and `Sentinel`.
@@ -64,12 +65,8 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         None
     };
 
-    let root = spec.dir.join("redis");
-    private::create_dir(&root).map_err(|e| ClusterError::io("create the folder", &root, e))?;
     // Absolute, because Redis chdirs into its data folder before opening its log.
-    let root = root
-        .canonicalize()
-        .map_err(|e| ClusterError::io("resolve the folder", &root, e))?;
+    let [root] = private_folders(&spec.dir, ["redis"])?;
     let password = generate_password();
     let preload = if spec.fake_clocks {
         Some(clock::Preload::find()?)

@@ -11,7 +11,6 @@ use redis::aio::MultiplexedConnection;
 
 use super::binaries::SentinelBinary;
 use super::error::ClusterError;
-use super::exit::Exit;
 use super::instance::{Instance, NotReady, READY_TIMEOUT};
 use super::ports::{self, PortChoice};
 use super::probe;
@@ -59,10 +58,6 @@ impl ServiceNode for Sentinel {
 
     fn instance_mut(&mut self) -> &mut Instance {
         &mut self.instance
-    }
-
-    fn kill(&mut self) -> Option<Exit> {
-        self.instance.kill()
     }
 
     fn watches(&self) -> bool {

@@ -9,7 +9,6 @@ use redis::aio::MultiplexedConnection;
 
 use super::clock::{self, FakeClock};
 use super::error::ClusterError;
-use super::exit::Exit;
 use super::instance::{Instance, NotReady, READY_TIMEOUT};
 use super::ports::{self, PortChoice};
 use super::probe;
@@ -154,10 +153,6 @@ impl ServiceNode for Server {
 
     fn instance_mut(&mut self) -> &mut Instance {
         &mut self.instance
-    }
-
-    fn kill(&mut self) -> Option<Exit> {
-        self.instance.kill()
     }
 
     fn fake_clock(&self) -> Option<&FakeClock> {

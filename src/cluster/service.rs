@@ -24,7 +24,9 @@ pub trait ServiceNode: Debug + Send + Sync {
     fn instance_mut(&mut self) -> &mut Instance;
     /// SIGKILL and reap (children too, where the service forks them): a crash. The node
     /// stays down until [`ServiceNode::restart`].
-    fn kill(&mut self) -> Option<Exit>;
+    fn kill(&mut self) -> Option<Exit> {
+        self.instance_mut().kill()
+    }
     /// Starts it again on its port (killing it first if it still runs) and waits until it
     /// serves. `keep_data`: on its data folder, as after a crash; without, as after a lost
     /// disk, or `Unsupported` where the service cannot take a node back that way.
