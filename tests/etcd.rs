@@ -2,7 +2,9 @@
 //! cluster starts with a leader and answers only with the run's password, a member killed
 //! and restarted through the service seam rejoins, nothing is left behind; etcd-lock and
 //! etcd-txn exclude each other while leases live, give growing fencing tokens, and hand the
-//! lock on once a holder's lease runs out (the flaw a paused holder meets).
+//! lock on once a holder's lease runs out (the flaw a paused holder meets); a leader cut
+//! off from the others through the members' peer proxies is replaced, serves no read, and
+//! rejoins when healed.
 
 mod common;
 
@@ -169,6 +171,105 @@ async fn etcd_locks_exclude_while_the_lease_lives_and_hand_on_after_it() {
         assert!(token(&third).unwrap() > second_token, "{algorithm}");
         assert!(matches!(a.release(&key).await, Outcome::Ok { .. }));
     }
+}
+
+/// Polls `check` every 100 ms until it gives Some, or panics naming `what` at the deadline.
+async fn until<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = Instant::now() + deadline;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < end, "not within {deadline:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A linearizable read of `key` through the member at `url` alone.
+async fn read_through(url: &str, password: &str, key: &str) -> Result<Option<String>, String> {
+    let mut client =
+        cluster::etcd::connect(&[url.to_string()], Some(password), Duration::from_secs(2))
+            .await
+            .map_err(|e| e.to_string())?;
+    let got = client.get(key, None).await.map_err(|e| e.to_string())?;
+    Ok(got
+        .kvs()
+        .first()
+        .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+}
+
+#[tokio::test]
+async fn an_isolated_leader_is_replaced_serves_no_read_and_rejoins_when_healed() {
+    common::require_etcd();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = cluster::start(&ClusterSpec::new(Topology::Etcd, dir.path()))
+        .await
+        .expect("etcd starts");
+    let endpoints = cluster.endpoints();
+    let password = endpoints.password.clone().unwrap();
+    let url = |name: &str| {
+        let node = endpoints.node(name).unwrap();
+        format!("http://{}:{}", node.host, node.port)
+    };
+    let old = cluster.leader().await.expect("a leader");
+    let others: Vec<(String, u16)> = endpoints
+        .nodes
+        .iter()
+        .filter(|n| n.name != old)
+        .map(|n| (n.name.clone(), n.port))
+        .collect();
+    // Only between members: storage is no member.
+    assert!(cluster.cut_link(&old, "storage").is_err());
+
+    // Isolated: every link between it and the others, both ways.
+    let pairs: Vec<(String, String)> = others
+        .iter()
+        .flat_map(|(o, _)| [(old.clone(), o.clone()), (o.clone(), old.clone())])
+        .collect();
+    for result in cluster.cut_links(&pairs) {
+        result.expect("cut");
+    }
+    let new = until(
+        "the other two elect a leader",
+        Duration::from_secs(20),
+        || cluster::etcd::leader(&others),
+    )
+    .await;
+    assert_ne!(new, old);
+    let isolated = read_through(&url(&old), &password, "lockaudit/partition").await;
+    assert!(
+        isolated.is_err(),
+        "the isolated {old} served a linearizable read: {isolated:?}"
+    );
+    // The majority goes on: a write the isolated member has not seen.
+    let mut majority =
+        cluster::etcd::connect(&[url(&new)], Some(&password), Duration::from_secs(2))
+            .await
+            .unwrap();
+    majority
+        .put("lockaudit/partition", "written apart", None)
+        .await
+        .expect("the majority writes");
+
+    for healed in cluster.heal_links(&pairs) {
+        assert!(healed);
+    }
+    let seen = until(
+        &format!("{old} rejoins and reads the majority's write"),
+        Duration::from_secs(20),
+        || async {
+            read_through(&url(&old), &password, "lockaudit/partition")
+                .await
+                .ok()
+                .flatten()
+        },
+    )
+    .await;
+    assert_eq!(seen, "written apart");
 }
 
 /// `lockaudit run --algorithm etcd-lock` for `time_limit` into `out`.

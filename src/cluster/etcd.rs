@@ -3,6 +3,11 @@
 //! a peer port, its data folder and log in the run folder (`<run>/etcd/<name>/`,
 //! `<run>/etcd/<name>.log`), behind the service seam ([`ServiceNode`]).
 //!
+//! The members reach each other through lockaudit's proxies ([`PeerLinks`]): each member's
+//! advertised peer address is its proxy's, so that the nemesis can cut members apart one
+//! direction at a time ([`ServiceNode::cut_from`]). The proxies start before the members
+//! and outlive their restarts.
+//!
 //! Only the run can use it: once a leader is elected, user `root` gets the run's generated
 //! password and authentication is switched on, so that another local user cannot take the
 //! run's locks mid-run (etcd listens on loopback without TLS; the password never appears
@@ -21,6 +26,7 @@ use async_trait::async_trait;
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::instance::Instance;
+use super::peer_links::{PeerLinks, PeerProxy};
 use super::ports;
 use super::service::ServiceNode;
 use super::{Cluster, ClusterSpec, Topology};
@@ -44,6 +50,9 @@ const READY_TIMEOUT: Duration = Duration::from_secs(15);
 /// between the choice and etcd's bind.
 const PORT_RETRIES: usize = 3;
 
+/// Ports a start takes: per member a client port, a peer port and its proxy's port.
+const PORTS: usize = 3 * MEMBERS;
+
 /// The member's name (`etcd-<i>`).
 pub fn member_name(i: usize) -> String {
     format!("etcd-{i}")
@@ -57,9 +66,14 @@ struct MemberConfig {
     dir: PathBuf,
     log: PathBuf,
     client_port: u16,
+    /// Where the member listens for its peers.
     peer_port: u16,
-    /// `etcd-0=http://127.0.0.1:P0,...`: every member's peer address.
+    /// Where the others reach it: its proxy's port.
+    advertised_port: u16,
+    /// `etcd-0=http://127.0.0.1:P0,...`: every member's advertised peer address.
     initial_cluster: String,
+    /// Told the member's pid at each start, so that its proxy knows its connections.
+    links: PeerLinks,
     /// Unique per run, so that members of another run's cluster never join ours.
     cluster_token: String,
 }
@@ -70,6 +84,7 @@ impl MemberConfig {
     fn command(&self) -> Command {
         let client = format!("http://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let advertised = format!("http://127.0.0.1:{}", self.advertised_port);
         let mut cmd = Command::new(&self.binary);
         cmd.arg("--name")
             .arg(&self.name)
@@ -78,7 +93,7 @@ impl MemberConfig {
             .args(["--listen-client-urls", &client])
             .args(["--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &advertised])
             .args(["--initial-cluster", &self.initial_cluster])
             .args(["--initial-cluster-state", "new"])
             .args(["--initial-cluster-token", &self.cluster_token])
@@ -95,13 +110,17 @@ impl MemberConfig {
     }
 
     fn spawn(&self) -> Result<Instance, ClusterError> {
-        Instance::spawn(
+        let instance = Instance::spawn(
             &self.name,
             self.client_port,
             &self.dir,
             &self.log,
             self.command(),
-        )
+        )?;
+        if let Some(pid) = instance.pid() {
+            self.links.running(&self.name, pid);
+        }
+        Ok(instance)
     }
 
     fn endpoint(&self) -> String {
@@ -115,6 +134,8 @@ pub struct EtcdMember {
     config: MemberConfig,
     instance: Instance,
     password: String,
+    /// In front of its peer listener, for as long as the member is part of the run.
+    _proxy: PeerProxy,
 }
 
 #[async_trait]
@@ -135,6 +156,19 @@ impl ServiceNode for EtcdMember {
     /// grace period (3 s a run); its WAL is fsynced, so a kill loses nothing.
     fn graceful_stop(&self) -> bool {
         false
+    }
+
+    /// The link from `from` to this member: `from`'s connections to its proxy.
+    fn cut_from(&mut self, from: &str) -> Result<(), ClusterError> {
+        if !self.config.links.knows(from) || from == self.config.name {
+            return Err(ClusterError::UnknownNode(from.to_string()));
+        }
+        self.config.links.cut(from, &self.config.name);
+        Ok(())
+    }
+
+    fn heal_from(&mut self, from: &str) -> bool {
+        self.config.links.heal(from, &self.config.name)
     }
 
     /// A member's data folder holds 64 MB of preallocated WAL segments (about 200 MB a run
@@ -188,9 +222,19 @@ pub async fn start(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let choices = ports::plan(2 * MEMBERS, base_port)?;
+        let choices = ports::plan(PORTS, base_port)?;
         let configs = configs(&binary, root, &choices)?;
-        match start_members(&configs, password).await {
+        let proxies = match proxies(&configs).await {
+            Ok(proxies) => proxies,
+            Err(_) if base_port.is_none() && attempt < PORT_RETRIES => continue,
+            Err((config, _)) => {
+                return Err(ClusterError::PortInUse {
+                    node: config.name,
+                    port: config.advertised_port,
+                })
+            }
+        };
+        match start_members(&configs, proxies, password).await {
             Ok(members) => {
                 enable_auth(&members, password).await?;
                 tracing::info!(elapsed = ?begun.elapsed(), "etcd ready");
@@ -210,6 +254,26 @@ pub async fn start(
     }
 }
 
+/// Each member's proxy, listening before any member starts (their addresses are in the
+/// members' flags). On a port taken, the member whose it is.
+async fn proxies(
+    configs: &[MemberConfig],
+) -> Result<Vec<PeerProxy>, (MemberConfig, std::io::Error)> {
+    let mut proxies = Vec::with_capacity(configs.len());
+    for config in configs {
+        let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], config.peer_port));
+        match config
+            .links
+            .proxy(&config.name, config.advertised_port, upstream)
+            .await
+        {
+            Ok(proxy) => proxies.push(proxy),
+            Err(e) => return Err((config.clone(), e)),
+        }
+    }
+    Ok(proxies)
+}
+
 fn configs(
     binary: &Path,
     root: &Path,
@@ -227,9 +291,10 @@ fn configs(
         peers.push(format!(
             "{}=http://127.0.0.1:{}",
             member_name(i),
-            port(MEMBERS + i)?
+            port(2 * MEMBERS + i)?
         ));
     }
+    let links = PeerLinks::default();
     let initial_cluster = peers.join(",");
     let mut configs = Vec::with_capacity(MEMBERS);
     for i in 0..MEMBERS {
@@ -250,7 +315,9 @@ fn configs(
             dir,
             client_port: port(i)?,
             peer_port: port(MEMBERS + i)?,
+            advertised_port: port(2 * MEMBERS + i)?,
             initial_cluster: initial_cluster.clone(),
+            links: links.clone(),
             cluster_token: token.clone(),
         });
     }
@@ -267,6 +334,7 @@ enum StartError {
 /// On any error the members spawned so far are killed.
 async fn start_members(
     configs: &[MemberConfig],
+    proxies: Vec<PeerProxy>,
     password: &str,
 ) -> Result<Vec<EtcdMember>, StartError> {
     let mut instances = Vec::with_capacity(configs.len());
@@ -304,10 +372,12 @@ async fn start_members(
     Ok(instances
         .into_iter()
         .zip(configs)
-        .map(|(instance, config)| EtcdMember {
+        .zip(proxies)
+        .map(|((instance, config), proxy)| EtcdMember {
             config: config.clone(),
             instance,
             password: password.to_string(),
+            _proxy: proxy,
         })
         .collect())
 }
@@ -516,9 +586,9 @@ pub(super) async fn start_cluster(spec: &ClusterSpec) -> Result<Cluster, Cluster
     let server_binary = super::binaries::redis_server(spec.redis_server.as_deref())?;
     let [root, etcd_root] = super::private_folders(&spec.dir, ["redis", "etcd"])?;
     let password = super::generate_password();
-    // Storage after the members' ports: with a base port, the members take the first six.
+    // Storage after the members' ports: with a base port, the members take the first nine.
     let storage_port = match spec.base_port {
-        Some(base) => ports::plan(1, base.checked_add(2 * MEMBERS as u16))?,
+        Some(base) => ports::plan(1, base.checked_add(PORTS as u16))?,
         None => ports::plan(1, None)?,
     };
     let storage_port = storage_port
