@@ -216,11 +216,11 @@ async fn an_isolated_leader_is_replaced_serves_no_read_and_rejoins_when_healed()
         format!("http://{}:{}", node.host, node.port)
     };
     let old = cluster.leader().await.expect("a leader");
-    let others: Vec<(String, u16)> = endpoints
+    let others: Vec<(String, String, u16)> = endpoints
         .nodes
         .iter()
         .filter(|n| n.name != old)
-        .map(|n| (n.name.clone(), n.port))
+        .map(|n| (n.name.clone(), n.host.clone(), n.port))
         .collect();
     // Only between members: storage is no member.
     assert!(cluster.cut_link(&old, "storage").is_err());
@@ -228,7 +228,7 @@ async fn an_isolated_leader_is_replaced_serves_no_read_and_rejoins_when_healed()
     // Isolated: every link between it and the others, both ways.
     let pairs: Vec<(String, String)> = others
         .iter()
-        .flat_map(|(o, _)| [(old.clone(), o.clone()), (o.clone(), old.clone())])
+        .flat_map(|(o, _, _)| [(old.clone(), o.clone()), (o.clone(), old.clone())])
         .collect();
     for result in cluster.cut_links(&pairs) {
         result.expect("cut");
@@ -316,4 +316,68 @@ fn an_etcd_lock_run_without_faults_is_valid() {
         .filter(|l| l.contains("\"f\":\"acquire\"") && l.contains("\"type\":\"ok\""))
         .count();
     assert!(acquired > 10, "{acquired} acquisitions");
+}
+
+#[test]
+fn a_run_that_isolates_the_leader_records_it_and_stays_exclusive() {
+    common::require_etcd();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let schedule = dir.path().join("isolate.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"1s\"\nkind = \"partition\"\nlink = \"replication\"\nduration = \"5s\"\n",
+    )
+    .unwrap();
+    let out = run_etcd_lock("10s", &out_dir)
+        .arg("--nemesis")
+        .arg(&schedule)
+        .output()
+        .unwrap();
+    let code = out.status.code();
+    assert!(
+        matches!(code, Some(0 | 1)),
+        "{code:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let history = std::fs::read_to_string(out_dir.join("history.jsonl")).unwrap();
+    let nemesis: Vec<serde_json::Value> = history
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["process"] == "nemesis")
+        .collect();
+    let cut = nemesis
+        .iter()
+        .find(|e| e["f"] == "partition")
+        .expect("the isolation recorded");
+    assert_eq!(cut["value"]["leader"], true, "{cut}");
+    assert_eq!(cut["value"]["link"], "replication", "{cut}");
+    let targets: Vec<&str> = cut["value"]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    let mut members = targets.clone();
+    members.sort();
+    assert_eq!(members, ["etcd-0", "etcd-1", "etcd-2"], "{cut}");
+    let healed = nemesis
+        .iter()
+        .any(|e| e["f"] == "heal" && e["value"]["targets"] == cut["value"]["targets"]);
+    assert!(healed, "the isolation healed");
+    // The other two elect a leader of their own while it lasts (seen by the role watch).
+    assert!(
+        nemesis
+            .iter()
+            .any(|e| e["f"] == "failover" && e["value"]["targets"][0] != targets[0]),
+        "no new leader recorded"
+    );
+    // Only a member is cut off, no client: a correct lock stays exclusive.
+    let kinds = common::kinds(&common::report(&out_dir));
+    for kind in &kinds {
+        assert!(
+            ["bad-lease", "lost-lock", "unavailable", "starvation"].contains(&kind.as_str()),
+            "{kind} under a leader isolation"
+        );
+    }
 }

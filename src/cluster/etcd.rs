@@ -82,30 +82,18 @@ impl MemberConfig {
     /// The foreground member. A restart keeps its data folder, whose WAL and snapshot say
     /// which cluster it belongs to: `--initial-cluster*` are read only on the first start.
     fn command(&self) -> Command {
-        let client = format!("http://127.0.0.1:{}", self.client_port);
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let advertised = format!("http://127.0.0.1:{}", self.advertised_port);
         let mut cmd = Command::new(&self.binary);
-        cmd.arg("--name")
-            .arg(&self.name)
-            .arg("--data-dir")
-            .arg(&self.dir)
-            .args(["--listen-client-urls", &client])
-            .args(["--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &advertised])
-            .args(["--initial-cluster", &self.initial_cluster])
-            .args(["--initial-cluster-state", "new"])
-            .args(["--initial-cluster-token", &self.cluster_token])
-            .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
-            // bcrypt's cost guards weak passwords; the run's is 32 random alphanumerics
-            // (190 bits). At the default (10) each client's authentication costs the member
-            // tens of milliseconds of CPU, and eight clients connecting at once delayed the
-            // run's first acquires by a second.
-            .args(["--bcrypt-cost", "4"])
-            .args(["--logger", "zap", "--log-outputs", "stderr"])
-            // The metrics and debug endpoints stay on the client port, on loopback.
-            .env_remove("ETCDCTL_API");
+        cmd.args(member_args(&MemberFlags {
+            name: &self.name,
+            data_dir: &self.dir.display().to_string(),
+            client: &format!("http://127.0.0.1:{}", self.client_port),
+            peer: &format!("http://127.0.0.1:{}", self.peer_port),
+            advertised_peer: &format!("http://127.0.0.1:{}", self.advertised_port),
+            initial_cluster: &self.initial_cluster,
+            cluster_token: &self.cluster_token,
+        }))
+        // The metrics and debug endpoints stay on the client port, on loopback.
+        .env_remove("ETCDCTL_API");
         cmd
     }
 
@@ -125,6 +113,86 @@ impl MemberConfig {
 
     fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.client_port)
+    }
+}
+
+/// What a member is started with, here or on a host.
+pub(super) struct MemberFlags<'a> {
+    pub name: &'a str,
+    pub data_dir: &'a str,
+    /// `http://addr:port`: where it listens for clients, and tells them to connect.
+    pub client: &'a str,
+    /// Where it listens for its peers.
+    pub peer: &'a str,
+    /// Where its peers reach it (here: its proxy; on a host: `peer`).
+    pub advertised_peer: &'a str,
+    /// `etcd-0=<advertised peer URL>,...`.
+    pub initial_cluster: &'a str,
+    /// Unique per run, so that members of another run's cluster never join ours.
+    pub cluster_token: &'a str,
+}
+
+/// The member's arguments after the program.
+pub(super) fn member_args(flags: &MemberFlags) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--name",
+        flags.name,
+        "--data-dir",
+        flags.data_dir,
+        "--listen-client-urls",
+        flags.client,
+        "--advertise-client-urls",
+        flags.client,
+        "--listen-peer-urls",
+        flags.peer,
+        "--initial-advertise-peer-urls",
+        flags.advertised_peer,
+        "--initial-cluster",
+        flags.initial_cluster,
+        "--initial-cluster-state",
+        "new",
+        "--initial-cluster-token",
+        flags.cluster_token,
+        "--heartbeat-interval",
+        "100",
+        "--election-timeout",
+        "1000",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    // bcrypt's cost guards weak passwords; the run's is 32 random alphanumerics (190 bits).
+    // At the default (10) each client's authentication costs the member tens of
+    // milliseconds of CPU, and eight clients connecting at once delayed the run's first
+    // acquires by a second.
+    args.extend(
+        [
+            "--bcrypt-cost",
+            "4",
+            "--logger",
+            "zap",
+            "--log-outputs",
+            "stderr",
+        ]
+        .map(str::to_string),
+    );
+    args
+}
+
+/// An etcd member on a host (`remote::RemoteConfig::etcd`).
+#[derive(Debug, Clone)]
+pub struct OnHost {
+    /// Its flags ([`member_args`]).
+    pub args: Vec<String>,
+    /// Where the other members reach it (the port a cut between members is made on).
+    pub peer_port: u16,
+}
+
+/// Why a member cannot come back empty.
+pub(super) fn no_empty_restart(name: &str) -> ClusterError {
+    ClusterError::Unsupported {
+        action: "empty",
+        node: name.to_string(),
+        reason: "an etcd member cannot rejoin without its data (etcd wants it removed and added again); restart it on its data instead".into(),
     }
 }
 
@@ -184,11 +252,7 @@ impl ServiceNode for EtcdMember {
     /// member that lost its disk is removed and added anew): `Unsupported`.
     async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
         if !keep_data {
-            return Err(ClusterError::Unsupported {
-                action: "empty",
-                node: self.config.name.clone(),
-                reason: "an etcd member cannot rejoin without its data (etcd wants it removed and added again); restart it on its data instead".into(),
-            });
+            return Err(no_empty_restart(&self.config.name));
         }
         if self.instance.pid().is_some() {
             self.instance.kill();
@@ -445,7 +509,7 @@ async fn wait_member(
 
 /// One connection to `endpoint`: Ok once the member knows a leader and a linearizable read
 /// through it succeeds (which needs a quorum and the member's log caught up to the read).
-async fn probe(endpoint: &str, password: Option<&str>) -> Result<(), String> {
+pub(super) async fn probe(endpoint: &str, password: Option<&str>) -> Result<(), String> {
     let mut client = connect(&[endpoint.to_string()], password, Duration::from_secs(1))
         .await
         .map_err(|e| e.to_string())?;
@@ -464,6 +528,7 @@ async fn probe(endpoint: &str, password: Option<&str>) -> Result<(), String> {
 #[derive(Clone)]
 pub struct Member {
     pub name: String,
+    pub host: String,
     pub port: u16,
     client: Option<etcd_client::Client>,
 }
@@ -472,6 +537,7 @@ impl std::fmt::Debug for Member {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Member")
             .field("name", &self.name)
+            .field("host", &self.host)
             .field("port", &self.port)
             .field("connected", &self.client.is_some())
             .finish()
@@ -479,9 +545,10 @@ impl std::fmt::Debug for Member {
 }
 
 impl Member {
-    pub fn new(name: String, port: u16) -> Self {
+    pub fn new(name: String, host: String, port: u16) -> Self {
         Member {
             name,
+            host,
             port,
             client: None,
         }
@@ -495,7 +562,7 @@ pub async fn roles(members: &mut [Member]) -> Vec<(String, bool)> {
     let mut roles = Vec::with_capacity(members.len());
     for member in members.iter_mut() {
         if member.client.is_none() {
-            let url = format!("http://127.0.0.1:{}", member.port);
+            let url = format!("http://{}:{}", member.host, member.port);
             member.client = connect(&[url], None, Duration::from_millis(500)).await.ok();
         }
         let Some(client) = member.client.as_mut() else {
@@ -516,11 +583,12 @@ pub async fn roles(members: &mut [Member]) -> Vec<(String, bool)> {
     roles
 }
 
-/// The member among `members` (name, client port) that leads now, as it says itself.
-pub async fn leader(members: &[(String, u16)]) -> Option<String> {
+/// The member among `members` (name, client address and port) that leads now, as it says
+/// itself.
+pub async fn leader(members: &[(String, String, u16)]) -> Option<String> {
     let mut members: Vec<Member> = members
         .iter()
-        .map(|(name, port)| Member::new(name.clone(), *port))
+        .map(|(name, host, port)| Member::new(name.clone(), host.clone(), *port))
         .collect();
     roles(&mut members)
         .await
@@ -550,17 +618,24 @@ pub async fn connect(
 /// the password.
 async fn enable_auth(members: &[EtcdMember], password: &str) -> Result<(), ClusterError> {
     let endpoints: Vec<String> = members.iter().map(|m| m.config.endpoint()).collect();
-    let failed = |what: &str, e: etcd_client::Error| ClusterError::StartFailed {
-        node: member_name(0),
-        port: members.first().map(|m| m.config.client_port).unwrap_or(0),
-        reason: format!("{what}: {e}"),
-        log: members
-            .first()
-            .map(|m| m.config.log.clone())
-            .unwrap_or_default(),
-        tail: String::new(),
-    };
-    let mut client = connect(&endpoints, None, Duration::from_secs(5))
+    authenticate(&endpoints, password)
+        .await
+        .map_err(|reason| ClusterError::StartFailed {
+            node: member_name(0),
+            port: members.first().map(|m| m.config.client_port).unwrap_or(0),
+            reason,
+            log: members
+                .first()
+                .map(|m| m.config.log.clone())
+                .unwrap_or_default(),
+            tail: String::new(),
+        })
+}
+
+/// `root` with `password` and authentication on, through the members at `endpoints`.
+pub(super) async fn authenticate(endpoints: &[String], password: &str) -> Result<(), String> {
+    let failed = |what: &str, e: etcd_client::Error| format!("{what}: {e}");
+    let mut client = connect(endpoints, None, Duration::from_secs(5))
         .await
         .map_err(|e| failed("connect", e))?;
     client
@@ -610,6 +685,6 @@ pub(super) async fn start_cluster(spec: &ClusterSpec) -> Result<Cluster, Cluster
             .collect(),
         storage,
         sentinels: Vec::new(),
-        remote: super::hosts::Hosts::default(),
+        remote: Default::default(),
     })
 }
