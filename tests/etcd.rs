@@ -2,7 +2,9 @@
 //! cluster starts with a leader and answers only with the run's password, a member killed
 //! and restarted through the service seam rejoins, nothing is left behind; etcd-lock and
 //! etcd-txn exclude each other while leases live, give growing fencing tokens, and hand the
-//! lock on once a holder's lease runs out (the flaw a paused holder meets).
+//! lock on once a holder's lease runs out (the flaw a paused holder meets); a leader cut
+//! off from the others through the members' peer proxies is replaced, serves no read, and
+//! rejoins when healed.
 
 mod common;
 
@@ -171,6 +173,105 @@ async fn etcd_locks_exclude_while_the_lease_lives_and_hand_on_after_it() {
     }
 }
 
+/// Polls `check` every 100 ms until it gives Some, or panics naming `what` at the deadline.
+async fn until<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = Instant::now() + deadline;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < end, "not within {deadline:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A linearizable read of `key` through the member at `url` alone.
+async fn read_through(url: &str, password: &str, key: &str) -> Result<Option<String>, String> {
+    let mut client =
+        cluster::etcd::connect(&[url.to_string()], Some(password), Duration::from_secs(2))
+            .await
+            .map_err(|e| e.to_string())?;
+    let got = client.get(key, None).await.map_err(|e| e.to_string())?;
+    Ok(got
+        .kvs()
+        .first()
+        .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+}
+
+#[tokio::test]
+async fn an_isolated_leader_is_replaced_serves_no_read_and_rejoins_when_healed() {
+    common::require_etcd();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = cluster::start(&ClusterSpec::new(Topology::Etcd, dir.path()))
+        .await
+        .expect("etcd starts");
+    let endpoints = cluster.endpoints();
+    let password = endpoints.password.clone().unwrap();
+    let url = |name: &str| {
+        let node = endpoints.node(name).unwrap();
+        format!("http://{}:{}", node.host, node.port)
+    };
+    let old = cluster.leader().await.expect("a leader");
+    let others: Vec<(String, String, u16)> = endpoints
+        .nodes
+        .iter()
+        .filter(|n| n.name != old)
+        .map(|n| (n.name.clone(), n.host.clone(), n.port))
+        .collect();
+    // Only between members: storage is no member.
+    assert!(cluster.cut_link(&old, "storage").is_err());
+
+    // Isolated: every link between it and the others, both ways.
+    let pairs: Vec<(String, String)> = others
+        .iter()
+        .flat_map(|(o, _, _)| [(old.clone(), o.clone()), (o.clone(), old.clone())])
+        .collect();
+    for result in cluster.cut_links(&pairs) {
+        result.expect("cut");
+    }
+    let new = until(
+        "the other two elect a leader",
+        Duration::from_secs(20),
+        || cluster::etcd::leader(&others),
+    )
+    .await;
+    assert_ne!(new, old);
+    let isolated = read_through(&url(&old), &password, "lockaudit/partition").await;
+    assert!(
+        isolated.is_err(),
+        "the isolated {old} served a linearizable read: {isolated:?}"
+    );
+    // The majority goes on: a write the isolated member has not seen.
+    let mut majority =
+        cluster::etcd::connect(&[url(&new)], Some(&password), Duration::from_secs(2))
+            .await
+            .unwrap();
+    majority
+        .put("lockaudit/partition", "written apart", None)
+        .await
+        .expect("the majority writes");
+
+    for healed in cluster.heal_links(&pairs) {
+        assert!(healed);
+    }
+    let seen = until(
+        &format!("{old} rejoins and reads the majority's write"),
+        Duration::from_secs(20),
+        || async {
+            read_through(&url(&old), &password, "lockaudit/partition")
+                .await
+                .ok()
+                .flatten()
+        },
+    )
+    .await;
+    assert_eq!(seen, "written apart");
+}
+
 /// `lockaudit run --algorithm etcd-lock` for `time_limit` into `out`.
 fn run_etcd_lock(time_limit: &str, out: &std::path::Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_lockaudit"));
@@ -215,4 +316,68 @@ fn an_etcd_lock_run_without_faults_is_valid() {
         .filter(|l| l.contains("\"f\":\"acquire\"") && l.contains("\"type\":\"ok\""))
         .count();
     assert!(acquired > 10, "{acquired} acquisitions");
+}
+
+#[test]
+fn a_run_that_isolates_the_leader_records_it_and_stays_exclusive() {
+    common::require_etcd();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let schedule = dir.path().join("isolate.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"1s\"\nkind = \"partition\"\nlink = \"replication\"\nduration = \"5s\"\n",
+    )
+    .unwrap();
+    let out = run_etcd_lock("10s", &out_dir)
+        .arg("--nemesis")
+        .arg(&schedule)
+        .output()
+        .unwrap();
+    let code = out.status.code();
+    assert!(
+        matches!(code, Some(0 | 1)),
+        "{code:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let history = std::fs::read_to_string(out_dir.join("history.jsonl")).unwrap();
+    let nemesis: Vec<serde_json::Value> = history
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["process"] == "nemesis")
+        .collect();
+    let cut = nemesis
+        .iter()
+        .find(|e| e["f"] == "partition")
+        .expect("the isolation recorded");
+    assert_eq!(cut["value"]["leader"], true, "{cut}");
+    assert_eq!(cut["value"]["link"], "replication", "{cut}");
+    let targets: Vec<&str> = cut["value"]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    let mut members = targets.clone();
+    members.sort();
+    assert_eq!(members, ["etcd-0", "etcd-1", "etcd-2"], "{cut}");
+    let healed = nemesis
+        .iter()
+        .any(|e| e["f"] == "heal" && e["value"]["targets"] == cut["value"]["targets"]);
+    assert!(healed, "the isolation healed");
+    // The other two elect a leader of their own while it lasts (seen by the role watch).
+    assert!(
+        nemesis
+            .iter()
+            .any(|e| e["f"] == "failover" && e["value"]["targets"][0] != targets[0]),
+        "no new leader recorded"
+    );
+    // Only a member is cut off, no client: a correct lock stays exclusive.
+    let kinds = common::kinds(&common::report(&out_dir));
+    for kind in &kinds {
+        assert!(
+            ["bad-lease", "lost-lock", "unavailable", "starvation"].contains(&kind.as_str()),
+            "{kind} under a leader isolation"
+        );
+    }
 }

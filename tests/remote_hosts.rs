@@ -1660,3 +1660,229 @@ async fn a_host_uses_its_own_key_and_its_own_redis_server() {
     cluster.shutdown().await;
     assert_nothing_left(&bed, 2, dir.path());
 }
+
+/// A linearizable read of `key` through the etcd member at `url` alone.
+async fn etcd_read(url: &str, password: &str, key: &str) -> Result<Option<String>, String> {
+    let mut client =
+        cluster::etcd::connect(&[url.to_string()], Some(password), Duration::from_secs(2))
+            .await
+            .map_err(|e| e.to_string())?;
+    let got = client.get(key, None).await.map_err(|e| e.to_string())?;
+    Ok(got
+        .kvs()
+        .first()
+        .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_leaves_nothing() {
+    common::require_etcd();
+    let Some(bed) = TestBed::new("etcd on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let spec = remote_spec(&bed, Topology::Etcd, 3, dir.path());
+    let begun = Instant::now();
+    let mut cluster = cluster::start(&spec)
+        .await
+        .expect("etcd starts on the hosts");
+    println!("etcd on 3 hosts ready in {:?}", begun.elapsed());
+    let e = cluster.endpoints();
+    let password = e.password.clone().unwrap();
+    // Member i on host i, at the host's own address.
+    for (i, node) in e.nodes.iter().enumerate() {
+        assert_eq!(node.name, format!("etcd-{i}"));
+        assert_eq!(node.host, bed.hosts[i].addr, "{node:?}");
+        assert!(
+            bed.leftovers(i).iter().any(|p| p.ends_with(" etcd")),
+            "host {i} runs no etcd: {:?}",
+            bed.leftovers(i)
+        );
+    }
+    let url = |name: &str| {
+        let node = e.node(name).unwrap();
+        format!("http://{}:{}", node.host, node.port)
+    };
+
+    // A member killed on its host, restarted on its data there, serves again.
+    cluster.kill("etcd-1").unwrap();
+    assert!(cluster.pid("etcd-1").is_none());
+    let restarted = Instant::now();
+    cluster
+        .restart("etcd-1")
+        .await
+        .expect("rejoins on its data");
+    println!("etcd-1 restarted on its host in {:?}", restarted.elapsed());
+    assert!(matches!(
+        cluster.restart_empty("etcd-1").await,
+        Err(cluster::ClusterError::Unsupported { .. })
+    ));
+
+    // The leader cut off from the others with iptables on the hosts, both ways.
+    let old = cluster.leader().await.expect("a leader");
+    let others: Vec<(String, String, u16)> = e
+        .nodes
+        .iter()
+        .filter(|n| n.name != old)
+        .map(|n| (n.name.clone(), n.host.clone(), n.port))
+        .collect();
+    let pairs: Vec<(String, String)> = others
+        .iter()
+        .flat_map(|(o, _, _)| [(old.clone(), o.clone()), (o.clone(), old.clone())])
+        .collect();
+    for result in cluster.cut_links(&pairs) {
+        result.expect("cut on the hosts");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let new = loop {
+        if let Some(new) = cluster::etcd::leader(&others).await {
+            break new;
+        }
+        assert!(Instant::now() < deadline, "the other two elect no leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_ne!(new, old);
+    let read = etcd_read(&url(&old), &password, "lockaudit/apart").await;
+    assert!(read.is_err(), "the isolated {old} served a read: {read:?}");
+    let mut majority =
+        cluster::etcd::connect(&[url(&new)], Some(&password), Duration::from_secs(2))
+            .await
+            .unwrap();
+    majority
+        .put("lockaudit/apart", "written apart", None)
+        .await
+        .expect("the majority writes");
+    assert!(cluster.heal_links(&pairs).iter().all(|&healed| healed));
+    until(
+        Duration::from_secs(20),
+        "the isolated member rejoins and reads the majority's write",
+        || async {
+            etcd_read(&url(&old), &password, "lockaudit/apart").await
+                == Ok(Some("written apart".into()))
+        },
+    )
+    .await;
+
+    let logs = cluster.root().to_path_buf();
+    cluster.shutdown().await;
+    for i in 0..3 {
+        let log = std::fs::read_to_string(logs.join(format!("etcd-{i}.log"))).unwrap_or_default();
+        assert!(log.contains("etcd-version"), "etcd-{i}'s log not fetched");
+    }
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+/// `lockaudit run --algorithm etcd-lock` over the bed's 3 hosts with `nemesis`; returns the
+/// run folder's history and the report's anomaly kinds.
+fn etcd_lock_on_hosts(bed: &TestBed, dir: &Path, nemesis: &str) -> (String, Vec<String>) {
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let out = dir.join("run");
+    let mut cmd = lockaudit_on_hosts("run", bed, 3, dir, &out);
+    cmd.args(["--algorithm", "etcd-lock", "--nemesis", nemesis])
+        .args(["--time-limit", "10s"]);
+    let begun = Instant::now();
+    let output = cmd.output().expect("lockaudit run");
+    println!("etcd-lock {nemesis} over 3 hosts: {:?}", begun.elapsed());
+    // 0 valid, 1 anomalies found: both are verdicts; anything else is an error.
+    let code = output.status.code();
+    assert!(
+        matches!(code, Some(0 | 1)),
+        "{code:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    let endpoints = std::fs::read_to_string(out.join("endpoints.json")).unwrap();
+    for host in &bed.hosts {
+        assert!(endpoints.contains(&host.addr), "{endpoints}");
+    }
+    let kinds = common::kinds(&common::report(&out));
+    println!("{kinds:?}");
+    (history, kinds)
+}
+
+/// The nemesis events `f` whose targets are all etcd members.
+fn member_faults<'a>(history: &'a str, f: &str) -> Vec<&'a str> {
+    history
+        .lines()
+        .filter(|l| l.contains("\"process\":\"nemesis\"") && l.contains(&format!("\"f\":\"{f}\"")))
+        .filter(|l| {
+            let event: serde_json::Value = serde_json::from_str(l).unwrap();
+            let targets = event["value"]["targets"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            !targets.is_empty()
+                && targets
+                    .iter()
+                    .all(|t| t.as_str().is_some_and(|t| t.starts_with("etcd-")))
+        })
+        .collect()
+}
+
+#[test]
+fn etcd_lock_over_three_hosts_with_members_killed_finds_only_what_a_correct_lock_allows() {
+    common::require_etcd();
+    let Some(bed) = TestBed::new("etcd-lock kill-redis on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (history, kinds) = etcd_lock_on_hosts(&bed, dir.path(), "kill-redis");
+    assert!(
+        history.contains("\"f\":\"acquire\"") && history.contains("\"type\":\"ok\""),
+        "no acquisition recorded"
+    );
+    let kills = member_faults(&history, "kill");
+    let restarts = member_faults(&history, "restart");
+    println!("{} kills, {} restarts", kills.len(), restarts.len());
+    assert!(!kills.is_empty(), "no member kill recorded");
+    assert_eq!(kills.len(), restarts.len(), "each killed member restarted");
+    // workloads/etcd-lock.toml's [expect] for kill-redis.
+    for kind in &kinds {
+        assert!(
+            ["bad-lease", "unavailable", "starvation"].contains(&kind.as_str()),
+            "{kind} under member kills"
+        );
+    }
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+#[test]
+fn etcd_lock_over_three_hosts_with_the_leader_cut_off_finds_only_what_a_correct_lock_allows() {
+    common::require_etcd();
+    let Some(bed) = TestBed::new("etcd-lock member partitions on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Only member partitions: the leader of the moment isolated twice.
+    let schedule = dir.path().join("isolate.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"1s\"\nkind = \"partition\"\nlink = \"replication\"\nduration = \"3s\"\n\n\
+         [[fault]]\nat = \"5s\"\nkind = \"partition\"\nlink = \"replication\"\nduration = \"3s\"\n",
+    )
+    .unwrap();
+    let (history, kinds) = etcd_lock_on_hosts(&bed, dir.path(), schedule.to_str().unwrap());
+    let cuts = member_faults(&history, "partition");
+    let heals = member_faults(&history, "heal");
+    println!("{} member partitions, {} heals", cuts.len(), heals.len());
+    assert!(!cuts.is_empty(), "no member partition recorded");
+    assert!(
+        cuts.iter()
+            .all(|c| c.contains("\"leader\":true") && c.contains("\"link\":\"replication\"")),
+        "{cuts:?}"
+    );
+    assert_eq!(cuts.len(), heals.len(), "each partition healed");
+    // No client is cut off here, only a member: a holder whose requests went to the
+    // isolated one may find its lease gone (`lost-lock`), but the lock must stay exclusive.
+    for kind in &kinds {
+        assert!(
+            ["bad-lease", "lost-lock", "unavailable", "starvation"].contains(&kind.as_str()),
+            "{kind} under member partitions"
+        );
+    }
+    for i in 0..3 {
+        let rules = bed.exec(i, &["iptables", "-S"]);
+        assert!(!rules.contains("lockaudit-run"), "host {i}: {rules}");
+    }
+    assert_nothing_left(&bed, 3, dir.path());
+}

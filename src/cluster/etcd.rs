@@ -3,6 +3,11 @@
 //! a peer port, its data folder and log in the run folder (`<run>/etcd/<name>/`,
 //! `<run>/etcd/<name>.log`), behind the service seam ([`ServiceNode`]).
 //!
+//! The members reach each other through lockaudit's proxies ([`PeerLinks`]): each member's
+//! advertised peer address is its proxy's, so that the nemesis can cut members apart one
+//! direction at a time ([`ServiceNode::cut_from`]). The proxies start before the members
+//! and outlive their restarts.
+//!
 //! Only the run can use it: once a leader is elected, user `root` gets the run's generated
 //! password and authentication is switched on, so that another local user cannot take the
 //! run's locks mid-run (etcd listens on loopback without TLS; the password never appears
@@ -20,6 +25,7 @@ use async_trait::async_trait;
 
 use super::error::ClusterError;
 use super::instance::Instance;
+use super::peer_links::{PeerLinks, PeerProxy};
 use super::ports;
 use super::service::ServiceNode;
 use super::{Cluster, ClusterSpec, Topology};
@@ -43,6 +49,9 @@ const READY_TIMEOUT: Duration = Duration::from_secs(15);
 /// between the choice and etcd's bind.
 const PORT_RETRIES: usize = 3;
 
+/// Ports a start takes: per member a client port, a peer port and its proxy's port.
+const PORTS: usize = 3 * MEMBERS;
+
 /// The member's name (`etcd-<i>`).
 pub fn member_name(i: usize) -> String {
     format!("etcd-{i}")
@@ -56,9 +65,14 @@ struct MemberConfig {
     dir: PathBuf,
     log: PathBuf,
     client_port: u16,
+    /// Where the member listens for its peers.
     peer_port: u16,
-    /// `etcd-0=http://127.0.0.1:P0,...`: every member's peer address.
+    /// Where the others reach it: its proxy's port.
+    advertised_port: u16,
+    /// `etcd-0=http://127.0.0.1:P0,...`: every member's advertised peer address.
     initial_cluster: String,
+    /// Told the member's pid at each start, so that its proxy knows its connections.
+    links: PeerLinks,
     /// Unique per run, so that members of another run's cluster never join ours.
     cluster_token: String,
 }
@@ -67,44 +81,117 @@ impl MemberConfig {
     /// The foreground member. A restart keeps its data folder, whose WAL and snapshot say
     /// which cluster it belongs to: `--initial-cluster*` are read only on the first start.
     fn command(&self) -> Command {
-        let client = format!("http://127.0.0.1:{}", self.client_port);
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let mut cmd = Command::new(&self.binary);
-        cmd.arg("--name")
-            .arg(&self.name)
-            .arg("--data-dir")
-            .arg(&self.dir)
-            .args(["--listen-client-urls", &client])
-            .args(["--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &self.initial_cluster])
-            .args(["--initial-cluster-state", "new"])
-            .args(["--initial-cluster-token", &self.cluster_token])
-            .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
-            // bcrypt's cost guards weak passwords; the run's is 32 random alphanumerics
-            // (190 bits). At the default (10) each client's authentication costs the member
-            // tens of milliseconds of CPU, and eight clients connecting at once delayed the
-            // run's first acquires by a second.
-            .args(["--bcrypt-cost", "4"])
-            .args(["--logger", "zap", "--log-outputs", "stderr"])
-            // The metrics and debug endpoints stay on the client port, on loopback.
-            .env_remove("ETCDCTL_API");
+        cmd.args(member_args(&MemberFlags {
+            name: &self.name,
+            data_dir: &self.dir.display().to_string(),
+            client: &format!("http://127.0.0.1:{}", self.client_port),
+            peer: &format!("http://127.0.0.1:{}", self.peer_port),
+            advertised_peer: &format!("http://127.0.0.1:{}", self.advertised_port),
+            initial_cluster: &self.initial_cluster,
+            cluster_token: &self.cluster_token,
+        }))
+        // The metrics and debug endpoints stay on the client port, on loopback.
+        .env_remove("ETCDCTL_API");
         cmd
     }
 
     fn spawn(&self) -> Result<Instance, ClusterError> {
-        Instance::spawn(
+        let instance = Instance::spawn(
             &self.name,
             self.client_port,
             &self.dir,
             &self.log,
             self.command(),
-        )
+        )?;
+        if let Some(pid) = instance.pid() {
+            self.links.running(&self.name, pid);
+        }
+        Ok(instance)
     }
 
     fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.client_port)
+    }
+}
+
+/// What a member is started with, here or on a host.
+pub(super) struct MemberFlags<'a> {
+    pub name: &'a str,
+    pub data_dir: &'a str,
+    /// `http://addr:port`: where it listens for clients, and tells them to connect.
+    pub client: &'a str,
+    /// Where it listens for its peers.
+    pub peer: &'a str,
+    /// Where its peers reach it (here: its proxy; on a host: `peer`).
+    pub advertised_peer: &'a str,
+    /// `etcd-0=<advertised peer URL>,...`.
+    pub initial_cluster: &'a str,
+    /// Unique per run, so that members of another run's cluster never join ours.
+    pub cluster_token: &'a str,
+}
+
+/// The member's arguments after the program.
+pub(super) fn member_args(flags: &MemberFlags) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--name",
+        flags.name,
+        "--data-dir",
+        flags.data_dir,
+        "--listen-client-urls",
+        flags.client,
+        "--advertise-client-urls",
+        flags.client,
+        "--listen-peer-urls",
+        flags.peer,
+        "--initial-advertise-peer-urls",
+        flags.advertised_peer,
+        "--initial-cluster",
+        flags.initial_cluster,
+        "--initial-cluster-state",
+        "new",
+        "--initial-cluster-token",
+        flags.cluster_token,
+        "--heartbeat-interval",
+        "100",
+        "--election-timeout",
+        "1000",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    // bcrypt's cost guards weak passwords; the run's is 32 random alphanumerics (190 bits).
+    // At the default (10) each client's authentication costs the member tens of
+    // milliseconds of CPU, and eight clients connecting at once delayed the run's first
+    // acquires by a second.
+    args.extend(
+        [
+            "--bcrypt-cost",
+            "4",
+            "--logger",
+            "zap",
+            "--log-outputs",
+            "stderr",
+        ]
+        .map(str::to_string),
+    );
+    args
+}
+
+/// An etcd member on a host (`remote::RemoteConfig::etcd`).
+#[derive(Debug, Clone)]
+pub struct OnHost {
+    /// Its flags ([`member_args`]).
+    pub args: Vec<String>,
+    /// Where the other members reach it (the port a cut between members is made on).
+    pub peer_port: u16,
+}
+
+/// Why a member cannot come back empty.
+pub(super) fn no_empty_restart(name: &str) -> ClusterError {
+    ClusterError::Unsupported {
+        action: "empty",
+        node: name.to_string(),
+        reason: "an etcd member cannot rejoin without its data (etcd wants it removed and added again); restart it on its data instead".into(),
     }
 }
 
@@ -114,6 +201,8 @@ pub struct EtcdMember {
     config: MemberConfig,
     instance: Instance,
     password: String,
+    /// In front of its peer listener, for as long as the member is part of the run.
+    _proxy: PeerProxy,
 }
 
 #[async_trait]
@@ -132,6 +221,19 @@ impl ServiceNode for EtcdMember {
         false
     }
 
+    /// The link from `from` to this member: `from`'s connections to its proxy.
+    fn cut_from(&mut self, from: &str) -> Result<(), ClusterError> {
+        if !self.config.links.knows(from) || from == self.config.name {
+            return Err(ClusterError::UnknownNode(from.to_string()));
+        }
+        self.config.links.cut(from, &self.config.name);
+        Ok(())
+    }
+
+    fn heal_from(&mut self, from: &str) -> bool {
+        self.config.links.heal(from, &self.config.name)
+    }
+
     /// A member's data folder holds 64 MB of preallocated WAL segments (about 200 MB a run
     /// for three) that nothing reads after the run; its log stays.
     fn stopped(&mut self) {
@@ -145,11 +247,7 @@ impl ServiceNode for EtcdMember {
     /// member that lost its disk is removed and added anew): `Unsupported`.
     async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
         if !keep_data {
-            return Err(ClusterError::Unsupported {
-                action: "empty",
-                node: self.config.name.clone(),
-                reason: "an etcd member cannot rejoin without its data (etcd wants it removed and added again); restart it on its data instead".into(),
-            });
+            return Err(no_empty_restart(&self.config.name));
         }
         if self.instance.pid().is_some() {
             self.instance.kill();
@@ -183,9 +281,19 @@ pub async fn start(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let choices = ports::plan(2 * MEMBERS, base_port)?;
+        let choices = ports::plan(PORTS, base_port)?;
         let configs = configs(&binary, root, &choices)?;
-        match start_members(&configs, password).await {
+        let proxies = match proxies(&configs).await {
+            Ok(proxies) => proxies,
+            Err(_) if base_port.is_none() && attempt < PORT_RETRIES => continue,
+            Err((config, _)) => {
+                return Err(ClusterError::PortInUse {
+                    node: config.name,
+                    port: config.advertised_port,
+                })
+            }
+        };
+        match start_members(&configs, proxies, password).await {
             Ok(members) => {
                 enable_auth(&members, password).await?;
                 tracing::info!(elapsed = ?begun.elapsed(), "etcd ready");
@@ -205,6 +313,26 @@ pub async fn start(
     }
 }
 
+/// Each member's proxy, listening before any member starts (their addresses are in the
+/// members' flags). On a port taken, the member whose it is.
+async fn proxies(
+    configs: &[MemberConfig],
+) -> Result<Vec<PeerProxy>, (MemberConfig, std::io::Error)> {
+    let mut proxies = Vec::with_capacity(configs.len());
+    for config in configs {
+        let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], config.peer_port));
+        match config
+            .links
+            .proxy(&config.name, config.advertised_port, upstream)
+            .await
+        {
+            Ok(proxy) => proxies.push(proxy),
+            Err(e) => return Err((config.clone(), e)),
+        }
+    }
+    Ok(proxies)
+}
+
 fn configs(
     binary: &Path,
     root: &Path,
@@ -222,9 +350,10 @@ fn configs(
         peers.push(format!(
             "{}=http://127.0.0.1:{}",
             member_name(i),
-            port(MEMBERS + i)?
+            port(2 * MEMBERS + i)?
         ));
     }
+    let links = PeerLinks::default();
     let initial_cluster = peers.join(",");
     let mut configs = Vec::with_capacity(MEMBERS);
     for i in 0..MEMBERS {
@@ -245,7 +374,9 @@ fn configs(
             dir,
             client_port: port(i)?,
             peer_port: port(MEMBERS + i)?,
+            advertised_port: port(2 * MEMBERS + i)?,
             initial_cluster: initial_cluster.clone(),
+            links: links.clone(),
             cluster_token: token.clone(),
         });
     }
@@ -262,6 +393,7 @@ enum StartError {
 /// On any error the members spawned so far are killed.
 async fn start_members(
     configs: &[MemberConfig],
+    proxies: Vec<PeerProxy>,
     password: &str,
 ) -> Result<Vec<EtcdMember>, StartError> {
     let mut instances = Vec::with_capacity(configs.len());
@@ -299,10 +431,12 @@ async fn start_members(
     Ok(instances
         .into_iter()
         .zip(configs)
-        .map(|(instance, config)| EtcdMember {
+        .zip(proxies)
+        .map(|((instance, config), proxy)| EtcdMember {
             config: config.clone(),
             instance,
             password: password.to_string(),
+            _proxy: proxy,
         })
         .collect())
 }
@@ -370,7 +504,7 @@ async fn wait_member(
 
 /// One connection to `endpoint`: Ok once the member knows a leader and a linearizable read
 /// through it succeeds (which needs a quorum and the member's log caught up to the read).
-async fn probe(endpoint: &str, password: Option<&str>) -> Result<(), String> {
+pub(super) async fn probe(endpoint: &str, password: Option<&str>) -> Result<(), String> {
     let mut client = connect(&[endpoint.to_string()], password, Duration::from_secs(1))
         .await
         .map_err(|e| e.to_string())?;
@@ -389,6 +523,7 @@ async fn probe(endpoint: &str, password: Option<&str>) -> Result<(), String> {
 #[derive(Clone)]
 pub struct Member {
     pub name: String,
+    pub host: String,
     pub port: u16,
     client: Option<etcd_client::Client>,
 }
@@ -397,6 +532,7 @@ impl std::fmt::Debug for Member {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Member")
             .field("name", &self.name)
+            .field("host", &self.host)
             .field("port", &self.port)
             .field("connected", &self.client.is_some())
             .finish()
@@ -404,9 +540,10 @@ impl std::fmt::Debug for Member {
 }
 
 impl Member {
-    pub fn new(name: String, port: u16) -> Self {
+    pub fn new(name: String, host: String, port: u16) -> Self {
         Member {
             name,
+            host,
             port,
             client: None,
         }
@@ -420,7 +557,7 @@ pub async fn roles(members: &mut [Member]) -> Vec<(String, bool)> {
     let mut roles = Vec::with_capacity(members.len());
     for member in members.iter_mut() {
         if member.client.is_none() {
-            let url = format!("http://127.0.0.1:{}", member.port);
+            let url = format!("http://{}:{}", member.host, member.port);
             member.client = connect(&[url], None, Duration::from_millis(500)).await.ok();
         }
         let Some(client) = member.client.as_mut() else {
@@ -441,11 +578,12 @@ pub async fn roles(members: &mut [Member]) -> Vec<(String, bool)> {
     roles
 }
 
-/// The member among `members` (name, client port) that leads now, as it says itself.
-pub async fn leader(members: &[(String, u16)]) -> Option<String> {
+/// The member among `members` (name, client address and port) that leads now, as it says
+/// itself.
+pub async fn leader(members: &[(String, String, u16)]) -> Option<String> {
     let mut members: Vec<Member> = members
         .iter()
-        .map(|(name, port)| Member::new(name.clone(), *port))
+        .map(|(name, host, port)| Member::new(name.clone(), host.clone(), *port))
         .collect();
     roles(&mut members)
         .await
@@ -475,17 +613,24 @@ pub async fn connect(
 /// the password.
 async fn enable_auth(members: &[EtcdMember], password: &str) -> Result<(), ClusterError> {
     let endpoints: Vec<String> = members.iter().map(|m| m.config.endpoint()).collect();
-    let failed = |what: &str, e: etcd_client::Error| ClusterError::StartFailed {
-        node: member_name(0),
-        port: members.first().map(|m| m.config.client_port).unwrap_or(0),
-        reason: format!("{what}: {e}"),
-        log: members
-            .first()
-            .map(|m| m.config.log.clone())
-            .unwrap_or_default(),
-        tail: String::new(),
-    };
-    let mut client = connect(&endpoints, None, Duration::from_secs(5))
+    authenticate(&endpoints, password)
+        .await
+        .map_err(|reason| ClusterError::StartFailed {
+            node: member_name(0),
+            port: members.first().map(|m| m.config.client_port).unwrap_or(0),
+            reason,
+            log: members
+                .first()
+                .map(|m| m.config.log.clone())
+                .unwrap_or_default(),
+            tail: String::new(),
+        })
+}
+
+/// `root` with `password` and authentication on, through the members at `endpoints`.
+pub(super) async fn authenticate(endpoints: &[String], password: &str) -> Result<(), String> {
+    let failed = |what: &str, e: etcd_client::Error| format!("{what}: {e}");
+    let mut client = connect(endpoints, None, Duration::from_secs(5))
         .await
         .map_err(|e| failed("connect", e))?;
     client
@@ -511,9 +656,9 @@ pub(super) async fn start_cluster(spec: &ClusterSpec) -> Result<Cluster, Cluster
     let server_binary = super::binaries::redis_server(spec.redis_server.as_deref())?;
     let [root, etcd_root] = super::private_folders(&spec.dir, ["redis", "etcd"])?;
     let password = super::generate_password();
-    // Storage after the members' ports: with a base port, the members take the first six.
+    // Storage after the members' ports: with a base port, the members take the first nine.
     let storage_port = match spec.base_port {
-        Some(base) => ports::plan(1, base.checked_add(2 * MEMBERS as u16))?,
+        Some(base) => ports::plan(1, base.checked_add(PORTS as u16))?,
         None => ports::plan(1, None)?,
     };
     let storage_port = storage_port

@@ -153,10 +153,10 @@ impl Cluster {
             }),
             Topology::Etcd => Some(RoleWatch::Leader {
                 members: self
-                    .lock_nodes()
-                    .map(|n| {
-                        etcd::Member::new(n.instance().name().to_string(), n.instance().port())
-                    })
+                    .endpoints()
+                    .nodes
+                    .into_iter()
+                    .map(|n| etcd::Member::new(n.name, n.host, n.port))
                     .collect(),
             }),
             _ => None,
@@ -169,10 +169,12 @@ impl Cluster {
         if self.topology != Topology::Etcd {
             return None;
         }
-        let members: Vec<(String, u16)> = self
-            .lock_nodes()
-            .filter(|n| n.instance().pid().is_some())
-            .map(|n| (n.instance().name().to_string(), n.instance().port()))
+        let members: Vec<(String, String, u16)> = self
+            .endpoints()
+            .nodes
+            .into_iter()
+            .filter(|n| n.pid.is_some())
+            .map(|n| (n.name, n.host, n.port))
             .collect();
         etcd::leader(&members).await
     }

@@ -1,8 +1,8 @@
 //! The lock's servers on other hosts: one SSH connection per host, the topology's servers
 //! placed on them (node i on host i mod hosts), started primaries first, replicas in sync,
 //! then a Sentinel topology's sentinels (numbered after the servers) once they know the
-//! whole deployment, or a Redis Cluster's nodes all at once and formed at the hosts'
-//! addresses; at the end stopped (sentinels first), their logs fetched into the run folder
+//! whole deployment, or a Redis Cluster's nodes (or etcd's members) all at once and formed
+//! at the hosts' addresses; at the end stopped (sentinels first), their logs fetched into the run folder
 //! and their files removed, so nothing of the run stays on a host.
 
 use std::ops::RangeInclusive;
@@ -16,6 +16,7 @@ use rand::Rng;
 use super::clock::Preload;
 use super::cut::{self, Cut};
 use super::error::ClusterError;
+use super::etcd;
 use super::exit::Exit;
 use super::host_logs::{self, HostLog};
 use super::on_exit;
@@ -142,6 +143,10 @@ pub async fn start(
     } else {
         None
     };
+    if spec.topology == Topology::Etcd {
+        start_etcd(&mut hosts, spec, password).await?;
+        return Ok(hosts);
+    }
     let base = spec.base_port.unwrap_or(DEFAULT_BASE_PORT);
     // A Redis Cluster's nodes all start as masters (`primaries` is all of them); the
     // cluster then makes the last `shards` replicas.
@@ -170,6 +175,7 @@ pub async fn start(
             binary: server_binary(spec, ssh),
             sentinel: None,
             cluster_node_timeout_ms: cluster_mode.then_some(super::CLUSTER_NODE_TIMEOUT_MS),
+            etcd: None,
         })
         .and_then(|config| match config.bus_port() {
             None if cluster_mode => Err(ClusterError::InvalidSpec(format!(
@@ -228,6 +234,93 @@ pub async fn start(
         start_sentinels(&mut hosts, spec, password, lock_nodes - primaries).await?;
     }
     Ok(hosts)
+}
+
+/// etcd's members, member i on host i mod hosts, each on its host's address (client port
+/// base + i, peer port base + members + i), its data folder in the run's folder there; all
+/// at once (each waits for a quorum), then authentication on, as locally (`etcd::start`).
+async fn start_etcd(
+    hosts: &mut Hosts,
+    spec: &ClusterSpec,
+    password: &str,
+) -> Result<(), ClusterError> {
+    let base = usize::from(spec.base_port.unwrap_or(DEFAULT_BASE_PORT));
+    let members = etcd::MEMBERS;
+    let port = |i: usize| {
+        u16::try_from(base + i).map_err(|_| {
+            ClusterError::InvalidSpec(format!(
+                "port {base} + {i} is past 65535: a lower --base-port"
+            ))
+        })
+    };
+    let ssh = |i: usize| hosts.connections[i % hosts.connections.len()].clone();
+    let url = |i: usize, port: u16| format!("http://{}:{port}", ssh(i).host_addr());
+    let mut peers = Vec::with_capacity(members);
+    for i in 0..members {
+        peers.push(format!(
+            "{}={}",
+            etcd::member_name(i),
+            url(i, port(members + i)?)
+        ));
+    }
+    let initial_cluster = peers.join(",");
+    let cluster_token = format!("lockaudit-{}", token(16));
+    let mut placed = Vec::with_capacity(members);
+    for i in 0..members {
+        let ssh = ssh(i);
+        let mut config = RemoteConfig {
+            name: etcd::member_name(i),
+            addr: ssh.host_addr().to_string(),
+            port: port(i)?,
+            dir: hosts.remote_dir.clone(),
+            password: password.to_string(),
+            persistence: true,
+            replica_of: None,
+            fake_clock: None,
+            binary: ssh.target().etcd.clone().unwrap_or_else(|| "etcd".into()),
+            sentinel: None,
+            cluster_node_timeout_ms: None,
+            etcd: None,
+        };
+        let peer = url(i, port(members + i)?);
+        config.etcd = Some(etcd::OnHost {
+            args: etcd::member_args(&etcd::MemberFlags {
+                name: &config.name,
+                data_dir: &config.data_dir(),
+                client: &url(i, config.port),
+                peer: &peer,
+                advertised_peer: &peer,
+                initial_cluster: &initial_cluster,
+                cluster_token: &cluster_token,
+            }),
+            peer_port: port(members + i)?,
+        });
+        placed.push((config, ssh));
+    }
+    let logs = placed
+        .iter()
+        .map(|(c, ssh)| HostLog {
+            ssh: ssh.clone(),
+            name: c.name.clone(),
+            path: c.log(),
+        })
+        .collect();
+    hosts.on_interrupt(logs, spec);
+    let begun = Instant::now();
+    hosts.start_together(placed).await?;
+    tracing::info!(elapsed = ?begun.elapsed(), "etcd members on hosts ready");
+    let endpoints: Vec<String> = hosts
+        .servers
+        .iter()
+        .map(|s| format!("http://{}:{}", s.host(), s.port()))
+        .collect();
+    etcd::authenticate(&endpoints, password)
+        .await
+        .map_err(|reason| ClusterError::Remote {
+            host: endpoints.join(","),
+            action: "turn on etcd's authentication".into(),
+            reason,
+        })
 }
 
 /// Forms the Redis Cluster of the servers (masters first) as locally (`sharded::form`), by
@@ -323,6 +416,7 @@ async fn start_sentinels(
             fake_clock: None,
             binary: binary(ssh),
             cluster_node_timeout_ms: None,
+            etcd: None,
             sentinel: Some(Watch {
                 id: id.clone(),
                 primary: primary.clone(),
@@ -355,8 +449,8 @@ async fn start_sentinels(
 }
 
 /// How many lock servers the topology has, and how many of them start as primaries (a
-/// cluster's nodes all do); errors for PostgreSQL, which runs here only, and for a
-/// topology without masters.
+/// cluster's nodes and etcd's members all do); errors for PostgreSQL, which runs here only,
+/// and for a topology without masters.
 pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
     let unsupported = |why: &str| ClusterError::Unsupported {
         action: "run",
@@ -375,6 +469,7 @@ pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
         Topology::Cluster => Err(ClusterError::InvalidSpec(
             "a Redis Cluster needs at least one master".into(),
         )),
+        Topology::Etcd => Ok((etcd::MEMBERS, etcd::MEMBERS)),
         other => Err(unsupported(
             not_on_hosts(other).unwrap_or("not built on hosts"),
         )),
@@ -549,10 +644,29 @@ impl Hosts {
                 };
                 let index = self.index(from).ok_or_else(on_hosts)?;
                 let target = self.server(to).ok_or_else(on_hosts)?;
-                let (addr, port) = (target.host(), target.port());
+                let (addr, port) = (target.host(), target.config.link_port());
+                let host = index % self.connections.len();
+                // The rules drop whatever leaves that host for `to`: an etcd member sharing
+                // the host with `from` would lose its link to `to` as well.
+                if target.config.etcd.is_some() {
+                    let shared = self.servers.iter().enumerate().find(|(j, s)| {
+                        j % self.connections.len() == host && s.name() != from && s.name() != to
+                    });
+                    if let Some((_, other)) = shared {
+                        return Err(ClusterError::Unsupported {
+                            action: "cut the link of",
+                            node: from.clone(),
+                            reason: format!(
+                                "{} shares its host, and a cut by address would cut its link \
+                                 to {to} too: give each etcd member a host of its own",
+                                other.name()
+                            ),
+                        });
+                    }
+                }
                 Ok(PlannedCut {
                     pair: (from.clone(), to.clone()),
-                    host: index % self.connections.len(),
+                    host,
                     what: format!("the link to {addr}:{port}"),
                     rules: cut::link_rules(self.tag(), addr, port),
                 })

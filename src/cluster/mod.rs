@@ -36,6 +36,7 @@ mod hosts;
 mod instance;
 mod logs;
 pub mod on_exit;
+mod peer_links;
 mod ports;
 mod postgres;
 mod probe;
@@ -570,17 +571,25 @@ impl Cluster {
     }
 
     /// Cuts the link from server `from` to server `to` (both on hosts: iptables on `from`'s
-    /// host, see `cut`), until [`Cluster::heal_link`]. `Unsupported` for local servers,
-    /// whose links the nemesis cuts with its proxies.
+    /// host, see `cut`), until [`Cluster::heal_link`]. Between etcd members, through their
+    /// peer proxies (`peer_links`). `Unsupported` for other local servers, whose links the
+    /// nemesis cuts with its proxies.
     pub fn cut_link(&mut self, from: &str, to: &str) -> Result<(), ClusterError> {
         let pair = [(from.to_string(), to.to_string())];
         self.cut_links(&pair).pop().unwrap_or(Ok(()))
     }
 
     /// [`Cluster::cut_link`] for each pair, all at once (each host's rules are an SSH
-    /// session of their own).
+    /// session of their own). Between the nodes of a local service (etcd's members), the
+    /// service cuts its own links (`ServiceNode::cut_from`).
     pub fn cut_links(&mut self, pairs: &[(String, String)]) -> Vec<Result<(), ClusterError>> {
-        self.remote.cut_links(pairs)
+        if self.on_hosts() {
+            return self.remote.cut_links(pairs);
+        }
+        pairs
+            .iter()
+            .map(|(from, to)| self.node_mut(to)?.cut_from(from))
+            .collect()
     }
 
     /// Cuts `client`, this machine's connections from the source ports `ports` (one
@@ -605,7 +614,13 @@ impl Cluster {
 
     /// [`Cluster::heal_link`] for each pair, all at once.
     pub fn heal_links(&mut self, pairs: &[(String, String)]) -> Vec<bool> {
-        self.remote.heal_links(pairs)
+        if self.on_hosts() {
+            return self.remote.heal_links(pairs);
+        }
+        pairs
+            .iter()
+            .map(|(from, to)| self.node_mut(to).is_ok_and(|n| n.heal_from(from)))
+            .collect()
     }
 
     /// Whether the lock's servers run on other hosts (links are cut with iptables there).

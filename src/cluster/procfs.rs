@@ -1,8 +1,10 @@
-//! What `/proc` says of processes: a process's children, and whether a pid is alive.
+//! What `/proc` says of processes: a process's children, whether a pid is alive, and which
+//! process opened a loopback connection.
 //!
 //! Needed for postgres, whose every backend makes itself a session leader (`setsid` in
 //! `InitPostmasterChild`), so that its process group holds the postmaster alone: a pause
-//! or kill must reach its children by pid.
+//! or kill must reach its children by pid. And for etcd's peer links (`peer_links`), whose
+//! proxy must tell which member dialled it, when every member dials from 127.0.0.1.
 
 /// State letter and parent pid of `pid`, from `/proc/<pid>/stat` (None once it is gone).
 fn state_and_parent(pid: u32) -> Option<(char, u32)> {
@@ -41,6 +43,39 @@ pub fn process_tree(pid: u32) -> Vec<u32> {
     tree
 }
 
+/// The inode of the TCP socket whose local port is `local` and remote port `remote`
+/// (`/proc/net/tcp`, then `tcp6`), if it exists now.
+fn socket_inode(local: u16, remote: u16) -> Option<u64> {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .find_map(|table| {
+            let text = std::fs::read_to_string(table).ok()?;
+            text.lines().skip(1).find_map(|line| {
+                // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let port =
+                    |field: Option<&&str>| u16::from_str_radix(field?.rsplit_once(':')?.1, 16).ok();
+                (port(fields.get(1)) == Some(local) && port(fields.get(2)) == Some(remote))
+                    .then(|| fields.get(9)?.parse().ok())
+                    .flatten()
+                    .filter(|&inode| inode != 0)
+            })
+        })
+}
+
+/// Which of `pids` holds the connection from local port `local` to `remote` on this
+/// machine: the process whose file descriptors include that socket. None if none does (it
+/// closed meanwhile, or another process holds it).
+pub fn connection_owner(pids: &[u32], local: u16, remote: u16) -> Option<u32> {
+    let socket = format!("socket:[{}]", socket_inode(local, remote)?);
+    pids.iter().copied().find(|pid| {
+        std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+            fds.filter_map(Result::ok)
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == &*socket))
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +92,19 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(!is_live(child.id()));
+    }
+
+    #[test]
+    fn finds_which_process_opened_a_connection() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = listener.local_addr().unwrap().port();
+        let mine = std::net::TcpStream::connect(("127.0.0.1", server)).unwrap();
+        let (accepted, peer) = listener.accept().unwrap();
+        let me = std::process::id();
+        assert_eq!(peer.port(), mine.local_addr().unwrap().port());
+        // Another pid first: only the holder of the socket is named.
+        assert_eq!(connection_owner(&[1, me], peer.port(), server), Some(me));
+        assert_eq!(connection_owner(&[1], peer.port(), server), None);
+        drop((mine, accepted));
     }
 }

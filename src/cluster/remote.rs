@@ -1,5 +1,5 @@
-//! A redis-server (a lock server, a cluster node or a sentinel) on another host, started
-//! and supervised over SSH.
+//! A redis-server (a lock server, a cluster node or a sentinel), or an etcd member, on
+//! another host, started and supervised over SSH.
 //!
 //! Its config is uploaded (ssh's stdin into `cat >`, the password in the file rather than
 //! on a command line) under `umask 077`, so that the run's folder on the host is 0700 and
@@ -18,6 +18,7 @@ use nix::sys::signal::Signal;
 
 use super::clock::{format_offset, Preload};
 use super::error::ClusterError;
+use super::etcd;
 use super::exit::Exit;
 use super::instance::READY_TIMEOUT;
 use super::probe;
@@ -54,6 +55,9 @@ pub struct RemoteConfig {
     pub sentinel: Option<Watch>,
     /// Set for a Redis Cluster node: its `cluster-node-timeout`, ms.
     pub cluster_node_timeout_ms: Option<u64>,
+    /// Set for an etcd member (`port` its client port; `binary` etcd): it runs with these
+    /// flags and no config file.
+    pub etcd: Option<etcd::OnHost>,
 }
 
 /// How far above its data port a cluster node's bus listens (Redis's own default).
@@ -93,6 +97,11 @@ impl RemoteConfig {
 
     pub fn is_sentinel(&self) -> bool {
         self.sentinel.is_some()
+    }
+
+    /// The port the other servers reach it on: an etcd member's peer port, else its port.
+    pub fn link_port(&self) -> u16 {
+        self.etcd.as_ref().map_or(self.port, |m| m.peer_port)
     }
 
     /// A cluster node's bus port: its data port + 10000; None past 65535.
@@ -169,7 +178,15 @@ impl RemoteConfig {
     /// watcher (an asynchronous command's stdin is /dev/null otherwise).
     fn script(&self, keep_data: bool) -> String {
         let dir = quote(&self.data_dir());
-        let prepare = if keep_data && self.persistence {
+        // etcd makes its data folder itself; a restart must find it as it was.
+        let prepare = if self.etcd.is_some() {
+            let run = quote(&self.dir);
+            if keep_data {
+                format!("mkdir -p {run} || exit 1; ")
+            } else {
+                format!("rm -rf {dir} && mkdir -p {run} || exit 1; ")
+            }
+        } else if keep_data && self.persistence {
             format!("mkdir -p {dir} || exit 1; ")
         } else {
             format!("rm -rf {dir} && mkdir -p {dir} || exit 1; ")
@@ -182,7 +199,16 @@ impl RemoteConfig {
                 run.push(' ');
             }
         }
-        run.push_str(&format!("{} {}", quote(&self.binary), quote(&self.conf())));
+        match &self.etcd {
+            Some(member) => {
+                run.push_str(&quote(&self.binary));
+                for arg in &member.args {
+                    run.push(' ');
+                    run.push_str(&quote(arg));
+                }
+            }
+            None => run.push_str(&format!("{} {}", quote(&self.binary), quote(&self.conf()))),
+        }
         if self.is_sentinel() {
             run.push_str(" --sentinel");
         }
@@ -242,6 +268,12 @@ impl RemoteServer {
             session: None,
             offset_ms: AtomicI64::new(0),
         };
+        if server.config.etcd.is_some() {
+            // No config: its flags are on its command line (no secret among them; the
+            // password is set through the client API once the members have a leader).
+            server.spawn(false, true).await?;
+            return Ok(server);
+        }
         // One round trip: the run's folder, the config (from stdin), the clock at 0. Private
         // to the login user from the start (`umask 077`): the config holds the password.
         let conf = quote(&server.config.conf());
@@ -329,10 +361,14 @@ impl RemoteServer {
     }
 
     /// Polls until the server answers an authenticated INFO with its own pid, then PING.
-    /// With `check_clock`, also that libfaketime is loaded.
+    /// With `check_clock` (the first start), also that libfaketime is loaded.
     async fn wait_ready(&mut self, begun: Instant, check_clock: bool) -> Result<(), ClusterError> {
         // Over a network: the local timeout plus room for the SSH round trips.
         let deadline = begun + READY_TIMEOUT * 2;
+        if self.config.etcd.is_some() {
+            // Before its first start's end no member has the password yet.
+            return self.wait_member(deadline, !check_clock).await;
+        }
         let mut pause = Duration::from_millis(2);
         loop {
             let Some(session) = &self.session else {
@@ -385,6 +421,36 @@ impl RemoteServer {
         Ok(())
     }
 
+    /// An etcd member: polls until it knows a leader and serves a linearizable read.
+    async fn wait_member(
+        &mut self,
+        deadline: Instant,
+        authenticated: bool,
+    ) -> Result<(), ClusterError> {
+        let endpoint = format!("http://{}:{}", self.config.addr, self.config.port);
+        let password = authenticated.then(|| self.config.password.clone());
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match self.session.as_ref().map(Session::ended) {
+                None => return Err(self.start_error("it is not running")),
+                Some(Some(exit)) => return Err(self.start_error(format!("it ended ({exit})"))),
+                Some(None) => {}
+            }
+            let last = match etcd::probe(&endpoint, password.as_deref()).await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            if Instant::now() >= deadline {
+                return Err(self.start_error(format!(
+                    "no leader known to it at {endpoint} within {:?} (last: {last})",
+                    READY_TIMEOUT * 2
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
+    }
+
     /// A start error quoting the last lines of the server's log on the host, and ending
     /// whatever this start left.
     pub fn start_error(&mut self, reason: impl Into<String>) -> ClusterError {
@@ -432,8 +498,13 @@ impl RemoteServer {
         Some(exit)
     }
 
-    /// SIGTERM, up to `grace` to exit, then SIGKILL.
+    /// SIGTERM, up to `grace` to exit, then SIGKILL. An etcd member is killed at once, as
+    /// locally (`ServiceNode::graceful_stop`): the last one stopped would wait out its grace
+    /// with no one to hand its leadership to.
     pub fn stop(&mut self, grace: Duration) -> Option<Exit> {
+        if self.config.etcd.is_some() {
+            return self.kill();
+        }
         let pid = self.pid()?;
         let _ = self
             .ssh
@@ -468,6 +539,9 @@ impl RemoteServer {
     /// Starts it again on the same address and port; with `keep_data` and persistence it
     /// replays its AOF, else it comes back empty.
     pub async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
+        if self.config.etcd.is_some() && !keep_data {
+            return Err(etcd::no_empty_restart(&self.config.name));
+        }
         if self.pid().is_some() {
             self.kill();
         }
@@ -543,6 +617,7 @@ mod tests {
             binary: "redis-server".into(),
             sentinel: None,
             cluster_node_timeout_ms: None,
+            etcd: None,
         }
     }
 
@@ -620,6 +695,34 @@ mod tests {
         assert!(
             script.contains("redis-server '/tmp/lockaudit-x y/sentinel-1.conf' --sentinel"),
             "{script}"
+        );
+    }
+
+    #[test]
+    fn an_etcd_member_runs_with_its_flags_and_keeps_its_data_on_a_restart() {
+        let mut config = config();
+        config.name = "etcd-1".into();
+        config.binary = "/opt/etcd".into();
+        config.etcd = Some(etcd::OnHost {
+            args: vec!["--name".into(), "etcd-1".into()],
+            peer_port: 7404,
+        });
+        assert_eq!(config.link_port(), 7404);
+        let first = config.script(false);
+        assert!(
+            first.starts_with(
+                "umask 077; rm -rf '/tmp/lockaudit-x y/etcd-1' && mkdir -p '/tmp/lockaudit-x y' ||"
+            ),
+            "{first}"
+        );
+        assert!(
+            first.contains("/opt/etcd --name etcd-1 </dev/null"),
+            "{first}"
+        );
+        let again = config.script(true);
+        assert!(
+            again.starts_with("umask 077; mkdir -p '/tmp/lockaudit-x y' ||"),
+            "{again}"
         );
     }
 

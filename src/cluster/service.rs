@@ -31,6 +31,20 @@ pub trait ServiceNode: Debug + Send + Sync {
     /// serves. `keep_data`: on its data folder, as after a crash; without, as after a lost
     /// disk, or `Unsupported` where the service cannot take a node back that way.
     async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError>;
+    /// Cuts the link from node `from` of the same service to this one (the connections
+    /// `from` opens to it die and fail until [`ServiceNode::heal_from`]). `Unsupported`
+    /// where the service's nodes do not talk to each other through lockaudit.
+    fn cut_from(&mut self, from: &str) -> Result<(), ClusterError> {
+        Err(ClusterError::Unsupported {
+            action: "cut the link to",
+            node: self.instance().name().to_string(),
+            reason: format!("no link from {from} runs through lockaudit"),
+        })
+    }
+    /// Ends a cut of [`ServiceNode::cut_from`]; false if there was none.
+    fn heal_from(&mut self, _from: &str) -> bool {
+        false
+    }
     /// Whether the end of a run stops it with SIGTERM and a grace period (false: SIGKILL,
     /// for a node whose graceful stop waits on the others, as an etcd leader hands over
     /// its leadership, and whose data the run does not keep using).

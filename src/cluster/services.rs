@@ -115,9 +115,9 @@ pub const SERVICES: [Service; 7] = [
         own_locks_only: true,
         locks: "the etcd locks (etcd-lock, etcd-txn) and an external adapter",
         start: |spec| Box::pin(super::etcd::start_cluster(spec)),
-        not_on_hosts: Some("lockaudit starts etcd on this machine only (not yet on hosts)"),
+        not_on_hosts: None,
         clock_jump: Some(
-            "etcd times leases on Go's monotonic clock, which a wall-clock jump does not move (and libfaketime cannot reach a Go program)",
+            "etcd times leases on Go's monotonic clock, which a wall-clock jump does not move (and libfaketime cannot move its clock: Go reads the time without libc)",
         ),
         // Raft elects a new leader: the failover kills the leader of the moment.
         failover: None,

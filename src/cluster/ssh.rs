@@ -44,15 +44,20 @@ pub struct SshTarget {
     /// The redis-server program on this host (instead of the run's, or PATH's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis_server: Option<String>,
+    /// The etcd program on this host (instead of PATH's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<String>,
 }
 
 /// One entry of a workload's `nodes`: a URL, or a table with the URL and settings of that
-/// host's own (`{ url = "ssh://root@n2", ssh_key = "keys/n2", redis_server = "/opt/redis/bin/redis-server" }`).
+/// host's own (`{ url = "ssh://root@n2", ssh_key = "keys/n2", redis_server = "/opt/redis/bin/redis-server",
+/// etcd = "/opt/etcd/etcd" }`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeEntry {
     pub url: String,
     pub ssh_key: Option<PathBuf>,
     pub redis_server: Option<String>,
+    pub etcd: Option<String>,
 }
 
 /// The table form of a [`NodeEntry`], read with serde's own messages for unknown or
@@ -65,6 +70,8 @@ struct NodeTable {
     ssh_key: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     redis_server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    etcd: Option<String>,
 }
 
 impl From<String> for NodeEntry {
@@ -73,6 +80,7 @@ impl From<String> for NodeEntry {
             url,
             ssh_key: None,
             redis_server: None,
+            etcd: None,
         }
     }
 }
@@ -89,19 +97,21 @@ impl NodeEntry {
         let mut target = SshTarget::parse(&self.url)?;
         target.ssh_key = self.ssh_key.clone();
         target.redis_server = self.redis_server.clone();
+        target.etcd = self.etcd.clone();
         Ok(target)
     }
 }
 
 impl serde::Serialize for NodeEntry {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.ssh_key.is_none() && self.redis_server.is_none() {
+        if self.ssh_key.is_none() && self.redis_server.is_none() && self.etcd.is_none() {
             return s.serialize_str(&self.url);
         }
         NodeTable {
             url: self.url.clone(),
             ssh_key: self.ssh_key.clone(),
             redis_server: self.redis_server.clone(),
+            etcd: self.etcd.clone(),
         }
         .serialize(s)
     }
@@ -114,7 +124,7 @@ impl<'de> serde::Deserialize<'de> for NodeEntry {
             type Value = NodeEntry;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str(
-                    "an ssh:// URL, or a table with `url` and optionally `ssh_key`, `redis_server`",
+                    "an ssh:// URL, or a table with `url` and optionally `ssh_key`, `redis_server`, `etcd`",
                 )
             }
             fn visit_str<E: serde::de::Error>(self, url: &str) -> Result<NodeEntry, E> {
@@ -131,6 +141,7 @@ impl<'de> serde::Deserialize<'de> for NodeEntry {
                     url: t.url,
                     ssh_key: t.ssh_key,
                     redis_server: t.redis_server,
+                    etcd: t.etcd,
                 })
             }
         }
@@ -183,6 +194,7 @@ impl SshTarget {
             port,
             ssh_key: None,
             redis_server: None,
+            etcd: None,
         })
     }
 

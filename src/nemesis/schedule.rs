@@ -47,7 +47,8 @@ pub enum FaultKind {
     /// Move a worker's client clocks by `offset` for `duration`.
     ClockSkew,
     /// Cut a worker off from `count` lock servers (or, with `link = "replication"`, the
-    /// replicas off from the primary) for `duration`.
+    /// replicas off from the primary; on etcd, the leader off from the other members) for
+    /// `duration`.
     Partition,
     /// Delay every byte on those links by `latency` for `duration`.
     Latency,
@@ -107,7 +108,8 @@ pub enum Link {
     /// Between a worker's clients and lock servers.
     #[default]
     Clients,
-    /// Between the primary and its replicas.
+    /// Between the primary and its replicas; on etcd, between the leader of the moment and
+    /// the other members.
     Replication,
 }
 
@@ -442,7 +444,15 @@ impl Schedule {
                 if independent {
                     cut.count = Some(2);
                 }
-                Some(mix((outlast.1 + 500, outlast.1 + 1500), vec![cut]))
+                let mut faults = vec![cut];
+                if workload.topology == Topology::Etcd {
+                    // As often, the leader of the moment cut off from the other members.
+                    let mut isolate =
+                        FaultSpec::new(FaultKind::Partition).lasting(outlast.0, outlast.1);
+                    isolate.link = Link::Replication;
+                    faults.push(isolate);
+                }
+                Some(mix((outlast.1 + 500, outlast.1 + 1500), faults))
             }
             // Every half second or so: of an algorithm's steps only some leave a lock
             // behind (setnx-expire: one of three), so the arming must be frequent for one
@@ -541,7 +551,7 @@ fn check_fault(fault: &FaultSpec) -> Result<(), String> {
         return Err("field `servers` is only for partition and latency".into());
     }
     if fault.link == Link::Replication && (fault.target.is_some() || fault.servers.is_some()) {
-        return Err("a fault on the replication link takes no `target` or `servers`: it cuts the replicas of the primary of the moment".into());
+        return Err("a fault on the replication link takes no `target` or `servers`: it cuts the replicas of the primary of the moment (etcd: the leader of the moment from the other members)".into());
     }
     if fault.persist && kind != FaultKind::KillRedis {
         return Err("field `persist` is only for kill-redis".into());
@@ -625,6 +635,22 @@ mod tests {
         let not = mix.not_applicable("set-nx-px", Topology::Single);
         assert_eq!(not.len(), 1, "{not:?}");
         assert_eq!(not[0].0, FaultKind::ClockSkew);
+    }
+
+    #[test]
+    fn the_partition_preset_on_etcd_also_isolates_the_leader() {
+        let links = |topology| {
+            let w = Workload {
+                ttl_ms: 2000,
+                topology,
+            };
+            let s = Schedule::preset("partition", &w).unwrap();
+            s.validate().unwrap();
+            let faults = s.random.unwrap().faults;
+            faults.iter().map(|f| f.link).collect::<Vec<_>>()
+        };
+        assert_eq!(links(Topology::Etcd), [Link::Clients, Link::Replication]);
+        assert_eq!(links(Topology::Single), [Link::Clients]);
     }
 
     #[test]
