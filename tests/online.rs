@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use lockaudit::checker::online::{proven_early, same_violation, OnlineChecker};
 use lockaudit::checker::{check, CheckOptions};
 use lockaudit::history::reader::read_jsonl;
-use lockaudit::history::{Event, History, OpF, OpType};
+use lockaudit::history::{Event, History, OpF, OpType, RecordedLine};
 use lockaudit::report::{Anomaly, Report};
 use lockaudit::synth::{self, SynthConfig};
 
@@ -52,7 +52,10 @@ fn agrees(name: &str, text: &str, options: &CheckOptions) -> Result<bool, String
 
     let mut online = OnlineChecker::new(name, options.clone());
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        online.push_line(line.as_bytes());
+        // As the run's pump parses it, and the recorder hands it on.
+        let line = RecordedLine::parse(line.to_string())
+            .map_err(|e| format!("{name}: the recorder would drop a line check reads: {e}"))?;
+        online.push(&line);
     }
     let mut times: Vec<i64> = history.ops.iter().map(|op| op.time).collect();
     times.dedup();

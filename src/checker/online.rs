@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use crate::history::build::HistoryBuilder;
 use crate::history::reader::push_recorded_line;
-use crate::history::{HistoryError, OpF, OpType};
+use crate::history::{HistoryError, OpF, OpType, RecordedLine};
 use crate::report::{Anomaly, AnomalyKind, Report};
 
 use super::{check, check_with_lease_floor, CheckOptions};
@@ -123,9 +123,10 @@ impl OnlineChecker {
         self
     }
 
-    /// Adds the next line the recorder wrote (its text, without the line end). A line the
-    /// history format rejects stops online checking: the error is kept for `finish`.
-    pub fn push_line(&mut self, text: &[u8]) {
+    /// Adds the next line the recorder wrote, read from its parse (numbered as in the file).
+    /// A line the history format rejects stops online checking: the error is kept for
+    /// `finish`.
+    pub fn push(&mut self, line: &RecordedLine) {
         if self.broken.is_some() {
             return;
         }
@@ -135,8 +136,17 @@ impl OnlineChecker {
             return;
         }
         self.lines += 1;
-        let text = text.trim_ascii_end();
-        if let Err(error) = push_recorded_line(&mut self.builder, &self.source, self.lines, text) {
+        let pushed = match line.event(self.lines - 1) {
+            Some(event) => self.builder.push(self.lines, &event),
+            // The format refuses the line: reading its text says why, as `check` would.
+            None => push_recorded_line(
+                &mut self.builder,
+                &self.source,
+                self.lines,
+                line.text().as_bytes(),
+            ),
+        };
+        if let Err(error) = pushed {
             self.broken = Some(error.into());
             return;
         }
@@ -275,9 +285,13 @@ mod tests {
         )
     }
 
+    fn recorded(line: &str) -> RecordedLine {
+        RecordedLine::parse(line.to_string()).expect("an event line")
+    }
+
     fn push(online: &mut OnlineChecker, lines: &[String]) {
         for l in lines {
-            online.push_line(l.as_bytes());
+            online.push(&recorded(l));
         }
         assert!(online.broken.is_none(), "{:?}", online.broken);
     }
@@ -359,7 +373,7 @@ mod tests {
         assert!(online.finish().is_ok());
         let mut online = OnlineChecker::new("live", CheckOptions::default()).with_max_events(3);
         for line in overlap() {
-            online.push_line(line.as_bytes());
+            online.push(&recorded(&line));
         }
         assert_eq!(online.builder.len(), 0, "the events are let go of");
         assert!(online.poll().is_empty());
@@ -369,8 +383,9 @@ mod tests {
     #[test]
     fn a_line_the_format_rejects_stops_online_checking_with_its_error() {
         let mut online = OnlineChecker::new("live.jsonl", CheckOptions::default());
-        online
-            .push_line(br#"{"index":0,"time":5,"process":1,"type":"ok","f":"acquire","key":"k"}"#);
+        online.push(&recorded(
+            r#"{"index":0,"time":5,"process":1,"type":"ok","f":"acquire","key":"k"}"#,
+        ));
         let error = online.finish().unwrap_err().to_string();
         assert!(error.contains("live.jsonl:1"), "{error}");
     }

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use crate::checker::{self, CheckOptions};
 use crate::cluster::{self, Cluster, ClusterSpec, Endpoints};
 use crate::fleet::{Fleet, FleetError};
-use crate::history::{self, Event, EventType};
+use crate::history::{self, Event, EventType, RecordedLine};
 use crate::locks;
 use crate::nemesis::executor::{self, Targets};
 use crate::nemesis::journal::Journal;
@@ -407,7 +407,7 @@ async fn drive(
 
     let clock = RunClock::start();
     let deadline_ns = (spec.time_limit.0 as i64) * 1_000_000;
-    let (events, received) = mpsc::unbounded_channel::<String>();
+    let (events, received) = mpsc::unbounded_channel::<RecordedLine>();
     let (counts_tx, counts_rx) = watch::channel(Counts::default());
     let history_path = dir.join("history.jsonl");
     let (found_tx, found_rx) = mpsc::unbounded_channel::<Anomaly>();
@@ -680,7 +680,7 @@ async fn final_reads(
     endpoints: &Endpoints,
     clock: RunClock,
     process: u64,
-    events: &mpsc::UnboundedSender<String>,
+    events: &mpsc::UnboundedSender<RecordedLine>,
 ) {
     // Interrupted: the storage server is being stopped, and its silence observes nothing.
     if cluster::shutting_down() {
@@ -754,10 +754,8 @@ impl CounterReader {
     }
 }
 
-fn send_event(events: &mpsc::UnboundedSender<String>, event: &Event) {
-    if let Ok(line) = serde_json::to_string(event) {
-        let _ = events.send(line);
-    }
+fn send_event(events: &mpsc::UnboundedSender<RecordedLine>, event: &Event) {
+    let _ = events.send(RecordedLine::from_event(event));
 }
 
 /// How often a progress line is printed when the bar cannot show.
