@@ -19,6 +19,10 @@ pub struct Counts {
     pub events: u64,
     pub acquisitions: u64,
     pub failed_acquires: u64,
+    /// Acknowledged (`ok`) and refused (`fail`) writes: what an optimistic lock, which
+    /// acquires nothing, does.
+    pub writes: u64,
+    pub failed_writes: u64,
     pub indeterminate: u64,
     /// The highest client process number seen, so that the controller's own final reads
     /// can use a number no client had.
@@ -26,7 +30,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, process: Process, ty: EventType, f: &str) {
+    pub(super) fn add(&mut self, process: Process, ty: EventType, f: &str) {
         self.events += 1;
         if let Process::Client(p) = process {
             self.max_process = self.max_process.max(p);
@@ -34,11 +38,35 @@ impl Counts {
         match (f, ty) {
             ("acquire", EventType::Ok) => self.acquisitions += 1,
             ("acquire", EventType::Fail) => self.failed_acquires += 1,
+            ("write", EventType::Ok) => self.writes += 1,
+            ("write", EventType::Fail) => self.failed_writes += 1,
             (_, EventType::Info) if matches!(process, Process::Client(_)) => {
                 self.indeterminate += 1
             }
             _ => {}
         }
+    }
+}
+
+impl Counts {
+    /// What the clients got done: their acquisitions, or for an `optimistic` lock (it
+    /// acquires nothing) their acknowledged writes; what it is called; and how many of those
+    /// attempts failed.
+    pub fn done(&self, optimistic: bool) -> (u64, &'static str, u64) {
+        if optimistic {
+            (self.writes, "writes", self.failed_writes)
+        } else {
+            (self.acquisitions, "acquisitions", self.failed_acquires)
+        }
+    }
+
+    /// For the progress bar and lines: "1012 acquisitions, 3 failed, 0 indeterminate".
+    pub fn progress(&self, optimistic: bool) -> String {
+        let (done, what, failed) = self.done(optimistic);
+        format!(
+            "{done} {what}, {failed} failed, {} indeterminate",
+            self.indeterminate
+        )
     }
 }
 
