@@ -42,7 +42,8 @@ impl Online {
     /// Starts the thread; anomalies go to `found` as they are proven.
     pub fn start(source: &str, options: CheckOptions, found: UnboundedSender<Anomaly>) -> Self {
         let (lines, received) = channel::<Vec<RecordedLine>>();
-        let mut checker = OnlineChecker::new(source, options);
+        // A run's reads and writes are its own clients': every write is an increment.
+        let mut checker = OnlineChecker::new(source, options).increments_only();
         let thread = std::thread::spawn(move || {
             let mut interval = MIN_INTERVAL;
             let mut last_check = Instant::now();
