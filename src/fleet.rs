@@ -1,8 +1,9 @@
 //! The worker processes of a run, as the controller and the nemesis see them: start, kill,
 //! pause, resume, restart, and send commands to `lockaudit worker` children.
 //!
-//! Each worker's stdout is pumped line by line to the recorder. On the way the pump keeps a
-//! ledger of the worker's logical processes (which one is current in each slot, which
+//! Each worker's stdout is pumped line by line to the recorder, each line parsed here once
+//! (`RecordedLine`: what the recorder and the online checker read). On the way the pump
+//! keeps a ledger of the worker's logical processes (which one is current in each slot, which
 //! operation each has pending), because a killed worker cannot say what it was doing: the
 //! controller then records a nemesis `kill` listing its processes and an `info` completion
 //! (error "killed") for each pending operation, as docs/history-format.md asks.
@@ -19,7 +20,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
 use crate::cluster;
-use crate::history::{fast_line, Event, EventType, Process};
+use crate::history::{EventType, Process, RecordedLine};
 use crate::nemesis::workers::{Remains, WorkerState, Workers};
 use crate::workload::controls::WorkerCommand;
 use crate::workload::sink;
@@ -53,31 +54,19 @@ struct Ledger {
 }
 
 impl Ledger {
-    fn note(&mut self, line: &str, total_slots: u64) {
-        // The workers' own layout parses on the fast path; anything else through serde.
-        let (time, process, ty, f, key) = match fast_line::parse(line.as_bytes()) {
-            Some(e) => (
-                e.time,
-                e.process,
-                e.ty,
-                e.f.to_string(),
-                e.key.map(str::to_string),
-            ),
-            None => match serde_json::from_str::<Event>(line) {
-                Ok(e) => (e.time, e.process, e.ty, e.f, e.key),
-                Err(_) => return,
-            },
-        };
+    fn note(&mut self, line: &RecordedLine, total_slots: u64) {
+        let time = line.time();
         self.last_event_ns = Some(self.last_event_ns.map_or(time, |t| t.max(time)));
-        let Process::Client(process) = process else {
+        let Process::Client(process) = line.process() else {
             return;
         };
         self.max_process = Some(self.max_process.map_or(process, |m| m.max(process)));
         let slot = process % total_slots.max(1);
-        match ty {
+        match line.ty() {
             EventType::Invoke => {
                 self.current.insert(slot, process);
-                self.pending.insert(process, (f, key.unwrap_or_default()));
+                let key = line.key().unwrap_or_default().to_string();
+                self.pending.insert(process, (line.f().to_string(), key));
             }
             EventType::Info => {
                 self.pending.remove(&process);
@@ -105,7 +94,7 @@ struct Handle {
 /// The run's workers.
 pub struct Fleet {
     dir: PathBuf,
-    events: mpsc::UnboundedSender<String>,
+    events: mpsc::UnboundedSender<RecordedLine>,
     /// Each worker's number is sent here when its process has exited (for whatever reason).
     exits: mpsc::UnboundedSender<usize>,
     workers: Vec<Handle>,
@@ -116,7 +105,7 @@ impl Fleet {
     pub async fn start(
         dir: &Path,
         configs: Vec<WorkerConfig>,
-        events: mpsc::UnboundedSender<String>,
+        events: mpsc::UnboundedSender<RecordedLine>,
     ) -> Result<(Fleet, mpsc::UnboundedReceiver<usize>), FleetError> {
         let (exits, exited) = mpsc::unbounded_channel();
         let mut fleet = Fleet {
@@ -442,7 +431,7 @@ async fn pump(
     worker: usize,
     total_slots: u64,
     ledger: Arc<Mutex<Ledger>>,
-    events: mpsc::UnboundedSender<String>,
+    events: mpsc::UnboundedSender<RecordedLine>,
     exits: mpsc::UnboundedSender<usize>,
 ) {
     let mut lines = BufReader::new(stdout).lines();
@@ -452,11 +441,18 @@ async fn pump(
             lock(&ledger).died_at_ns = Some(at);
             continue;
         }
+        // Parsed here once: the ledger, the recorder and the online checker read the parse.
+        let line = match RecordedLine::parse(line) {
+            Ok(line) => line,
+            Err(e) => {
+                tracing::warn!("dropped a line of worker {worker} that is no event ({e})");
+                continue;
+            }
+        };
         lock(&ledger).note(&line, total_slots);
-        // The recorder parses and renumbers; a worker's line goes to it as it is. A recorder
-        // that has stopped (it could not write) gets nothing more, but the worker's output
-        // is still read to its end: a worker blocked on a full pipe would only overrun the
-        // time limit and be blamed for it.
+        // A recorder that has stopped (it could not write) gets nothing more, but the
+        // worker's output is still read to its end: a worker blocked on a full pipe would
+        // only overrun the time limit and be blamed for it.
         let _ = events.send(line);
     }
     let status = child.wait().await;
@@ -482,7 +478,7 @@ mod tests {
             r#"{"index":0,"time":5,"process":1,"type":"invoke","f":"read","key":"lock:0"}"#,
         ];
         for line in lines {
-            ledger.note(line, 4);
+            ledger.note(&RecordedLine::parse(line.into()).unwrap(), 4);
         }
         // Process 3 (slot 3) retired with its info; process 1 (slot 1) is current.
         assert_eq!(
@@ -496,11 +492,10 @@ mod tests {
         assert_eq!(ledger.max_process, Some(3));
         // The worker died after its latest event: a kill is timed no earlier.
         assert_eq!(ledger.last_event_ns, Some(5));
-        // A line in another layout is read too (through serde).
-        ledger.note(
-            r#"{"type":"invoke","f":"release","key":"lock:1","process":6,"time":9,"index":0}"#,
-            4,
-        );
+        // A line in another layout is read too (rewritten in the writer's).
+        let line =
+            r#"{"type":"invoke","f":"release","key":"lock:1","process":6,"time":9,"index":0}"#;
+        ledger.note(&RecordedLine::parse(line.into()).unwrap(), 4);
         assert_eq!(
             ledger.pending.get(&6),
             Some(&("release".to_string(), "lock:1".to_string()))

@@ -21,6 +21,7 @@ use lockaudit::clock::{wall_ms, RunClock};
 use lockaudit::cluster::SENTINEL_FAILOVER_MS;
 use lockaudit::cluster::{self, ClusterSpec, Endpoints, Topology};
 use lockaudit::fleet::{Fleet, WORKER_EXE_ENV};
+use lockaudit::history::RecordedLine;
 use lockaudit::nemesis::executor::{execute, Targets};
 use lockaudit::nemesis::journal::Journal;
 use lockaudit::nemesis::network::Network;
@@ -211,7 +212,7 @@ fn pong() -> Reply {
 /// so validated) at the end.
 struct Recording {
     events: Arc<Mutex<Vec<Value>>>,
-    sender: mpsc::UnboundedSender<String>,
+    sender: mpsc::UnboundedSender<RecordedLine>,
     tee: tokio::task::JoinHandle<()>,
     recorder: tokio::task::JoinHandle<io::Result<Counts>>,
     path: PathBuf,
@@ -220,8 +221,8 @@ struct Recording {
 impl Recording {
     fn start(dir: &Path) -> Recording {
         let path = dir.join("history.jsonl");
-        let (sender, mut lines) = mpsc::unbounded_channel::<String>();
-        let (to_recorder, recorded) = mpsc::unbounded_channel::<String>();
+        let (sender, mut lines) = mpsc::unbounded_channel::<RecordedLine>();
+        let (to_recorder, recorded) = mpsc::unbounded_channel::<RecordedLine>();
         let (counts, _) = watch::channel(Counts::default());
         let recorder = tokio::spawn({
             let path = path.clone();
@@ -232,7 +233,7 @@ impl Recording {
             let events = events.clone();
             async move {
                 while let Some(line) = lines.recv().await {
-                    let event: Value = serde_json::from_str(&line).expect("an event line");
+                    let event: Value = serde_json::from_str(line.text()).expect("an event line");
                     events.lock().unwrap().push(event);
                     let _ = to_recorder.send(line);
                 }
@@ -247,7 +248,7 @@ impl Recording {
         }
     }
 
-    fn sender(&self) -> mpsc::UnboundedSender<String> {
+    fn sender(&self) -> mpsc::UnboundedSender<RecordedLine> {
         self.sender.clone()
     }
 
@@ -384,7 +385,7 @@ async fn start_fleet(
     spec: &WorkloadSpec,
     endpoints: &[Endpoints],
     clock: RunClock,
-    events: mpsc::UnboundedSender<String>,
+    events: mpsc::UnboundedSender<RecordedLine>,
 ) -> (Fleet, mpsc::UnboundedReceiver<usize>) {
     use_lockaudit_as_worker();
     let total = spec.clients as u64;
@@ -411,7 +412,7 @@ async fn start_fleet(
 /// A fleet with no worker, for faults on servers only.
 async fn no_workers(
     dir: &Path,
-    events: mpsc::UnboundedSender<String>,
+    events: mpsc::UnboundedSender<RecordedLine>,
 ) -> (Fleet, mpsc::UnboundedReceiver<usize>) {
     Fleet::start(dir, Vec::new(), events)
         .await

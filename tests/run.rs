@@ -189,6 +189,15 @@ fn watch_multi_without_faults_is_valid_with_writes_and_no_lock() {
             .count()
     };
     assert!(writes("ok") > 10, "{stdout}");
+    // What it did is counted in its writes, not in acquisitions it never makes.
+    assert!(
+        stdout.contains(&format!(
+            "recorded: {} writes, {} failed attempts,",
+            writes("ok"),
+            writes("fail")
+        )),
+        "{stdout}"
+    );
     assert!(
         writes("fail") > 0,
         "no conflict in 3 s of 8 clients on 2 keys"

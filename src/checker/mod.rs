@@ -22,6 +22,7 @@ use crate::history::{History, OpF, OpType};
 use crate::report::{CheckResult, PerKey, Report, Stats};
 
 use findings::{Findings, Names};
+use register::Seen;
 
 /// Bounds and limits of a check.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -85,16 +86,22 @@ fn timed<T>(what: &str, step: impl FnOnce() -> T) -> T {
 
 /// Runs every check on `history`.
 pub fn check(history: &History, options: &CheckOptions) -> Report {
-    check_with_lease_floor(history, options, None)
+    check_seen(history, options, None, Seen::Whole)
 }
 
-/// `check`, where an `info` acquire blocks its key for at least `lease_floor_ms` (when no
-/// longer lease was seen). Online checking judges a prefix of a history with the longest
-/// ttl asked so far as the floor: a lease granted later could lengthen the block.
-fn check_with_lease_floor(
+/// `check` on the events of an unfinished history up to a horizon (online checking): an
+/// `info` acquire blocks its key for at least `lease_floor_ms` (when no longer lease was
+/// seen), the longest ttl asked so far, since a lease granted later could lengthen the
+/// block; and `lost-update` is judged without a final read (`register::Seen::SoFar`).
+fn check_so_far(history: &History, options: &CheckOptions, lease_floor_ms: Option<i64>) -> Report {
+    check_seen(history, options, lease_floor_ms, Seen::SoFar)
+}
+
+fn check_seen(
     history: &History,
     options: &CheckOptions,
     lease_floor_ms: Option<i64>,
+    seen: Seen,
 ) -> Report {
     let holds = timed("holds derived", || holds::derive(history));
     let names = Names {
@@ -121,7 +128,8 @@ fn check_with_lease_floor(
         });
         key_stats
     };
-    let writes = |findings: &mut Findings| timed("register", || register::check(&names, findings));
+    let writes =
+        |findings: &mut Findings| timed("register", || register::check(&names, seen, findings));
     let limit = options.anomaly_limit;
     let (mut findings, mut progress_findings, mut write_findings) = (
         Findings::new(limit),

@@ -7,18 +7,20 @@
 //! resumes. So a check judges only the events up to a *horizon*, a time before which nothing
 //! more can arrive: `SETTLE` before the latest event seen, and before every worker pause that
 //! is still on or ended less than `SETTLE` ago. The history up to the horizon is checked
-//! whole, by the same `check` as a finished history; an anomaly it shows is reported once, if
-//! its kind is one a later event cannot take back (`proven_early`). The final verdict is
-//! `check` on everything, identical to `lockaudit check` on the recorded file.
+//! whole, by the same checks as a finished history (but `lost-update`, which has no final
+//! read yet: `register::Seen::SoFar`); an anomaly it shows is reported once, if its kind is
+//! one a later event cannot take back (`proven_early`, and `lost-update` where the writes are
+//! known to be increments: `OnlineChecker::increments_only`). The final verdict is `check`
+//! on everything, identical to `lockaudit check` on the recorded file.
 
 use std::collections::{BTreeMap, HashSet};
 
 use crate::history::build::HistoryBuilder;
 use crate::history::reader::push_recorded_line;
-use crate::history::{HistoryError, OpF, OpType};
+use crate::history::{HistoryError, OpF, OpType, RecordedLine};
 use crate::report::{Anomaly, AnomalyKind, Report};
 
-use super::{check, check_with_lease_floor, CheckOptions};
+use super::{check, check_so_far, CheckOptions};
 
 /// How long after an event every event of an earlier time has arrived, as a worker that is
 /// not paused delivers its events (a pipe and a channel: microseconds; a loaded machine
@@ -37,6 +39,12 @@ pub const SETTLE_NS: i64 = 500_000_000;
 /// stretch reported as `unavailable`. The run says so if that ever happens.
 pub fn proven_early(kind: &str) -> bool {
     AnomalyKind::parse(kind).is_some_and(|k| !k.only_at_the_end())
+}
+
+/// Whether an anomaly of `kind` found up to the horizon is reported early by a checker told
+/// that the history's writes are increments (`OnlineChecker::increments_only`) or not.
+pub fn reported_early(kind: &str, increments_only: bool) -> bool {
+    proven_early(kind) || (increments_only && kind == AnomalyKind::LostUpdate.as_str())
 }
 
 /// Whether two reports of an anomaly are of the same violation. Mostly: the same kind, key
@@ -94,6 +102,8 @@ pub struct OnlineChecker {
     reported_spans: Vec<Anomaly>,
     broken: Option<Stopped>,
     max_events: u64,
+    /// Whether every write is known to be its process's read + 1 (`increments_only`).
+    increments_only: bool,
 }
 
 impl OnlineChecker {
@@ -114,7 +124,19 @@ impl OnlineChecker {
             reported_spans: Vec::new(),
             broken: None,
             max_events: MAX_EVENTS,
+            increments_only: false,
         }
+    }
+
+    /// Promises that every read and write of the history is lockaudit's own client's
+    /// (`workload::client`): a read returns an integer or null, and every write, whatever
+    /// its outcome, is its process's last read of the key + 1. A key that is a counter so
+    /// far then stays one to the end (a write that is no increment would make it none, and
+    /// take its `lost-update` back), so two acknowledged increments of the same value, which
+    /// no later event undoes, are reported as `lost-update` while the run goes on.
+    pub fn increments_only(mut self) -> Self {
+        self.increments_only = true;
+        self
     }
 
     /// Keeps at most `events` events instead of `MAX_EVENTS`.
@@ -123,9 +145,10 @@ impl OnlineChecker {
         self
     }
 
-    /// Adds the next line the recorder wrote (its text, without the line end). A line the
-    /// history format rejects stops online checking: the error is kept for `finish`.
-    pub fn push_line(&mut self, text: &[u8]) {
+    /// Adds the next line the recorder wrote, read from its parse (numbered as in the file).
+    /// A line the history format rejects stops online checking: the error is kept for
+    /// `finish`.
+    pub fn push(&mut self, line: &RecordedLine) {
         if self.broken.is_some() {
             return;
         }
@@ -135,8 +158,17 @@ impl OnlineChecker {
             return;
         }
         self.lines += 1;
-        let text = text.trim_ascii_end();
-        if let Err(error) = push_recorded_line(&mut self.builder, &self.source, self.lines, text) {
+        let pushed = match line.event(self.lines - 1) {
+            Some(event) => self.builder.push(self.lines, &event),
+            // The format refuses the line: reading its text says why, as `check` would.
+            None => push_recorded_line(
+                &mut self.builder,
+                &self.source,
+                self.lines,
+                line.text().as_bytes(),
+            ),
+        };
+        if let Err(error) = pushed {
             self.broken = Some(error.into());
             return;
         }
@@ -200,7 +232,7 @@ impl OnlineChecker {
     }
 
     /// Checks the events up to `horizon` (all that came, if it is `i64::MAX`); returns the
-    /// anomalies of the kinds `proven_early` names, not reported before.
+    /// anomalies of the kinds `reported_early` names, not reported before.
     pub fn check_until(&mut self, horizon: i64) -> Vec<Anomaly> {
         if self.broken.is_some() || horizon <= self.judged_until {
             return Vec::new();
@@ -209,10 +241,10 @@ impl OnlineChecker {
         let history = self.builder.snapshot_until(horizon);
         // A lease granted after the horizon may be longer than any seen before it, and
         // lengthen what an `info` acquire blocks: judge with at least the ttl asked for.
-        let report = check_with_lease_floor(&history, &self.options, self.longest_ttl_ms);
+        let report = check_so_far(&history, &self.options, self.longest_ttl_ms);
         let mut new = Vec::new();
         for anomaly in report.anomalies {
-            if !proven_early(&anomaly.kind) {
+            if !reported_early(&anomaly.kind, self.increments_only) {
                 continue;
             }
             if matches!(anomaly.kind.as_str(), "token-order" | "unavailable") {
@@ -275,9 +307,13 @@ mod tests {
         )
     }
 
+    fn recorded(line: &str) -> RecordedLine {
+        RecordedLine::parse(line.to_string()).expect("an event line")
+    }
+
     fn push(online: &mut OnlineChecker, lines: &[String]) {
         for l in lines {
-            online.push_line(l.as_bytes());
+            online.push(&recorded(l));
         }
         assert!(online.broken.is_none(), "{:?}", online.broken);
     }
@@ -359,7 +395,7 @@ mod tests {
         assert!(online.finish().is_ok());
         let mut online = OnlineChecker::new("live", CheckOptions::default()).with_max_events(3);
         for line in overlap() {
-            online.push_line(line.as_bytes());
+            online.push(&recorded(&line));
         }
         assert_eq!(online.builder.len(), 0, "the events are let go of");
         assert!(online.poll().is_empty());
@@ -369,9 +405,225 @@ mod tests {
     #[test]
     fn a_line_the_format_rejects_stops_online_checking_with_its_error() {
         let mut online = OnlineChecker::new("live.jsonl", CheckOptions::default());
-        online
-            .push_line(br#"{"index":0,"time":5,"process":1,"type":"ok","f":"acquire","key":"k"}"#);
+        online.push(&recorded(
+            r#"{"index":0,"time":5,"process":1,"type":"ok","f":"acquire","key":"k"}"#,
+        ));
         let error = online.finish().unwrap_err().to_string();
         assert!(error.contains("live.jsonl:1"), "{error}");
+    }
+
+    // ------------------------------------------------ lost-update while the run goes on
+
+    /// A read of the counter guarded by lock:0 by `process`, invoked at `at` ms, returning
+    /// `value` (None: null) 10 ms later.
+    fn read(at: i64, process: u64, value: Option<i64>) -> Vec<String> {
+        let value = value.map_or("null".to_string(), |v| v.to_string());
+        vec![
+            line(0, at, process, "invoke", "read", ""),
+            line(
+                0,
+                at + 10,
+                process,
+                "ok",
+                "read",
+                &format!(r#","value":{{"value":{value}}}"#),
+            ),
+        ]
+    }
+
+    /// A write of `value` by `process`, invoked at `at` ms and ending (`ok`, `fail`,
+    /// `info`) 10 ms later, or left pending (`None`).
+    fn write(at: i64, process: u64, value: i64, outcome: Option<&str>) -> Vec<String> {
+        let payload = format!(r#","value":{{"token":null,"value":{value}}}"#);
+        let mut lines = vec![line(0, at, process, "invoke", "write", &payload)];
+        lines.extend(outcome.map(|ty| line(0, at + 10, process, ty, "write", &payload)));
+        lines
+    }
+
+    /// Judges `lines` at each of their times in turn, as a run's checks would: the
+    /// lost-updates reported early, each with the time it was first reported (ms), and the
+    /// final verdict.
+    fn judged(lines: &[Vec<String>], increments_only: bool) -> (Vec<(i64, Anomaly)>, Report) {
+        let lines: Vec<String> = lines.concat();
+        let mut online = OnlineChecker::new("live", CheckOptions::default());
+        if increments_only {
+            online = online.increments_only();
+        }
+        push(&mut online, &lines);
+        let mut times: Vec<i64> = lines
+            .iter()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["time"]
+                    .as_i64()
+                    .unwrap()
+            })
+            .collect();
+        times.sort_unstable();
+        times.dedup();
+        let mut early = Vec::new();
+        for t in times {
+            for anomaly in online.check_until(t) {
+                assert_eq!(anomaly.kind, "lost-update", "{anomaly:?}");
+                early.push((t / MS, anomaly));
+            }
+        }
+        (early, online.finish().unwrap())
+    }
+
+    fn lost_updates(report: &Report) -> Vec<&Anomaly> {
+        report
+            .anomalies
+            .iter()
+            .filter(|a| a.kind == "lost-update")
+            .collect()
+    }
+
+    #[test]
+    fn an_increment_written_again_from_a_count_that_lost_it_is_reported_once_acknowledged() {
+        // Process 1 increments 0 to 1; the counter loses it (a server restarted empty);
+        // process 2 reads 0 again and writes 1: two acknowledged increments from one count.
+        let history = [
+            read(0, 1, None),
+            write(20, 1, 1, Some("ok")),
+            read(40, 2, None),
+            write(60, 2, 1, Some("ok")),
+            read(100, 9, Some(1)),
+        ];
+        let (early, report) = judged(&history, true);
+        assert_eq!(early.len(), 1, "{early:?}");
+        let (at, lost) = &early[0];
+        // Not at the read that found the count gone, nor while the second write was
+        // pending: once it was acknowledged.
+        assert_eq!(*at, 70);
+        assert_eq!(lost.start, 30 * MS, "from the first acknowledged increment");
+        assert!(
+            lost.explanation
+                .contains("more than one acknowledged increment"),
+            "{}",
+            lost.explanation
+        );
+        let final_ones = lost_updates(&report);
+        assert_eq!(final_ones.len(), 1, "{:?}", report.anomalies);
+        assert!(same_violation(final_ones[0], lost));
+        // Without the promise that every write is an increment it waits for the end.
+        let (early, report) = judged(&history, false);
+        assert!(early.is_empty(), "{early:?}");
+        assert_eq!(lost_updates(&report).len(), 1);
+    }
+
+    #[test]
+    fn a_read_concurrent_with_an_increment_and_written_on_is_a_lost_update_early_and_late() {
+        // Process 2 reads 0 while process 1's write of 1 is under way, then writes 1 too.
+        let history = [
+            read(0, 1, Some(0)),
+            vec![line(
+                0,
+                20,
+                1,
+                "invoke",
+                "write",
+                r#","value":{"token":null,"value":1}"#,
+            )],
+            read(22, 2, Some(0)),
+            vec![line(
+                0,
+                35,
+                1,
+                "ok",
+                "write",
+                r#","value":{"token":null,"value":1}"#,
+            )],
+            write(40, 2, 1, Some("ok")),
+            read(100, 9, Some(1)),
+        ];
+        let (early, report) = judged(&history, true);
+        assert_eq!(
+            early.iter().map(|(at, _)| *at).collect::<Vec<_>>(),
+            vec![50]
+        );
+        assert!(same_violation(lost_updates(&report)[0], &early[0].1));
+    }
+
+    #[test]
+    fn a_read_below_an_acknowledged_increment_proves_nothing_while_a_later_write_can_set_it_back() {
+        // Process 2 reads 0 after 1 was acknowledged (a stale replica, a counter that lost
+        // the write), but process 3 reads 1 and writes 2, and the final read finds 2: every
+        // acknowledged increment is there, the final verdict finds nothing, and nothing may
+        // be reported on the way.
+        let history = [
+            read(0, 1, Some(0)),
+            write(20, 1, 1, Some("ok")),
+            read(40, 2, Some(0)),
+            read(60, 3, Some(1)),
+            write(80, 3, 2, Some("ok")),
+            read(100, 9, Some(2)),
+        ];
+        let (early, report) = judged(&history, true);
+        assert!(early.is_empty(), "{early:?}");
+        assert!(lost_updates(&report).is_empty(), "{:?}", report.anomalies);
+        // The same read left standing, the final read below the increments: only the end
+        // proves it (a write still to come could have set the counter back up).
+        let mut short = history[..4].to_vec();
+        short.push(read(100, 9, Some(0)));
+        let (early, report) = judged(&short, true);
+        assert!(early.is_empty(), "{early:?}");
+        assert_eq!(lost_updates(&report).len(), 1, "{:?}", report.anomalies);
+    }
+
+    #[test]
+    fn a_write_that_is_pending_or_ended_unknown_is_no_acknowledged_increment_to_repeat() {
+        // Process 1's write of 1 ended `info` (it may have landed or not); process 2 reads 0
+        // and writes 1: one acknowledged increment, none lost.
+        let history = [
+            read(0, 1, Some(0)),
+            write(20, 1, 1, Some("info")),
+            read(40, 2, Some(0)),
+            write(60, 2, 1, Some("ok")),
+            read(100, 9, Some(1)),
+        ];
+        let (early, report) = judged(&history, true);
+        assert!(early.is_empty(), "{early:?}");
+        assert!(lost_updates(&report).is_empty(), "{:?}", report.anomalies);
+        // Still pending at the end of the history: no more an acknowledged increment.
+        let mut pending = history.to_vec();
+        pending[1] = write(20, 1, 1, None);
+        let (early, report) = judged(&pending, true);
+        assert!(early.is_empty(), "{early:?}");
+        assert!(lost_updates(&report).is_empty(), "{:?}", report.anomalies);
+    }
+
+    #[test]
+    fn increments_in_sequence_are_never_reported() {
+        let mut history = vec![read(0, 1, None)];
+        for n in 1..=5 {
+            let (at, p) = (n * 40, n as u64);
+            history.push(read(at, p, Some(n - 1)));
+            history.push(write(at + 20, p, n, Some("ok")));
+        }
+        history.push(read(400, 9, Some(5)));
+        let (early, report) = judged(&history, true);
+        assert!(early.is_empty(), "{early:?}");
+        assert_eq!(report.valid, Some(true), "{:?}", report.anomalies);
+    }
+
+    #[test]
+    fn without_the_promise_a_later_write_that_is_no_increment_takes_a_duplicate_back() {
+        // Two acknowledged increments of 1, then a write of 7 that is no read + 1: the key is
+        // no counter, and the final verdict judges nothing on it. A history that does not
+        // come from lockaudit's own clients may do that: nothing is reported early.
+        let history = [
+            read(0, 1, Some(0)),
+            write(20, 1, 1, Some("ok")),
+            read(40, 2, Some(0)),
+            write(60, 2, 1, Some("ok")),
+            write(80, 3, 7, Some("ok")),
+        ];
+        let (early, report) = judged(&history, false);
+        assert!(early.is_empty(), "{early:?}");
+        assert!(lost_updates(&report).is_empty(), "{:?}", report.anomalies);
+        assert_eq!(
+            report.checks["register"].figures["keys_skipped"],
+            serde_json::json!(1)
+        );
     }
 }

@@ -88,9 +88,10 @@ pub fn command(args: RunArgs) -> anyhow::Result<u8> {
                 );
             }
             let c = outcome.counts;
+            let (done, what, failed) = c.done(crate::locks::is_optimistic(&plan.spec.algorithm));
             println!(
-                "recorded: {} acquisitions, {} failed attempts, {} indeterminate operations",
-                c.acquisitions, c.failed_acquires, c.indeterminate
+                "recorded: {done} {what}, {failed} failed attempts, {} indeterminate operations",
+                c.indeterminate
             );
             print!(
                 "{}",

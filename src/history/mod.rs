@@ -10,6 +10,7 @@ pub mod event;
 pub(crate) mod fast_line;
 mod key_table;
 pub mod reader;
+pub mod recorded;
 pub mod threaded;
 pub mod writer;
 
@@ -18,6 +19,7 @@ use std::path::Path;
 pub use compact::{History, Op, OpF, OpType};
 pub use error::HistoryError;
 pub use event::{Event, EventType, Process};
+pub use recorded::RecordedLine;
 pub use writer::HistoryWriter;
 
 /// Reads a history by its file name: `.edn` is imported from Jepsen, anything else is JSONL.

@@ -234,21 +234,29 @@ fn push_event(
     text: &[u8],
     index: Option<u64>,
 ) -> Result<Parsed, HistoryError> {
-    if let Some(mut event) = fast_line::parse(text) {
+    let pushed = with_event(text, |mut event| {
         event.index = index.unwrap_or(event.index);
-        builder.push(line_no, &event)?;
-        return Ok(Parsed::Pushed);
-    }
-    match parse_line(text) {
-        Ok(raw) => {
-            let mut wrong = Vec::new();
-            let mut event = raw.as_event_ref(&mut wrong);
-            event.index = index.unwrap_or(event.index);
-            builder.push(line_no, &event)?;
-            Ok(Parsed::Pushed)
-        }
+        builder.push(line_no, &event)
+    });
+    match pushed {
+        Ok(pushed) => pushed.map(|()| Parsed::Pushed),
         Err(serde_error) => Ok(Parsed::NotJson(serde_error)),
     }
+}
+
+/// Reads an event's text as the reader does, by the fast path where it can and by serde
+/// otherwise, and hands the event to `use_it`; serde's error if it is no event the format
+/// reads (`diagnose` says why).
+pub(super) fn with_event<T>(
+    text: &[u8],
+    use_it: impl FnOnce(EventRef) -> T,
+) -> Result<T, serde_json::Error> {
+    if let Some(event) = fast_line::parse(text) {
+        return Ok(use_it(event));
+    }
+    let raw = parse_line(text)?;
+    let mut wrong = Vec::new();
+    Ok(use_it(raw.as_event_ref(&mut wrong)))
 }
 
 /// Adds one line of a history as it is being recorded (the text of one event, no line end),

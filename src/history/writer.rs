@@ -65,6 +65,22 @@ fn write_str(out: &mut Vec<u8>, s: &str) {
     }
 }
 
+const INDEX_PREFIX: &str = "{\"index\":";
+
+/// What follows the index of a line in the writer's own layout (`{"index":<n>,...}`, one
+/// line), or None for a line in any other.
+fn after_index(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix(INDEX_PREFIX)?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let rest = &rest[digits..];
+    (digits > 0 && rest.starts_with(',') && !line.contains('\n')).then_some(rest)
+}
+
+/// Whether `append_line` takes `line` as it is (renumbered).
+pub fn in_own_layout(line: &str) -> bool {
+    after_index(line).is_some()
+}
+
 /// Writes events as JSON lines. The recorder calls `flush` after each batch it receives, so
 /// a killed controller leaves at most one truncated final line, which the reader forgives.
 pub struct HistoryWriter<W: Write> {
@@ -103,16 +119,11 @@ impl<W: Write> HistoryWriter<W> {
     /// write them), renumbering it without parsing the rest. False, and nothing written, if
     /// the line is not in that layout: the caller then appends it as an `Event`.
     pub fn append_line(&mut self, line: &str) -> io::Result<bool> {
-        const PREFIX: &str = "{\"index\":";
-        let Some(rest) = line.strip_prefix(PREFIX) else {
+        let Some(rest) = after_index(line) else {
             return Ok(false);
         };
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 || !rest[digits..].starts_with(',') || line.contains('\n') {
-            return Ok(false);
-        }
-        write!(self.out, "{PREFIX}{}", self.next_index)?;
-        self.out.write_all(rest[digits..].trim_end().as_bytes())?;
+        write!(self.out, "{INDEX_PREFIX}{}", self.next_index)?;
+        self.out.write_all(rest.trim_end().as_bytes())?;
         self.out.write_all(b"\n")?;
         self.next_index += 1;
         Ok(true)

@@ -5,14 +5,14 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use crate::clock::{wall_ms, RunClock};
-use crate::history::{Event, EventType};
+use crate::history::{Event, EventType, RecordedLine};
 
 use super::workers::Remains;
 
 /// Records nemesis events into the history (through the recorder's channel).
 #[derive(Clone)]
 pub struct Journal {
-    pub events: mpsc::UnboundedSender<String>,
+    pub events: mpsc::UnboundedSender<RecordedLine>,
     pub clock: RunClock,
 }
 
@@ -51,8 +51,6 @@ impl Journal {
     }
 
     fn send(&self, event: &Event) {
-        if let Ok(line) = serde_json::to_string(event) {
-            let _ = self.events.send(line);
-        }
+        let _ = self.events.send(RecordedLine::from_event(event));
     }
 }

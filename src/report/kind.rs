@@ -59,7 +59,9 @@ impl AnomalyKind {
 
     /// Whether only the finished history can show it: `lost-update`, since a later write
     /// that is not its process's last read + 1 makes the key no counter at all, and the
-    /// final read of a prefix is not the final read.
+    /// final read of a prefix is not the final read. (Where every write is known to be an
+    /// increment, two acknowledged increments of one value are proven early:
+    /// `checker::online::reported_early`.)
     pub const fn only_at_the_end(self) -> bool {
         matches!(self, AnomalyKind::LostUpdate)
     }

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use crate::checker::{self, CheckOptions};
 use crate::cluster::{self, Cluster, ClusterSpec, Endpoints};
 use crate::fleet::{Fleet, FleetError};
-use crate::history::{self, Event, EventType};
+use crate::history::{self, Event, EventType, RecordedLine};
 use crate::locks;
 use crate::nemesis::executor::{self, Targets};
 use crate::nemesis::journal::Journal;
@@ -408,7 +408,7 @@ async fn drive(
 
     let clock = RunClock::start();
     let deadline_ns = (spec.time_limit.0 as i64) * 1_000_000;
-    let (events, received) = mpsc::unbounded_channel::<String>();
+    let (events, received) = mpsc::unbounded_channel::<RecordedLine>();
     let (counts_tx, counts_rx) = watch::channel(Counts::default());
     let history_path = dir.join("history.jsonl");
     let (found_tx, found_rx) = mpsc::unbounded_channel::<Anomaly>();
@@ -494,9 +494,11 @@ async fn drive(
     let progress = progress_bar(spec);
     // Where the bar cannot show (stderr is no terminal: a CI log, a pipe), a line on stdout
     // every few seconds says the run goes on, and how far.
+    // An optimistic lock acquires nothing: its progress is its writes.
+    let optimistic = locks::is_optimistic(&spec.algorithm);
     let mut lines = progress
         .is_hidden()
-        .then(|| ProgressLines::new(options.online_check));
+        .then(|| ProgressLines::new(options.online_check, optimistic));
     let watch_progress = {
         let progress = progress.clone();
         let mut counts = counts_rx.clone();
@@ -519,10 +521,8 @@ async fn drive(
                     println!("{line}");
                 }
                 progress.set_message(format!(
-                    "{} acquisitions, {} failed, {} indeterminate{}",
-                    c.acquisitions,
-                    c.failed_acquires,
-                    c.indeterminate,
+                    "{}{}",
+                    c.progress(optimistic),
                     if anomalies.is_empty() {
                         String::new()
                     } else {
@@ -681,7 +681,7 @@ async fn final_reads(
     endpoints: &Endpoints,
     clock: RunClock,
     process: u64,
-    events: &mpsc::UnboundedSender<String>,
+    events: &mpsc::UnboundedSender<RecordedLine>,
 ) {
     // Interrupted: the storage server is being stopped, and its silence observes nothing.
     if cluster::shutting_down() {
@@ -755,10 +755,8 @@ impl CounterReader {
     }
 }
 
-fn send_event(events: &mpsc::UnboundedSender<String>, event: &Event) {
-    if let Ok(line) = serde_json::to_string(event) {
-        let _ = events.send(line);
-    }
+fn send_event(events: &mpsc::UnboundedSender<RecordedLine>, event: &Event) {
+    let _ = events.send(RecordedLine::from_event(event));
 }
 
 /// How often a progress line is printed when the bar cannot show.
@@ -770,16 +768,20 @@ const PROGRESS_LINE_EVERY_NS: i64 = 5_000_000_000;
 /// ```text
 /// progress: 5s, 4121 events, 1012 acquisitions, 3 failed, 0 indeterminate; anomalies so far: none
 /// ```
+///
+/// An optimistic lock's line counts its writes instead (`Counts::progress`).
 struct ProgressLines {
     next_ns: i64,
     online_check: bool,
+    optimistic: bool,
 }
 
 impl ProgressLines {
-    fn new(online_check: bool) -> ProgressLines {
+    fn new(online_check: bool, optimistic: bool) -> ProgressLines {
         ProgressLines {
             next_ns: PROGRESS_LINE_EVERY_NS,
             online_check,
+            optimistic,
         }
     }
 
@@ -798,12 +800,10 @@ impl ProgressLines {
             (true, false) => format!("anomalies so far: {anomalies}"),
         };
         Some(format!(
-            "progress: {}s, {} events, {} acquisitions, {} failed, {} indeterminate; {anomalies}",
+            "progress: {}s, {} events, {}; {anomalies}",
             now_ns / 1_000_000_000,
             counts.events,
-            counts.acquisitions,
-            counts.failed_acquires,
-            counts.indeterminate
+            counts.progress(self.optimistic)
         ))
     }
 }
@@ -830,7 +830,7 @@ mod tests {
             failed_acquires: 3,
             ..Counts::default()
         };
-        let mut lines = ProgressLines::new(true);
+        let mut lines = ProgressLines::new(true, false);
         assert_eq!(lines.due(4_999_999_999, &counts, ""), None);
         assert_eq!(
             lines.due(5_000_000_000, &counts, "").as_deref(),
@@ -844,11 +844,41 @@ mod tests {
         assert!(line.starts_with("progress: 16s, "), "{line}");
         assert!(line.ends_with("; anomalies so far: overlap ×2"), "{line}");
         assert_eq!(lines.due(19_000_000_000, &counts, ""), None);
-        let mut offline = ProgressLines::new(false);
+        let mut offline = ProgressLines::new(false, false);
         let line = offline.due(5_000_000_000, &counts, "").expect("due");
         assert!(
             line.ends_with("checked at the end (--no-online-check)"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn an_optimistic_locks_progress_line_counts_its_writes() {
+        // What the recorder counts of an optimistic client's cycles: reads and conditional
+        // writes, acknowledged or refused (a conflict), and no acquire.
+        let mut counts = Counts::default();
+        for (ty, f) in [
+            (EventType::Invoke, "read"),
+            (EventType::Ok, "read"),
+            (EventType::Invoke, "write"),
+            (EventType::Ok, "write"),
+            (EventType::Invoke, "write"),
+            (EventType::Fail, "write"),
+            (EventType::Invoke, "write"),
+            (EventType::Ok, "write"),
+        ] {
+            counts.add(history::Process::Client(1), ty, f);
+        }
+        let mut lines = ProgressLines::new(true, true);
+        assert_eq!(
+            lines.due(5_000_000_000, &counts, "").as_deref(),
+            Some("progress: 5s, 8 events, 2 writes, 1 failed, 0 indeterminate; anomalies so far: none")
+        );
+        // A lock that acquires says its acquisitions, as before.
+        let mut lines = ProgressLines::new(true, false);
+        let line = lines.due(5_000_000_000, &counts, "").expect("due");
+        assert!(line.contains(", 0 acquisitions, 0 failed,"), "{line}");
+        assert!(locks::is_optimistic("watch-multi") && locks::is_optimistic("pg-version"));
+        assert!(!locks::is_optimistic("set-nx-px"));
     }
 }

@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 
 use crate::checker::online::{OnlineChecker, Stopped};
 use crate::checker::CheckOptions;
-use crate::history::HistoryError;
+use crate::history::{HistoryError, RecordedLine};
 use crate::report::{Anomaly, Report};
 
 /// The shortest time between two checks.
@@ -32,17 +32,18 @@ pub struct Finished {
     pub late_events: u64,
 }
 
-/// The running checker: send it batches of lines, then `finish`.
+/// The running checker: send it batches of the recorder's lines, then `finish`.
 pub struct Online {
-    lines: Sender<Vec<String>>,
+    lines: Sender<Vec<RecordedLine>>,
     thread: JoinHandle<Finished>,
 }
 
 impl Online {
     /// Starts the thread; anomalies go to `found` as they are proven.
     pub fn start(source: &str, options: CheckOptions, found: UnboundedSender<Anomaly>) -> Self {
-        let (lines, received) = channel::<Vec<String>>();
-        let mut checker = OnlineChecker::new(source, options);
+        let (lines, received) = channel::<Vec<RecordedLine>>();
+        // A run's reads and writes are its own clients': every write is an increment.
+        let mut checker = OnlineChecker::new(source, options).increments_only();
         let thread = std::thread::spawn(move || {
             let mut interval = MIN_INTERVAL;
             let mut last_check = Instant::now();
@@ -53,7 +54,7 @@ impl Online {
                         let mut next = Some(batch);
                         while let Some(batch) = next {
                             for line in &batch {
-                                checker.push_line(line.as_bytes());
+                                checker.push(line);
                             }
                             next = received.try_recv().ok();
                         }
@@ -80,7 +81,7 @@ impl Online {
     }
 
     /// Where the recorder sends the lines it appended.
-    pub fn lines(&self) -> Sender<Vec<String>> {
+    pub fn lines(&self) -> Sender<Vec<RecordedLine>> {
         self.lines.clone()
     }
 

@@ -11,8 +11,7 @@ use std::path::Path;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::watch;
 
-use crate::history::fast_line;
-use crate::history::{Event, EventType, HistoryWriter, Process};
+use crate::history::{EventType, HistoryWriter, Process, RecordedLine};
 
 /// Live counts for the progress bar and the final summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,6 +19,10 @@ pub struct Counts {
     pub events: u64,
     pub acquisitions: u64,
     pub failed_acquires: u64,
+    /// Acknowledged (`ok`) and refused (`fail`) writes: what an optimistic lock, which
+    /// acquires nothing, does.
+    pub writes: u64,
+    pub failed_writes: u64,
     pub indeterminate: u64,
     /// The highest client process number seen, so that the controller's own final reads
     /// can use a number no client had.
@@ -27,7 +30,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, process: Process, ty: EventType, f: &str) {
+    pub(super) fn add(&mut self, process: Process, ty: EventType, f: &str) {
         self.events += 1;
         if let Process::Client(p) = process {
             self.max_process = self.max_process.max(p);
@@ -35,6 +38,8 @@ impl Counts {
         match (f, ty) {
             ("acquire", EventType::Ok) => self.acquisitions += 1,
             ("acquire", EventType::Fail) => self.failed_acquires += 1,
+            ("write", EventType::Ok) => self.writes += 1,
+            ("write", EventType::Fail) => self.failed_writes += 1,
             (_, EventType::Info) if matches!(process, Process::Client(_)) => {
                 self.indeterminate += 1
             }
@@ -43,38 +48,51 @@ impl Counts {
     }
 }
 
-/// Counts one line and appends it, renumbered; returns whether it was. Lines in the
-/// workers' own layout pass through without being parsed into an `Event` and written again;
-/// anything else is parsed, and a line that is no event is reported and dropped (a worker
-/// bug, not history).
+impl Counts {
+    /// What the clients got done: their acquisitions, or for an `optimistic` lock (it
+    /// acquires nothing) their acknowledged writes; what it is called; and how many of those
+    /// attempts failed.
+    pub fn done(&self, optimistic: bool) -> (u64, &'static str, u64) {
+        if optimistic {
+            (self.writes, "writes", self.failed_writes)
+        } else {
+            (self.acquisitions, "acquisitions", self.failed_acquires)
+        }
+    }
+
+    /// For the progress bar and lines: "1012 acquisitions, 3 failed, 0 indeterminate".
+    pub fn progress(&self, optimistic: bool) -> String {
+        let (done, what, failed) = self.done(optimistic);
+        format!(
+            "{done} {what}, {failed} failed, {} indeterminate",
+            self.indeterminate
+        )
+    }
+}
+
+/// Counts one line and appends it, renumbered; returns whether it was. Its text is in the
+/// writer's layout (`RecordedLine`), written as it is; were it not, it is reported and
+/// dropped.
 fn append(
     writer: &mut HistoryWriter<BufWriter<File>>,
     tally: &mut Counts,
-    line: &str,
+    line: &RecordedLine,
 ) -> std::io::Result<bool> {
-    if let Some(event) = fast_line::parse(line.as_bytes()) {
-        tally.add(event.process, event.ty, event.f);
-        if writer.append_line(line)? {
-            return Ok(true);
-        }
+    if !writer.append_line(line.text())? {
+        tracing::warn!(
+            "dropped a line in no layout the writer knows: {}",
+            line.text()
+        );
+        return Ok(false);
     }
-    match serde_json::from_str::<Event>(line) {
-        Ok(mut event) => {
-            tally.add(event.process, event.ty, &event.f);
-            writer.append(&mut event)?;
-            Ok(true)
-        }
-        Err(e) => {
-            tracing::warn!("dropped a line that is no event ({e}): {line}");
-            Ok(false)
-        }
-    }
+    tally.add(line.process(), line.ty(), line.f());
+    Ok(true)
 }
 
 /// Appends event lines from `lines` to `path` until every sender is gone; publishes counts.
 pub async fn record(
     path: &Path,
-    lines: UnboundedReceiver<String>,
+    lines: UnboundedReceiver<RecordedLine>,
     counts: watch::Sender<Counts>,
 ) -> std::io::Result<Counts> {
     record_and_forward(path, lines, counts, None).await
@@ -86,9 +104,9 @@ pub async fn record(
 /// wakeup each.
 pub async fn record_and_forward(
     path: &Path,
-    mut lines: UnboundedReceiver<String>,
+    mut lines: UnboundedReceiver<RecordedLine>,
     counts: watch::Sender<Counts>,
-    forward: Option<std::sync::mpsc::Sender<Vec<String>>>,
+    forward: Option<std::sync::mpsc::Sender<Vec<RecordedLine>>>,
 ) -> std::io::Result<Counts> {
     let file = File::create(path)?;
     let mut writer = HistoryWriter::new(BufWriter::with_capacity(1 << 16, file));
@@ -118,6 +136,7 @@ pub async fn record_and_forward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Event;
 
     #[tokio::test]
     async fn an_acquire_invoke_with_its_ttl_is_recorded_as_it_is_and_reads_back() {
@@ -135,7 +154,7 @@ mod tests {
             } else {
                 serde_json::json!({ "token": null, "lease_ms": 2000 })
             });
-            tx.send(serde_json::to_string(&event).unwrap()).unwrap();
+            tx.send(RecordedLine::from_event(&event)).unwrap();
         }
         drop(tx);
         let tally = record(&path, rx, counts).await.unwrap();
