@@ -47,6 +47,10 @@ pub struct Service {
     /// The least time a failover is given: Sentinel needs about 3 s to notice the primary is
     /// gone and elect another.
     pub failover_min_ms: u64,
+    /// Whether its servers elect a leader among themselves (Raft, Zab): a partition between
+    /// servers (`link = "replication"`) then isolates the leader of the moment from the
+    /// others, through `Cluster::leader` and `Cluster::cut_links`.
+    pub elects_leader: bool,
     /// Whether a killed node comes back on its data (a crashed database's WAL, an etcd
     /// member rejoining) rather than empty: its nodes cannot be emptied, or are not
     /// meant to be.
@@ -68,6 +72,7 @@ const fn redis(topology: Topology, failover: Option<&'static str>) -> Service {
         external_adapters: true,
         clients_ask_watchers: sentinel,
         primary_by_hand: matches!(topology, Topology::Replicated),
+        elects_leader: false,
         failover_min_ms: if sentinel {
             super::sentinel::SENTINEL_FAILOVER_MS
         } else {
@@ -106,6 +111,7 @@ pub const SERVICES: [Service; 7] = [
         external_adapters: false,
         clients_ask_watchers: false,
         primary_by_hand: false,
+        elects_leader: false,
         failover_min_ms: 0,
         restarts_on_data: true,
     },
@@ -124,6 +130,7 @@ pub const SERVICES: [Service; 7] = [
         external_adapters: true,
         clients_ask_watchers: false,
         primary_by_hand: false,
+        elects_leader: true,
         failover_min_ms: 0,
         restarts_on_data: true,
     },

@@ -231,7 +231,7 @@ impl Network {
             || (fault.kind == FaultKind::Partition && fault.link == Link::Replication);
         if fault.kind == FaultKind::Partition
             && fault.link == Link::Replication
-            && self.topology == Topology::Etcd
+            && service(self.topology).elects_leader
         {
             return self.isolate_leader(fault, cluster, journal).await;
         }

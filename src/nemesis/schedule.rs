@@ -445,7 +445,7 @@ impl Schedule {
                     cut.count = Some(2);
                 }
                 let mut faults = vec![cut];
-                if workload.topology == Topology::Etcd {
+                if crate::cluster::service(workload.topology).elects_leader {
                     // As often, the leader of the moment cut off from the other members.
                     let mut isolate =
                         FaultSpec::new(FaultKind::Partition).lasting(outlast.0, outlast.1);
