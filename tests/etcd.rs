@@ -189,19 +189,6 @@ where
     }
 }
 
-/// A linearizable read of `key` through the member at `url` alone.
-async fn read_through(url: &str, password: &str, key: &str) -> Result<Option<String>, String> {
-    let mut client =
-        cluster::etcd::connect(&[url.to_string()], Some(password), Duration::from_secs(2))
-            .await
-            .map_err(|e| e.to_string())?;
-    let got = client.get(key, None).await.map_err(|e| e.to_string())?;
-    Ok(got
-        .kvs()
-        .first()
-        .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
-}
-
 #[tokio::test]
 async fn an_isolated_leader_is_replaced_serves_no_read_and_rejoins_when_healed() {
     common::require_etcd();
@@ -240,7 +227,7 @@ async fn an_isolated_leader_is_replaced_serves_no_read_and_rejoins_when_healed()
     )
     .await;
     assert_ne!(new, old);
-    let isolated = read_through(&url(&old), &password, "lockaudit/partition").await;
+    let isolated = common::etcd_read(&url(&old), &password, "lockaudit/partition").await;
     assert!(
         isolated.is_err(),
         "the isolated {old} served a linearizable read: {isolated:?}"
@@ -262,7 +249,7 @@ async fn an_isolated_leader_is_replaced_serves_no_read_and_rejoins_when_healed()
         &format!("{old} rejoins and reads the majority's write"),
         Duration::from_secs(20),
         || async {
-            read_through(&url(&old), &password, "lockaudit/partition")
+            common::etcd_read(&url(&old), &password, "lockaudit/partition")
                 .await
                 .ok()
                 .flatten()

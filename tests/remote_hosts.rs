@@ -1661,19 +1661,6 @@ async fn a_host_uses_its_own_key_and_its_own_redis_server() {
     assert_nothing_left(&bed, 2, dir.path());
 }
 
-/// A linearizable read of `key` through the etcd member at `url` alone.
-async fn etcd_read(url: &str, password: &str, key: &str) -> Result<Option<String>, String> {
-    let mut client =
-        cluster::etcd::connect(&[url.to_string()], Some(password), Duration::from_secs(2))
-            .await
-            .map_err(|e| e.to_string())?;
-    let got = client.get(key, None).await.map_err(|e| e.to_string())?;
-    Ok(got
-        .kvs()
-        .first()
-        .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_leaves_nothing() {
     common::require_etcd();
@@ -1742,7 +1729,7 @@ async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_l
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_ne!(new, old);
-    let read = etcd_read(&url(&old), &password, "lockaudit/apart").await;
+    let read = common::etcd_read(&url(&old), &password, "lockaudit/apart").await;
     assert!(read.is_err(), "the isolated {old} served a read: {read:?}");
     let mut majority =
         cluster::etcd::connect(&[url(&new)], Some(&password), Duration::from_secs(2))
@@ -1757,7 +1744,7 @@ async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_l
         Duration::from_secs(20),
         "the isolated member rejoins and reads the majority's write",
         || async {
-            etcd_read(&url(&old), &password, "lockaudit/apart").await
+            common::etcd_read(&url(&old), &password, "lockaudit/apart").await
                 == Ok(Some("written apart".into()))
         },
     )

@@ -295,3 +295,20 @@ pub fn mode(path: &Path) -> u32 {
         .mode()
         & 0o7777
 }
+
+/// A linearizable read of `key` through the etcd member at `url` alone (an isolated member
+/// has no leader to serve it: an error).
+pub async fn etcd_read(url: &str, password: &str, key: &str) -> Result<Option<String>, String> {
+    let mut client = lockaudit::cluster::etcd::connect(
+        &[url.to_string()],
+        Some(password),
+        std::time::Duration::from_secs(2),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let got = client.get(key, None).await.map_err(|e| e.to_string())?;
+    Ok(got
+        .kvs()
+        .first()
+        .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+}
