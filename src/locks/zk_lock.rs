@@ -1,0 +1,324 @@
+//! `zk-lock`: ZooKeeper's lock recipe as Apache Curator's `InterProcessMutex` lays it out,
+//! through the `zookeeper-client` crate's own implementation of that layout
+//! (`LockPrefix::new_curator`), on one session per client.
+//!
+//! Layout (Curator's `LockInternals` with `StandardLockInternalsDriver`): the lock of key
+//! `k` is the folder `/lockaudit/locks/k` (its missing ancestors made as containers); each
+//! contender creates a protected ephemeral sequential node in it,
+//! `_c_<uuid>-lock-<10-digit sequence>` (the uuid finds the node again when the create's
+//! reply was lost); the children are sorted by what follows the last `lock-`; the first
+//! holds the lock; every other one watches only its predecessor (a `getData` watch) and
+//! looks again when that goes. A Curator client, or kazoo's `Lock` given
+//! `extra_lock_patterns=["-lock-"]`, contends on the same path.
+//!
+//! Acquire waits at most half the session (capped by the workload's `wait`); a contender that
+//! gives up has its node deleted (by the crate, in the background, as Curator deletes it).
+//! Release deletes the node. A request whose connection was lost is sent again (the crate
+//! reconnects to another server) within the operation's time limit, as Curator's retry loop
+//! does. The lock lasts as long as the session: the lease recorded is
+//! the session timeout the servers granted, counted from the operation's start (the server
+//! restarts a session's timeout at every request and ping it hears of, all after that
+//! start). Renew, every ttl/3, is what a careful Curator user does between steps: make sure
+//! the session still lives and the node is still its own (`exists` on it, which also
+//! restarts the session's timeout); a session the client has seen expire, or a node found
+//! gone, is the lock lost (`fail`). Curator itself renews nothing: its clients ping in the
+//! background and a user learns of a loss from the connection state listener (`LOST`).
+//!
+//! After an expired session the next acquire opens a new one, as Curator does.
+//!
+//! Flaw it must show: a holder paused past its session keeps working while the next
+//! contender holds the lock (the server expired the session and deleted its node): overlap,
+//! stale writes, lost updates. Fenced, the token is the lock node's `czxid` (the zxid of its
+//! creation): holders follow sequence order, which is creation order, so each new holder's
+//! czxid is higher than the last one's.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use zookeeper_client as zk;
+
+use super::{Acquired, LockClient, LockError, LockOptions, Outcome};
+use crate::cluster::{zookeeper, Endpoints};
+
+/// The named steps (crash points).
+pub(crate) const STEPS: &[&str] = &["zk-lock:after-lock", "zk-lock:before-release"];
+
+/// The folder holding every key's lock folder.
+pub const LOCKS_ROOT: &str = "/lockaudit/locks";
+
+/// Curator's `InterProcessMutex` lock name: what the node names carry before the sequence.
+pub const LOCK_NAME: &str = "lock-";
+
+/// The folder of `key`'s lock.
+pub fn lock_dir(key: &str) -> String {
+    format!("{LOCKS_ROOT}/{key}")
+}
+
+/// A session on the ensemble at `endpoints` (the lock nodes), asking for a session of the
+/// options' ttl (the servers grant 0.4–4 s, see `cluster::zookeeper`).
+pub(crate) async fn connect(
+    endpoints: &Endpoints,
+    options: &LockOptions,
+) -> Result<zk::Client, LockError> {
+    if endpoints.nodes.is_empty() {
+        return Err(LockError::Endpoints("no ZooKeeper servers".into()));
+    }
+    let servers =
+        zookeeper::connect_string(endpoints.nodes.iter().map(|n| (n.host.as_str(), n.port)));
+    session(&servers, options)
+        .await
+        .map_err(|e| LockError::Endpoints(format!("ZooKeeper at {servers}: {e}")))
+}
+
+async fn session(servers: &str, options: &LockOptions) -> Result<zk::Client, String> {
+    let timeout = options.op_timeout();
+    let connecting = zk::Client::connector()
+        .with_session_timeout(Duration::from_millis(options.ttl_ms.max(1)))
+        .with_connection_timeout(timeout)
+        .connect(servers);
+    match tokio::time::timeout(timeout, connecting).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no session within {timeout:?}")),
+    }
+}
+
+/// A hold: the crate's handle on the lock node (dropping it deletes the node in the
+/// background, if still there) and the session it belongs to.
+struct Held {
+    lock: zk::OwnedLockClient,
+    session: i64,
+}
+
+pub(crate) struct ZkLock {
+    client: zk::Client,
+    servers: String,
+    options: LockOptions,
+    held: HashMap<String, Held>,
+}
+
+impl ZkLock {
+    pub(crate) fn new(client: zk::Client, options: LockOptions, endpoints: &Endpoints) -> Self {
+        ZkLock {
+            client,
+            servers: zookeeper::connect_string(
+                endpoints.nodes.iter().map(|n| (n.host.as_str(), n.port)),
+            ),
+            options,
+            held: HashMap::new(),
+        }
+    }
+
+    /// How long an acquire waits: half the session asked for (capped by the workload's
+    /// `wait`), so that a grant never comes after the lease it records has run out.
+    fn wait(&self) -> Duration {
+        let half = (self.options.ttl_ms / 2).max(1);
+        Duration::from_millis(match self.options.wait_ms {
+            0 => half,
+            ms => half.min(ms),
+        })
+    }
+
+    fn lease_ms(&self) -> i64 {
+        i64::try_from(self.client.session_timeout().as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// A new session when the last one ended (expired or closed), as Curator opens one.
+    async fn live_session(&mut self) -> Result<(), String> {
+        if !ended(self.client.state()) {
+            return Ok(());
+        }
+        self.client = session(&self.servers, &self.options)
+            .await
+            .map_err(|e| format!("a new session: {e}"))?;
+        Ok(())
+    }
+}
+
+/// `request` until it is answered, sent again after a lost connection (the crate moves to
+/// another server meanwhile) as Curator's retry loop does, within `timeout`: the answer, or
+/// None when none came in time; and whether it was sent more than once (a write's first try
+/// may have taken effect).
+async fn retrying<T, F>(
+    timeout: Duration,
+    request: impl Fn() -> F,
+) -> (Option<Result<T, zk::Error>>, bool)
+where
+    F: std::future::Future<Output = Result<T, zk::Error>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, request()).await {
+            Ok(Err(zk::Error::ConnectionLoss)) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            Ok(answer) => return (Some(answer), tries > 1),
+            Err(_) => return (None, tries > 1),
+        }
+    }
+}
+
+/// Between two tries of a request whose connection was lost.
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
+
+/// Whether a session is over for good: its ephemeral nodes are gone or going.
+fn ended(state: zk::SessionState) -> bool {
+    matches!(
+        state,
+        zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed
+    )
+}
+
+/// Whether a request that failed with `e` certainly changed nothing that matters for the
+/// lock: the session was gone (and with it the node) or the request was refused.
+fn certainly_not(e: &zk::Error) -> bool {
+    matches!(
+        e,
+        zk::Error::SessionExpired
+            | zk::Error::ClientClosed
+            | zk::Error::NoNode
+            | zk::Error::BadArguments(_)
+            | zk::Error::InvalidAcl
+            | zk::Error::NoAuth
+    )
+}
+
+#[async_trait]
+impl LockClient for ZkLock {
+    async fn acquire(&mut self, name: &str) -> Acquired {
+        if let Err(why) = self.live_session().await {
+            return Acquired::Fail(why);
+        }
+        let dir = lock_dir(name);
+        let prefix = match zk::LockPrefix::new_curator(&dir, LOCK_NAME) {
+            Ok(prefix) => prefix,
+            Err(e) => return Acquired::Fail(format!("lock path {dir}: {e}")),
+        };
+        // Curator makes the missing ancestors containers (the server removes them once
+        // empty).
+        let lock_options = match zk::LockOptions::new(zk::Acls::anyone_all())
+            .with_ancestor_options(zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()))
+        {
+            Ok(options) => options,
+            Err(e) => return Acquired::Fail(format!("lock options: {e}")),
+        };
+        let wait = self.wait();
+        let locked = tokio::time::timeout(wait, self.client.lock(prefix, b"", lock_options)).await;
+        let lock = match locked {
+            Ok(Ok(lock)) => lock.into_owned(),
+            Ok(Err(e)) if certainly_not(&e) => return Acquired::Fail(format!("lock: {e}")),
+            Ok(Err(e)) => return Acquired::Info(format!("lock: {e}")),
+            // Cancelled: the crate deletes our node in the background.
+            Err(_) => return Acquired::Fail(format!("not granted within {wait:?}")),
+        };
+        self.options.step("zk-lock:after-lock");
+        let session = self.client.session_id().0;
+        let token = if self.options.fenced {
+            let timeout = self.options.op_timeout();
+            match retrying(timeout, || self.client.check_stat(lock.lock_path()))
+                .await
+                .0
+            {
+                Some(Ok(Some(stat))) if stat.ephemeral_owner == session => Some(stat.czxid),
+                Some(Ok(_)) => return Acquired::Fail("the lock node was gone once granted".into()),
+                Some(Err(e)) if certainly_not(&e) => {
+                    return Acquired::Fail(format!("reading the lock node: {e}"))
+                }
+                // Dropping `lock` deletes the node, if it is there.
+                Some(Err(e)) => return Acquired::Info(format!("reading the lock node: {e}")),
+                None => {
+                    return Acquired::Info(format!(
+                        "reading the lock node: no answer within {timeout:?}"
+                    ))
+                }
+            }
+        } else {
+            None
+        };
+        let lease_ms = self.lease_ms();
+        self.held.insert(name.to_string(), Held { lock, session });
+        Acquired::Ok {
+            token,
+            lease_ms: Some(lease_ms),
+        }
+    }
+
+    async fn release(&mut self, name: &str) -> Outcome {
+        let Some(held) = self.held.remove(name) else {
+            return Outcome::Fail("not held by this client".into());
+        };
+        self.options.step("zk-lock:before-release");
+        if held.session != self.client.session_id().0 || ended(self.client.state()) {
+            return Outcome::Fail("the session that held the lock ended".into());
+        }
+        let timeout = self.options.op_timeout();
+        // The node is gone with its session, or deleted here; dropping `held` afterwards
+        // tries once more in the background, which finds nothing.
+        let path = held.lock.lock_path();
+        match retrying(timeout, || self.client.delete(path, None)).await {
+            (Some(Ok(())), _) => Outcome::Ok { lease_ms: None },
+            // A first try may have deleted it before its reply was lost.
+            (Some(Err(zk::Error::NoNode)), true) => {
+                Outcome::Info("delete: the node was gone when tried again".into())
+            }
+            (Some(Err(zk::Error::NoNode)), false) => {
+                Outcome::Fail("the lock node was gone (its session expired)".into())
+            }
+            (Some(Err(e)), _) if certainly_not(&e) => Outcome::Fail(format!("delete: {e}")),
+            (Some(Err(e)), _) => Outcome::Info(format!("delete: {e}")),
+            (None, _) => Outcome::Info(format!("delete: no answer within {timeout:?}")),
+        }
+    }
+
+    async fn renew(&mut self, name: &str) -> Outcome {
+        let Some(held) = self.held.get(name) else {
+            return Outcome::Fail("not held by this client".into());
+        };
+        if held.session != self.client.session_id().0 || ended(self.client.state()) {
+            return Outcome::Fail(format!("the session ended ({:?})", self.client.state()));
+        }
+        let timeout = self.options.op_timeout();
+        let path = held.lock.lock_path();
+        match retrying(timeout, || self.client.check_stat(path)).await.0 {
+            Some(Ok(Some(stat))) if stat.ephemeral_owner == held.session => Outcome::Ok {
+                lease_ms: Some(self.lease_ms()),
+            },
+            Some(Ok(Some(_))) => Outcome::Fail("the lock node belongs to another session".into()),
+            Some(Ok(None)) => Outcome::Fail("the lock node is gone".into()),
+            Some(Err(e)) if certainly_not(&e) => Outcome::Fail(format!("exists: {e}")),
+            Some(Err(e)) => Outcome::Info(format!("exists: {e}")),
+            None => Outcome::Info(format!("exists: no answer within {timeout:?}")),
+        }
+    }
+
+    /// The watchdog's checks are the history's renewals (see the module's comment).
+    fn renews(&self) -> bool {
+        true
+    }
+
+    fn renew_every(&self) -> Option<Duration> {
+        Some(Duration::from_millis((self.options.ttl_ms / 3).max(1)))
+    }
+
+    fn ttl_ms(&self) -> Option<i64> {
+        i64::try_from(self.options.ttl_ms).ok()
+    }
+
+    fn wait_ms(&self) -> Option<i64> {
+        i64::try_from(self.wait().as_millis()).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_has_its_own_folder_under_the_root() {
+        assert_eq!(lock_dir("lock:3"), "/lockaudit/locks/lock:3");
+    }
+}
