@@ -137,7 +137,7 @@ pub const SERVICES: [Service; 8] = [
             "lockaudit starts ZooKeeper on this machine only (not yet on hosts; nor can it cut the servers apart yet)",
         ),
         clock_jump: Some(
-            "ZooKeeper times sessions on the JVM's monotonic clock (System.nanoTime), which a wall-clock jump does not move (and libfaketime does not fake the JVM's monotonic clock)",
+            "ZooKeeper expires sessions on the JVM's monotonic clock (its session tracker's ExpiryQueue reads System.nanoTime), which a wall-clock jump does not move: lockaudit's fake clocks move CLOCK_REALTIME only, as a real clock step does",
         ),
         // The ensemble elects a new leader: the failover kills the leader of the moment.
         failover: None,

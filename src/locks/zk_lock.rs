@@ -1,6 +1,8 @@
 //! `zk-lock`: ZooKeeper's lock recipe as Apache Curator's `InterProcessMutex` lays it out,
-//! through the `zookeeper-client` crate's own implementation of that layout
-//! (`LockPrefix::new_curator`), on one session per client.
+//! written here on the `zookeeper-client` crate's requests, on one session per client. (The
+//! crate's own `Client::lock` has the same layout, but its handle deletes the node when
+//! dropped: a client the worker retires mid-hold would free its lock unrecorded, where a
+//! crashed Curator client's lock lasts until its session expires.)
 //!
 //! Layout (Curator's `LockInternals` with `StandardLockInternalsDriver`): the lock of key
 //! `k` is the folder `/lockaudit/locks/k` (its missing ancestors made as containers); each
@@ -12,7 +14,7 @@
 //! `extra_lock_patterns=["-lock-"]`, contends on the same path.
 //!
 //! Acquire waits at most half the session (capped by the workload's `wait`); a contender that
-//! gives up has its node deleted (by the crate, in the background, as Curator deletes it).
+//! gives up deletes its node, as Curator does.
 //! Release deletes the node. A request whose connection was lost is sent again (the crate
 //! reconnects to another server) within the operation's time limit, as Curator's retry loop
 //! does. The lock lasts as long as the session: the lease recorded is
@@ -73,7 +75,10 @@ pub(crate) async fn connect(
 
 async fn session(servers: &str, options: &LockOptions) -> Result<zk::Client, String> {
     let timeout = options.op_timeout();
+    // Detached: a client dropped without a release (retired by the worker) leaves its
+    // session, and its lock, to expire, as a crashed one does, rather than closing it.
     let connecting = zk::Client::connector()
+        .with_detached()
         .with_session_timeout(Duration::from_millis(options.ttl_ms.max(1)))
         .with_connection_timeout(timeout)
         .connect(servers);
@@ -84,10 +89,10 @@ async fn session(servers: &str, options: &LockOptions) -> Result<zk::Client, Str
     }
 }
 
-/// A hold: the crate's handle on the lock node (dropping it deletes the node in the
-/// background, if still there) and the session it belongs to.
+/// A hold: the lock node and the session it belongs to. Dropped without a release (the
+/// client retired), the node stays until its session expires, as a crashed holder's does.
 struct Held {
-    lock: zk::OwnedLockClient,
+    path: String,
     session: i64,
 }
 
@@ -187,6 +192,146 @@ fn certainly_not(e: &zk::Error) -> bool {
     )
 }
 
+/// Curator's `attemptLock` and `internalLockLoop`: creates our protected ephemeral
+/// sequential node in `dir` (its missing ancestors as containers), then waits until it is
+/// the first: each round lists the contenders, sorted by what follows their last `lock-`,
+/// and puts a `getData` watch on the one just before ours. Our node's path once it holds.
+async fn contend(client: &zk::Client, dir: &str, prefix: &str) -> Result<String, zk::Error> {
+    let ours = create_node(client, dir, prefix).await?;
+    let name = ours.rsplit('/').next().unwrap_or_default().to_string();
+    loop {
+        let mut children = retry_lost(|| client.list_children(dir)).await?;
+        children.retain(|c| c.contains(LOCK_NAME));
+        children.sort_by(|a, b| sequence_of(a).cmp(sequence_of(b)));
+        let Some(index) = children.iter().position(|c| *c == name) else {
+            // Gone: our session expired (Curator retries the whole attempt; the caller
+            // opens a new session first).
+            return Err(zk::Error::NoNode);
+        };
+        if index == 0 {
+            return Ok(ours);
+        }
+        let predecessor = format!("{dir}/{}", children[index - 1]);
+        match retry_lost(|| client.get_and_watch_data(&predecessor)).await {
+            Ok((_, _, watcher)) => {
+                watcher.changed().await;
+            }
+            // Gone between the listing and the watch: look again.
+            Err(zk::Error::NoNode) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Creates `dir/<prefix><sequence>`, ephemeral and sequential, making `dir` and its
+/// ancestors (containers) first if missing. After a lost connection, looks for a node with
+/// our prefix before creating another (Curator's protection).
+async fn create_node(client: &zk::Client, dir: &str, prefix: &str) -> Result<String, zk::Error> {
+    let node = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let folder = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+    let path = format!("{dir}/{prefix}");
+    let mut lost = false;
+    loop {
+        if lost {
+            if let Some(found) = find_node(client, dir, prefix).await? {
+                return Ok(found);
+            }
+        }
+        match client.create(&path, b"", &node).await {
+            Ok((_, sequence)) => return Ok(format!("{path}{sequence}")),
+            Err(zk::Error::NoNode) => match client.mkdir(dir, &folder).await {
+                Ok(()) | Err(zk::Error::NodeExists) => {}
+                Err(zk::Error::ConnectionLoss) => lost = true,
+                Err(e) => return Err(e),
+            },
+            Err(zk::Error::ConnectionLoss) => {
+                lost = true;
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Our node in `dir` (the one named with `prefix`), if any.
+async fn find_node(
+    client: &zk::Client,
+    dir: &str,
+    prefix: &str,
+) -> Result<Option<String>, zk::Error> {
+    match retry_lost(|| client.list_children(dir)).await {
+        Ok(children) => Ok(children
+            .into_iter()
+            .find(|c| c.starts_with(prefix))
+            .map(|c| format!("{dir}/{c}"))),
+        Err(zk::Error::NoNode) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes our node after a wait that gave up or failed, within `timeout`: Ok once it is
+/// certainly gone.
+async fn give_up(
+    client: &zk::Client,
+    dir: &str,
+    prefix: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    if ended(client.state()) {
+        return Ok(());
+    }
+    let deleting = async {
+        let Some(ours) = find_node(client, dir, prefix).await? else {
+            return Ok(());
+        };
+        match retry_lost(|| client.delete(&ours, None)).await {
+            Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+            Err(e) => Err(e),
+        }
+    };
+    match tokio::time::timeout(timeout, deleting).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(zk::Error::SessionExpired)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {timeout:?}")),
+    }
+}
+
+/// `request` again after each lost connection (the caller bounds the time).
+async fn retry_lost<T, F>(request: impl Fn() -> F) -> Result<T, zk::Error>
+where
+    F: std::future::Future<Output = Result<T, zk::Error>>,
+{
+    loop {
+        match request().await {
+            Err(zk::Error::ConnectionLoss) => tokio::time::sleep(RETRY_PAUSE).await,
+            answer => return answer,
+        }
+    }
+}
+
+/// What Curator sorts contenders by: the part after the last `lock-` (the sequence).
+fn sequence_of(name: &str) -> &str {
+    name.rfind(LOCK_NAME)
+        .map_or(name, |i| &name[i + LOCK_NAME.len()..])
+}
+
+/// A random (version 4) UUID in its usual text form, as Curator's protection prefix has it.
+fn uuid_v4() -> String {
+    let mut bytes: [u8; 16] = rand::random();
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
 #[async_trait]
 impl LockClient for ZkLock {
     async fn acquire(&mut self, name: &str) -> Acquired {
@@ -194,41 +339,37 @@ impl LockClient for ZkLock {
             return Acquired::Fail(why);
         }
         let dir = lock_dir(name);
-        let prefix = match zk::LockPrefix::new_curator(&dir, LOCK_NAME) {
-            Ok(prefix) => prefix,
-            Err(e) => return Acquired::Fail(format!("lock path {dir}: {e}")),
-        };
-        // Curator makes the missing ancestors containers (the server removes them once
-        // empty).
-        let lock_options = match zk::LockOptions::new(zk::Acls::anyone_all())
-            .with_ancestor_options(zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()))
-        {
-            Ok(options) => options,
-            Err(e) => return Acquired::Fail(format!("lock options: {e}")),
-        };
         let wait = self.wait();
-        let locked = tokio::time::timeout(wait, self.client.lock(prefix, b"", lock_options)).await;
-        let lock = match locked {
-            Ok(Ok(lock)) => lock.into_owned(),
-            Ok(Err(e)) if certainly_not(&e) => return Acquired::Fail(format!("lock: {e}")),
-            Ok(Err(e)) => return Acquired::Info(format!("lock: {e}")),
-            // Cancelled: the crate deletes our node in the background.
-            Err(_) => return Acquired::Fail(format!("not granted within {wait:?}")),
+        let timeout = self.options.op_timeout();
+        // Our node's name prefix (Curator's protection): found again by it if the create's
+        // reply is lost.
+        let prefix = format!("_c_{}-{LOCK_NAME}", uuid_v4());
+        let contended = tokio::time::timeout(wait, contend(&self.client, &dir, &prefix)).await;
+        let path = match contended {
+            Ok(Ok(path)) => path,
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => format!("lock: {e}"),
+                    _ => format!("not granted within {wait:?}"),
+                };
+                // Curator deletes its node when it gives up; if it cannot be sure the node
+                // is gone, the lock may be ours until the session ends.
+                return match give_up(&self.client, &dir, &prefix, timeout).await {
+                    Ok(()) => Acquired::Fail(why),
+                    Err(e) => Acquired::Info(format!("{why}; our node may remain: {e}")),
+                };
+            }
         };
         self.options.step("zk-lock:after-lock");
         let session = self.client.session_id().0;
         let token = if self.options.fenced {
-            let timeout = self.options.op_timeout();
-            match retrying(timeout, || self.client.check_stat(lock.lock_path()))
-                .await
-                .0
-            {
+            match retrying(timeout, || self.client.check_stat(&path)).await.0 {
                 Some(Ok(Some(stat))) if stat.ephemeral_owner == session => Some(stat.czxid),
                 Some(Ok(_)) => return Acquired::Fail("the lock node was gone once granted".into()),
                 Some(Err(e)) if certainly_not(&e) => {
                     return Acquired::Fail(format!("reading the lock node: {e}"))
                 }
-                // Dropping `lock` deletes the node, if it is there.
+                // The node stays to its session, as a holder's that cannot tell.
                 Some(Err(e)) => return Acquired::Info(format!("reading the lock node: {e}")),
                 None => {
                     return Acquired::Info(format!(
@@ -240,7 +381,7 @@ impl LockClient for ZkLock {
             None
         };
         let lease_ms = self.lease_ms();
-        self.held.insert(name.to_string(), Held { lock, session });
+        self.held.insert(name.to_string(), Held { path, session });
         Acquired::Ok {
             token,
             lease_ms: Some(lease_ms),
@@ -256,9 +397,7 @@ impl LockClient for ZkLock {
             return Outcome::Fail("the session that held the lock ended".into());
         }
         let timeout = self.options.op_timeout();
-        // The node is gone with its session, or deleted here; dropping `held` afterwards
-        // tries once more in the background, which finds nothing.
-        let path = held.lock.lock_path();
+        let path = held.path.as_str();
         match retrying(timeout, || self.client.delete(path, None)).await {
             (Some(Ok(())), _) => Outcome::Ok { lease_ms: None },
             // A first try may have deleted it before its reply was lost.
@@ -282,7 +421,7 @@ impl LockClient for ZkLock {
             return Outcome::Fail(format!("the session ended ({:?})", self.client.state()));
         }
         let timeout = self.options.op_timeout();
-        let path = held.lock.lock_path();
+        let path = held.path.as_str();
         match retrying(timeout, || self.client.check_stat(path)).await.0 {
             Some(Ok(Some(stat))) if stat.ephemeral_owner == held.session => Outcome::Ok {
                 lease_ms: Some(self.lease_ms()),
@@ -320,5 +459,19 @@ mod tests {
     #[test]
     fn a_key_has_its_own_folder_under_the_root() {
         assert_eq!(lock_dir("lock:3"), "/lockaudit/locks/lock:3");
+    }
+
+    #[test]
+    fn contenders_sort_by_their_sequence_whatever_their_uuid() {
+        let mut names = [
+            "_c_ffff0000-0000-4000-8000-000000000000-lock-0000000012",
+            "_c_00000000-0000-4000-8000-000000000000-lock-0000000013",
+            "_c_88880000-0000-4000-8000-000000000000-lock-0000000002",
+        ];
+        names.sort_by(|a, b| sequence_of(a).cmp(sequence_of(b)));
+        assert!(names[0].ends_with("0002") && names[2].ends_with("0013"));
+        let uuid = uuid_v4();
+        assert_eq!(uuid.len(), 36);
+        assert_eq!(uuid.as_bytes()[14], b'4');
     }
 }
