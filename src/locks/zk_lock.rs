@@ -158,13 +158,21 @@ where
         tries += 1;
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         match tokio::time::timeout(left, request()).await {
-            Ok(Err(zk::Error::ConnectionLoss)) if tokio::time::Instant::now() < deadline => {
+            Ok(Err(e)) if lost_connection(&e) && tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
             Ok(answer) => return (Some(answer), tries > 1),
             Err(_) => return (None, tries > 1),
         }
     }
+}
+
+/// Whether a request failed because its connection was lost with it in flight: the crate
+/// answers `ConnectionLoss`, or, when its connection broke (an I/O error, no answer from the
+/// server within its timeout), a `Custom` error saying so (the Java client's
+/// ConnectionLossException either way).
+fn lost_connection(e: &zk::Error) -> bool {
+    matches!(e, zk::Error::ConnectionLoss | zk::Error::Custom(_))
 }
 
 /// Between two tries of a request whose connection was lost.
@@ -241,10 +249,10 @@ async fn create_node(client: &zk::Client, dir: &str, prefix: &str) -> Result<Str
             Ok((_, sequence)) => return Ok(format!("{path}{sequence}")),
             Err(zk::Error::NoNode) => match client.mkdir(dir, &folder).await {
                 Ok(()) | Err(zk::Error::NodeExists) => {}
-                Err(zk::Error::ConnectionLoss) => lost = true,
+                Err(e) if lost_connection(&e) => lost = true,
                 Err(e) => return Err(e),
             },
-            Err(zk::Error::ConnectionLoss) => {
+            Err(e) if lost_connection(&e) => {
                 lost = true;
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
@@ -304,7 +312,7 @@ where
 {
     loop {
         match request().await {
-            Err(zk::Error::ConnectionLoss) => tokio::time::sleep(RETRY_PAUSE).await,
+            Err(e) if lost_connection(&e) => tokio::time::sleep(RETRY_PAUSE).await,
             answer => return answer,
         }
     }
