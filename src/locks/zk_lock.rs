@@ -343,12 +343,18 @@ fn uuid_v4() -> String {
 #[async_trait]
 impl LockClient for ZkLock {
     async fn acquire(&mut self, name: &str) -> Acquired {
+        // Every step within the operation's time limit (a little less: the worker's own
+        // limit must not cut an acquire short, which would leave its outcome unknown).
+        let deadline = tokio::time::Instant::now() + self.options.op_timeout().mul_f32(0.95);
+        let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
         if let Err(why) = self.live_session().await {
             return Acquired::Fail(why);
         }
         let dir = lock_dir(name);
-        let wait = self.wait();
-        let timeout = self.options.op_timeout();
+        let wait = self.wait().min(left());
+        if wait.is_zero() {
+            return Acquired::Fail("no time left to contend (opening a session took it)".into());
+        }
         // Our node's name prefix (Curator's protection): found again by it if the create's
         // reply is lost.
         let prefix = format!("_c_{}-{LOCK_NAME}", uuid_v4());
@@ -362,7 +368,7 @@ impl LockClient for ZkLock {
                 };
                 // Curator deletes its node when it gives up; if it cannot be sure the node
                 // is gone, the lock may be ours until the session ends.
-                return match give_up(&self.client, &dir, &prefix, timeout).await {
+                return match give_up(&self.client, &dir, &prefix, left()).await {
                     Ok(()) => Acquired::Fail(why),
                     Err(e) => Acquired::Info(format!("{why}; our node may remain: {e}")),
                 };
@@ -371,6 +377,7 @@ impl LockClient for ZkLock {
         self.options.step("zk-lock:after-lock");
         let session = self.client.session_id().0;
         let token = if self.options.fenced {
+            let timeout = left();
             match retrying(timeout, || self.client.check_stat(&path)).await.0 {
                 Some(Ok(Some(stat))) if stat.ephemeral_owner == session => Some(stat.czxid),
                 Some(Ok(_)) => return Acquired::Fail("the lock node was gone once granted".into()),
@@ -404,7 +411,7 @@ impl LockClient for ZkLock {
         if held.session != self.client.session_id().0 || ended(self.client.state()) {
             return Outcome::Fail("the session that held the lock ended".into());
         }
-        let timeout = self.options.op_timeout();
+        let timeout = self.options.op_timeout().mul_f32(0.95);
         let path = held.path.as_str();
         match retrying(timeout, || self.client.delete(path, None)).await {
             (Some(Ok(())), _) => Outcome::Ok { lease_ms: None },
@@ -428,7 +435,7 @@ impl LockClient for ZkLock {
         if held.session != self.client.session_id().0 || ended(self.client.state()) {
             return Outcome::Fail(format!("the session ended ({:?})", self.client.state()));
         }
-        let timeout = self.options.op_timeout();
+        let timeout = self.options.op_timeout().mul_f32(0.95);
         let path = held.path.as_str();
         match retrying(timeout, || self.client.check_stat(path)).await.0 {
             Some(Ok(Some(stat))) if stat.ephemeral_owner == held.session => Outcome::Ok {
