@@ -180,8 +180,9 @@ pub struct RunArgs {
     #[arg(long, help = nemesis_help())]
     pub nemesis: Option<String>,
     /// Where the lock lives: single, replicated, sentinel, independent, cluster (a Redis
-    /// Cluster of 3 masters with a replica each), postgres, etcd (3 members) (default: the
-    /// algorithm's own; redlock: independent; pg-*: postgres; etcd-*: etcd).
+    /// Cluster of 3 masters with a replica each), postgres, etcd (3 members), zookeeper (3
+    /// servers) (default: the algorithm's own; redlock: independent; pg-*: postgres; etcd-*:
+    /// etcd; zk-lock: zookeeper).
     #[arg(long, value_parser = parse_topology)]
     pub topology: Option<crate::cluster::Topology>,
     /// Fencing tokens, checked by a fenced resource.
@@ -366,7 +367,7 @@ pub struct SynthArgs {
 
 fn parse_topology(text: &str) -> Result<crate::cluster::Topology, String> {
     serde_json::from_value(serde_json::Value::String(text.to_string())).map_err(|_| {
-        "expected single, replicated, sentinel, independent, cluster, postgres or etcd".to_string()
+        "expected single, replicated, sentinel, independent, cluster, postgres, etcd or zookeeper".to_string()
     })
 }
 

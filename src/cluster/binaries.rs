@@ -1,6 +1,6 @@
 //! Finding redis-server and redis-sentinel (the path given by a flag, else PATH), and
 //! PostgreSQL's `postgres` and `initdb` (a folder given, else PATH, else Debian's
-//! `/usr/lib/postgresql/<version>/bin`, newest first).
+//! `/usr/lib/postgresql/<version>/bin`, newest first), etcd and ZooKeeper.
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
@@ -58,6 +58,61 @@ pub fn etcd() -> Result<PathBuf, ClusterError> {
         },
         env: ETCD_ENV.into(),
     })
+}
+
+/// The environment variable naming ZooKeeper's jar (Debian's: `/usr/share/java/zookeeper.jar`,
+/// whose manifest names the jars it needs).
+pub const ZOOKEEPER_ENV: &str = "LOCKAUDIT_ZOOKEEPER_JAR";
+
+/// Where Debian's `zookeeper` (through `libzookeeper-java`) puts the server's jar.
+const DEBIAN_ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+
+/// How to run a ZooKeeper server: `java -cp <jar>[:<logger>] QuorumPeerMain`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZooKeeperProgram {
+    pub java: PathBuf,
+    pub jar: PathBuf,
+    /// slf4j's simple logger beside the jar, when installed (Debian's `libslf4j-java`, which
+    /// ZooKeeper depends on): without a logger the server logs nothing.
+    pub logger: Option<PathBuf>,
+}
+
+impl ZooKeeperProgram {
+    pub fn classpath(&self) -> OsString {
+        let mut path = self.jar.clone().into_os_string();
+        if let Some(logger) = &self.logger {
+            path.push(":");
+            path.push(logger);
+        }
+        path
+    }
+}
+
+/// ZooKeeper (Debian's `zookeeper`): its jar from `$LOCKAUDIT_ZOOKEEPER_JAR`, else Debian's
+/// place; `java` on PATH.
+pub fn zookeeper() -> Result<ZooKeeperProgram, ClusterError> {
+    let given = std::env::var_os(ZOOKEEPER_ENV).map(PathBuf::from);
+    let jar = given
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEBIAN_ZOOKEEPER_JAR));
+    if !jar.is_file() {
+        return Err(ClusterError::MissingService {
+            program: "zookeeper.jar".into(),
+            package: "zookeeper".into(),
+            location: match &given {
+                Some(path) => format!("at {} (from ${ZOOKEEPER_ENV})", path.display()),
+                None => format!("at {DEBIAN_ZOOKEEPER_JAR}"),
+            },
+            env: ZOOKEEPER_ENV.into(),
+        });
+    }
+    // Java comes with the package (default-jre).
+    let java = find("java", "zookeeper", None)?;
+    let logger = jar
+        .parent()
+        .map(|dir| dir.join("slf4j-simple.jar"))
+        .filter(|p| p.is_file());
+    Ok(ZooKeeperProgram { java, jar, logger })
 }
 
 /// The environment variable naming the folder that holds `postgres` and `initdb`.

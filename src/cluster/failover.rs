@@ -6,7 +6,8 @@
 //!   fault's duration; the end promotes it with what it has (`CLUSTER FAILOVER TAKEOVER`);
 //! - Sentinel: the primary is paused; the sentinels elect a replica; the end resumes it;
 //! - etcd: the leader of the moment is killed; the others elect one (Raft); the end
-//!   restarts it on its data.
+//!   restarts it on its data;
+//! - ZooKeeper: likewise (the others elect one with ZooKeeper's own election).
 //!
 //! A replicated topology without Sentinel has no failover of its own: lockaudit's proxies
 //! freeze its replication link and promote a replica by hand (`nemesis::network`).
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::{ask_sentinels, etcd, sharded, Cluster, Endpoints, Topology};
+use super::{ask_sentinels, etcd, sharded, zookeeper, Cluster, Endpoints, Topology};
 
 /// A failover under way, as [`Cluster::begin_failover`] began it.
 #[derive(Debug, Clone)]
@@ -60,7 +61,7 @@ impl Cluster {
     pub fn fails_over_itself(&self) -> bool {
         matches!(
             self.topology,
-            Topology::Cluster | Topology::Sentinel | Topology::Etcd
+            Topology::Cluster | Topology::Sentinel | Topology::Etcd | Topology::Zookeeper
         )
     }
 
@@ -88,8 +89,8 @@ impl Cluster {
                 let happened = Happened::new("pause", vec![primary.clone()], &[]);
                 Ok((Failover::PausedPrimary(primary), vec![happened]))
             }
-            Topology::Etcd => {
-                let leader = self.leader().await.ok_or("no etcd member names a leader")?;
+            Topology::Etcd | Topology::Zookeeper => {
+                let leader = self.leader().await.ok_or("no server says it leads")?;
                 let killed = self.kill_many(std::slice::from_ref(&leader));
                 if killed.is_empty() {
                     return Err(format!("{leader} could not be killed"));
@@ -159,13 +160,23 @@ impl Cluster {
                     .map(|n| etcd::Member::new(n.name, n.host, n.port))
                     .collect(),
             }),
+            // Every server, up or not now: a restarted one answers on its port again.
+            Topology::Zookeeper => Some(RoleWatch::ZooKeeperLeader {
+                servers: self
+                    .lock_nodes()
+                    .map(|n| (n.instance().name().to_string(), n.instance().port()))
+                    .collect(),
+            }),
             _ => None,
         }
     }
 
-    /// `Etcd` only: the member that is leader now, as the members say; None when none
+    /// `Etcd` and `Zookeeper`: the node that is leader now, as the nodes say; None when none
     /// answers with a leader (or for another topology).
     pub async fn leader(&self) -> Option<String> {
+        if self.topology == Topology::Zookeeper {
+            return zookeeper::leader(&self.zookeeper_servers()).await;
+        }
         if self.topology != Topology::Etcd {
             return None;
         }
@@ -177,6 +188,14 @@ impl Cluster {
             .map(|n| (n.name, n.host, n.port))
             .collect();
         etcd::leader(&members).await
+    }
+
+    /// The ZooKeeper servers running now (name, client port).
+    fn zookeeper_servers(&self) -> Vec<(String, u16)> {
+        self.lock_nodes()
+            .filter(|n| n.instance().pid().is_some())
+            .map(|n| (n.instance().name().to_string(), n.instance().port()))
+            .collect()
     }
 }
 
@@ -202,6 +221,8 @@ pub enum RoleWatch {
     },
     /// etcd's members, each with its connection once made.
     Leader { members: Vec<etcd::Member> },
+    /// ZooKeeper's servers (name, client port).
+    ZooKeeperLeader { servers: Vec<(String, u16)> },
 }
 
 impl RoleWatch {
@@ -211,6 +232,7 @@ impl RoleWatch {
         match self {
             RoleWatch::Masters { nodes, password } => sharded::roles(nodes, password).await,
             RoleWatch::Leader { members } => etcd::roles(members).await,
+            RoleWatch::ZooKeeperLeader { servers } => zookeeper::roles(servers).await,
         }
     }
 
@@ -219,6 +241,7 @@ impl RoleWatch {
         match self {
             RoleWatch::Masters { .. } => "cluster",
             RoleWatch::Leader { .. } => "raft",
+            RoleWatch::ZooKeeperLeader { .. } => "zookeeper",
         }
     }
 }

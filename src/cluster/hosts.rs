@@ -485,7 +485,9 @@ pub fn not_on_hosts(topology: Topology) -> Option<&'static str> {
         | Topology::Sentinel
         | Topology::Independent
         | Topology::Cluster => None,
-        Topology::Postgres | Topology::Etcd => super::service(topology).not_on_hosts,
+        Topology::Postgres | Topology::Etcd | Topology::Zookeeper => {
+            super::service(topology).not_on_hosts
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 //!   Redis Cluster and reading its roles; `probe`: the client connections that check them;
 //! - `postgres`: one PostgreSQL server (`initdb`, a foreground postmaster run as an
 //!   unprivileged user when we are root, crash and restart on its WAL); `etcd`: three
-//!   members;
+//!   members; `zookeeper`: three servers;
 //! - `ports`: free loopback ports; `binaries`: finding the programs; `clock`: libfaketime,
 //!   which lets the nemesis move a server's wall clock;
 //! - `registry`: the process-wide table of children and the thread that spawns them;
@@ -53,6 +53,7 @@ mod service;
 mod services;
 pub mod sharded;
 mod ssh;
+pub mod zookeeper;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -64,6 +65,7 @@ use crate::private;
 
 pub use ask::{ask_sentinels, node_url};
 pub use binaries::{etcd as etcd_binary, postgres_bin_dir, ETCD_ENV, POSTGRES_BIN_ENV};
+pub use binaries::{zookeeper as zookeeper_program, ZOOKEEPER_ENV};
 pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;
@@ -110,6 +112,9 @@ pub enum Topology {
     /// external adapter over an etcd library; the guarded resource's storage server is
     /// still a Redis.
     Etcd,
+    /// Three ZooKeeper servers (`zk-0`..`zk-2`, see `zookeeper`), for the ZooKeeper lock and
+    /// an external adapter over a ZooKeeper library; storage is still a Redis.
+    Zookeeper,
 }
 
 /// `cluster-node-timeout` of `Topology::Cluster`: short, so that a dead master is replaced

@@ -83,7 +83,7 @@ const fn redis(topology: Topology, failover: Option<&'static str>) -> Service {
 }
 
 /// Every lock service, by topology.
-pub const SERVICES: [Service; 7] = [
+pub const SERVICES: [Service; 8] = [
     redis(
         Topology::Single,
         Some("a single server has no replica to fail over to (--topology replicated or sentinel has)"),
@@ -134,6 +134,26 @@ pub const SERVICES: [Service; 7] = [
         failover_min_ms: 0,
         restarts_on_data: true,
     },
+    Service {
+        topology: Topology::Zookeeper,
+        name: "ZooKeeper",
+        own_locks_only: true,
+        locks: "the ZooKeeper lock (zk-lock) and an external adapter",
+        start: |spec| Box::pin(super::zookeeper::start_ensemble(spec)),
+        not_on_hosts: Some(
+            "lockaudit starts ZooKeeper on this machine only (not yet on hosts; nor can it cut the servers apart yet)",
+        ),
+        clock_jump: Some(
+            "ZooKeeper expires sessions on the JVM's monotonic clock (its session tracker's ExpiryQueue reads System.nanoTime), which a wall-clock jump does not move: lockaudit's fake clocks move CLOCK_REALTIME only, as a real clock step does",
+        ),
+        // The ensemble elects a new leader: the failover kills the leader of the moment.
+        failover: None,
+        external_adapters: true,
+        clients_ask_watchers: false,
+        primary_by_hand: false,
+        failover_min_ms: 0,
+        restarts_on_data: true,
+    },
 ];
 
 /// The service of `topology`.
@@ -160,7 +180,7 @@ mod tests {
         // A new variant fails to compile here until it is in `ALL`, and the test then
         // until it has its entry.
         use Topology::*;
-        const ALL: [Topology; 7] = [
+        const ALL: [Topology; 8] = [
             Single,
             Replicated,
             Sentinel,
@@ -168,10 +188,12 @@ mod tests {
             Cluster,
             Postgres,
             Etcd,
+            Zookeeper,
         ];
         for t in ALL {
             match t {
-                Single | Replicated | Sentinel | Independent | Cluster | Postgres | Etcd => {}
+                Single | Replicated | Sentinel | Independent | Cluster | Postgres | Etcd
+                | Zookeeper => {}
             }
             assert_eq!(service(t).topology, t);
         }

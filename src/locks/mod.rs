@@ -41,6 +41,7 @@ mod setnx_getset;
 mod table;
 mod waiter;
 mod watch_multi;
+pub mod zk_lock;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;

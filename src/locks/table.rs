@@ -16,7 +16,7 @@ use super::conn::Conn;
 use super::{
     etcd_lease, etcd_lock, etcd_txn, external, fair_lock, lua_getset, lua_script, pg, pg_advisory,
     pg_lock_column, pg_row, pg_version, primary, redlock, redlock_masters, reentrant, rw_lock,
-    set_nx_px, setnx_del, setnx_expire, setnx_getset, watch_multi, LockClient, LockError,
+    set_nx_px, setnx_del, setnx_expire, setnx_getset, watch_multi, zk_lock, LockClient, LockError,
     LockOptions,
 };
 
@@ -102,6 +102,8 @@ pub(crate) enum Connect {
     Postgres(fn(tokio_postgres::Client, LockOptions) -> Client),
     /// A client of every etcd member.
     Etcd(fn(etcd_client::Client, LockOptions) -> Client),
+    /// A session on the ZooKeeper ensemble (and the endpoints, to open the next one).
+    Zookeeper(fn(zookeeper_client::Client, LockOptions, &Endpoints) -> Client),
     /// `lua`: the workload's scripts, loaded on the primary.
     Scripted,
     /// `external`: the workload's adapter, started and initialised.
@@ -115,6 +117,7 @@ impl std::fmt::Debug for Connect {
             Connect::Masters(_) => "Masters",
             Connect::Postgres(_) => "Postgres",
             Connect::Etcd(_) => "Etcd",
+            Connect::Zookeeper(_) => "Zookeeper",
             Connect::Scripted => "Scripted",
             Connect::External => "External",
         })
@@ -137,6 +140,11 @@ impl Connect {
             Connect::Etcd(new) => new(
                 etcd_lease::connect(endpoints, options).await?,
                 options.clone(),
+            ),
+            Connect::Zookeeper(new) => new(
+                zk_lock::connect(endpoints, options).await?,
+                options.clone(),
+                endpoints,
             ),
             Connect::Scripted => {
                 let scripts = options.scripts.clone().ok_or_else(|| {
@@ -323,6 +331,17 @@ pub const TABLE: &[Algorithm] = &[
         connect: Connect::Etcd(|c, o| Box::new(etcd_txn::EtcdTxn::new(c, o))),
         workload: Some(include_str!("../../workloads/etcd-txn.toml")),
         ..ETCD
+    },
+    Algorithm {
+        name: "zk-lock",
+        service: Some(Topology::Zookeeper),
+        topology: Topology::Zookeeper,
+        steps: zk_lock::STEPS,
+        connect: Connect::Zookeeper(|c, o, e| Box::new(zk_lock::ZkLock::new(c, o, e))),
+        // Fenced by the lock node's czxid.
+        own_tokens: true,
+        workload: Some(include_str!("../../workloads/zk-lock.toml")),
+        ..REDIS
     },
 ];
 
@@ -548,7 +567,10 @@ mod tests {
             builtins_where(|a| a.optimistic),
             ["pg-version", "watch-multi"]
         );
-        assert_eq!(builtins_where(|a| a.own_tokens), ["etcd-lock", "etcd-txn"]);
+        assert_eq!(
+            builtins_where(|a| a.own_tokens),
+            ["etcd-lock", "etcd-txn", "zk-lock"]
+        );
         assert_eq!(
             builtins_where(|a| a.service == Some(Topology::Postgres)),
             ["pg-advisory", "pg-row", "pg-lock-column", "pg-version"]

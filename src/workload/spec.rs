@@ -401,6 +401,15 @@ impl WorkloadSpec {
                 crate::cluster::etcd::MIN_LEASE_MS
             ));
         }
+        if locks::service(&self.algorithm) == Some(Topology::Zookeeper) {
+            use crate::cluster::zookeeper::{MAX_SESSION_MS, MIN_SESSION_MS};
+            // The servers would grant their bound instead: a lease other than the ttl asked.
+            if !(MIN_SESSION_MS..=MAX_SESSION_MS).contains(&self.ttl.0) {
+                return Err(format!(
+                    "field `ttl`: the ZooKeeper servers lockaudit starts grant sessions of {MIN_SESSION_MS}-{MAX_SESSION_MS} ms (2-20 ticks of 200 ms); ask for one in that range"
+                ));
+            }
+        }
         for (nemesis, expectation) in &self.expect {
             if let Some(kind) = expectation.unknown_kinds().first() {
                 let why = kind

@@ -243,6 +243,14 @@ pub fn require_etcd() {
     }
 }
 
+/// Fails the test, saying what to install, unless ZooKeeper's jar and Java are found where
+/// lockaudit looks for them ($LOCKAUDIT_ZOOKEEPER_JAR, else Debian's place; java on PATH).
+pub fn require_zookeeper() {
+    if let Err(e) = lockaudit::cluster::zookeeper_program() {
+        panic!("this test needs ZooKeeper: apt-get install zookeeper (bash .ci/run does): {e}");
+    }
+}
+
 /// True as root; else prints a SKIPPED line naming `test` (the tests that switch to another
 /// user need root: CI runs as root).
 pub fn require_root(test: &str) -> bool {

@@ -1,0 +1,477 @@
+//! A ZooKeeper ensemble that lockaudit starts and owns: three servers (`zk-0`..`zk-2`) of
+//! Debian's `zookeeper` (3.8) on the installed Java, each a foreground JVM bound to
+//! 127.0.0.1 on a client port, a quorum port and an election port, its config, data folder
+//! and log in the run folder (`<run>/zookeeper/<name>.cfg`, `<name>/`, `<name>.log`), behind
+//! the service seam ([`ServiceNode`]).
+//!
+//! Timing: `tickTime` 200 ms (ZooKeeper's default is 2000 ms). The servers grant sessions
+//! of 2 to 20 ticks, 0.4–4 s, so that a run's 2 s session expires within seconds of a
+//! client falling silent; a follower that hears nothing from its leader for `syncLimit` (5
+//! ticks, 1 s) drops it and an election follows. The session tracker expires sessions in
+//! buckets of one tick, so an expiry comes up to 200 ms after the timeout.
+//!
+//! The AdminServer is off (it would take port 8080); the four-letter word `srvr`, which
+//! says whether a server serves and as what (leader, follower), is the readiness and role
+//! probe. Transaction logs are preallocated 1 MB at a time instead of 64 MB.
+//!
+//! Not yet: the servers do not check who connects (no digest ACLs: any local user who
+//! finds a client port can read and write the run's znodes), they cannot be cut apart
+//! (their quorum links are not behind lockaudit's proxies), and they run on this machine
+//! only.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::binaries::ZooKeeperProgram;
+use super::error::ClusterError;
+use super::exit::Exit;
+use super::instance::Instance;
+use super::ports;
+use super::service::ServiceNode;
+use super::{Cluster, ClusterSpec, Topology};
+
+/// Servers of the ensemble: the smallest that survives the loss of one.
+pub const SERVERS: usize = 3;
+
+/// The servers' tick, the unit of every ZooKeeper timeout.
+pub const TICK_MS: u64 = 200;
+
+/// The shortest and longest session the servers grant (ZooKeeper's defaults: 2 and 20
+/// ticks). A client asking for less or more gets the bound.
+pub const MIN_SESSION_MS: u64 = 2 * TICK_MS;
+pub const MAX_SESSION_MS: u64 = 20 * TICK_MS;
+
+/// How long a start may take until a leader is elected and every server serves. Three JVMs
+/// starting at once take 2-4 s on a quiet machine; a loaded CI machine gets room.
+const READY_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// How many fresh sets of free ports a start tries when another process took one of ours.
+const PORT_RETRIES: usize = 3;
+
+/// The server's name (`zk-<i>`).
+pub fn server_name(i: usize) -> String {
+    format!("zk-{i}")
+}
+
+/// How to start (and restart) one server.
+#[derive(Debug, Clone)]
+struct ServerConfig {
+    name: String,
+    program: ZooKeeperProgram,
+    /// The data folder (`myid`, snapshots, transaction logs).
+    dir: PathBuf,
+    config: PathBuf,
+    log: PathBuf,
+    client_port: u16,
+}
+
+impl ServerConfig {
+    /// The foreground JVM. A small heap and the serial collector keep three of them light on
+    /// a shared machine; C1 only starts them faster; no perf-data file in /tmp.
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.program.java);
+        cmd.args([
+            "-Xms32m",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:-UsePerfData",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
+            "-Dzookeeper.jmx.log4j.disable=true",
+        ])
+        .arg("-cp")
+        .arg(self.program.classpath())
+        .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+        .arg(&self.config);
+        cmd
+    }
+
+    fn spawn(&self) -> Result<Instance, ClusterError> {
+        Instance::spawn(
+            &self.name,
+            self.client_port,
+            &self.dir,
+            &self.log,
+            self.command(),
+        )
+    }
+}
+
+/// The config file of server `id` (1-based, ZooKeeper's `myid`) among `peers` (each a
+/// quorum port and an election port).
+fn config_text(dir: &Path, client_port: u16, peers: &[(u16, u16)]) -> String {
+    let mut text = format!(
+        "tickTime={TICK_MS}\n\
+         initLimit=10\n\
+         syncLimit=5\n\
+         minSessionTimeout={MIN_SESSION_MS}\n\
+         maxSessionTimeout={MAX_SESSION_MS}\n\
+         dataDir={}\n\
+         clientPort={client_port}\n\
+         clientPortAddress=127.0.0.1\n\
+         admin.enableServer=false\n\
+         4lw.commands.whitelist=srvr\n\
+         preAllocSize=1024\n\
+         maxClientCnxns=0\n",
+        dir.display()
+    );
+    for (i, (quorum, election)) in peers.iter().enumerate() {
+        text.push_str(&format!("server.{}=127.0.0.1:{quorum}:{election}\n", i + 1));
+    }
+    text
+}
+
+/// One running server and how to start it again.
+#[derive(Debug)]
+pub struct ZooKeeperServer {
+    config: ServerConfig,
+    instance: Instance,
+}
+
+#[async_trait]
+impl ServiceNode for ZooKeeperServer {
+    fn instance(&self) -> &Instance {
+        &self.instance
+    }
+
+    fn instance_mut(&mut self) -> &mut Instance {
+        &mut self.instance
+    }
+
+    fn kill(&mut self) -> Option<Exit> {
+        self.instance.kill()
+    }
+
+    /// A JVM's orderly shutdown takes a second or more and the run does not use the data
+    /// again; every transaction is fsynced before it is acknowledged, so a kill loses nothing.
+    fn graceful_stop(&self) -> bool {
+        false
+    }
+
+    /// Snapshots and transaction logs are nobody's concern after the run; the log stays.
+    fn stopped(&mut self) {
+        if self.instance.pid().is_none() {
+            let _ = std::fs::remove_dir_all(&self.config.dir);
+        }
+    }
+
+    /// On its data it rejoins and catches up from the leader. Without (a lost disk), only its
+    /// `myid` stays: it joins with nothing and the leader sends it a snapshot.
+    async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
+        if self.instance.pid().is_some() {
+            self.instance.kill();
+        }
+        if !keep_data {
+            let data = self.config.dir.join("version-2");
+            if data.exists() {
+                std::fs::remove_dir_all(&data)
+                    .map_err(|e| ClusterError::io("empty the data folder", &data, e))?;
+            }
+        }
+        let mut instance = self.config.spawn()?;
+        // Alone it cannot serve: it is back once it serves as leader or follower (with the
+        // others down it never does; give up at the deadline).
+        match wait_serving(&mut instance, self.config.client_port).await {
+            Ok(_) => {
+                self.instance = instance;
+                Ok(())
+            }
+            Err(reason) => {
+                instance.kill();
+                Err(instance.error(reason))
+            }
+        }
+    }
+}
+
+/// Starts `SERVERS` servers in `root` (`<run>/zookeeper`, emptied first) on free loopback
+/// ports (or consecutive ones from `base_port`: client ports, then quorum and election
+/// ports), all at once, and waits until one leads and every one serves.
+pub async fn start(
+    program: ZooKeeperProgram,
+    root: &Path,
+    base_port: Option<u16>,
+) -> Result<Vec<ZooKeeperServer>, ClusterError> {
+    let begun = Instant::now();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let choices = ports::plan(3 * SERVERS, base_port)?;
+        let configs = configs(&program, root, &choices)?;
+        match start_servers(&configs).await {
+            Ok(servers) => {
+                tracing::info!(elapsed = ?begun.elapsed(), "zookeeper ready");
+                return Ok(servers);
+            }
+            Err(StartError::PortTaken(_)) if base_port.is_none() && attempt < PORT_RETRIES => {
+                continue
+            }
+            Err(StartError::PortTaken(config)) => {
+                return Err(ClusterError::PortInUse {
+                    node: config.name,
+                    port: config.client_port,
+                })
+            }
+            Err(StartError::Failed(e)) => return Err(e),
+        }
+    }
+}
+
+fn configs(
+    program: &ZooKeeperProgram,
+    root: &Path,
+    choices: &[ports::PortChoice],
+) -> Result<Vec<ServerConfig>, ClusterError> {
+    let port = |i: usize| {
+        choices
+            .get(i)
+            .map(|c| c.port())
+            .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))
+    };
+    let mut peers = Vec::with_capacity(SERVERS);
+    for i in 0..SERVERS {
+        peers.push((port(SERVERS + 2 * i)?, port(SERVERS + 2 * i + 1)?));
+    }
+    let mut configs = Vec::with_capacity(SERVERS);
+    for i in 0..SERVERS {
+        let name = server_name(i);
+        let dir = root.join(&name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| ClusterError::io("empty the data folder", &dir, e))?;
+        }
+        crate::private::create_dir(&dir)
+            .map_err(|e| ClusterError::io("create the data folder", &dir, e))?;
+        let myid = dir.join("myid");
+        std::fs::write(&myid, format!("{}\n", i + 1))
+            .map_err(|e| ClusterError::io("write", &myid, e))?;
+        let client_port = port(i)?;
+        let config = root.join(format!("{name}.cfg"));
+        std::fs::write(&config, config_text(&dir, client_port, &peers))
+            .map_err(|e| ClusterError::io("write", &config, e))?;
+        // A fresh log too: a start that failed on a taken port is told apart by its log.
+        let log = root.join(format!("{name}.log"));
+        let _ = std::fs::remove_file(&log);
+        configs.push(ServerConfig {
+            name,
+            program: program.clone(),
+            dir,
+            config,
+            log,
+            client_port,
+        });
+    }
+    Ok(configs)
+}
+
+enum StartError {
+    /// A server could not bind one of its ports.
+    PortTaken(ServerConfig),
+    Failed(ClusterError),
+}
+
+/// Spawns every server at once (each looks for the others until a quorum elects) and waits
+/// for all of them. On any error the servers spawned so far are killed.
+async fn start_servers(configs: &[ServerConfig]) -> Result<Vec<ZooKeeperServer>, StartError> {
+    let mut instances = Vec::with_capacity(configs.len());
+    for config in configs {
+        match config.spawn() {
+            Ok(instance) => instances.push(instance),
+            Err(e) => {
+                kill_all(&mut instances);
+                return Err(StartError::Failed(e));
+            }
+        }
+    }
+    for (instance, config) in instances.iter_mut().zip(configs) {
+        if let Err(reason) = wait_serving(instance, config.client_port).await {
+            let taken = std::fs::read_to_string(&config.log)
+                .unwrap_or_default()
+                .contains("Address already in use");
+            let error = instance.error(reason);
+            kill_all(&mut instances);
+            return Err(if taken {
+                StartError::PortTaken(config.clone())
+            } else {
+                StartError::Failed(error)
+            });
+        }
+    }
+    Ok(instances
+        .into_iter()
+        .zip(configs)
+        .map(|(instance, config)| ZooKeeperServer {
+            config: config.clone(),
+            instance,
+        })
+        .collect())
+}
+
+fn kill_all(instances: &mut [Instance]) {
+    for instance in instances {
+        instance.kill();
+    }
+}
+
+/// What a server says it is (`srvr`'s `Mode:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Leader,
+    Follower,
+}
+
+/// Polls the server until it serves as leader or follower (it has joined a quorum and
+/// synced with its leader).
+async fn wait_serving(instance: &mut Instance, port: u16) -> Result<Mode, String> {
+    let deadline = instance.spawned_at() + READY_TIMEOUT;
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let Some(guard) = instance.guard_mut() else {
+            return Err("it is not running".into());
+        };
+        if let Some(exit) = guard.try_wait() {
+            return Err(format!("it ended ({exit})"));
+        }
+        let last = match mode(port).await {
+            Ok(mode) => {
+                tracing::debug!(node = instance.name(), elapsed = ?instance.spawned_at().elapsed(), ?mode, "serving");
+                return Ok(mode);
+            }
+            Err(e) => e,
+        };
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "not serving as leader or follower within {READY_TIMEOUT:?} (last: {last})"
+            ));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// Asks the server on `port` with the four-letter word `srvr` what it is. Err while it does
+/// not serve (no quorum yet, or syncing), or does not answer within a second.
+pub async fn mode(port: u16) -> Result<Mode, String> {
+    let ask = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map_err(|e| e.to_string())?;
+        stream.write_all(b"srvr").await.map_err(|e| e.to_string())?;
+        let mut reply = String::new();
+        stream
+            .read_to_string(&mut reply)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<String, String>(reply)
+    };
+    let reply = tokio::time::timeout(Duration::from_secs(1), ask)
+        .await
+        .map_err(|_| "no answer to srvr within 1s".to_string())??;
+    parse_mode(&reply)
+}
+
+fn parse_mode(reply: &str) -> Result<Mode, String> {
+    match reply
+        .lines()
+        .find_map(|l| l.strip_prefix("Mode:"))
+        .map(str::trim)
+    {
+        Some("leader") => Ok(Mode::Leader),
+        Some("follower") => Ok(Mode::Follower),
+        Some(other) => Err(format!("mode {other}")),
+        None => Err(reply.trim().chars().take(120).collect()),
+    }
+}
+
+/// Each server among `servers` (name, client port) that serves, and whether it leads. A
+/// server that does not serve is left out.
+pub async fn roles(servers: &[(String, u16)]) -> Vec<(String, bool)> {
+    let mut roles = Vec::with_capacity(servers.len());
+    for (name, port) in servers {
+        if let Ok(mode) = mode(*port).await {
+            roles.push((name.clone(), mode == Mode::Leader));
+        }
+    }
+    roles
+}
+
+/// The server among `servers` that leads now, as it says itself.
+pub async fn leader(servers: &[(String, u16)]) -> Option<String> {
+    roles(servers)
+        .await
+        .into_iter()
+        .find(|(_, leads)| *leads)
+        .map(|(name, _)| name)
+}
+
+/// The connect string of `servers` (`127.0.0.1:p0,127.0.0.1:p1,...`), as clients take it.
+pub fn connect_string<'a>(hosts_ports: impl IntoIterator<Item = (&'a str, u16)>) -> String {
+    hosts_ports
+        .into_iter()
+        .map(|(host, port)| format!("{host}:{port}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `Topology::Zookeeper`: the Redis storage server and three ZooKeeper servers (configs,
+/// data and logs in `<dir>/zookeeper/`).
+pub(super) async fn start_ensemble(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+    let begun = Instant::now();
+    let program = super::binaries::zookeeper()?;
+    let server_binary = super::binaries::redis_server(spec.redis_server.as_deref())?;
+    let [root, zk_root] = super::private_folders(&spec.dir, ["redis", "zookeeper"])?;
+    let password = super::generate_password();
+    // Storage after the servers' ports: with a base port, the servers take the first nine.
+    let storage_port = match spec.base_port {
+        Some(base) => ports::plan(1, base.checked_add(3 * SERVERS as u16))?,
+        None => ports::plan(1, None)?,
+    };
+    let storage_port = storage_port
+        .into_iter()
+        .next()
+        .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))?;
+    let storage = super::start_storage(&root, server_binary, &password, storage_port).await?;
+    // Storage is killed by its guard if this fails.
+    let servers = start(program, &zk_root, spec.base_port).await?;
+    tracing::info!(elapsed = ?begun.elapsed(), "zookeeper ensemble ready");
+    let servers = servers
+        .into_iter()
+        .map(|s| Box::new(s) as Box<dyn ServiceNode>)
+        .collect();
+    Ok(Cluster::local(
+        Topology::Zookeeper,
+        root,
+        password,
+        servers,
+        storage,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn srvr_replies_say_the_mode_or_why_not() {
+        let follower = "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nMode: follower\nNode count: 5\n";
+        assert_eq!(parse_mode(follower), Ok(Mode::Follower));
+        assert_eq!(parse_mode("Mode: leader\n"), Ok(Mode::Leader));
+        let not = "This ZooKeeper instance is not currently serving requests\n";
+        assert_eq!(parse_mode(not).unwrap_err(), not.trim());
+        assert!(parse_mode("Mode: standalone\n").is_err());
+    }
+
+    #[test]
+    fn the_config_names_every_peer_and_turns_the_admin_server_off() {
+        let text = config_text(Path::new("/run/zk-0"), 2181, &[(1, 2), (3, 4), (5, 6)]);
+        assert!(text.contains("server.3=127.0.0.1:5:6\n"), "{text}");
+        assert!(text.contains("admin.enableServer=false\n"));
+        assert!(text.contains("clientPortAddress=127.0.0.1\n"));
+        assert!(text.contains("maxSessionTimeout=4000\n"));
+    }
+}
