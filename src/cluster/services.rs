@@ -151,6 +151,8 @@ pub const SERVICES: [Service; 8] = [
         external_adapters: true,
         clients_ask_watchers: false,
         primary_by_hand: false,
+        // It does elect one, but lockaudit cannot cut its servers apart yet.
+        elects_leader: false,
         failover_min_ms: 0,
         restarts_on_data: true,
     },
