@@ -255,16 +255,9 @@ impl ServiceNode for EtcdMember {
         let mut instance = self.config.spawn()?;
         // A member alone cannot serve: it is back once it answers with a leader (the others
         // may still be down, then it never does; give up at the deadline).
-        match wait_member(&mut instance, &self.config, &self.password, true).await {
-            Ok(()) => {
-                self.instance = instance;
-                Ok(())
-            }
-            Err(reason) => {
-                instance.kill();
-                Err(instance.error(reason))
-            }
-        }
+        let ready = wait_member(&mut instance, &self.config, &self.password, true).await;
+        self.instance = instance.kept_if(ready)?;
+        Ok(())
     }
 }
 

@@ -185,6 +185,18 @@ impl Instance {
         }
     }
 
+    /// The instance, once `ready` says it serves; else killed, with the reason as its start
+    /// error (quoting its log).
+    pub fn kept_if<T>(mut self, ready: Result<T, String>) -> Result<Instance, ClusterError> {
+        match ready {
+            Ok(_) => Ok(self),
+            Err(reason) => {
+                self.kill();
+                Err(self.error(reason))
+            }
+        }
+    }
+
     /// SIGKILL and reap now (the crash a nemesis wants; also the failure path).
     pub fn kill(&mut self) -> Option<Exit> {
         self.guard.as_mut().map(|g| g.kill())

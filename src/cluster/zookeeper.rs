@@ -176,16 +176,9 @@ impl ServiceNode for ZooKeeperServer {
         let mut instance = self.config.spawn()?;
         // Alone it cannot serve: it is back once it serves as leader or follower (with the
         // others down it never does; give up at the deadline).
-        match wait_serving(&mut instance, self.config.client_port).await {
-            Ok(_) => {
-                self.instance = instance;
-                Ok(())
-            }
-            Err(reason) => {
-                instance.kill();
-                Err(instance.error(reason))
-            }
-        }
+        let ready = wait_serving(&mut instance, self.config.client_port).await;
+        self.instance = instance.kept_if(ready)?;
+        Ok(())
     }
 }
 
