@@ -382,3 +382,94 @@ fn a_valid_cell_runs_long_enough_for_its_fault_to_happen() {
         "the valid cell ran without its fault:\n{history}"
     );
 }
+
+#[test]
+fn jobs_run_cells_side_by_side_and_the_matrix_keeps_their_order() {
+    // Two valid cells of 2 s; `started_s` says when each began. With --jobs 2 the second
+    // begins before the first ends; with --jobs 1 only after. Either way the matrix lists
+    // them in the order asked, whichever ended first.
+    let cells = "set-nx-px:none,setnx-del:none";
+    let mut began = Vec::new();
+    for jobs in ["1", "2"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("jobs");
+        let output = lockaudit()
+            .args(["audit", "--cells", cells, "--jobs", jobs])
+            .args(["--valid-time-limit", "2s", "--out"])
+            .arg(&out)
+            .output()
+            .expect("runs");
+        let stdout = assert_exit(&output, 0);
+        let json = audit_json(&out);
+        let cells = json["cells"].as_array().expect("cells");
+        let rows: Vec<&str> = cells
+            .iter()
+            .map(|c| c["algorithm"].as_str().expect("algorithm"))
+            .collect();
+        assert_eq!(rows, ["set-nx-px", "setnx-del"], "{stdout}");
+        let number = |c: &serde_json::Value, field: &str| {
+            c[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{field}: {stdout}"))
+        };
+        let first_ended = number(&cells[0], "started_s") + number(&cells[0], "seconds");
+        began.push((jobs, number(&cells[1], "started_s"), first_ended, stdout));
+    }
+    let (_, second, first_ended, stdout) = &began[0];
+    assert!(
+        second >= first_ended,
+        "--jobs 1: the second cell began at {second} s, before the first ended at {first_ended} s:\n{stdout}"
+    );
+    let (_, second, first_ended, stdout) = &began[1];
+    assert!(
+        second < first_ended,
+        "--jobs 2: the second cell began at {second} s, after the first ended at {first_ended} s:\n{stdout}"
+    );
+}
+
+#[test]
+fn a_zookeeper_cell_runs_with_no_cell_beside_it() {
+    common::require_zookeeper();
+    // Three JVMs starting and electing take the cores: an audit runs a ZooKeeper cell
+    // alone whatever --jobs says, so the Redis cell beside it in the list waits for it
+    // (or it for the Redis cell), and neither verdict depends on the other's load.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("alone");
+    let output = lockaudit()
+        .args([
+            "audit",
+            "--cells",
+            "set-nx-px:none,zk-lock:none,setnx-del:none",
+        ])
+        .args(["--jobs", "3", "--valid-time-limit", "2s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    let stdout = assert_exit(&output, 0);
+    let json = audit_json(&out);
+    let spans: Vec<(String, f64, f64)> = json["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .map(|c| {
+            let began = c["started_s"].as_f64().expect("started_s");
+            let seconds = c["seconds"].as_f64().expect("seconds");
+            let name = c["algorithm"].as_str().expect("algorithm").to_string();
+            (name, began, began + seconds)
+        })
+        .collect();
+    let zk = spans.iter().find(|s| s.0 == "zk-lock").expect("zk-lock");
+    for other in spans.iter().filter(|s| s.0 != "zk-lock") {
+        assert!(
+            other.2 <= zk.1 || other.1 >= zk.2,
+            "{} ran beside zk-lock: {spans:?}\n{stdout}",
+            other.0
+        );
+    }
+    // The two Redis cells, free to, did run side by side.
+    let redis: Vec<_> = spans.iter().filter(|s| s.0 != "zk-lock").collect();
+    assert!(
+        redis[0].1 < redis[1].2 && redis[1].1 < redis[0].2,
+        "{spans:?}\n{stdout}"
+    );
+}

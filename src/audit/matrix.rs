@@ -77,6 +77,10 @@ pub struct Cell {
     /// Wall time the cell took, in seconds.
     #[serde(default)]
     pub seconds: f64,
+    /// When the cell began, in seconds from the audit's start (with `--jobs`, cells run
+    /// side by side).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_s: Option<f64>,
     /// When the first anomaly began on the run's clock, in ms: time to first anomaly.
     #[serde(default)]
     pub first_anomaly_ms: Option<f64>,
@@ -116,6 +120,7 @@ impl Cell {
             run_dir: None,
             page: false,
             seconds: 0.0,
+            started_s: None,
             first_anomaly_ms: None,
             events: 0,
             faults: 0,

@@ -1,6 +1,7 @@
-//! Runs the audit: each algorithm's workload under each nemesis preset, one cell at a time
-//! (cells are timing-sensitive: running two at once on a small machine would change what
-//! they find), each judged against what its workload file expects.
+//! Runs the audit: each algorithm's workload under each nemesis preset, judged against what
+//! its workload file expects. `jobs` cells run side by side, each with its own servers,
+//! clients and folder, so that no verdict depends on another cell's; the matrix keeps the
+//! cells' order whichever ends first.
 //!
 //! With `repeat` > 1 every cell runs that many times with consecutive seeds, and the audit
 //! also reports how often each cell reached its expectation and the median time to its
@@ -51,6 +52,8 @@ pub struct AuditOptions {
     /// Only the cells that must find something, once each (`audit --quick`): with every
     /// cell stopping once proven, the shortest audit that shows each known flaw.
     pub quick: bool,
+    /// How many cells run side by side (each with its own servers and folder).
+    pub jobs: usize,
     /// The audit's folder: `<algorithm>/<nemesis>[-<n>]/` per cell, and the matrix files.
     pub out: PathBuf,
     pub redis_server: Option<PathBuf>,
@@ -81,6 +84,7 @@ impl AuditOptions {
             fenced: false,
             repeat: 1,
             quick: false,
+            jobs: 1,
             out,
             redis_server: None,
             redis_sentinel: None,
@@ -289,6 +293,7 @@ fn cell_request(options: &AuditOptions, nemesis: Option<&str>, dir: PathBuf) -> 
     request.redis_sentinel = options.redis_sentinel.clone();
     request.out = Some(dir);
     request.options.check = options.check.clone();
+    request.options.progress = false;
     request
 }
 
@@ -352,63 +357,166 @@ pub async fn audit(
             return Err("--quick: none of these cells must find anything".into());
         }
     }
-    let total = cells.len() * options.repeat;
-    let mut done = 0;
-    let mut rounds = Vec::new();
-    let mut reach: BTreeMap<(String, String), Reach> = BTreeMap::new();
+    // Every (round, cell) is a job; `jobs` of them run side by side, each in its own folder
+    // with its own servers, so no verdict depends on another cell's.
+    let mut queue = Vec::new();
     for round in 0..options.repeat {
-        let mut matrix = Matrix {
-            started_wall: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-                .to_string(),
+        for (index, (algorithm, nemesis)) in cells.iter().enumerate() {
+            let mut spec = specs[algorithm].clone();
+            spec.seed = options.seed + round as u64;
+            // A workload file's row gets a folder named after its path.
+            let folder = algorithm
+                .trim_end_matches(".toml")
+                .replace(['/', '\\'], "_");
+            let dir = if options.repeat > 1 {
+                options.out.join(&folder).join(format!("{nemesis}-{round}"))
+            } else {
+                options.out.join(&folder).join(nemesis)
+            };
+            let expected = expectation(&spec, nemesis, options.fenced);
+            let alone = crate::cluster::service(spec.topology()).audit_alone;
+            queue.push(CellJob {
+                alone,
+                round,
+                index,
+                algorithm: algorithm.clone(),
+                nemesis: nemesis.clone(),
+                spec,
+                dir,
+                expected,
+            });
+        }
+    }
+    let total = queue.len();
+    // Cells that must run alone go first, back to back, so the machine is drained for them
+    // once rather than at every turn; the matrix keeps its order all the same.
+    queue.sort_by_key(|job| !job.alone);
+    // Cells on hosts run one after another: they share the hosts' folders.
+    let jobs = if options.nodes.is_empty() {
+        options.jobs.max(1)
+    } else {
+        1
+    };
+    let mut rounds: Vec<RoundResult> = (0..options.repeat)
+        .map(|round| RoundResult {
+            started_wall: None,
+            began: None,
+            ended: None,
+            cells: vec![None; cells.len()],
             seed: options.seed + round as u64,
-            hosts: options.nodes.iter().map(|n| n.url.clone()).collect(),
-            ..Matrix::default()
+        })
+        .collect();
+    let shared = std::sync::Arc::new(options.clone());
+    let audit_began = Instant::now();
+    let mut queue = queue.into_iter().peekable();
+    let mut running = tokio::task::JoinSet::new();
+    // Whether the cell running now must be alone.
+    let mut alone_running = false;
+    let mut done = 0;
+    let mut reach: BTreeMap<(String, String), Reach> = BTreeMap::new();
+    loop {
+        while running.len() < jobs && !alone_running {
+            let Some(next) = queue.peek() else { break };
+            if next.alone && !running.is_empty() {
+                break;
+            }
+            let Some(job) = queue.next() else { break };
+            alone_running = job.alone;
+            let round = &mut rounds[job.round];
+            round.began.get_or_insert_with(Instant::now);
+            round.started_wall.get_or_insert_with(|| {
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+            });
+            let options = shared.clone();
+            running.spawn(async move {
+                let started_s = audit_began.elapsed().as_secs_f64();
+                let mut cell = run_cell(
+                    &options,
+                    &job.algorithm,
+                    job.spec,
+                    &job.nemesis,
+                    &job.dir,
+                    job.expected.clone(),
+                )
+                .await;
+                cell.started_s = Some(started_s);
+                (job.round, job.index, job.expected, cell)
+            });
+        }
+        let Some(joined) = running.join_next().await else {
+            break;
         };
-        let began = Instant::now();
-        for (algorithm, nemesis) in &cells {
-            {
-                let mut spec = specs[algorithm].clone();
-                spec.seed = options.seed + round as u64;
-                // A workload file's row gets a folder named after its path.
-                let folder = algorithm
-                    .trim_end_matches(".toml")
-                    .replace(['/', '\\'], "_");
-                let dir = if options.repeat > 1 {
-                    options.out.join(&folder).join(format!("{nemesis}-{round}"))
-                } else {
-                    options.out.join(&folder).join(nemesis)
-                };
-                let expected = expectation(&spec, nemesis, options.fenced);
-                let cell =
-                    run_cell(options, algorithm, spec, nemesis, &dir, expected.clone()).await;
-                done += 1;
-                announce(done, total, &cell);
-                let entry = reach
-                    .entry((algorithm.clone(), nemesis.clone()))
-                    .or_insert_with(|| Reach {
-                        algorithm: algorithm.clone(),
-                        nemesis: nemesis.clone(),
-                        must: expected.must.clone(),
-                        ..Reach::default()
-                    });
-                if cell.status != super::matrix::Status::NotApplicable {
-                    entry.runs += 1;
-                    entry.passed += usize::from(!cell.status.fails());
-                    if let Some(ms) = cell.first_anomaly_ms.filter(|_| !expected.must.is_empty()) {
-                        entry.first_anomaly_ms.push(ms);
-                    }
-                }
-                matrix.push(cell);
+        let (round, index, expected, cell) =
+            joined.map_err(|e| format!("a cell's task failed: {e}"))?;
+        alone_running = false;
+        done += 1;
+        announce(done, total, &cell);
+        let entry = reach
+            .entry((cell.algorithm.clone(), cell.nemesis.clone()))
+            .or_insert_with(|| Reach {
+                algorithm: cell.algorithm.clone(),
+                nemesis: cell.nemesis.clone(),
+                must: expected.must.clone(),
+                ..Reach::default()
+            });
+        if cell.status != super::matrix::Status::NotApplicable {
+            entry.runs += 1;
+            entry.passed += usize::from(!cell.status.fails());
+            if let Some(ms) = cell.first_anomaly_ms.filter(|_| !expected.must.is_empty()) {
+                entry.first_anomaly_ms.push(ms);
             }
         }
-        matrix.seconds = began.elapsed().as_secs_f64();
-        rounds.push(matrix);
+        rounds[round].ended = Some(Instant::now());
+        rounds[round].cells[index] = Some(cell);
     }
+    let rounds: Vec<Matrix> = rounds
+        .into_iter()
+        .map(|round| {
+            let mut matrix = Matrix {
+                started_wall: round.started_wall.unwrap_or_default(),
+                seed: round.seed,
+                hosts: options.nodes.iter().map(|n| n.url.clone()).collect(),
+                ..Matrix::default()
+            };
+            // The matrix keeps the cells' order, whichever ended first.
+            for cell in round.cells.into_iter().flatten() {
+                matrix.push(cell);
+            }
+            matrix.seconds = match (round.began, round.ended) {
+                (Some(began), Some(ended)) => ended.duration_since(began).as_secs_f64(),
+                _ => 0.0,
+            };
+            matrix
+        })
+        .collect();
     Ok(Audit {
         matrix: rounds[0].clone(),
         rounds,
         reach: reach.into_values().collect(),
     })
+}
+
+/// One cell of one round, waiting for its turn.
+struct CellJob {
+    /// Whether no other cell may run beside it (`Service::audit_alone`).
+    alone: bool,
+    round: usize,
+    /// Its place in the matrix.
+    index: usize,
+    algorithm: String,
+    nemesis: String,
+    spec: WorkloadSpec,
+    dir: PathBuf,
+    expected: Expectation,
+}
+
+/// A round's cells as they end, in matrix order, and when it began and ended.
+struct RoundResult {
+    started_wall: Option<String>,
+    began: Option<Instant>,
+    ended: Option<Instant>,
+    cells: Vec<Option<Cell>>,
+    seed: u64,
 }
 
 /// One cell: the workload under the preset, judged.

@@ -44,6 +44,7 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
     options.fenced = args.fenced;
     options.repeat = args.repeat;
     options.quick = args.quick;
+    options.jobs = args.jobs.map(usize::from).unwrap_or_else(default_jobs);
     options.workloads = args.workloads;
     options.redis_server = args.redis_server;
     options.redis_sentinel = args.redis_sentinel;
@@ -118,4 +119,10 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
         println!("{}", f.display());
     }
     Ok(if passed { 0 } else { 1 })
+}
+
+/// One cell per core: a cell's own processes (clients, servers, the checker) keep a core
+/// busy for only part of its run, most of which waits on the preset's timers.
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -8,7 +8,7 @@
 use std::io::{BufRead, BufReader};
 use std::ops::RangeInclusive;
 use std::process::ChildStdin;
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::error::ClusterError;
@@ -24,8 +24,9 @@ const RULE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Cut {
     guard: ChildGuard,
     stdin: Option<ChildStdin>,
-    /// The session's stdout lines (`cut`, `healed`).
-    lines: mpsc::Receiver<String>,
+    /// The session's stdout lines (`cut`, `healed`). In a mutex only so that a `Cut` is
+    /// `Sync` (audit cells run as tasks on any thread); it is only ever read through `&mut`.
+    lines: Mutex<mpsc::Receiver<String>>,
 }
 
 /// The iptables arguments after `-I` / `-D`: TCP to `addr:port` out, and its replies in,
@@ -89,12 +90,12 @@ impl Cut {
                 }
             }
         });
-        let cut = Cut {
+        let mut cut = Cut {
             guard,
             stdin,
-            lines,
+            lines: Mutex::new(lines),
         };
-        match cut.lines.recv_timeout(RULE_TIMEOUT) {
+        match receiver(&mut cut.lines).recv_timeout(RULE_TIMEOUT) {
             Ok(line) if line == "cut" => Ok(cut),
             _ => Err(ssh.error(
                 &action,
@@ -109,7 +110,7 @@ impl Cut {
         drop(self.stdin.take());
         let deadline = Instant::now() + RULE_TIMEOUT;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
+            match receiver(&mut self.lines).recv_timeout(left) {
                 Ok(line) if line == "healed" => return true,
                 Ok(_) => continue,
                 Err(_) => break,
@@ -117,6 +118,10 @@ impl Cut {
         }
         false
     }
+}
+
+fn receiver(lines: &mut Mutex<mpsc::Receiver<String>>) -> &mut mpsc::Receiver<String> {
+    lines.get_mut().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Drop for Cut {

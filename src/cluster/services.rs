@@ -55,6 +55,10 @@ pub struct Service {
     /// member rejoining) rather than empty: its nodes cannot be emptied, or are not
     /// meant to be.
     pub restarts_on_data: bool,
+    /// Whether an audit runs this service's cells with no other cell beside them: its
+    /// servers take the machine's cores when they start and elect (three JVMs), and cells
+    /// beside them would find what starved clients do rather than what their locks do.
+    pub audit_alone: bool,
 }
 
 /// A Redis topology's entry: any Redis lock runs on it; `failover` as `Service::failover`.
@@ -79,6 +83,7 @@ const fn redis(topology: Topology, failover: Option<&'static str>) -> Service {
             0
         },
         restarts_on_data: false,
+        audit_alone: false,
     }
 }
 
@@ -114,6 +119,7 @@ pub const SERVICES: [Service; 8] = [
         elects_leader: false,
         failover_min_ms: 0,
         restarts_on_data: true,
+        audit_alone: false,
     },
     Service {
         topology: Topology::Etcd,
@@ -133,6 +139,7 @@ pub const SERVICES: [Service; 8] = [
         elects_leader: true,
         failover_min_ms: 0,
         restarts_on_data: true,
+        audit_alone: false,
     },
     Service {
         topology: Topology::Zookeeper,
@@ -155,6 +162,7 @@ pub const SERVICES: [Service; 8] = [
         elects_leader: false,
         failover_min_ms: 0,
         restarts_on_data: true,
+        audit_alone: true,
     },
 ];
 

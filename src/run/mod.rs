@@ -50,6 +50,9 @@ pub struct RunOptions {
     pub online_check: bool,
     /// The checker's bounds, for the verdict and for checking online.
     pub check: CheckOptions,
+    /// The progress bar, or its lines where no terminal shows it. Off for an audit's cells,
+    /// which run side by side: the audit prints a line per cell instead.
+    pub progress: bool,
 }
 
 impl Default for RunOptions {
@@ -58,6 +61,7 @@ impl Default for RunOptions {
             stop_when: StopWhen::Never,
             online_check: true,
             check: CheckOptions::default(),
+            progress: true,
         }
     }
 }
@@ -491,13 +495,16 @@ async fn drive(
         .collect();
     let (mut fleet, mut exits) = Fleet::start(dir, configs, events.clone()).await?;
 
-    let progress = progress_bar(spec);
+    let progress = if options.progress {
+        progress_bar(spec)
+    } else {
+        ProgressBar::hidden()
+    };
     // Where the bar cannot show (stderr is no terminal: a CI log, a pipe), a line on stdout
     // every few seconds says the run goes on, and how far.
     // An optimistic lock acquires nothing: its progress is its writes.
     let optimistic = locks::is_optimistic(&spec.algorithm);
-    let mut lines = progress
-        .is_hidden()
+    let mut lines = (options.progress && progress.is_hidden())
         .then(|| ProgressLines::new(options.online_check, optimistic));
     let watch_progress = {
         let progress = progress.clone();
