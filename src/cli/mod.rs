@@ -102,7 +102,7 @@ pub struct AuditArgs {
     #[arg(long, value_delimiter = ',')]
     pub cells: Vec<String>,
     /// The longest a cell that must find something runs (it stops once it has).
-    #[arg(long, default_value = "20s")]
+    #[arg(long, default_value = "30s")]
     pub time_limit: Millis,
     /// How long a cell expected to stay valid runs (nothing ends it early; default 4 s, or
     /// --time-limit if that is shorter).
