@@ -14,6 +14,7 @@ pub mod locks;
 pub mod nemesis;
 pub mod outfile;
 pub mod plot;
+pub mod presets;
 pub mod private;
 pub mod report;
 pub mod run;
