@@ -19,6 +19,7 @@ pub mod private;
 pub mod report;
 pub mod run;
 pub mod shell;
+pub mod shrink;
 pub mod synth;
 pub mod sys;
 pub mod tomlfile;
