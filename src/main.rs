@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Command::AdapterTest(args) => cli::tools::adapter_test(args),
         Command::Check(args) => cli::check::command(args),
         Command::Plot(args) => cli::tools::plot(args),
+        Command::Shrink(args) => cli::shrink::command(args),
         Command::Synth(args) => cli::tools::synth(args),
     })
 }

@@ -170,6 +170,44 @@ fn bad_audit_arguments_are_named() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("algorithm:nemesis"));
 }
 
+/// A misspelt `[expect]` entry would drop what the cell must find: `run`, `audit` and
+/// `adapter-test` refuse the file before starting anything, naming its line and field.
+#[test]
+fn a_misspelt_expectation_is_bad_input_for_every_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("mylock.toml");
+    write(
+        &file,
+        "algorithm = \"set-nx-px\"\nclients = 2\n\n[expect]\nnone = {}\npause-client = { must = [\"overlap\"] }\n",
+    );
+    let out = dir.path().join("out");
+    let name = file.display().to_string();
+    for args in [
+        vec!["run", name.as_str(), "--time-limit", "1s", "--out"],
+        vec!["audit", "--algorithms", name.as_str(), "--out"],
+    ] {
+        let output = lockaudit().args(&args).arg(&out).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{name}:6: field `expect.pause-client`")),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains("did you mean \"pause-clients\"?"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(!out.exists(), "{args:?}: nothing is run");
+    }
+    let output = lockaudit()
+        .args(["adapter-test", name.as_str()])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains(":6: field `expect.pause-client`"));
+}
+
 #[test]
 fn a_preset_that_cannot_act_is_not_applicable_in_every_format() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -471,3 +471,70 @@ fn a_reader_that_stops_early_leaves_the_verdict_standing() {
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `lockaudit shrink` on a recorded run (a killed holder's lock that never frees): the
+/// shrunk file next to it is a history `check` reads, with the same anomaly and far fewer
+/// events, and its timeline is drawn; bad input is named, exit 2.
+#[test]
+fn shrink_cuts_a_recorded_run_down_to_its_anomaly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.jsonl");
+    fs::copy(
+        history_dir().join("runs/kill-clients-setnx-del.jsonl"),
+        &run,
+    )
+    .expect("copy");
+    let lockaudit = || Command::new(env!("CARGO_BIN_EXE_lockaudit"));
+    let output = lockaudit().arg("shrink").arg(&run).output().expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("758 events -> "), "{stdout}");
+    assert!(stdout.contains("kept: unavailable on lock:0"), "{stdout}");
+    let shrunk = dir.path().join("run.shrunk.jsonl");
+    assert!(dir
+        .path()
+        .join("run.shrunk-plots/timeline-lock_0.png")
+        .is_file());
+
+    let check = run_check(&shrunk, &[]).expect("checked");
+    assert_eq!(check.code, Some(1), "{}", check.stderr);
+    let report: Value = serde_json::from_str(&check.stdout).expect("a report");
+    let events = report["stats"]["events"].as_u64().expect("events");
+    assert!((2..=20).contains(&events), "{events} events");
+    assert_eq!(report["checks"]["liveness"]["counts"]["unavailable"], 1);
+    assert!(
+        stdout.contains(&format!("758 events -> {events} events")),
+        "{stdout}"
+    );
+
+    // Bad input: a kind the run does not show, a missing file, a line that is no event.
+    let bad = |args: &[&str], wanted: &str| {
+        let output = lockaudit().arg("shrink").args(args).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(wanted), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    };
+    let name = run.display().to_string();
+    bad(
+        &[&name, "--kind", "overlap"],
+        "no overlap anomaly to keep: the checker finds unavailable ×1",
+    );
+    bad(&[&name, "--kind", "overlapp"], "did you mean \"overlap\"?");
+    bad(&["/nonexistent/h.jsonl"], "/nonexistent/h.jsonl");
+    let broken = dir.path().join("broken.jsonl");
+    let text = fs::read_to_string(&run).expect("read");
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[2] =
+        r#"{"index":2,"time":"soon","process":0,"type":"invoke","f":"acquire","key":"lock:0"}"#;
+    fs::write(&broken, lines.join("\n") + "\n").expect("write");
+    bad(
+        &[&broken.display().to_string()],
+        "broken.jsonl:3: field `time`",
+    );
+}

@@ -15,6 +15,7 @@ use crate::units::{nanos, parse_duration};
 pub mod audit;
 pub mod check;
 pub mod run;
+pub mod shrink;
 pub mod tools;
 
 /// Exit code for bad input or usage (the README's exit codes).
@@ -56,6 +57,10 @@ pub enum Command {
     /// index.html. A run folder gets them inside it; a history file gets `<stem>-plots/`
     /// next to it.
     Plot(PlotArgs),
+    /// Shrink a failing history to the fewest operations and faults that still show one
+    /// of its anomalies (delta debugging, the checker as the judge): a history to attach to
+    /// a bug report, with its timeline.
+    Shrink(ShrinkArgs),
     /// Write a synthetic history of a correct, fenced lock under kills and timeouts (for
     /// benchmarks and experiments: it checks valid).
     Synth(SynthArgs),
@@ -340,6 +345,33 @@ pub struct CheckArgs {
     /// Threads to read and check with (the report is the same with any number).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
+}
+
+/// `lockaudit shrink`'s flags.
+#[derive(clap::Args)]
+pub struct ShrinkArgs {
+    /// The history file (JSONL), or a run folder (its history.jsonl).
+    pub history: PathBuf,
+    /// The anomaly kind to keep (overlap, stale-write, lost-lock, unavailable, ...);
+    /// default: the kind of the worst episode the summary lists first.
+    #[arg(long, value_parser = parse_kind)]
+    pub kind: Option<crate::report::AnomalyKind>,
+    /// Where to write the shrunk history (default: `<stem>.shrunk.jsonl` next to the
+    /// history); its timeline goes into `<its stem>-plots/` beside it.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub bounds: Bounds,
+}
+
+/// An anomaly kind, with the nearest name for a slip.
+fn parse_kind(text: &str) -> Result<crate::report::AnomalyKind, String> {
+    text.parse().map_err(|why: String| {
+        match crate::presets::closest(text, crate::report::ANOMALY_KINDS) {
+            Some(near) => format!("{why}; did you mean \"{near}\"?"),
+            None => why,
+        }
+    })
 }
 
 /// `lockaudit plot`'s argument.

@@ -228,19 +228,7 @@ pub struct Schedule {
 pub type ScheduleError = FileError;
 
 /// The presets `--nemesis NAME` knows.
-pub const PRESETS: [&str; 11] = [
-    "none",
-    "kill-clients",
-    "pause-clients",
-    "kill-redis",
-    "pause-redis",
-    "failover",
-    "clock-jump",
-    "clock-skew",
-    "partition",
-    "crash-points",
-    "mix",
-];
+pub use crate::presets::PRESETS;
 
 /// What presets are built from.
 #[derive(Debug, Clone)]

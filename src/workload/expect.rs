@@ -9,13 +9,18 @@
 //! failover = { must = ["overlap"], inside_lease = true }
 //! ```
 //!
-//! A nemesis the file does not name is expected to leave the run valid.
+//! A nemesis the file does not name is expected to leave the run valid. So a misspelt
+//! preset, field or kind would quietly turn a required flaw into "nothing expected":
+//! `check_table` refuses them, naming the line.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::AnomalyKind;
+use crate::presets::{closest, PRESETS};
+use crate::report::{AnomalyKind, ANOMALY_KINDS};
+use crate::tomlfile::FileError;
 
 /// The kinds a cell must and may show; anything else found is a surprise.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +71,106 @@ impl Expectation {
     }
 }
 
+/// The fields an entry may have: `Expectation`'s.
+const FIELDS: [&str; 3] = ["must", "may", "inside_lease"];
+
+/// ` (did you mean "x"?)` for a near miss of one of `known`, or nothing.
+fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    closest(name, known).map_or(String::new(), |k| format!(" (did you mean \"{k}\"?)"))
+}
+
+/// Checks the `[expect]` table of a workload file's `text` as written: each entry names a
+/// nemesis preset, has only `Expectation`'s fields, lists only anomaly kinds, and no kind
+/// both in `must` and `may` (it is either required or tolerated). The error names the file
+/// (`name`), the line of the first offending key or kind, and the field. A wrong type or a
+/// file that is no TOML at all is left to the parser, whose errors say so already.
+pub fn check_table(text: &str, name: &str) -> Result<(), FileError> {
+    let Ok(root) = toml::de::DeTable::parse(text) else {
+        return Ok(());
+    };
+    let Some(table) = root
+        .get_ref()
+        .get("expect")
+        .and_then(|t| t.get_ref().as_table())
+    else {
+        return Ok(());
+    };
+    // Every problem with where it is; the first in the file is reported.
+    let mut problems: Vec<(Range<usize>, String)> = Vec::new();
+    for (preset, entry) in table.iter() {
+        let preset_name: &str = preset.get_ref();
+        if !PRESETS.contains(&preset_name) {
+            problems.push((
+                preset.span(),
+                format!(
+                    "field `expect.{preset_name}`: no nemesis preset is called \"{preset_name}\"{}; the presets are {}",
+                    did_you_mean(preset_name, PRESETS),
+                    PRESETS.join(", ")
+                ),
+            ));
+            continue;
+        }
+        let Some(entry) = entry.get_ref().as_table() else {
+            continue;
+        };
+        for (field, _) in entry.iter() {
+            let field_name: &str = field.get_ref();
+            if !FIELDS.contains(&field_name) {
+                problems.push((
+                    field.span(),
+                    format!(
+                        "field `expect.{preset_name}.{field_name}`: no such field{}; an expectation has {}",
+                        did_you_mean(field_name, FIELDS),
+                        FIELDS.join(", ")
+                    ),
+                ));
+            }
+        }
+        // The kinds listed under `field`, with where each is.
+        let kinds = |field: &str| -> Vec<(Range<usize>, &str)> {
+            let list = entry.get(field).and_then(|v| v.get_ref().as_array());
+            list.into_iter()
+                .flat_map(|list| list.iter())
+                .filter_map(|k| Some((k.span(), k.get_ref().as_str()?)))
+                .collect()
+        };
+        let must = kinds("must");
+        let may = kinds("may");
+        for (field, list) in [("must", &must), ("may", &may)] {
+            for (span, kind) in list {
+                if AnomalyKind::parse(kind).is_none() {
+                    problems.push((
+                        span.clone(),
+                        format!(
+                            "field `expect.{preset_name}.{field}`: \"{kind}\" is no anomaly kind{}; the kinds are {}",
+                            did_you_mean(kind, ANOMALY_KINDS),
+                            AnomalyKind::known()
+                        ),
+                    ));
+                }
+            }
+        }
+        for (span, kind) in &may {
+            if must.iter().any(|(_, k)| k == kind) {
+                problems.push((
+                    span.clone(),
+                    format!(
+                        "field `expect.{preset_name}.may`: \"{kind}\" is in `must` too: a kind is either required (must) or tolerated (may)"
+                    ),
+                ));
+            }
+        }
+    }
+    match problems.into_iter().min_by_key(|(span, _)| span.start) {
+        None => Ok(()),
+        Some((span, message)) => Err(FileError {
+            path: name.to_string(),
+            line: text[..span.start.min(text.len())].matches('\n').count() + 1,
+            message,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +213,121 @@ mod tests {
             ..Expectation::default()
         };
         assert_eq!(e.unknown_kinds(), vec!["overlapp"]);
+    }
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::*;
+
+    /// A workload with `entries` under `[expect]`, which starts on line 4.
+    fn workload(entries: &str) -> String {
+        format!("algorithm = \"set-nx-px\"\nclients = 4\n\n[expect]\nnone = {{}}\n{entries}")
+    }
+
+    fn refused(entries: &str) -> FileError {
+        let text = workload(entries);
+        let error = check_table(&text, "w.toml").expect_err("refused");
+        // Whatever loads a workload refuses it the same way.
+        let loaded =
+            crate::workload::WorkloadSpec::from_toml(&text, "w.toml").expect_err("refused");
+        assert_eq!(loaded.to_string(), error.to_string());
+        error
+    }
+
+    #[test]
+    fn a_misspelt_preset_is_refused_with_its_line_and_a_suggestion() {
+        let error = refused(
+            "kill-clients = { must = [\"unavailable\"] }\npause-client = { must = [\"overlap\"] }\n",
+        );
+        assert_eq!(error.line, 7, "{error}");
+        let text = error.to_string();
+        assert!(
+            text.starts_with("w.toml:7: field `expect.pause-client`"),
+            "{text}"
+        );
+        assert!(text.contains("did you mean \"pause-clients\"?"), "{text}");
+        // Far from every preset: no guess, but the list.
+        let text = refused("byzantine = {}\n").to_string();
+        assert!(!text.contains("did you mean"), "{text}");
+        assert!(text.contains("none, kill-clients, pause-clients"), "{text}");
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused_at_its_line() {
+        let error = refused("pause-clients = { must = [\"overlap\"] }\nfailover = { must = [\"overlap\"],\n  inside-lease = true }\n");
+        assert_eq!(error.line, 8, "{error}");
+        let text = error.to_string();
+        assert!(
+            text.contains("field `expect.failover.inside-lease`"),
+            "{text}"
+        );
+        assert!(text.contains("did you mean \"inside_lease\"?"), "{text}");
+    }
+
+    #[test]
+    fn an_unknown_kind_is_refused_at_its_line() {
+        let error = refused("[expect.pause-clients]\nmust = [\"overlap\"]\nmay = [\"stale-write\",\n  \"lost-updates\"]\n");
+        assert_eq!(error.line, 9, "{error}");
+        let text = error.to_string();
+        assert!(text.contains("field `expect.pause-clients.may`"), "{text}");
+        assert!(
+            text.contains("\"lost-updates\" is no anomaly kind (did you mean \"lost-update\"?)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_kind_both_required_and_tolerated_is_refused() {
+        let error = refused(
+            "pause-clients = { must = [\"overlap\"], may = [\"stale-write\", \"overlap\"] }\n",
+        );
+        assert_eq!(error.line, 6, "{error}");
+        let text = error.to_string();
+        assert!(text.contains("field `expect.pause-clients.may`"), "{text}");
+        assert!(text.contains("\"overlap\" is in `must` too"), "{text}");
+    }
+
+    #[test]
+    fn the_first_problem_in_the_file_is_named() {
+        // Entries are kept in name order; the report follows the file.
+        let error = refused("pause-redis = { must = [\"overlapp\"] }\nclock-jmp = {}\n");
+        assert_eq!(error.line, 6, "{error}");
+        assert!(error.to_string().contains("overlapp"), "{error}");
+    }
+
+    #[test]
+    fn a_good_table_passes_and_other_tables_are_not_judged() {
+        let text = workload("pause-clients = { must = [\"overlap\"], may = [\"stale-write\"], inside_lease = false }\n");
+        check_table(&text, "w.toml").unwrap();
+        check_table("[other]\nmust = [\"nothing\"]\n", "w.toml").unwrap();
+        // A type error is the parser's: it names it already.
+        check_table("[expect]\nnone = 3\n", "w.toml").unwrap();
+    }
+
+    /// Every workload file in the repository with an `[expect]` table: workloads/ and
+    /// examples/ (the adapters' files need their programs to load whole; the table alone
+    /// needs nothing).
+    #[test]
+    fn every_expect_table_in_the_repository_passes() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut folders = vec![root.join("workloads"), root.join("examples")];
+        let mut checked = 0;
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    folders.push(path);
+                } else if path.extension().is_some_and(|e| e == "toml") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    if text.contains("[expect]") {
+                        check_table(&text, &path.display().to_string())
+                            .unwrap_or_else(|e| panic!("{e}"));
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked >= 30, "{checked} files with [expect]");
     }
 }

@@ -254,6 +254,8 @@ impl WorkloadSpec {
     /// Parses a workload; `name` is its file's path (script paths are relative to its
     /// folder: the current directory for a bare file name).
     pub fn from_toml(text: &str, name: &str) -> Result<WorkloadSpec, SpecError> {
+        // Before the parser: a misspelt field in an entry gets its "did you mean" here.
+        super::expect::check_table(text, name)?;
         let mut spec: WorkloadSpec = tomlfile::parse(text, name)?;
         let base = Path::new(name).parent().unwrap_or(Path::new(""));
         spec.read_scripts(base)
