@@ -10,17 +10,26 @@
 //! ticks, 1 s) drops it and an election follows. The session tracker expires sessions in
 //! buckets of one tick, so an expiry comes up to 200 ms after the timeout.
 //!
+//! The servers reach each other only through lockaudit's proxies ([`PeerLinks`]): each
+//! server's config names its own quorum and election ports, which it binds, and the other
+//! servers' proxies, so that the nemesis can cut servers apart one direction at a time
+//! ([`ServiceNode::cut_from`]). The election proxies rewrite the hello a dialler names its
+//! own address in (`zk_election`). The proxies start before the servers and outlive their
+//! restarts.
+//!
 //! The AdminServer is off (it would take port 8080); the four-letter word `srvr`, which
 //! says whether a server serves and as what (leader, follower), is the readiness and role
 //! probe. Transaction logs are preallocated 1 MB at a time instead of 64 MB.
 //!
 //! Not yet: the servers do not check who connects (no digest ACLs: any local user who
-//! finds a client port can read and write the run's znodes), they cannot be cut apart
-//! (their quorum links are not behind lockaudit's proxies), and they run on this machine
+//! finds a client port can read and write the run's znodes), and they run on this machine
 //! only.
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -30,8 +39,10 @@ use super::binaries::ZooKeeperProgram;
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::instance::Instance;
+use super::peer_links::{Hello, PeerLinks, PeerProxy};
 use super::ports;
 use super::service::ServiceNode;
+use super::zk_election::ElectionHello;
 use super::{Cluster, ClusterSpec, Topology};
 
 /// Servers of the ensemble: the smallest that survives the loss of one.
@@ -52,6 +63,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(40);
 /// How many fresh sets of free ports a start tries when another process took one of ours.
 const PORT_RETRIES: usize = 3;
 
+/// Ports a start takes: per server a client port, a quorum and an election port, and a
+/// proxy for each of those two.
+pub const PORTS: usize = 5 * SERVERS;
+
 /// The server's name (`zk-<i>`).
 pub fn server_name(i: usize) -> String {
     format!("zk-{i}")
@@ -67,6 +82,12 @@ struct ServerConfig {
     config: PathBuf,
     log: PathBuf,
     client_port: u16,
+    /// Where it listens for the others: (quorum, election).
+    peer_ports: (u16, u16),
+    /// Where the others reach it: its proxies' ports, (quorum, election).
+    proxy_ports: (u16, u16),
+    /// Told the server's pid at each start, so that its proxies know its connections.
+    links: PeerLinks,
 }
 
 impl ServerConfig {
@@ -92,18 +113,23 @@ impl ServerConfig {
     }
 
     fn spawn(&self) -> Result<Instance, ClusterError> {
-        Instance::spawn(
+        let instance = Instance::spawn(
             &self.name,
             self.client_port,
             &self.dir,
             &self.log,
             self.command(),
-        )
+        )?;
+        if let Some(pid) = instance.pid() {
+            self.links.running(&self.name, pid);
+        }
+        Ok(instance)
     }
 }
 
-/// The config file of server `id` (1-based, ZooKeeper's `myid`) among `peers` (each a
-/// quorum port and an election port).
+/// A server's config file: `peers` are the quorum and election ports it is given for each
+/// server by id (1-based, ZooKeeper's `myid`), its own included: its own listeners, the
+/// others' proxies.
 fn config_text(dir: &Path, client_port: u16, peers: &[(u16, u16)]) -> String {
     let mut text = format!(
         "tickTime={TICK_MS}\n\
@@ -131,6 +157,8 @@ fn config_text(dir: &Path, client_port: u16, peers: &[(u16, u16)]) -> String {
 pub struct ZooKeeperServer {
     config: ServerConfig,
     instance: Instance,
+    /// In front of its quorum and election listeners, for as long as it is part of the run.
+    _proxies: [PeerProxy; 2],
 }
 
 #[async_trait]
@@ -151,6 +179,20 @@ impl ServiceNode for ZooKeeperServer {
     /// again; every transaction is fsynced before it is acknowledged, so a kill loses nothing.
     fn graceful_stop(&self) -> bool {
         false
+    }
+
+    /// The link from `from` to this server: `from`'s connections to its quorum and
+    /// election proxies.
+    fn cut_from(&mut self, from: &str) -> Result<(), ClusterError> {
+        if !self.config.links.knows(from) || from == self.config.name {
+            return Err(ClusterError::UnknownNode(from.to_string()));
+        }
+        self.config.links.cut(from, &self.config.name);
+        Ok(())
+    }
+
+    fn heal_from(&mut self, from: &str) -> bool {
+        self.config.links.heal(from, &self.config.name)
     }
 
     /// Snapshots and transaction logs are nobody's concern after the run; the log stays.
@@ -184,7 +226,8 @@ impl ServiceNode for ZooKeeperServer {
 
 /// Starts `SERVERS` servers in `root` (`<run>/zookeeper`, emptied first) on free loopback
 /// ports (or consecutive ones from `base_port`: client ports, then quorum and election
-/// ports), all at once, and waits until one leads and every one serves.
+/// ports, then their proxies'), all at once, and waits until one leads and every one
+/// serves.
 pub async fn start(
     program: ZooKeeperProgram,
     root: &Path,
@@ -194,9 +237,19 @@ pub async fn start(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let choices = ports::plan(3 * SERVERS, base_port)?;
+        let choices = ports::plan(PORTS, base_port)?;
         let configs = configs(&program, root, &choices)?;
-        match start_servers(&configs).await {
+        let proxies = match proxies(&configs).await {
+            Ok(proxies) => proxies,
+            Err(_) if base_port.is_none() && attempt < PORT_RETRIES => continue,
+            Err((config, port)) => {
+                return Err(ClusterError::PortInUse {
+                    node: config.name,
+                    port,
+                })
+            }
+        };
+        match start_servers(&configs, proxies).await {
             Ok(servers) => {
                 tracing::info!(elapsed = ?begun.elapsed(), "zookeeper ready");
                 return Ok(servers);
@@ -226,10 +279,12 @@ fn configs(
             .map(|c| c.port())
             .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))
     };
-    let mut peers = Vec::with_capacity(SERVERS);
+    let (mut listeners, mut proxies) = (Vec::new(), Vec::new());
     for i in 0..SERVERS {
-        peers.push((port(SERVERS + 2 * i)?, port(SERVERS + 2 * i + 1)?));
+        listeners.push((port(SERVERS + 2 * i)?, port(SERVERS + 2 * i + 1)?));
+        proxies.push((port(3 * SERVERS + 2 * i)?, port(3 * SERVERS + 2 * i + 1)?));
     }
+    let links = PeerLinks::default();
     let mut configs = Vec::with_capacity(SERVERS);
     for i in 0..SERVERS {
         let name = server_name(i);
@@ -245,6 +300,9 @@ fn configs(
             .map_err(|e| ClusterError::io("write", &myid, e))?;
         let client_port = port(i)?;
         let config = root.join(format!("{name}.cfg"));
+        let peers: Vec<(u16, u16)> = (0..SERVERS)
+            .map(|j| if j == i { listeners[j] } else { proxies[j] })
+            .collect();
         std::fs::write(&config, config_text(&dir, client_port, &peers))
             .map_err(|e| ClusterError::io("write", &config, e))?;
         // A fresh log too: a start that failed on a taken port is told apart by its log.
@@ -257,9 +315,45 @@ fn configs(
             config,
             log,
             client_port,
+            peer_ports: listeners[i],
+            proxy_ports: proxies[i],
+            links: links.clone(),
         });
     }
     Ok(configs)
+}
+
+/// Each server's quorum and election proxies, listening before any server starts (their
+/// ports are in the servers' configs). On a port taken, the server whose it is and the port.
+async fn proxies(configs: &[ServerConfig]) -> Result<Vec<[PeerProxy; 2]>, (ServerConfig, u16)> {
+    let hello: Arc<dyn Hello> = Arc::new(ElectionHello::new(
+        configs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i as i64 + 1, (c.name.clone(), c.proxy_ports.1)))
+            .collect::<BTreeMap<_, _>>(),
+    ));
+    let mut all = Vec::with_capacity(configs.len());
+    for config in configs {
+        let upstream = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let ((quorum, election), listening) = (config.proxy_ports, config.peer_ports);
+        let links = &config.links;
+        let quorum_proxy = links
+            .proxy(&config.name, quorum, upstream(listening.0), None)
+            .await
+            .map_err(|_| (config.clone(), quorum))?;
+        let election_proxy = links
+            .proxy(
+                &config.name,
+                election,
+                upstream(listening.1),
+                Some(hello.clone()),
+            )
+            .await
+            .map_err(|_| (config.clone(), election))?;
+        all.push([quorum_proxy, election_proxy]);
+    }
+    Ok(all)
 }
 
 enum StartError {
@@ -270,7 +364,10 @@ enum StartError {
 
 /// Spawns every server at once (each looks for the others until a quorum elects) and waits
 /// for all of them. On any error the servers spawned so far are killed.
-async fn start_servers(configs: &[ServerConfig]) -> Result<Vec<ZooKeeperServer>, StartError> {
+async fn start_servers(
+    configs: &[ServerConfig],
+    proxies: Vec<[PeerProxy; 2]>,
+) -> Result<Vec<ZooKeeperServer>, StartError> {
     let mut instances = Vec::with_capacity(configs.len());
     for config in configs {
         match config.spawn() {
@@ -298,9 +395,11 @@ async fn start_servers(configs: &[ServerConfig]) -> Result<Vec<ZooKeeperServer>,
     Ok(instances
         .into_iter()
         .zip(configs)
-        .map(|(instance, config)| ZooKeeperServer {
+        .zip(proxies)
+        .map(|((instance, config), proxies)| ZooKeeperServer {
             config: config.clone(),
             instance,
+            _proxies: proxies,
         })
         .collect())
 }
@@ -419,9 +518,9 @@ pub(super) async fn start_ensemble(spec: &ClusterSpec) -> Result<Cluster, Cluste
     let server_binary = super::binaries::redis_server(spec.redis_server.as_deref())?;
     let [root, zk_root] = super::private_folders(&spec.dir, ["redis", "zookeeper"])?;
     let password = super::generate_password();
-    // Storage after the servers' ports: with a base port, the servers take the first nine.
+    // Storage after the servers' ports: with a base port, the servers take the first ones.
     let storage_port = match spec.base_port {
-        Some(base) => ports::plan(1, base.checked_add(3 * SERVERS as u16))?,
+        Some(base) => ports::plan(1, base.checked_add(PORTS as u16))?,
         None => ports::plan(1, None)?,
     };
     let storage_port = storage_port
