@@ -280,6 +280,76 @@ fn curator_name(name: &str) -> bool {
         && sequence.chars().all(|c| c.is_ascii_digit())
 }
 
+/// A session on `connect`, authenticated as the run's digest user with `password` if given.
+async fn session(
+    connect: &str,
+    password: Option<&str>,
+) -> Result<zookeeper_client::Client, zookeeper_client::Error> {
+    let mut connector = zookeeper_client::Client::connector();
+    if let Some(password) = password {
+        connector = connector.with_auth("digest", zookeeper::digest(password).as_bytes());
+    }
+    connector.connect(connect).await
+}
+
+#[tokio::test]
+async fn only_the_run_s_digest_user_reads_or_writes_the_lock_nodes() {
+    common::require_zookeeper();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = start(dir.path()).await;
+    let endpoints = cluster.endpoints();
+    let connect =
+        zookeeper::connect_string(endpoints.nodes.iter().map(|n| (n.host.as_str(), n.port)));
+    let password = endpoints.password.clone().unwrap();
+    let key = "lock:acl";
+    let folder = zk_lock::lock_dir(key);
+    let mut holder = client(&endpoints, false).await;
+    assert!(matches!(holder.acquire(key).await, Acquired::Ok { .. }));
+    let run = session(&connect, Some(&password)).await.unwrap();
+    let node = format!("{folder}/{}", run.list_children(&folder).await.unwrap()[0]);
+
+    // No credentials, or another user's: refused everywhere, the root included.
+    let stranger = session(&connect, None).await.unwrap();
+    let impostor = session(&connect, Some("not-the-run-s-password"))
+        .await
+        .unwrap();
+    for other in [&stranger, &impostor] {
+        let refused = |r: Result<(), zookeeper_client::Error>, what: &str| {
+            assert_eq!(r, Err(zookeeper_client::Error::NoAuth), "{what}");
+        };
+        refused(
+            other.list_children(&folder).await.map(drop),
+            "list the lock's folder",
+        );
+        refused(other.get_data(&node).await.map(drop), "read the lock node");
+        refused(other.delete(&node, None).await, "delete the lock node");
+        refused(other.list_children("/").await.map(drop), "list the root");
+        let open = zookeeper_client::CreateMode::Persistent
+            .with_acls(zookeeper_client::Acls::anyone_all());
+        refused(
+            other
+                .create(&format!("{folder}/x"), b"", &open)
+                .await
+                .map(drop),
+            "create beside the lock node",
+        );
+        refused(
+            other.create("/x", b"", &open).await.map(drop),
+            "create at the root",
+        );
+        refused(
+            other
+                .set_acl("/", &zookeeper_client::Acls::anyone_all(), None)
+                .await
+                .map(drop),
+            "take the root",
+        );
+    }
+    // The run's user reads the node, and the lock is still held.
+    assert!(run.get_data(&node).await.is_ok());
+    assert!(matches!(holder.release(key).await, Outcome::Ok { .. }));
+}
+
 #[tokio::test]
 async fn the_recipe_lays_out_curators_nodes_excludes_and_fences_with_czxid() {
     common::require_zookeeper();
@@ -288,7 +358,8 @@ async fn the_recipe_lays_out_curators_nodes_excludes_and_fences_with_czxid() {
     let endpoints = cluster.endpoints();
     let connect =
         zookeeper::connect_string(endpoints.nodes.iter().map(|n| (n.host.as_str(), n.port)));
-    let observer = zookeeper_client::Client::connect(&connect)
+    let password = endpoints.password.clone().unwrap();
+    let observer = session(&connect, Some(&password))
         .await
         .expect("an observer's session");
     let key = "lock:layout";

@@ -21,9 +21,14 @@
 //! says whether a server serves and as what (leader, follower), is the readiness and role
 //! probe. Transaction logs are preallocated 1 MB at a time instead of 64 MB.
 //!
-//! Not yet: the servers do not check who connects (no digest ACLs: any local user who
-//! finds a client port can read and write the run's znodes), and they run on this machine
-//! only.
+//! Only the run can use it: once the ensemble serves, the root znode's ACL becomes the
+//! run's digest user's ([`USER`], the run's generated password), and the run's clients,
+//! authenticated as that user, create every znode with the same ACL (`creator_all`), so
+//! that another local user who finds a client port can neither read nor write them, nor
+//! create anything beside them. The four-letter word `srvr` stays open: it tells a
+//! server's role and counts, no data.
+//!
+//! Not yet: they run on this machine only.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -34,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use zookeeper_client as zk;
 
 use super::binaries::ZooKeeperProgram;
 use super::error::ClusterError;
@@ -47,6 +53,9 @@ use super::{Cluster, ClusterSpec, Topology};
 
 /// Servers of the ensemble: the smallest that survives the loss of one.
 pub const SERVERS: usize = 3;
+
+/// The digest user the run's clients authenticate as, with the run's password.
+pub const USER: &str = "lockaudit";
 
 /// The servers' tick, the unit of every ZooKeeper timeout.
 pub const TICK_MS: u64 = 200;
@@ -501,6 +510,32 @@ pub async fn leader(servers: &[(String, u16)]) -> Option<String> {
         .map(|(name, _)| name)
 }
 
+/// What a client adds as `digest` auth to be the run's user: `user:password`.
+pub fn digest(password: &str) -> String {
+    format!("{USER}:{password}")
+}
+
+/// Gives the root znode to the run's digest user (`password`) alone, through the servers at
+/// `connect` (a connect string): from now on only a client authenticated as [`USER`] can
+/// read, create or delete at the root, and the run's clients give each znode they create
+/// the same ACL.
+pub async fn restrict_to_the_run(connect: &str, password: &str) -> Result<(), String> {
+    let connecting = zk::Client::connector()
+        .with_auth("digest", digest(password).as_bytes())
+        .with_session_timeout(Duration::from_millis(MAX_SESSION_MS))
+        .connect(connect);
+    let client = tokio::time::timeout(Duration::from_secs(10), connecting)
+        .await
+        .map_err(|_| "no session within 10s".to_string())?
+        .map_err(|e| format!("connect: {e}"))?;
+    let root_acl: &[zk::Acl] = &zk::Acls::creator_all();
+    client
+        .set_acl("/", root_acl, None)
+        .await
+        .map_err(|e| format!("set the root znode's ACL: {e}"))?;
+    Ok(())
+}
+
 /// The connect string of `servers` (`127.0.0.1:p0,127.0.0.1:p1,...`), as clients take it.
 pub fn connect_string<'a>(hosts_ports: impl IntoIterator<Item = (&'a str, u16)>) -> String {
     hosts_ports
@@ -530,6 +565,20 @@ pub(super) async fn start_ensemble(spec: &ClusterSpec) -> Result<Cluster, Cluste
     let storage = super::start_storage(&root, server_binary, &password, storage_port).await?;
     // Storage is killed by its guard if this fails.
     let servers = start(program, &zk_root, spec.base_port).await?;
+    let connect = connect_string(servers.iter().map(|s| ("127.0.0.1", s.config.client_port)));
+    // The servers are killed by their guards if this fails.
+    restrict_to_the_run(&connect, &password)
+        .await
+        .map_err(|reason| {
+            let first = &servers[0].config;
+            ClusterError::StartFailed {
+                node: first.name.clone(),
+                port: first.client_port,
+                reason,
+                log: first.log.clone(),
+                tail: String::new(),
+            }
+        })?;
     tracing::info!(elapsed = ?begun.elapsed(), "zookeeper ensemble ready");
     let servers = servers
         .into_iter()
