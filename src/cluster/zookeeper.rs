@@ -458,6 +458,11 @@ async fn wait_serving(instance: &mut Instance, port: u16) -> Result<Mode, String
 /// Asks the server on `port` with the four-letter word `srvr` what it is. Err while it does
 /// not serve (no quorum yet, or syncing), or does not answer within a second.
 pub async fn mode(port: u16) -> Result<Mode, String> {
+    parse_mode(&srvr(port).await?)
+}
+
+/// The server's reply to `srvr`; Err if it gave none within a second.
+async fn srvr(port: u16) -> Result<String, String> {
     let ask = async {
         let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
@@ -470,10 +475,9 @@ pub async fn mode(port: u16) -> Result<Mode, String> {
             .map_err(|e| e.to_string())?;
         Ok::<String, String>(reply)
     };
-    let reply = tokio::time::timeout(Duration::from_secs(1), ask)
+    tokio::time::timeout(Duration::from_secs(1), ask)
         .await
-        .map_err(|_| "no answer to srvr within 1s".to_string())??;
-    parse_mode(&reply)
+        .map_err(|_| "no answer to srvr within 1s".to_string())?
 }
 
 fn parse_mode(reply: &str) -> Result<Mode, String> {
@@ -489,13 +493,15 @@ fn parse_mode(reply: &str) -> Result<Mode, String> {
     }
 }
 
-/// Each server among `servers` (name, client port) that serves, and whether it leads. A
-/// server that does not serve is left out.
+/// Each server among `servers` (name, client port) that answers, and whether it leads. One
+/// that answers but does not serve (electing, or cut off from the others) leads nothing,
+/// which the role watch must hear: a leader cut off, then elected again once healed, would
+/// otherwise look as if it had led all along. A server that does not answer is left out.
 pub async fn roles(servers: &[(String, u16)]) -> Vec<(String, bool)> {
     let mut roles = Vec::with_capacity(servers.len());
     for (name, port) in servers {
-        if let Ok(mode) = mode(*port).await {
-            roles.push((name.clone(), mode == Mode::Leader));
+        if let Ok(reply) = srvr(*port).await {
+            roles.push((name.clone(), parse_mode(&reply) == Ok(Mode::Leader)));
         }
     }
     roles
