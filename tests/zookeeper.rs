@@ -1,6 +1,7 @@
 //! The ZooKeeper ensemble lockaudit owns and the zk-lock recipe, against real servers: the
 //! ensemble starts with one leader, a server killed through the service seam comes back,
-//! a killed leader is replaced, nothing is left behind; the recipe's znodes are Curator's,
+//! a killed leader is replaced, an isolated one steps down while the others elect, nothing
+//! is left behind; the recipe's znodes are Curator's,
 //! it excludes, and its fencing tokens grow; a short run under client pauses records
 //! acquires and renewals.
 
@@ -95,6 +96,154 @@ async fn a_killed_leader_is_replaced_by_another() {
     assert!(cluster.pid(&before).is_some());
 }
 
+/// Polls `check` every 100 ms until it gives Some, or panics naming `what` at the deadline.
+async fn until<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = Instant::now() + deadline;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < end, "not within {deadline:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The servers' own quorum and election ports, from their configs in `dir` (each config
+/// names its own listeners and the others' proxies).
+fn listener_ports(dir: &std::path::Path) -> Vec<u16> {
+    let mut ports = Vec::new();
+    for i in 0..3 {
+        let config = std::fs::read_to_string(dir.join(format!("zookeeper/zk-{i}.cfg"))).unwrap();
+        let own = format!("server.{}=127.0.0.1:", i + 1);
+        let line = config.lines().find_map(|l| l.strip_prefix(&own)).unwrap();
+        ports.extend(line.split(':').map(|p| p.parse::<u16>().unwrap()));
+    }
+    ports
+}
+
+/// The connections a server among `pids` opened straight to a listener of `ports`, around
+/// the proxies (established sockets whose remote port is one of `ports`).
+fn around_the_proxies(pids: &[u32], ports: &[u16]) -> Vec<String> {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let port = |f: &str| u16::from_str_radix(f.rsplit_once(':').unwrap().1, 16).unwrap();
+            if fields[3] == "01" && ports.contains(&port(fields[2])) {
+                inodes.push((format!("socket:[{}]", fields[9]), port(fields[2])));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for pid in pids {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.filter_map(Result::ok) {
+            let Ok(link) = std::fs::read_link(fd.path()) else {
+                continue;
+            };
+            if let Some((_, port)) = inodes.iter().find(|(i, _)| link.as_os_str() == i.as_str()) {
+                found.push(format!("pid {pid} to port {port}"));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn an_isolated_leader_steps_down_the_others_elect_and_it_rejoins_when_healed() {
+    common::require_zookeeper();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = start(dir.path()).await;
+    let endpoints = cluster.endpoints();
+    let old = cluster.leader().await.expect("a leader");
+    let old_port = cluster.port(&old).unwrap();
+    let others: Vec<(String, u16)> = servers(&endpoints)
+        .into_iter()
+        .filter(|(name, _)| *name != old)
+        .collect();
+    // Only between servers: storage is no server.
+    assert!(cluster.cut_link(&old, "storage").is_err());
+
+    // Isolated: every link between it and the others, both ways (quorum and election).
+    let pairs: Vec<(String, String)> = others
+        .iter()
+        .flat_map(|(o, _)| [(old.clone(), o.clone()), (o.clone(), old.clone())])
+        .collect();
+    for result in cluster.cut_links(&pairs) {
+        result.expect("cut");
+    }
+    let new = until(
+        "the other two elect a leader of their own",
+        Duration::from_secs(30),
+        || zookeeper::leader(&others),
+    )
+    .await;
+    assert_ne!(new, old);
+    // Without a quorum of followers the old leader gives up leading (and, alone, serves
+    // as nothing).
+    until(
+        &format!("{old} stops serving as leader"),
+        Duration::from_secs(30),
+        || async { (zookeeper::mode(old_port).await != Ok(zookeeper::Mode::Leader)).then_some(()) },
+    )
+    .await;
+    assert!(
+        zookeeper::mode(old_port).await.is_err(),
+        "the isolated {old} serves"
+    );
+
+    for healed in cluster.heal_links(&pairs) {
+        assert!(healed);
+    }
+    until(
+        &format!("{old} rejoins as a follower"),
+        Duration::from_secs(30),
+        || async {
+            (zookeeper::mode(old_port).await == Ok(zookeeper::Mode::Follower)).then_some(())
+        },
+    )
+    .await;
+
+    // zk-0, the lowest id, cut off and healed: it dials the others to elect, and each,
+    // having the higher id, drops its connection and calls back the address zk-0 names in
+    // its election hello, which must be zk-0's proxy.
+    let zk0 = cluster.port("zk-0").unwrap();
+    let pairs: Vec<(String, String)> = ["zk-1", "zk-2"]
+        .iter()
+        .flat_map(|o| {
+            [
+                ("zk-0".to_string(), o.to_string()),
+                (o.to_string(), "zk-0".to_string()),
+            ]
+        })
+        .collect();
+    for result in cluster.cut_links(&pairs) {
+        result.expect("cut");
+    }
+    until("zk-0 stops serving", Duration::from_secs(30), || async {
+        zookeeper::mode(zk0).await.is_err().then_some(())
+    })
+    .await;
+    assert!(cluster.heal_links(&pairs).into_iter().all(|healed| healed));
+    until("zk-0 serves again", Duration::from_secs(30), || async {
+        zookeeper::mode(zk0).await.ok()
+    })
+    .await;
+    let pids: Vec<u32> = endpoints.nodes.iter().filter_map(|n| n.pid).collect();
+    let around = around_the_proxies(&pids, &listener_ports(dir.path()));
+    assert!(
+        around.is_empty(),
+        "connections around the proxies: {around:?}"
+    );
+}
+
 async fn client(endpoints: &Endpoints, fenced: bool) -> Box<dyn LockClient> {
     let options = LockOptions {
         ttl_ms: 2000,
@@ -131,6 +280,76 @@ fn curator_name(name: &str) -> bool {
         && sequence.chars().all(|c| c.is_ascii_digit())
 }
 
+/// A session on `connect`, authenticated as the run's digest user with `password` if given.
+async fn session(
+    connect: &str,
+    password: Option<&str>,
+) -> Result<zookeeper_client::Client, zookeeper_client::Error> {
+    let mut connector = zookeeper_client::Client::connector();
+    if let Some(password) = password {
+        connector = connector.with_auth("digest", zookeeper::digest(password).as_bytes());
+    }
+    connector.connect(connect).await
+}
+
+#[tokio::test]
+async fn only_the_run_s_digest_user_reads_or_writes_the_lock_nodes() {
+    common::require_zookeeper();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = start(dir.path()).await;
+    let endpoints = cluster.endpoints();
+    let connect =
+        zookeeper::connect_string(endpoints.nodes.iter().map(|n| (n.host.as_str(), n.port)));
+    let password = endpoints.password.clone().unwrap();
+    let key = "lock:acl";
+    let folder = zk_lock::lock_dir(key);
+    let mut holder = client(&endpoints, false).await;
+    assert!(matches!(holder.acquire(key).await, Acquired::Ok { .. }));
+    let run = session(&connect, Some(&password)).await.unwrap();
+    let node = format!("{folder}/{}", run.list_children(&folder).await.unwrap()[0]);
+
+    // No credentials, or another user's: refused everywhere, the root included.
+    let stranger = session(&connect, None).await.unwrap();
+    let impostor = session(&connect, Some("not-the-run-s-password"))
+        .await
+        .unwrap();
+    for other in [&stranger, &impostor] {
+        let refused = |r: Result<(), zookeeper_client::Error>, what: &str| {
+            assert_eq!(r, Err(zookeeper_client::Error::NoAuth), "{what}");
+        };
+        refused(
+            other.list_children(&folder).await.map(drop),
+            "list the lock's folder",
+        );
+        refused(other.get_data(&node).await.map(drop), "read the lock node");
+        refused(other.delete(&node, None).await, "delete the lock node");
+        refused(other.list_children("/").await.map(drop), "list the root");
+        let open = zookeeper_client::CreateMode::Persistent
+            .with_acls(zookeeper_client::Acls::anyone_all());
+        refused(
+            other
+                .create(&format!("{folder}/x"), b"", &open)
+                .await
+                .map(drop),
+            "create beside the lock node",
+        );
+        refused(
+            other.create("/x", b"", &open).await.map(drop),
+            "create at the root",
+        );
+        refused(
+            other
+                .set_acl("/", &zookeeper_client::Acls::anyone_all(), None)
+                .await
+                .map(drop),
+            "take the root",
+        );
+    }
+    // The run's user reads the node, and the lock is still held.
+    assert!(run.get_data(&node).await.is_ok());
+    assert!(matches!(holder.release(key).await, Outcome::Ok { .. }));
+}
+
 #[tokio::test]
 async fn the_recipe_lays_out_curators_nodes_excludes_and_fences_with_czxid() {
     common::require_zookeeper();
@@ -139,7 +358,8 @@ async fn the_recipe_lays_out_curators_nodes_excludes_and_fences_with_czxid() {
     let endpoints = cluster.endpoints();
     let connect =
         zookeeper::connect_string(endpoints.nodes.iter().map(|n| (n.host.as_str(), n.port)));
-    let observer = zookeeper_client::Client::connect(&connect)
+    let password = endpoints.password.clone().unwrap();
+    let observer = session(&connect, Some(&password))
         .await
         .expect("an observer's session");
     let key = "lock:layout";

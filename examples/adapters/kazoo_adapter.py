@@ -32,6 +32,11 @@ acquire: Lock(<root>/<key>, identifier).acquire(timeout=wait_ms / 1000)
 release: lock.release()   (True: ok, as the library answers, even after a LOST)
 A request that got no answer (connection lost, timed out) is `info`; one that certainly did
 nothing (LockTimeout, NoNodeError) is `fail`.
+Credentials: lockaudit's ensemble is the run's alone (its root znode's ACL is the run's digest
+user's); `init` carries the run's password in each node, and the client authenticates as
+digest user `lockaudit` (option `user`) and creates its znodes for that user alone
+(`default_acl=CREATOR_ALL_ACL`), as a careful application does. Without a password in
+`init` it connects unauthenticated, with kazoo's default (open) ACL.
 Needs `pip install kazoo==2.11.0`.
 """
 
@@ -50,6 +55,7 @@ try:
         NoNodeError,
         SessionExpiredError,
     )
+    from kazoo.security import CREATOR_ALL_ACL
     from kazoo.handlers.threading import KazooTimeoutError
 except ImportError as e:  # reported on stderr; lockaudit shows the tail
     print(f"kazoo_adapter: cannot import kazoo ({e}); pip install kazoo==2.11.0", file=sys.stderr)
@@ -99,6 +105,8 @@ class Session:
         self.identifier = f"lockaudit-client-{init.get('client', 0)}"
         self.extra = tuple(options.get("extra_lock_patterns", ()))
         self.bounds = options.get("session_bounds_ms", [400, 4000])
+        self.user = options.get("user", "lockaudit")
+        self.password = nodes[0].get("password")
         self.client = None
         self.timeout_ms = None
         self.held = {}  # key -> Lock
@@ -109,11 +117,18 @@ class Session:
             return self.client
         low, high = self.bounds
         self.timeout_ms = min(max(ttl_ms, low), high)
+        credentials = {}
+        if self.password is not None:
+            credentials = {
+                "auth_data": [("digest", f"{self.user}:{self.password}")],
+                "default_acl": CREATOR_ALL_ACL,
+            }
         client = KazooClient(
             hosts=self.hosts,
             timeout=ttl_ms / 1000.0,
             # Reconnect for ever, quickly: a server kill must not end the client.
             connection_retry={"max_tries": -1, "delay": 0.05, "max_delay": 0.5},
+            **credentials,
         )
         client.add_listener(self.listen)
         client.start(timeout=max(1.0, ttl_ms / 1000.0))

@@ -316,7 +316,7 @@ async fn proxies(
         let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], config.peer_port));
         match config
             .links
-            .proxy(&config.name, config.advertised_port, upstream)
+            .proxy(&config.name, config.advertised_port, upstream, None)
             .await
         {
             Ok(proxy) => proxies.push(proxy),

@@ -250,6 +250,10 @@ impl RoleWatch {
 #[derive(Debug, Default)]
 pub struct Leaders {
     known: Option<BTreeSet<String>>,
+    /// Known leaders that answered as no leader since the last promotion: the one a
+    /// promotion replaced, when it stepped down a poll or more before another led (a
+    /// ZooKeeper leader cut off gives up leading before the others elect).
+    stepped_down: BTreeSet<String>,
 }
 
 impl Leaders {
@@ -265,10 +269,12 @@ impl Leaders {
         let followers: Vec<&String> = roles.iter().filter(|r| !r.1).map(|r| &r.0).collect();
         for (name, leads) in &roles {
             if *leads && known.insert(name.clone()) {
-                // The one it replaced: a known leader now silent or following.
+                // The one it replaced: a known leader now silent or following, or one that
+                // stepped down since the last promotion.
                 let leading: Vec<&String> = roles.iter().filter(|r| r.1).map(|r| &r.0).collect();
-                let from: Vec<&String> = known
+                let from: BTreeSet<&String> = known
                     .iter()
+                    .chain(&self.stepped_down)
                     .filter(|m| *m != name && !leading.contains(m))
                     .collect();
                 happened.push(Happened::new(
@@ -278,7 +284,17 @@ impl Leaders {
                 ));
             }
         }
-        known.retain(|m| !followers.contains(&m));
+        if !happened.is_empty() {
+            self.stepped_down.clear();
+        }
+        let stepped_down = &mut self.stepped_down;
+        known.retain(|m| {
+            let steps_down = followers.contains(&m);
+            if steps_down {
+                stepped_down.insert(m.clone());
+            }
+            !steps_down
+        });
         happened
     }
 
@@ -288,5 +304,43 @@ impl Leaders {
         if let Some(known) = self.known.as_mut() {
             known.insert(name.to_string());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roles(of: &[(&str, bool)]) -> Vec<(String, bool)> {
+        of.iter().map(|(n, l)| (n.to_string(), *l)).collect()
+    }
+
+    fn from(happened: &Happened) -> Value {
+        happened.extra["from"].clone()
+    }
+
+    #[test]
+    fn a_promotion_names_the_leader_it_replaced_even_one_that_stepped_down_earlier() {
+        let mut leaders = Leaders::default();
+        assert!(leaders
+            .saw(roles(&[("a", true), ("b", false)]), "x")
+            .is_empty());
+        // In one poll: b leads, a follows.
+        let seen = leaders.saw(roles(&[("a", false), ("b", true)]), "x");
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].targets, ["b"]);
+        assert_eq!(from(&seen[0]), json!(["a"]));
+        // b steps down (answers as no leader), and only a later poll sees a lead again.
+        assert!(leaders
+            .saw(roles(&[("a", false), ("b", false)]), "x")
+            .is_empty());
+        let seen = leaders.saw(roles(&[("a", true), ("b", false)]), "x");
+        assert_eq!(seen[0].targets, ["a"]);
+        assert_eq!(from(&seen[0]), json!(["b"]));
+        // a silent (no answer) keeps its role: its lead again is no new promotion.
+        assert!(leaders.saw(roles(&[("b", false)]), "x").is_empty());
+        assert!(leaders
+            .saw(roles(&[("a", true), ("b", false)]), "x")
+            .is_empty());
     }
 }

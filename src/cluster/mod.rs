@@ -53,6 +53,7 @@ mod service;
 mod services;
 pub mod sharded;
 mod ssh;
+mod zk_election;
 pub mod zookeeper;
 
 use std::path::{Path, PathBuf};

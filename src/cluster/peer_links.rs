@@ -1,7 +1,7 @@
-//! The links between the members of a service on this machine (etcd's peer traffic), each
-//! direction cuttable on its own: a proxy in front of every member's peer listener, its
-//! address the one the other members are given, that knows which member opened each
-//! connection.
+//! The links between the members of a service on this machine (etcd's peer traffic,
+//! ZooKeeper's quorum and election traffic), each direction cuttable on its own: a proxy in
+//! front of every member's peer listener, its address the one the other members are given,
+//! that knows which member opened each connection.
 //!
 //! Every member dials from 127.0.0.1, so the address says nothing; the member that owns the
 //! dialling socket does, and `/proc` tells it exactly (`procfs::connection_owner`). Peer
@@ -12,6 +12,13 @@
 //! are reset as soon as they are accepted, until the heal. A Raft partition between A and B
 //! needs both directions, as each member dials the other.
 //!
+//! A service whose members name their own address in their first words (ZooKeeper's
+//! election hello, which the member dialled calls back) gives its proxies a [`Hello`] that
+//! rewrites it, so that the call back runs through a proxy too. The hello also says who
+//! dials, which is how a connection is told whose it is when its dialler closed it before
+//! `/proc` was read (a ZooKeeper server sends its hello to a higher id and hangs up, waiting
+//! to be called back).
+//!
 //! Not `nemesis::proxy`: that one cuts every connection of one proxy at once and holds
 //! their bytes; here one listener serves every other member and a cut picks its
 //! connections by who dialled.
@@ -21,6 +28,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
+use async_trait::async_trait;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
@@ -42,6 +50,24 @@ struct Shared {
     pids: Mutex<BTreeMap<String, u32>>,
     /// The only sender: every connection watches it.
     cuts: watch::Sender<BTreeSet<Pair>>,
+}
+
+/// What a member says first on a connection it opens, read by the proxy before it
+/// forwards anything.
+#[async_trait]
+pub trait Hello: std::fmt::Debug + Send + Sync {
+    /// Reads the first words from `dialler`: who they say dials, and the words as the
+    /// member dialled should hear them. An error resets the connection.
+    async fn read(&self, dialler: &mut TcpStream) -> io::Result<Greeting>;
+}
+
+/// A dialler's first words, as [`Hello::read`] makes them out.
+#[derive(Debug)]
+pub struct Greeting {
+    /// The member they say is dialling.
+    pub from: String,
+    /// What to send the member dialled before the rest.
+    pub words: Vec<u8>,
 }
 
 /// One member's proxy; dropping it closes its listener and every connection through it.
@@ -80,20 +106,25 @@ impl Default for PeerLinks {
 
 impl PeerLinks {
     /// Listens on `port` of 127.0.0.1 (0: a free one) in front of `member`'s peer listener
-    /// at `upstream`. Runs until dropped, across the member's restarts.
+    /// at `upstream`, relaying each dialler's first words through `hello` if given. Runs
+    /// until dropped, across the member's restarts.
     pub async fn proxy(
         &self,
         member: &str,
         port: u16,
         upstream: SocketAddr,
+        hello: Option<Arc<dyn Hello>>,
     ) -> io::Result<PeerProxy> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await?;
         #[cfg(test)]
         let addr = listener.local_addr()?;
         let task = tokio::spawn(accept_loop(
             listener,
-            member.to_string(),
-            upstream,
+            Upstream {
+                member: member.to_string(),
+                addr: upstream,
+                hello,
+            },
             self.clone(),
         ));
         tracing::debug!(member, %upstream, port, "peer proxy listening");
@@ -156,18 +187,29 @@ impl PeerLinks {
     }
 }
 
-async fn accept_loop(listener: TcpListener, to: String, upstream: SocketAddr, links: PeerLinks) {
+/// The member a proxy stands in front of.
+#[derive(Debug, Clone)]
+struct Upstream {
+    member: String,
+    addr: SocketAddr,
+    hello: Option<Arc<dyn Hello>>,
+}
+
+/// How long a dialler has to say its first words.
+const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+async fn accept_loop(listener: TcpListener, upstream: Upstream, links: PeerLinks) {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    connections.spawn(forward(stream, peer, port, to.clone(), upstream, links.clone()));
+                    connections.spawn(forward(stream, peer, port, upstream.clone(), links.clone()));
                 }
                 Err(err) => {
                     // E.g. out of file descriptors: do not spin on it.
-                    tracing::debug!(member = to, %err, "peer proxy: accept failed");
+                    tracing::debug!(member = upstream.member, %err, "peer proxy: accept failed");
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 }
             },
@@ -182,11 +224,26 @@ async fn forward(
     mut stream: TcpStream,
     peer: SocketAddr,
     port: u16,
-    to: String,
-    upstream: SocketAddr,
+    upstream: Upstream,
     links: PeerLinks,
 ) {
-    let Some(from) = links.dialled_by(peer.port(), port).await else {
+    let to = upstream.member;
+    let dialled_by = links.dialled_by(peer.port(), port).await;
+    let greeting = match &upstream.hello {
+        Some(hello) => {
+            let read = tokio::time::timeout(HELLO_TIMEOUT, hello.read(&mut stream)).await;
+            match read.unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into())) {
+                Ok(greeting) => Some(greeting),
+                Err(err) => {
+                    tracing::debug!(member = to, %peer, %err, "peer proxy: first words refused");
+                    let _ = stream.set_zero_linger();
+                    return;
+                }
+            }
+        }
+        None => None,
+    };
+    let Some(from) = dialled_by.or_else(|| greeting.as_ref().map(|g| g.from.clone())) else {
         // Not one of the members (or gone already): nothing to forward for.
         tracing::debug!(member = to, %peer, "peer proxy: connection from no member");
         let _ = stream.set_zero_linger();
@@ -198,20 +255,30 @@ async fn forward(
         let _ = stream.set_zero_linger();
         return;
     }
-    let Ok(mut member) = TcpStream::connect(upstream).await else {
+    let Ok(mut member) = TcpStream::connect(upstream.addr).await else {
         // The member is down: the dialler sees the connection fail, as it would.
         let _ = stream.set_zero_linger();
         return;
     };
     let _ = stream.set_nodelay(true);
     let _ = member.set_nodelay(true);
+    let said = greeting.map(|g| g.words).unwrap_or_default();
     tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut stream, &mut member) => {}
+        _ = relay(&said, &mut stream, &mut member) => {}
         _ = cuts.wait_for(|cuts| cuts.contains(&pair)) => {
             tracing::debug!(from = pair.0, to = pair.1, "peer proxy: connection cut");
             let _ = stream.set_zero_linger();
             let _ = member.set_zero_linger();
         }
+    }
+}
+
+/// Sends the member the dialler's first words `said`, then relays both ways until either
+/// side closes.
+async fn relay(said: &[u8], stream: &mut TcpStream, member: &mut TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    if member.write_all(said).await.is_ok() {
+        let _ = tokio::io::copy_bidirectional(stream, member).await;
     }
 }
 
@@ -248,7 +315,7 @@ mod tests {
         let links = PeerLinks::default();
         // This test process dials: it is member `a`.
         links.running("a", std::process::id());
-        let proxy = links.proxy("b", 0, echo().await).await.unwrap();
+        let proxy = links.proxy("b", 0, echo().await, None).await.unwrap();
         let mut open = TcpStream::connect(proxy.addr()).await.unwrap();
         round_trip(&mut open).await.unwrap();
 
@@ -271,7 +338,7 @@ mod tests {
     async fn a_connection_from_no_member_is_refused() {
         let links = PeerLinks::default();
         links.running("a", 1);
-        let proxy = links.proxy("b", 0, echo().await).await.unwrap();
+        let proxy = links.proxy("b", 0, echo().await, None).await.unwrap();
         let mut stranger = TcpStream::connect(proxy.addr()).await.unwrap();
         assert!(round_trip(&mut stranger).await.is_err());
     }

@@ -10,32 +10,52 @@
 //! ticks, 1 s) drops it and an election follows. The session tracker expires sessions in
 //! buckets of one tick, so an expiry comes up to 200 ms after the timeout.
 //!
+//! The servers reach each other only through lockaudit's proxies ([`PeerLinks`]): each
+//! server's config names its own quorum and election ports, which it binds, and the other
+//! servers' proxies, so that the nemesis can cut servers apart one direction at a time
+//! ([`ServiceNode::cut_from`]). The election proxies rewrite the hello a dialler names its
+//! own address in (`zk_election`). The proxies start before the servers and outlive their
+//! restarts.
+//!
 //! The AdminServer is off (it would take port 8080); the four-letter word `srvr`, which
 //! says whether a server serves and as what (leader, follower), is the readiness and role
 //! probe. Transaction logs are preallocated 1 MB at a time instead of 64 MB.
 //!
-//! Not yet: the servers do not check who connects (no digest ACLs: any local user who
-//! finds a client port can read and write the run's znodes), they cannot be cut apart
-//! (their quorum links are not behind lockaudit's proxies), and they run on this machine
-//! only.
+//! Only the run can use it: once the ensemble serves, the root znode's ACL becomes the
+//! run's digest user's ([`USER`], the run's generated password), and the run's clients,
+//! authenticated as that user, create every znode with the same ACL (`creator_all`), so
+//! that another local user who finds a client port can neither read nor write them, nor
+//! create anything beside them. The four-letter word `srvr` stays open: it tells a
+//! server's role and counts, no data.
+//!
+//! Not yet: they run on this machine only.
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use zookeeper_client as zk;
 
 use super::binaries::ZooKeeperProgram;
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::instance::Instance;
+use super::peer_links::{Hello, PeerLinks, PeerProxy};
 use super::ports;
 use super::service::ServiceNode;
+use super::zk_election::ElectionHello;
 use super::{Cluster, ClusterSpec, Topology};
 
 /// Servers of the ensemble: the smallest that survives the loss of one.
 pub const SERVERS: usize = 3;
+
+/// The digest user the run's clients authenticate as, with the run's password.
+pub const USER: &str = "lockaudit";
 
 /// The servers' tick, the unit of every ZooKeeper timeout.
 pub const TICK_MS: u64 = 200;
@@ -52,6 +72,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(40);
 /// How many fresh sets of free ports a start tries when another process took one of ours.
 const PORT_RETRIES: usize = 3;
 
+/// Ports a start takes: per server a client port, a quorum and an election port, and a
+/// proxy for each of those two.
+pub const PORTS: usize = 5 * SERVERS;
+
 /// The server's name (`zk-<i>`).
 pub fn server_name(i: usize) -> String {
     format!("zk-{i}")
@@ -67,6 +91,12 @@ struct ServerConfig {
     config: PathBuf,
     log: PathBuf,
     client_port: u16,
+    /// Where it listens for the others: (quorum, election).
+    peer_ports: (u16, u16),
+    /// Where the others reach it: its proxies' ports, (quorum, election).
+    proxy_ports: (u16, u16),
+    /// Told the server's pid at each start, so that its proxies know its connections.
+    links: PeerLinks,
 }
 
 impl ServerConfig {
@@ -92,18 +122,23 @@ impl ServerConfig {
     }
 
     fn spawn(&self) -> Result<Instance, ClusterError> {
-        Instance::spawn(
+        let instance = Instance::spawn(
             &self.name,
             self.client_port,
             &self.dir,
             &self.log,
             self.command(),
-        )
+        )?;
+        if let Some(pid) = instance.pid() {
+            self.links.running(&self.name, pid);
+        }
+        Ok(instance)
     }
 }
 
-/// The config file of server `id` (1-based, ZooKeeper's `myid`) among `peers` (each a
-/// quorum port and an election port).
+/// A server's config file: `peers` are the quorum and election ports it is given for each
+/// server by id (1-based, ZooKeeper's `myid`), its own included: its own listeners, the
+/// others' proxies.
 fn config_text(dir: &Path, client_port: u16, peers: &[(u16, u16)]) -> String {
     let mut text = format!(
         "tickTime={TICK_MS}\n\
@@ -131,6 +166,8 @@ fn config_text(dir: &Path, client_port: u16, peers: &[(u16, u16)]) -> String {
 pub struct ZooKeeperServer {
     config: ServerConfig,
     instance: Instance,
+    /// In front of its quorum and election listeners, for as long as it is part of the run.
+    _proxies: [PeerProxy; 2],
 }
 
 #[async_trait]
@@ -151,6 +188,20 @@ impl ServiceNode for ZooKeeperServer {
     /// again; every transaction is fsynced before it is acknowledged, so a kill loses nothing.
     fn graceful_stop(&self) -> bool {
         false
+    }
+
+    /// The link from `from` to this server: `from`'s connections to its quorum and
+    /// election proxies.
+    fn cut_from(&mut self, from: &str) -> Result<(), ClusterError> {
+        if !self.config.links.knows(from) || from == self.config.name {
+            return Err(ClusterError::UnknownNode(from.to_string()));
+        }
+        self.config.links.cut(from, &self.config.name);
+        Ok(())
+    }
+
+    fn heal_from(&mut self, from: &str) -> bool {
+        self.config.links.heal(from, &self.config.name)
     }
 
     /// Snapshots and transaction logs are nobody's concern after the run; the log stays.
@@ -184,7 +235,8 @@ impl ServiceNode for ZooKeeperServer {
 
 /// Starts `SERVERS` servers in `root` (`<run>/zookeeper`, emptied first) on free loopback
 /// ports (or consecutive ones from `base_port`: client ports, then quorum and election
-/// ports), all at once, and waits until one leads and every one serves.
+/// ports, then their proxies'), all at once, and waits until one leads and every one
+/// serves.
 pub async fn start(
     program: ZooKeeperProgram,
     root: &Path,
@@ -194,9 +246,19 @@ pub async fn start(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let choices = ports::plan(3 * SERVERS, base_port)?;
+        let choices = ports::plan(PORTS, base_port)?;
         let configs = configs(&program, root, &choices)?;
-        match start_servers(&configs).await {
+        let proxies = match proxies(&configs).await {
+            Ok(proxies) => proxies,
+            Err(_) if base_port.is_none() && attempt < PORT_RETRIES => continue,
+            Err((config, port)) => {
+                return Err(ClusterError::PortInUse {
+                    node: config.name,
+                    port,
+                })
+            }
+        };
+        match start_servers(&configs, proxies).await {
             Ok(servers) => {
                 tracing::info!(elapsed = ?begun.elapsed(), "zookeeper ready");
                 return Ok(servers);
@@ -226,10 +288,12 @@ fn configs(
             .map(|c| c.port())
             .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))
     };
-    let mut peers = Vec::with_capacity(SERVERS);
+    let (mut listeners, mut proxies) = (Vec::new(), Vec::new());
     for i in 0..SERVERS {
-        peers.push((port(SERVERS + 2 * i)?, port(SERVERS + 2 * i + 1)?));
+        listeners.push((port(SERVERS + 2 * i)?, port(SERVERS + 2 * i + 1)?));
+        proxies.push((port(3 * SERVERS + 2 * i)?, port(3 * SERVERS + 2 * i + 1)?));
     }
+    let links = PeerLinks::default();
     let mut configs = Vec::with_capacity(SERVERS);
     for i in 0..SERVERS {
         let name = server_name(i);
@@ -245,6 +309,9 @@ fn configs(
             .map_err(|e| ClusterError::io("write", &myid, e))?;
         let client_port = port(i)?;
         let config = root.join(format!("{name}.cfg"));
+        let peers: Vec<(u16, u16)> = (0..SERVERS)
+            .map(|j| if j == i { listeners[j] } else { proxies[j] })
+            .collect();
         std::fs::write(&config, config_text(&dir, client_port, &peers))
             .map_err(|e| ClusterError::io("write", &config, e))?;
         // A fresh log too: a start that failed on a taken port is told apart by its log.
@@ -257,9 +324,45 @@ fn configs(
             config,
             log,
             client_port,
+            peer_ports: listeners[i],
+            proxy_ports: proxies[i],
+            links: links.clone(),
         });
     }
     Ok(configs)
+}
+
+/// Each server's quorum and election proxies, listening before any server starts (their
+/// ports are in the servers' configs). On a port taken, the server whose it is and the port.
+async fn proxies(configs: &[ServerConfig]) -> Result<Vec<[PeerProxy; 2]>, (ServerConfig, u16)> {
+    let hello: Arc<dyn Hello> = Arc::new(ElectionHello::new(
+        configs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i as i64 + 1, (c.name.clone(), c.proxy_ports.1)))
+            .collect::<BTreeMap<_, _>>(),
+    ));
+    let mut all = Vec::with_capacity(configs.len());
+    for config in configs {
+        let upstream = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let ((quorum, election), listening) = (config.proxy_ports, config.peer_ports);
+        let links = &config.links;
+        let quorum_proxy = links
+            .proxy(&config.name, quorum, upstream(listening.0), None)
+            .await
+            .map_err(|_| (config.clone(), quorum))?;
+        let election_proxy = links
+            .proxy(
+                &config.name,
+                election,
+                upstream(listening.1),
+                Some(hello.clone()),
+            )
+            .await
+            .map_err(|_| (config.clone(), election))?;
+        all.push([quorum_proxy, election_proxy]);
+    }
+    Ok(all)
 }
 
 enum StartError {
@@ -270,7 +373,10 @@ enum StartError {
 
 /// Spawns every server at once (each looks for the others until a quorum elects) and waits
 /// for all of them. On any error the servers spawned so far are killed.
-async fn start_servers(configs: &[ServerConfig]) -> Result<Vec<ZooKeeperServer>, StartError> {
+async fn start_servers(
+    configs: &[ServerConfig],
+    proxies: Vec<[PeerProxy; 2]>,
+) -> Result<Vec<ZooKeeperServer>, StartError> {
     let mut instances = Vec::with_capacity(configs.len());
     for config in configs {
         match config.spawn() {
@@ -298,9 +404,11 @@ async fn start_servers(configs: &[ServerConfig]) -> Result<Vec<ZooKeeperServer>,
     Ok(instances
         .into_iter()
         .zip(configs)
-        .map(|(instance, config)| ZooKeeperServer {
+        .zip(proxies)
+        .map(|((instance, config), proxies)| ZooKeeperServer {
             config: config.clone(),
             instance,
+            _proxies: proxies,
         })
         .collect())
 }
@@ -350,6 +458,11 @@ async fn wait_serving(instance: &mut Instance, port: u16) -> Result<Mode, String
 /// Asks the server on `port` with the four-letter word `srvr` what it is. Err while it does
 /// not serve (no quorum yet, or syncing), or does not answer within a second.
 pub async fn mode(port: u16) -> Result<Mode, String> {
+    parse_mode(&srvr(port).await?)
+}
+
+/// The server's reply to `srvr`; Err if it gave none within a second.
+async fn srvr(port: u16) -> Result<String, String> {
     let ask = async {
         let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
@@ -362,10 +475,9 @@ pub async fn mode(port: u16) -> Result<Mode, String> {
             .map_err(|e| e.to_string())?;
         Ok::<String, String>(reply)
     };
-    let reply = tokio::time::timeout(Duration::from_secs(1), ask)
+    tokio::time::timeout(Duration::from_secs(1), ask)
         .await
-        .map_err(|_| "no answer to srvr within 1s".to_string())??;
-    parse_mode(&reply)
+        .map_err(|_| "no answer to srvr within 1s".to_string())?
 }
 
 fn parse_mode(reply: &str) -> Result<Mode, String> {
@@ -381,13 +493,15 @@ fn parse_mode(reply: &str) -> Result<Mode, String> {
     }
 }
 
-/// Each server among `servers` (name, client port) that serves, and whether it leads. A
-/// server that does not serve is left out.
+/// Each server among `servers` (name, client port) that answers, and whether it leads. One
+/// that answers but does not serve (electing, or cut off from the others) leads nothing,
+/// which the role watch must hear: a leader cut off, then elected again once healed, would
+/// otherwise look as if it had led all along. A server that does not answer is left out.
 pub async fn roles(servers: &[(String, u16)]) -> Vec<(String, bool)> {
     let mut roles = Vec::with_capacity(servers.len());
     for (name, port) in servers {
-        if let Ok(mode) = mode(*port).await {
-            roles.push((name.clone(), mode == Mode::Leader));
+        if let Ok(reply) = srvr(*port).await {
+            roles.push((name.clone(), parse_mode(&reply) == Ok(Mode::Leader)));
         }
     }
     roles
@@ -400,6 +514,32 @@ pub async fn leader(servers: &[(String, u16)]) -> Option<String> {
         .into_iter()
         .find(|(_, leads)| *leads)
         .map(|(name, _)| name)
+}
+
+/// What a client adds as `digest` auth to be the run's user: `user:password`.
+pub fn digest(password: &str) -> String {
+    format!("{USER}:{password}")
+}
+
+/// Gives the root znode to the run's digest user (`password`) alone, through the servers at
+/// `connect` (a connect string): from now on only a client authenticated as [`USER`] can
+/// read, create or delete at the root, and the run's clients give each znode they create
+/// the same ACL.
+pub async fn restrict_to_the_run(connect: &str, password: &str) -> Result<(), String> {
+    let connecting = zk::Client::connector()
+        .with_auth("digest", digest(password).as_bytes())
+        .with_session_timeout(Duration::from_millis(MAX_SESSION_MS))
+        .connect(connect);
+    let client = tokio::time::timeout(Duration::from_secs(10), connecting)
+        .await
+        .map_err(|_| "no session within 10s".to_string())?
+        .map_err(|e| format!("connect: {e}"))?;
+    let root_acl: &[zk::Acl] = &zk::Acls::creator_all();
+    client
+        .set_acl("/", root_acl, None)
+        .await
+        .map_err(|e| format!("set the root znode's ACL: {e}"))?;
+    Ok(())
 }
 
 /// The connect string of `servers` (`127.0.0.1:p0,127.0.0.1:p1,...`), as clients take it.
@@ -419,9 +559,9 @@ pub(super) async fn start_ensemble(spec: &ClusterSpec) -> Result<Cluster, Cluste
     let server_binary = super::binaries::redis_server(spec.redis_server.as_deref())?;
     let [root, zk_root] = super::private_folders(&spec.dir, ["redis", "zookeeper"])?;
     let password = super::generate_password();
-    // Storage after the servers' ports: with a base port, the servers take the first nine.
+    // Storage after the servers' ports: with a base port, the servers take the first ones.
     let storage_port = match spec.base_port {
-        Some(base) => ports::plan(1, base.checked_add(3 * SERVERS as u16))?,
+        Some(base) => ports::plan(1, base.checked_add(PORTS as u16))?,
         None => ports::plan(1, None)?,
     };
     let storage_port = storage_port
@@ -431,6 +571,20 @@ pub(super) async fn start_ensemble(spec: &ClusterSpec) -> Result<Cluster, Cluste
     let storage = super::start_storage(&root, server_binary, &password, storage_port).await?;
     // Storage is killed by its guard if this fails.
     let servers = start(program, &zk_root, spec.base_port).await?;
+    let connect = connect_string(servers.iter().map(|s| ("127.0.0.1", s.config.client_port)));
+    // The servers are killed by their guards if this fails.
+    restrict_to_the_run(&connect, &password)
+        .await
+        .map_err(|reason| {
+            let first = &servers[0].config;
+            ClusterError::StartFailed {
+                node: first.name.clone(),
+                port: first.client_port,
+                reason,
+                log: first.log.clone(),
+                tail: String::new(),
+            }
+        })?;
     tracing::info!(elapsed = ?begun.elapsed(), "zookeeper ensemble ready");
     let servers = servers
         .into_iter()

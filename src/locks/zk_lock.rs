@@ -28,6 +28,10 @@
 //!
 //! After an expired session the next acquire opens a new one, as Curator does.
 //!
+//! Each session authenticates as the run's digest user (`cluster::zookeeper::USER`, the
+//! run's password) and creates its znodes for that user alone (`creator_all`): the
+//! ensemble's root is the run's, and another local user can neither read nor write them.
+//!
 //! Flaw it must show: a holder paused past its session keeps working while the next
 //! contender holds the lock (the server expired the session and deleted its node): overlap,
 //! stale writes, lost updates. Fenced, the token is the lock node's `czxid` (the zxid of its
@@ -68,16 +72,25 @@ pub(crate) async fn connect(
     }
     let servers =
         zookeeper::connect_string(endpoints.nodes.iter().map(|n| (n.host.as_str(), n.port)));
-    session(&servers, options)
+    session(&servers, endpoints.password.as_deref(), options)
         .await
         .map_err(|e| LockError::Endpoints(format!("ZooKeeper at {servers}: {e}")))
 }
 
-async fn session(servers: &str, options: &LockOptions) -> Result<zk::Client, String> {
+/// A session on `servers`, authenticated as the run's user with `password` if given.
+async fn session(
+    servers: &str,
+    password: Option<&str>,
+    options: &LockOptions,
+) -> Result<zk::Client, String> {
     let timeout = options.op_timeout();
+    let mut connector = zk::Client::connector();
+    if let Some(password) = password {
+        connector = connector.with_auth("digest", zookeeper::digest(password).as_bytes());
+    }
     // Detached: a client dropped without a release (retired by the worker) leaves its
     // session, and its lock, to expire, as a crashed one does, rather than closing it.
-    let connecting = zk::Client::connector()
+    let connecting = connector
         .with_detached()
         .with_session_timeout(Duration::from_millis(options.ttl_ms.max(1)))
         .with_connection_timeout(timeout)
@@ -99,6 +112,7 @@ struct Held {
 pub(crate) struct ZkLock {
     client: zk::Client,
     servers: String,
+    password: Option<String>,
     options: LockOptions,
     held: HashMap<String, Held>,
 }
@@ -110,6 +124,7 @@ impl ZkLock {
             servers: zookeeper::connect_string(
                 endpoints.nodes.iter().map(|n| (n.host.as_str(), n.port)),
             ),
+            password: endpoints.password.clone(),
             options,
             held: HashMap::new(),
         }
@@ -134,7 +149,7 @@ impl ZkLock {
         if !ended(self.client.state()) {
             return Ok(());
         }
-        self.client = session(&self.servers, &self.options)
+        self.client = session(&self.servers, self.password.as_deref(), &self.options)
             .await
             .map_err(|e| format!("a new session: {e}"))?;
         Ok(())
@@ -235,8 +250,9 @@ async fn contend(client: &zk::Client, dir: &str, prefix: &str) -> Result<String,
 /// ancestors (containers) first if missing. After a lost connection, looks for a node with
 /// our prefix before creating another (Curator's protection).
 async fn create_node(client: &zk::Client, dir: &str, prefix: &str) -> Result<String, zk::Error> {
-    let node = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-    let folder = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+    // The session's own user alone (the run's digest user): see the module's comment.
+    let node = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::creator_all());
+    let folder = zk::CreateMode::Container.with_acls(zk::Acls::creator_all());
     let path = format!("{dir}/{prefix}");
     let mut lost = false;
     loop {

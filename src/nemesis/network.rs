@@ -325,9 +325,9 @@ impl Network {
         true
     }
 
-    /// etcd, a partition between members: the leader of the moment cut off from every other
-    /// member both ways (Jepsen's partition-leader), through `Cluster::cut_links` (the
-    /// members' peer proxies, or iptables on their hosts). The targets: the leader, then
+    /// etcd and ZooKeeper, a partition between servers: the leader of the moment cut off
+    /// from every other server both ways (Jepsen's partition-leader), through
+    /// `Cluster::cut_links` (the servers' peer proxies, or iptables on their hosts). The targets: the leader, then
     /// the members it lost. False if nothing was cut.
     async fn isolate_leader(
         &mut self,
@@ -346,7 +346,7 @@ impl Network {
                 break leader;
             }
             if tokio::time::Instant::now() >= deadline {
-                tracing::warn!("partition: no etcd member named a leader to isolate within 5 s");
+                tracing::warn!("partition: no server named a leader to isolate within 5 s");
                 return false;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

@@ -626,7 +626,7 @@ mod tests {
     }
 
     #[test]
-    fn the_partition_preset_on_etcd_also_isolates_the_leader() {
+    fn the_partition_preset_on_etcd_and_zookeeper_also_isolates_the_leader() {
         let links = |topology| {
             let w = Workload {
                 ttl_ms: 2000,
@@ -638,6 +638,10 @@ mod tests {
             faults.iter().map(|f| f.link).collect::<Vec<_>>()
         };
         assert_eq!(links(Topology::Etcd), [Link::Clients, Link::Replication]);
+        assert_eq!(
+            links(Topology::Zookeeper),
+            [Link::Clients, Link::Replication]
+        );
         assert_eq!(links(Topology::Single), [Link::Clients]);
     }
 
