@@ -10,6 +10,7 @@ pub mod clock;
 pub mod cluster;
 pub mod fleet;
 pub mod history;
+pub mod index;
 pub mod locks;
 pub mod nemesis;
 pub mod outfile;

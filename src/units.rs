@@ -20,10 +20,28 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     })
 }
 
-/// A duration written as `"250ms"`, kept as milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(transparent)]
+/// A duration written as `"250ms"`, kept as milliseconds. It is written back as text
+/// (`"2s"`, `"1500ms"`, [`fmt_millis`]) so that a run's workload.toml reads as its author
+/// wrote it, and reads back to the same milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Millis(pub u64);
+
+impl Serialize for Millis {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&fmt_millis(self.0))
+    }
+}
+
+/// Milliseconds as a duration string that parses back exactly: whole seconds as `"2s"`,
+/// anything else as `"1500ms"` (a fraction of a second in `f64` could read back a
+/// millisecond short).
+pub fn fmt_millis(ms: u64) -> String {
+    if ms >= 1000 && ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
 
 impl Millis {
     pub fn duration(self) -> Duration {
@@ -119,6 +137,22 @@ mod tests {
         assert_eq!(parse_duration("10us").unwrap(), Duration::from_micros(10));
         assert!(parse_duration("soon").unwrap_err().contains("\"soon\""));
         assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn millis_are_written_as_durations_that_read_back_the_same() {
+        for (ms, text) in [
+            (0, "0ms"),
+            (300, "300ms"),
+            (2000, "2s"),
+            (1500, "1500ms"),
+            (1001, "1001ms"),
+        ] {
+            assert_eq!(fmt_millis(ms), text);
+            let json = serde_json::to_string(&Millis(ms)).unwrap();
+            assert_eq!(json, format!("\"{text}\""));
+            assert_eq!(serde_json::from_str::<Millis>(&json).unwrap(), Millis(ms));
+        }
     }
 
     #[test]

@@ -340,7 +340,8 @@ fn quick_runs_only_the_cells_that_must_find_something_each_stopping_once_proven(
 #[test]
 fn every_link_of_audit_md_leads_to_a_page_that_exists() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("audit");
+    let results = dir.path().join("results");
+    let out = results.join("audit");
     // A valid cell, a cell with anomalies, a cell that is not applicable (RedLock has no
     // replicas to fail over to) and, in the grid, two cells not asked for.
     let output = lockaudit()
@@ -389,6 +390,31 @@ fn every_link_of_audit_md_leads_to_a_page_that_exists() {
     assert!(!row("redlock").contains("]("), "{md}");
     assert!(!md.contains('?'), "{md}");
     assert!(targets.len() >= 2, "{targets:?}");
+
+    // audit.html: the same matrix, each cell that ran linking its run's page.
+    let links = common::assert_links_resolve(&out.join("audit.html"));
+    for page in [
+        "./set-nx-px/none/index.html",
+        "./lua-getset/none/index.html",
+    ] {
+        assert!(links.iter().any(|l| l == page), "{page} not in {links:?}");
+    }
+    assert!(!links.iter().any(|l| l.contains("redlock")), "{links:?}");
+    // The results folder's index lists the audit, its page linked.
+    let index: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(results.join("index.json")).expect("index.json"),
+    )
+    .expect("JSON");
+    let entries = index["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 1, "{index}");
+    assert_eq!(entries[0]["kind"], "audit", "{index}");
+    assert_eq!(entries[0]["verdict"], "passed", "{index}");
+    assert_eq!(entries[0]["page"], "./audit/audit.html", "{index}");
+    let links = common::assert_links_resolve(&results.join("index.html"));
+    assert!(
+        links.contains(&"./audit/audit.html".to_string()),
+        "{links:?}"
+    );
 }
 
 #[test]

@@ -265,6 +265,8 @@ fn run_etcd_lock(time_limit: &str, out: &std::path::Path) -> Command {
     command
         .args([
             "run",
+            "--seed",
+            "1",
             "--algorithm",
             "etcd-lock",
             "--time-limit",

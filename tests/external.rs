@@ -34,7 +34,7 @@ fn run(workload: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     let _turn = turn();
     Command::new(env!("CARGO_BIN_EXE_lockaudit"))
         .current_dir(root())
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(workload)
         .arg("--out")
         .arg(out)
@@ -511,7 +511,7 @@ fn a_paused_worker_freezes_its_adapters_with_it() {
     let _turn = turn();
     let mut child = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
         .current_dir(root())
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(&workload)
         .arg("--out")
         .arg(&out)
@@ -736,7 +736,16 @@ fn a_workload_named_by_its_bare_file_name_finds_its_adapter_next_to_it() {
     let _turn = turn();
     let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
         .current_dir(dir.path())
-        .args(["run", "w.toml", "--time-limit", "1s", "--out", "run"])
+        .args([
+            "run",
+            "--seed",
+            "1",
+            "w.toml",
+            "--time-limit",
+            "1s",
+            "--out",
+            "run",
+        ])
         .output()
         .expect("run lockaudit run");
     assert_exit(&output, 0);

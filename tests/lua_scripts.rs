@@ -408,7 +408,7 @@ async fn a_read_script_that_does_not_compile_is_a_connect_error() {
 fn run(name: &str, out: &Path, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_lockaudit"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(format!("examples/lua/{name}.toml"))
         .arg("--out")
         .arg(out)
@@ -476,7 +476,7 @@ fn a_missing_script_is_bad_input_naming_the_file_and_field() {
     )
     .unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(&workload)
         .arg("--out")
         .arg(dir.path().join("run"))
@@ -505,7 +505,7 @@ fn a_script_redis_cannot_compile_stops_the_run_as_bad_input() {
     )
     .unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(&workload)
         .args(["--time-limit", "30s", "--out"])
         .arg(dir.path().join("run"))
@@ -548,7 +548,7 @@ fn fair_marks_every_acquire_of_a_lua_lock() {
     std::fs::write(&workload, text).unwrap();
     let out = dir.path().join("run");
     let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(&workload)
         .args(["--time-limit", "2s", "--out"])
         .arg(&out)
@@ -585,7 +585,7 @@ fn read_share_without_read_scripts_or_with_a_missing_one_is_bad_input() {
         let workload = dir.path().join("w.toml");
         std::fs::write(&workload, format!("{base}{extra} }}\n")).unwrap();
         let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
-            .arg("run")
+            .args(["run", "--seed", "1"])
             .arg(&workload)
             .arg("--out")
             .arg(dir.path().join("run"))
@@ -612,7 +612,7 @@ fn a_read_script_redis_cannot_compile_stops_the_run_as_bad_input() {
     )
     .unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(&workload)
         .args(["--time-limit", "30s", "--out"])
         .arg(dir.path().join("run"))

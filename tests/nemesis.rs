@@ -1561,7 +1561,7 @@ duration = "3s"
     // Its own process group: the SIGINT goes to the controller alone, as the test of its
     // own cleanup (a terminal's Ctrl-C would also reach the workers).
     let mut child = lockaudit()
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(workload_file("set-nx-px"))
         .arg("--nemesis")
         .arg(&schedule)

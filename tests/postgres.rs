@@ -281,7 +281,7 @@ fn lockaudit() -> std::process::Command {
 /// `lockaudit run --algorithm NAME` into `out`, with `extra` flags.
 fn run(algorithm: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
     lockaudit()
-        .args(["run", "--algorithm", algorithm, "--out"])
+        .args(["run", "--seed", "1", "--algorithm", algorithm, "--out"])
         .arg(out)
         .args(extra)
         .output()
@@ -344,6 +344,8 @@ fn a_run_without_postgres_exits_3_naming_the_package() {
     let output = lockaudit()
         .args([
             "run",
+            "--seed",
+            "1",
             "--algorithm",
             "pg-advisory",
             "--time-limit",
@@ -454,6 +456,8 @@ fn a_database_lock_refuses_an_existing_redis() {
     let output = lockaudit()
         .args([
             "run",
+            "--seed",
+            "1",
             "--algorithm",
             "pg-advisory",
             "--redis",
@@ -477,6 +481,8 @@ fn ctrl_c_mid_run_leaves_no_postgres_process() {
     let mut child = lockaudit()
         .args([
             "run",
+            "--seed",
+            "1",
             "--algorithm",
             "pg-row",
             "--time-limit",

@@ -188,6 +188,8 @@ fn redlock_on_a_cluster_is_refused() {
     let out = lockaudit()
         .args([
             "run",
+            "--seed",
+            "1",
             "--algorithm",
             "redlock",
             "--topology",
@@ -202,7 +204,15 @@ fn redlock_on_a_cluster_is_refused() {
     assert!(err.contains("not RedLock"), "{err}");
     // Nor can it audit a cluster it did not start.
     let out = lockaudit()
-        .args(["run", "--algorithm", "set-nx-px", "--topology", "cluster"])
+        .args([
+            "run",
+            "--seed",
+            "1",
+            "--algorithm",
+            "set-nx-px",
+            "--topology",
+            "cluster",
+        ])
         .args(["--redis", "redis://127.0.0.1:1", "--out"])
         .arg(dir.path().join("e"))
         .output()
@@ -263,7 +273,7 @@ fn an_external_adapter_locks_on_a_cluster() {
     .unwrap();
     let out_dir = dir.path().join("run");
     let out = lockaudit()
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(&workload)
         .args(["--time-limit", "3s", "--out"])
         .arg(&out_dir)

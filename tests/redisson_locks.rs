@@ -410,6 +410,8 @@ fn run_valid(algorithm: &str) {
     let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
         .args([
             "run",
+            "--seed",
+            "1",
             "--algorithm",
             algorithm,
             "--time-limit",

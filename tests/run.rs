@@ -24,7 +24,7 @@ fn workload(name: &str) -> PathBuf {
 
 fn run(name: &str, out: &Path, extra: &[&str]) -> Output {
     lockaudit()
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(workload(name))
         .args(["--time-limit", "3s", "--out"])
         .arg(out)
@@ -209,7 +209,7 @@ fn watch_multi_without_faults_is_valid_with_writes_and_no_lock() {
 /// Starts a 20 s set-nx-px run in the background.
 fn spawn_long_run(out: &Path) -> std::process::Child {
     lockaudit()
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(workload("set-nx-px"))
         .args(["--time-limit", "20s", "--out"])
         .arg(out)
@@ -296,7 +296,7 @@ fn an_interrupted_run_reports_what_it_recorded_and_exits_128_plus_the_signal() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join(name);
         let mut child = lockaudit()
-            .arg("run")
+            .args(["run", "--seed", "1"])
             .arg(workload("set-nx-px"))
             .args(["--time-limit", "30s", "--out"])
             .arg(&out)
@@ -366,7 +366,7 @@ fn a_full_disk_stops_the_run_naming_the_history_and_the_error() {
     let out = mount.join("run");
     let started = Instant::now();
     let output = lockaudit()
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(workload("set-nx-px"))
         .args(["--time-limit", "60s", "--out"])
         .arg(&out)
@@ -393,7 +393,7 @@ fn a_worker_crash_leaves_the_run_to_finish_and_no_process() {
     let out = dir.path().join("crashed");
     let output = {
         let mut child = lockaudit()
-            .arg("run")
+            .args(["run", "--seed", "1"])
             .arg(workload("set-nx-px"))
             .args(["--time-limit", "4s", "--out"])
             .arg(&out)
@@ -692,7 +692,7 @@ fn ctrl_c_records_no_fault_of_its_own_and_leaves_no_process() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("interrupted");
         let mut child = lockaudit()
-            .arg("run")
+            .args(["run", "--seed", "1"])
             .arg(workload("set-nx-px"))
             .args(["--nemesis", "kill-clients", "--time-limit", "30s", "--out"])
             .arg(&out)
@@ -882,6 +882,8 @@ fn an_algorithm_alone_runs_its_builtin_workload_and_a_schedule_that_does_not_fit
         .current_dir(dir.path())
         .args([
             "run",
+            "--seed",
+            "1",
             "--algorithm",
             "redlock",
             "--clients",
@@ -916,11 +918,13 @@ fn an_algorithm_alone_runs_its_builtin_workload_and_a_schedule_that_does_not_fit
     let text = std::fs::read_to_string(out.join("workload.toml")).unwrap();
     let spec: toml::Table = toml::from_str(&text).unwrap();
     assert_eq!(spec["algorithm"].as_str(), Some("redlock"), "{text}");
-    assert_eq!(spec["hold"]["max"].as_integer(), Some(1500), "{text}");
-    assert_eq!(spec["ttl"].as_integer(), Some(2000), "{text}");
+    // Durations as durations, exact to the millisecond.
+    assert_eq!(spec["hold"]["max"].as_str(), Some("1500ms"), "{text}");
+    assert_eq!(spec["ttl"].as_str(), Some("2s"), "{text}");
     assert_eq!(spec["clients"].as_integer(), Some(4), "{text}");
     assert_eq!(spec["fenced"].as_bool(), Some(true), "{text}");
-    assert_eq!(spec["time_limit"].as_integer(), Some(3000), "{text}");
+    assert_eq!(spec["time_limit"].as_str(), Some("3s"), "{text}");
+    assert_eq!(spec["seed"].as_integer(), Some(1), "{text}");
     assert!(spec["expect"].get("kill-redis").is_some(), "{text}");
     let ttls = acquire_ttls(&out);
     assert!(!ttls.is_empty() && ttls.iter().all(|t| *t == Some(2000)));
@@ -937,6 +941,8 @@ fn a_preset_that_does_not_fit_is_told_before_any_server_starts() {
         .current_dir(dir.path())
         .args([
             "run",
+            "--seed",
+            "1",
             "--algorithm",
             "set-nx-px",
             "--nemesis",
@@ -977,7 +983,7 @@ fn a_run_whose_output_is_no_terminal_prints_progress_lines() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("run");
     let output = lockaudit()
-        .arg("run")
+        .args(["run", "--seed", "1"])
         .arg(workload("set-nx-px"))
         .args(["--time-limit", "6s", "--out"])
         .arg(&out)
@@ -1075,4 +1081,231 @@ fn a_failed_shared_storage_connection_is_replaced() {
         assert_eq!(third.read("lock:0").await.expect("read again"), Some(7));
     });
     runtime.block_on(cluster.shutdown());
+}
+
+/// `lockaudit run` in `dir` (its `results/` is the default results folder), lua-getset
+/// without faults for 2 s (it always finds `unavailable`: its release frees nothing).
+fn run_in(dir: &Path, extra: &[&str]) -> Output {
+    lockaudit()
+        .current_dir(dir)
+        .args(["run", "--algorithm", "lua-getset", "--time-limit", "2s"])
+        .args(extra)
+        .output()
+        .expect("run lockaudit")
+}
+
+/// The run folder a run printed (`run: DIR`), from `base`.
+fn printed_run_dir(base: &Path, output: &Output) -> PathBuf {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("run: "))
+        .unwrap_or_else(|| panic!("no run: line in {stdout}"));
+    base.join(line)
+}
+
+fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn a_run_names_its_folder_by_what_ran_records_it_and_draws_a_seed_unless_given_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let drawn = run_in(dir.path(), &[]);
+    assert_exit(&drawn, 1);
+    let given = run_in(dir.path(), &["--seed", "42", "--topology", "replicated"]);
+    assert_exit(&given, 1);
+    let (first, second) = (
+        printed_run_dir(dir.path(), &drawn),
+        printed_run_dir(dir.path(), &given),
+    );
+
+    // <time>-<algorithm>-<nemesis>[-<topology> when not the algorithm's own], the time
+    // sortable: 2025-01-31T120000Z.
+    let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(first.parent().unwrap(), dir.path().join("results"));
+    let (a, b) = (name(&first), name(&second));
+    assert!(a.ends_with("Z-lua-getset-none"), "{a}");
+    assert!(b.ends_with("Z-lua-getset-none-replicated"), "{b}");
+    let stamp = &a[..a.len() - "-lua-getset-none".len()];
+    assert!(
+        humantime::parse_rfc3339(&format!(
+            "{}:{}:{}Z",
+            &stamp[..13],
+            &stamp[13..15],
+            &stamp[15..17]
+        ))
+        .is_ok(),
+        "{stamp}"
+    );
+
+    // No --seed, none in the built-in workload: one is drawn, said and recorded.
+    let record = json(&first.join("run.json"));
+    let seed = record["seed"].as_u64().expect("a seed");
+    assert_eq!(record["seed_drawn"], true, "{record}");
+    let stderr = String::from_utf8_lossy(&drawn.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "seed: {seed} (drawn for this run; rerun with --seed {seed}"
+        )),
+        "{stderr}"
+    );
+    let workload: toml::Table = std::fs::read_to_string(first.join("workload.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(workload["seed"].as_integer(), Some(seed as i64));
+    // What ran: the command, lockaudit's version and commit, each server's version.
+    let command: Vec<&str> = record["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        command[1..4],
+        ["run", "--algorithm", "lua-getset"],
+        "{record}"
+    );
+    assert_eq!(record["version"], env!("CARGO_PKG_VERSION"));
+    assert!(!record["commit"].as_str().unwrap().is_empty(), "{record}");
+    assert_eq!(record["topology"], "single");
+    assert_eq!(record["nemesis"], "none");
+    let servers = record["servers"].as_array().unwrap();
+    let names: Vec<&str> = servers
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["master-0", "storage"], "{record}");
+    for server in servers {
+        let version = server["version"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{record}"));
+        assert!(version.starts_with("redis "), "{record}");
+    }
+    assert!(record["ended"].is_string() && record["seconds"].as_f64().unwrap() > 0.0);
+    let second_record = json(&second.join("run.json"));
+    assert_eq!(second_record["seed"], 42);
+    assert_eq!(second_record["seed_drawn"], false);
+    assert_eq!(second_record["topology"], "replicated");
+    assert_eq!(second_record["servers"].as_array().unwrap().len(), 4);
+
+    // The results folder's index lists both, newest first, each linking its page.
+    let results = dir.path().join("results");
+    let index = json(&results.join("index.json"));
+    let entries = index["entries"].as_array().unwrap();
+    let folders: Vec<&str> = entries
+        .iter()
+        .map(|e| e["folder"].as_str().unwrap())
+        .collect();
+    assert_eq!(folders, [b.as_str(), a.as_str()], "{index}");
+    assert_eq!(entries[1]["seed"], seed);
+    assert_eq!(entries[0]["verdict"], "invalid");
+    assert_eq!(
+        entries[0]["first_anomaly"]["kind"], "unavailable",
+        "{index}"
+    );
+    let links = common::assert_links_resolve(&results.join("index.html"));
+    assert_eq!(
+        links[1..],
+        [format!("./{b}/index.html"), format!("./{a}/index.html")],
+        "{links:?}"
+    );
+}
+
+#[test]
+fn rerun_replays_a_run_and_says_how_often_its_anomalies_came_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    let original = results.join("original");
+    let output = run_in(dir.path(), &["--seed", "5", "--out", "results/original"]);
+    assert_exit(&output, 1);
+    let output = lockaudit()
+        .current_dir(dir.path())
+        .args(["rerun", "results/original", "--repeat", "2"])
+        .output()
+        .expect("rerun");
+    // lua-getset without faults always finds `unavailable`: both reruns do, exit 1.
+    let stdout = assert_exit(&output, 1);
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("unavailable "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.contains("2 of 2"), "{stdout}");
+    let folders: Vec<PathBuf> = stdout
+        .lines()
+        .skip_while(|l| *l != "reruns:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| dir.path().join(l.trim()))
+        .collect();
+    assert_eq!(folders.len(), 2, "{stdout}");
+    for folder in &folders {
+        assert_ne!(folder, &original);
+        let record = json(&folder.join("run.json"));
+        assert_eq!(record["seed"], 5, "{record}");
+        assert_eq!(record["seed_drawn"], false, "{record}");
+        assert_eq!(report(folder)["valid"], false);
+    }
+    // The index lists the original and both reruns.
+    let index = json(&results.join("index.json"));
+    assert_eq!(index["entries"].as_array().unwrap().len(), 3, "{index}");
+
+    // A folder that is no run: named, exit 2, no panic.
+    let output = lockaudit()
+        .args(["rerun"])
+        .arg(dir.path())
+        .output()
+        .expect("rerun");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}: not a run folder: it has no workload.toml",
+            dir.path().display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_runs_page_embeds_its_pictures_links_its_files_and_says_how_to_run_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = run_in(dir.path(), &["--seed", "9", "--out", "run"]);
+    assert_exit(&output, 1);
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    // One file to attach: every picture is in it.
+    assert!(
+        page.contains(r#"<img src="data:image/png;base64,"#),
+        "no embedded picture"
+    );
+    assert!(!page.contains(r#"<img src="./"#), "a picture left out");
+    // The raw files, never the one with the password.
+    let links = common::assert_links_resolve(&out.join("index.html"));
+    for file in [
+        "./history.jsonl",
+        "./report.json",
+        "./workload.toml",
+        "./run.json",
+    ] {
+        assert!(links.iter().any(|l| l == file), "{file} not in {links:?}");
+    }
+    assert!(links.iter().any(|l| l.ends_with(".log")), "{links:?}");
+    assert!(!links.iter().any(|l| l.contains("endpoints")), "{links:?}");
+    assert!(!links.iter().any(|l| l.ends_with(".conf")), "{links:?}");
+    let endpoints = json(&out.join("endpoints.json"));
+    let password = endpoints["password"].as_str().expect("a password");
+    assert!(!page.contains(password));
+    // How to run it again, and durations that read as durations.
+    assert!(page.contains("<code>lockaudit rerun "), "no rerun command");
+    assert!(
+        page.contains("workload.toml --seed 9</code>"),
+        "no run command"
+    );
+    assert!(
+        page.contains("ttl = &#34;3s&#34;"),
+        "the workload's ttl is no duration"
+    );
 }

@@ -37,7 +37,15 @@ fn another_user_cannot_read_the_password_of_a_run() {
     let dir = common::open_tempdir();
     let run = dir.path().join("run");
     let output = lockaudit()
-        .args(["run", "--algorithm", "set-nx-px", "--topology", "sentinel"])
+        .args([
+            "run",
+            "--seed",
+            "1",
+            "--algorithm",
+            "set-nx-px",
+            "--topology",
+            "sentinel",
+        ])
         .args(["--nemesis", "none", "--time-limit", "2s", "--out"])
         .arg(&run)
         .output()
@@ -118,7 +126,15 @@ fn a_postgres_run_in_a_private_folder_works_and_keeps_its_secret() {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let run = dir.path();
     let output = lockaudit()
-        .args(["run", "--algorithm", "pg-advisory", "--nemesis", "none"])
+        .args([
+            "run",
+            "--seed",
+            "1",
+            "--algorithm",
+            "pg-advisory",
+            "--nemesis",
+            "none",
+        ])
         .args(["--time-limit", "2s", "--out"])
         .arg(run)
         .output()

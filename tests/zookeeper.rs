@@ -416,6 +416,8 @@ fn run_zk_lock(time_limit: &str, out: &std::path::Path) -> Command {
     command
         .args([
             "run",
+            "--seed",
+            "1",
             "--algorithm",
             "zk-lock",
             "--time-limit",

@@ -339,7 +339,7 @@ impl Matrix {
     }
 
     /// "77 cells: 70 ok, 4 differ, 1 error, 2 n/a".
-    pub(super) fn counts_text(&self) -> String {
+    pub fn counts_text(&self) -> String {
         let c = self.counts();
         let mut parts = vec![format!("{} ok", c.passed)];
         if c.differs > 0 {
@@ -367,12 +367,13 @@ impl Matrix {
         )
     }
 
-    /// Writes `audit.md` (links relative to `dir`), `audit.json` and `audit.xml` into `dir`,
-    /// creating it if needed; returns their paths.
+    /// Writes `audit.md` and `audit.html` (links relative to `dir`), `audit.json` and
+    /// `audit.xml` into `dir`, creating it if needed; returns their paths.
     pub fn write_all(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         std::fs::create_dir_all(dir)?;
         let files = [
             ("audit.md", self.to_markdown_in(dir)),
+            ("audit.html", self.to_html_in(dir)),
             ("audit.json", self.to_json() + "\n"),
             ("audit.xml", self.to_junit()),
         ];
@@ -474,12 +475,17 @@ mod tests {
             .iter()
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, ["audit.md", "audit.json", "audit.xml"]);
+        assert_eq!(names, ["audit.md", "audit.html", "audit.json", "audit.xml"]);
         let md = std::fs::read_to_string(&paths[0]).unwrap();
         assert!(md.contains("[ok](setnx-del-none/index.html)"), "{md}");
-        let json = std::fs::read_to_string(&paths[1]).unwrap();
+        let html = std::fs::read_to_string(&paths[1]).unwrap();
+        assert!(
+            html.contains(r#"href="./setnx-del-none/index.html""#),
+            "{html}"
+        );
+        let json = std::fs::read_to_string(&paths[2]).unwrap();
         assert_eq!(Matrix::from_json(&json).unwrap(), m);
-        let xml = std::fs::read_to_string(&paths[2]).unwrap();
+        let xml = std::fs::read_to_string(&paths[3]).unwrap();
         roxmltree::Document::parse(&xml).unwrap();
     }
 }

@@ -2,6 +2,7 @@
 
 #[cfg(test)]
 mod fixtures;
+mod html;
 mod json;
 mod junit;
 mod markdown;

@@ -177,16 +177,7 @@ pub struct Reach {
 
 impl Reach {
     pub fn median_first_ms(&self) -> Option<f64> {
-        let mut v = self.first_anomaly_ms.clone();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        Some(if v.len() % 2 == 1 {
-            v[v.len() / 2]
-        } else {
-            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
-        })
+        crate::report::median(&self.first_anomaly_ms)
     }
 }
 
@@ -665,11 +656,9 @@ fn found_kinds(report: &Report) -> BTreeMap<String, u64> {
 /// none), in ms of run time.
 fn first_anomaly_ms(report: &Report, expected: &Expectation) -> Option<f64> {
     report
-        .anomalies
-        .iter()
-        .filter(|a| expected.must.is_empty() || expected.must.contains(&a.kind))
-        .map(|a| a.start)
-        .min()
+        .first_anomaly_ns(|kind| {
+            expected.must.is_empty() || expected.must.iter().any(|k| k == kind)
+        })
         .map(|ns| ns as f64 / 1e6)
 }
 

@@ -118,6 +118,9 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
     for f in &files {
         println!("{}", f.display());
     }
+    if let Some(results) = out.parent() {
+        crate::index::update_after(results);
+    }
     Ok(if passed { 0 } else { 1 })
 }
 

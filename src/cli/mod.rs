@@ -14,6 +14,7 @@ use crate::units::{nanos, parse_duration};
 
 pub mod audit;
 pub mod check;
+pub mod rerun;
 pub mod run;
 pub mod shrink;
 pub mod tools;
@@ -24,7 +25,7 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 #[derive(Parser)]
 #[command(
     name = "lockaudit",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("LOCKAUDIT_COMMIT"), ")"),
     about = "Audit distributed locks: record, check, draw"
 )]
 pub struct Cli {
@@ -39,6 +40,11 @@ pub struct Cli {
 pub enum Command {
     /// Run a workload against real Redis, record its history, and check it.
     Run(RunArgs),
+    /// Run a run folder's run again, as it was (its workload.toml with its seed, topology
+    /// and schedule; its checker options), N times, and say how often each kind of anomaly
+    /// it found came back and how soon. Exit 0 when every rerun was valid, 1 when any found
+    /// anomalies, 3 when any could not be carried out or proved nothing.
+    Rerun(RerunArgs),
     /// Every algorithm under every nemesis preset: a verdict matrix, judged against what
     /// each workload file expects (exit 1 when a cell differs).
     Audit(AuditArgs),
@@ -61,6 +67,10 @@ pub enum Command {
     /// of its anomalies (delta debugging, the checker as the judge): a history to attach to
     /// a bug report, with its timeline.
     Shrink(ShrinkArgs),
+    /// Write DIR/index.html and index.json: every run and audit folder in DIR, newest first,
+    /// with its verdict and a link to its page. results/ keeps one by itself; a folder
+    /// given here keeps its index from then on (every run and audit into it rewrites it).
+    Index(IndexArgs),
     /// Write a synthetic history of a correct, fenced lock under kills and timeouts (for
     /// benchmarks and experiments: it checks valid).
     Synth(SynthArgs),
@@ -231,6 +241,20 @@ pub struct RunArgs {
     pub hosts: HostArgs,
 }
 
+/// `lockaudit rerun`'s flags.
+#[derive(clap::Args)]
+pub struct RerunArgs {
+    /// The run folder to run again (results/<run>, or an audit's cell).
+    pub run_dir: PathBuf,
+    /// How many times to run it (each in a folder of its own).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    /// The folder the reruns' folders are made in (default: results/); its index.html
+    /// lists them.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
 /// Where the lock's servers run when not on this machine: `run`'s and `audit`'s flags.
 #[derive(clap::Args)]
 pub struct HostArgs {
@@ -379,6 +403,13 @@ fn parse_kind(text: &str) -> Result<crate::report::AnomalyKind, String> {
 pub struct PlotArgs {
     /// A run folder (results/<run>) or a history file.
     pub target: PathBuf,
+}
+
+/// `lockaudit index`'s argument.
+#[derive(clap::Args)]
+pub struct IndexArgs {
+    /// The folder of runs and audits (results/, or an --out folder's parent).
+    pub dir: PathBuf,
 }
 
 /// `lockaudit synth`'s flags.

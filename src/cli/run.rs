@@ -55,6 +55,18 @@ pub fn command(args: RunArgs) -> anyhow::Result<u8> {
         eprintln!("lockaudit: {note}");
     }
     println!("run: {}", plan.dir.display());
+    // The one thing needed to get this run's faults and timings again.
+    let drawn = if plan.seed_drawn {
+        "drawn for this run; "
+    } else {
+        ""
+    };
+    eprintln!(
+        "seed: {} ({drawn}rerun with --seed {}, or lockaudit rerun {})",
+        plan.spec.seed,
+        plan.spec.seed,
+        plan.dir.display()
+    );
     crate::cluster::install_cleanup_handlers();
     let runtime = tokio::runtime::Runtime::new()?;
     match runtime.block_on(crate::run::run(&plan)) {
@@ -104,6 +116,10 @@ pub fn command(args: RunArgs) -> anyhow::Result<u8> {
                 Err(error) => {
                     eprintln!("lockaudit: warning: the plots could not be drawn: {error}")
                 }
+            }
+            // The results folder's index lists this run too (a failure is a warning).
+            if let Some(results) = outcome.dir.parent() {
+                crate::index::update_after(results);
             }
             if let Some(why) = &outcome.stopped {
                 eprintln!("lockaudit: the run was stopped before its time limit: {why}");

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::workload::WorkloadSpec;
 
-use super::{AdapterTestArgs, PlotArgs, SynthArgs, WorkerArgs};
+use super::{AdapterTestArgs, IndexArgs, PlotArgs, SynthArgs, WorkerArgs};
 
 /// `lockaudit worker`: one worker process of a run, until its stdin closes.
 pub fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
@@ -104,6 +104,17 @@ pub fn plot(args: PlotArgs) -> anyhow::Result<u8> {
     }
     for file in &summary.files {
         println!("{}", file.display());
+    }
+    Ok(0)
+}
+
+/// `lockaudit index`: the index of a folder of runs and audits.
+pub fn index(args: IndexArgs) -> anyhow::Result<u8> {
+    if !args.dir.is_dir() {
+        anyhow::bail!("{}: no such folder", args.dir.display());
+    }
+    for path in crate::index::write(&args.dir).map_err(anyhow::Error::msg)? {
+        println!("{}", path.display());
     }
     Ok(0)
 }

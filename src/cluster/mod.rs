@@ -53,6 +53,7 @@ mod service;
 mod services;
 pub mod sharded;
 mod ssh;
+mod version;
 mod zk_election;
 pub mod zookeeper;
 
@@ -84,6 +85,7 @@ pub use replication::Replica;
 pub use sentinel::{MASTER_NAME, SENTINEL_FAILOVER_MS};
 pub use services::{service, Service, SERVICES};
 pub use ssh::{NodeEntry, SshTarget};
+pub use version::{server_versions, ServerVersion};
 
 use hosts::Hosts;
 use instance::Instance;

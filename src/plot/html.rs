@@ -1,9 +1,10 @@
-//! `index.html`: one self-contained page per run (inline CSS, no scripts, no external
-//! assets) with the verdict, the worst episodes of anomalies (`report::episodes`) each with
+//! `index.html`: one self-contained page per run (inline CSS, no scripts, every picture
+//! embedded as a `data:` URL, so the one file can be attached to a bug report) with the
+//! verdict, what ran and the commands that run it again, links to the run's raw files, the worst episodes of anomalies (`report::episodes`) each with
 //! its first anomaly's explanation and its zoomed timeline, the checks, a table of every
 //! listed anomaly, the timelines and charts, the fault schedule, the workload and the
-//! servers. Every piece of text from the run is escaped; every picture is linked by a
-//! relative path, so the folder can be moved or served as it is.
+//! servers. Every piece of text from the run is escaped; every link is a relative path, so
+//! the folder can be moved or served as it is.
 //!
 //! The markup is the askama template `templates/plot/index.html` (checked when this crate
 //! compiles, every value HTML-escaped); this file gathers what it shows.
@@ -15,6 +16,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 use crate::report::episodes::kind_rank;
 use crate::report::{episodes, Anomaly, Report, ANOMALY_KINDS};
+use crate::run::record::RunRecord;
 use crate::units::fmt_time;
 
 use super::bands::FaultBand;
@@ -54,6 +56,12 @@ pub struct Page<'a> {
     pub endpoints: Option<String>,
     /// Things worth knowing about how the page was made (no report.json, ...).
     pub notes: Vec<String>,
+    /// The run folder, when the page is a run's (for the commands that run it again).
+    pub run_dir: Option<PathBuf>,
+    /// Its run.json.
+    pub record: Option<RunRecord>,
+    /// The run's files the page links (never one that holds a password).
+    pub raw_files: Vec<PathBuf>,
 }
 
 /// At most this many faults are listed in the schedule table.
@@ -180,6 +188,9 @@ struct IndexHtml<'a> {
     workload: Option<&'a str>,
     /// None: no endpoints.json; Some(None): it is not JSON.
     endpoints: Option<Option<String>>,
+    /// A run's page: how to run it again.
+    reproduce: Option<Reproduce>,
+    raw_files: Vec<RawFile>,
 }
 
 struct Verdict {
@@ -237,23 +248,48 @@ struct AnomalyRow<'a> {
     zoom: Option<String>,
 }
 
-/// A picture, linked by relative URLs, with what it merged or left out.
+/// A picture, embedded and linked by relative URLs, with what it merged or left out.
 struct Figure {
     png: String,
     svg: String,
+    /// The PNG as a `data:` URL (None: it could not be read; the page links it).
+    data: Option<String>,
     caption: String,
     notes: Vec<String>,
 }
 
 impl Figure {
     fn new(out_dir: &Path, png: &Path, svg: &Path, caption: String, notes: &[String]) -> Self {
+        use base64::Engine as _;
         Figure {
             png: relative_url(out_dir, png),
             svg: relative_url(out_dir, svg),
+            data: std::fs::read(png).ok().map(|bytes| {
+                let text = base64::engine::general_purpose::STANDARD.encode(bytes);
+                format!("data:image/png;base64,{text}")
+            }),
             caption,
             notes: notes.to_vec(),
         }
     }
+}
+
+/// What ran and how to run it again, from run.json and the folder.
+struct Reproduce {
+    /// `lockaudit rerun <dir>`, `lockaudit run <dir>/workload.toml`.
+    rerun: String,
+    run: String,
+    seed: Option<u64>,
+    /// The command as given, lockaudit's version and commit, each server's version.
+    command: Option<String>,
+    built: Option<String>,
+    servers: Vec<String>,
+}
+
+/// A raw file the page links: its URL and its name.
+struct RawFile {
+    url: String,
+    name: String,
 }
 
 struct ScheduleRow<'a> {
@@ -343,7 +379,67 @@ impl<'a> IndexHtml<'a> {
             more_faults: page.bands.len().saturating_sub(SCHEDULE_ROWS),
             workload: page.workload.as_deref(),
             endpoints: page.endpoints.as_deref().map(redact_endpoints),
+            reproduce: page.run_dir.as_deref().map(|dir| reproduce(page, dir)),
+            raw_files: page
+                .raw_files
+                .iter()
+                .map(|path| RawFile {
+                    url: relative_url(out_dir, path),
+                    name: path
+                        .strip_prefix(out_dir)
+                        .unwrap_or(path)
+                        .display()
+                        .to_string(),
+                })
+                .collect(),
         }
+    }
+}
+
+/// The commands that run `dir` again, and what its run.json says ran.
+fn reproduce(page: &Page, dir: &Path) -> Reproduce {
+    let record = page.record.as_ref();
+    // The seed: run.json's, else the one workload.toml names.
+    let seed = record.map(|r| r.seed).or_else(|| {
+        page.workload
+            .as_deref()
+            .and_then(|t| t.parse::<toml::Table>().ok())
+            .and_then(|t| t.get("seed").and_then(|v| v.as_integer()))
+            .and_then(|s| u64::try_from(s).ok())
+    });
+    let shown = dir.display().to_string();
+    let quoted = crate::shell::quote(&shown);
+    let workload = crate::shell::quote(&dir.join("workload.toml").display().to_string());
+    let mut run = format!("lockaudit run {workload}");
+    // A schedule file is replayed from the folder's copy, not from where it was named.
+    if record.is_some_and(|r| r.schedule_file) {
+        let copy = dir.join(crate::run::record::SCHEDULE_COPY);
+        run.push_str(&format!(
+            " --nemesis {}",
+            crate::shell::quote(&copy.display().to_string())
+        ));
+    }
+    if let Some(seed) = seed {
+        run.push_str(&format!(" --seed {seed}"));
+    }
+    Reproduce {
+        rerun: format!("lockaudit rerun {quoted}"),
+        run,
+        seed,
+        command: record.map(|r| crate::shell::join(&r.command)),
+        built: record.map(|r| format!("lockaudit {} (commit {})", r.version, r.commit)),
+        servers: record
+            .map(|r| {
+                r.servers
+                    .iter()
+                    .map(|s| match (&s.version, &s.error) {
+                        (Some(v), _) => format!("{}: {v}", s.name),
+                        (None, Some(e)) => format!("{}: version unknown ({e})", s.name),
+                        (None, None) => format!("{}: version unknown", s.name),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 
@@ -588,6 +684,9 @@ mod tests {
             workload: Some(evil.into()),
             endpoints: Some(format!("{{\"name\": {}}}", serde_json::json!(evil))),
             notes: vec![evil.into()],
+            run_dir: Some(out_dir.join(evil)),
+            record: None,
+            raw_files: vec![out_dir.join(format!("{evil}.log"))],
         };
         let html = render(&page, out_dir);
         assert!(!html.contains("<script"), "{html}");
@@ -659,6 +758,8 @@ mod tests {
                     "/figcaption",
                     "a",
                     "/a",
+                    "b",
+                    "/b",
                     "img",
                     "pre",
                     "/pre"

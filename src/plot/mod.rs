@@ -114,6 +114,8 @@ pub fn plot(target: &Path) -> Result<PlotSummary, PlotError> {
     };
     let workload = read_optional("workload.toml")?;
     let endpoints = read_optional("endpoints.json")?;
+    let record = run_dir.and_then(|d| crate::run::record::RunRecord::read(d).ok());
+    let raw_files = run_dir.map(raw_files).unwrap_or_default();
 
     std::fs::create_dir_all(&out_dir).map_err(|e| PlotError::io(&out_dir, e))?;
     let mut files = Vec::new();
@@ -171,6 +173,9 @@ pub fn plot(target: &Path) -> Result<PlotSummary, PlotError> {
         workload,
         endpoints,
         notes: notes.clone(),
+        run_dir: run_dir.map(Path::to_path_buf),
+        record,
+        raw_files,
     };
     let index = html::write_index(&page, &out_dir)?;
     files.push(index.clone());
@@ -182,4 +187,48 @@ pub fn plot(target: &Path) -> Result<PlotSummary, PlotError> {
         anomalies: report.anomalies.len(),
         notes,
     })
+}
+
+/// The run's own files a reader may want whole, as the page links them: the history, the
+/// report, what ran, the fault plan, the logs. Never endpoints.json nor a server's
+/// configuration: they hold the servers' password.
+fn raw_files(dir: &Path) -> Vec<PathBuf> {
+    let fixed = [
+        "history.jsonl",
+        "report.json",
+        "workload.toml",
+        crate::run::record::RUN_JSON,
+        crate::run::record::SCHEDULE_COPY,
+        "nemesis.json",
+    ];
+    let mut files: Vec<PathBuf> = fixed
+        .iter()
+        .map(|name| dir.join(name))
+        .filter(|p| p.is_file())
+        .collect();
+    // Logs: the workers' beside the history, the servers' one folder down (redis/, ...).
+    let logs_in = |folder: &Path| -> Vec<PathBuf> {
+        let mut logs: Vec<PathBuf> = std::fs::read_dir(folder)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "log"))
+            .collect();
+        logs.sort();
+        logs
+    };
+    files.extend(logs_in(dir));
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    folders.sort();
+    for folder in folders {
+        files.extend(logs_in(&folder));
+    }
+    files
 }

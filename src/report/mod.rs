@@ -197,6 +197,28 @@ impl Report {
             .filter_map(|c| c.counts.get(kind))
             .sum()
     }
+
+    /// When the first listed anomaly of a kind `wanted` accepts began, in ns of run time:
+    /// the time to first anomaly of the audit, the index and `rerun`.
+    pub fn first_anomaly_ns(&self, wanted: impl Fn(&str) -> bool) -> Option<i64> {
+        self.anomalies
+            .iter()
+            .filter(|a| wanted(&a.kind))
+            .map(|a| a.start)
+            .min()
+    }
+}
+
+/// The median of `values` (the mean of the middle two of an even count); None for none.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if !n.is_multiple_of(2) => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
 }
 
 #[cfg(test)]

@@ -39,7 +39,9 @@ mod existing;
 mod interrupted;
 pub mod online;
 pub mod plan;
+pub mod record;
 pub mod recorder;
+pub mod rerun;
 
 /// How a run is watched while it goes on.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -123,19 +125,63 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
     }
 }
 
-/// A fresh folder under `results/` named by time and algorithm.
+/// A fresh folder under `root` named by what runs, `<time>-<algorithm>-<nemesis>`, plus
+/// the topology when it is not the algorithm's own (`-replicated`): the time first (UTC,
+/// `2025-01-31T120000Z`), so that a listing sorts oldest first; a schedule file by its
+/// stem. Two runs in the same second get `-2`, `-3`, ...
 pub fn new_run_dir(root: &Path, spec: &WorkloadSpec) -> PathBuf {
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
         .replace(':', "");
-    let base = root.join(format!("{stamp}-{}", spec.algorithm));
-    let mut dir = base.clone();
-    let mut n = 1;
-    while dir.exists() {
-        n += 1;
-        dir = PathBuf::from(format!("{}-{n}", base.display()));
+    root.join(unused_name(root, &format!("{stamp}-{}", run_name(spec))))
+}
+
+/// `<algorithm>-<nemesis>[-<topology>]`, safe as a file name: what a run folder's name says
+/// after its time.
+pub fn run_name(spec: &WorkloadSpec) -> String {
+    let nemesis = spec.nemesis.as_deref().unwrap_or("none");
+    // A schedule file by its stem: `nemesis/pause-long.toml` is `pause-long`.
+    let nemesis = if nemesis.ends_with(".toml") {
+        Path::new(nemesis)
+            .file_stem()
+            .map_or("schedule".into(), |s| s.to_string_lossy())
+    } else {
+        nemesis.into()
+    };
+    let mut name = format!("{}-{nemesis}", spec.algorithm);
+    let natural = locks::default_topology(&spec.algorithm);
+    if let Some(topology) = spec.topology.filter(|t| *t != natural) {
+        name.push('-');
+        name.push_str(&topology_name(topology));
     }
-    dir
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `single`, `replicated`, ...: a topology as the flag and the workload file spell it.
+pub fn topology_name(topology: cluster::Topology) -> String {
+    serde_json::to_value(topology)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// `name`, or `name-2`, `name-3`, ... : the first not yet taken in `root`.
+fn unused_name(root: &Path, name: &str) -> String {
+    let mut candidate = name.to_string();
+    let mut n = 1;
+    while root.join(&candidate).exists() {
+        n += 1;
+        candidate = format!("{name}-{n}");
+    }
+    candidate
 }
 
 /// Carries out the run `plan` decided: its workload under its fault schedule, into its
@@ -155,6 +201,22 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     let spec_text = toml::to_string_pretty(spec).map_err(|e| RunError::Setup(e.to_string()))?;
     outfile::write(&dir.join("workload.toml"), spec_text)
         .map_err(io_error(&dir.join("workload.toml")))?;
+    // What ran, for a person and for `rerun`: the workload above, run.json, and the
+    // schedule file's text as it was (the file may change or not be there for a rerun).
+    let began = std::time::Instant::now();
+    let mut record = record::RunRecord::of(plan);
+    let record_path = dir.join(record::RUN_JSON);
+    record.write(dir).map_err(io_error(&record_path))?;
+    if record.schedule_file {
+        let copy = dir.join(record::SCHEDULE_COPY);
+        let text = std::fs::read(&record.nemesis).map_err(|e| RunError::Io {
+            path: record.nemesis.clone(),
+            error: e,
+        })?;
+        if Path::new(&record.nemesis) != copy {
+            outfile::write(&copy, text).map_err(io_error(&copy))?;
+        }
+    }
     let kinds = schedule.kinds();
 
     // Faults that cannot act on this run are said before it starts, never passed off as
@@ -264,6 +326,8 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
             endpoints
         }
     };
+    record.servers = cluster::server_versions(&endpoints).await;
+    record.write(dir).map_err(io_error(&record_path))?;
     let endpoints_text =
         serde_json::to_string_pretty(&endpoints).map_err(|e| RunError::Setup(e.to_string()))?;
     // The password is in it: readable by this user only (README, "Security").
@@ -335,6 +399,8 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         Some(written) => written.map_err(io_error(&report_path))?,
         None => std::future::pending::<()>().await,
     }
+    record.end(began.elapsed().as_secs_f64());
+    record.write(dir).map_err(io_error(&record_path))?;
     Ok(RunOutcome {
         dir: dir.to_path_buf(),
         report,

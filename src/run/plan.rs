@@ -36,6 +36,10 @@ pub struct RunPlan {
     /// What the plan decided that nobody asked for, to be told before the run starts
     /// ("the nemesis failover fails the primary over: ...").
     pub notes: Vec<String>,
+    /// Whether `spec.seed` was drawn for this run (neither `--seed` nor the workload file
+    /// named one), so that the run says it: it is the one way to replay the run.
+    #[serde(default)]
+    pub seed_drawn: bool,
 }
 
 /// Where a run's workload comes from.
@@ -55,6 +59,25 @@ impl WorkloadSource {
             WorkloadSource::Builtin(algorithm) => crate::workload::builtin::workload(algorithm)?,
         })
     }
+
+    /// Whether the workload names its seed (`seed = 7`): a run folder's workload.toml
+    /// always does, the built-in workloads do not. A file that cannot be read names none
+    /// (`load` says why it cannot be read).
+    pub fn names_seed(&self) -> bool {
+        let text = match self {
+            WorkloadSource::File(path) => std::fs::read_to_string(path).ok(),
+            WorkloadSource::Builtin(algorithm) => {
+                crate::workload::builtin::text(algorithm).map(str::to_string)
+            }
+        };
+        text.and_then(|t| t.parse::<toml::Table>().ok())
+            .is_some_and(|table| table.contains_key("seed"))
+    }
+}
+
+/// A seed for a run that was given none: from the OS's random source, small enough to type.
+pub fn fresh_seed() -> u64 {
+    u64::from(rand::random::<u32>())
 }
 
 /// What flags change of a workload; None (false): the workload's own.
@@ -230,8 +253,21 @@ impl Request {
 
 impl RunPlan {
     /// The plan of a run of the workload `source`, as `request` asks.
-    pub fn build(source: &WorkloadSource, request: Request) -> anyhow::Result<RunPlan> {
-        RunPlan::from_workload(source.load()?, request)
+    ///
+    /// `run` without `--seed`, of a workload that names no seed, gets a fresh one
+    /// ([`fresh_seed`]; `seed_drawn`): runs differ unless asked not to, and each records
+    /// its seed. An audit cell keeps the audit's seed.
+    pub fn build(source: &WorkloadSource, mut request: Request) -> anyhow::Result<RunPlan> {
+        let spec = source.load()?;
+        let draw = request.purpose == Purpose::Run
+            && request.overrides.seed.is_none()
+            && !source.names_seed();
+        if draw {
+            request.overrides.seed = Some(fresh_seed());
+        }
+        let mut plan = RunPlan::from_workload(spec, request)?;
+        plan.seed_drawn = draw;
+        Ok(plan)
     }
 
     /// The plan of a run of `spec` (a workload already loaded, as the audit loads each
@@ -312,6 +348,7 @@ impl RunPlan {
             dir,
             options,
             notes,
+            seed_drawn: false,
         })
     }
 

@@ -320,3 +320,32 @@ pub async fn etcd_read(url: &str, password: &str, key: &str) -> Result<Option<St
         .first()
         .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
 }
+
+/// Every `href` of a page that leads to a file (not `#anchor`), as written.
+pub fn hrefs(html: &str) -> Vec<String> {
+    html.split("href=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .filter(|url| !url.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Asserts that every relative link of the page at `page` names a file that exists
+/// (percent-decoded, from the page's folder); returns the links.
+pub fn assert_links_resolve(page: &Path) -> Vec<String> {
+    let html = std::fs::read_to_string(page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+    let dir = page.parent().expect("a folder");
+    let links = hrefs(&html);
+    for link in &links {
+        let path = percent_encoding::percent_decode_str(link)
+            .decode_utf8()
+            .expect("UTF-8");
+        assert!(
+            dir.join(path.as_ref()).is_file(),
+            "{} links {link}, which does not exist",
+            page.display()
+        );
+    }
+    links
+}

@@ -1,0 +1,244 @@
+//! `lockaudit rerun`: a run folder's run again, as it was: its workload.toml (the workload
+//! as it ran, with its seed, topology and nemesis), its schedule file as it was
+//! (`schedule.toml`) and the checker's options of its run.json. Then how often each kind of
+//! anomaly the original found came back, and how soon: the first step from one red run to
+//! a bug report, "it comes back in 9 of 10 runs, after about 2 s".
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::{median, AnomalyKind, Report};
+
+use super::new_run_dir;
+use super::plan::{Purpose, Request, RunPlan, WorkloadSource};
+use super::record::{RunRecord, SCHEDULE_COPY};
+
+/// A run folder read for replaying.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    pub dir: PathBuf,
+    /// Its run.json; None for a folder from before run.json (its workload.toml still
+    /// holds the seed: the checker's options are then the defaults).
+    pub record: Option<RunRecord>,
+    /// Its report.json, if it has one: what the reruns are compared with.
+    pub original: Option<Report>,
+}
+
+impl Replay {
+    /// Reads the run folder `dir`. The error names the path and what is missing.
+    pub fn read(dir: &Path) -> Result<Replay, String> {
+        if !dir.is_dir() {
+            return Err(format!("{}: no such run folder", dir.display()));
+        }
+        let workload = dir.join("workload.toml");
+        if !workload.is_file() {
+            return Err(format!(
+                "{}: not a run folder: it has no workload.toml",
+                dir.display()
+            ));
+        }
+        let record = if dir.join(super::record::RUN_JSON).is_file() {
+            Some(RunRecord::read(dir)?)
+        } else {
+            None
+        };
+        if let Some(r) = record.as_ref().filter(|r| !r.servers_started) {
+            return Err(format!(
+                "{}: ran against servers lockaudit did not start (--redis); run its workload against them again: lockaudit run {} --redis URL ({} topology)",
+                dir.display(),
+                workload.display(),
+                r.topology
+            ));
+        }
+        let report_path = dir.join("report.json");
+        let original =
+            match std::fs::read_to_string(&report_path) {
+                Ok(text) => Some(serde_json::from_str(&text).map_err(|e| {
+                    format!("{}: not a lockaudit report: {e}", report_path.display())
+                })?),
+                Err(_) => None,
+            };
+        Ok(Replay {
+            dir: dir.to_path_buf(),
+            record,
+            original,
+        })
+    }
+
+    /// The plan of one rerun, into a new folder under `root`: the recorded workload (its
+    /// seed included), its schedule file's copy, the recorded checker options.
+    pub fn plan(&self, root: &Path) -> anyhow::Result<RunPlan> {
+        let mut request = Request::new(Purpose::Run);
+        if let Some(record) = &self.record {
+            if record.schedule_file {
+                let copy = self.dir.join(SCHEDULE_COPY);
+                if !copy.is_file() {
+                    anyhow::bail!(
+                        "{}: its schedule file {} was not kept ({} is missing)",
+                        self.dir.display(),
+                        record.nemesis,
+                        copy.display()
+                    );
+                }
+                request.overrides.nemesis = Some(copy.display().to_string());
+            }
+            request.options = record.options.clone();
+        }
+        let source = WorkloadSource::File(self.dir.join("workload.toml"));
+        let mut plan = RunPlan::build(&source, request)?;
+        plan.dir = new_run_dir(root, &plan.spec);
+        Ok(plan)
+    }
+}
+
+/// How one kind of anomaly fared over the reruns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recurrence {
+    pub kind: String,
+    /// Whether the original found it (false: only reruns did).
+    pub original: bool,
+    /// When the original's first of this kind began, ms of run time.
+    pub original_first_ms: Option<f64>,
+    /// Reruns that found it, of `runs` that were carried out.
+    pub found: usize,
+    pub runs: usize,
+    /// Per rerun that found it (and listed one), when its first began, ms of run time.
+    pub first_ms: Vec<f64>,
+}
+
+impl Recurrence {
+    pub fn median_first_ms(&self) -> Option<f64> {
+        median(&self.first_ms)
+    }
+}
+
+/// Per kind of anomaly the original found, then per kind only reruns found, how often and
+/// how soon the reruns found it; in the order summaries use (`AnomalyKind`).
+pub fn recurrences(original: Option<&Report>, reruns: &[Report]) -> Vec<Recurrence> {
+    let kinds_of = |report: &Report| -> Vec<&'static str> {
+        AnomalyKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .filter(|k| report.count(k) > 0)
+            .collect()
+    };
+    let first_ms = |report: &Report, kind: &str| {
+        report
+            .first_anomaly_ns(|k| k == kind)
+            .map(|ns| ns as f64 / 1e6)
+    };
+    let mut rows: BTreeMap<(bool, usize), Recurrence> = BTreeMap::new();
+    let mut add = |kind: &'static str, original: Option<&Report>| {
+        let rank = AnomalyKind::ALL
+            .iter()
+            .position(|k| k.as_str() == kind)
+            .unwrap_or(usize::MAX);
+        rows.entry((original.is_none(), rank))
+            .or_insert_with(|| Recurrence {
+                kind: kind.to_string(),
+                original: original.is_some(),
+                original_first_ms: original.and_then(|r| first_ms(r, kind)),
+                found: 0,
+                runs: reruns.len(),
+                first_ms: Vec::new(),
+            });
+    };
+    let originals = original.map(kinds_of).unwrap_or_default();
+    for kind in &originals {
+        add(kind, original);
+    }
+    for report in reruns {
+        for kind in kinds_of(report) {
+            if !originals.contains(&kind) {
+                add(kind, None);
+            }
+        }
+    }
+    let mut rows: Vec<Recurrence> = rows.into_values().collect();
+    for row in &mut rows {
+        for report in reruns {
+            if report.count(&row.kind) > 0 {
+                row.found += 1;
+                row.first_ms.extend(first_ms(report, &row.kind));
+            }
+        }
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Anomaly, CheckResult};
+
+    fn report(found: &[(&str, i64)]) -> Report {
+        let mut check = CheckResult::default();
+        let mut anomalies = Vec::new();
+        for (kind, start_ms) in found {
+            *check.counts.entry(kind.to_string()).or_default() += 1;
+            anomalies.push(Anomaly {
+                kind: kind.to_string(),
+                key: "lock:0".into(),
+                processes: vec![],
+                indices: vec![],
+                explanation: String::new(),
+                start: start_ms * 1_000_000,
+                end: start_ms * 1_000_000,
+                lease_expired: None,
+                tokens: vec![],
+                cycle: vec![],
+            });
+        }
+        Report {
+            valid: Some(found.is_empty()),
+            anomalies,
+            checks: [("all".to_string(), check)].into(),
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn each_kind_of_the_original_is_counted_over_the_reruns_with_its_median_time() {
+        let original = report(&[("overlap", 900), ("unavailable", 100)]);
+        let reruns = [
+            report(&[("overlap", 1000), ("overlap", 400)]),
+            report(&[("unavailable", 300), ("lost-update", 50)]),
+            report(&[("overlap", 2000)]),
+        ];
+        let rows = recurrences(Some(&original), &reruns);
+        let summary: Vec<(&str, bool, usize, Option<f64>)> = rows
+            .iter()
+            .map(|r| (r.kind.as_str(), r.original, r.found, r.median_first_ms()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("overlap", true, 2, Some(1200.0)),
+                ("unavailable", true, 1, Some(300.0)),
+                ("lost-update", false, 1, Some(50.0)),
+            ]
+        );
+        assert_eq!(rows[0].original_first_ms, Some(900.0));
+        assert!(rows.iter().all(|r| r.runs == 3));
+        // A valid original: only what the reruns found, marked new.
+        let rows = recurrences(Some(&report(&[])), &reruns[2..]);
+        assert_eq!(rows.len(), 1);
+        assert!(!rows[0].original);
+    }
+
+    #[test]
+    fn a_folder_that_is_no_run_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        assert!(Replay::read(&gone)
+            .unwrap_err()
+            .contains("no such run folder"));
+        let err = Replay::read(dir.path()).unwrap_err();
+        assert!(
+            err.contains(&dir.path().display().to_string()) && err.contains("no workload.toml"),
+            "{err}"
+        );
+    }
+}
