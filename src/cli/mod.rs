@@ -143,8 +143,8 @@ pub struct AuditArgs {
     /// its run has found what it must. The CI gate.
     #[arg(long)]
     pub quick: bool,
-    /// How many cells run side by side, each with its own servers and folder (default: the
-    /// machine's cores; 1: one after another).
+    /// How many cells run side by side, each with its own servers and folder (default: two
+    /// per core; 1: one after another).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: Option<u16>,
     /// A folder of workload files, `<algorithm>.toml`, that override the built-in ones
