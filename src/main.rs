@@ -21,5 +21,7 @@ fn main() -> ExitCode {
         Command::Shrink(args) => cli::shrink::command(args),
         Command::Index(args) => cli::tools::index(args),
         Command::Synth(args) => cli::tools::synth(args),
+        Command::Completions(args) => cli::tools::completions(args),
+        Command::Man => cli::tools::man(),
     })
 }

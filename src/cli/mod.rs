@@ -22,11 +22,24 @@ pub mod tools;
 /// Exit code for bad input or usage (the README's exit codes).
 pub const EXIT_BAD_INPUT: u8 = 2;
 
+/// The exit codes, as the help of `lockaudit` and of each verdict-giving subcommand ends
+/// (a macro, so that `concat!` can put examples before it).
+macro_rules! exit_codes_help {
+    () => {
+        "Exit codes:
+  0  valid: a lock was exercised and held up (audit: every cell met its expectation)
+  1  anomalies found (audit: a cell differs from its expectation)
+  2  bad input or usage (the file, line and field are named)
+  3  unknown (nothing was proven), or the run could not be carried out"
+    };
+}
+
 #[derive(Parser)]
 #[command(
     name = "lockaudit",
     version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("LOCKAUDIT_COMMIT"), ")"),
-    about = "Audit distributed locks: record, check, draw"
+    about = "Audit distributed locks: record, check, draw",
+    after_help = exit_codes_help!()
 )]
 pub struct Cli {
     /// More log output (repeat for more).
@@ -39,14 +52,17 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Run a workload against real Redis, record its history, and check it.
+    #[command(after_help = concat!("Examples:\n  lockaudit run --algorithm set-nx-px --nemesis pause-clients\n  lockaudit run --algorithm etcd-lock --nemesis pause-clients --seed 7\n  lockaudit run examples/adapters/redis-py.toml --nemesis kill-clients --time-limit 20s\n\n", exit_codes_help!()))]
     Run(RunArgs),
     /// Run a run folder's run again, as it was (its workload.toml with its seed, topology
     /// and schedule; its checker options), N times, and say how often each kind of anomaly
     /// it found came back and how soon. Exit 0 when every rerun was valid, 1 when any found
     /// anomalies, 3 when any could not be carried out or proved nothing.
+    #[command(after_help = concat!("Examples:\n  lockaudit rerun results/2026-11-27T212413Z-setnx-del-kill-clients\n  lockaudit rerun results/2026-11-27T212413Z-setnx-del-kill-clients --repeat 10\n\n", exit_codes_help!()))]
     Rerun(RerunArgs),
     /// Every algorithm under every nemesis preset: a verdict matrix, judged against what
     /// each workload file expects (exit 1 when a cell differs).
+    #[command(after_help = concat!("Examples:\n  lockaudit audit --quick\n  lockaudit audit --algorithms set-nx-px,redlock --nemeses none,pause-clients\n  lockaudit audit --cells fair-lock:pause-clients --repeat 10\n\n", exit_codes_help!()))]
     Audit(AuditArgs),
     /// (internal) One worker process of a run; the controller starts it.
     #[command(hide = true)]
@@ -58,6 +74,7 @@ pub enum Command {
     /// adapter, topology, masters and adapter_options).
     AdapterTest(AdapterTestArgs),
     /// Check a history (JSONL, or Jepsen EDN by its .edn name) and print the verdict.
+    #[command(after_help = concat!("Examples:\n  lockaudit check results/RUN/history.jsonl\n  lockaudit check history.edn --json\n\n", exit_codes_help!()))]
     Check(CheckArgs),
     /// Draw a run: timelines, latency, rate and fairness charts (SVG and PNG) and
     /// index.html. A run folder gets them inside it; a history file gets `<stem>-plots/`
@@ -66,6 +83,14 @@ pub enum Command {
     /// Shrink a failing history to the fewest operations and faults that still show one
     /// of its anomalies (delta debugging, the checker as the judge): a history to attach to
     /// a bug report, with its timeline.
+    #[command(after_help = "Examples:
+  lockaudit shrink results/RUN
+  lockaudit shrink results/RUN/history.jsonl --kind stale-write --out bug.jsonl
+
+Exit codes:
+  0  the shrunk history and its timeline were written
+  2  bad input: an unreadable history (file, line and field named), an unknown kind, a kind
+     the history does not show, or a valid history")]
     Shrink(ShrinkArgs),
     /// Write DIR/index.html and index.json: every run and audit folder in DIR, newest first,
     /// with its verdict and a link to its page. results/ keeps one by itself; a folder
@@ -74,6 +99,18 @@ pub enum Command {
     /// Write a synthetic history of a correct, fenced lock under kills and timeouts (for
     /// benchmarks and experiments: it checks valid).
     Synth(SynthArgs),
+    /// Print a shell completion script: `lockaudit completions bash >
+    /// /etc/bash_completion.d/lockaudit` (or zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff): `lockaudit man > lockaudit.1; man ./lockaudit.1`.
+    Man,
+}
+
+/// `lockaudit completions`'s argument.
+#[derive(clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    pub shell: clap_complete::Shell,
 }
 
 /// The checker's bounds, the same for `check`, `run` and `audit` (README: "Choosing the

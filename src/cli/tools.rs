@@ -1,11 +1,11 @@
 //! The other subcommands: `worker` (a run's worker process), `adapter-test`, `plot`,
-//! `synth`.
+//! `synth`, `index`, `completions` and `man`.
 
 use std::path::PathBuf;
 
 use crate::workload::WorkloadSpec;
 
-use super::{AdapterTestArgs, IndexArgs, PlotArgs, SynthArgs, WorkerArgs};
+use super::{AdapterTestArgs, CompletionsArgs, IndexArgs, PlotArgs, SynthArgs, WorkerArgs};
 
 /// `lockaudit worker`: one worker process of a run, until its stdin closes.
 pub fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
@@ -146,5 +146,26 @@ pub fn synth(args: SynthArgs) -> anyhow::Result<u8> {
     )
     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
     eprintln!("wrote {written} events to {}", out.display());
+    Ok(0)
+}
+
+/// `lockaudit completions SHELL`: the shell's completion script, from the same clap
+/// definition that parses the flags (so it cannot fall behind them).
+pub fn completions(args: CompletionsArgs) -> anyhow::Result<u8> {
+    use clap::CommandFactory;
+    let mut command = super::Cli::command();
+    clap_complete::generate(
+        args.shell,
+        &mut command,
+        "lockaudit",
+        &mut std::io::stdout(),
+    );
+    Ok(0)
+}
+
+/// `lockaudit man`: the manual page, roff on stdout, from the clap definition.
+pub fn man() -> anyhow::Result<u8> {
+    use clap::CommandFactory;
+    clap_mangen::Man::new(super::Cli::command()).render(&mut std::io::stdout())?;
     Ok(0)
 }
