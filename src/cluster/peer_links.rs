@@ -33,6 +33,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::error::ClusterError;
 use super::procfs;
 
 /// A cut link: (the member that dials, the member it dials).
@@ -146,11 +147,15 @@ impl PeerLinks {
     }
 
     /// Cuts the link from `from` to `to`: `from`'s connections to `to` are reset, now and
-    /// until [`PeerLinks::heal`].
-    pub fn cut(&self, from: &str, to: &str) {
+    /// until [`PeerLinks::heal`]. A `from` that is no member, or `to` itself, is an error.
+    pub fn cut(&self, from: &str, to: &str) -> Result<(), ClusterError> {
+        if !self.knows(from) || from == to {
+            return Err(ClusterError::UnknownNode(from.to_string()));
+        }
         self.shared.cuts.send_modify(|cuts| {
             cuts.insert((from.to_string(), to.to_string()));
         });
+        Ok(())
     }
 
     /// Ends a cut; false if the link was not cut.
@@ -319,7 +324,7 @@ mod tests {
         let mut open = TcpStream::connect(proxy.addr()).await.unwrap();
         round_trip(&mut open).await.unwrap();
 
-        links.cut("a", "b");
+        links.cut("a", "b").unwrap();
         assert!(
             round_trip(&mut open).await.is_err(),
             "the open connection dies"

@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{Endpoints, Node, Topology};
 
@@ -103,16 +102,7 @@ async fn ask(node: &Node, speaks: Speaks, password: Option<&str>) -> Result<Stri
             Ok(format!("etcd {}", status.version()))
         }
         Speaks::Zookeeper => {
-            let mut stream = tokio::net::TcpStream::connect((node.host.as_str(), node.port))
-                .await
-                .map_err(|e| e.to_string())?;
-            stream.write_all(b"srvr").await.map_err(|e| e.to_string())?;
-            let mut reply = String::new();
-            stream
-                .read_to_string(&mut reply)
-                .await
-                .map_err(|e| e.to_string())?;
-            zookeeper_version(&reply)
+            zookeeper_version(&super::zookeeper::srvr_at(&node.host, node.port).await?)
         }
     }
 }

@@ -193,11 +193,7 @@ impl ServiceNode for ZooKeeperServer {
     /// The link from `from` to this server: `from`'s connections to its quorum and
     /// election proxies.
     fn cut_from(&mut self, from: &str) -> Result<(), ClusterError> {
-        if !self.config.links.knows(from) || from == self.config.name {
-            return Err(ClusterError::UnknownNode(from.to_string()));
-        }
-        self.config.links.cut(from, &self.config.name);
-        Ok(())
+        self.config.links.cut(from, &self.config.name)
     }
 
     fn heal_from(&mut self, from: &str) -> bool {
@@ -463,8 +459,14 @@ pub async fn mode(port: u16) -> Result<Mode, String> {
 
 /// The server's reply to `srvr`; Err if it gave none within a second.
 async fn srvr(port: u16) -> Result<String, String> {
+    srvr_at("127.0.0.1", port).await
+}
+
+/// The reply to `srvr` of the server at `host:port` (also on a host, for its version);
+/// Err if it gave none within a second.
+pub async fn srvr_at(host: &str, port: u16) -> Result<String, String> {
     let ask = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        let mut stream = tokio::net::TcpStream::connect((host, port))
             .await
             .map_err(|e| e.to_string())?;
         stream.write_all(b"srvr").await.map_err(|e| e.to_string())?;
