@@ -447,6 +447,23 @@ fn a_valid_cell_runs_long_enough_for_its_fault_to_happen() {
     );
 }
 
+/// Each cell of the audit in `out`, in matrix order: its row, and when it began and ended
+/// (`started_s`, and that plus `seconds`: the run's own time, before its pictures).
+fn cell_spans(out: &Path) -> Vec<(String, f64, f64)> {
+    let json = audit_json(out);
+    json["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .map(|c| {
+            let began = c["started_s"].as_f64().expect("started_s");
+            let seconds = c["seconds"].as_f64().expect("seconds");
+            let name = c["algorithm"].as_str().expect("algorithm").to_string();
+            (name, began, began + seconds)
+        })
+        .collect()
+}
+
 #[test]
 fn jobs_run_cells_side_by_side_and_the_matrix_keeps_their_order() {
     // Two valid cells of 2 s; `started_s` says when each began. With --jobs 2 the second
@@ -464,27 +481,17 @@ fn jobs_run_cells_side_by_side_and_the_matrix_keeps_their_order() {
             .output()
             .expect("runs");
         let stdout = assert_exit(&output, 0);
-        let json = audit_json(&out);
-        let cells = json["cells"].as_array().expect("cells");
-        let rows: Vec<&str> = cells
-            .iter()
-            .map(|c| c["algorithm"].as_str().expect("algorithm"))
-            .collect();
+        let spans = cell_spans(&out);
+        let rows: Vec<&str> = spans.iter().map(|s| s.0.as_str()).collect();
         assert_eq!(rows, ["set-nx-px", "setnx-del"], "{stdout}");
-        let number = |c: &serde_json::Value, field: &str| {
-            c[field]
-                .as_f64()
-                .unwrap_or_else(|| panic!("{field}: {stdout}"))
-        };
-        let first_ended = number(&cells[0], "started_s") + number(&cells[0], "seconds");
-        began.push((jobs, number(&cells[1], "started_s"), first_ended, stdout));
+        began.push((spans[1].1, spans[0].2, stdout));
     }
-    let (_, second, first_ended, stdout) = &began[0];
+    let (second, first_ended, stdout) = &began[0];
     assert!(
         second >= first_ended,
         "--jobs 1: the second cell began at {second} s, before the first ended at {first_ended} s:\n{stdout}"
     );
-    let (_, second, first_ended, stdout) = &began[1];
+    let (second, first_ended, stdout) = &began[1];
     assert!(
         second < first_ended,
         "--jobs 2: the second cell began at {second} s, after the first ended at {first_ended} s:\n{stdout}"
@@ -510,18 +517,7 @@ fn a_zookeeper_cell_runs_with_no_cell_beside_it() {
         .output()
         .expect("runs");
     let stdout = assert_exit(&output, 0);
-    let json = audit_json(&out);
-    let spans: Vec<(String, f64, f64)> = json["cells"]
-        .as_array()
-        .expect("cells")
-        .iter()
-        .map(|c| {
-            let began = c["started_s"].as_f64().expect("started_s");
-            let seconds = c["seconds"].as_f64().expect("seconds");
-            let name = c["algorithm"].as_str().expect("algorithm").to_string();
-            (name, began, began + seconds)
-        })
-        .collect();
+    let spans = cell_spans(&out);
     let zk = spans.iter().find(|s| s.0 == "zk-lock").expect("zk-lock");
     for other in spans.iter().filter(|s| s.0 != "zk-lock") {
         assert!(
