@@ -1201,6 +1201,27 @@ fn a_run_names_its_folder_by_what_ran_records_it_and_draws_a_seed_unless_given_o
         assert!(version.starts_with("redis "), "{record}");
     }
     assert!(record["ended"].is_string() && record["seconds"].as_f64().unwrap() > 0.0);
+    // Where its time went: every phase took some, and they add up to the run (less the
+    // moments before the first phase began and after the last ended).
+    let phases = &record["phases"];
+    let phase = |name: &str| phases[name].as_f64().unwrap_or_else(|| panic!("{record}"));
+    let sum: f64 = ["setup_s", "workload_s", "teardown_s", "verdict_s"]
+        .iter()
+        .map(|p| phase(p))
+        .sum();
+    assert!(
+        phase("setup_s") > 0.0 && phase("workload_s") > 0.0,
+        "{record}"
+    );
+    assert!(
+        phase("teardown_s") > 0.0 && phase("verdict_s") > 0.0,
+        "{record}"
+    );
+    let seconds = record["seconds"].as_f64().unwrap();
+    assert!(
+        sum <= seconds && sum > seconds * 0.9,
+        "{sum} of {seconds}: {record}"
+    );
     let second_record = json(&second.join("run.json"));
     assert_eq!(second_record["seed"], 42);
     assert_eq!(second_record["seed_drawn"], false);

@@ -46,6 +46,9 @@ impl Matrix {
             duration_text(self.seconds),
             self.seed
         );
+        if let Some(phases) = self.phases_text() {
+            let _ = writeln!(out, "{}.\n", md_text(&phases));
+        }
         if !self.hosts.is_empty() {
             let hosts: Vec<String> = self.hosts.iter().map(|h| md_text(h)).collect();
             let _ = writeln!(out, "Lock servers on hosts: {}.\n", hosts.join(", "));

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::report::AnomalyKind;
+use crate::run::record::Phases;
 use crate::workload::expect::Expectation;
 
 /// How one cell came out.
@@ -84,6 +85,10 @@ pub struct Cell {
     /// When the first anomaly began on the run's clock, in ms: time to first anomaly.
     #[serde(default)]
     pub first_anomaly_ms: Option<f64>,
+    /// Where the cell's run spent its time (servers, workload, teardown, verdict); None for a
+    /// cell whose run did not end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Phases>,
     /// Events in the cell's history.
     #[serde(default)]
     pub events: u64,
@@ -122,6 +127,7 @@ impl Cell {
             seconds: 0.0,
             started_s: None,
             first_anomaly_ms: None,
+            phases: None,
             events: 0,
             faults: 0,
         }
@@ -367,6 +373,33 @@ impl Matrix {
         )
     }
 
+    /// "time in cells: setup 12% · workload 80% · teardown 5% · verdict 3% (of 410 s over 22
+    /// runs)": where the cells' runs spent their time, summed (side by side, the runs' time
+    /// exceeds the audit's). None when no cell's run ended.
+    pub fn phases_text(&self) -> Option<String> {
+        let phases: Vec<&Phases> = self
+            .ordered_cells()
+            .into_iter()
+            .filter_map(|c| c.phases.as_ref())
+            .collect();
+        let sum = |f: fn(&Phases) -> f64| phases.iter().map(|p| f(p)).sum::<f64>();
+        let total = sum(Phases::total);
+        if total <= 0.0 {
+            return None;
+        }
+        let share = |f: fn(&Phases) -> f64| (100.0 * sum(f) / total).round();
+        Some(format!(
+            "time in cells: setup {}% · workload {}% · teardown {}% · verdict {}% (of {:.0} s over {} run{})",
+            share(|p| p.setup_s),
+            share(|p| p.workload_s),
+            share(|p| p.teardown_s),
+            share(|p| p.verdict_s),
+            total,
+            phases.len(),
+            if phases.len() == 1 { "" } else { "s" }
+        ))
+    }
+
     /// Writes `audit.md` and `audit.html` (links relative to `dir`), `audit.json` and
     /// `audit.xml` into `dir`, creating it if needed; returns their paths.
     pub fn write_all(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -428,6 +461,28 @@ mod tests {
         let zero = Cell::judge("a", "n", expect(&[], &[]), found(&[("overlap", 0)]));
         assert_eq!(zero.status, Status::Pass);
         assert!(zero.found.is_empty());
+    }
+
+    #[test]
+    fn the_cells_time_is_shared_out_by_phase_over_the_runs_that_ended() {
+        let mut m = small();
+        // No cell's run ended with its phases: nothing to say.
+        assert_eq!(m.phases_text(), None);
+        let phases = |setup_s, workload_s, teardown_s, verdict_s| Phases {
+            setup_s,
+            workload_s,
+            teardown_s,
+            verdict_s,
+        };
+        m.cells[0].phases = Some(phases(1.0, 6.0, 0.5, 0.5));
+        m.cells[1].phases = Some(phases(1.0, 10.0, 0.5, 0.5));
+        // 2 + 16 + 1 + 1 = 20 s over two runs; the cells without phases count for nothing.
+        assert_eq!(
+            m.phases_text().as_deref(),
+            Some("time in cells: setup 10% · workload 80% · teardown 5% · verdict 5% (of 20 s over 2 runs)")
+        );
+        assert!(m.to_table().contains("workload 80%"), "{}", m.to_table());
+        assert!(m.to_markdown().contains("workload 80%"));
     }
 
     #[test]

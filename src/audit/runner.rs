@@ -632,6 +632,7 @@ fn judge_run(
                 cell.status = super::matrix::Status::Differs;
             }
             cell.first_anomaly_ms = first_anomaly_ms(report, &expected);
+            cell.phases = Some(outcome.phases);
             cell.events = report.stats.events;
             cell.faults = report.stats.faults;
             cell

@@ -75,6 +75,9 @@ impl Matrix {
             let _ = writeln!(out, "{text}");
         }
 
+        if let Some(phases) = self.phases_text() {
+            let _ = writeln!(out, "\n{phases}");
+        }
         let _ = writeln!(
             out,
             "\n{} in {}, seed {}{}: {}",

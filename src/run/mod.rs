@@ -90,6 +90,8 @@ pub enum RunError {
 /// A run's result: where it went and what the checker said.
 pub struct RunOutcome {
     pub dir: PathBuf,
+    /// Where the run's wall time went (also in `run.json`).
+    pub phases: record::Phases,
     pub report: Report,
     pub counts: Counts,
     /// Why the run stopped before its time limit, if it did (an adapter's `error`): the
@@ -334,10 +336,19 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     crate::private::write(&dir.join("endpoints.json"), endpoints_text)
         .map_err(io_error(&dir.join("endpoints.json")))?;
 
+    let mut phases = record::Phases {
+        setup_s: began.elapsed().as_secs_f64(),
+        ..Default::default()
+    };
+    let workload_began = std::time::Instant::now();
     let result = drive(spec, schedule, dir, &endpoints, owned.as_mut(), options).await;
+    phases.workload_s = workload_began.elapsed().as_secs_f64();
+    let teardown_began = std::time::Instant::now();
     if let Some(cluster) = owned {
         cluster.shutdown().await;
     }
+    phases.teardown_s = teardown_began.elapsed().as_secs_f64();
+    let verdict_began = std::time::Instant::now();
     let Driven {
         counts,
         stopped,
@@ -399,10 +410,12 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         Some(written) => written.map_err(io_error(&report_path))?,
         None => std::future::pending::<()>().await,
     }
-    record.end(began.elapsed().as_secs_f64());
+    phases.verdict_s = verdict_began.elapsed().as_secs_f64();
+    record.end(began.elapsed().as_secs_f64(), phases);
     record.write(dir).map_err(io_error(&record_path))?;
     Ok(RunOutcome {
         dir: dir.to_path_buf(),
+        phases,
         report,
         counts,
         stopped,

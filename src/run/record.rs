@@ -45,6 +45,9 @@ pub struct RunRecord {
     /// Wall time from start to end, seconds.
     #[serde(default)]
     pub seconds: Option<f64>,
+    /// Where that wall time went (a run that ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Phases>,
     pub algorithm: String,
     /// A preset's name or the schedule file as named (kept as `schedule.toml`).
     pub nemesis: String,
@@ -80,6 +83,7 @@ impl RunRecord {
             started: now(),
             ended: None,
             seconds: None,
+            phases: None,
             algorithm: spec.algorithm.clone(),
             schedule_file: names_a_file(&nemesis),
             nemesis,
@@ -110,10 +114,35 @@ impl RunRecord {
             .map_err(|e| format!("{}: not a run record: {e}", path.display()))
     }
 
-    /// Marks the run ended now, `seconds` after it began.
-    pub fn end(&mut self, seconds: f64) {
+    /// Marks the run ended now, `seconds` after it began, its time spent as `phases`.
+    pub fn end(&mut self, seconds: f64, phases: Phases) {
         self.ended = Some(now());
         self.seconds = Some(seconds);
+        self.phases = Some(phases);
+    }
+}
+
+/// Where a run's wall time went, in seconds, one phase after another: what an audit that
+/// must be fast is tuned by (a cell that proves its flaw in 0.1 s still pays for its
+/// servers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phases {
+    /// From the start to servers that serve: the folder, starting them (or checking the
+    /// ones given), their versions.
+    pub setup_s: f64,
+    /// The workers, the nemesis and its healing: from the first worker started to the
+    /// last one stopped.
+    pub workload_s: f64,
+    /// Stopping the servers lockaudit started (their logs brought back from hosts).
+    pub teardown_s: f64,
+    /// The verdict and its files (`report.json`), after the servers stopped.
+    pub verdict_s: f64,
+}
+
+impl Phases {
+    /// The phases' sum.
+    pub fn total(&self) -> f64 {
+        self.setup_s + self.workload_s + self.teardown_s + self.verdict_s
     }
 }
 
