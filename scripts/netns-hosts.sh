@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# A test bed of several "hosts" on this machine, for auditing a lock over SSH (README,
-# "Auditing a deployment on several hosts"): each host is a Linux network namespace with
+# A test bed of several "hosts" on this machine, for auditing a lock over SSH (docs/src/guide/remote-hosts.md): each host is a Linux network namespace with
 # its own address on a private bridge and its own sshd, reachable with a key made here.
 #
 #   scripts/netns-hosts.sh up [N] [DIR]     N hosts (default 5), state and key in DIR

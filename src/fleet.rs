@@ -6,7 +6,7 @@
 //! keeps a ledger of the worker's logical processes (which one is current in each slot, which
 //! operation each has pending), because a killed worker cannot say what it was doing: the
 //! controller then records a nemesis `kill` listing its processes and an `info` completion
-//! (error "killed") for each pending operation, as docs/history-format.md asks.
+//! (error "killed") for each pending operation, as docs/src/reference/history.md asks.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! External lock clients (`algorithm = "external"`, docs/protocol.md) against a real
+//! External lock clients (`algorithm = "external"`, docs/src/reference/protocol.md) against a real
 //! redis-server: the redis-py example's verdicts, protocol failures becoming `info` with no
 //! adapter left behind, and `lockaudit adapter-test`.
 
@@ -308,7 +308,7 @@ fn an_error_reply_is_info_and_stops_the_run() {
         "{nemesis:?}"
     );
     assert!(nemesis.iter().all(|e| e["f"] != "restart"), "{nemesis:?}");
-    // docs/protocol.md: an `error` reply stops the run; it could not be carried out (exit 3).
+    // docs/src/reference/protocol.md: an `error` reply stops the run; it could not be carried out (exit 3).
     assert!(text.contains("stopping the run"), "{text}");
     assert_no_process_left(&out);
 }
@@ -496,7 +496,7 @@ fn state_of(pid: u32) -> Option<(char, u32)> {
 #[test]
 fn a_paused_worker_freezes_its_adapters_with_it() {
     // pause-clients SIGSTOPs a worker's process group: while the worker is stopped, so are
-    // the adapters it started (docs/protocol.md: one process group).
+    // the adapters it started (docs/src/reference/protocol.md: one process group).
     let dir = tempfile::tempdir().unwrap();
     let workload = dir.path().join("w.toml");
     std::fs::write(

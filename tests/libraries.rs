@@ -32,7 +32,7 @@ const PRESETS: [&str; 4] = ["none", "kill-clients", "pause-clients", "clock-skew
 /// session (pause-clients, which must find the overlap), and a killed one's lock is freed
 /// when its session expires rather than held for ever (kill-clients). Not clock-skew: kazoo
 /// times everything on the monotonic clock, and Python's sleep under libfaketime is broken
-/// (README, "kazoo on ZooKeeper").
+/// (docs/src/guide/ready-adapters.md, "kazoo on ZooKeeper").
 const ZOOKEEPER_PRESETS: [&str; 2] = ["kill-clients", "pause-clients"];
 
 /// node-redlock on five masters: plain acquire/extend/release, and `using()`.

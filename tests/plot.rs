@@ -641,7 +641,7 @@ fn lockaudit_run_draws_its_pictures() {
 }
 
 /// A real run under paused clients: the page lists its worst episodes first (whichever
-/// kinds the pauses caused, in the README's order, the worst of report.json first), the
+/// kinds the pauses caused, in the order of docs/src/guide/pictures.md, the worst of report.json first), the
 /// episodes' zoomed pictures exist, and every local link and picture of the page points at
 /// a file that exists or an element of the page.
 #[test]
@@ -682,7 +682,7 @@ fn a_pause_run_page_shows_the_worst_episodes_first_and_every_link_resolves() {
         .collect();
     // Which kinds a pause finds varies from run to run (a stale write, a grant returned
     // after its lease, overlaps inside or after a lease, ...): whatever they are, the
-    // episodes come in the README's order, and the first is the worst the report holds.
+    // episodes come in the order of docs/src/guide/pictures.md, and the first is the worst the report holds.
     let report: Report =
         serde_json::from_str(&fs::read_to_string(out.join("report.json")).expect("report.json"))
             .expect("a report");
@@ -755,7 +755,7 @@ fn a_pause_run_page_shows_the_worst_episodes_first_and_every_link_resolves() {
     assert!(html.matches("class=\"episode\"").count() <= 10);
 }
 
-/// The classes of anomalies worst first, as the README ranks them, each by the words its
+/// The classes of anomalies worst first, as docs/src/guide/pictures.md ranks them, each by the words its
 /// episode's headline has.
 const CLASSES_WORST_FIRST: [&[&str]; 10] = [
     &["stale-write"],
@@ -786,7 +786,8 @@ fn anomaly_rank(kind: &str, lease_expired: Option<bool>) -> usize {
         ("overlap", _) => "inside a live lease",
         (kind, _) => kind,
     };
-    headline_rank(words).unwrap_or_else(|| panic!("a kind the README does not rank: {kind}"))
+    headline_rank(words)
+        .unwrap_or_else(|| panic!("a kind docs/src/guide/pictures.md does not rank: {kind}"))
 }
 
 /// Asserts that every file in `dir` is whole: no temporary file of a write under way, each

@@ -1,5 +1,5 @@
 //! The reference histories of `history/`: each `<name>.expected.json` states the verdict
-//! docs/history-format.md gives for `<name>.jsonl` (or `<name>.edn` when there is no `.jsonl`),
+//! docs/src/reference/history.md gives for `<name>.jsonl` (or `<name>.edn` when there is no `.jsonl`),
 //! derived from the rules by hand, independently of the checker. This runs the real binary,
 //! `lockaudit check <file> --json [args]`, on every one and compares.
 //!
@@ -348,7 +348,7 @@ fn every_jsonl_history_has_an_expectation() {
 }
 
 /// The reference data itself (no binary needed): expectations are well-formed, and the JSONL
-/// histories that should be accepted keep to the index rule of docs/history-format.md.
+/// histories that should be accepted keep to the index rule of docs/src/reference/history.md.
 #[test]
 fn expectations_are_well_formed() {
     let mut problems = Vec::new();

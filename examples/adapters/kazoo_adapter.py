@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A lockaudit adapter (docs/protocol.md, version 1.4) over kazoo's lock (PyPI kazoo==2.11.0,
+"""A lockaudit adapter (docs/src/reference/protocol.md, version 1.4) over kazoo's lock (PyPI kazoo==2.11.0,
 `kazoo.recipe.lock.Lock`), used the way an application uses it, on lockaudit's ZooKeeper
 topology (`init` names the three servers).
 

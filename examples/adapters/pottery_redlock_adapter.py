@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A lockaudit adapter (docs/protocol.md, version 1.2) over pottery's `Redlock`, the Redlock
+"""A lockaudit adapter (docs/src/reference/protocol.md, version 1.2) over pottery's `Redlock`, the Redlock
 algorithm (redis.io/topics/distlock) as pottery implements it, used the way an application
 uses it.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A lockaudit adapter (docs/protocol.md, version 1.4) over python-etcd3's lock (PyPI
+"""A lockaudit adapter (docs/src/reference/protocol.md, version 1.4) over python-etcd3's lock (PyPI
 etcd3==0.12.0, `etcd3.Lock`), used the way an application uses it, on lockaudit's etcd
 topology (`init` names the etcd members; the run's password is root's).
 

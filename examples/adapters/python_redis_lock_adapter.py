@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A lockaudit adapter (docs/protocol.md, version 1.2) over python-redis-lock's
+"""A lockaudit adapter (docs/src/reference/protocol.md, version 1.2) over python-redis-lock's
 `redis_lock.Lock`, used the way an application uses it.
 
 Install: `pip install python-redis-lock==4.0.1` (pulls in redis-py; tested with redis 8.1.0).

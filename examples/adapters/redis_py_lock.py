@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A lockaudit adapter (docs/protocol.md, version 1.2) over redis-py's own lock,
+"""A lockaudit adapter (docs/src/reference/protocol.md, version 1.2) over redis-py's own lock,
 `redis.lock.Lock`, used the way an application uses it.
 
 acquire: Lock(r, key, timeout=ttl s, blocking=wait_ms > 0, blocking_timeout=wait s).acquire()

@@ -151,14 +151,14 @@ impl AuditOptions {
 }
 
 /// The longest a cell that must find something runs by default: long enough for every
-/// must-reach verdict (the README's reach table) in 10 of 10 runs, two cells side by side;
+/// must-reach verdict (the reach table of docs/src/performance.md) in 10 of 10 runs, two cells side by side;
 /// it stops as soon as it has found what it must, so most take a few seconds. (At 20 s,
 /// fair-lock × pause-clients missed in 2 of 10 runs beside another cell.)
 pub const DEFAULT_CELL_MS: u64 = 30_000;
 
 /// How long a cell expected to stay valid runs by default: every preset's first fault comes
 /// at 1 s, so each acts at least once, and the full matrix stays within minutes. The
-/// README's audit figures compare its verdicts with 20 s cells.
+/// audit figures of docs/src/performance.md compare its verdicts with 20 s cells.
 pub const DEFAULT_VALID_CELL_MS: u64 = 4_000;
 
 /// How often one cell reached its expectation over the repeats.

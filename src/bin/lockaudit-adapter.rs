@@ -1,4 +1,4 @@
-//! `lockaudit-adapter`: an external lock client (docs/protocol.md, version 1.3) over
+//! `lockaudit-adapter`: an external lock client (docs/src/reference/protocol.md, version 1.3) over
 //! lockaudit's own built-in algorithms, to test the protocol's plumbing and to measure what
 //! the stdio hop costs. `options` of `init`: `algorithm` (one of the built-ins, default
 //! `set-nx-px`), and optionally `fenced`, `watchdog`, `retry_backoff_ms` (the wait between

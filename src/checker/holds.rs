@@ -1,6 +1,6 @@
 //! Holds: who held which lock when, derived once from the history and shared by every check.
 //!
-//! The rules of docs/history-format.md: a hold of (process, key) begins at the `ok` of an `acquire` and ends at
+//! The rules of docs/src/reference/history.md: a hold of (process, key) begins at the `ok` of an `acquire` and ends at
 //! the `invoke` of that process's next `release` of the key, at a nemesis `kill` listing the
 //! process, or at the end of the history. A second `acquire` by a holder nests; the hold ends
 //! when the count returns to zero. An `acquire` that ended `info` never begins a hold. The

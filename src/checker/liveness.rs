@@ -1,6 +1,6 @@
 //! Liveness: `unavailable` and `starvation`, plus the per-key figures of the report.
 //!
-//! When is a key free (docs/history-format.md)? From the `ok` of a release by its last holder; from the
+//! When is a key free (docs/src/reference/history.md)? From the `ok` of a release by its last holder; from the
 //! end of the lease of a holder that was killed or released with `info`; from the end of the
 //! longest lease any acquire was granted on the key (a renew's lease does not count) after an
 //! acquire that ended `info`, counted from its

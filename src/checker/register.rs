@@ -1,6 +1,6 @@
 //! The register check: `lost-update`.
 //!
-//! Value shapes (README "Counter workload"): under the lock a client reads the resource
+//! Value shapes (docs/src/reference/history.md, "Counter values"): under the lock a client reads the resource
 //! (`read` ok `{"value": n}`, null meaning 0) and writes the read value + 1 (`write` invoke
 //! `{"token": t, "value": n + 1}`). Every acknowledged (`ok`) write is then one increment,
 //! and the counter must end at least at its initial value plus the acknowledged increments,

@@ -574,7 +574,7 @@ fn two_holds_with_one_token_are_a_duplicate() {
         4    1 invoke acquire k
         5    1 ok     acquire k {"token":7}
     "#);
-    // One after the other, the later token is "not lower": token order too (docs/history-format.md).
+    // One after the other, the later token is "not lower": token order too (docs/src/reference/history.md).
     let duplicate: Vec<&Anomaly> = of_kind(&report, "duplicate-token");
     assert_eq!(duplicate.len(), 1);
     assert_eq!(duplicate[0].indices, vec![1, 5]);

@@ -125,8 +125,8 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
 }
 
 /// Two cells per core: a cell's run mostly waits on its preset's timers (the full audit,
-/// four cells at a time on 2 cores, used 181 s of CPU in 269 s), and the README's detection
-/// table, measured four at a time on 2 cores, found every must-find kind in 10 of 10 runs.
+/// four cells at a time on 2 cores, used 181 s of CPU in 269 s), and the detection table of
+/// docs/src/performance.md, measured four at a time on 2 cores, found every must-find kind in 10 of 10 runs.
 fn default_jobs() -> usize {
     2 * std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -19,7 +19,7 @@ pub mod run;
 pub mod shrink;
 pub mod tools;
 
-/// Exit code for bad input or usage (the README's exit codes).
+/// Exit code for bad input or usage (docs/src/reference/exit-codes.md).
 pub const EXIT_BAD_INPUT: u8 = 2;
 
 /// The exit codes, as the help of `lockaudit` and of each verdict-giving subcommand ends
@@ -67,7 +67,7 @@ pub enum Command {
     /// (internal) One worker process of a run; the controller starts it.
     #[command(hide = true)]
     Worker(WorkerArgs),
-    /// Check an external lock client (an adapter speaking docs/protocol.md) against fresh
+    /// Check an external lock client (an adapter speaking docs/src/reference/protocol.md) against fresh
     /// servers: prints a checklist, exit 0 when every check passes, 1 if not. Examples:
     /// lockaudit adapter-test -- python3 examples/adapters/redis_py_lock.py (one server, no
     /// options); lockaudit adapter-test examples/adapters/redis-py.toml (the workload's
@@ -113,8 +113,8 @@ pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
 
-/// The checker's bounds, the same for `check`, `run` and `audit` (README: "Choosing the
-/// bounds").
+/// The checker's bounds, the same for `check`, `run` and `audit` (docs/src/reference/history.md,
+/// "The bounds").
 #[derive(clap::Args, Debug, Clone)]
 pub struct Bounds {
     /// A free key with failed attempts for longer than this is `unavailable`.
@@ -249,7 +249,7 @@ pub struct RunArgs {
     pub watchdog: bool,
     /// The run folder (default: a new one under results/). A new one is made 0700, and
     /// whatever holds the servers' password (endpoints.json, sentinel.conf) 0600: only you
-    /// can read it (README, "Who can read a run's secrets").
+    /// can read it (docs/src/guide/secrets.md).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// End the run at the first anomaly the history proves (checked while it runs): heal
@@ -475,7 +475,7 @@ fn parse_topology(text: &str) -> Result<crate::cluster::Topology, String> {
     })
 }
 
-/// Exit code for a run that could not be carried out (the README's exit codes).
+/// Exit code for a run that could not be carried out (docs/src/reference/exit-codes.md).
 pub const EXIT_CANNOT_RUN: u8 = 3;
 
 /// Writes `text` to standard output. A reader that stopped reading (`| head`, `| jq` that

@@ -142,7 +142,7 @@ pub enum ClusterError {
 }
 
 impl ClusterError {
-    /// The process exit code (the README's exit codes): 2 for bad input, 3 when the run could not
+    /// The process exit code (docs/src/reference/exit-codes.md): 2 for bad input, 3 when the run could not
     /// be carried out.
     pub fn exit_code(&self) -> i32 {
         match self {

@@ -1,7 +1,7 @@
 //! Turns events, in file order, into a validated compact `History`.
 //!
 //! Both the JSONL reader and the EDN importer feed this one builder, so the rules of
-//! docs/history-format.md are enforced in one place: the index sequence, one pending operation per
+//! docs/src/reference/history.md are enforced in one place: the index sequence, one pending operation per
 //! process, completions that match their invoke and come no earlier, retired processes that
 //! stay retired, and per-process time order.
 

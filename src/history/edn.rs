@@ -676,7 +676,7 @@ mod tests {
         assert_eq!(edn.processes, jsonl.processes);
     }
 
-    /// docs/history-format.md's example, with the key Knossos leaves implicit.
+    /// docs/src/reference/history.md's example, with the key Knossos leaves implicit.
     const JSONL: &str = r#"{"index":0,"time":1200,"process":0,"type":"invoke","f":"acquire","key":"lock"}
 {"index":1,"time":91000,"process":0,"type":"ok","f":"acquire","key":"lock","value":{"token":33,"lease_ms":2000}}
 {"index":2,"time":95000,"process":"nemesis","type":"info","f":"pause","value":{"targets":["worker-0"],"processes":[0]}}

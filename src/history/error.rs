@@ -4,7 +4,7 @@ use std::fmt;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
-    /// A line that breaks the format or the rules of docs/history-format.md.
+    /// A line that breaks the format or the rules of docs/src/reference/history.md.
     Invalid {
         source_name: String,
         line: u64,

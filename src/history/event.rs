@@ -1,4 +1,4 @@
-//! The history's event, as one JSON line of docs/history-format.md (version 1).
+//! The history's event, as one JSON line of docs/src/reference/history.md (version 1).
 //!
 //! `Event` is the owned, faithful form: the writer emits it and importers produce it. The
 //! reader does not build `Event`s (that would allocate per line); it parses straight into

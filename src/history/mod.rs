@@ -1,5 +1,5 @@
 //! Histories: the event types, the JSONL reader and writer, and importers
-//! (docs/history-format.md is the contract).
+//! (docs/src/reference/history.md is the contract).
 
 pub mod build;
 mod cache;

@@ -1,5 +1,5 @@
 //! `lockaudit adapter-test -- ARGV…`: checks an external lock client (an adapter,
-//! docs/protocol.md) against a fresh single redis-server before it is audited: the
+//! docs/src/reference/protocol.md) against a fresh single redis-server before it is audited: the
 //! handshake, the shapes of its replies, that a held lock refuses a second client, that a
 //! release of a lock not held fails, that a shared acquire (protocol 1.2) is either refused
 //! with `error` or shared with a second client, and that an unknown request gets an `error`

@@ -56,7 +56,7 @@ impl OpError {
 
     /// The outcome of a release or renew that did not complete. Even a definite error is
     /// `info`: the request did not run, so the lock is still held (or lost, nobody looked),
-    /// and docs/history-format.md has no "still ours" outcome; `fail` would claim the lock was lost.
+    /// and docs/src/reference/history.md has no "still ours" outcome; `fail` would claim the lock was lost.
     pub(crate) fn outcome(self) -> Outcome {
         Outcome::Info(self.message().to_string())
     }

@@ -1,5 +1,5 @@
 //! `external`: a lock client in another program (an *adapter*), driven over the stdio
-//! protocol of docs/protocol.md (version 1.4): JSON requests on its stdin, one JSON reply
+//! protocol of docs/src/reference/protocol.md (version 1.4): JSON requests on its stdin, one JSON reply
 //! line per request on its stdout, free text on stderr (appended to
 //! `<run>/adapter-<process>.log`).
 //!
@@ -512,7 +512,7 @@ fn parse_reply(raw: &[u8], id: u64) -> Result<Reply, String> {
 /// promised; an integer ≥ 0), or (protocol 1.1) `valid_ms`, the validity the library reports
 /// as left when it answered, to which the time the request took (`elapsed`) is added. A
 /// warning comes with a lease too large for a signed 64-bit integer: such a lease is the
-/// library's answer all the same (docs/protocol.md), recorded as `i64::MAX` for the checker
+/// library's answer all the same (docs/src/reference/protocol.md), recorded as `i64::MAX` for the checker
 /// to judge.
 fn lease_checked(
     reply: &Reply,
@@ -689,7 +689,7 @@ impl External {
         Ok(reply)
     }
 
-    /// An `error` reply: docs/protocol.md stops the run. In a worker (a run folder is known) the
+    /// An `error` reply: docs/src/reference/protocol.md stops the run. In a worker (a run folder is known) the
     /// worker logs the message and exits shortly, after the `info` is recorded; elsewhere
     /// the caller gets the `info`.
     fn fatal(&mut self, message: &str) {

@@ -10,7 +10,7 @@
 //! the workload writes itself as Lua scripts (`lua_script.rs` documents the calling
 //! convention), and `external` (`EXTERNAL`), a lock client of another program.
 //!
-//! Outcomes follow docs/history-format.md: `ok` took effect, `fail` certainly did not, `info`
+//! Outcomes follow docs/src/reference/history.md: `ok` took effect, `fail` certainly did not, `info`
 //! nobody knows (a timeout, a connection lost after the request was sent). Leases are
 //! counted from the start of the `acquire` / `renew` call and are lower bounds: the key
 //! cannot expire before them as long as the server's clock runs true.
@@ -86,7 +86,7 @@ pub enum Outcome {
 }
 
 /// A renewal or loss a lock's library found by itself and reported (an external adapter's
-/// notice, docs/protocol.md 1.1), with the moment lockaudit read it.
+/// notice, docs/src/reference/protocol.md 1.1), with the moment lockaudit read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
     pub at: Instant,
@@ -130,7 +130,7 @@ impl std::fmt::Display for CounterError {
     }
 }
 
-/// The mode an acquire asks for (docs/history-format.md's `mode` on the acquire invoke):
+/// The mode an acquire asks for (docs/src/reference/history.md's `mode` on the acquire invoke):
 /// a writer excludes everyone, readers share with readers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -182,7 +182,7 @@ pub trait LockClient: Send {
     fn renews(&self) -> bool {
         false
     }
-    /// The ttl each acquire asks the lock for, in ms, as its request sends it (docs/history-format.md's
+    /// The ttl each acquire asks the lock for, in ms, as its request sends it (docs/src/reference/history.md's
     /// `ttl_ms` on the acquire invoke, so that the checker can flag a grant promising more
     /// than was asked). None for a lock with no expiry (`setnx-del`), which asks for none.
     fn ttl_ms(&self) -> Option<i64>;

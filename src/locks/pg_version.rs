@@ -9,7 +9,7 @@
 //! The guarded counter is that row: the version check is the whole mechanism, so it must
 //! sit on the same row as the value. There is nothing to hold, so the history has no
 //! acquire or release: its reads and conditional writes are judged by `lost-update` (see
-//! the README on how an optimistic algorithm fits the checker).
+//! docs/src/reference/history.md on how an optimistic algorithm fits the checker).
 //!
 //! Weak spots: none for lost updates as long as every writer goes through the version
 //! check; a writer who does not (a plain UPDATE elsewhere) is not part of this recipe.

@@ -350,7 +350,7 @@ pub const TABLE: &[Algorithm] = &[
 pub const SCRIPTED: &str = "lua";
 
 /// The algorithm run by an external program, the workload's `adapter`, speaking the stdio
-/// protocol of docs/protocol.md (`external.rs`). Not in `ALGORITHMS` either.
+/// protocol of docs/src/reference/protocol.md (`external.rs`). Not in `ALGORITHMS` either.
 pub const EXTERNAL: &str = "external";
 
 /// The pseudo-algorithms: known to `connect`, not built-ins.

@@ -51,7 +51,7 @@ pub const SHUTTING_DOWN: &str = "lockaudit is shutting down (interrupted)";
 
 /// Runs the plan until `deadline_ms` of run time, then heals what is still open. Returns
 /// early, with why, when a worker stopped because its lock client cannot go on (an external
-/// adapter answered `error`: docs/protocol.md stops the run); the caller then heals everything.
+/// adapter answered `error`: docs/src/reference/protocol.md stops the run); the caller then heals everything.
 ///
 /// Returns at once, with [`SHUTTING_DOWN`], when lockaudit begins shutting down (Ctrl-C):
 /// the cleanup handler is stopping every child, and that is no fault. From then on nothing
@@ -597,7 +597,7 @@ fn succeeded(what: &str, warn: bool, acted: Vec<cluster::Acted>) -> Vec<String> 
         .collect()
 }
 
-/// The `kill` event listing the worker's processes (their holds end here, docs/history-format.md), then
+/// The `kill` event listing the worker's processes (their holds end here, docs/src/reference/history.md), then
 /// an `info` completion for each operation it had under way.
 fn record_kill(
     journal: &Journal,

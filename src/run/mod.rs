@@ -332,7 +332,7 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     record.write(dir).map_err(io_error(&record_path))?;
     let endpoints_text =
         serde_json::to_string_pretty(&endpoints).map_err(|e| RunError::Setup(e.to_string()))?;
-    // The password is in it: readable by this user only (README, "Security").
+    // The password is in it: readable by this user only (docs/src/guide/secrets.md).
     crate::private::write(&dir.join("endpoints.json"), endpoints_text)
         .map_err(io_error(&dir.join("endpoints.json")))?;
 

@@ -6,7 +6,7 @@
 //! that end `info` (timeouts), renewals, reentrant acquires, holders slow enough to outlive
 //! their lease (nobody tries the key meanwhile, so their failed renew / release is an
 //! expected loss), and a shuffled merge of the processes' streams. The histories follow
-//! docs/history-format.md and the reader accepts every one of them; the checker must find no
+//! docs/src/reference/history.md and the reader accepts every one of them; the checker must find no
 //! anomaly in any of them. `generate_to` streams the same history as JSONL without keeping
 //! it in memory (ten million events take a few seconds).
 //!

@@ -4,7 +4,7 @@
 //! asks for `shared` mode, and the critical section reads and holds but never writes.
 //!
 //! Every operation is recorded as an invoke just before it starts and a completion as soon
-//! as it ends (docs/history-format.md). An operation that ends `info` retires the process: its state is
+//! as it ends (docs/src/reference/history.md). An operation that ends `info` retires the process: its state is
 //! unknown, so the slot goes on as a fresh process with a fresh lock client (a new owner id),
 //! never reusing the old one's identity.
 
@@ -205,7 +205,7 @@ impl Client {
         value: Option<serde_json::Value>,
         error: Option<String>,
     ) {
-        // A process's events stay in time order (docs/history-format.md).
+        // A process's events stay in time order (docs/src/reference/history.md).
         let time = time.max(self.last_time);
         self.last_time = time;
         let mut event = Event::client(0, time, process, ty, f, key);
@@ -242,7 +242,7 @@ impl Client {
         }
     }
 
-    /// One notice as the renew it reports (docs/protocol.md): a `renew` invoked and
+    /// One notice as the renew it reports (docs/src/reference/protocol.md): a `renew` invoked and
     /// completed when the notice was read, `ok` with its lease for `renewed`, `fail` for
     /// `lost`. One read while an operation was pending is recorded after that operation's
     /// completion, its lease shortened by the wait so that it still ends where the notice
@@ -627,7 +627,7 @@ async fn write_counter(
     }
 }
 
-/// An acquire invoke's payload (docs/history-format.md): the ttl the request asks for, when
+/// An acquire invoke's payload (docs/src/reference/history.md): the ttl the request asks for, when
 /// the lock has one; `mode` `shared` for a reader (absent: exclusive); `fair` for a lock that
 /// promises arrival order; `wait_ms` for a lock whose acquire waits that long. None when
 /// there is nothing to say (a plain `setnx-del` acquire).

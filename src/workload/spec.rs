@@ -154,8 +154,8 @@ pub struct WorkloadSpec {
     /// Masters for the `independent` topology.
     pub masters: usize,
     /// The hosts the lock's servers run on, `ssh://[user@]host[:port]`, reached over SSH
-    /// (node i on host i mod hosts); empty: this machine. README, "Auditing a deployment
-    /// on several hosts".
+    /// (node i on host i mod hosts); empty: this machine. See
+    /// docs/src/guide/remote-hosts.md.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<crate::cluster::NodeEntry>,
     /// The private key for `nodes` (default: ssh's own keys and agent).

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// A lockaudit adapter (docs/protocol.md, version 1.2) for node-redlock: the npm package
+// A lockaudit adapter (docs/src/reference/protocol.md, version 1.2) for node-redlock: the npm package
 // `redlock` 5.0.0-beta.2 over `ioredis`, used the way an application uses it.
 //
 // Install once, in this folder:   npm ci

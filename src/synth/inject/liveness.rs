@@ -99,7 +99,7 @@ pub fn inject_unavailable(
     let mut rng = Rng::new(seed);
     let t = tail(events, &mut rng)?;
     // An indeterminate acquire on a key that never showed a lease may hold it for good
-    // (docs/history-format.md gives it no end), so no later stretch of that key is certainly free.
+    // (docs/src/reference/history.md gives it no end), so no later stretch of that key is certainly free.
     let uncertain = events.iter().any(|e| {
         e.f == "acquire" && e.ty == EventType::Info && e.key.as_deref() == Some(t.key.as_str())
     });

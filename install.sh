@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Sets lockaudit up on Debian 12 (or Ubuntu): the Debian packages of the servers it starts and
+# faults, then `cargo install --path . --locked` (lockaudit and lockaudit-adapter into
+# ~/.cargo/bin, or $CARGO_INSTALL_ROOT/bin). Needs Rust (rustup) and apt-get; runs apt-get as
+# root, or through sudo for another user.
+#
+#   ./install.sh                    packages, then the binaries
+#   ./install.sh --packages-only    only the packages (.ci/run, which builds by itself)
+#   ./install.sh --with-test-tools  also what the tests need (.ci/run)
+#
+# This is the one list of Debian packages: .ci/run and the CI example call this script.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# What lockaudit starts and faults: Redis (servers, sentinels, redis-cli), PostgreSQL, etcd,
+# ZooKeeper; libfaketime for clock faults; protoc, which builds the etcd client.
+servers=(redis-server redis-sentinel redis-tools faketime postgresql etcd-server zookeeper
+  protobuf-compiler)
+# The tests' own: SSH hosts in network namespaces (sshd, iptables, ip) and mold, which links
+# the thirty test binaries in a fraction of ld's time.
+test_tools=(openssh-server iptables iproute2 mold)
+
+packages=("${servers[@]}")
+build=true
+for arg in "$@"; do
+  case "$arg" in
+  --packages-only) build=false ;;
+  --with-test-tools) packages+=("${test_tools[@]}") ;;
+  -h | --help)
+    sed -n '2,11s/^# \{0,1\}//p' "$0"
+    exit 0
+    ;;
+  *)
+    echo "install.sh: unknown option '$arg' (see ./install.sh --help)" >&2
+    exit 2
+    ;;
+  esac
+done
+
+if ! command -v apt-get >/dev/null; then
+  echo "install.sh: apt-get not found: install these packages (or your system's equivalents) by hand: ${packages[*]}" >&2
+  exit 1
+fi
+if [ "$(id -u)" = 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null; then
+  as_root=(sudo)
+else
+  echo "install.sh: the packages need root: run it as root, or install sudo" >&2
+  exit 1
+fi
+echo "install.sh: apt-get install ${packages[*]}"
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
+
+if "$build"; then
+  if ! command -v cargo >/dev/null; then
+    echo "install.sh: cargo not found: install Rust with rustup, then run this again" >&2
+    exit 1
+  fi
+  cargo install --path . --locked
+  bin="${CARGO_INSTALL_ROOT:-${CARGO_HOME:-$HOME/.cargo}}/bin"
+  case ":$PATH:" in
+  *":$bin:"*) ;;
+  *) echo "install.sh: add $bin to your PATH to run lockaudit" >&2 ;;
+  esac
+fi
