@@ -889,7 +889,7 @@ fn stop_all(servers: Vec<&mut RemoteServer>, grace: Duration, logs: &Path) -> Ve
 fn make_ssh_dir(run: &Path) -> Result<(PathBuf, bool), ClusterError> {
     let in_run = run.join("ssh");
     let absolute = std::path::absolute(&in_run).unwrap_or_else(|_| in_run.clone());
-    let (dir, temporary) = if absolute.as_os_str().len() + "/m9999".len() < 100 {
+    let (dir, temporary) = if socket_fits(&absolute) {
         (absolute, false)
     } else {
         (
@@ -900,6 +900,15 @@ fn make_ssh_dir(run: &Path) -> Result<(PathBuf, bool), ClusterError> {
     // 0700 from the start: the control sockets open a session on every host.
     crate::private::create_dir(&dir).map_err(|e| ClusterError::io("create", &dir, e))?;
     Ok((dir, temporary))
+}
+
+/// Whether the control sockets fit in `dir`: a Unix socket's path is at most 107 bytes, and
+/// ssh binds its master's socket first as `<ControlPath>.<16 random characters>`, then
+/// renames it.
+fn socket_fits(dir: &Path) -> bool {
+    const SUN_PATH_MAX: usize = 107;
+    const SSH_TEMPORARY_SUFFIX: usize = ".0123456789abcdef".len();
+    dir.as_os_str().len() + "/m9999".len() + SSH_TEMPORARY_SUFFIX <= SUN_PATH_MAX
 }
 
 fn token(len: usize) -> String {
@@ -914,4 +923,35 @@ fn token(len: usize) -> String {
 /// For messages and tests: parses `ssh://` URLs, naming the one that is wrong.
 pub fn parse_targets(nodes: &[NodeEntry]) -> Result<Vec<SshTarget>, ClusterError> {
     nodes.iter().map(NodeEntry::target).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_sockets_go_to_a_short_private_folder_when_the_run_s_is_too_deep_for_ssh() {
+        let root = tempfile::tempdir().unwrap();
+        // ssh's temporary socket name is 17 bytes longer than its ControlPath: a folder
+        // whose `m0` socket fits in 107 bytes but not with that suffix must not be used.
+        let pad = 107 - "/".len() - "/ssh/m9999".len() - 17 - root.path().as_os_str().len();
+        let fits = root.path().join("r".repeat(pad));
+        let deep = root.path().join("r".repeat(pad + 1));
+        assert!(socket_fits(&fits.join("ssh")));
+        assert!(!socket_fits(&deep.join("ssh")));
+        std::fs::create_dir(&fits).unwrap();
+        std::fs::create_dir(&deep).unwrap();
+
+        let (dir, temporary) = make_ssh_dir(&fits).unwrap();
+        assert_eq!(
+            (dir.as_path(), temporary),
+            (fits.join("ssh").as_path(), false)
+        );
+        let (dir, temporary) = make_ssh_dir(&deep).unwrap();
+        assert!(temporary && socket_fits(&dir), "{}", dir.display());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
+        std::fs::remove_dir(&dir).unwrap();
+    }
 }
