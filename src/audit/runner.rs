@@ -111,24 +111,22 @@ impl AuditOptions {
     pub fn validate(&self) -> Result<(), String> {
         let (algorithms, nemeses): (Vec<String>, Vec<String>) =
             self.cell_list().into_iter().unzip();
+        // The flag the names came from, for the message.
+        let (rows, columns) = match self.cells {
+            Some(_) => ("--cells", "--cells"),
+            None => ("--algorithms", "--nemeses"),
+        };
         for a in &algorithms {
-            if is_workload_file(a) {
-                if !Path::new(a).exists() {
-                    return Err(format!("--algorithms: no workload file {a}"));
-                }
-            } else if !ALGORITHMS.contains(&a.as_str()) {
-                return Err(format!(
-                    "--algorithms: unknown \"{a}\" (known: {}, or a workload file such as examples/lua/set-nx-px.toml)",
-                    ALGORITHMS.join(", ")
-                ));
+            if let Some(why) = unknown_row(a) {
+                return Err(format!("{rows}: {why}"));
+            }
+            if is_workload_file(a) && !Path::new(a).exists() {
+                return Err(format!("{rows}: no workload file {a}"));
             }
         }
         for n in &nemeses {
-            if !PRESETS.contains(&n.as_str()) {
-                return Err(format!(
-                    "--nemeses: unknown preset \"{n}\" (known: {})",
-                    PRESETS.join(", ")
-                ));
+            if let Some(why) = unknown_preset(n) {
+                return Err(format!("{columns}: {why}"));
             }
         }
         if self.repeat == 0 {
@@ -240,6 +238,23 @@ impl Audit {
 /// rather than a built-in algorithm.
 pub fn is_workload_file(row: &str) -> bool {
     row.ends_with(".toml")
+}
+
+/// Why `row` can be no row of the matrix (neither an algorithm nor a workload file), with
+/// the nearest algorithm when there is one; None if it can be.
+pub fn unknown_row(row: &str) -> Option<String> {
+    (!is_workload_file(row) && !ALGORITHMS.contains(&row)).then(|| {
+        format!(
+            "{}; or a workload file (*.toml, such as examples/lua/set-nx-px.toml)",
+            crate::suggest::unknown("algorithm", row, &ALGORITHMS)
+        )
+    })
+}
+
+/// Why `column` is no nemesis preset (an audit's columns are presets only), or None.
+pub fn unknown_preset(column: &str) -> Option<String> {
+    (!PRESETS.contains(&column))
+        .then(|| crate::suggest::unknown("nemesis preset", column, &PRESETS))
 }
 
 /// Reads the workload of a row: a workload file; or `<workloads>/<algorithm>.toml` when
