@@ -186,3 +186,19 @@ fn a_misspelt_name_in_a_workload_or_schedule_file_gets_the_nearest_one_and_its_l
         "{stderr}"
     );
 }
+
+#[test]
+fn completions_and_the_manual_page_end_quietly_when_their_reader_left() {
+    for args in [&["completions", "bash"][..], &["man"]] {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+            .args(args)
+            .stdout(writer)
+            .output()
+            .expect("lockaudit runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

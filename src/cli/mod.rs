@@ -191,6 +191,10 @@ pub struct AuditArgs {
     /// The audit folder (default: a new one under results/).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print the verdict on stdout as one JSON document, audit.json's text, and nothing
+    /// else there (the lines naming the folder and its files go to stderr).
+    #[arg(long)]
+    pub json: bool,
     /// The redis-server binary (default: found on PATH).
     #[arg(long)]
     pub redis_server: Option<PathBuf>,
@@ -252,6 +256,10 @@ pub struct RunArgs {
     /// can read it (README, "Who can read a run's secrets").
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print the report on stdout as one JSON document, report.json's text, and nothing
+    /// else there (the lines naming the folder and its files go to stderr).
+    #[arg(long)]
+    pub json: bool,
     /// End the run at the first anomaly the history proves (checked while it runs): heal
     /// every fault, finish the history, check it whole, draw it, exit 1.
     #[arg(long, conflicts_with = "no_online_check")]
@@ -516,19 +524,10 @@ fn parse_preset(text: &str) -> Result<String, String> {
 /// Exit code for a run that could not be carried out (the README's exit codes).
 pub const EXIT_CANNOT_RUN: u8 = 3;
 
-/// Writes `text` to standard output. A reader that stopped reading (`| head`, `| jq` that
-/// failed) is not an error of ours: the rest is simply not wanted, and the verdict's exit
-/// code still stands. (`print!` would panic.)
+/// Writes `text` to standard output (`streams::out`: a reader that left is no error, and
+/// the exit code stays the verdict's).
 pub fn print_out(text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}")),
-    }
+    crate::streams::out(text).map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
 }
 
 /// Log output on stderr: warnings, or more with each `-v` (`RUST_LOG` overrides).
@@ -553,7 +552,7 @@ pub fn exit_code(result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            eprintln!("lockaudit: {error:#}");
+            crate::note!("lockaudit: {error:#}");
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }
