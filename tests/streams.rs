@@ -1,6 +1,6 @@
 //! Which stream carries what (docs/src/reference/output.md), against real redis-server: the
 //! verdict and `--json` on stdout, progress and notices on stderr; a reader that leaves
-//! early.
+//! early; and the folder of a run that could not start.
 
 mod common;
 
@@ -8,6 +8,7 @@ use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use common::assert_exit;
 use serde_json::Value;
 
 fn lockaudit() -> Command {
@@ -146,4 +147,113 @@ fn head_reads_the_run_folder_first_and_the_run_ends_as_its_verdict_says() {
     assert_no_panic(&output);
     assert_eq!(first, format!("run: {}\n", out.display()));
     assert_eq!(output.status.code(), Some(1));
+}
+
+/// A run whose servers cannot be reached (here a port that refuses) made its folder for
+/// nothing: the folder goes, and stderr says so. A folder the user made stays as it was.
+#[test]
+fn a_run_that_cannot_start_removes_the_folder_it_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_socket, addr) = common::refusing_port();
+    let url = format!("redis://{addr}");
+    let out = dir.path().join("run");
+    let output = lockaudit()
+        .args(["run", "--seed", "1", "--time-limit", "1s", "--redis", &url])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run lockaudit");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(!out.exists(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("lockaudit: removed {}: ", out.display())),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "no verdict, so nothing on stdout");
+
+    // The user's own folder, with something in it: left alone.
+    let mine = dir.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::write(mine.join("notes.txt"), "mine").unwrap();
+    let output = lockaudit()
+        .args(["run", "--seed", "1", "--time-limit", "1s", "--redis", &url])
+        .arg("--out")
+        .arg(&mine)
+        .output()
+        .expect("run lockaudit");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(mine.join("notes.txt")).unwrap(),
+        "mine"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "lockaudit: kept {}: it was there before the run",
+            mine.display()
+        )),
+        "{stderr}"
+    );
+}
+
+/// A real redis-server that cannot bind its port (another listener has it) says why in its
+/// log: that folder is kept, and stderr says why.
+#[test]
+fn a_server_that_failed_to_start_keeps_the_folder_with_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    let port = taken.local_addr().unwrap().port();
+    // redis-server as ever, but told (last, so it wins) to listen on the taken port.
+    let wrapper = dir.path().join("redis-server");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\nexec redis-server \"$@\" --port {port}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let output = lockaudit()
+        .args(["run", "--seed", "1", "--time-limit", "1s", "--redis-server"])
+        .arg(&wrapper)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run lockaudit");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    let log = std::fs::read_to_string(out.join("redis/master-0.log")).expect("the log stays");
+    assert!(log.contains("Address already in use"), "{log}");
+    assert!(
+        stderr.contains(&format!(
+            "lockaudit: kept {}: it has logs that may say why (redis/master-0.log",
+            out.display()
+        )),
+        "{stderr}"
+    );
+    drop(taken);
+}
+
+/// An audit cell whose run cannot start leaves no folder, and links none.
+#[test]
+fn an_audit_cell_that_cannot_start_leaves_no_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("audit");
+    let output = lockaudit()
+        .args(["audit", "--cells", "set-nx-px:none"])
+        .args(["--redis-server", "/nonexistent/redis-server", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run lockaudit");
+    assert_exit(&output, 1);
+    assert!(!out.join("set-nx-px").exists());
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("audit.json")).unwrap()).unwrap();
+    let cell = &json["cells"][0];
+    assert_eq!(cell["status"], "error", "{cell}");
+    assert!(cell["run_dir"].is_null(), "{cell}");
 }

@@ -374,10 +374,7 @@ pub async fn audit(
         for (index, (algorithm, nemesis)) in cells.iter().enumerate() {
             let mut spec = specs[algorithm].clone();
             spec.seed = options.seed + round as u64;
-            // A workload file's row gets a folder named after its path.
-            let folder = algorithm
-                .trim_end_matches(".toml")
-                .replace(['/', '\\'], "_");
+            let folder = row_folder(algorithm);
             let dir = if options.repeat > 1 {
                 options.out.join(&folder).join(format!("{nemesis}-{round}"))
             } else {
@@ -479,6 +476,11 @@ pub async fn audit(
         rounds[round].ended = Some(Instant::now());
         rounds[round].cells[index] = Some(cell);
     }
+    // A row whose every cell's run could not start has an empty folder left: its cells'
+    // own were removed (`run::unstarted`). Only now, with no cell making one beside it.
+    for (algorithm, _) in &cells {
+        let _ = std::fs::remove_dir(options.out.join(row_folder(algorithm)));
+    }
     let rounds: Vec<Matrix> = rounds
         .into_iter()
         .map(|round| {
@@ -505,6 +507,12 @@ pub async fn audit(
         reach: reach.into_values().collect(),
         seconds: audit_began.elapsed().as_secs_f64(),
     })
+}
+
+/// The folder of a row's cells in the audit folder: the algorithm's name, or a workload
+/// file's path with its separators made `_`.
+fn row_folder(row: &str) -> String {
+    row.trim_end_matches(".toml").replace(['/', '\\'], "_")
 }
 
 /// One cell of one round, waiting for its turn.
@@ -654,7 +662,15 @@ fn judge_run(
         Err(RunError::Schedule(why) | RunError::Workload(why)) => {
             Cell::error(algorithm, nemesis, expected, why)
         }
-        Err(e) => Cell::error(algorithm, nemesis, expected, e.to_string()).with_run(dir, seconds),
+        // A run that could not start leaves no folder, unless it kept one to say why.
+        Err(e) if dir.exists() => {
+            Cell::error(algorithm, nemesis, expected, e.to_string()).with_run(dir, seconds)
+        }
+        Err(e) => {
+            let mut cell = Cell::error(algorithm, nemesis, expected, e.to_string());
+            cell.seconds = seconds;
+            cell
+        }
     }
 }
 

@@ -69,8 +69,9 @@ pub fn command(args: RerunArgs) -> anyhow::Result<u8> {
     }
     let rows = recurrences(replay.original.as_ref(), &reports);
     let mut text = what + &table(&rows, replay.original.is_some(), reports.len());
+    // A rerun that could not start left no folder, unless it kept one to say why.
     text += "reruns:\n";
-    for folder in &folders {
+    for folder in folders.iter().filter(|f| f.exists()) {
         text += &format!("  {}\n", folder.display());
     }
     print_out(&text)?;

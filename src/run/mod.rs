@@ -42,6 +42,7 @@ pub mod plan;
 pub mod record;
 pub mod recorder;
 pub mod rerun;
+pub mod unstarted;
 
 /// How a run is watched while it goes on.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -192,8 +193,18 @@ fn unused_name(root: &Path, name: &str) -> String {
 }
 
 /// Carries out the run `plan` decided: its workload under its fault schedule, into its
-/// folder.
+/// folder. A run that cannot be carried out removes the folder it made unless something
+/// in it is worth keeping (`unstarted`).
 pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
+    let existed = plan.dir.exists();
+    let result = run_in_folder(plan).await;
+    if result.is_err() {
+        unstarted::tidy(&plan.dir, existed);
+    }
+    result
+}
+
+async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     let RunPlan {
         spec,
         schedule,
