@@ -68,8 +68,9 @@ pub fn keeps_an_index(dir: &Path) -> bool {
     dir.file_name().is_some_and(|n| n == "results") || dir.join("index.json").is_file()
 }
 
-/// Rewrites `dir`'s index if it keeps one (see [`keeps_an_index`]). A failure is a
-/// warning on stderr: the index never fails the run or audit that wrote there.
+/// Rewrites `dir`'s index if it keeps one (see [`keeps_an_index`]). Where it is, and a
+/// failure (a warning: the index never fails the run or audit that wrote there), are said
+/// on stderr: it is a notice beside the verdict, not part of it.
 pub fn update_after(dir: &Path) {
     // A run folder named without a folder (`--out run1`) is in the current one.
     let dir = if dir.as_os_str().is_empty() {
@@ -83,10 +84,10 @@ pub fn update_after(dir: &Path) {
     match write(dir) {
         Ok(paths) => {
             if let Some(html) = paths.first() {
-                println!("index: {}", html.display());
+                crate::note!("index: {}", html.display());
             }
         }
-        Err(e) => eprintln!(
+        Err(e) => crate::note!(
             "lockaudit: warning: the index of {} was not written: {e}",
             dir.display()
         ),

@@ -21,6 +21,8 @@ pub mod report;
 pub mod run;
 pub mod shell;
 pub mod shrink;
+pub mod streams;
+pub mod suggest;
 pub mod synth;
 pub mod sys;
 pub mod tomlfile;

@@ -50,11 +50,18 @@ fn a_matrix_that_meets_its_expectations_passes_and_writes_every_format() {
         .output()
         .expect("runs");
     let stdout = assert_exit(&output, 0);
+    // A line per cell as it ends, on stderr (progress); the matrix, the verdict, on stdout.
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stdout.contains("lua-getset × none: unavailable"),
+        stderr.contains("lua-getset × none: unavailable"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("set-nx-px × none: valid"), "{stderr}");
+    assert!(!stdout.contains("× none: "), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!("audit: {}\n", out.display())),
         "{stdout}"
     );
-    assert!(stdout.contains("set-nx-px × none: valid"), "{stdout}");
 
     let json = audit_json(&out);
     assert_eq!(json["passed"], true);
@@ -124,10 +131,11 @@ fn a_workload_file_is_a_row_of_its_own() {
         .arg(&out)
         .output()
         .expect("runs");
-    let stdout = assert_exit(&output, 0);
+    assert_exit(&output, 0);
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stdout.contains("examples/lua/set-nx-px.toml × none: valid"),
-        "{stdout}"
+        stderr.contains("examples/lua/set-nx-px.toml × none: valid"),
+        "{stderr}"
     );
     assert!(out
         .join("examples_lua_set-nx-px/none/history.jsonl")
@@ -224,17 +232,13 @@ fn a_preset_that_cannot_act_is_not_applicable_in_every_format() {
         .output()
         .expect("runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
     // Not applicable is no failure...
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
     // ...and no pass: the terminal says n/a and why, never ok.
     assert!(
-        stdout.contains("set-nx-px × clock-skew: not run (n/a: clock-skew: set-nx-px never reads the client's wall clock"),
-        "{stdout}"
+        stderr.contains("set-nx-px × clock-skew: not run (n/a: clock-skew: set-nx-px never reads the client's wall clock"),
+        "{stderr}"
     );
     assert!(stdout.contains("no replicas to fail over to"), "{stdout}");
     assert!(stdout.contains("3 cells: 0 ok, 3 n/a"), "{stdout}");

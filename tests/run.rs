@@ -978,8 +978,9 @@ fn the_checker_bounds_given_to_run_decide_its_verdict() {
 }
 
 #[test]
-fn a_run_whose_output_is_no_terminal_prints_progress_lines() {
-    // Output piped (as in every CI log): the bar is hidden, so lines say how the run goes.
+fn a_run_whose_output_is_no_terminal_prints_progress_lines_on_stderr() {
+    // Output piped (as in every CI log): the bar is hidden, so lines say how the run goes;
+    // on stderr, with the notices, while stdout carries the verdict alone.
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("run");
     let output = lockaudit()
@@ -992,16 +993,16 @@ fn a_run_whose_output_is_no_terminal_prints_progress_lines() {
     // Valid or not (a worker stalled past its lease on a busy machine is found, rightly;
     // `set_nx_px_without_faults_is_valid` holds the run to valid): the lines are the point.
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         matches!(output.status.code(), Some(0 | 1)),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+        "{stdout}\n{stderr}"
     );
-    let lines: Vec<&str> = stdout
+    let lines: Vec<&str> = stderr
         .lines()
         .filter(|l| l.starts_with("progress: "))
         .collect();
-    assert_eq!(lines.len(), 1, "one line per 5 s of a 6 s run:\n{stdout}");
+    assert_eq!(lines.len(), 1, "one line per 5 s of a 6 s run:\n{stderr}");
     let line = lines[0];
     assert!(line.starts_with("progress: 5s, "), "{line}");
     let number = |before: &str| -> u64 {
@@ -1027,10 +1028,15 @@ fn a_run_whose_output_is_no_terminal_prints_progress_lines() {
             assert!(kinds.iter().any(|k| k == kind), "{line}\n{kinds:?}");
         }
     }
-    // The line comes before the verdict, while the run goes on.
-    let progress_at = stdout.find("progress: ").expect("progress");
-    let verdict_at = stdout.find("recorded: ").expect("recorded line");
-    assert!(progress_at < verdict_at, "{stdout}");
+    // stdout is the verdict, from the run's folder on, and none of the progress or notices.
+    assert!(
+        stdout.starts_with(&format!("run: {}\nrecorded: ", out.display())),
+        "{stdout}"
+    );
+    for notice in ["progress: ", "seed: "] {
+        assert!(!stdout.contains(notice), "{notice:?} on stdout:\n{stdout}");
+    }
+    assert!(stderr.contains("seed: 1 (rerun with --seed 1"), "{stderr}");
 }
 
 /// A worker's clients share one connection to the storage server; when it fails (here the

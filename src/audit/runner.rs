@@ -111,24 +111,22 @@ impl AuditOptions {
     pub fn validate(&self) -> Result<(), String> {
         let (algorithms, nemeses): (Vec<String>, Vec<String>) =
             self.cell_list().into_iter().unzip();
+        // The flag the names came from, for the message.
+        let (rows, columns) = match self.cells {
+            Some(_) => ("--cells", "--cells"),
+            None => ("--algorithms", "--nemeses"),
+        };
         for a in &algorithms {
-            if is_workload_file(a) {
-                if !Path::new(a).exists() {
-                    return Err(format!("--algorithms: no workload file {a}"));
-                }
-            } else if !ALGORITHMS.contains(&a.as_str()) {
-                return Err(format!(
-                    "--algorithms: unknown \"{a}\" (known: {}, or a workload file such as examples/lua/set-nx-px.toml)",
-                    ALGORITHMS.join(", ")
-                ));
+            if let Some(why) = unknown_row(a) {
+                return Err(format!("{rows}: {why}"));
+            }
+            if is_workload_file(a) && !Path::new(a).exists() {
+                return Err(format!("{rows}: no workload file {a}"));
             }
         }
         for n in &nemeses {
-            if !PRESETS.contains(&n.as_str()) {
-                return Err(format!(
-                    "--nemeses: unknown preset \"{n}\" (known: {})",
-                    PRESETS.join(", ")
-                ));
+            if let Some(why) = unknown_preset(n) {
+                return Err(format!("{columns}: {why}"));
             }
         }
         if self.repeat == 0 {
@@ -240,6 +238,23 @@ impl Audit {
 /// rather than a built-in algorithm.
 pub fn is_workload_file(row: &str) -> bool {
     row.ends_with(".toml")
+}
+
+/// Why `row` can be no row of the matrix (neither an algorithm nor a workload file), with
+/// the nearest algorithm when there is one; None if it can be.
+pub fn unknown_row(row: &str) -> Option<String> {
+    (!is_workload_file(row) && !ALGORITHMS.contains(&row)).then(|| {
+        format!(
+            "{}; or a workload file (*.toml, such as examples/lua/set-nx-px.toml)",
+            crate::suggest::unknown("algorithm", row, &ALGORITHMS)
+        )
+    })
+}
+
+/// Why `column` is no nemesis preset (an audit's columns are presets only), or None.
+pub fn unknown_preset(column: &str) -> Option<String> {
+    (!PRESETS.contains(&column))
+        .then(|| crate::suggest::unknown("nemesis preset", column, &PRESETS))
 }
 
 /// Reads the workload of a row: a workload file; or `<workloads>/<algorithm>.toml` when
@@ -359,10 +374,7 @@ pub async fn audit(
         for (index, (algorithm, nemesis)) in cells.iter().enumerate() {
             let mut spec = specs[algorithm].clone();
             spec.seed = options.seed + round as u64;
-            // A workload file's row gets a folder named after its path.
-            let folder = algorithm
-                .trim_end_matches(".toml")
-                .replace(['/', '\\'], "_");
+            let folder = row_folder(algorithm);
             let dir = if options.repeat > 1 {
                 options.out.join(&folder).join(format!("{nemesis}-{round}"))
             } else {
@@ -464,6 +476,11 @@ pub async fn audit(
         rounds[round].ended = Some(Instant::now());
         rounds[round].cells[index] = Some(cell);
     }
+    // A row whose every cell's run could not start has an empty folder left: its cells'
+    // own were removed (`run::unstarted`). Only now, with no cell making one beside it.
+    for (algorithm, _) in &cells {
+        let _ = std::fs::remove_dir(options.out.join(row_folder(algorithm)));
+    }
     let rounds: Vec<Matrix> = rounds
         .into_iter()
         .map(|round| {
@@ -490,6 +507,12 @@ pub async fn audit(
         reach: reach.into_values().collect(),
         seconds: audit_began.elapsed().as_secs_f64(),
     })
+}
+
+/// The folder of a row's cells in the audit folder: the algorithm's name, or a workload
+/// file's path with its separators made `_`.
+fn row_folder(row: &str) -> String {
+    row.trim_end_matches(".toml").replace(['/', '\\'], "_")
 }
 
 /// One cell of one round, waiting for its turn.
@@ -640,7 +663,15 @@ fn judge_run(
         Err(RunError::Schedule(why) | RunError::Workload(why)) => {
             Cell::error(algorithm, nemesis, expected, why)
         }
-        Err(e) => Cell::error(algorithm, nemesis, expected, e.to_string()).with_run(dir, seconds),
+        // A run that could not start leaves no folder, unless it kept one to say why.
+        Err(e) if dir.exists() => {
+            Cell::error(algorithm, nemesis, expected, e.to_string()).with_run(dir, seconds)
+        }
+        Err(e) => {
+            let mut cell = Cell::error(algorithm, nemesis, expected, e.to_string());
+            cell.seconds = seconds;
+            cell
+        }
     }
 }
 

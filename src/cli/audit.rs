@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use crate::audit::runner::{audit, reach_markdown, AuditOptions};
 use crate::units::Millis;
 
-use super::AuditArgs;
+use super::{print_out, AuditArgs};
+use crate::note;
 
 /// Runs the matrix, prints it, writes audit.md / audit.json / audit.xml.
 pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
@@ -15,6 +16,7 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
             .replace(':', "");
         PathBuf::from("results").join(format!("audit-{stamp}"))
     });
+    let json = args.json;
     let mut options = AuditOptions::new(out.clone());
     if !args.algorithms.is_empty() {
         options.algorithms = args.algorithms;
@@ -53,12 +55,15 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
         (hosts.nodes, hosts.ssh_key, hosts.remote_dir);
     options.accept_new_host_keys = hosts.accept_new_host_keys;
     options.validate().map_err(|e| anyhow::anyhow!(e))?;
-    println!("audit: {}", out.display());
+    // The folder now, to look into while the cells run; with the verdict again at the end.
+    note!("audit: {}", out.display());
     crate::cluster::install_cleanup_handlers();
     let runtime = tokio::runtime::Runtime::new()?;
     let result = runtime.block_on(audit(&options, |done, total, cell| {
         let found = if cell.status == crate::audit::Status::NotApplicable {
             "not run".to_string()
+        } else if cell.found.is_empty() && cell.status == crate::audit::Status::Error {
+            "no verdict".to_string()
         } else if cell.found.is_empty() {
             "valid".to_string()
         } else {
@@ -73,26 +78,37 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
             crate::audit::Status::NotApplicable => {
                 format!("n/a: {}", cell.why.as_deref().unwrap_or("not applicable"))
             }
-            _ => format!("DIFFERS: {}", cell.why.as_deref().unwrap_or("")),
+            crate::audit::Status::Error => {
+                format!("ERROR: {}", cell.why.as_deref().unwrap_or("the run failed"))
+            }
+            crate::audit::Status::Differs => {
+                format!("DIFFERS: {}", cell.why.as_deref().unwrap_or(""))
+            }
         };
-        println!(
+        // Progress: a line per cell as it ends, in the order they end.
+        note!(
             "[{done:>3}/{total}] {} × {}: {found} ({verdict}) {:.1}s",
-            cell.algorithm, cell.nemesis, cell.seconds
+            cell.algorithm,
+            cell.nemesis,
+            cell.seconds
         );
     }));
     let audit = match result {
         Ok(audit) => audit,
         Err(e) => anyhow::bail!(e),
     };
+    // The verdict: the folder, the matrix (with --repeat, the first round's, then a line per
+    // round and the reach), then the files written.
+    let mut text = format!("audit: {}\n", out.display());
     if options.repeat > 1 {
-        println!(
-            "\nround 1 of {} (the matrices of the others: round-1/, round-2/, ...):",
+        text += &format!(
+            "\nround 1 of {} (the matrices of the others: round-1/, round-2/, ...):\n",
             options.repeat
         );
     }
-    println!("\n{}", audit.matrix.to_table());
+    text += &format!("\n{}\n", audit.matrix.to_table());
     if options.repeat > 1 {
-        print!("{}", audit.rounds_text());
+        text += &audit.rounds_text();
     }
     let mut files = audit
         .matrix
@@ -100,10 +116,10 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
     let passed = audit.rounds.iter().all(|m| m.passed());
     if options.repeat > 1 {
-        let text = reach_markdown(&audit.reach, options.time_limit);
-        println!("{text}");
+        let reach = reach_markdown(&audit.reach, options.time_limit);
+        text += &format!("{reach}\n");
         let path = out.join("reach.md");
-        crate::outfile::write(&path, text)
+        crate::outfile::write(&path, reach)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
         files.push(path);
         for (i, round) in audit.rounds.iter().enumerate().skip(1) {
@@ -115,8 +131,13 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    for f in &files {
-        println!("{}", f.display());
+    let files: String = files.iter().map(|f| format!("{}\n", f.display())).collect();
+    if json {
+        // audit.json's own text (the first round's matrix, as the file holds it).
+        crate::streams::err(&format!("audit: {}\n{files}", out.display()));
+        print_out(&(audit.matrix.to_json() + "\n"))?;
+    } else {
+        print_out(&(text + &files))?;
     }
     if let Some(results) = out.parent() {
         crate::index::update_after(results);

@@ -45,7 +45,13 @@ pub fn command(args: CheckArgs) -> anyhow::Result<u8> {
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
     }
     let text = match report_json {
-        Some(text) if json => text,
+        Some(text) if json => {
+            // Only the report on stdout: where its file went is a notice.
+            if let Some(dir) = &out {
+                crate::note!("report: {}", dir.join("report.json").display());
+            }
+            text
+        }
         _ => {
             let mut text = render_summary(&report, &path.display().to_string());
             if let Some(dir) = &out {

@@ -144,10 +144,10 @@ impl Bounds {
 #[derive(clap::Args)]
 pub struct AuditArgs {
     // The help names every algorithm (algorithms_help).
-    #[arg(long, value_delimiter = ',', help = algorithms_help())]
+    #[arg(long, value_delimiter = ',', value_parser = parse_row, help = algorithms_help())]
     pub algorithms: Vec<String>,
     // The help names every preset (nemeses_help).
-    #[arg(long, value_delimiter = ',', help = nemeses_help())]
+    #[arg(long, value_delimiter = ',', value_parser = parse_preset, help = nemeses_help())]
     pub nemeses: Vec<String>,
     /// Only these cells, as algorithm:nemesis pairs, comma-separated (instead of every
     /// algorithm × every nemesis).
@@ -191,6 +191,10 @@ pub struct AuditArgs {
     /// The audit folder (default: a new one under results/).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print the verdict on stdout as one JSON document, audit.json's text, and nothing
+    /// else there (the lines naming the folder and its files go to stderr).
+    #[arg(long)]
+    pub json: bool,
     /// The redis-server binary (default: found on PATH).
     #[arg(long)]
     pub redis_server: Option<PathBuf>,
@@ -209,7 +213,7 @@ pub struct RunArgs {
     /// --algorithm (default set-nx-px): the same file's text, compiled in.
     pub workload: Option<PathBuf>,
     // The help names every algorithm (algorithm_help).
-    #[arg(long, help = algorithm_help())]
+    #[arg(long, value_parser = parse_algorithm, help = algorithm_help())]
     pub algorithm: Option<String>,
     /// Concurrent lock clients (each a process id in the history).
     #[arg(long)]
@@ -233,7 +237,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     // The help names every preset (nemesis_help).
-    #[arg(long, help = nemesis_help())]
+    #[arg(long, value_parser = parse_nemesis, help = nemesis_help())]
     pub nemesis: Option<String>,
     /// Where the lock lives: single, replicated, sentinel, independent, cluster (a Redis
     /// Cluster of 3 masters with a replica each), postgres, etcd (3 members), zookeeper (3
@@ -252,6 +256,10 @@ pub struct RunArgs {
     /// can read it (docs/src/guide/secrets.md).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print the report on stdout as one JSON document, report.json's text, and nothing
+    /// else there (the lines naming the folder and its files go to stderr).
+    #[arg(long)]
+    pub json: bool,
     /// End the run at the first anomaly the history proves (checked while it runs): heal
     /// every fault, finish the history, check it whole, draw it, exit 1.
     #[arg(long, conflicts_with = "no_online_check")]
@@ -428,7 +436,7 @@ pub struct ShrinkArgs {
 /// An anomaly kind, with the nearest name for a slip.
 fn parse_kind(text: &str) -> Result<crate::report::AnomalyKind, String> {
     text.parse().map_err(|why: String| {
-        match crate::presets::closest(text, crate::report::ANOMALY_KINDS) {
+        match crate::suggest::closest(text, crate::report::ANOMALY_KINDS) {
             Some(near) => format!("{why}; did you mean \"{near}\"?"),
             None => why,
         }
@@ -469,28 +477,57 @@ pub struct SynthArgs {
     pub seed: u64,
 }
 
+/// `--topology`: one of the services' topologies, or the nearest name for a slip.
 fn parse_topology(text: &str) -> Result<crate::cluster::Topology, String> {
     serde_json::from_value(serde_json::Value::String(text.to_string())).map_err(|_| {
-        "expected single, replicated, sentinel, independent, cluster, postgres, etcd or zookeeper".to_string()
+        let names: Vec<String> = crate::cluster::SERVICES
+            .iter()
+            .map(|s| crate::run::topology_name(s.topology))
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        crate::suggest::unknown("topology", text, &names)
     })
+}
+
+/// `--algorithm`: a known algorithm, or the nearest name for a slip.
+fn parse_algorithm(text: &str) -> Result<String, String> {
+    match crate::workload::spec::unknown_algorithm(text) {
+        None => Ok(text.to_string()),
+        Some(why) => Err(why),
+    }
+}
+
+/// `--nemesis`: a preset or a schedule file (whose errors come when it is read).
+fn parse_nemesis(text: &str) -> Result<String, String> {
+    match crate::presets::unknown_nemesis(text) {
+        None => Ok(text.to_string()),
+        Some(why) => Err(why),
+    }
+}
+
+/// One of `--algorithms`: an algorithm or a workload file.
+fn parse_row(text: &str) -> Result<String, String> {
+    match crate::audit::runner::unknown_row(text) {
+        None => Ok(text.to_string()),
+        Some(why) => Err(why),
+    }
+}
+
+/// One of `--nemeses`: a preset.
+fn parse_preset(text: &str) -> Result<String, String> {
+    match crate::audit::runner::unknown_preset(text) {
+        None => Ok(text.to_string()),
+        Some(why) => Err(why),
+    }
 }
 
 /// Exit code for a run that could not be carried out (docs/src/reference/exit-codes.md).
 pub const EXIT_CANNOT_RUN: u8 = 3;
 
-/// Writes `text` to standard output. A reader that stopped reading (`| head`, `| jq` that
-/// failed) is not an error of ours: the rest is simply not wanted, and the verdict's exit
-/// code still stands. (`print!` would panic.)
+/// Writes `text` to standard output (`streams::out`: a reader that left is no error, and
+/// the exit code stays the verdict's).
 pub fn print_out(text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}")),
-    }
+    crate::streams::out(text).map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
 }
 
 /// Log output on stderr: warnings, or more with each `-v` (`RUST_LOG` overrides).
@@ -515,7 +552,7 @@ pub fn exit_code(result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            eprintln!("lockaudit: {error:#}");
+            crate::note!("lockaudit: {error:#}");
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }

@@ -7,17 +7,19 @@ use crate::run::rerun::{recurrences, Recurrence, Replay};
 use crate::run::RunError;
 use crate::units::fmt_time;
 
-use super::{RerunArgs, EXIT_CANNOT_RUN};
+use super::{print_out, RerunArgs, EXIT_CANNOT_RUN};
+use crate::note;
 
-/// Runs the folder's run `--repeat` times, prints each verdict, then per kind of anomaly
-/// how many reruns found it and the median time to its first, and the folders made.
+/// Runs the folder's run `--repeat` times, each verdict on stderr as it comes (progress);
+/// then on stdout per kind of anomaly how many reruns found it and the median time to its
+/// first, and the folders made.
 pub fn command(args: RerunArgs) -> anyhow::Result<u8> {
     let replay = Replay::read(&args.run_dir).map_err(anyhow::Error::msg)?;
     let root = args.out.unwrap_or_else(|| PathBuf::from("results"));
     let first = replay.plan(&root)?;
     let spec = &first.spec;
-    println!(
-        "rerun of {}: {} × {}, seed {}, {} time{}",
+    let what = format!(
+        "rerun of {}: {} × {}, seed {}, {} time{}\n",
         replay.dir.display(),
         spec.algorithm,
         first.nemesis_name(),
@@ -25,6 +27,7 @@ pub fn command(args: RerunArgs) -> anyhow::Result<u8> {
         args.repeat,
         if args.repeat == 1 { "" } else { "s" }
     );
+    crate::streams::err(&what);
     crate::cluster::install_cleanup_handlers();
     let runtime = tokio::runtime::Runtime::new()?;
     let mut reports: Vec<Report> = Vec::new();
@@ -42,9 +45,9 @@ pub fn command(args: RerunArgs) -> anyhow::Result<u8> {
             Ok(outcome) => {
                 // The pictures are a courtesy, as after `run`.
                 if let Err(e) = crate::plot::plot(&outcome.dir) {
-                    eprintln!("lockaudit: warning: the plots could not be drawn: {e}");
+                    note!("lockaudit: warning: the plots could not be drawn: {e}");
                 }
-                println!(
+                note!(
                     "[{i}/{}] {}: {}",
                     args.repeat,
                     outcome.dir.display(),
@@ -55,7 +58,7 @@ pub fn command(args: RerunArgs) -> anyhow::Result<u8> {
             }
             Err(RunError::Schedule(why) | RunError::Workload(why)) => anyhow::bail!(why),
             Err(error) => {
-                println!(
+                note!(
                     "[{i}/{}] {}: could not be carried out: {error}",
                     args.repeat,
                     plan.dir.display()
@@ -65,11 +68,13 @@ pub fn command(args: RerunArgs) -> anyhow::Result<u8> {
         }
     }
     let rows = recurrences(replay.original.as_ref(), &reports);
-    print!("{}", table(&rows, replay.original.is_some(), reports.len()));
-    println!("reruns:");
-    for folder in &folders {
-        println!("  {}", folder.display());
+    let mut text = what + &table(&rows, replay.original.is_some(), reports.len());
+    // A rerun that could not start left no folder, unless it kept one to say why.
+    text += "reruns:\n";
+    for folder in folders.iter().filter(|f| f.exists()) {
+        text += &format!("  {}\n", folder.display());
     }
+    print_out(&text)?;
     crate::index::update_after(&root);
     Ok(if cannot_run {
         EXIT_CANNOT_RUN

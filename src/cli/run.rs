@@ -1,11 +1,12 @@
 //! `lockaudit run`: the plan from the flags (`run::plan`), the run, what it found.
 
+use crate::note;
 use crate::report::render_summary;
 use crate::run::plan::{Overrides, Purpose, Request, RunPlan, WorkloadSource};
-use crate::run::{RunError, StopWhen};
+use crate::run::{RunError, RunOutcome, StopWhen};
 use crate::workload::WorkloadSpec;
 
-use super::{RunArgs, EXIT_CANNOT_RUN};
+use super::{print_out, RunArgs, EXIT_CANNOT_RUN};
 
 /// The plan `run`'s flags ask for.
 pub fn plan(args: RunArgs) -> anyhow::Result<RunPlan> {
@@ -48,20 +49,24 @@ pub fn plan(args: RunArgs) -> anyhow::Result<RunPlan> {
     RunPlan::build(&source, request)
 }
 
-/// Runs the workload the flags describe, prints the run folder and the verdict.
+/// Runs the workload the flags describe. Progress and notices go to stderr; the verdict
+/// to stdout, as text (the run folder first) or, with `--json`, as report.json's text alone
+/// (the lines that name the folder and its files then go to stderr).
 pub fn command(args: RunArgs) -> anyhow::Result<u8> {
-    let plan = plan(args)?;
+    let json = args.json;
+    let mut plan = plan(args)?;
+    plan.options.json = json;
     for note in &plan.notes {
-        eprintln!("lockaudit: {note}");
+        note!("lockaudit: {note}");
     }
-    println!("run: {}", plan.dir.display());
-    // The one thing needed to get this run's faults and timings again.
+    // The one thing needed to get this run's faults and timings again; and the folder, to
+    // look into while the run goes on.
     let drawn = if plan.seed_drawn {
         "drawn for this run; "
     } else {
         ""
     };
-    eprintln!(
+    note!(
         "seed: {} ({drawn}rerun with --seed {}, or lockaudit rerun {})",
         plan.spec.seed,
         plan.spec.seed,
@@ -71,50 +76,24 @@ pub fn command(args: RunArgs) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Runtime::new()?;
     match runtime.block_on(crate::run::run(&plan)) {
         Ok(outcome) => {
-            if let Some(what) = &outcome.proven {
-                println!(
-                    "stopped early: {what} was proven while the run went on (--stop-on-anomaly)"
-                );
-            }
-            let history = outcome.dir.join("history.jsonl");
-            let (planned, acting) = (outcome.planned, outcome.acting);
-            let nemesis = plan.nemesis_name();
-            // A run that stopped early never reached the faults planned after that.
-            let healed = if outcome.proven.is_some() {
-                "those injected before the run stopped all healed (the history shows which)"
+            let (text, files) = verdict(&plan, &outcome);
+            if json {
+                crate::streams::err(&format!("run: {}\n{files}", outcome.dir.display()));
+                print_out(&outcome.report_json)?;
             } else {
-                "all healed before the end"
-            };
-            if planned > 0 && acting == planned {
-                println!("nemesis: {nemesis}, {planned} faults planned (nemesis.json), {healed}");
-            } else if planned > 0 && acting > 0 {
-                println!(
-                    "nemesis: {nemesis}, {planned} faults planned (nemesis.json), {} of them NOT APPLICABLE to this run and left out ({}); of the other {acting}, {healed}",
-                    planned - acting,
-                    outcome.not_applicable.join("; ")
-                );
-            } else if !outcome.not_applicable.is_empty() {
-                println!(
-                    "nemesis: {nemesis}: NOT APPLICABLE to this run ({})",
-                    outcome.not_applicable.join("; ")
-                );
+                print_out(&(text + &files))?;
             }
-            let c = outcome.counts;
-            let (done, what, failed) = c.done(crate::locks::is_optimistic(&plan.spec.algorithm));
-            println!(
-                "recorded: {done} {what}, {failed} failed attempts, {} indeterminate operations",
-                c.indeterminate
-            );
-            print!(
-                "{}",
-                render_summary(&outcome.report, &history.display().to_string())
-            );
-            println!("report: {}", outcome.dir.join("report.json").display());
             // The pictures are a courtesy: failing to draw them never changes the verdict.
             match crate::plot::plot(&outcome.dir) {
-                Ok(summary) => println!("plots: {}", summary.index.display()),
+                Ok(summary) => {
+                    let line = format!("plots: {}\n", summary.index.display());
+                    match json {
+                        true => crate::streams::err(&line),
+                        false => print_out(&line)?,
+                    }
+                }
                 Err(error) => {
-                    eprintln!("lockaudit: warning: the plots could not be drawn: {error}")
+                    note!("lockaudit: warning: the plots could not be drawn: {error}")
                 }
             }
             // The results folder's index lists this run too (a failure is a warning).
@@ -122,7 +101,7 @@ pub fn command(args: RunArgs) -> anyhow::Result<u8> {
                 crate::index::update_after(results);
             }
             if let Some(why) = &outcome.stopped {
-                eprintln!("lockaudit: the run was stopped before its time limit: {why}");
+                note!("lockaudit: the run was stopped before its time limit: {why}");
                 return Ok(EXIT_CANNOT_RUN);
             }
             Ok(outcome.report.exit_code() as u8)
@@ -134,8 +113,52 @@ pub fn command(args: RunArgs) -> anyhow::Result<u8> {
             anyhow::bail!("workload ({}): {why}", plan.spec.algorithm)
         }
         Err(error) => {
-            eprintln!("lockaudit: the run could not be carried out: {error}");
+            note!("lockaudit: the run could not be carried out: {error}");
             Ok(EXIT_CANNOT_RUN)
         }
     }
+}
+
+/// The verdict as text: the run folder, how it stopped, what the nemesis did, what was
+/// recorded, the summary; then, apart, the line naming report.json (with `--json`, the
+/// only part of the text that is still printed, on stderr).
+fn verdict(plan: &RunPlan, outcome: &RunOutcome) -> (String, String) {
+    let mut text = format!("run: {}\n", outcome.dir.display());
+    if let Some(what) = &outcome.proven {
+        text += &format!(
+            "stopped early: {what} was proven while the run went on (--stop-on-anomaly)\n"
+        );
+    }
+    let history = outcome.dir.join("history.jsonl");
+    let (planned, acting) = (outcome.planned, outcome.acting);
+    let nemesis = plan.nemesis_name();
+    // A run that stopped early never reached the faults planned after that.
+    let healed = if outcome.proven.is_some() {
+        "those injected before the run stopped all healed (the history shows which)"
+    } else {
+        "all healed before the end"
+    };
+    if planned > 0 && acting == planned {
+        text += &format!("nemesis: {nemesis}, {planned} faults planned (nemesis.json), {healed}\n");
+    } else if planned > 0 && acting > 0 {
+        text += &format!(
+            "nemesis: {nemesis}, {planned} faults planned (nemesis.json), {} of them NOT APPLICABLE to this run and left out ({}); of the other {acting}, {healed}\n",
+            planned - acting,
+            outcome.not_applicable.join("; ")
+        );
+    } else if !outcome.not_applicable.is_empty() {
+        text += &format!(
+            "nemesis: {nemesis}: NOT APPLICABLE to this run ({})\n",
+            outcome.not_applicable.join("; ")
+        );
+    }
+    let c = outcome.counts;
+    let (done, what, failed) = c.done(crate::locks::is_optimistic(&plan.spec.algorithm));
+    text += &format!(
+        "recorded: {done} {what}, {failed} failed attempts, {} indeterminate operations\n",
+        c.indeterminate
+    );
+    text += &render_summary(&outcome.report, &history.display().to_string());
+    let files = format!("report: {}\n", outcome.dir.join("report.json").display());
+    (text, files)
 }

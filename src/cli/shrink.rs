@@ -65,7 +65,7 @@ pub fn command(args: ShrinkArgs) -> anyhow::Result<u8> {
         &timeline::TimelineOptions::default(),
     )
     .unwrap_or_else(|e| {
-        eprintln!("lockaudit: warning: the timeline was not drawn: {e}");
+        crate::note!("lockaudit: warning: the timeline was not drawn: {e}");
         Vec::new()
     });
     let target = &shrunk.target;

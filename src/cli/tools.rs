@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use crate::workload::WorkloadSpec;
 
-use super::{AdapterTestArgs, CompletionsArgs, IndexArgs, PlotArgs, SynthArgs, WorkerArgs};
+use super::{
+    print_out, AdapterTestArgs, CompletionsArgs, IndexArgs, PlotArgs, SynthArgs, WorkerArgs,
+};
 
 /// `lockaudit worker`: one worker process of a run, until its stdin closes.
 pub fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
@@ -62,11 +64,11 @@ pub fn adapter_test(args: AdapterTestArgs) -> anyhow::Result<u8> {
                 ),
                 _ => String::new(),
             };
-            println!(
-                "adapter-test: {} on the {topology} topology{masters}, options {}",
+            print_out(&format!(
+                "adapter-test: {} on the {topology} topology{masters}, options {}\n",
                 adapter.join(" "),
                 setup.options
-            );
+            ))?;
             adapter
         }
         _ => argv,
@@ -77,18 +79,14 @@ pub fn adapter_test(args: AdapterTestArgs) -> anyhow::Result<u8> {
         .enable_all()
         .build()?;
     let checks = runtime.block_on(crate::locks::adapter_test::run(&argv, &setup))?;
-    for check in &checks {
-        println!("{}", check.line());
-    }
     let passed = crate::locks::adapter_test::passed(&checks);
-    println!(
-        "{}",
-        if passed {
-            "adapter-test: passed"
-        } else {
-            "adapter-test: FAILED"
-        }
-    );
+    let mut text: String = checks.iter().map(|c| c.line() + "\n").collect();
+    text += if passed {
+        "adapter-test: passed\n"
+    } else {
+        "adapter-test: FAILED\n"
+    };
+    print_out(&text)?;
     Ok(if passed { 0 } else { 1 })
 }
 
@@ -100,11 +98,14 @@ pub fn plot(args: PlotArgs) -> anyhow::Result<u8> {
     crate::cluster::install_cleanup_handlers();
     let summary = crate::plot::plot(&target)?;
     for note in &summary.notes {
-        eprintln!("lockaudit: {note}");
+        crate::note!("lockaudit: {note}");
     }
-    for file in &summary.files {
-        println!("{}", file.display());
-    }
+    let files: String = summary
+        .files
+        .iter()
+        .map(|f| format!("{}\n", f.display()))
+        .collect();
+    print_out(&files)?;
     Ok(0)
 }
 
@@ -113,9 +114,9 @@ pub fn index(args: IndexArgs) -> anyhow::Result<u8> {
     if !args.dir.is_dir() {
         anyhow::bail!("{}: no such folder", args.dir.display());
     }
-    for path in crate::index::write(&args.dir).map_err(anyhow::Error::msg)? {
-        println!("{}", path.display());
-    }
+    let paths = crate::index::write(&args.dir).map_err(anyhow::Error::msg)?;
+    let text: String = paths.iter().map(|p| format!("{}\n", p.display())).collect();
+    print_out(&text)?;
     Ok(0)
 }
 
@@ -145,7 +146,7 @@ pub fn synth(args: SynthArgs) -> anyhow::Result<u8> {
         |e| e,
     )
     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
-    eprintln!("wrote {written} events to {}", out.display());
+    crate::note!("wrote {written} events to {}", out.display());
     Ok(0)
 }
 
@@ -154,18 +155,18 @@ pub fn synth(args: SynthArgs) -> anyhow::Result<u8> {
 pub fn completions(args: CompletionsArgs) -> anyhow::Result<u8> {
     use clap::CommandFactory;
     let mut command = super::Cli::command();
-    clap_complete::generate(
-        args.shell,
-        &mut command,
-        "lockaudit",
-        &mut std::io::stdout(),
-    );
+    // Written whole first: clap_complete panics on a write that fails (`| head`).
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "lockaudit", &mut script);
+    print_out(&String::from_utf8_lossy(&script))?;
     Ok(0)
 }
 
 /// `lockaudit man`: the manual page, roff on stdout, from the clap definition.
 pub fn man() -> anyhow::Result<u8> {
     use clap::CommandFactory;
-    clap_mangen::Man::new(super::Cli::command()).render(&mut std::io::stdout())?;
+    let mut page = Vec::new();
+    clap_mangen::Man::new(super::Cli::command()).render(&mut page)?;
+    print_out(&String::from_utf8_lossy(&page))?;
     Ok(0)
 }

@@ -36,7 +36,7 @@ const ON_EXIT_DEADLINE: Duration = Duration::from_secs(5);
 pub fn install_cleanup_handlers() {
     if let Err(err) = try_install_cleanup_handlers() {
         tracing::error!("cannot install the Ctrl-C and panic cleanup: {err}");
-        eprintln!("lockaudit: cannot install the Ctrl-C and panic cleanup: {err}");
+        crate::note!("lockaudit: cannot install the Ctrl-C and panic cleanup: {err}");
     }
 }
 
@@ -77,8 +77,8 @@ fn try_install_cleanup_handlers() -> io::Result<()> {
             on_exit::run_all(Instant::now() + ON_EXIT_DEADLINE);
             let killed = kill_all(Duration::from_secs(3), true);
             match killed {
-                0 => eprintln!("lockaudit: interrupted ({})", signal.as_str()),
-                _ => eprintln!(
+                0 => crate::note!("lockaudit: interrupted ({})", signal.as_str()),
+                _ => crate::note!(
                     "lockaudit: interrupted ({}); stopped {killed} child process(es)",
                     signal.as_str()
                 ),
@@ -101,14 +101,14 @@ fn try_install_cleanup_handlers() -> io::Result<()> {
                         _ = term.recv() => {}
                         _ = hup.recv() => {}
                     }
-                    eprintln!("lockaudit: interrupted again: exiting at once");
+                    crate::note!("lockaudit: interrupted again: exiting at once");
                 });
             }
             // Nothing half written stays behind (the files under way are written under
             // temporary names, `outfile`).
             let removed = crate::outfile::abandon_all();
             if removed > 0 {
-                eprintln!("lockaudit: removed {removed} partly written file(s)");
+                crate::note!("lockaudit: removed {removed} partly written file(s)");
             }
             std::process::exit(128 + signal as i32);
         })?;
@@ -118,7 +118,7 @@ fn try_install_cleanup_handlers() -> io::Result<()> {
         previous(info);
         let killed = kill_all(Duration::from_secs(2), false);
         if killed > 0 {
-            eprintln!("lockaudit: panic; stopped {killed} child process(es)");
+            crate::note!("lockaudit: panic; stopped {killed} child process(es)");
         }
     }));
     *installed = true;

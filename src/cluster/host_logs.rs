@@ -71,7 +71,7 @@ fn rescue(logs: &[HostLog], hosts: &[Arc<Ssh>], remote_dir: &str, local: &Path, 
         })
     });
     let count: usize = fetched.iter().flatten().flatten().sum();
-    eprintln!(
+    crate::note!(
         "lockaudit: interrupted; fetched {count} of {} logs from the hosts into {}",
         logs.len(),
         local.display()
@@ -82,7 +82,7 @@ fn rescue(logs: &[HostLog], hosts: &[Arc<Ssh>], remote_dir: &str, local: &Path, 
             (Some(Err(e)), _) | (_, Some(Err(e))) => e.clone(),
             _ => "no answer in time".into(),
         };
-        eprintln!(
+        crate::note!(
             "lockaudit: the run's folder is left on {}: {remote_dir} ({why})",
             ssh.target()
         );

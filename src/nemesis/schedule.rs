@@ -478,17 +478,10 @@ impl Schedule {
         if let Some(s) = Schedule::preset(name_or_file, workload) {
             return Ok(s);
         }
-        let path = Path::new(name_or_file);
-        if path.exists() || name_or_file.ends_with(".toml") {
-            return Schedule::from_file(path);
+        match crate::presets::unknown_nemesis(name_or_file) {
+            None => Schedule::from_file(Path::new(name_or_file)),
+            Some(why) => Err(FileError::whole(name_or_file, why)),
         }
-        Err(FileError::whole(
-            name_or_file,
-            format!(
-                "no such nemesis preset or file (presets: {})",
-                PRESETS.join(", ")
-            ),
-        ))
     }
 }
 

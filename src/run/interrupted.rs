@@ -1,7 +1,8 @@
 //! A run cut short by Ctrl-C or SIGTERM: once the cleanup has stopped every child, the
 //! history recorded so far is checked and `report.json` written, marked
-//! `"interrupted": "SIGINT"`, and the verdict printed; the process then exits 130 (143 for
-//! SIGTERM). What the run had proven before the signal is kept.
+//! `"interrupted": "SIGINT"`, and the verdict printed on stdout (the summary, or with
+//! `--json` that report.json's text); the process then exits 130 (143 for SIGTERM). What
+//! the run had proven before the signal is kept.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -16,11 +17,12 @@ use super::report_json;
 
 /// Registers the interrupted run's report for `dir`; dropping the registration (the run
 /// ended) withdraws it. `finishing` is held while either report is written, so that the
-/// run's own and this one never race.
+/// run's own and this one never race. `json`: print the report's JSON, not the summary.
 pub(super) fn register(
     dir: &Path,
     check: &CheckOptions,
     warnings: &[String],
+    json: bool,
     finishing: Arc<Mutex<()>>,
 ) -> Registration {
     let dir = dir.to_path_buf();
@@ -29,21 +31,28 @@ pub(super) fn register(
     on_exit::register_after_stop(move |signal| {
         let _finishing = finishing.lock().unwrap_or_else(|p| p.into_inner());
         match write_report(&dir, &check, &warnings, signal) {
-            Ok((report, history)) => {
-                let mut text = format!(
+            Ok((report, json_text, history)) => {
+                let covers = format!(
                     "interrupted by {signal}: the verdict covers the {} events recorded before it\n",
                     report.stats.events
                 );
-                text += &render_summary(&report, &history.display().to_string());
-                text += &format!(
+                let report_line = format!(
                     "report: {} (marked interrupted)\n",
                     dir.join("report.json").display()
                 );
-                print!("{text}");
-                use std::io::Write;
-                let _ = std::io::stdout().flush();
+                // The process ends next: a stdout that cannot take it has nothing more to
+                // lose, and the exit code is the signal's either way.
+                if json {
+                    crate::streams::err(&format!("run: {}\n{covers}{report_line}", dir.display()));
+                    let _ = crate::streams::out(&json_text);
+                } else {
+                    let mut text = format!("run: {}\n{covers}", dir.display());
+                    text += &render_summary(&report, &history.display().to_string());
+                    text += &report_line;
+                    let _ = crate::streams::out(&text);
+                }
             }
-            Err(why) => eprintln!("lockaudit: interrupted by {signal}: no report: {why}"),
+            Err(why) => crate::note!("lockaudit: interrupted by {signal}: no report: {why}"),
         }
     })
 }
@@ -55,7 +64,7 @@ fn write_report(
     check: &CheckOptions,
     warnings: &[String],
     signal: &str,
-) -> Result<(Report, PathBuf), String> {
+) -> Result<(Report, String, PathBuf), String> {
     let path = dir.join("history.jsonl");
     if !path.is_file() {
         return Err("the run was interrupted before it recorded anything".into());
@@ -66,7 +75,7 @@ fn write_report(
     let report = checker::check(&history, check);
     let text = report_json(&report, warnings, Some(signal))?;
     let report_path = dir.join("report.json");
-    outfile::write(&report_path, text)
+    outfile::write(&report_path, &text)
         .map_err(|e| format!("cannot write {}: {e}", report_path.display()))?;
-    Ok((report, path))
+    Ok((report, text, path))
 }

@@ -42,6 +42,7 @@ pub mod plan;
 pub mod record;
 pub mod recorder;
 pub mod rerun;
+pub mod unstarted;
 
 /// How a run is watched while it goes on.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -55,6 +56,10 @@ pub struct RunOptions {
     /// The progress bar, or its lines where no terminal shows it. Off for an audit's cells,
     /// which run side by side: the audit prints a line per cell instead.
     pub progress: bool,
+    /// A run cut short by a signal prints its verdict as report.json's text (`--json`)
+    /// rather than the summary. How the verdict is shown, not what ran: not recorded.
+    #[serde(skip)]
+    pub json: bool,
 }
 
 impl Default for RunOptions {
@@ -64,6 +69,7 @@ impl Default for RunOptions {
             online_check: true,
             check: CheckOptions::default(),
             progress: true,
+            json: false,
         }
     }
 }
@@ -93,6 +99,8 @@ pub struct RunOutcome {
     /// Where the run's wall time went (also in `run.json`).
     pub phases: record::Phases,
     pub report: Report,
+    /// `report.json`'s text, as written: what `--json` prints.
+    pub report_json: String,
     pub counts: Counts,
     /// Why the run stopped before its time limit, if it did (an adapter's `error`): the
     /// history and report cover what ran, but the run could not be carried out.
@@ -187,8 +195,18 @@ fn unused_name(root: &Path, name: &str) -> String {
 }
 
 /// Carries out the run `plan` decided: its workload under its fault schedule, into its
-/// folder.
+/// folder. A run that cannot be carried out removes the folder it made unless something
+/// in it is worth keeping (`unstarted`).
 pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
+    let existed = plan.dir.exists();
+    let result = run_in_folder(plan).await;
+    if result.is_err() {
+        unstarted::tidy(&plan.dir, existed);
+    }
+    result
+}
+
+async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     let RunPlan {
         spec,
         schedule,
@@ -236,7 +254,7 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         let all = schedule
             .cannot_act_at_all(&spec.algorithm, topology)
             .is_some();
-        eprintln!(
+        crate::note!(
             "lockaudit: warning: {} of the nemesis {} can act on this run ({}); {}",
             if all { "no fault" } else { "not every fault" },
             schedule.name,
@@ -259,7 +277,7 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     )
     .warning();
     if let Some(why) = &misfit {
-        eprintln!("lockaudit: warning: {why}");
+        crate::note!("lockaudit: warning: {why}");
     }
     // What the run could not do, for report.json (the checker judges the history only).
     let warnings: Vec<String> = not_applicable
@@ -271,7 +289,13 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     // checked and its report written, marked interrupted. `finishing` keeps that and this
     // function's own report from being written at once.
     let finishing = Arc::new(Mutex::new(()));
-    let _interrupted = interrupted::register(dir, &options.check, &warnings, finishing.clone());
+    let _interrupted = interrupted::register(
+        dir,
+        &options.check,
+        &warnings,
+        options.json,
+        finishing.clone(),
+    );
 
     let mut owned = None;
     let endpoints = match servers {
@@ -285,7 +309,7 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
             preflight(&mut endpoints, PREFLIGHT_TIMEOUT)
                 .await
                 .map_err(RunError::Setup)?;
-            eprintln!(
+            crate::note!(
                 "lockaudit: using a Redis it did not start ({}:{}): server-side faults are unavailable",
                 endpoints.nodes[0].host, endpoints.nodes[0].port
             );
@@ -310,7 +334,7 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
             if cluster_spec.topology == cluster::Topology::Cluster {
                 // Forming a cluster takes seconds, not milliseconds: say how long, and keep it.
                 let ms = begun.elapsed().as_millis();
-                eprintln!(
+                crate::note!(
                     "lockaudit: Redis Cluster of {} masters with a replica each ready in {ms} ms",
                     cluster_spec.shards
                 );
@@ -319,7 +343,7 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
             } else if cluster::service(cluster_spec.topology).own_locks_only {
                 let service = cluster::service(cluster_spec.topology);
                 let ms = begun.elapsed().as_millis();
-                eprintln!("lockaudit: {} ready in {ms} ms", service.name);
+                crate::note!("lockaudit: {} ready in {ms} ms", service.name);
                 outfile::write(&dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
                     .map_err(io_error(dir))?;
             }
@@ -393,7 +417,7 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         })
         .collect();
     if !taken_back.is_empty() {
-        eprintln!(
+        crate::note!(
             "lockaudit: warning: reported while the run went on but not in the final verdict: {taken_back:?} (a lease granted later lengthened a block; the final verdict is on every event)"
         );
     }
@@ -404,7 +428,7 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         let _finishing = finishing.lock().unwrap_or_else(|p| p.into_inner());
         // Interrupted meanwhile: the report is the interruption's to write, and the process
         // ends with it.
-        (!cluster::shutting_down()).then(|| outfile::write(&report_path, report_text))
+        (!cluster::shutting_down()).then(|| outfile::write(&report_path, &report_text))
     };
     match written {
         Some(written) => written.map_err(io_error(&report_path))?,
@@ -417,6 +441,7 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         dir: dir.to_path_buf(),
         phases,
         report,
+        report_json: report_text,
         counts,
         stopped,
         not_applicable,
@@ -579,8 +604,9 @@ async fn drive(
     } else {
         ProgressBar::hidden()
     };
-    // Where the bar cannot show (stderr is no terminal: a CI log, a pipe), a line on stdout
-    // every few seconds says the run goes on, and how far.
+    // Where the bar cannot show (stderr is no terminal: a CI log, a pipe), a line on stderr
+    // every few seconds says the run goes on, and how far: progress, never on stdout, which
+    // carries the verdict only.
     // An optimistic lock acquires nothing: its progress is its writes.
     let optimistic = locks::is_optimistic(&spec.algorithm);
     let mut lines = (options.progress && progress.is_hidden())
@@ -604,7 +630,7 @@ async fn drive(
                         .join(", ")
                 };
                 if let Some(line) = lines.as_mut().and_then(|l| l.due(now_ns, &c, &anomalies)) {
-                    println!("{line}");
+                    crate::note!("{line}");
                 }
                 progress.set_message(format!(
                     "{}{}",
@@ -661,12 +687,12 @@ async fn drive(
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     if let Some(why) = stopped.as_ref().or(write_failed.as_ref()) {
-        eprintln!("lockaudit: stopping the run: {why}");
+        crate::note!("lockaudit: stopping the run: {why}");
         // Closing their stdin stops the other workers at once.
         fleet.close_inputs();
     } else if let Some(what) = &proven {
         progress.suspend(|| {
-            eprintln!("lockaudit: proven ({what}): stopping the run, healing every fault")
+            crate::note!("lockaudit: proven ({what}): stopping the run, healing every fault")
         });
         fleet.close_inputs();
     }

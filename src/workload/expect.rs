@@ -18,8 +18,9 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use crate::presets::{closest, PRESETS};
+use crate::presets::PRESETS;
 use crate::report::{AnomalyKind, ANOMALY_KINDS};
+use crate::suggest::did_you_mean;
 use crate::tomlfile::FileError;
 
 /// The kinds a cell must and may show; anything else found is a surprise.
@@ -73,11 +74,6 @@ impl Expectation {
 
 /// The fields an entry may have: `Expectation`'s.
 const FIELDS: [&str; 3] = ["must", "may", "inside_lease"];
-
-/// ` (did you mean "x"?)` for a near miss of one of `known`, or nothing.
-fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> String {
-    closest(name, known).map_or(String::new(), |k| format!(" (did you mean \"{k}\"?)"))
-}
 
 /// Checks the `[expect]` table of a workload file's `text` as written: each entry names a
 /// nemesis preset, has only `Expectation`'s fields, lists only anomaly kinds, and no kind

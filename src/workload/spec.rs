@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::expect::Expectation;
 use crate::cluster::Topology;
 use crate::locks::{self, LuaScripts};
+use crate::presets::unknown_nemesis;
 use crate::tomlfile::{self, FileError};
 use crate::units::{Millis, Span};
 
@@ -269,8 +270,11 @@ impl WorkloadSpec {
             line: line_starting(text, "adapter"),
             message,
         })?;
-        spec.validate()
-            .map_err(|message| FileError::whole(name, message))?;
+        spec.validate().map_err(|message| FileError {
+            path: name.to_string(),
+            line: line_of_field(text, &message),
+            message,
+        })?;
         Ok(spec)
     }
 
@@ -362,12 +366,11 @@ impl WorkloadSpec {
 
     /// Checks what the types cannot say.
     pub fn validate(&self) -> Result<(), String> {
-        if !locks::is_known_algorithm(&self.algorithm) {
-            return Err(format!(
-                "field `algorithm`: unknown \"{}\" (known: {})",
-                self.algorithm,
-                locks::known_algorithms()
-            ));
+        if let Some(why) = unknown_algorithm(&self.algorithm) {
+            return Err(format!("field `algorithm`: {why}"));
+        }
+        if let Some(why) = self.nemesis.as_deref().and_then(unknown_nemesis) {
+            return Err(format!("field `nemesis`: {why}"));
         }
         self.validate_scripts()?;
         self.validate_adapter()?;
@@ -697,6 +700,27 @@ fn line_starting(text: &str, field: &str) -> usize {
         .map_or(0, |n| n + 1)
 }
 
+/// Why `name` is no algorithm a workload can name (with the nearest one when there is
+/// one), or None if it is one: `--algorithm` and a workload's `algorithm` share it.
+pub fn unknown_algorithm(name: &str) -> Option<String> {
+    (!locks::is_known_algorithm(name)).then(|| {
+        let known: Vec<&str> = locks::ALGORITHMS
+            .into_iter()
+            .chain([locks::SCRIPTED, locks::EXTERNAL])
+            .collect();
+        crate::suggest::unknown("algorithm", name, &known)
+    })
+}
+
+/// The 1-based line of the top-level key an error names (`field `nemesis`: ...`), 0 if it
+/// names none or the key is not written as `key = ...`.
+fn line_of_field(text: &str, message: &str) -> usize {
+    message
+        .strip_prefix("field `")
+        .and_then(|rest| rest.split(['`', '.']).next())
+        .map_or(0, |field| line_starting(text, field))
+}
+
 /// The 1-based line of `text` that mentions `"needle"` (quoted), 0 if none.
 fn line_mentioning(text: &str, needle: &str) -> usize {
     let quoted = [format!("\"{needle}\""), format!("'{needle}'")];
@@ -708,6 +732,32 @@ fn line_mentioning(text: &str, needle: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelt_algorithm_or_nemesis_is_named_with_its_line_and_the_nearest_name() {
+        let err = WorkloadSpec::from_toml("clients = 4\nalgorithm = \"set-nx-xp\"\n", "w.toml")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "w.toml:2: field `algorithm`: unknown algorithm \"set-nx-xp\" (did you mean \"set-nx-px\"?)"
+        );
+        let err = WorkloadSpec::from_toml(
+            "algorithm = \"set-nx-px\"\nnemesis = \"pause-client\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "w.toml:2: field `nemesis`: unknown nemesis preset \"pause-client\" (did you mean \"pause-clients\"?), and no schedule file has that name"
+        );
+        // A schedule file is named by its path: not taken for a preset.
+        let spec = WorkloadSpec::from_toml(
+            "algorithm = \"set-nx-px\"\nnemesis = \"nemesis/mine.toml\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(spec.nemesis.as_deref(), Some("nemesis/mine.toml"));
+    }
 
     #[test]
     fn reads_a_workload_with_durations_and_ranges() {
