@@ -7,27 +7,38 @@
 #   ./install.sh                    packages, then the binaries
 #   ./install.sh --packages-only    only the packages (.ci/run, which builds by itself)
 #   ./install.sh --with-test-tools  also what the tests need (.ci/run)
+#   ./install.sh --build-tools      only what the build needs (protoc, mold): .ci/run starts
+#                                   the build with these while the rest installs
+#   ./install.sh --no-update        skip apt-get update (done by an earlier call)
 #
 # This is the one list of Debian packages: .ci/run and the CI example call this script.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 # What lockaudit starts and faults: Redis (servers, sentinels, redis-cli), PostgreSQL, etcd,
-# ZooKeeper; libfaketime for clock faults; protoc, which builds the etcd client.
-servers=(redis-server redis-sentinel redis-tools faketime postgresql etcd-server zookeeper
-  protobuf-compiler)
-# The tests' own: SSH hosts in network namespaces (sshd, iptables, ip) and mold, which links
-# the thirty test binaries in a fraction of ld's time.
-test_tools=(openssh-server iptables iproute2 mold)
+# ZooKeeper; libfaketime for clock faults.
+servers=(redis-server redis-sentinel redis-tools faketime postgresql etcd-server zookeeper)
+# What the build needs: protoc, which builds the etcd client.
+build_tools=(protobuf-compiler)
+# The tests' own: SSH hosts in network namespaces (sshd, iptables, ip), and mold, which links
+# the two dozen test binaries in a fraction of ld's time.
+test_tools=(openssh-server iptables iproute2)
+test_build_tools=(mold)
 
-packages=("${servers[@]}")
+packages=("${servers[@]}" "${build_tools[@]}")
 build=true
+update=true
 for arg in "$@"; do
   case "$arg" in
   --packages-only) build=false ;;
-  --with-test-tools) packages+=("${test_tools[@]}") ;;
+  --with-test-tools) packages+=("${test_tools[@]}" "${test_build_tools[@]}") ;;
+  --build-tools)
+    packages=("${build_tools[@]}" "${test_build_tools[@]}")
+    build=false
+    ;;
+  --no-update) update=false ;;
   -h | --help)
-    sed -n '2,11s/^# \{0,1\}//p' "$0"
+    sed -n '2,14s/^# \{0,1\}//p' "$0"
     exit 0
     ;;
   *)
@@ -50,7 +61,9 @@ else
   exit 1
 fi
 echo "install.sh: apt-get install ${packages[*]}"
-"${as_root[@]}" apt-get update -qq
+if "$update"; then
+  "${as_root[@]}" apt-get update -qq
+fi
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
 
 if "$build"; then
