@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::netns::TestBed;
-use lockaudit::cluster::{self, sharded, ClusterSpec, Endpoints, SshTarget, Topology};
+use lockaudit::cluster::{self, sharded, zookeeper, ClusterSpec, Endpoints, SshTarget, Topology};
 use nix::sys::signal::Signal;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -1665,6 +1665,58 @@ async fn a_host_uses_its_own_key_and_its_own_redis_server() {
     assert_nothing_left(&bed, 2, dir.path());
 }
 
+/// Starts `topology`'s three servers on the bed's three hosts, and checks that server i is
+/// `<prefix>-i`, at host i's own address, running `program` there.
+async fn start_on_three_hosts(
+    bed: &TestBed,
+    dir: &Path,
+    topology: Topology,
+    prefix: &str,
+    program: &str,
+) -> cluster::Cluster {
+    let spec = remote_spec(bed, topology, 3, dir);
+    let begun = Instant::now();
+    let cluster = cluster::start(&spec)
+        .await
+        .unwrap_or_else(|e| panic!("{topology:?} starts on the hosts: {e}"));
+    println!("{topology:?} on 3 hosts ready in {:?}", begun.elapsed());
+    for (i, node) in cluster.endpoints().nodes.iter().enumerate() {
+        assert_eq!(node.name, format!("{prefix}-{i}"));
+        assert_eq!(node.host, bed.hosts[i].addr, "{node:?}");
+        assert!(
+            bed.leftovers(i)
+                .iter()
+                .any(|p| p.ends_with(&format!(" {program}"))),
+            "host {i} runs no {program}: {:?}",
+            bed.leftovers(i)
+        );
+    }
+    cluster
+}
+
+/// The leader of the moment cut off from the other servers both ways, with iptables on the
+/// hosts: its name, the others (name, address, port) and the pairs cut.
+async fn isolate_the_leader(
+    cluster: &mut cluster::Cluster,
+) -> (String, Vec<(String, String, u16)>, Vec<(String, String)>) {
+    let leader = cluster.leader().await.expect("a leader");
+    let others: Vec<(String, String, u16)> = cluster
+        .endpoints()
+        .nodes
+        .into_iter()
+        .filter(|n| n.name != leader)
+        .map(|n| (n.name, n.host, n.port))
+        .collect();
+    let pairs: Vec<(String, String)> = others
+        .iter()
+        .flat_map(|(o, _, _)| [(leader.clone(), o.clone()), (o.clone(), leader.clone())])
+        .collect();
+    for result in cluster.cut_links(&pairs) {
+        result.expect("cut on the hosts");
+    }
+    (leader, others, pairs)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_leaves_nothing() {
     common::require_etcd();
@@ -1672,24 +1724,9 @@ async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_l
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let spec = remote_spec(&bed, Topology::Etcd, 3, dir.path());
-    let begun = Instant::now();
-    let mut cluster = cluster::start(&spec)
-        .await
-        .expect("etcd starts on the hosts");
-    println!("etcd on 3 hosts ready in {:?}", begun.elapsed());
+    let mut cluster = start_on_three_hosts(&bed, dir.path(), Topology::Etcd, "etcd", "etcd").await;
     let e = cluster.endpoints();
     let password = e.password.clone().unwrap();
-    // Member i on host i, at the host's own address.
-    for (i, node) in e.nodes.iter().enumerate() {
-        assert_eq!(node.name, format!("etcd-{i}"));
-        assert_eq!(node.host, bed.hosts[i].addr, "{node:?}");
-        assert!(
-            bed.leftovers(i).iter().any(|p| p.ends_with(" etcd")),
-            "host {i} runs no etcd: {:?}",
-            bed.leftovers(i)
-        );
-    }
     let url = |name: &str| {
         let node = e.node(name).unwrap();
         format!("http://{}:{}", node.host, node.port)
@@ -1710,20 +1747,7 @@ async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_l
     ));
 
     // The leader cut off from the others with iptables on the hosts, both ways.
-    let old = cluster.leader().await.expect("a leader");
-    let others: Vec<(String, String, u16)> = e
-        .nodes
-        .iter()
-        .filter(|n| n.name != old)
-        .map(|n| (n.name.clone(), n.host.clone(), n.port))
-        .collect();
-    let pairs: Vec<(String, String)> = others
-        .iter()
-        .flat_map(|(o, _, _)| [(old.clone(), o.clone()), (o.clone(), old.clone())])
-        .collect();
-    for result in cluster.cut_links(&pairs) {
-        result.expect("cut on the hosts");
-    }
+    let (old, others, pairs) = isolate_the_leader(&mut cluster).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     let new = loop {
         if let Some(new) = cluster::etcd::leader(&others).await {
@@ -1874,6 +1898,171 @@ fn etcd_lock_over_three_hosts_with_the_leader_cut_off_finds_only_what_a_correct_
     for i in 0..3 {
         let rules = bed.exec(i, &["iptables", "-S"]);
         assert!(!rules.contains("lockaudit-run"), "host {i}: {rules}");
+    }
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+/// The only run folder a cluster made on the hosts (they share this file system).
+fn remote_run_dir(dir: &Path) -> std::path::PathBuf {
+    let folders: Vec<_> = std::fs::read_dir(dir.join("hosts"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    folders[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_leaves_nothing()
+{
+    common::require_zookeeper();
+    let Some(bed) = TestBed::new("zookeeper on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster =
+        start_on_three_hosts(&bed, dir.path(), Topology::Zookeeper, "zk", "java").await;
+    let e = cluster.endpoints();
+    let password = e.password.clone().unwrap();
+    let servers: Vec<(String, String, u16)> = e
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.host.clone(), n.port))
+        .collect();
+    // Ready means every server serves, one of them as leader.
+    let roles = zookeeper::roles(&servers).await;
+    assert_eq!(roles.len(), 3, "{roles:?}");
+    assert_eq!(
+        roles.iter().filter(|(_, leads)| *leads).count(),
+        1,
+        "{roles:?}"
+    );
+
+    // Each server's config, data and log in the run's folder on its host, the login
+    // user's alone; the password in none of them, nor on a JVM's command line.
+    let run = remote_run_dir(dir.path());
+    assert_eq!(common::mode(&run), 0o700);
+    for (i, node) in e.nodes.iter().enumerate() {
+        let conf = run.join(format!("zk-{i}.conf"));
+        assert_eq!(common::mode(&conf), 0o600);
+        let text = std::fs::read_to_string(&conf).unwrap();
+        for line in [
+            format!("clientPortAddress={}\n", node.host),
+            "tickTime=200\n".into(),
+            format!("server.{}={}:", i + 1, node.host),
+        ] {
+            assert!(text.contains(&line), "{line} not in {text}");
+        }
+        assert!(
+            !text.contains(&password),
+            "the password in {}",
+            conf.display()
+        );
+        let data = run.join(format!("zk-{i}"));
+        assert_eq!(common::mode(&data), 0o700);
+        let myid = std::fs::read_to_string(data.join("myid")).unwrap();
+        assert_eq!(myid, format!("{}\n", i + 1));
+        assert!(data.join("version-2").is_dir());
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", node.pid.unwrap())).unwrap();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        assert!(cmdline.contains("QuorumPeerMain"), "{cmdline}");
+        assert!(
+            !cmdline.contains(&password),
+            "the password on a command line"
+        );
+    }
+    // The run's digest user alone has the root znode, as locally.
+    let connect = zookeeper::connect_string(e.nodes.iter().map(|n| (n.host.as_str(), n.port)));
+    let stranger = zookeeper_client::Client::connector()
+        .connect(&connect)
+        .await
+        .unwrap();
+    assert_eq!(
+        stranger.list_children("/").await.map(drop),
+        Err(zookeeper_client::Error::NoAuth)
+    );
+    let run_user = zookeeper_client::Client::connector()
+        .with_auth("digest", zookeeper::digest(&password).as_bytes())
+        .connect(&connect)
+        .await
+        .unwrap();
+    run_user
+        .list_children("/")
+        .await
+        .expect("the run's user lists the root");
+
+    // A server killed on its host comes back on its data; one restarted empty (only its
+    // myid kept) rejoins too, the leader sending it a snapshot.
+    cluster.kill("zk-1").unwrap();
+    assert!(cluster.pid("zk-1").is_none());
+    let restarted = Instant::now();
+    cluster.restart("zk-1").await.expect("rejoins on its data");
+    println!("zk-1 restarted on its host in {:?}", restarted.elapsed());
+    cluster.restart_empty("zk-2").await.expect("rejoins empty");
+    for name in ["zk-1", "zk-2"] {
+        let node = cluster
+            .endpoints()
+            .nodes
+            .into_iter()
+            .find(|n| n.name == name)
+            .unwrap();
+        assert!(
+            zookeeper::mode_at(&node.host, node.port).await.is_ok(),
+            "{name} serves"
+        );
+    }
+
+    // The leader cut off from the others with iptables on the hosts, both ways: the other
+    // two elect one of their own, the old one serves nothing, and rejoins once healed.
+    let (old, others, pairs) = isolate_the_leader(&mut cluster).await;
+    let old_node = e.node(&old).unwrap().clone();
+    let rules = bed.exec(
+        e.nodes.iter().position(|n| n.name == old).unwrap(),
+        &["iptables", "-S"],
+    );
+    assert!(
+        rules.contains("--dports"),
+        "quorum and election ports: {rules}"
+    );
+    let isolated = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let new = loop {
+        if let Some(new) = zookeeper::leader(&others).await {
+            break new;
+        }
+        assert!(Instant::now() < deadline, "the other two elect no leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    println!("{new} leads {:?} after the cut", isolated.elapsed());
+    assert_ne!(new, old);
+    until(
+        Duration::from_secs(30),
+        "the isolated leader stops serving",
+        || async {
+            zookeeper::mode_at(&old_node.host, old_node.port)
+                .await
+                .is_err()
+        },
+    )
+    .await;
+    assert!(cluster.heal_links(&pairs).iter().all(|&healed| healed));
+    until(
+        Duration::from_secs(30),
+        "the old leader rejoins as a follower",
+        || async {
+            zookeeper::mode_at(&old_node.host, old_node.port).await == Ok(zookeeper::Mode::Follower)
+        },
+    )
+    .await;
+
+    let logs = cluster.root().to_path_buf();
+    cluster.shutdown().await;
+    for i in 0..3 {
+        let log = std::fs::read_to_string(logs.join(format!("zk-{i}.log"))).unwrap_or_default();
+        assert!(
+            log.contains("QuorumPeer"),
+            "zk-{i}'s log not fetched: {log}"
+        );
     }
     assert_nothing_left(&bed, 3, dir.path());
 }
