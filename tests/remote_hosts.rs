@@ -1790,14 +1790,23 @@ async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_l
 /// `lockaudit run --algorithm etcd-lock` over the bed's 3 hosts with `nemesis`; returns the
 /// run folder's history and the report's anomaly kinds.
 fn etcd_lock_on_hosts(bed: &TestBed, dir: &Path, nemesis: &str) -> (String, Vec<String>) {
+    run_on_three_hosts(
+        bed,
+        dir,
+        &["--algorithm", "etcd-lock", "--nemesis", nemesis],
+    )
+}
+
+/// `lockaudit run ARGS` for 10 s over the bed's 3 hosts; returns the run folder's history
+/// and the report's anomaly kinds.
+fn run_on_three_hosts(bed: &TestBed, dir: &Path, args: &[&str]) -> (String, Vec<String>) {
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
     let out = dir.join("run");
     let mut cmd = lockaudit_on_hosts("run", bed, 3, dir, &out);
-    cmd.args(["--algorithm", "etcd-lock", "--nemesis", nemesis])
-        .args(["--time-limit", "10s"]);
+    cmd.args(args).args(["--time-limit", "10s"]);
     let begun = Instant::now();
     let output = cmd.output().expect("lockaudit run");
-    println!("etcd-lock {nemesis} over 3 hosts: {:?}", begun.elapsed());
+    println!("{} over 3 hosts: {:?}", args.join(" "), begun.elapsed());
     // 0 valid, 1 anomalies found: both are verdicts; anything else is an error.
     let code = output.status.code();
     assert!(
@@ -1817,6 +1826,11 @@ fn etcd_lock_on_hosts(bed: &TestBed, dir: &Path, nemesis: &str) -> (String, Vec<
 
 /// The nemesis events `f` whose targets are all etcd members.
 fn member_faults<'a>(history: &'a str, f: &str) -> Vec<&'a str> {
+    server_faults(history, f, "etcd-")
+}
+
+/// The nemesis events `f` whose targets are all servers named `<prefix>...`.
+fn server_faults<'a>(history: &'a str, f: &str, prefix: &str) -> Vec<&'a str> {
     history
         .lines()
         .filter(|l| l.contains("\"process\":\"nemesis\"") && l.contains(&format!("\"f\":\"{f}\"")))
@@ -1829,7 +1843,7 @@ fn member_faults<'a>(history: &'a str, f: &str) -> Vec<&'a str> {
             !targets.is_empty()
                 && targets
                     .iter()
-                    .all(|t| t.as_str().is_some_and(|t| t.starts_with("etcd-")))
+                    .all(|t| t.as_str().is_some_and(|t| t.starts_with(prefix)))
         })
         .collect()
 }
@@ -2064,5 +2078,106 @@ async fn zookeeper_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_
             "zk-{i}'s log not fetched: {log}"
         );
     }
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+/// zk-lock, fenced, over three hosts under `failover`: the leader of the moment, found by
+/// asking the servers at their hosts' addresses, killed there and restarted on its data.
+/// The clients follow the ensemble to the new leader, and the checker finds only what
+/// workloads/zk-lock.toml's [expect] allows under a failover.
+#[test]
+fn zk_lock_over_three_hosts_with_the_leader_killed_finds_only_what_a_correct_lock_allows() {
+    common::require_zookeeper();
+    let Some(bed) = TestBed::new("zk-lock failover on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--algorithm",
+        "zk-lock",
+        "--fenced",
+        "--nemesis",
+        "failover",
+    ];
+    let (history, kinds) = run_on_three_hosts(&bed, dir.path(), &args);
+    assert!(
+        history.contains("\"f\":\"acquire\"") && history.contains("\"type\":\"ok\""),
+        "no acquisition recorded"
+    );
+    let kills = server_faults(&history, "kill", "zk-");
+    let restarts = server_faults(&history, "restart", "zk-");
+    println!(
+        "{} leaders killed, {} restarted",
+        kills.len(),
+        restarts.len()
+    );
+    assert!(!kills.is_empty(), "no leader killed");
+    assert!(
+        kills.iter().all(|k| k.contains("\"leader\":true")),
+        "{kills:?}"
+    );
+    assert_eq!(kills.len(), restarts.len(), "each killed leader restarted");
+    let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/zk-lock.toml");
+    let spec = lockaudit::workload::WorkloadSpec::from_file(&workload).unwrap();
+    let allowed = &spec.expect["failover"];
+    for kind in &kinds {
+        assert!(
+            allowed.must.contains(kind) || allowed.may.contains(kind),
+            "{kind} is not expected of zk-lock under failover"
+        );
+    }
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+/// A host whose `java` and `zookeeper_jar` (its own settings in the hosts file) point
+/// nowhere is named before any server starts anywhere: exit 3, the host, both programs and
+/// what to install in the message, no report, nothing left on any host.
+#[test]
+fn a_host_without_java_or_zookeeper_s_jar_is_named_and_nothing_is_left() {
+    common::require_zookeeper();
+    let Some(bed) = TestBed::new("a host without ZooKeeper", 3) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("hosts.toml");
+    std::fs::write(
+        &inventory,
+        format!(
+            "ssh_key = '{key}'\nremote_dir = '{remote}'\naccept_new_host_keys = true\nnodes = [\n  \
+             '{}',\n  {{ url = '{}', java = '/nonexistent/java', zookeeper_jar = '/nonexistent/zookeeper.jar' }},\n  \
+             '{}',\n]\n",
+            bed.url(0),
+            bed.url(1),
+            bed.url(2),
+            key = bed.key.display(),
+            remote = dir.path().join("hosts").display(),
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .args(["run", "--seed", "1", "--algorithm", "zk-lock", "--hosts"])
+        .arg(&inventory)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("lockaudit run");
+    common::assert_exit(&output, 3);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stderr}");
+    for said in [
+        bed.url(1).as_str(),
+        "/nonexistent/java",
+        "/nonexistent/zookeeper.jar",
+        "apt-get install zookeeper",
+    ] {
+        assert!(stderr.contains(said), "`{said}` not said: {stderr}");
+    }
+    for fine in [0, 2] {
+        assert!(!stderr.contains(&bed.url(fine)), "{stderr}");
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!out.join("report.json").exists());
     assert_nothing_left(&bed, 3, dir.path());
 }

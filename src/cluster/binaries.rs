@@ -150,7 +150,7 @@ pub fn zookeeper_on_host(ssh: &Ssh) -> Result<ZooKeeperOnHost, ClusterError> {
     let mut lacks = Vec::new();
     if missing.contains(&"java") {
         let said = match &target.java {
-            Some(path) => format!("{path} (its `java` setting) is no program there"),
+            Some(path) => format!("{path} (its `java` setting) is not a program there"),
             None => "no java on its PATH".into(),
         };
         lacks.push(format!(
