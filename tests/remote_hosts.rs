@@ -1790,20 +1790,22 @@ async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_l
 /// `lockaudit run --algorithm etcd-lock` over the bed's 3 hosts with `nemesis`; returns the
 /// run folder's history and the report's anomaly kinds.
 fn etcd_lock_on_hosts(bed: &TestBed, dir: &Path, nemesis: &str) -> (String, Vec<String>) {
-    run_on_three_hosts(
-        bed,
-        dir,
-        &["--algorithm", "etcd-lock", "--nemesis", nemesis],
-    )
+    let args = ["--algorithm", "etcd-lock", "--nemesis", nemesis];
+    run_on_three_hosts(bed, dir, &args, "10s")
 }
 
-/// `lockaudit run ARGS` for 10 s over the bed's 3 hosts; returns the run folder's history
-/// and the report's anomaly kinds.
-fn run_on_three_hosts(bed: &TestBed, dir: &Path, args: &[&str]) -> (String, Vec<String>) {
+/// `lockaudit run ARGS` for `time_limit` over the bed's 3 hosts; returns the run folder's
+/// history and the report's anomaly kinds.
+fn run_on_three_hosts(
+    bed: &TestBed,
+    dir: &Path,
+    args: &[&str],
+    time_limit: &str,
+) -> (String, Vec<String>) {
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
     let out = dir.join("run");
     let mut cmd = lockaudit_on_hosts("run", bed, 3, dir, &out);
-    cmd.args(args).args(["--time-limit", "10s"]);
+    cmd.args(args).args(["--time-limit", time_limit]);
     let begun = Instant::now();
     let output = cmd.output().expect("lockaudit run");
     println!("{} over 3 hosts: {:?}", args.join(" "), begun.elapsed());
@@ -2081,10 +2083,10 @@ async fn zookeeper_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_
     assert_nothing_left(&bed, 3, dir.path());
 }
 
-/// zk-lock, fenced, over three hosts under `failover`: the leader of the moment, found by
-/// asking the servers at their hosts' addresses, killed there and restarted on its data.
-/// The clients follow the ensemble to the new leader, and the checker finds only what
-/// workloads/zk-lock.toml's [expect] allows under a failover.
+/// zk-lock, fenced, over three hosts under failovers: the leader of the moment, found by
+/// asking the servers at their hosts' addresses, killed there and restarted on its data,
+/// twice. The clients follow the ensemble to the new leader, and the checker finds only
+/// what workloads/zk-lock.toml's [expect] allows under a failover.
 #[test]
 fn zk_lock_over_three_hosts_with_the_leader_killed_finds_only_what_a_correct_lock_allows() {
     common::require_zookeeper();
@@ -2092,14 +2094,17 @@ fn zk_lock_over_three_hosts_with_the_leader_killed_finds_only_what_a_correct_loc
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--algorithm",
-        "zk-lock",
-        "--fenced",
-        "--nemesis",
-        "failover",
-    ];
-    let (history, kinds) = run_on_three_hosts(&bed, dir.path(), &args);
+    // The failover preset's faults, sooner than its 4-6 s apart: a 6 s run instead of 10.
+    let schedule = dir.path().join("kill-leader.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"1s\"\nkind = \"failover\"\nduration = \"1s\"\n\n\
+         [[fault]]\nat = \"3500ms\"\nkind = \"failover\"\nduration = \"1s\"\n",
+    )
+    .unwrap();
+    let nemesis = schedule.to_str().unwrap();
+    let args = ["--algorithm", "zk-lock", "--fenced", "--nemesis", nemesis];
+    let (history, kinds) = run_on_three_hosts(&bed, dir.path(), &args, "6s");
     assert!(
         history.contains("\"f\":\"acquire\"") && history.contains("\"type\":\"ok\""),
         "no acquisition recorded"

@@ -349,6 +349,9 @@ fn etcd_members(
 /// ZooKeeper's config and JVM for each placed server, as locally (`zookeeper::start`) but
 /// at the hosts' addresses: each config names every server's own quorum and election
 /// ports there, and `myid` is its place + 1. `programs`: each connection's java and jar.
+/// No peer proxy stands between the servers here (a cut between them is iptables on their
+/// hosts), so the address a server names in its election hello is the one it is called
+/// back on, and `zk_election`'s rewriting has nothing to do.
 fn zookeeper_servers(
     placed: &mut [(RemoteConfig, Arc<Ssh>)],
     programs: &[ZooKeeperOnHost],
