@@ -302,8 +302,9 @@ async fn start_members(
             etcd::authenticate(&endpoints, password).await,
         )
     };
+    let addresses: Vec<String> = clients.iter().map(|(h, p)| format!("{h}:{p}")).collect();
     done.map_err(|reason| ClusterError::Remote {
-        host: zookeeper::connect_string(clients.iter().copied()),
+        host: addresses.join(","),
         action: action.into(),
         reason,
     })

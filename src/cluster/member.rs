@@ -3,6 +3,8 @@
 //! with where a Redis server has its config, how its data folder is readied, and how
 //! lockaudit tells that it serves.
 
+use std::time::Duration;
+
 use super::error::ClusterError;
 use super::{etcd, zookeeper};
 use crate::shell::quote;
@@ -68,6 +70,15 @@ impl OnHost {
         match self.service {
             Service::Etcd => etcd::probe(&format!("http://{host}:{port}"), password).await,
             Service::ZooKeeper => zookeeper::mode_at(host, port).await.map(|_| ()),
+        }
+    }
+
+    /// How long a start may take until it serves: a ZooKeeper server as long as locally
+    /// (three JVMs starting on loaded hosts), an etcd member `otherwise`.
+    pub fn ready_timeout(&self, otherwise: Duration) -> Duration {
+        match self.service {
+            Service::Etcd => otherwise,
+            Service::ZooKeeper => zookeeper::READY_TIMEOUT,
         }
     }
 

@@ -373,8 +373,11 @@ impl RemoteServer {
         // Over a network: the local timeout plus room for the SSH round trips.
         let deadline = begun + READY_TIMEOUT * 2;
         if let Some(member) = self.config.member.clone() {
+            let patience = member.ready_timeout(READY_TIMEOUT * 2);
             // Before its first start's end no etcd member has the password yet.
-            return self.wait_member(&member, deadline, !check_clock).await;
+            return self
+                .wait_member(&member, begun, patience, !check_clock)
+                .await;
         }
         let mut pause = Duration::from_millis(2);
         loop {
@@ -428,13 +431,16 @@ impl RemoteServer {
         Ok(())
     }
 
-    /// A member: polls until it serves (`member::OnHost::serves`).
+    /// A member: polls until it serves (`member::OnHost::serves`), for `patience` from
+    /// `begun`.
     async fn wait_member(
         &mut self,
         member: &member::OnHost,
-        deadline: Instant,
+        begun: Instant,
+        patience: Duration,
         authenticated: bool,
     ) -> Result<(), ClusterError> {
+        let deadline = begun + patience;
         let (addr, port) = (self.config.addr.clone(), self.config.port);
         let password = authenticated.then(|| self.config.password.clone());
         let mut pause = Duration::from_millis(10);
@@ -450,8 +456,7 @@ impl RemoteServer {
             };
             if Instant::now() >= deadline {
                 return Err(self.start_error(format!(
-                    "not serving at {addr}:{port} within {:?} (last: {last})",
-                    READY_TIMEOUT * 2
+                    "not serving at {addr}:{port} within {patience:?} (last: {last})"
                 )));
             }
             tokio::time::sleep(pause).await;

@@ -70,9 +70,10 @@ pub const TICK_MS: u64 = 200;
 pub const MIN_SESSION_MS: u64 = 2 * TICK_MS;
 pub const MAX_SESSION_MS: u64 = 20 * TICK_MS;
 
-/// How long a start may take until a leader is elected and every server serves. Three JVMs
-/// starting at once take 2-4 s on a quiet machine; a loaded CI machine gets room.
-const READY_TIMEOUT: Duration = Duration::from_secs(40);
+/// How long a start may take until a leader is elected and every server serves, here or
+/// on a host. Three JVMs starting at once take 2-4 s on a quiet machine; a loaded CI
+/// machine gets room.
+pub(super) const READY_TIMEOUT: Duration = Duration::from_secs(40);
 
 /// How many fresh sets of free ports a start tries when another process took one of ours.
 const PORT_RETRIES: usize = 3;
