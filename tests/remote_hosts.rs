@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::netns::TestBed;
-use lockaudit::cluster::{self, sharded, ClusterSpec, Endpoints, SshTarget, Topology};
+use lockaudit::cluster::{self, sharded, zookeeper, ClusterSpec, Endpoints, SshTarget, Topology};
 use nix::sys::signal::Signal;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -1665,6 +1665,58 @@ async fn a_host_uses_its_own_key_and_its_own_redis_server() {
     assert_nothing_left(&bed, 2, dir.path());
 }
 
+/// Starts `topology`'s three servers on the bed's three hosts, and checks that server i is
+/// `<prefix>-i`, at host i's own address, running `program` there.
+async fn start_on_three_hosts(
+    bed: &TestBed,
+    dir: &Path,
+    topology: Topology,
+    prefix: &str,
+    program: &str,
+) -> cluster::Cluster {
+    let spec = remote_spec(bed, topology, 3, dir);
+    let begun = Instant::now();
+    let cluster = cluster::start(&spec)
+        .await
+        .unwrap_or_else(|e| panic!("{topology:?} starts on the hosts: {e}"));
+    println!("{topology:?} on 3 hosts ready in {:?}", begun.elapsed());
+    for (i, node) in cluster.endpoints().nodes.iter().enumerate() {
+        assert_eq!(node.name, format!("{prefix}-{i}"));
+        assert_eq!(node.host, bed.hosts[i].addr, "{node:?}");
+        assert!(
+            bed.leftovers(i)
+                .iter()
+                .any(|p| p.ends_with(&format!(" {program}"))),
+            "host {i} runs no {program}: {:?}",
+            bed.leftovers(i)
+        );
+    }
+    cluster
+}
+
+/// The leader of the moment cut off from the other servers both ways, with iptables on the
+/// hosts: its name, the others (name, address, port) and the pairs cut.
+async fn isolate_the_leader(
+    cluster: &mut cluster::Cluster,
+) -> (String, Vec<(String, String, u16)>, Vec<(String, String)>) {
+    let leader = cluster.leader().await.expect("a leader");
+    let others: Vec<(String, String, u16)> = cluster
+        .endpoints()
+        .nodes
+        .into_iter()
+        .filter(|n| n.name != leader)
+        .map(|n| (n.name, n.host, n.port))
+        .collect();
+    let pairs: Vec<(String, String)> = others
+        .iter()
+        .flat_map(|(o, _, _)| [(leader.clone(), o.clone()), (o.clone(), leader.clone())])
+        .collect();
+    for result in cluster.cut_links(&pairs) {
+        result.expect("cut on the hosts");
+    }
+    (leader, others, pairs)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_leaves_nothing() {
     common::require_etcd();
@@ -1672,24 +1724,9 @@ async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_l
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let spec = remote_spec(&bed, Topology::Etcd, 3, dir.path());
-    let begun = Instant::now();
-    let mut cluster = cluster::start(&spec)
-        .await
-        .expect("etcd starts on the hosts");
-    println!("etcd on 3 hosts ready in {:?}", begun.elapsed());
+    let mut cluster = start_on_three_hosts(&bed, dir.path(), Topology::Etcd, "etcd", "etcd").await;
     let e = cluster.endpoints();
     let password = e.password.clone().unwrap();
-    // Member i on host i, at the host's own address.
-    for (i, node) in e.nodes.iter().enumerate() {
-        assert_eq!(node.name, format!("etcd-{i}"));
-        assert_eq!(node.host, bed.hosts[i].addr, "{node:?}");
-        assert!(
-            bed.leftovers(i).iter().any(|p| p.ends_with(" etcd")),
-            "host {i} runs no etcd: {:?}",
-            bed.leftovers(i)
-        );
-    }
     let url = |name: &str| {
         let node = e.node(name).unwrap();
         format!("http://{}:{}", node.host, node.port)
@@ -1710,20 +1747,7 @@ async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_l
     ));
 
     // The leader cut off from the others with iptables on the hosts, both ways.
-    let old = cluster.leader().await.expect("a leader");
-    let others: Vec<(String, String, u16)> = e
-        .nodes
-        .iter()
-        .filter(|n| n.name != old)
-        .map(|n| (n.name.clone(), n.host.clone(), n.port))
-        .collect();
-    let pairs: Vec<(String, String)> = others
-        .iter()
-        .flat_map(|(o, _, _)| [(old.clone(), o.clone()), (o.clone(), old.clone())])
-        .collect();
-    for result in cluster.cut_links(&pairs) {
-        result.expect("cut on the hosts");
-    }
+    let (old, others, pairs) = isolate_the_leader(&mut cluster).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     let new = loop {
         if let Some(new) = cluster::etcd::leader(&others).await {
@@ -1766,14 +1790,25 @@ async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_l
 /// `lockaudit run --algorithm etcd-lock` over the bed's 3 hosts with `nemesis`; returns the
 /// run folder's history and the report's anomaly kinds.
 fn etcd_lock_on_hosts(bed: &TestBed, dir: &Path, nemesis: &str) -> (String, Vec<String>) {
+    let args = ["--algorithm", "etcd-lock", "--nemesis", nemesis];
+    run_on_three_hosts(bed, dir, &args, "10s")
+}
+
+/// `lockaudit run ARGS` for `time_limit` over the bed's 3 hosts; returns the run folder's
+/// history and the report's anomaly kinds.
+fn run_on_three_hosts(
+    bed: &TestBed,
+    dir: &Path,
+    args: &[&str],
+    time_limit: &str,
+) -> (String, Vec<String>) {
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
     let out = dir.join("run");
     let mut cmd = lockaudit_on_hosts("run", bed, 3, dir, &out);
-    cmd.args(["--algorithm", "etcd-lock", "--nemesis", nemesis])
-        .args(["--time-limit", "10s"]);
+    cmd.args(args).args(["--time-limit", time_limit]);
     let begun = Instant::now();
     let output = cmd.output().expect("lockaudit run");
-    println!("etcd-lock {nemesis} over 3 hosts: {:?}", begun.elapsed());
+    println!("{} over 3 hosts: {:?}", args.join(" "), begun.elapsed());
     // 0 valid, 1 anomalies found: both are verdicts; anything else is an error.
     let code = output.status.code();
     assert!(
@@ -1793,6 +1828,11 @@ fn etcd_lock_on_hosts(bed: &TestBed, dir: &Path, nemesis: &str) -> (String, Vec<
 
 /// The nemesis events `f` whose targets are all etcd members.
 fn member_faults<'a>(history: &'a str, f: &str) -> Vec<&'a str> {
+    server_faults(history, f, "etcd-")
+}
+
+/// The nemesis events `f` whose targets are all servers named `<prefix>...`.
+fn server_faults<'a>(history: &'a str, f: &str, prefix: &str) -> Vec<&'a str> {
     history
         .lines()
         .filter(|l| l.contains("\"process\":\"nemesis\"") && l.contains(&format!("\"f\":\"{f}\"")))
@@ -1805,7 +1845,7 @@ fn member_faults<'a>(history: &'a str, f: &str) -> Vec<&'a str> {
             !targets.is_empty()
                 && targets
                     .iter()
-                    .all(|t| t.as_str().is_some_and(|t| t.starts_with("etcd-")))
+                    .all(|t| t.as_str().is_some_and(|t| t.starts_with(prefix)))
         })
         .collect()
 }
@@ -1875,5 +1915,274 @@ fn etcd_lock_over_three_hosts_with_the_leader_cut_off_finds_only_what_a_correct_
         let rules = bed.exec(i, &["iptables", "-S"]);
         assert!(!rules.contains("lockaudit-run"), "host {i}: {rules}");
     }
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+/// The only run folder a cluster made on the hosts (they share this file system).
+fn remote_run_dir(dir: &Path) -> std::path::PathBuf {
+    let folders: Vec<_> = std::fs::read_dir(dir.join("hosts"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    folders[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_leaves_nothing()
+{
+    common::require_zookeeper();
+    let Some(bed) = TestBed::new("zookeeper on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster =
+        start_on_three_hosts(&bed, dir.path(), Topology::Zookeeper, "zk", "java").await;
+    let e = cluster.endpoints();
+    let password = e.password.clone().unwrap();
+    let servers: Vec<(String, String, u16)> = e
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.host.clone(), n.port))
+        .collect();
+    // Ready means every server serves, one of them as leader.
+    let roles = zookeeper::roles(&servers).await;
+    assert_eq!(roles.len(), 3, "{roles:?}");
+    assert_eq!(
+        roles.iter().filter(|(_, leads)| *leads).count(),
+        1,
+        "{roles:?}"
+    );
+
+    // Each server's config, data and log in the run's folder on its host, the login
+    // user's alone; the password in none of them, nor on a JVM's command line.
+    let run = remote_run_dir(dir.path());
+    assert_eq!(common::mode(&run), 0o700);
+    for (i, node) in e.nodes.iter().enumerate() {
+        let conf = run.join(format!("zk-{i}.conf"));
+        assert_eq!(common::mode(&conf), 0o600);
+        let text = std::fs::read_to_string(&conf).unwrap();
+        for line in [
+            format!("clientPortAddress={}\n", node.host),
+            "tickTime=200\n".into(),
+            format!("server.{}={}:", i + 1, node.host),
+        ] {
+            assert!(text.contains(&line), "{line} not in {text}");
+        }
+        assert!(
+            !text.contains(&password),
+            "the password in {}",
+            conf.display()
+        );
+        let data = run.join(format!("zk-{i}"));
+        assert_eq!(common::mode(&data), 0o700);
+        let myid = std::fs::read_to_string(data.join("myid")).unwrap();
+        assert_eq!(myid, format!("{}\n", i + 1));
+        assert!(data.join("version-2").is_dir());
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", node.pid.unwrap())).unwrap();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        assert!(cmdline.contains("QuorumPeerMain"), "{cmdline}");
+        assert!(
+            !cmdline.contains(&password),
+            "the password on a command line"
+        );
+    }
+    // The run's digest user alone has the root znode, as locally.
+    let connect = zookeeper::connect_string(e.nodes.iter().map(|n| (n.host.as_str(), n.port)));
+    let stranger = zookeeper_client::Client::connector()
+        .connect(&connect)
+        .await
+        .unwrap();
+    assert_eq!(
+        stranger.list_children("/").await.map(drop),
+        Err(zookeeper_client::Error::NoAuth)
+    );
+    let run_user = zookeeper_client::Client::connector()
+        .with_auth("digest", zookeeper::digest(&password).as_bytes())
+        .connect(&connect)
+        .await
+        .unwrap();
+    run_user
+        .list_children("/")
+        .await
+        .expect("the run's user lists the root");
+
+    // A server killed on its host comes back on its data; one restarted empty (only its
+    // myid kept) rejoins too, the leader sending it a snapshot.
+    cluster.kill("zk-1").unwrap();
+    assert!(cluster.pid("zk-1").is_none());
+    let restarted = Instant::now();
+    cluster.restart("zk-1").await.expect("rejoins on its data");
+    println!("zk-1 restarted on its host in {:?}", restarted.elapsed());
+    cluster.restart_empty("zk-2").await.expect("rejoins empty");
+    for name in ["zk-1", "zk-2"] {
+        let node = cluster
+            .endpoints()
+            .nodes
+            .into_iter()
+            .find(|n| n.name == name)
+            .unwrap();
+        assert!(
+            zookeeper::mode_at(&node.host, node.port).await.is_ok(),
+            "{name} serves"
+        );
+    }
+
+    // The leader cut off from the others with iptables on the hosts, both ways: the other
+    // two elect one of their own, the old one serves nothing, and rejoins once healed.
+    let (old, others, pairs) = isolate_the_leader(&mut cluster).await;
+    let old_node = e.node(&old).unwrap().clone();
+    let rules = bed.exec(
+        e.nodes.iter().position(|n| n.name == old).unwrap(),
+        &["iptables", "-S"],
+    );
+    assert!(
+        rules.contains("--dports"),
+        "quorum and election ports: {rules}"
+    );
+    let isolated = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let new = loop {
+        if let Some(new) = zookeeper::leader(&others).await {
+            break new;
+        }
+        assert!(Instant::now() < deadline, "the other two elect no leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    println!("{new} leads {:?} after the cut", isolated.elapsed());
+    assert_ne!(new, old);
+    until(
+        Duration::from_secs(30),
+        "the isolated leader stops serving",
+        || async {
+            zookeeper::mode_at(&old_node.host, old_node.port)
+                .await
+                .is_err()
+        },
+    )
+    .await;
+    assert!(cluster.heal_links(&pairs).iter().all(|&healed| healed));
+    until(
+        Duration::from_secs(30),
+        "the old leader rejoins as a follower",
+        || async {
+            zookeeper::mode_at(&old_node.host, old_node.port).await == Ok(zookeeper::Mode::Follower)
+        },
+    )
+    .await;
+
+    let logs = cluster.root().to_path_buf();
+    cluster.shutdown().await;
+    for i in 0..3 {
+        let log = std::fs::read_to_string(logs.join(format!("zk-{i}.log"))).unwrap_or_default();
+        assert!(
+            log.contains("QuorumPeer"),
+            "zk-{i}'s log not fetched: {log}"
+        );
+    }
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+/// zk-lock, fenced, over three hosts under failovers: the leader of the moment, found by
+/// asking the servers at their hosts' addresses, killed there and restarted on its data,
+/// twice. The clients follow the ensemble to the new leader, and the checker finds only
+/// what workloads/zk-lock.toml's [expect] allows under a failover.
+#[test]
+fn zk_lock_over_three_hosts_with_the_leader_killed_finds_only_what_a_correct_lock_allows() {
+    common::require_zookeeper();
+    let Some(bed) = TestBed::new("zk-lock failover on hosts", 3) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The failover preset's faults, sooner than its 4-6 s apart: a 6 s run instead of 10.
+    let schedule = dir.path().join("kill-leader.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"1s\"\nkind = \"failover\"\nduration = \"1s\"\n\n\
+         [[fault]]\nat = \"3500ms\"\nkind = \"failover\"\nduration = \"1s\"\n",
+    )
+    .unwrap();
+    let nemesis = schedule.to_str().unwrap();
+    let args = ["--algorithm", "zk-lock", "--fenced", "--nemesis", nemesis];
+    let (history, kinds) = run_on_three_hosts(&bed, dir.path(), &args, "6s");
+    assert!(
+        history.contains("\"f\":\"acquire\"") && history.contains("\"type\":\"ok\""),
+        "no acquisition recorded"
+    );
+    let kills = server_faults(&history, "kill", "zk-");
+    let restarts = server_faults(&history, "restart", "zk-");
+    println!(
+        "{} leaders killed, {} restarted",
+        kills.len(),
+        restarts.len()
+    );
+    assert!(!kills.is_empty(), "no leader killed");
+    assert!(
+        kills.iter().all(|k| k.contains("\"leader\":true")),
+        "{kills:?}"
+    );
+    assert_eq!(kills.len(), restarts.len(), "each killed leader restarted");
+    let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/zk-lock.toml");
+    let spec = lockaudit::workload::WorkloadSpec::from_file(&workload).unwrap();
+    let allowed = &spec.expect["failover"];
+    for kind in &kinds {
+        assert!(
+            allowed.must.contains(kind) || allowed.may.contains(kind),
+            "{kind} is not expected of zk-lock under failover"
+        );
+    }
+    assert_nothing_left(&bed, 3, dir.path());
+}
+
+/// A host whose `java` and `zookeeper_jar` (its own settings in the hosts file) point
+/// nowhere is named before any server starts anywhere: exit 3, the host, both programs and
+/// what to install in the message, no report, nothing left on any host.
+#[test]
+fn a_host_without_java_or_zookeeper_s_jar_is_named_and_nothing_is_left() {
+    common::require_zookeeper();
+    let Some(bed) = TestBed::new("a host without ZooKeeper", 3) else {
+        return;
+    };
+    let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("hosts.toml");
+    std::fs::write(
+        &inventory,
+        format!(
+            "ssh_key = '{key}'\nremote_dir = '{remote}'\naccept_new_host_keys = true\nnodes = [\n  \
+             '{}',\n  {{ url = '{}', java = '/nonexistent/java', zookeeper_jar = '/nonexistent/zookeeper.jar' }},\n  \
+             '{}',\n]\n",
+            bed.url(0),
+            bed.url(1),
+            bed.url(2),
+            key = bed.key.display(),
+            remote = dir.path().join("hosts").display(),
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .args(["run", "--seed", "1", "--algorithm", "zk-lock", "--hosts"])
+        .arg(&inventory)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("lockaudit run");
+    common::assert_exit(&output, 3);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stderr}");
+    for said in [
+        bed.url(1).as_str(),
+        "/nonexistent/java",
+        "/nonexistent/zookeeper.jar",
+        "apt-get install zookeeper",
+    ] {
+        assert!(stderr.contains(said), "`{said}` not said: {stderr}");
+    }
+    for fine in [0, 2] {
+        assert!(!stderr.contains(&bed.url(fine)), "{stderr}");
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!out.join("report.json").exists());
     assert_nothing_left(&bed, 3, dir.path());
 }

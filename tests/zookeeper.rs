@@ -17,11 +17,11 @@ fn alive(pids: &[u32]) -> usize {
     pids.iter().filter(|&&p| cluster::is_live(p)).count()
 }
 
-fn servers(endpoints: &Endpoints) -> Vec<(String, u16)> {
+fn servers(endpoints: &Endpoints) -> Vec<(String, String, u16)> {
     endpoints
         .nodes
         .iter()
-        .map(|n| (n.name.clone(), n.port))
+        .map(|n| (n.name.clone(), n.host.clone(), n.port))
         .collect()
 }
 
@@ -164,9 +164,9 @@ async fn an_isolated_leader_steps_down_the_others_elect_and_it_rejoins_when_heal
     let endpoints = cluster.endpoints();
     let old = cluster.leader().await.expect("a leader");
     let old_port = cluster.port(&old).unwrap();
-    let others: Vec<(String, u16)> = servers(&endpoints)
+    let others: Vec<(String, String, u16)> = servers(&endpoints)
         .into_iter()
-        .filter(|(name, _)| *name != old)
+        .filter(|(name, _, _)| *name != old)
         .collect();
     // Only between servers: storage is no server.
     assert!(cluster.cut_link(&old, "storage").is_err());
@@ -174,7 +174,7 @@ async fn an_isolated_leader_steps_down_the_others_elect_and_it_rejoins_when_heal
     // Isolated: every link between it and the others, both ways (quorum and election).
     let pairs: Vec<(String, String)> = others
         .iter()
-        .flat_map(|(o, _)| [(old.clone(), o.clone()), (o.clone(), old.clone())])
+        .flat_map(|(o, _, _)| [(old.clone(), o.clone()), (o.clone(), old.clone())])
         .collect();
     for result in cluster.cut_links(&pairs) {
         result.expect("cut");

@@ -307,9 +307,9 @@ pub struct HostArgs {
     /// for several (replaces the workload's `nodes`).
     #[arg(long = "node", value_name = "URL", conflicts_with = "hosts")]
     pub nodes: Vec<String>,
-    /// A hosts file: `nodes` (URLs, or tables with a host's own `ssh_key` and
-    /// `redis_server`), and `ssh_key`, `remote_dir` and `accept_new_host_keys` for all (the
-    /// flags override those).
+    /// A hosts file: `nodes` (URLs, or tables with a host's own `ssh_key`, `redis_server`,
+    /// `etcd`, `java` and `zookeeper_jar`), and `ssh_key`, `remote_dir` and
+    /// `accept_new_host_keys` for all (the flags override those).
     #[arg(long, value_name = "FILE")]
     pub hosts: Option<PathBuf>,
     /// The private key for --node hosts (default: ssh's own keys and agent).

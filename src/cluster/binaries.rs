@@ -1,12 +1,15 @@
 //! Finding redis-server and redis-sentinel (the path given by a flag, else PATH), and
 //! PostgreSQL's `postgres` and `initdb` (a folder given, else PATH, else Debian's
-//! `/usr/lib/postgresql/<version>/bin`, newest first), etcd and ZooKeeper.
+//! `/usr/lib/postgresql/<version>/bin`, newest first), etcd and ZooKeeper (here, and on a
+//! host over SSH).
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::error::ClusterError;
+use super::ssh::Ssh;
+use crate::shell::quote;
 
 /// How to run a sentinel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +70,9 @@ pub const ZOOKEEPER_ENV: &str = "LOCKAUDIT_ZOOKEEPER_JAR";
 /// Where Debian's `zookeeper` (through `libzookeeper-java`) puts the server's jar.
 const DEBIAN_ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
 
+/// slf4j's simple logger, looked for beside ZooKeeper's jar.
+const SIMPLE_LOGGER: &str = "slf4j-simple.jar";
+
 /// How to run a ZooKeeper server: `java -cp <jar>[:<logger>] QuorumPeerMain`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZooKeeperProgram {
@@ -110,9 +116,76 @@ pub fn zookeeper() -> Result<ZooKeeperProgram, ClusterError> {
     let java = find("java", "zookeeper", None)?;
     let logger = jar
         .parent()
-        .map(|dir| dir.join("slf4j-simple.jar"))
+        .map(|dir| dir.join(SIMPLE_LOGGER))
         .filter(|p| p.is_file());
     Ok(ZooKeeperProgram { java, jar, logger })
+}
+
+/// How to run a ZooKeeper server on a host: `java -cp <classpath> QuorumPeerMain`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZooKeeperOnHost {
+    pub java: String,
+    pub classpath: String,
+}
+
+/// ZooKeeper on the host of `ssh`: the host's own `java` and `zookeeper_jar` settings, else
+/// `java` on its PATH and Debian's jar, both checked there in one command. An error names
+/// the host and what it lacks.
+pub fn zookeeper_on_host(ssh: &Ssh) -> Result<ZooKeeperOnHost, ClusterError> {
+    let target = ssh.target();
+    let java = target.java.clone().unwrap_or_else(|| "java".into());
+    let jar = target
+        .zookeeper_jar
+        .clone()
+        .unwrap_or_else(|| DEBIAN_ZOOKEEPER_JAR.into());
+    let out = ssh.run(
+        "look for ZooKeeper on",
+        &format!(
+            "command -v {java} >/dev/null 2>&1 || echo java; [ -f {jar} ] && [ -r {jar} ] || echo jar",
+            java = quote(&java),
+            jar = quote(&jar)
+        ),
+    )?;
+    let missing: Vec<&str> = out.stdout.split_whitespace().collect();
+    let mut lacks = Vec::new();
+    if missing.contains(&"java") {
+        let said = match &target.java {
+            Some(path) => format!("{path} (its `java` setting) is not a program there"),
+            None => "no java on its PATH".into(),
+        };
+        lacks.push(format!(
+            "{said}: install Debian's zookeeper on the host (`apt-get install zookeeper` \
+             brings a Java runtime), or give its java as `java = \"/path/to/java\"` in the \
+             host's entry of `nodes`"
+        ));
+    }
+    if missing.contains(&"jar") {
+        let said = match &target.zookeeper_jar {
+            Some(path) => format!("no ZooKeeper jar at {path} (its `zookeeper_jar` setting)"),
+            None => format!("no ZooKeeper jar at {DEBIAN_ZOOKEEPER_JAR}"),
+        };
+        lacks.push(format!(
+            "{said}: install it on the host with `apt-get install zookeeper`, or give its \
+             place as `zookeeper_jar = \"/path/to/zookeeper.jar\"` in the host's entry of \
+             `nodes`"
+        ));
+    }
+    if !lacks.is_empty() {
+        return Err(ssh.error("start ZooKeeper", lacks.join("; ")));
+    }
+    Ok(ZooKeeperOnHost {
+        java,
+        classpath: classpath_on_host(&jar),
+    })
+}
+
+/// The jar and the simple logger beside it: the JVM passes over a classpath entry that is
+/// not there, so a host without the logger still runs the server (its log then empty).
+fn classpath_on_host(jar: &str) -> String {
+    match Path::new(jar).parent() {
+        Some(dir) => format!("{jar}:{}", dir.join(SIMPLE_LOGGER).display()),
+        None => jar.to_string(),
+    }
 }
 
 /// The environment variable naming the folder that holds `postgres` and `initdb`.
@@ -249,6 +322,14 @@ mod tests {
             "{err}"
         );
         assert_eq!(err.exit_code(), 3);
+    }
+
+    #[test]
+    fn a_host_s_classpath_has_the_logger_beside_the_jar() {
+        assert_eq!(
+            classpath_on_host("/usr/share/java/zookeeper.jar"),
+            "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
+        );
     }
 
     #[test]

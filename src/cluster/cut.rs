@@ -29,14 +29,27 @@ pub struct Cut {
     lines: Mutex<mpsc::Receiver<String>>,
 }
 
-/// The iptables arguments after `-I` / `-D`: TCP to `addr:port` out, and its replies in,
-/// tagged with the run's comment so that a rule can always be told for ours.
-pub fn link_rules(tag: &str, addr: &str, port: u16) -> [String; 2] {
+/// The iptables arguments after `-I` / `-D`: TCP to `addr` on any of `ports` out, and its
+/// replies in, tagged with the run's comment so that a rule can always be told for ours.
+/// Several ports (a ZooKeeper server's quorum and election ports) go in one rule each way
+/// through the `multiport` match, so that a cut is still two rules added and deleted.
+pub fn link_rules(tag: &str, addr: &str, ports: &[u16]) -> [String; 2] {
     let tag = quote(tag);
     let addr = quote(addr);
+    let (to, from) = match ports {
+        [port] => (format!("--dport {port}"), format!("--sport {port}")),
+        _ => {
+            let list: Vec<String> = ports.iter().map(u16::to_string).collect();
+            let list = list.join(",");
+            (
+                format!("-m multiport --dports {list}"),
+                format!("-m multiport --sports {list}"),
+            )
+        }
+    };
     [
-        format!("OUTPUT -p tcp -d {addr} --dport {port} -m comment --comment {tag} -j DROP"),
-        format!("INPUT -p tcp -s {addr} --sport {port} -m comment --comment {tag} -j DROP"),
+        format!("OUTPUT -p tcp -d {addr} {to} -m comment --comment {tag} -j DROP"),
+        format!("INPUT -p tcp -s {addr} {from} -m comment --comment {tag} -j DROP"),
     ]
 }
 
@@ -137,7 +150,7 @@ mod tests {
 
     #[test]
     fn rules_drop_the_link_both_ways_under_the_runs_tag() {
-        let [out, inp] = link_rules("lockaudit-run-x", "10.77.0.2", 7400);
+        let [out, inp] = link_rules("lockaudit-run-x", "10.77.0.2", &[7400]);
         assert_eq!(
             out,
             "OUTPUT -p tcp -d 10.77.0.2 --dport 7400 -m comment --comment lockaudit-run-x -j DROP"
@@ -146,10 +159,23 @@ mod tests {
             inp,
             "INPUT -p tcp -s 10.77.0.2 --sport 7400 -m comment --comment lockaudit-run-x -j DROP"
         );
-        let s = script(&link_rules("t", "10.77.0.2", 7400));
+        let s = script(&link_rules("t", "10.77.0.2", &[7400]));
         assert!(
             s.contains("echo cut; cat >/dev/null; iptables -w -D OUTPUT"),
             "{s}"
+        );
+    }
+
+    #[test]
+    fn a_link_of_several_ports_is_one_rule_each_way() {
+        let [out, inp] = link_rules("t", "10.77.0.2", &[7403, 7406]);
+        assert_eq!(
+            out,
+            "OUTPUT -p tcp -d 10.77.0.2 -m multiport --dports 7403,7406 -m comment --comment t -j DROP"
+        );
+        assert_eq!(
+            inp,
+            "INPUT -p tcp -s 10.77.0.2 -m multiport --sports 7403,7406 -m comment --comment t -j DROP"
         );
     }
 

@@ -177,15 +177,6 @@ pub(super) fn member_args(flags: &MemberFlags) -> Vec<String> {
     args
 }
 
-/// An etcd member on a host (`remote::RemoteConfig::etcd`).
-#[derive(Debug, Clone)]
-pub struct OnHost {
-    /// Its flags ([`member_args`]).
-    pub args: Vec<String>,
-    /// Where the other members reach it (the port a cut between members is made on).
-    pub peer_port: u16,
-}
-
 /// Why a member cannot come back empty.
 pub(super) fn no_empty_restart(name: &str) -> ClusterError {
     ClusterError::Unsupported {

@@ -162,10 +162,7 @@ impl Cluster {
             }),
             // Every server, up or not now: a restarted one answers on its port again.
             Topology::Zookeeper => Some(RoleWatch::ZooKeeperLeader {
-                servers: self
-                    .lock_nodes()
-                    .map(|n| (n.instance().name().to_string(), n.instance().port()))
-                    .collect(),
+                servers: self.lock_addrs(),
             }),
             _ => None,
         }
@@ -174,28 +171,19 @@ impl Cluster {
     /// `Etcd` and `Zookeeper`: the node that is leader now, as the nodes say; None when none
     /// answers with a leader (or for another topology).
     pub async fn leader(&self) -> Option<String> {
-        if self.topology == Topology::Zookeeper {
-            return zookeeper::leader(&self.zookeeper_servers()).await;
-        }
-        if self.topology != Topology::Etcd {
-            return None;
-        }
-        let members: Vec<(String, String, u16)> = self
+        // The servers running now, here or on hosts (name, client address and port).
+        let running: Vec<(String, String, u16)> = self
             .endpoints()
             .nodes
             .into_iter()
             .filter(|n| n.pid.is_some())
             .map(|n| (n.name, n.host, n.port))
             .collect();
-        etcd::leader(&members).await
-    }
-
-    /// The ZooKeeper servers running now (name, client port).
-    fn zookeeper_servers(&self) -> Vec<(String, u16)> {
-        self.lock_nodes()
-            .filter(|n| n.instance().pid().is_some())
-            .map(|n| (n.instance().name().to_string(), n.instance().port()))
-            .collect()
+        match self.topology {
+            Topology::Etcd => etcd::leader(&running).await,
+            Topology::Zookeeper => zookeeper::leader(&running).await,
+            _ => None,
+        }
     }
 }
 
@@ -221,8 +209,8 @@ pub enum RoleWatch {
     },
     /// etcd's members, each with its connection once made.
     Leader { members: Vec<etcd::Member> },
-    /// ZooKeeper's servers (name, client port).
-    ZooKeeperLeader { servers: Vec<(String, u16)> },
+    /// ZooKeeper's servers (name, client address and port).
+    ZooKeeperLeader { servers: Vec<(String, String, u16)> },
 }
 
 impl RoleWatch {

@@ -1,9 +1,10 @@
 //! The lock's servers on other hosts: one SSH connection per host, the topology's servers
 //! placed on them (node i on host i mod hosts), started primaries first, replicas in sync,
 //! then a Sentinel topology's sentinels (numbered after the servers) once they know the
-//! whole deployment, or a Redis Cluster's nodes (or etcd's members) all at once and formed
-//! at the hosts' addresses; at the end stopped (sentinels first), their logs fetched into the run folder
-//! and their files removed, so nothing of the run stays on a host.
+//! whole deployment, or a Redis Cluster's nodes (or etcd's members, or ZooKeeper's servers)
+//! all at once and formed at the hosts' addresses; at the end stopped (sentinels first),
+//! their logs fetched into the run folder and their files removed, so nothing of the run
+//! stays on a host.
 
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
@@ -13,18 +14,20 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use rand::Rng;
 
+use super::binaries::{self, ZooKeeperOnHost};
 use super::clock::Preload;
 use super::cut::{self, Cut};
 use super::error::ClusterError;
-use super::etcd;
 use super::exit::Exit;
 use super::host_logs::{self, HostLog};
+use super::member::{OnHost, Service};
 use super::on_exit;
 use super::probe;
 use super::remote::{RemoteConfig, RemoteServer, Watch};
 use super::sentinel;
 use super::sharded::{self, Member};
 use super::ssh::{NodeEntry, Ssh, SshOptions, SshTarget};
+use super::{etcd, zookeeper};
 use super::{ClusterSpec, Topology};
 
 /// The first port of the lock's servers on the hosts when no base port is given; node i
@@ -114,26 +117,8 @@ pub async fn start(
         }
     }
     // All hosts at once: each connection is a TCP and SSH handshake.
-    let connected: Vec<Result<Ssh, ClusterError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = spec
-            .hosts
-            .iter()
-            .enumerate()
-            .map(|(i, target)| {
-                let options = &options;
-                scope.spawn(move || Ssh::connect(target, options, i))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(ClusterError::InvalidSpec(
-                        "an SSH connection panicked".into(),
-                    ))
-                })
-            })
-            .collect()
+    let connected = each_at_once(&spec.hosts, "an SSH connection", |i, target| {
+        Ssh::connect(target, &options, i)
     });
     for connection in connected {
         hosts.connections.push(Arc::new(connection?));
@@ -143,8 +128,8 @@ pub async fn start(
     } else {
         None
     };
-    if spec.topology == Topology::Etcd {
-        start_etcd(&mut hosts, spec, password).await?;
+    if matches!(spec.topology, Topology::Etcd | Topology::Zookeeper) {
+        start_members(&mut hosts, spec, password).await?;
         return Ok(hosts);
     }
     let base = spec.base_port.unwrap_or(DEFAULT_BASE_PORT);
@@ -175,7 +160,7 @@ pub async fn start(
             binary: server_binary(spec, ssh),
             sentinel: None,
             cluster_node_timeout_ms: cluster_mode.then_some(super::CLUSTER_NODE_TIMEOUT_MS),
-            etcd: None,
+            member: None,
         })
         .and_then(|config| match config.bus_port() {
             None if cluster_mode => Err(ClusterError::InvalidSpec(format!(
@@ -236,16 +221,24 @@ pub async fn start(
     Ok(hosts)
 }
 
-/// etcd's members, member i on host i mod hosts, each on its host's address (client port
-/// base + i, peer port base + members + i), its data folder in the run's folder there; all
-/// at once (each waits for a quorum), then authentication on, as locally (`etcd::start`).
-async fn start_etcd(
+/// etcd's members or ZooKeeper's servers, member i on host i mod hosts, each on its host's
+/// address (client port base + i, peer port base + members + i, and ZooKeeper's election
+/// port base + 2 × members + i), its data folder in the run's folder there; all at once
+/// (each waits for a quorum), then the run's password put to use as locally: etcd's
+/// authentication on (`etcd::start`), the root znode given to the run's digest user
+/// (`zookeeper::start_ensemble`).
+async fn start_members(
     hosts: &mut Hosts,
     spec: &ClusterSpec,
     password: &str,
 ) -> Result<(), ClusterError> {
     let base = usize::from(spec.base_port.unwrap_or(DEFAULT_BASE_PORT));
-    let members = etcd::MEMBERS;
+    let zookeeper = spec.topology == Topology::Zookeeper;
+    let (members, name): (usize, fn(usize) -> String) = if zookeeper {
+        (zookeeper::SERVERS, zookeeper::server_name)
+    } else {
+        (etcd::MEMBERS, etcd::member_name)
+    };
     let port = |i: usize| {
         u16::try_from(base + i).map_err(|_| {
             ClusterError::InvalidSpec(format!(
@@ -253,23 +246,11 @@ async fn start_etcd(
             ))
         })
     };
-    let ssh = |i: usize| hosts.connections[i % hosts.connections.len()].clone();
-    let url = |i: usize, port: u16| format!("http://{}:{port}", ssh(i).host_addr());
-    let mut peers = Vec::with_capacity(members);
-    for i in 0..members {
-        peers.push(format!(
-            "{}={}",
-            etcd::member_name(i),
-            url(i, port(members + i)?)
-        ));
-    }
-    let initial_cluster = peers.join(",");
-    let cluster_token = format!("lockaudit-{}", token(16));
     let mut placed = Vec::with_capacity(members);
     for i in 0..members {
-        let ssh = ssh(i);
-        let mut config = RemoteConfig {
-            name: etcd::member_name(i),
+        let ssh = hosts.connections[i % hosts.connections.len()].clone();
+        let config = RemoteConfig {
+            name: name(i),
             addr: ssh.host_addr().to_string(),
             port: port(i)?,
             dir: hosts.remote_dir.clone(),
@@ -277,25 +258,20 @@ async fn start_etcd(
             persistence: true,
             replica_of: None,
             fake_clock: None,
-            binary: ssh.target().etcd.clone().unwrap_or_else(|| "etcd".into()),
+            binary: String::new(),
             sentinel: None,
             cluster_node_timeout_ms: None,
-            etcd: None,
+            member: None,
         };
-        let peer = url(i, port(members + i)?);
-        config.etcd = Some(etcd::OnHost {
-            args: etcd::member_args(&etcd::MemberFlags {
-                name: &config.name,
-                data_dir: &config.data_dir(),
-                client: &url(i, config.port),
-                peer: &peer,
-                advertised_peer: &peer,
-                initial_cluster: &initial_cluster,
-                cluster_token: &cluster_token,
-            }),
-            peer_port: port(members + i)?,
-        });
         placed.push((config, ssh));
+    }
+    let peer_port = |i: usize| port(members + i);
+    if zookeeper {
+        let programs = find_zookeeper(&hosts.connections)?;
+        let election_port = |i: usize| port(2 * members + i);
+        zookeeper_servers(&mut placed, &programs, &peer_port, &election_port)?;
+    } else {
+        etcd_members(&mut placed, &peer_port)?;
     }
     let logs = placed
         .iter()
@@ -308,19 +284,141 @@ async fn start_etcd(
     hosts.on_interrupt(logs, spec);
     let begun = Instant::now();
     hosts.start_together(placed).await?;
-    tracing::info!(elapsed = ?begun.elapsed(), "etcd members on hosts ready");
-    let endpoints: Vec<String> = hosts
-        .servers
-        .iter()
-        .map(|s| format!("http://{}:{}", s.host(), s.port()))
-        .collect();
-    etcd::authenticate(&endpoints, password)
-        .await
-        .map_err(|reason| ClusterError::Remote {
-            host: endpoints.join(","),
-            action: "turn on etcd's authentication".into(),
-            reason,
-        })
+    tracing::info!(elapsed = ?begun.elapsed(), topology = ?spec.topology, "members on hosts ready");
+    let clients: Vec<(&str, u16)> = hosts.servers.iter().map(|s| (s.host(), s.port())).collect();
+    let (action, done) = if zookeeper {
+        let connect = zookeeper::connect_string(clients.iter().copied());
+        (
+            "give the root znode to the run's user",
+            zookeeper::restrict_to_the_run(&connect, password).await,
+        )
+    } else {
+        let endpoints: Vec<String> = clients
+            .iter()
+            .map(|(host, port)| format!("http://{host}:{port}"))
+            .collect();
+        (
+            "turn on etcd's authentication",
+            etcd::authenticate(&endpoints, password).await,
+        )
+    };
+    let addresses: Vec<String> = clients.iter().map(|(h, p)| format!("{h}:{p}")).collect();
+    done.map_err(|reason| ClusterError::Remote {
+        host: addresses.join(","),
+        action: action.into(),
+        reason,
+    })
+}
+
+/// etcd's flags for each placed member: every member's peer URL at its host's address, a
+/// cluster token of the run's own, the host's own etcd program.
+fn etcd_members(
+    placed: &mut [(RemoteConfig, Arc<Ssh>)],
+    peer_port: &dyn Fn(usize) -> Result<u16, ClusterError>,
+) -> Result<(), ClusterError> {
+    let mut peers = Vec::with_capacity(placed.len());
+    for (i, (config, _)) in placed.iter().enumerate() {
+        peers.push((
+            config.name.clone(),
+            format!("http://{}:{}", config.addr, peer_port(i)?),
+        ));
+    }
+    let initial_cluster: Vec<String> = peers.iter().map(|(n, url)| format!("{n}={url}")).collect();
+    let initial_cluster = initial_cluster.join(",");
+    let cluster_token = format!("lockaudit-{}", token(16));
+    for (i, ((config, ssh), (_, peer))) in placed.iter_mut().zip(&peers).enumerate() {
+        config.binary = ssh.target().etcd.clone().unwrap_or_else(|| "etcd".into());
+        config.member = Some(OnHost {
+            service: Service::Etcd,
+            args: etcd::member_args(&etcd::MemberFlags {
+                name: &config.name,
+                data_dir: &config.data_dir(),
+                client: &format!("http://{}:{}", config.addr, config.port),
+                peer,
+                advertised_peer: peer,
+                initial_cluster: &initial_cluster,
+                cluster_token: &cluster_token,
+            }),
+            peer_ports: vec![peer_port(i)?],
+            config: None,
+            data_files: Vec::new(),
+        });
+    }
+    Ok(())
+}
+
+/// ZooKeeper's config and JVM for each placed server, as locally (`zookeeper::start`) but
+/// at the hosts' addresses: each config names every server's own quorum and election
+/// ports there, and `myid` is its place + 1. `programs`: each connection's java and jar.
+/// No peer proxy stands between the servers here (a cut between them is iptables on their
+/// hosts), so the address a server names in its election hello is the one it is called
+/// back on, and `zk_election`'s rewriting has nothing to do.
+fn zookeeper_servers(
+    placed: &mut [(RemoteConfig, Arc<Ssh>)],
+    programs: &[ZooKeeperOnHost],
+    quorum_port: &dyn Fn(usize) -> Result<u16, ClusterError>,
+    election_port: &dyn Fn(usize) -> Result<u16, ClusterError>,
+) -> Result<(), ClusterError> {
+    let addrs: Vec<String> = placed.iter().map(|(c, _)| c.addr.clone()).collect();
+    let mut peers = Vec::with_capacity(placed.len());
+    for (i, addr) in addrs.iter().enumerate() {
+        peers.push(zookeeper::Peer {
+            addr,
+            quorum: quorum_port(i)?,
+            election: election_port(i)?,
+        });
+    }
+    for (i, (config, _)) in placed.iter_mut().enumerate() {
+        let program = &programs[i % programs.len()];
+        config.binary = program.java.clone();
+        config.member = Some(OnHost {
+            service: Service::ZooKeeper,
+            args: zookeeper::server_args(program.classpath.clone(), config.conf()),
+            peer_ports: vec![peers[i].quorum, peers[i].election],
+            config: Some(zookeeper::config_text(
+                &config.data_dir(),
+                (&config.addr, config.port),
+                &peers,
+            )),
+            data_files: vec![("myid".into(), format!("{}\n", i + 1))],
+        });
+    }
+    Ok(())
+}
+
+/// ZooKeeper's java and jar on every host, looked for on all at once before anything starts
+/// there: a host without them is named before any server runs.
+fn find_zookeeper(connections: &[Arc<Ssh>]) -> Result<Vec<ZooKeeperOnHost>, ClusterError> {
+    each_at_once(connections, "looking for ZooKeeper on a host", |_, ssh| {
+        binaries::zookeeper_on_host(ssh)
+    })
+    .into_iter()
+    .collect()
+}
+
+/// `work` on each of `items` (with its place) at once, a thread each: each is a handshake
+/// or a command over SSH. The outcomes in order; a thread that panicked, as an error saying
+/// `what` did.
+fn each_at_once<I: Sync, T: Send>(
+    items: &[I],
+    what: &str,
+    work: impl Fn(usize, &I) -> Result<T, ClusterError> + Sync,
+) -> Vec<Result<T, ClusterError>> {
+    let work = &work;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| scope.spawn(move || work(i, item)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(ClusterError::InvalidSpec(format!("{what} panicked"))))
+            })
+            .collect()
+    })
 }
 
 /// Forms the Redis Cluster of the servers (masters first) as locally (`sharded::form`), by
@@ -416,7 +514,7 @@ async fn start_sentinels(
             fake_clock: None,
             binary: binary(ssh),
             cluster_node_timeout_ms: None,
-            etcd: None,
+            member: None,
             sentinel: Some(Watch {
                 id: id.clone(),
                 primary: primary.clone(),
@@ -449,8 +547,8 @@ async fn start_sentinels(
 }
 
 /// How many lock servers the topology has, and how many of them start as primaries (a
-/// cluster's nodes and etcd's members all do); errors for PostgreSQL, which runs here only,
-/// and for a topology without masters.
+/// cluster's nodes, etcd's members and ZooKeeper's servers all do); errors for PostgreSQL,
+/// which runs here only, and for a topology without masters.
 pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
     let unsupported = |why: &str| ClusterError::Unsupported {
         action: "run",
@@ -470,6 +568,7 @@ pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
             "a Redis Cluster needs at least one master".into(),
         )),
         Topology::Etcd => Ok((etcd::MEMBERS, etcd::MEMBERS)),
+        Topology::Zookeeper => Ok((zookeeper::SERVERS, zookeeper::SERVERS)),
         other => Err(unsupported(
             not_on_hosts(other).unwrap_or("not built on hosts"),
         )),
@@ -646,11 +745,11 @@ impl Hosts {
                 };
                 let index = self.index(from).ok_or_else(on_hosts)?;
                 let target = self.server(to).ok_or_else(on_hosts)?;
-                let (addr, port) = (target.host(), target.config.link_port());
+                let (addr, ports) = (target.host(), target.config.link_ports());
                 let host = index % self.connections.len();
-                // The rules drop whatever leaves that host for `to`: an etcd member sharing
-                // the host with `from` would lose its link to `to` as well.
-                if target.config.etcd.is_some() {
+                // The rules drop whatever leaves that host for `to`: a member sharing the
+                // host with `from` would lose its link to `to` as well.
+                if target.config.member.is_some() {
                     let shared = self.servers.iter().enumerate().find(|(j, s)| {
                         j % self.connections.len() == host && s.name() != from && s.name() != to
                     });
@@ -660,17 +759,18 @@ impl Hosts {
                             node: from.clone(),
                             reason: format!(
                                 "{} shares its host, and a cut by address would cut its link \
-                                 to {to} too: give each etcd member a host of its own",
+                                 to {to} too: give each member a host of its own",
                                 other.name()
                             ),
                         });
                     }
                 }
+                let list: Vec<String> = ports.iter().map(u16::to_string).collect();
                 Ok(PlannedCut {
                     pair: (from.clone(), to.clone()),
                     host,
-                    what: format!("the link to {addr}:{port}"),
-                    rules: cut::link_rules(self.tag(), addr, port),
+                    what: format!("the link to {addr}:{}", list.join(",")),
+                    rules: cut::link_rules(self.tag(), addr, &ports),
                 })
             })
             .collect();

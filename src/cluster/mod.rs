@@ -1,5 +1,6 @@
 //! The lock services' servers that lockaudit starts and owns: Redis's, PostgreSQL's,
-//! etcd's, here or on SSH hosts, and the guarded resource's `storage` server.
+//! etcd's, ZooKeeper's, here or on SSH hosts (all but PostgreSQL's), and the guarded
+//! resource's `storage` server.
 //!
 //! Every server runs as a child process in the foreground, bound to 127.0.0.1 on a free
 //! port with a generated password, its data and log inside the run folder, owned by a guard
@@ -19,7 +20,8 @@
 //! - `registry`: the process-wide table of children and the thread that spawns them;
 //!   `process`: the guard that owns one child; `cleanup`: the Ctrl-C and panic handlers;
 //!   `instance`: one process and its readiness;
-//! - `hosts`, `remote`, `ssh`, `cut`: the servers on other hosts;
+//! - `hosts`, `remote`, `ssh`, `cut`: the servers on other hosts; `member`: an etcd member's
+//!   or a ZooKeeper server's part there;
 //! - this file: the topologies, [`start`] and [`Cluster`], which reaches every node by name.
 
 mod ask;
@@ -35,6 +37,7 @@ mod host_logs;
 mod hosts;
 mod instance;
 mod logs;
+mod member;
 pub mod on_exit;
 mod peer_links;
 mod ports;

@@ -1,5 +1,5 @@
-//! A redis-server (a lock server, a cluster node or a sentinel), or an etcd member, on
-//! another host, started and supervised over SSH.
+//! A redis-server (a lock server, a cluster node or a sentinel), an etcd member or a
+//! ZooKeeper server (`member`), on another host, started and supervised over SSH.
 //!
 //! Its config is uploaded (ssh's stdin into `cat >`, the password in the file rather than
 //! on a command line) under `umask 077`, so that the run's folder on the host is 0700 and
@@ -18,9 +18,9 @@ use nix::sys::signal::Signal;
 
 use super::clock::{format_offset, Preload};
 use super::error::ClusterError;
-use super::etcd;
 use super::exit::Exit;
 use super::instance::READY_TIMEOUT;
+use super::member;
 use super::probe;
 use super::process::ChildGuard;
 use super::sentinel::SentinelConf;
@@ -55,9 +55,9 @@ pub struct RemoteConfig {
     pub sentinel: Option<Watch>,
     /// Set for a Redis Cluster node: its `cluster-node-timeout`, ms.
     pub cluster_node_timeout_ms: Option<u64>,
-    /// Set for an etcd member (`port` its client port; `binary` etcd): it runs with these
-    /// flags and no config file.
-    pub etcd: Option<etcd::OnHost>,
+    /// Set for an etcd member or a ZooKeeper server (`port` its client port; `binary` etcd,
+    /// or java): it runs with these arguments, and a config of its own if any.
+    pub member: Option<member::OnHost>,
 }
 
 /// How far above its data port a cluster node's bus listens (Redis's own default).
@@ -87,7 +87,8 @@ impl RemoteConfig {
         self.path(".log")
     }
 
-    fn conf(&self) -> String {
+    /// The uploaded config (a Redis server's, a sentinel's, a ZooKeeper server's).
+    pub fn conf(&self) -> String {
         self.path(".conf")
     }
 
@@ -99,9 +100,11 @@ impl RemoteConfig {
         self.sentinel.is_some()
     }
 
-    /// The port the other servers reach it on: an etcd member's peer port, else its port.
-    pub fn link_port(&self) -> u16 {
-        self.etcd.as_ref().map_or(self.port, |m| m.peer_port)
+    /// The ports the other servers reach it on: a member's peer ports, else its port.
+    pub fn link_ports(&self) -> Vec<u16> {
+        self.member
+            .as_ref()
+            .map_or_else(|| vec![self.port], |m| m.peer_ports.clone())
     }
 
     /// A cluster node's bus port: its data port + 10000; None past 65535.
@@ -113,6 +116,15 @@ impl RemoteConfig {
     /// rejoins the cluster, as locally (`ServerConfig::cluster`).
     fn nodes_conf(&self) -> String {
         self.path(".nodes.conf")
+    }
+
+    /// The config to upload before the first start: a member's own, if it has one (None for
+    /// etcd's, which runs on flags), else [`RemoteConfig::config_text`].
+    fn upload_text(&self) -> Option<String> {
+        match &self.member {
+            Some(member) => member.config.clone(),
+            None => Some(self.config_text()),
+        }
     }
 
     /// The redis.conf uploaded: as the local servers' command line (see
@@ -178,14 +190,8 @@ impl RemoteConfig {
     /// watcher (an asynchronous command's stdin is /dev/null otherwise).
     fn script(&self, keep_data: bool) -> String {
         let dir = quote(&self.data_dir());
-        // etcd makes its data folder itself; a restart must find it as it was.
-        let prepare = if self.etcd.is_some() {
-            let run = quote(&self.dir);
-            if keep_data {
-                format!("mkdir -p {run} || exit 1; ")
-            } else {
-                format!("rm -rf {dir} && mkdir -p {run} || exit 1; ")
-            }
+        let prepare = if let Some(member) = &self.member {
+            member.prepare(&self.dir, &self.data_dir(), keep_data)
         } else if keep_data && self.persistence {
             format!("mkdir -p {dir} || exit 1; ")
         } else {
@@ -199,7 +205,7 @@ impl RemoteConfig {
                 run.push(' ');
             }
         }
-        match &self.etcd {
+        match &self.member {
             Some(member) => {
                 run.push_str(&quote(&self.binary));
                 for arg in &member.args {
@@ -268,14 +274,15 @@ impl RemoteServer {
             session: None,
             offset_ms: AtomicI64::new(0),
         };
-        if server.config.etcd.is_some() {
-            // No config: its flags are on its command line (no secret among them; the
-            // password is set through the client API once the members have a leader).
+        // No secret on a member's command line nor in its config: etcd's password is set
+        // through the client API once the members have a leader, and ZooKeeper's ACL by the
+        // run's first client.
+        let Some(text) = server.config.upload_text() else {
             server.spawn(false, true).await?;
             return Ok(server);
-        }
+        };
         // One round trip: the run's folder, the config (from stdin), the clock at 0. Private
-        // to the login user from the start (`umask 077`): the config holds the password.
+        // to the login user from the start (`umask 077`): a Redis config holds the password.
         let conf = quote(&server.config.conf());
         let mut script = format!(
             "umask 077 && mkdir -p {dir} && cat > {conf}.upload && mv -f {conf}.upload {conf}",
@@ -286,7 +293,7 @@ impl RemoteServer {
             script.push_str(&format!(" && printf '%s\\n' +0.000 > {clock}"));
         }
         // Off the runtime's threads: the hosts' starts run concurrently.
-        let (ssh, text) = (server.ssh.clone(), server.config.config_text());
+        let ssh = server.ssh.clone();
         tokio::task::spawn_blocking(move || {
             ssh.run_with_input("upload the config of", &script, text.as_bytes())
         })
@@ -365,9 +372,12 @@ impl RemoteServer {
     async fn wait_ready(&mut self, begun: Instant, check_clock: bool) -> Result<(), ClusterError> {
         // Over a network: the local timeout plus room for the SSH round trips.
         let deadline = begun + READY_TIMEOUT * 2;
-        if self.config.etcd.is_some() {
-            // Before its first start's end no member has the password yet.
-            return self.wait_member(deadline, !check_clock).await;
+        if let Some(member) = self.config.member.clone() {
+            let patience = member.ready_timeout(READY_TIMEOUT * 2);
+            // Before its first start's end no etcd member has the password yet.
+            return self
+                .wait_member(&member, begun, patience, !check_clock)
+                .await;
         }
         let mut pause = Duration::from_millis(2);
         loop {
@@ -421,13 +431,17 @@ impl RemoteServer {
         Ok(())
     }
 
-    /// An etcd member: polls until it knows a leader and serves a linearizable read.
+    /// A member: polls until it serves (`member::OnHost::serves`), for `patience` from
+    /// `begun`.
     async fn wait_member(
         &mut self,
-        deadline: Instant,
+        member: &member::OnHost,
+        begun: Instant,
+        patience: Duration,
         authenticated: bool,
     ) -> Result<(), ClusterError> {
-        let endpoint = format!("http://{}:{}", self.config.addr, self.config.port);
+        let deadline = begun + patience;
+        let (addr, port) = (self.config.addr.clone(), self.config.port);
         let password = authenticated.then(|| self.config.password.clone());
         let mut pause = Duration::from_millis(10);
         loop {
@@ -436,14 +450,13 @@ impl RemoteServer {
                 Some(Some(exit)) => return Err(self.start_error(format!("it ended ({exit})"))),
                 Some(None) => {}
             }
-            let last = match etcd::probe(&endpoint, password.as_deref()).await {
+            let last = match member.serves(&addr, port, password.as_deref()).await {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
             if Instant::now() >= deadline {
                 return Err(self.start_error(format!(
-                    "no leader known to it at {endpoint} within {:?} (last: {last})",
-                    READY_TIMEOUT * 2
+                    "not serving at {addr}:{port} within {patience:?} (last: {last})"
                 )));
             }
             tokio::time::sleep(pause).await;
@@ -498,11 +511,12 @@ impl RemoteServer {
         Some(exit)
     }
 
-    /// SIGTERM, up to `grace` to exit, then SIGKILL. An etcd member is killed at once, as
-    /// locally (`ServiceNode::graceful_stop`): the last one stopped would wait out its grace
-    /// with no one to hand its leadership to.
+    /// SIGTERM, up to `grace` to exit, then SIGKILL. A member is killed at once, as locally
+    /// (`ServiceNode::graceful_stop`): the last etcd member stopped would wait out its grace
+    /// with no one to hand its leadership to, a JVM's orderly shutdown takes a second or
+    /// more, and both fsync what they acknowledge.
     pub fn stop(&mut self, grace: Duration) -> Option<Exit> {
-        if self.config.etcd.is_some() {
+        if self.config.member.is_some() {
             return self.kill();
         }
         let pid = self.pid()?;
@@ -539,8 +553,8 @@ impl RemoteServer {
     /// Starts it again on the same address and port; with `keep_data` and persistence it
     /// replays its AOF, else it comes back empty.
     pub async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
-        if self.config.etcd.is_some() && !keep_data {
-            return Err(etcd::no_empty_restart(&self.config.name));
+        if let (Some(member), false) = (&self.config.member, keep_data) {
+            member.empty_restart(&self.config.name)?;
         }
         if self.pid().is_some() {
             self.kill();
@@ -617,7 +631,7 @@ mod tests {
             binary: "redis-server".into(),
             sentinel: None,
             cluster_node_timeout_ms: None,
-            etcd: None,
+            member: None,
         }
     }
 
@@ -703,11 +717,15 @@ mod tests {
         let mut config = config();
         config.name = "etcd-1".into();
         config.binary = "/opt/etcd".into();
-        config.etcd = Some(etcd::OnHost {
+        config.member = Some(member::OnHost {
+            service: member::Service::Etcd,
             args: vec!["--name".into(), "etcd-1".into()],
-            peer_port: 7404,
+            peer_ports: vec![7404],
+            config: None,
+            data_files: Vec::new(),
         });
-        assert_eq!(config.link_port(), 7404);
+        assert_eq!(config.link_ports(), [7404]);
+        assert_eq!(config.upload_text(), None);
         let first = config.script(false);
         assert!(
             first.starts_with(

@@ -147,7 +147,7 @@ pub const SERVICES: [Service; 8] = [
         own_locks_only: true,
         locks: "the ZooKeeper lock (zk-lock) and an external adapter",
         start: |spec| Box::pin(super::zookeeper::start_ensemble(spec)),
-        not_on_hosts: Some("lockaudit starts ZooKeeper on this machine only (not yet on hosts)"),
+        not_on_hosts: None,
         clock_jump: Some(
             "ZooKeeper expires sessions on the JVM's monotonic clock (its session tracker's ExpiryQueue reads System.nanoTime), which a wall-clock jump does not move: lockaudit's fake clocks move CLOCK_REALTIME only, as a real clock step does",
         ),
@@ -156,7 +156,8 @@ pub const SERVICES: [Service; 8] = [
         external_adapters: true,
         clients_ask_watchers: false,
         primary_by_hand: false,
-        // Zab elects one; the servers' quorum and election links run through peer proxies.
+        // Zab elects one; the servers' quorum and election links run through peer proxies
+        // here, and are cut with iptables on hosts.
         elects_leader: true,
         failover_min_ms: 0,
         restarts_on_data: true,

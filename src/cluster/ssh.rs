@@ -47,17 +47,25 @@ pub struct SshTarget {
     /// The etcd program on this host (instead of PATH's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<String>,
+    /// The java program on this host, for ZooKeeper (instead of PATH's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub java: Option<String>,
+    /// ZooKeeper's jar on this host (instead of Debian's `/usr/share/java/zookeeper.jar`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zookeeper_jar: Option<String>,
 }
 
 /// One entry of a workload's `nodes`: a URL, or a table with the URL and settings of that
 /// host's own (`{ url = "ssh://root@n2", ssh_key = "keys/n2", redis_server = "/opt/redis/bin/redis-server",
-/// etcd = "/opt/etcd/etcd" }`).
+/// etcd = "/opt/etcd/etcd", java = "/opt/jdk/bin/java", zookeeper_jar = "/opt/zk/zookeeper.jar" }`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeEntry {
     pub url: String,
     pub ssh_key: Option<PathBuf>,
     pub redis_server: Option<String>,
     pub etcd: Option<String>,
+    pub java: Option<String>,
+    pub zookeeper_jar: Option<String>,
 }
 
 /// The table form of a [`NodeEntry`], read with serde's own messages for unknown or
@@ -72,6 +80,10 @@ struct NodeTable {
     redis_server: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     etcd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    java: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    zookeeper_jar: Option<String>,
 }
 
 impl From<String> for NodeEntry {
@@ -81,6 +93,8 @@ impl From<String> for NodeEntry {
             ssh_key: None,
             redis_server: None,
             etcd: None,
+            java: None,
+            zookeeper_jar: None,
         }
     }
 }
@@ -98,22 +112,26 @@ impl NodeEntry {
         target.ssh_key = self.ssh_key.clone();
         target.redis_server = self.redis_server.clone();
         target.etcd = self.etcd.clone();
+        target.java = self.java.clone();
+        target.zookeeper_jar = self.zookeeper_jar.clone();
         Ok(target)
     }
 }
 
 impl serde::Serialize for NodeEntry {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.ssh_key.is_none() && self.redis_server.is_none() && self.etcd.is_none() {
-            return s.serialize_str(&self.url);
-        }
-        NodeTable {
+        let table = NodeTable {
             url: self.url.clone(),
             ssh_key: self.ssh_key.clone(),
             redis_server: self.redis_server.clone(),
             etcd: self.etcd.clone(),
+            java: self.java.clone(),
+            zookeeper_jar: self.zookeeper_jar.clone(),
+        };
+        if NodeEntry::from(self.url.clone()) == *self {
+            return s.serialize_str(&table.url);
         }
-        .serialize(s)
+        table.serialize(s)
     }
 }
 
@@ -124,7 +142,7 @@ impl<'de> serde::Deserialize<'de> for NodeEntry {
             type Value = NodeEntry;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str(
-                    "an ssh:// URL, or a table with `url` and optionally `ssh_key`, `redis_server`, `etcd`",
+                    "an ssh:// URL, or a table with `url` and optionally `ssh_key`, `redis_server`, `etcd`, `java`, `zookeeper_jar`",
                 )
             }
             fn visit_str<E: serde::de::Error>(self, url: &str) -> Result<NodeEntry, E> {
@@ -142,6 +160,8 @@ impl<'de> serde::Deserialize<'de> for NodeEntry {
                     ssh_key: t.ssh_key,
                     redis_server: t.redis_server,
                     etcd: t.etcd,
+                    java: t.java,
+                    zookeeper_jar: t.zookeeper_jar,
                 })
             }
         }
@@ -195,6 +215,8 @@ impl SshTarget {
             ssh_key: None,
             redis_server: None,
             etcd: None,
+            java: None,
+            zookeeper_jar: None,
         })
     }
 

@@ -17,6 +17,12 @@
 //! own address in (`zk_election`). The proxies start before the servers and outlive their
 //! restarts.
 //!
+//! On SSH hosts (`hosts`) the servers are the same JVMs with the same config, each bound to
+//! its host's address: they reach each other at their real addresses, and a cut between
+//! them is iptables on their hosts (`cut`), so no peer proxy stands between them there and
+//! no election hello needs rewriting: the address a dialler names is already the one it
+//! is called back on.
+//!
 //! The AdminServer is off (it would take port 8080); the four-letter word `srvr`, which
 //! says whether a server serves and as what (leader, follower), is the readiness and role
 //! probe. Transaction logs are preallocated 1 MB at a time instead of 64 MB.
@@ -26,9 +32,8 @@
 //! authenticated as that user, create every znode with the same ACL (`creator_all`), so
 //! that another local user who finds a client port can neither read nor write them, nor
 //! create anything beside them. The four-letter word `srvr` stays open: it tells a
-//! server's role and counts, no data.
-//!
-//! Not yet: they run on this machine only.
+//! server's role and counts, no data. The password never reaches a server, here or on a
+//! host: a client sends it when it authenticates, and the servers keep only its digest.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -65,9 +70,10 @@ pub const TICK_MS: u64 = 200;
 pub const MIN_SESSION_MS: u64 = 2 * TICK_MS;
 pub const MAX_SESSION_MS: u64 = 20 * TICK_MS;
 
-/// How long a start may take until a leader is elected and every server serves. Three JVMs
-/// starting at once take 2-4 s on a quiet machine; a loaded CI machine gets room.
-const READY_TIMEOUT: Duration = Duration::from_secs(40);
+/// How long a start may take until a leader is elected and every server serves, here or
+/// on a host. Three JVMs starting at once take 2-4 s on a quiet machine; a loaded CI
+/// machine gets room.
+pub(super) const READY_TIMEOUT: Duration = Duration::from_secs(40);
 
 /// How many fresh sets of free ports a start tries when another process took one of ours.
 const PORT_RETRIES: usize = 3;
@@ -99,25 +105,37 @@ struct ServerConfig {
     links: PeerLinks,
 }
 
+/// The arguments of `java` that run a server on `classpath` with the config file `config`
+/// in the foreground, here or on a host. A small heap and the serial collector keep three
+/// of them light on a shared machine; C1 only starts them faster; no perf-data file in /tmp.
+pub(super) fn server_args<S: From<&'static str>>(classpath: S, config: S) -> Vec<S> {
+    let mut args: Vec<S> = [
+        "-Xms32m",
+        "-Xmx256m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:-UsePerfData",
+        "-Dorg.slf4j.simpleLogger.showDateTime=true",
+        "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
+        "-Dzookeeper.jmx.log4j.disable=true",
+        "-cp",
+    ]
+    .map(S::from)
+    .into();
+    args.push(classpath);
+    args.push(S::from("org.apache.zookeeper.server.quorum.QuorumPeerMain"));
+    args.push(config);
+    args
+}
+
 impl ServerConfig {
-    /// The foreground JVM. A small heap and the serial collector keep three of them light on
-    /// a shared machine; C1 only starts them faster; no perf-data file in /tmp.
+    /// The foreground JVM.
     fn command(&self) -> Command {
         let mut cmd = Command::new(&self.program.java);
-        cmd.args([
-            "-Xms32m",
-            "-Xmx256m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:-UsePerfData",
-            "-Dorg.slf4j.simpleLogger.showDateTime=true",
-            "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
-            "-Dzookeeper.jmx.log4j.disable=true",
-        ])
-        .arg("-cp")
-        .arg(self.program.classpath())
-        .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
-        .arg(&self.config);
+        cmd.args(server_args(
+            self.program.classpath(),
+            self.config.clone().into_os_string(),
+        ));
         cmd
     }
 
@@ -136,27 +154,41 @@ impl ServerConfig {
     }
 }
 
-/// A server's config file: `peers` are the quorum and election ports it is given for each
-/// server by id (1-based, ZooKeeper's `myid`), its own included: its own listeners, the
-/// others' proxies.
-fn config_text(dir: &Path, client_port: u16, peers: &[(u16, u16)]) -> String {
+/// Where a server is reached: an address, a quorum port and an election port.
+pub(super) struct Peer<'a> {
+    pub addr: &'a str,
+    pub quorum: u16,
+    pub election: u16,
+}
+
+/// A server's config file, here or on a host: its data folder `dir`, where it listens for
+/// clients (`client`: address and port), and where it finds each server by id (1-based,
+/// ZooKeeper's `myid`), itself included: here its own listeners and the others' proxies, on
+/// hosts every server's own address.
+pub(super) fn config_text(dir: &str, client: (&str, u16), peers: &[Peer]) -> String {
+    let (client_addr, client_port) = client;
     let mut text = format!(
         "tickTime={TICK_MS}\n\
          initLimit=10\n\
          syncLimit=5\n\
          minSessionTimeout={MIN_SESSION_MS}\n\
          maxSessionTimeout={MAX_SESSION_MS}\n\
-         dataDir={}\n\
+         dataDir={dir}\n\
          clientPort={client_port}\n\
-         clientPortAddress=127.0.0.1\n\
+         clientPortAddress={client_addr}\n\
          admin.enableServer=false\n\
          4lw.commands.whitelist=srvr\n\
          preAllocSize=1024\n\
-         maxClientCnxns=0\n",
-        dir.display()
+         maxClientCnxns=0\n"
     );
-    for (i, (quorum, election)) in peers.iter().enumerate() {
-        text.push_str(&format!("server.{}=127.0.0.1:{quorum}:{election}\n", i + 1));
+    for (i, peer) in peers.iter().enumerate() {
+        text.push_str(&format!(
+            "server.{}={}:{}:{}\n",
+            i + 1,
+            peer.addr,
+            peer.quorum,
+            peer.election
+        ));
     }
     text
 }
@@ -305,11 +337,22 @@ fn configs(
             .map_err(|e| ClusterError::io("write", &myid, e))?;
         let client_port = port(i)?;
         let config = root.join(format!("{name}.cfg"));
-        let peers: Vec<(u16, u16)> = (0..SERVERS)
-            .map(|j| if j == i { listeners[j] } else { proxies[j] })
+        let peers: Vec<Peer> = (0..SERVERS)
+            .map(|j| {
+                let (quorum, election) = if j == i { listeners[j] } else { proxies[j] };
+                Peer {
+                    addr: "127.0.0.1",
+                    quorum,
+                    election,
+                }
+            })
             .collect();
-        std::fs::write(&config, config_text(&dir, client_port, &peers))
-            .map_err(|e| ClusterError::io("write", &config, e))?;
+        let text = config_text(
+            &dir.display().to_string(),
+            ("127.0.0.1", client_port),
+            &peers,
+        );
+        std::fs::write(&config, text).map_err(|e| ClusterError::io("write", &config, e))?;
         // A fresh log too: a start that failed on a taken port is told apart by its log.
         let log = root.join(format!("{name}.log"));
         let _ = std::fs::remove_file(&log);
@@ -454,12 +497,12 @@ async fn wait_serving(instance: &mut Instance, port: u16) -> Result<Mode, String
 /// Asks the server on `port` with the four-letter word `srvr` what it is. Err while it does
 /// not serve (no quorum yet, or syncing), or does not answer within a second.
 pub async fn mode(port: u16) -> Result<Mode, String> {
-    parse_mode(&srvr(port).await?)
+    mode_at("127.0.0.1", port).await
 }
 
-/// The server's reply to `srvr`; Err if it gave none within a second.
-async fn srvr(port: u16) -> Result<String, String> {
-    srvr_at("127.0.0.1", port).await
+/// [`mode`] of the server at `host:port` (on a host).
+pub async fn mode_at(host: &str, port: u16) -> Result<Mode, String> {
+    parse_mode(&srvr_at(host, port).await?)
 }
 
 /// The reply to `srvr` of the server at `host:port` (also on a host, for its version);
@@ -495,22 +538,24 @@ fn parse_mode(reply: &str) -> Result<Mode, String> {
     }
 }
 
-/// Each server among `servers` (name, client port) that answers, and whether it leads. One
-/// that answers but does not serve (electing, or cut off from the others) leads nothing,
-/// which the role watch must hear: a leader cut off, then elected again once healed, would
-/// otherwise look as if it had led all along. A server that does not answer is left out.
-pub async fn roles(servers: &[(String, u16)]) -> Vec<(String, bool)> {
+/// Each server among `servers` (name, client address and port) that answers, and whether
+/// it leads. One that answers but does not serve (electing, or cut off from the others)
+/// leads nothing, which the role watch must hear: a leader cut off, then elected again once
+/// healed, would otherwise look as if it had led all along. A server that does not answer
+/// is left out.
+pub async fn roles(servers: &[(String, String, u16)]) -> Vec<(String, bool)> {
     let mut roles = Vec::with_capacity(servers.len());
-    for (name, port) in servers {
-        if let Ok(reply) = srvr(*port).await {
+    for (name, host, port) in servers {
+        if let Ok(reply) = srvr_at(host, *port).await {
             roles.push((name.clone(), parse_mode(&reply) == Ok(Mode::Leader)));
         }
     }
     roles
 }
 
-/// The server among `servers` that leads now, as it says itself.
-pub async fn leader(servers: &[(String, u16)]) -> Option<String> {
+/// The server among `servers` (name, client address and port) that leads now, as it says
+/// itself.
+pub async fn leader(servers: &[(String, String, u16)]) -> Option<String> {
     roles(servers)
         .await
         .into_iter()
@@ -617,10 +662,37 @@ mod tests {
 
     #[test]
     fn the_config_names_every_peer_and_turns_the_admin_server_off() {
-        let text = config_text(Path::new("/run/zk-0"), 2181, &[(1, 2), (3, 4), (5, 6)]);
-        assert!(text.contains("server.3=127.0.0.1:5:6\n"), "{text}");
+        let peer = |addr, quorum| Peer {
+            addr,
+            quorum,
+            election: quorum + 1,
+        };
+        let peers = [
+            peer("10.77.0.2", 1),
+            peer("10.77.0.3", 3),
+            peer("10.77.0.4", 5),
+        ];
+        let text = config_text("/run/zk-0", ("10.77.0.2", 2181), &peers);
+        assert!(text.contains("server.3=10.77.0.4:5:6\n"), "{text}");
+        assert!(text.contains("dataDir=/run/zk-0\n"), "{text}");
         assert!(text.contains("admin.enableServer=false\n"));
-        assert!(text.contains("clientPortAddress=127.0.0.1\n"));
+        assert!(text.contains("clientPortAddress=10.77.0.2\n"));
+        assert!(text.contains("clientPort=2181\n"));
         assert!(text.contains("maxSessionTimeout=4000\n"));
+    }
+
+    #[test]
+    fn the_jvm_runs_the_quorum_peer_on_the_config_last() {
+        let args = server_args("a.jar:b.jar".to_string(), "/run/zk-1.conf".to_string());
+        let cp = args.iter().position(|a| a == "-cp").unwrap();
+        assert_eq!(
+            args[cp..],
+            [
+                "-cp",
+                "a.jar:b.jar",
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                "/run/zk-1.conf"
+            ]
+        );
     }
 }

@@ -8,6 +8,7 @@
 //! nodes = [
 //!   "ssh://root@10.0.0.11",
 //!   { url = "ssh://admin@10.0.0.12:2222", ssh_key = "keys/n2", redis_server = "/opt/redis/bin/redis-server" },
+//!   { url = "ssh://root@10.0.0.13", java = "/opt/jdk/bin/java", zookeeper_jar = "/opt/zk/zookeeper.jar" },
 //! ]
 //! ```
 
@@ -73,7 +74,8 @@ mod tests {
     fn hosts_are_urls_or_tables_with_settings_of_their_own() {
         let inventory = parse(
             "ssh_key = \"/etc/hostname\"\nnodes = [\n  \"ssh://root@10.77.0.2\",\n  \
-             { url = \"ssh://db:2222\", ssh_key = \"/etc/hosts\", redis_server = \"/opt/redis-server\" },\n]\n",
+             { url = \"ssh://db:2222\", ssh_key = \"/etc/hosts\", redis_server = \"/opt/redis-server\" },\n  \
+             { url = \"ssh://zk\", java = \"/opt/jdk/bin/java\", zookeeper_jar = \"/opt/zk.jar\" },\n]\n",
         )
         .unwrap();
         let targets = crate::cluster::parse_targets(&inventory.nodes).unwrap();
@@ -85,6 +87,12 @@ mod tests {
             targets[1].redis_server.as_deref(),
             Some("/opt/redis-server")
         );
+        assert_eq!(targets[2].java.as_deref(), Some("/opt/jdk/bin/java"));
+        assert_eq!(targets[2].zookeeper_jar.as_deref(), Some("/opt/zk.jar"));
+        // A table with a host's own settings is written back as one, a bare URL as a URL.
+        let text = serde_json::to_string(&inventory.nodes).unwrap();
+        assert!(text.starts_with("[\"ssh://root@10.77.0.2\","), "{text}");
+        assert!(text.contains("\"zookeeper_jar\":\"/opt/zk.jar\""), "{text}");
     }
 
     #[test]
