@@ -489,36 +489,29 @@ fn parse_topology(text: &str) -> Result<crate::cluster::Topology, String> {
     })
 }
 
-/// `--algorithm`: a known algorithm, or the nearest name for a slip.
+/// `text` as given, unless `unknown` says what is wrong with it (the nearest name for a slip).
+fn known_name(text: &str, unknown: fn(&str) -> Option<String>) -> Result<String, String> {
+    unknown(text).map_or_else(|| Ok(text.to_string()), Err)
+}
+
+/// `--algorithm`: a known algorithm.
 fn parse_algorithm(text: &str) -> Result<String, String> {
-    match crate::workload::spec::unknown_algorithm(text) {
-        None => Ok(text.to_string()),
-        Some(why) => Err(why),
-    }
+    known_name(text, crate::workload::spec::unknown_algorithm)
 }
 
 /// `--nemesis`: a preset or a schedule file (whose errors come when it is read).
 fn parse_nemesis(text: &str) -> Result<String, String> {
-    match crate::presets::unknown_nemesis(text) {
-        None => Ok(text.to_string()),
-        Some(why) => Err(why),
-    }
+    known_name(text, crate::presets::unknown_nemesis)
 }
 
 /// One of `--algorithms`: an algorithm or a workload file.
 fn parse_row(text: &str) -> Result<String, String> {
-    match crate::audit::runner::unknown_row(text) {
-        None => Ok(text.to_string()),
-        Some(why) => Err(why),
-    }
+    known_name(text, crate::audit::runner::unknown_row)
 }
 
 /// One of `--nemeses`: a preset.
 fn parse_preset(text: &str) -> Result<String, String> {
-    match crate::audit::runner::unknown_preset(text) {
-        None => Ok(text.to_string()),
-        Some(why) => Err(why),
-    }
+    known_name(text, crate::audit::runner::unknown_preset)
 }
 
 /// Exit code for a run that could not be carried out (docs/src/reference/exit-codes.md).

@@ -399,15 +399,15 @@ fn find_zookeeper(connections: &[Arc<Ssh>]) -> Result<Vec<ZooKeeperOnHost>, Clus
 /// `work` on each of `items` (with its place) at once, a thread each: each is a handshake
 /// or a command over SSH. The outcomes in order; a thread that panicked, as an error saying
 /// `what` did.
-fn each_at_once<I: Sync, T: Send>(
-    items: &[I],
+fn each_at_once<I: Send, T: Send>(
+    items: impl IntoIterator<Item = I>,
     what: &str,
-    work: impl Fn(usize, &I) -> Result<T, ClusterError> + Sync,
+    work: impl Fn(usize, I) -> Result<T, ClusterError> + Sync,
 ) -> Vec<Result<T, ClusterError>> {
     let work = &work;
     std::thread::scope(|scope| {
         let handles: Vec<_> = items
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(i, item)| scope.spawn(move || work(i, item)))
             .collect();
@@ -832,24 +832,10 @@ impl Hosts {
         planned: Vec<Result<PlannedCut, ClusterError>>,
     ) -> Vec<Result<(), ClusterError>> {
         let connections = &self.connections;
-        let started: Vec<Result<(PlannedCut, Cut), ClusterError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = planned
-                .into_iter()
-                .map(|p| {
-                    scope.spawn(move || {
-                        let p = p?;
-                        let cut = Cut::start(&connections[p.host], &p.what, &p.rules)?;
-                        Ok((p, cut))
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(ClusterError::InvalidSpec("a cut panicked".into())))
-                })
-                .collect()
+        let started = each_at_once(planned, "a cut", |_, p| {
+            let p = p?;
+            let cut = Cut::start(&connections[p.host], &p.what, &p.rules)?;
+            Ok((p, cut))
         });
         started
             .into_iter()
@@ -985,7 +971,7 @@ fn stop_all(servers: Vec<&mut RemoteServer>, grace: Duration, logs: &Path) -> Ve
 
 /// The run's `ssh` folder (control sockets, known_hosts, the masters' logs), kept with the
 /// run; or a private one in the temporary folder, removed at the end, when the run's path
-/// is too long for a socket (108 bytes).
+/// is too long for a socket ([`socket_fits`]).
 fn make_ssh_dir(run: &Path) -> Result<(PathBuf, bool), ClusterError> {
     let in_run = run.join("ssh");
     let absolute = std::path::absolute(&in_run).unwrap_or_else(|_| in_run.clone());
