@@ -24,7 +24,7 @@ use super::member;
 use super::probe;
 use super::process::ChildGuard;
 use super::sentinel::SentinelConf;
-use super::ssh::Ssh;
+use super::ssh::{Ssh, COMMAND_TIMEOUT};
 use crate::shell::quote;
 
 /// How long a stopped or killed server's shell may take to report its end.
@@ -353,8 +353,10 @@ impl RemoteServer {
                 }
             }
         });
-        let begun = Instant::now();
-        let pid = tokio::task::spawn_blocking(move || pid_rx.recv_timeout(READY_TIMEOUT))
+        // The shell echoes the pid right after the fork, so this is one round trip: as much
+        // patience as any command on the host gets (a busy host took over 5 s once). A
+        // session that ends first ends the reader and so this wait.
+        let pid = tokio::task::spawn_blocking(move || pid_rx.recv_timeout(COMMAND_TIMEOUT))
             .await
             .ok()
             .and_then(Result::ok)
@@ -364,7 +366,7 @@ impl RemoteServer {
             return Err(self.start_error("the host's shell never reported the server's pid"));
         };
         self.session = Some(Session { guard, pid, ended });
-        self.wait_ready(begun, check_clock).await
+        self.wait_ready(Instant::now(), check_clock).await
     }
 
     /// Polls until the server answers an authenticated INFO with its own pid, then PING.

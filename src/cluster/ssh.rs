@@ -28,8 +28,9 @@ use super::process::{self, ChildGuard};
 /// How long the master may take to connect and authenticate.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long one multiplexed command may take (a `kill`, a `cat >`, an `rm`).
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long one multiplexed command may take (a `kill`, a `cat >`, an `rm`), and a
+/// server's start to report its pid.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// `ssh://[user@]host[:port]`: where a node runs, and the settings of that host's own.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
