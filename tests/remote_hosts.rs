@@ -6,6 +6,7 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::netns::TestBed;
@@ -68,7 +69,7 @@ fn each_namespace_host_answers_ssh_on_its_own_address_and_is_removed_afterwards(
 
 /// One `lockaudit run` at a time: two runs of 8 clients and their faults at once on a 2-core
 /// machine starve each other (a kill-redis run found nothing once beside a clock-jump one).
-static RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static RUNS: Mutex<()> = Mutex::new(());
 
 /// A spec whose lock servers run on the bed's first `n` hosts.
 fn remote_spec(bed: &TestBed, topology: Topology, n: usize, dir: &Path) -> ClusterSpec {
@@ -715,6 +716,26 @@ fn send(child: &std::process::Child, signal: Signal) {
 }
 
 /// Reads the child's stderr to its end in the background (so a full pipe never blocks it).
+/// Like [`stderr_of`], and what has come so far is readable while the child runs.
+fn stderr_watched(
+    child: &mut std::process::Child,
+) -> (Arc<Mutex<String>>, std::thread::JoinHandle<String>) {
+    let pipe = child.stderr.take().expect("stderr piped");
+    let seen = Arc::new(Mutex::new(String::new()));
+    let so_far = seen.clone();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(pipe)) {
+            let Ok(line) = line else { break };
+            let mut text = so_far.lock().unwrap_or_else(|p| p.into_inner());
+            text.push_str(&line);
+            text.push('\n');
+        }
+        let text = so_far.lock().unwrap_or_else(|p| p.into_inner());
+        text.clone()
+    });
+    (seen, reader)
+}
+
 fn stderr_of(child: &mut std::process::Child) -> std::thread::JoinHandle<String> {
     let mut pipe = child.stderr.take().expect("stderr piped");
     std::thread::spawn(move || {
@@ -1198,7 +1219,6 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there_and_brings_the_logs
         || (0..3).all(|i| !bed.leftovers(i).is_empty()) && history_bytes(&out) >= 1000,
         || "the run did not start".into(),
     );
-    std::thread::sleep(Duration::from_secs(2));
     send(&child, Signal::SIGINT);
     let interrupted = Instant::now();
     let status = child.wait().unwrap();
@@ -1555,7 +1575,7 @@ fn sigterm_with_a_host_gone_silent_says_where_the_run_is_left_on_it() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = stderr_of(&mut child);
+    let (seen, stderr) = stderr_watched(&mut child);
     wait_until(
         Duration::from_secs(30),
         || history_bytes(&out) >= 1000,
@@ -1566,14 +1586,29 @@ fn sigterm_with_a_host_gone_silent_says_where_the_run_is_left_on_it() {
     bed.exec(0, &[&["iptables", "-I"][..], &silence].concat());
     send(&child, Signal::SIGTERM);
     let interrupted = Instant::now();
+    // A second signal while the logs are fetched skips the wait for a host that is silent.
+    wait_until(
+        Duration::from_secs(30),
+        || {
+            seen.lock()
+                .unwrap()
+                .contains("bringing the servers' logs back")
+        },
+        || format!("no word of the logs: {}", seen.lock().unwrap()),
+    );
+    send(&child, Signal::SIGTERM);
     let status = child.wait().unwrap();
     println!(
-        "SIGTERM to exit, the host silent: {:?}",
+        "two SIGTERMs to exit, the host silent: {:?}",
         interrupted.elapsed()
     );
     let stderr = stderr.join().unwrap();
     assert_eq!(status.code(), Some(143), "{status:?}\n{stderr}");
     println!("{stderr}");
+    assert!(
+        stderr.contains("interrupted again: not waiting for the logs"),
+        "{stderr}"
+    );
     let left: Vec<_> = std::fs::read_dir(dir.path().join("hosts"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -11,13 +11,14 @@ use super::registry::{begin_exit, kill_all};
 
 /// How long Ctrl-C waits for the work that needs the children (`on_exit`) before killing
 /// them: fetching the logs on hosts is two SSH round trips, which took more than 2 s on a
-/// loaded 2-core machine (CI with four test streams fetched none of five logs in 2 s).
-const ON_EXIT_DEADLINE: Duration = Duration::from_secs(5);
+/// loaded 2-core machine (CI with four test streams fetched none of five logs in 2 s), so
+/// it gets the patience of any command on a host. A second Ctrl-C skips the wait.
+const ON_EXIT_DEADLINE: Duration = super::ssh::COMMAND_TIMEOUT;
 
 /// Installs, once per process, the two last-resort cleanups (guards' `Drop` is the first):
 ///
 /// - SIGINT, SIGTERM, SIGHUP: the jobs registered in `on_exit` run (at most
-///   [`ON_EXIT_DEADLINE`]), then every registered child is resumed, SIGKILLed and reaped,
+///   [`ON_EXIT_DEADLINE`]; a second signal skips them), then every registered child is resumed, SIGKILLed and reaped,
 ///   then the jobs registered with `on_exit::register_after_stop` (a run checks the history
 ///   recorded so far and writes its report marked interrupted; a second signal cuts them
 ///   short), then the temporary files of writes under way are removed (`outfile`), and the
@@ -72,10 +73,46 @@ fn try_install_cleanup_handlers() -> io::Result<()> {
                     _ = hup.recv() => Signal::SIGHUP,
                 }
             });
-            // First what needs the children alive (the logs on hosts, over ssh), bounded.
+            // First what needs the children alive (the logs on hosts, over ssh), bounded,
+            // in a thread of its own: a second signal skips it.
             begin_exit();
-            on_exit::run_all(Instant::now() + ON_EXIT_DEADLINE);
+            let mut skipped = None;
+            if on_exit::any() {
+                crate::note!(
+                    "lockaudit: interrupted ({}): bringing the servers' logs back from the hosts \
+                     (at most {}s; interrupt again to skip)",
+                    signal.as_str(),
+                    ON_EXIT_DEADLINE.as_secs()
+                );
+                let (fetched, fetching) = tokio::sync::oneshot::channel::<()>();
+                let spawned = std::thread::Builder::new()
+                    .name("lockaudit-on-exit".into())
+                    .spawn(move || {
+                        on_exit::run_all(Instant::now() + ON_EXIT_DEADLINE);
+                        let _ = fetched.send(());
+                    });
+                if spawned.is_ok() {
+                    skipped = runtime.block_on(async {
+                        let mut fetching = fetching;
+                        tokio::select! {
+                            _ = &mut fetching => return None,
+                            _ = int.recv() => {}
+                            _ = term.recv() => {}
+                            _ = hup.recv() => {}
+                        }
+                        crate::note!("lockaudit: interrupted again: not waiting for the logs");
+                        Some(fetching)
+                    });
+                }
+            }
             let killed = kill_all(Duration::from_secs(3), true);
+            if let Some(fetching) = skipped {
+                // With the ssh connections gone the skipped jobs end at once, saying which
+                // host keeps what: give them a moment to say it.
+                runtime.block_on(async {
+                    let _ = tokio::time::timeout(Duration::from_secs(2), fetching).await;
+                });
+            }
             match killed {
                 0 => crate::note!("lockaudit: interrupted ({})", signal.as_str()),
                 _ => crate::note!(

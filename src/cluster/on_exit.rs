@@ -68,6 +68,11 @@ pub fn run_after_stop(signal: &'static str) {
     }
 }
 
+/// Whether any job is registered (a run over hosts is under way).
+pub fn any() -> bool {
+    !JOBS.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+}
+
 /// Runs every job at once and returns when all are done or at `deadline`, whichever comes
 /// first (a job still running is left to die with the process).
 pub fn run_all(deadline: Instant) {

@@ -376,10 +376,23 @@ impl Ssh {
             .is_ok_and(|s| s.success())
     }
 
-    /// ssh over the master's socket, without the destination and command yet.
+    /// The master's last words (its log), or that it said nothing.
+    fn master_said(&self) -> String {
+        let log = self.socket.with_extension("log");
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        match text.lines().rev().find(|l| !l.trim().is_empty()) {
+            Some(line) => format!("it said: {}", line.trim()),
+            None => "it said nothing".into(),
+        }
+    }
+
+    /// ssh over the master's socket, without the destination and command yet. Only over
+    /// it: with the master gone, ssh would quietly open a connection of its own, which on a
+    /// silent host hangs for `ConnectTimeout` (Ctrl-C's log rescue waited on one); a
+    /// `ProxyCommand` that fails makes that fallback fail at once.
     fn command(&self) -> Command {
         let mut cmd = base_command(&self.target, &self.options, &self.socket);
-        cmd.args(["-o", "ControlMaster=no"]);
+        cmd.args(["-o", "ControlMaster=no", "-o", "ProxyCommand=false"]);
         cmd
     }
 
@@ -457,6 +470,14 @@ impl Ssh {
         let stderr = err.join().unwrap_or_default();
         match status {
             Some(status) if status.success() => Ok(stdout),
+            Some(_) if master_gone(&stderr) => Err(self.error(
+                action,
+                format!(
+                    "the SSH connection to the host is gone: lockaudit's master connection \
+                     ended ({})",
+                    self.master_said()
+                ),
+            )),
             Some(status) => Err(self.error(
                 action,
                 format!("{status}: {}", stderr.trim())
@@ -494,6 +515,12 @@ impl Ssh {
             .stderr(Stdio::null());
         process::spawn(name, cmd).map_err(|e| self.error(format!("start {name}"), e.to_string()))
     }
+}
+
+/// Whether a command's ssh found no master behind the socket (gone before the command, or
+/// while it ran) rather than an answer from the host.
+fn master_gone(stderr: &str) -> bool {
+    stderr.contains("Control socket connect(") || stderr.contains("read from master failed")
 }
 
 /// What to tell the user when ssh refused the host's key (None: it was something else):
