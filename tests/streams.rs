@@ -150,13 +150,14 @@ fn head_reads_the_run_folder_first_and_the_run_ends_as_its_verdict_says() {
 }
 
 /// A run whose servers cannot be reached (here a port that refuses) made its folder for
-/// nothing: the folder goes, and stderr says so. A folder the user made stays as it was.
+/// nothing: the folder goes, with the `results/` it made for it, and stderr says so. A
+/// folder the user made stays as it was.
 #[test]
 fn a_run_that_cannot_start_removes_the_folder_it_made() {
     let dir = tempfile::tempdir().unwrap();
     let (_socket, addr) = common::refusing_port();
     let url = format!("redis://{addr}");
-    let out = dir.path().join("run");
+    let out = dir.path().join("results/run");
     let output = lockaudit()
         .args(["run", "--seed", "1", "--time-limit", "1s", "--redis", &url])
         .arg("--out")
@@ -166,6 +167,7 @@ fn a_run_that_cannot_start_removes_the_folder_it_made() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(3), "{stderr}");
     assert!(!out.exists(), "{stderr}");
+    assert!(!dir.path().join("results").exists(), "{stderr}");
     assert!(
         stderr.contains(&format!("lockaudit: removed {}: ", out.display())),
         "{stderr}"

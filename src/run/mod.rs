@@ -198,10 +198,10 @@ fn unused_name(root: &Path, name: &str) -> String {
 /// folder. A run that cannot be carried out removes the folder it made unless something
 /// in it is worth keeping (`unstarted`).
 pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
-    let existed = plan.dir.exists();
+    let made = unstarted::to_be_made(&plan.dir);
     let result = run_in_folder(plan).await;
     if result.is_err() {
-        unstarted::tidy(&plan.dir, existed);
+        unstarted::tidy(&plan.dir, made.as_deref());
     }
     result
 }
