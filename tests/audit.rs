@@ -520,7 +520,25 @@ fn a_zookeeper_cell_runs_with_no_cell_beside_it() {
         .arg(&out)
         .output()
         .expect("runs");
-    let stdout = assert_exit(&output, 0);
+    // What matters here is when each cell ran, not its verdict: on a machine busy enough
+    // that the servers answer late, a cell may find `unavailable` (seen once in CI), a
+    // correct outcome of that run. Each cell must have run to a verdict, though.
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let statuses: Vec<_> = audit_json(&out)["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        statuses.len() == 3 && statuses.iter().all(|s| s == "pass" || s == "differs"),
+        "{statuses:?}\n{stdout}"
+    );
     let spans = cell_spans(&out);
     let zk = spans.iter().find(|s| s.0 == "zk-lock").expect("zk-lock");
     for other in spans.iter().filter(|s| s.0 != "zk-lock") {
