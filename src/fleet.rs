@@ -145,7 +145,7 @@ impl Fleet {
                 path: log_path.display().to_string(),
                 error,
             })?;
-        let mut command = Command::new(exe);
+        let mut command = Command::new(&exe);
         command
             .arg("worker")
             .arg("--run")
@@ -159,8 +159,10 @@ impl Fleet {
             .process_group(0);
         // Registered as it is spawned, and refused once a Ctrl-C has begun the shutdown:
         // no worker starts after the cleanup has stopped the others.
-        let mut child = cluster::spawn_foreign(|| command.spawn(), Child::id)
-            .map_err(|e| FleetError::Setup(format!("cannot start a worker: {e}")))?;
+        let mut child = cluster::spawn_foreign(|| command.spawn(), Child::id).map_err(|e| {
+            // Workers are this program again: gone if it was rebuilt or removed meanwhile.
+            FleetError::Setup(format!("cannot start a worker ({}): {e}", exe.display()))
+        })?;
         let pid = child.id();
         let mut stdin = child
             .stdin
