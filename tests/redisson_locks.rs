@@ -404,7 +404,7 @@ async fn fair_lock_renews_and_a_waiter_that_gives_up_leaves_the_queue() {
     ok(&waiter.acquire(key).await, "free");
 }
 
-fn run_valid(algorithm: &str) {
+fn run_valid(algorithm: &str, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
@@ -419,6 +419,7 @@ fn run_valid(algorithm: &str) {
             "--out",
         ])
         .arg(&out)
+        .args(extra)
         .output()
         .expect("run lockaudit");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -449,10 +450,14 @@ fn run_valid(algorithm: &str) {
 
 #[test]
 fn a_fault_free_rw_lock_run_is_valid() {
-    run_valid("rw-lock");
+    run_valid("rw-lock", &[]);
 }
 
 #[test]
 fn a_fault_free_fair_lock_run_is_valid() {
-    run_valid("fair-lock");
+    // An invoke is timed before its request leaves the worker; on a busy machine the
+    // scheduler can hold a worker back longer than the default 10 ms tolerance (13 ms beside
+    // two CPU hogs in CI), and the later invoke reaches the queue first, which no history
+    // tells from a queue jump. 100 ms is the tolerance for a busy machine.
+    run_valid("fair-lock", &["--fairness-tolerance", "100ms"]);
 }
