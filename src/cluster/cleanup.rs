@@ -18,8 +18,8 @@ const ON_EXIT_DEADLINE: Duration = super::ssh::COMMAND_TIMEOUT;
 /// Installs, once per process, the two last-resort cleanups (guards' `Drop` is the first):
 ///
 /// - SIGINT, SIGTERM, SIGHUP: the jobs registered in `on_exit` run (at most
-///   [`ON_EXIT_DEADLINE`]; a second signal skips them), then every registered child is resumed, SIGKILLed and reaped,
-///   then the jobs registered with `on_exit::register_after_stop` (a run checks the history
+///   [`ON_EXIT_DEADLINE`]; a second signal skips them), then every registered child is
+///   resumed, SIGKILLed and reaped, then the jobs registered with `on_exit::register_after_stop` (a run checks the history
 ///   recorded so far and writes its report marked interrupted; a second signal cuts them
 ///   short), then the temporary files of writes under way are removed (`outfile`), and the
 ///   process exits with 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM). The
