@@ -46,6 +46,7 @@ import json
 import math
 import os
 import sys
+import time
 
 # etcd3 0.12.0's generated protobuf modules predate protoc 3.19: with protobuf >= 4 their
 # import fails ("Descriptors cannot be created directly") unless protobuf uses its pure-Python
@@ -93,9 +94,10 @@ def unsupported(req):
 
 
 class Connection:
-    """One etcd3 client to one member, made on first use: the constructor authenticates, and
-    a member that is down at init (a restarted adapter during a member kill) must not stop
-    the run; the request that finds it down fails (nothing was sent)."""
+    """One etcd3 client to one member, made at init (the constructor authenticates), or on
+    first use if the member did not answer by then: a member that is down at init (a
+    restarted adapter during a member kill) must not stop the run; the request that finds
+    it down fails (nothing was sent)."""
 
     def __init__(self, init, options):
         nodes = init.get("nodes") or []
@@ -109,6 +111,22 @@ class Connection:
         self.password = self.node.get("password")
         self.timeout = float(options.get("timeout", 1.0))
         self.client = None
+
+    def connect_at_start(self, patience):
+        """Makes the client before any lock request, as an application does at its start:
+        tries for up to `patience` seconds, because on a busy machine a member can take
+        longer than one call's timeout to answer the first Authenticate (every first
+        acquire of a run once failed so, and counted against the lock). A member still
+        down by then is left to the first request, as before."""
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                return self.get()
+            except (etcd_exceptions.Etcd3Exception, grpc.RpcError) as e:
+                if time.monotonic() >= deadline:
+                    log(f"not connected at start ({describe(e)}): the first request tries again")
+                    return None
+                time.sleep(0.1)
 
     def get(self):
         if self.client is None:
@@ -165,6 +183,8 @@ def main():
         try:
             if kind == "init":
                 conn = Connection(req, req.get("options") or {})
+                # Within lockaudit's init timeout (10 s here, interpreter start included).
+                conn.connect_at_start(patience=5.0)
                 reply(
                     rid,
                     "init_ok",
