@@ -715,7 +715,6 @@ fn send(child: &std::process::Child, signal: Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
 }
 
-/// Reads the child's stderr to its end in the background (so a full pipe never blocks it).
 /// Like [`stderr_of`], and what has come so far is readable while the child runs.
 fn stderr_watched(
     child: &mut std::process::Child,
@@ -736,6 +735,7 @@ fn stderr_watched(
     (seen, reader)
 }
 
+/// Reads the child's stderr to its end in the background (so a full pipe never blocks it).
 fn stderr_of(child: &mut std::process::Child) -> std::thread::JoinHandle<String> {
     let mut pipe = child.stderr.take().expect("stderr piped");
     std::thread::spawn(move || {
