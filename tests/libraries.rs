@@ -125,7 +125,9 @@ fn a_short_audit_of_the_ready_adapters_meets_their_expectations() {
     );
     // node-redlock's using() checks its lock's expiry against Date.now(): with the adapter's
     // wall clock skewed ahead, it drops a lock whose validity still runs. python-redis-lock,
-    // which leaves expiry to the server, stays valid under the same skew.
+    // which leaves expiry to the server, loses no lock inside its lease under the same skew
+    // (on a busy machine, a renewal slowed by libfaketime can come after the lease: the
+    // overlap that follows is allowed, see its workload).
     let skewed = |row: &str| {
         cells
             .iter()
@@ -140,7 +142,11 @@ fn a_short_audit_of_the_ready_adapters_meets_their_expectations() {
     // (pottery, also server-timed, is not asserted here: see the note on its clock-skew
     // expectation in examples/adapters/pottery.toml.)
     let row = "python-redis-lock-renewal.toml";
-    assert!(skewed(row).is_empty(), "{row}: {:?}\n{matrix}", skewed(row));
+    assert!(
+        !skewed(row).contains(&"lost-lock".to_string()),
+        "{row}: {:?}\n{matrix}",
+        skewed(row)
+    );
 }
 
 /// One cell of an audit's `audit.json`.
