@@ -33,6 +33,16 @@ fn assert_no_panic(output: &Output) {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// stdout as one JSON document, which must be `file`'s own text, not a second shape of it.
+fn printed_as(output: &Output, file: &Path) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let printed = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    assert_eq!(stdout, text);
+    printed
+}
+
 /// The exit code report.json's verdict stands for.
 fn verdict_code(report: &Value) -> i32 {
     match report["valid"].as_bool() {
@@ -53,13 +63,8 @@ fn run_json_prints_report_json_alone_and_the_rest_on_stderr() {
         .arg(&out)
         .output()
         .expect("run lockaudit");
-    let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let printed: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
-    // The file's own text, not a second shape of it.
-    let file = std::fs::read_to_string(out.join("report.json")).expect("report.json");
-    assert_eq!(stdout, file);
+    let printed = printed_as(&output, &out.join("report.json"));
     // The exit code is the verdict's, as without --json.
     assert_eq!(
         output.status.code(),
@@ -87,12 +92,8 @@ fn audit_json_prints_audit_json_alone_and_the_cells_on_stderr() {
         .arg(&out)
         .output()
         .expect("run lockaudit");
-    let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let printed: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
-    let file = std::fs::read_to_string(out.join("audit.json")).expect("audit.json");
-    assert_eq!(stdout, file);
+    let printed = printed_as(&output, &out.join("audit.json"));
     let passed = printed["passed"].as_bool().expect("passed");
     assert_eq!(output.status.code(), Some(if passed { 0 } else { 1 }));
     assert!(stderr.contains("[  1/1] set-nx-px × none: "), "{stderr}");
