@@ -281,7 +281,7 @@ impl Ssh {
         index: usize,
     ) -> Result<Ssh, ClusterError> {
         let socket = options.dir.join(format!("m{index}"));
-        let log_path = options.dir.join(format!("m{index}.log"));
+        let log_path = master_log(&socket);
         let log = std::fs::File::create(&log_path)
             .map_err(|e| ClusterError::io("create", &log_path, e))?;
         let _ = std::fs::remove_file(&socket);
@@ -378,8 +378,7 @@ impl Ssh {
 
     /// The master's last words (its log), or that it said nothing.
     fn master_said(&self) -> String {
-        let log = self.socket.with_extension("log");
-        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let text = std::fs::read_to_string(master_log(&self.socket)).unwrap_or_default();
         match text.lines().rev().find(|l| !l.trim().is_empty()) {
             Some(line) => format!("it said: {}", line.trim()),
             None => "it said nothing".into(),
@@ -515,6 +514,11 @@ impl Ssh {
             .stderr(Stdio::null());
         process::spawn(name, cmd).map_err(|e| self.error(format!("start {name}"), e.to_string()))
     }
+}
+
+/// The master's log beside its socket (`m0` → `m0.log`).
+fn master_log(socket: &Path) -> PathBuf {
+    socket.with_extension("log")
 }
 
 /// Whether a command's ssh found no master behind the socket (gone before the command, or
