@@ -15,6 +15,62 @@ use super::registry::{begin_exit, kill_all};
 /// it gets the patience of any command on a host. A second Ctrl-C skips the wait.
 const ON_EXIT_DEADLINE: Duration = super::ssh::COMMAND_TIMEOUT;
 
+/// The signals that interrupt lockaudit.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Inside a runtime's context.
+    fn register() -> io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next of them to arrive.
+    async fn next(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.int.recv() => Signal::SIGINT,
+            _ = self.term.recv() => Signal::SIGTERM,
+            _ = self.hup.recv() => Signal::SIGHUP,
+        }
+    }
+}
+
+/// Runs `work` in a thread named `name` until it is done or another signal arrives: None
+/// once done (or if no thread could be started: nothing to wait for), else what reports the
+/// work's end, still under way.
+fn until_done_or_signalled(
+    runtime: &tokio::runtime::Runtime,
+    signals: &mut Signals,
+    name: &str,
+    work: impl FnOnce() + Send + 'static,
+) -> Option<tokio::sync::oneshot::Receiver<()>> {
+    let (done, ended) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            work();
+            let _ = done.send(());
+        });
+    if spawned.is_err() {
+        return None;
+    }
+    runtime.block_on(async {
+        let mut ended = ended;
+        tokio::select! {
+            _ = &mut ended => None,
+            _ = signals.next() => Some(ended),
+        }
+    })
+}
+
 /// Installs, once per process, the two last-resort cleanups (guards' `Drop` is the first):
 ///
 /// - SIGINT, SIGTERM, SIGHUP: the jobs registered in `on_exit` run (at most
@@ -50,29 +106,18 @@ fn try_install_cleanup_handlers() -> io::Result<()> {
     if *installed {
         return Ok(());
     }
-    use tokio::signal::unix::{signal, SignalKind};
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     // Registered here, before returning, so that a signal arriving right after is caught.
-    let (mut int, mut term, mut hup) = {
+    let mut signals = {
         let _context = runtime.enter();
-        (
-            signal(SignalKind::interrupt())?,
-            signal(SignalKind::terminate())?,
-            signal(SignalKind::hangup())?,
-        )
+        Signals::register()?
     };
     std::thread::Builder::new()
         .name("lockaudit-signals".into())
         .spawn(move || {
-            let signal = runtime.block_on(async {
-                tokio::select! {
-                    _ = int.recv() => Signal::SIGINT,
-                    _ = term.recv() => Signal::SIGTERM,
-                    _ = hup.recv() => Signal::SIGHUP,
-                }
-            });
+            let signal = runtime.block_on(signals.next());
             // First what needs the children alive (the logs on hosts, over ssh), bounded,
             // in a thread of its own: a second signal skips it.
             begin_exit();
@@ -84,25 +129,12 @@ fn try_install_cleanup_handlers() -> io::Result<()> {
                     signal.as_str(),
                     ON_EXIT_DEADLINE.as_secs()
                 );
-                let (fetched, fetching) = tokio::sync::oneshot::channel::<()>();
-                let spawned = std::thread::Builder::new()
-                    .name("lockaudit-on-exit".into())
-                    .spawn(move || {
-                        on_exit::run_all(Instant::now() + ON_EXIT_DEADLINE);
-                        let _ = fetched.send(());
+                skipped =
+                    until_done_or_signalled(&runtime, &mut signals, "lockaudit-on-exit", || {
+                        on_exit::run_all(Instant::now() + ON_EXIT_DEADLINE)
                     });
-                if spawned.is_ok() {
-                    skipped = runtime.block_on(async {
-                        let mut fetching = fetching;
-                        tokio::select! {
-                            _ = &mut fetching => return None,
-                            _ = int.recv() => {}
-                            _ = term.recv() => {}
-                            _ = hup.recv() => {}
-                        }
-                        crate::note!("lockaudit: interrupted again: not waiting for the logs");
-                        Some(fetching)
-                    });
+                if skipped.is_some() {
+                    crate::note!("lockaudit: interrupted again: not waiting for the logs");
                 }
             }
             let killed = kill_all(Duration::from_secs(3), true);
@@ -122,24 +154,13 @@ fn try_install_cleanup_handlers() -> io::Result<()> {
             }
             // Then what the command can save of its work (a run's report of the history
             // so far), in a thread of its own: a second signal ends the process at once.
-            let (saved, saving) = tokio::sync::oneshot::channel::<()>();
             let name = signal.as_str();
-            let spawned = std::thread::Builder::new()
-                .name("lockaudit-interrupted".into())
-                .spawn(move || {
-                    on_exit::run_after_stop(name);
-                    let _ = saved.send(());
+            let cut =
+                until_done_or_signalled(&runtime, &mut signals, "lockaudit-interrupted", || {
+                    on_exit::run_after_stop(name)
                 });
-            if spawned.is_ok() {
-                runtime.block_on(async {
-                    tokio::select! {
-                        _ = saving => return,
-                        _ = int.recv() => {}
-                        _ = term.recv() => {}
-                        _ = hup.recv() => {}
-                    }
-                    crate::note!("lockaudit: interrupted again: exiting at once");
-                });
+            if cut.is_some() {
+                crate::note!("lockaudit: interrupted again: exiting at once");
             }
             // Nothing half written stays behind (the files under way are written under
             // temporary names, `outfile`).
