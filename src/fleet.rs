@@ -11,19 +11,20 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::cluster;
 use crate::history::{EventType, Process, RecordedLine};
-use crate::nemesis::workers::{Remains, WorkerState, Workers};
+use crate::nemesis::workers::{worker_name, Remains, WorkerState, Workers};
 use crate::workload::controls::WorkerCommand;
-use crate::workload::sink;
+use crate::workload::sink::{self, WorkerNote};
 use crate::workload::worker::WorkerConfig;
 
 /// Why the fleet could not start a worker.
@@ -51,6 +52,12 @@ struct Ledger {
     last_event_ns: Option<i64>,
     /// When the worker said it was killing itself (a crash point).
     died_at_ns: Option<i64>,
+    /// When its output ended (run ns): it was dead by then.
+    exited_at_ns: Option<i64>,
+    /// What it said of its clients' start: how many connected, or why one could not.
+    ready: Option<Result<usize, String>>,
+    /// When it stopped recording, at the run's stop (`WorkerNote::Stopped`).
+    stopped_at_ns: Option<i64>,
 }
 
 impl Ledger {
@@ -87,8 +94,22 @@ struct Handle {
     pid: Option<u32>,
     stdin: Option<ChildStdin>,
     ledger: Arc<Mutex<Ledger>>,
+    /// Changes whenever the pump notes something of the worker's start or stop; closed
+    /// when the worker has exited.
+    changes: watch::Receiver<()>,
     /// Pumps stdout, then waits for the child; ends when the process has exited.
     task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A worker that died without being killed by the nemesis, found at the run's stop: for the
+/// controller to record (a `kill` and an `info` for each pending operation), with why.
+#[derive(Debug)]
+pub struct Death {
+    pub worker: usize,
+    pub remains: Remains,
+    pub cause: &'static str,
+    /// The earliest it may have died (run ns), given how it was found.
+    pub earliest_ns: i64,
 }
 
 /// The run's workers.
@@ -98,6 +119,8 @@ pub struct Fleet {
     /// Each worker's number is sent here when its process has exited (for whatever reason).
     exits: mpsc::UnboundedSender<usize>,
     workers: Vec<Handle>,
+    /// The run's clock once it has started (`go`); the pumps time exits on it.
+    base_ns: Arc<AtomicI64>,
 }
 
 impl Fleet {
@@ -113,6 +136,7 @@ impl Fleet {
             events,
             exits,
             workers: Vec::new(),
+            base_ns: Arc::new(AtomicI64::new(0)),
         };
         for config in configs {
             let handle = fleet.spawn(config).await?;
@@ -179,12 +203,17 @@ impl Fleet {
             .take()
             .ok_or_else(|| FleetError::Setup("a worker has no stdout".into()))?;
         let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let (changed, changes) = watch::channel(());
         let task = tokio::spawn(pump(
             child,
             stdout,
-            config.worker,
-            config.total_slots,
-            ledger.clone(),
+            Pumped {
+                worker: config.worker,
+                total_slots: config.total_slots,
+                ledger: ledger.clone(),
+                changed,
+                base_ns: self.base_ns.clone(),
+            },
             self.events.clone(),
             self.exits.clone(),
         ));
@@ -195,8 +224,61 @@ impl Fleet {
             // Stdin stays open: the worker stops when it closes, that is, when we are gone.
             stdin: Some(stdin),
             ledger,
+            changes,
             task: Some(task),
         })
+    }
+
+    /// Waits until every worker has connected its clients (`WorkerConfig::await_go`), for
+    /// at most `limit`. The error says which worker could not, and why: a client's own
+    /// error, the worker's end, or the time it took.
+    pub async fn await_ready(&mut self, limit: Duration) -> Result<(), String> {
+        let until = tokio::time::Instant::now() + limit;
+        for (w, handle) in self.workers.iter_mut().enumerate() {
+            loop {
+                match lock(&handle.ledger).ready.clone() {
+                    Some(Ok(_)) => break,
+                    Some(Err(why)) => return Err(format!("{}: {why}", worker_name(w))),
+                    None => {}
+                }
+                match tokio::time::timeout_at(until, handle.changes.changed()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) if lock(&handle.ledger).ready.is_some() => {}
+                    Ok(Err(_)) => {
+                        let log = self.dir.join(format!("{}.log", worker_name(w)));
+                        return Err(format!(
+                            "{} ended before its clients were ready{}",
+                            worker_name(w),
+                            last_lines(&log)
+                        ));
+                    }
+                    Err(_) => {
+                        return Err(format!(
+                            "{}'s clients were not ready within {} s",
+                            worker_name(w),
+                            limit.as_secs()
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts every worker's clients on the run's clock, whose zero is `base_ns`. A worker
+    /// restarted later starts at once, on the same clock.
+    pub async fn go(&mut self, base_ns: i64) {
+        self.base_ns.store(base_ns, Ordering::SeqCst);
+        for w in 0..self.workers.len() {
+            self.workers[w].config.base_ns = base_ns;
+            self.workers[w].config.await_go = false;
+            self.command(w, &WorkerCommand::Go { base_ns }).await;
+        }
+    }
+
+    /// The run's clock, once `go` has started it.
+    fn now_ns(&self) -> i64 {
+        crate::clock::monotonic_ns() - self.base_ns.load(Ordering::SeqCst)
     }
 
     fn set_paused(&mut self, worker: usize, paused: bool) -> bool {
@@ -221,30 +303,103 @@ impl Fleet {
         }
     }
 
-    /// Closes every worker's stdin: each stops at once, mid-operation (its pending
-    /// operations stay without completion: the run was cut short).
-    pub fn close_inputs(&mut self) {
-        for handle in &mut self.workers {
-            handle.stdin = None;
-        }
-    }
-
-    /// Waits for the workers to end on their own until `limit` from now, then kills the
-    /// stragglers. Returns how many had to be killed.
-    pub async fn finish(&mut self, limit: Duration) -> usize {
+    /// Ends the run's workers, so that the history says what happened up to its last
+    /// event: workers may first end on their own until `limit` from now (their clients stop
+    /// at the deadline and finish the cycle under way); then every one still running stops
+    /// recording (`WorkerCommand::Stop`) and says so, keeping its connections, and only
+    /// when all have stopped are their inputs closed and their sessions ended. No client's
+    /// session ends while another client is still recorded, whichever way the run stops.
+    ///
+    /// Returns the workers that died meanwhile (a crash point reached at the end, a worker
+    /// that hung and was killed, one that crashed), for the controller to record.
+    pub async fn finish(&mut self, limit: Duration) -> Vec<Death> {
         let until = tokio::time::Instant::now() + limit;
-        let mut stragglers = 0;
         for handle in &mut self.workers {
+            if let Some(task) = handle.task.as_mut() {
+                if tokio::time::timeout_at(until, &mut *task).await.is_ok() {
+                    handle.task = None;
+                }
+            }
+        }
+        let mut deaths = Vec::new();
+        // Those still running stop recording, all at once.
+        for w in 0..self.workers.len() {
+            if self.workers[w].task.is_some() {
+                self.command(w, &WorkerCommand::Stop).await;
+            }
+        }
+        let until = tokio::time::Instant::now() + STOP_PATIENCE;
+        for w in 0..self.workers.len() {
+            let handle = &mut self.workers[w];
             let Some(task) = handle.task.as_mut() else {
                 continue;
             };
-            if tokio::time::timeout_at(until, &mut *task).await.is_err() {
-                stragglers += 1;
-                if let Some(pid) = handle.pid {
-                    let _ = signal_group(pid, Signal::SIGCONT);
-                    let _ = signal_group(pid, Signal::SIGKILL);
+            let stopped = loop {
+                if lock(&handle.ledger).stopped_at_ns.is_some() {
+                    break true;
                 }
-                let _ = task.await;
+                match tokio::time::timeout_at(until, handle.changes.changed()).await {
+                    Ok(Ok(())) => {}
+                    // Ended (its pump has read all it wrote, and is reaping it).
+                    Ok(Err(_)) => {
+                        let _ = (&mut *task).await;
+                        handle.task = None;
+                        break lock(&handle.ledger).stopped_at_ns.is_some();
+                    }
+                    Err(_) => break false,
+                }
+            };
+            // Died before it could stop (a crash point, a crash): recorded below.
+            if !stopped && handle.task.is_some() {
+                // Hung (or still frozen): killed, and recorded as killed from the signal on.
+                let earliest_ns = self.now_ns();
+                tracing::warn!("{} did not stop recording; killing it", worker_name(w));
+                let remains = Workers::kill(self, w).await;
+                deaths.push(Death {
+                    worker: w,
+                    remains,
+                    cause: "it did not stop when the run did, and was killed",
+                    earliest_ns,
+                });
+            }
+        }
+        // Every worker that ended unasked is dead, whatever it left: record it.
+        for w in 0..self.workers.len() {
+            let handle = &self.workers[w];
+            if handle.task.as_ref().is_some_and(|t| !t.is_finished())
+                || matches!(handle.state, WorkerState::Dead | WorkerState::Finished)
+            {
+                continue;
+            }
+            let clean = {
+                let ledger = lock(&handle.ledger);
+                ledger.exit_code == Some(0) && ledger.died_at_ns.is_none()
+            };
+            if !clean {
+                let earliest_ns = self.now_ns();
+                let remains = Workers::reap(self, w).await;
+                deaths.push(Death {
+                    worker: w,
+                    remains,
+                    cause: "it died while the run was ending",
+                    earliest_ns,
+                });
+            }
+        }
+        // Every worker has stopped recording or ended: now their connections may close.
+        for handle in &mut self.workers {
+            handle.stdin = None;
+        }
+        let until = tokio::time::Instant::now() + STOP_PATIENCE;
+        for handle in &mut self.workers {
+            if let Some(task) = handle.task.as_mut() {
+                if tokio::time::timeout_at(until, &mut *task).await.is_err() {
+                    if let Some(pid) = handle.pid {
+                        let _ = signal_group(pid, Signal::SIGCONT);
+                        let _ = signal_group(pid, Signal::SIGKILL);
+                    }
+                    let _ = task.await;
+                }
             }
             handle.task = None;
             handle.stdin = None;
@@ -255,8 +410,24 @@ impl Fleet {
                 cluster::unregister_child(pid);
             }
         }
-        stragglers
+        deaths
     }
+}
+
+/// How long a worker may take to stop recording, or to exit once its input closed.
+const STOP_PATIENCE: Duration = Duration::from_secs(5);
+
+/// The last lines of a worker's log, to quote in an error (empty if there are none).
+fn last_lines(log: &Path) -> String {
+    let Ok(text) = std::fs::read_to_string(log) else {
+        return String::new();
+    };
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let tail = &lines[lines.len().saturating_sub(5)..];
+    format!(" ({}: {})", log.display(), tail.join(" | "))
 }
 
 /// How the nemesis acts on the workers.
@@ -342,6 +513,7 @@ impl Workers for Fleet {
                 .collect(),
             last_event_ns: ledger.last_event_ns,
             died_at_ns: ledger.died_at_ns,
+            exited_at_ns: ledger.exited_at_ns,
         };
         ledger.current.clear();
         remains
@@ -425,22 +597,49 @@ fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// What the pump of one worker keeps up to date.
+struct Pumped {
+    worker: usize,
+    total_slots: u64,
+    ledger: Arc<Mutex<Ledger>>,
+    /// Told of each note the worker writes; dropped (closed) when it has exited.
+    changed: watch::Sender<()>,
+    base_ns: Arc<AtomicI64>,
+}
+
 /// Copies the worker's event lines to the recorder, keeping the ledger; when its output
 /// closes, waits for the process and announces the exit.
 async fn pump(
     mut child: Child,
     stdout: tokio::process::ChildStdout,
-    worker: usize,
-    total_slots: u64,
-    ledger: Arc<Mutex<Ledger>>,
+    pumped: Pumped,
     events: mpsc::UnboundedSender<RecordedLine>,
     exits: mpsc::UnboundedSender<usize>,
 ) {
+    let Pumped {
+        worker,
+        total_slots,
+        ledger,
+        changed,
+        base_ns,
+    } = pumped;
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         // The worker's last word before a crash point: its death time, for the controller.
         if let Some(at) = sink::died_at(&line) {
             lock(&ledger).died_at_ns = Some(at);
+            continue;
+        }
+        if let Some(note) = WorkerNote::read(&line) {
+            {
+                let mut ledger = lock(&ledger);
+                match note {
+                    WorkerNote::Ready { clients } => ledger.ready = Some(Ok(clients)),
+                    WorkerNote::NotReady { why } => ledger.ready = Some(Err(why)),
+                    WorkerNote::Stopped { at_ns } => ledger.stopped_at_ns = Some(at_ns),
+                }
+            }
+            changed.send_replace(());
             continue;
         }
         // Parsed here once: the ledger, the recorder and the online checker read the parse.
@@ -457,11 +656,15 @@ async fn pump(
         // only overrun the time limit and be blamed for it.
         let _ = events.send(line);
     }
+    // Its output ended: it is dead or about to be.
+    lock(&ledger).exited_at_ns =
+        Some(crate::clock::monotonic_ns() - base_ns.load(Ordering::SeqCst));
     let status = child.wait().await;
     tracing::debug!("worker {worker} ended: {status:?}");
     if let Ok(status) = &status {
         lock(&ledger).exit_code = status.code();
     }
+    drop(changed);
     let _ = exits.send(worker);
 }
 

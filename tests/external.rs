@@ -944,6 +944,82 @@ fn a_library_reporting_a_lock_lost_inside_its_lease_is_a_lost_lock() {
     );
 }
 
+/// Per process, how many holds saw a `lost` notice and then a write before their release:
+/// (holds told lost, of those the ones that still wrote).
+fn writes_after_lost(out: &Path) -> (usize, usize) {
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    let mut told: std::collections::BTreeMap<u64, bool> = Default::default();
+    let (mut holds, mut wrote) = (0, 0);
+    for event in history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    {
+        let Some(process) = event["process"].as_u64() else {
+            continue;
+        };
+        match (event["f"].as_str(), event["type"].as_str()) {
+            (Some("renew"), Some("fail")) if event["value"]["notice"] == Value::Bool(true) => {
+                if told.insert(process, false).is_none() {
+                    holds += 1;
+                }
+            }
+            (Some("write"), Some("invoke")) => {
+                if let Some(w) = told.get_mut(&process) {
+                    if !*w {
+                        wrote += 1;
+                    }
+                    *w = true;
+                }
+            }
+            (Some("release"), Some("invoke")) => {
+                told.remove(&process);
+            }
+            _ => {}
+        }
+    }
+    (holds, wrote)
+}
+
+/// The self-renewing adapter that reports every lock lost right after taking it, in short
+/// holds, for 3 s; `settings` is added to the workload.
+fn lied_to_run(dir: &Path, settings: &str) -> PathBuf {
+    let workload = python_workload(
+        dir,
+        "renewing.py",
+        SELF_RENEWING_ADAPTER,
+        &["lies-lost"],
+        &format!("clients = 3\nworkers = 3\nkeys = 1\nttl = \"600ms\"\nhold = \"300ms\"\nthink = \"10ms\"\nop_timeout = \"1s\"\n{settings}"),
+    );
+    let out = dir.join("run");
+    run(
+        &workload,
+        &out,
+        &["--nemesis", "none", "--time-limit", "3s"],
+    );
+    assert_no_process_left(&out);
+    out
+}
+
+#[test]
+fn a_holder_told_its_lock_is_lost_writes_nothing_more_in_that_hold() {
+    require_redis_py();
+    let dir = tempfile::tempdir().unwrap();
+    let out = lied_to_run(dir.path(), "");
+    let (holds, wrote) = writes_after_lost(&out);
+    assert!(holds >= 3, "few holds told lost: {holds}");
+    assert_eq!(wrote, 0, "holds that wrote after a lost notice");
+}
+
+#[test]
+fn write_after_lost_keeps_a_holder_writing_as_an_application_that_ignores_the_warning() {
+    require_redis_py();
+    let dir = tempfile::tempdir().unwrap();
+    let out = lied_to_run(dir.path(), "write_after_lost = true\n");
+    let (holds, wrote) = writes_after_lost(&out);
+    assert!(holds >= 3, "few holds told lost: {holds}");
+    assert_eq!(wrote, holds, "every hold told lost still wrote");
+}
+
 /// A `SET NX PX` lock (timed by the server) that writes, on each acquire, how far its wall
 /// clock stands from the Redis server's (which no skew moves), to stderr, its log.
 const CLOCK_WATCHING_ADAPTER: &str = r#"

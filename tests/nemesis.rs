@@ -402,6 +402,7 @@ async fn start_fleet(
             deadline_ns: ms(spec.time_limit.0),
             first_generation: 0,
             adapter_clock: None,
+            await_go: false,
         })
         .collect();
     Fleet::start(dir, configs, events)
@@ -436,8 +437,11 @@ fn fault(kind: FaultKind, at_ms: u64, targets: &[&str], duration_ms: u64) -> Pla
 
 /// Waits for the workers to end at their deadline.
 async fn finish_fleet(mut fleet: Fleet) {
-    let killed = fleet.finish(secs(15)).await;
-    assert_eq!(killed, 0, "workers overran their deadline");
+    let deaths = fleet.finish(secs(15)).await;
+    assert!(
+        deaths.is_empty(),
+        "workers died or hung at the end: {deaths:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -464,10 +468,7 @@ async fn pause_client_stops_the_worker_until_it_is_resumed() {
     .await;
     let worker = identity(fleet.pid(0).unwrap());
     let plan = [fault(FaultKind::PauseClient, 600, &["worker-0"], 1000)];
-    let journal = Journal {
-        events: rec.sender(),
-        clock,
-    };
+    let journal = Journal::new(rec.sender(), clock);
 
     let observe = async {
         rec.wait_for(secs(5), "the pause", |e| find_nemesis(e, 0, "pause", any))
@@ -579,10 +580,7 @@ async fn kill_client_kills_the_worker_and_restarts_it_with_fresh_processes() {
         fault(FaultKind::PauseRedis, 500, &["master-0"], 800),
         fault(FaultKind::KillClient, 800, &["worker-0"], 400),
     ];
-    let journal = Journal {
-        events: rec.sender(),
-        clock,
-    };
+    let journal = Journal::new(rec.sender(), clock);
 
     let observe = async {
         rec.wait_for(secs(5), "the kill", |e| find_nemesis(e, 0, "kill", any))
@@ -700,10 +698,7 @@ async fn clock_skew_moves_the_worker_clients_clock_and_back() {
     let mut skew = fault(FaultKind::ClockSkew, 800, &["worker-0"], 1200);
     skew.offset_ms = OFFSET;
     let plan = [skew];
-    let journal = Journal {
-        events: rec.sender(),
-        clock,
-    };
+    let journal = Journal::new(rec.sender(), clock);
     let conn = connect_node(&endpoints, "master-0").await;
 
     #[derive(Debug, Clone, Copy, PartialEq)]
@@ -811,10 +806,7 @@ async fn crash_point_kills_the_worker_between_setnx_and_expire() {
     let mut crash = fault(FaultKind::CrashPoint, 500, &["worker-0"], 1000);
     crash.point = Some(POINT.into());
     let plan = [crash];
-    let journal = Journal {
-        events: rec.sender(),
-        clock,
-    };
+    let journal = Journal::new(rec.sender(), clock);
     let conn = connect_node(&endpoints, "master-0").await;
 
     let observe = async {
@@ -910,10 +902,7 @@ async fn pause_redis_stops_the_server_until_it_is_resumed() {
     let clock = RunClock::start();
     let (mut fleet, mut exits) = no_workers(dir.path(), rec.sender()).await;
     let plan = [fault(FaultKind::PauseRedis, 300, &["master-0"], 800)];
-    let journal = Journal {
-        events: rec.sender(),
-        clock,
-    };
+    let journal = Journal::new(rec.sender(), clock);
     let mut probe = Raw::authed(port, &endpoints).await;
     assert_eq!(probe.ping(secs(5)).await, pong());
 
@@ -983,10 +972,7 @@ async fn kill_redis(persist: bool) {
     let mut kill = fault(FaultKind::KillRedis, 300, &["master-0"], 800);
     kill.persist = persist;
     let plan = [kill];
-    let journal = Journal {
-        events: rec.sender(),
-        clock,
-    };
+    let journal = Journal::new(rec.sender(), clock);
     let observe = async {
         rec.wait_for(secs(5), "the kill", |e| find_nemesis(e, 0, "kill", any))
             .await;
@@ -1087,10 +1073,7 @@ async fn clock_jump_moves_the_server_clock_expires_leases_and_comes_back() {
     let mut jump = fault(FaultKind::ClockJump, 300, &["master-0"], 1000);
     jump.offset_ms = 10_000;
     let plan = [jump];
-    let journal = Journal {
-        events: rec.sender(),
-        clock,
-    };
+    let journal = Journal::new(rec.sender(), clock);
     let observe = async {
         let mut conn = conn.clone();
         let (j, _) = rec
@@ -1147,10 +1130,7 @@ async fn partition_cuts_one_worker_off_and_heals() {
     let clock = RunClock::start();
     let (mut fleet, _exits) =
         start_fleet(dir.path(), &spec, &per_worker, clock, rec.sender()).await;
-    let journal = Journal {
-        events: rec.sender(),
-        clock,
-    };
+    let journal = Journal::new(rec.sender(), clock);
     let acquired = |w: usize, after: i64| {
         let spec = &spec;
         move |events: &[Value]| {
@@ -1256,10 +1236,7 @@ async fn manual_failover_promotes_a_lagging_replica_and_moves_the_clients() {
     let rec = Recording::start(dir.path());
     let clock = RunClock::start();
     let (mut fleet, _exits) = no_workers(dir.path(), rec.sender()).await;
-    let journal = Journal {
-        events: rec.sender(),
-        clock,
-    };
+    let journal = Journal::new(rec.sender(), clock);
     let mut old = connect_node(&endpoints, "master-0").await;
     let mut new = connect_node(&endpoints, "replica-1").await;
 
@@ -1371,10 +1348,7 @@ async fn sentinel_failover_elects_another_primary_and_resumes_the_old_one() {
     let clock = RunClock::start();
     let (mut fleet, mut exits) = no_workers(dir.path(), rec.sender()).await;
     let plan = [fault(FaultKind::Failover, 200, &[], SENTINEL_FAILOVER_MS)];
-    let journal = Journal {
-        events: rec.sender(),
-        clock,
-    };
+    let journal = Journal::new(rec.sender(), clock);
     let observe = async {
         let (_, pause) = rec
             .wait_for(secs(5), "the primary's pause", |e| {

@@ -1352,3 +1352,162 @@ fn a_runs_page_embeds_its_pictures_links_its_files_and_says_how_to_run_it_again(
         "the workload's ttl is no duration"
     );
 }
+
+/// A schedule file in `dir`: one crash point armed in worker-0 from 0.5 s for 1 s.
+fn crash_point_schedule(dir: &Path, point: &str) -> PathBuf {
+    let path = dir.join(format!("{}.toml", point.replace(':', "-")));
+    let text = format!(
+        "[[fault]]\nat = \"500ms\"\nkind = \"crash-point\"\ntarget = \"worker-0\"\npoint = \"{point}\"\nduration = \"1s\"\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// set-nx-px with one key held for `hold` by whoever takes it first, under a schedule.
+fn run_with_schedule(out: &Path, schedule: &Path, hold: &str) -> Output {
+    lockaudit()
+        .args(["run", "--seed", "1", "--algorithm", "set-nx-px"])
+        .args(["--keys", "1", "--clients", "4", "--hold", hold])
+        .args(["--time-limit", "2s", "--nemesis"])
+        .arg(schedule)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("run lockaudit")
+}
+
+#[test]
+fn a_run_whose_faults_never_acted_is_untested_and_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first holder keeps the one key for 3 s: nobody releases while the release's crash
+    // point is armed, so it is never reached.
+    let schedule = crash_point_schedule(dir.path(), "set-nx-px:before-release");
+    let out = dir.path().join("untested");
+    let output = run_with_schedule(&out, &schedule, "3s");
+    assert_exit(&output, 3);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stdout.contains("UNTESTED: no fault acted"), "{stdout}");
+    assert!(stderr.contains("UNTESTED: no fault acted"), "{stderr}");
+    // The history itself is valid: the run tested nothing, it found nothing wrong.
+    let report = report(&out);
+    assert_eq!(report["valid"], Value::Bool(true), "{report}");
+    assert!(
+        report["untested"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("no fault acted")),
+        "{report}"
+    );
+    let left = left_running(&out);
+    assert!(left.is_empty(), "processes left running: {left:?}");
+}
+
+#[test]
+fn a_run_whose_crash_point_was_reached_is_judged_as_usual() {
+    let dir = tempfile::tempdir().unwrap();
+    // Short holds: some client reaches the release's crash point while it is armed.
+    let schedule = crash_point_schedule(dir.path(), "set-nx-px:before-release");
+    let out = dir.path().join("crashed");
+    let output = run_with_schedule(&out, &schedule, "10ms");
+    let report = report(&out);
+    assert!(report.get("untested").is_none(), "{report}");
+    assert!(
+        !String::from_utf8_lossy(&output.stdout).contains("UNTESTED"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    // The crash is in the history, as a kill naming its step.
+    let crashes = history_events(&out)
+        .into_iter()
+        .filter(|e| e["f"] == "kill" && e["value"]["crash_point"] == "set-nx-px:before-release")
+        .count();
+    assert_eq!(crashes, 1, "one crash point armed, one crash");
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{output:?}");
+}
+
+#[test]
+fn a_client_that_cannot_start_stops_the_run_before_any_fault_with_its_reason() {
+    common::require_python(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    // An adapter whose library is missing: it says so on stderr and exits.
+    let workload = dir.path().join("broken.toml");
+    std::fs::write(
+        &workload,
+        r#"algorithm = "external"
+adapter = ["python3", "-c", "import sys; sys.stderr.write(\"ModuleNotFoundError: No module named 'redis'\\n\"); sys.exit(1)"]
+clients = 4
+workers = 2
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("broken");
+    let output = lockaudit()
+        .args([
+            "run",
+            "--seed",
+            "1",
+            "--nemesis",
+            "pause-clients",
+            "--time-limit",
+            "5s",
+        ])
+        .arg(&workload)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run lockaudit");
+    assert_exit(&output, 3);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("the clients could not start"), "{stderr}");
+    assert!(stderr.contains("No module named 'redis'"), "{stderr}");
+    // Stopped before the run's clock started: nothing recorded, no fault injected.
+    let history = out.join("history.jsonl");
+    let events = std::fs::read_to_string(&history).unwrap_or_default();
+    assert!(events.trim().is_empty(), "recorded: {events}");
+    let left = left_running(&out);
+    assert!(left.is_empty(), "processes left running: {left:?}");
+}
+
+#[test]
+fn faults_start_once_every_client_is_ready_and_the_start_up_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ready");
+    let output = lockaudit()
+        .args(["run", "--seed", "1", "--algorithm", "set-nx-px"])
+        .args(["--nemesis", "pause-clients", "--time-limit", "3s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run lockaudit");
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{output:?}");
+    let run = json(&out.join("run.json"));
+    let ready = run["phases"]["clients_ready_s"]
+        .as_f64()
+        .expect("clients_ready_s");
+    assert!(ready > 0.0, "{run}");
+    // Every client of the paused worker had begun when the first pause came: the pause
+    // lists live processes, and each of them invoked something before it.
+    let events = history_events(&out);
+    let pause = events
+        .iter()
+        .find(|e| e["f"] == "pause")
+        .expect("a pause in the history");
+    let processes: Vec<u64> = pause["value"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert!(
+        !processes.is_empty(),
+        "the pause hit no running client: {pause}"
+    );
+    let time = pause["time"].as_i64().unwrap();
+    for p in processes {
+        assert!(
+            events
+                .iter()
+                .any(|e| e["process"] == p && e["time"].as_i64().unwrap() <= time),
+            "process {p} had done nothing before the pause"
+        );
+    }
+}

@@ -99,6 +99,7 @@ impl Matrix {
                                 Status::Differs => "differs",
                                 Status::Error => "error",
                                 Status::NotApplicable => "na",
+                                Status::Untested => "untested",
                             },
                             text: cell_text(cell),
                             why: one_line(cell.why_text()),
@@ -114,10 +115,10 @@ impl Matrix {
             .into_iter()
             .map(|cell| Difference {
                 cell: format!("{} × {}", cell.algorithm, cell.nemesis),
-                label: if cell.status == Status::Error {
-                    "error"
-                } else {
-                    "differs"
+                label: match cell.status {
+                    Status::Error => "error",
+                    Status::Untested => "untested",
+                    _ => "differs",
                 },
                 why: one_line(cell.why_text()),
                 found: cell.found_text(),
@@ -175,6 +176,7 @@ fn cell_text(cell: &Cell) -> String {
         Status::Differs => format!("{found} ✗"),
         Status::Error => "ERR".to_string(),
         Status::NotApplicable => "n/a".to_string(),
+        Status::Untested => "untested".to_string(),
     }
 }
 

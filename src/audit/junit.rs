@@ -67,6 +67,7 @@ fn write_case(w: &mut Writer<Vec<u8>>, cell: &Cell) -> io::Result<()> {
                 Status::Pass => None,
                 Status::Differs => Some(("failure", "differs")),
                 Status::Error => Some(("error", "error")),
+                Status::Untested => Some(("failure", "untested")),
                 Status::NotApplicable => {
                     w.create_element("skipped")
                         .with_attribute(("message", format!("not applicable: {why}").as_str()))

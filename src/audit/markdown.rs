@@ -77,6 +77,7 @@ impl Matrix {
                             Status::Differs => format!("**{} ✗**", md_kinds(cell)),
                             Status::Error => "**ERR**".to_string(),
                             Status::NotApplicable => "n/a".to_string(),
+                            Status::Untested => "**untested**".to_string(),
                             Status::Pass => md_kinds(cell),
                         };
                         match link(cell) {
@@ -116,6 +117,7 @@ impl Matrix {
         for cell in failures {
             let label = match cell.status {
                 Status::Error => "error",
+                Status::Untested => "untested",
                 _ => "differs",
             };
             let _ = write!(

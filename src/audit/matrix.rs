@@ -34,12 +34,16 @@ pub enum Status {
     /// ("skipped", as older audits wrote it, reads as this).
     #[serde(rename = "n/a", alias = "skipped")]
     NotApplicable,
+    /// The run was carried out and its history is valid, but none of its preset's faults
+    /// acted on the running clients (`why` says so): it tested nothing of what the cell
+    /// asks, so it is no pass, and it fails the audit.
+    Untested,
 }
 
 impl Status {
     /// Whether this cell fails the audit.
     pub fn fails(self) -> bool {
-        matches!(self, Status::Differs | Status::Error)
+        matches!(self, Status::Differs | Status::Error | Status::Untested)
     }
 
     /// "pass", "differs", "error", "n/a".
@@ -49,6 +53,7 @@ impl Status {
             Status::Differs => "differs",
             Status::Error => "error",
             Status::NotApplicable => "n/a",
+            Status::Untested => "untested",
         }
     }
 }
@@ -228,6 +233,7 @@ impl Cell {
             Status::Differs => "differs from the expectation",
             Status::Error => "the run could not be carried out",
             Status::NotApplicable => "not applicable",
+            Status::Untested => "no fault of the preset acted",
         })
     }
 
@@ -256,6 +262,9 @@ pub struct Counts {
     /// audits.)
     #[serde(alias = "skipped")]
     pub not_applicable: usize,
+    /// Valid, but none of the preset's faults acted: no pass.
+    #[serde(default)]
+    pub untested: usize,
 }
 
 /// Every algorithm under every nemesis preset.
@@ -315,6 +324,7 @@ impl Matrix {
                 Status::Differs => counts.differs += 1,
                 Status::Error => counts.errors += 1,
                 Status::NotApplicable => counts.not_applicable += 1,
+                Status::Untested => counts.untested += 1,
             }
         }
         counts
@@ -361,6 +371,9 @@ impl Matrix {
                 c.errors,
                 if c.errors == 1 { "" } else { "s" }
             ));
+        }
+        if c.untested > 0 {
+            parts.push(format!("{} untested", c.untested));
         }
         if c.not_applicable > 0 {
             parts.push(format!("{} n/a", c.not_applicable));
@@ -473,6 +486,7 @@ mod tests {
             workload_s,
             teardown_s,
             verdict_s,
+            ..Phases::default()
         };
         m.cells[0].phases = Some(phases(1.0, 6.0, 0.5, 0.5));
         m.cells[1].phases = Some(phases(1.0, 10.0, 0.5, 0.5));
@@ -496,7 +510,8 @@ mod tests {
                 passed: 4,
                 differs: 1,
                 errors: 1,
-                not_applicable: 1
+                not_applicable: 1,
+                untested: 0,
             }
         );
 
@@ -517,6 +532,38 @@ mod tests {
         });
         assert!(!one_differs.passed());
         assert_eq!(one_differs.failures().len(), 1);
+    }
+
+    #[test]
+    fn an_untested_cell_fails_the_audit_and_every_rendering_says_so() {
+        let m = full(|a, n| {
+            (a == "redlock" && n == "mix").then(|| {
+                let mut cell = Cell::error(a, n, expect(&["overlap"], &[]), "no fault acted: ...");
+                cell.status = Status::Untested;
+                cell
+            })
+        });
+        assert!(!m.passed());
+        assert_eq!(m.counts().untested, 1);
+        assert_eq!(m.failures().len(), 1);
+        assert!(
+            m.counts_text().ends_with("1 untested"),
+            "{}",
+            m.counts_text()
+        );
+        assert!(m.to_table().contains("untested"), "{}", m.to_table());
+        assert!(
+            m.to_markdown().contains("(untested): no fault acted"),
+            "{}",
+            m.to_markdown()
+        );
+        let json = m.to_json();
+        assert!(json.contains(r#""status": "untested""#), "{json}");
+        assert_eq!(Matrix::from_json(&json).unwrap(), m);
+        let dir = tempfile::tempdir().unwrap();
+        let paths = m.write_all(dir.path()).unwrap();
+        let xml = std::fs::read_to_string(&paths[3]).unwrap();
+        assert!(xml.contains(r#"type="untested""#), "{xml}");
     }
 
     #[test]

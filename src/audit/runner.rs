@@ -621,6 +621,16 @@ fn judge_run(
             let why = outcome.stopped.unwrap_or_default();
             Cell::error(algorithm, nemesis, expected, why).with_run(dir, seconds)
         }
+        // Valid, but its faults never acted: it tested nothing the cell asks about.
+        Ok(outcome) if outcome.untested.is_some() => {
+            let why = outcome.untested.clone().unwrap_or_default();
+            let mut cell = Cell::error(algorithm, nemesis, expected, why).with_run(dir, seconds);
+            cell.status = super::matrix::Status::Untested;
+            cell.phases = Some(outcome.phases);
+            cell.events = outcome.report.stats.events;
+            cell.faults = outcome.report.stats.faults;
+            cell
+        }
         // Unknown (no acquire took effect): the run proved nothing, so it cannot meet any
         // expectation; as `run` exits 3 for it, the cell is an error, never ok.
         Ok(outcome) if outcome.report.valid.is_none() => {

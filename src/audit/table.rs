@@ -56,6 +56,7 @@ impl Matrix {
             let marker = match cell.status {
                 Status::Differs => "✗  ",
                 Status::Error => "ERR",
+                Status::Untested => "UNT",
                 _ => "n/a",
             };
             let mut text = format!(
@@ -125,14 +126,19 @@ impl Matrix {
         parts.push("kinds alone = anomalies found, all expected".into());
         parts.push("✗ = differs from the expectation".into());
         parts.push("ERR = the run failed".into());
+        if self.cells.iter().any(|c| c.status == Status::Untested) {
+            parts.push(
+                "untested = valid, but no fault of the preset acted on the running clients (no pass)"
+                    .into(),
+            );
+        }
         parts
             .push("n/a = not applicable (no fault of the preset can act: not run, no pass)".into());
         let mut kinds: Vec<String> = Vec::new();
         for kind in AnomalyKind::ALL.map(AnomalyKind::as_str) {
             let short = short_kind(kind, level);
             let used = self.cells.iter().any(|c| {
-                c.status != Status::Error
-                    && c.status != Status::NotApplicable
+                matches!(c.status, Status::Pass | Status::Differs)
                     && c.found.get(kind).is_some_and(|n| *n > 0)
             });
             if used && short != kind {
@@ -199,6 +205,7 @@ fn cell_text(cell: &Cell, level: Level) -> String {
     match cell.status {
         Status::Error => "ERR".into(),
         Status::NotApplicable => "n/a".into(),
+        Status::Untested => "untested".into(),
         Status::Pass | Status::Differs => {
             let kinds = cell.kinds();
             let joiner = if level == Level::Codes { "+" } else { "," };

@@ -84,6 +84,12 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
             crate::audit::Status::Differs => {
                 format!("DIFFERS: {}", cell.why.as_deref().unwrap_or(""))
             }
+            crate::audit::Status::Untested => {
+                format!(
+                    "UNTESTED: {}",
+                    cell.why.as_deref().unwrap_or("no fault acted")
+                )
+            }
         };
         // Progress: a line per cell as it ends, in the order they end.
         note!(

@@ -104,6 +104,10 @@ pub fn command(args: RunArgs) -> anyhow::Result<u8> {
                 note!("lockaudit: the run was stopped before its time limit: {why}");
                 return Ok(EXIT_CANNOT_RUN);
             }
+            if let Some(why) = &outcome.untested {
+                note!("lockaudit: UNTESTED: {why}");
+                return Ok(EXIT_CANNOT_RUN);
+            }
             Ok(outcome.report.exit_code() as u8)
         }
         Err(RunError::Schedule(why)) => {
@@ -159,6 +163,9 @@ fn verdict(plan: &RunPlan, outcome: &RunOutcome) -> (String, String) {
         c.indeterminate
     );
     text += &render_summary(&outcome.report, &history.display().to_string());
+    if let Some(why) = &outcome.untested {
+        text += &format!("UNTESTED: {why}\n");
+    }
     let files = format!("report: {}\n", outcome.dir.join("report.json").display());
     (text, files)
 }

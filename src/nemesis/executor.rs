@@ -325,6 +325,10 @@ impl Executor {
             }
         };
         self.begun[i] = done;
+        // Arming a crash point is not yet a fault: reaching it is (`crashed`).
+        if done && fault.kind != FaultKind::CrashPoint {
+            journal.acted();
+        }
     }
 
     async fn end<W: Workers>(
@@ -531,7 +535,13 @@ impl Executor {
             });
         }
         let why = match self.armed.remove(&worker) {
-            Some(point) => extra(&[("crash_point", json!(point))]),
+            Some(point) => {
+                // It said it was dying at a step (`died_at`): the crash point was reached.
+                if remains.died_at_ns.is_some() {
+                    journal.acted();
+                }
+                extra(&[("crash_point", json!(point))])
+            }
             None => {
                 tracing::warn!("{} died unexpectedly; restarting it", worker_name(worker));
                 extra(&[("cause", json!("worker died unexpectedly"))])
@@ -599,7 +609,7 @@ fn succeeded(what: &str, warn: bool, acted: Vec<cluster::Acted>) -> Vec<String> 
 
 /// The `kill` event listing the worker's processes (their holds end here, docs/src/reference/history.md), then
 /// an `info` completion for each operation it had under way.
-fn record_kill(
+pub fn record_kill(
     journal: &Journal,
     worker: usize,
     remains: &Remains,

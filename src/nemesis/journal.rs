@@ -1,6 +1,9 @@
 //! The nemesis's side of the history: the fault events it records, through the recorder's
 //! channel, on the run's clock.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
@@ -14,9 +17,31 @@ use super::workers::Remains;
 pub struct Journal {
     pub events: mpsc::UnboundedSender<RecordedLine>,
     pub clock: RunClock,
+    /// How many faults took effect on the running workload (`acted`).
+    acted: Arc<AtomicUsize>,
 }
 
 impl Journal {
+    pub fn new(events: mpsc::UnboundedSender<RecordedLine>, clock: RunClock) -> Journal {
+        Journal {
+            events,
+            clock,
+            acted: Arc::default(),
+        }
+    }
+
+    /// A fault of the plan took effect: a worker killed, paused or its clock moved, a server
+    /// faulted, a link cut, a crash point reached (an armed one that no client reached did
+    /// nothing). A run whose plan had faults to inject and none of which acted tested
+    /// nothing about them.
+    pub fn acted(&self) {
+        self.acted.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many faults took effect so far.
+    pub fn faults_acted(&self) -> usize {
+        self.acted.load(Ordering::SeqCst)
+    }
     /// A nemesis event: `f` with `{targets, processes, ...extra}`.
     pub fn fault(&self, f: &str, targets: &[String], processes: &[u64], extra: Map<String, Value>) {
         self.fault_at(self.clock.now(), f, targets, processes, extra);

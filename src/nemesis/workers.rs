@@ -17,6 +17,9 @@ pub struct Remains {
     /// When the worker killed itself at a crash point, by its own clock reading just
     /// before the signal (`workload::sink::DIED_AT`).
     pub died_at_ns: Option<i64>,
+    /// When the controller saw the worker's output end, on the run's clock: it was dead by
+    /// then.
+    pub exited_at_ns: Option<i64>,
 }
 
 impl Remains {
@@ -27,7 +30,8 @@ impl Remains {
     /// the controller has even reaped the worker. Recording the death at the reaping would
     /// draw an overlap that never happened.
     pub fn death_ns(&self, earliest: i64) -> i64 {
-        let earliest = self.died_at_ns.unwrap_or(earliest);
+        let seen = self.exited_at_ns.map_or(earliest, |e| e.min(earliest));
+        let earliest = self.died_at_ns.unwrap_or(seen);
         self.last_event_ns.map_or(earliest, |t| t.max(earliest))
     }
 }
@@ -98,5 +102,14 @@ mod tests {
         assert_eq!(r.death_ns(500), 140);
         r.last_event_ns = Some(150);
         assert_eq!(r.death_ns(500), 150);
+        // Noticed late: the end of its output, seen earlier, bounds the death.
+        let mut r = Remains {
+            exited_at_ns: Some(200),
+            last_event_ns: Some(120),
+            ..Remains::default()
+        };
+        assert_eq!(r.death_ns(900), 200);
+        r.died_at_ns = Some(180);
+        assert_eq!(r.death_ns(900), 180);
     }
 }

@@ -73,7 +73,7 @@ fn write_report(
     let history = history::read_file(&path)
         .map_err(|e| format!("the history recorded so far does not read back: {e}"))?;
     let report = checker::check(&history, check);
-    let text = report_json(&report, warnings, Some(signal))?;
+    let text = report_json(&report, warnings, Some(signal), None)?;
     let report_path = dir.join("report.json");
     outfile::write(&report_path, &text)
         .map_err(|e| format!("cannot write {}: {e}", report_path.display()))?;

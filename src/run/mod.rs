@@ -112,6 +112,11 @@ pub struct RunOutcome {
     /// How many faults the plan holds, and how many of them could act.
     pub planned: usize,
     pub acting: usize,
+    /// How many took effect while the clients ran.
+    pub faults_acted: usize,
+    /// Why the run tested nothing of what it was asked to (its faults never acted), though
+    /// its history is valid: no pass, exit 3.
+    pub untested: Option<String>,
     /// Why the run ended before its time limit because it had proven what it was run for
     /// (`StopWhen`): "overlap on lock:3 at 2.41 s".
     pub proven: Option<String>,
@@ -375,6 +380,8 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     let verdict_began = std::time::Instant::now();
     let Driven {
         counts,
+        ready_s,
+        faults_acted,
         stopped,
         planned,
         acting,
@@ -382,6 +389,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         online,
         found_kinds,
     } = result?;
+    phases.clients_ready_s = ready_s;
     if let Some(peak) = crate::sys::peak_resident_kib() {
         tracing::info!("recorder peak resident memory {peak} KiB");
     }
@@ -421,8 +429,17 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
             "lockaudit: warning: reported while the run went on but not in the final verdict: {taken_back:?} (a lease granted later lengthened a block; the final verdict is on every event)"
         );
     }
+    // A run whose faults never acted tested nothing about them: valid as the history is,
+    // it is no pass (exit 3), and an audit counts its cell as untested.
+    let untested = (acting > 0 && faults_acted == 0 && report.valid == Some(true)).then(|| {
+        format!(
+            "no fault acted: of the {acting} faults of the nemesis {} that could act on this run, none took effect while the clients ran (see nemesis.json); the run proves nothing about them",
+            schedule.name
+        )
+    });
     // The checker judges the history; what the run could not do is the run's to add.
-    let report_text = report_json(&report, &warnings, None).map_err(RunError::Setup)?;
+    let report_text =
+        report_json(&report, &warnings, None, untested.as_deref()).map_err(RunError::Setup)?;
     let report_path = dir.join("report.json");
     let written = {
         let _finishing = finishing.lock().unwrap_or_else(|p| p.into_inner());
@@ -447,21 +464,28 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         not_applicable,
         planned,
         acting,
+        faults_acted,
+        untested,
         proven,
     })
 }
 
-/// `report.json`'s text: the checker's report, with the run's `warnings` and, for a run cut
-/// short by a signal, `"interrupted": "SIGINT"`.
+/// `report.json`'s text: the checker's report, with the run's `warnings`, for a run cut
+/// short by a signal `"interrupted": "SIGINT"`, and for a run whose faults never acted
+/// `"untested": why`.
 fn report_json(
     report: &Report,
     warnings: &[String],
     interrupted: Option<&str>,
+    untested: Option<&str>,
 ) -> Result<String, String> {
     let mut value = serde_json::to_value(report).map_err(|e| e.to_string())?;
     if let Some(object) = value.as_object_mut() {
         if !warnings.is_empty() {
             object.insert("warnings".into(), warnings.into());
+        }
+        if let Some(why) = untested {
+            object.insert("untested".into(), why.into());
         }
         if let Some(signal) = interrupted {
             object.insert("interrupted".into(), signal.into());
@@ -473,6 +497,10 @@ fn report_json(
 /// What `drive` leaves for the run's outcome.
 struct Driven {
     counts: Counts,
+    /// Seconds the clients took to connect, before the run's clock started.
+    ready_s: f64,
+    /// How many faults took effect on the running workload.
+    faults_acted: usize,
     stopped: Option<String>,
     planned: usize,
     acting: usize,
@@ -514,7 +542,6 @@ async fn drive(
 
     check_scripts(spec, endpoints).await?;
 
-    let clock = RunClock::start();
     let deadline_ns = (spec.time_limit.0 as i64) * 1_000_000;
     let (events, received) = mpsc::unbounded_channel::<RecordedLine>();
     let (counts_tx, counts_rx) = watch::channel(Counts::default());
@@ -591,13 +618,33 @@ async fn drive(
             total_slots: total,
             spec: spec.clone(),
             endpoints: worker_endpoints[w].clone(),
-            base_ns: clock.base_ns,
+            // Set by `go`, once every client is ready.
+            base_ns: 0,
             deadline_ns,
             first_generation: 0,
             adapter_clock: adapter_clock.clone(),
+            await_go: true,
         })
         .collect();
+    let connecting = std::time::Instant::now();
     let (mut fleet, mut exits) = Fleet::start(dir, configs, events.clone()).await?;
+    // The clients connect first (an adapter answers its `init`); the run's clock, and with
+    // it the schedule's faults and the time limit, starts once all have. A client that
+    // cannot start stops the run here, before any fault.
+    fleet
+        .await_ready(crate::workload::worker::CONNECT_LIMIT + Duration::from_secs(5))
+        .await
+        .map_err(|why| RunError::Setup(format!("the clients could not start: {why}")))?;
+    let ready_s = connecting.elapsed().as_secs_f64();
+    if options.progress {
+        crate::note!(
+            "lockaudit: {} clients ready in {} ms",
+            spec.clients,
+            (ready_s * 1000.0).round()
+        );
+    }
+    let clock = RunClock::start();
+    fleet.go(clock.base_ns).await;
 
     let progress = if options.progress {
         progress_bar(spec)
@@ -649,10 +696,7 @@ async fn drive(
         })
     };
 
-    let journal = Journal {
-        events: events.clone(),
-        clock,
-    };
+    let journal = Journal::new(events.clone(), clock);
     let stopped;
     {
         let mut targets = Targets {
@@ -686,27 +730,39 @@ async fn drive(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    if let Some(why) = stopped.as_ref().or(write_failed.as_ref()) {
+    let early = if let Some(why) = stopped.as_ref().or(write_failed.as_ref()) {
         crate::note!("lockaudit: stopping the run: {why}");
-        // Closing their stdin stops the other workers at once.
-        fleet.close_inputs();
+        true
     } else if let Some(what) = &proven {
         progress.suspend(|| {
             crate::note!("lockaudit: proven ({what}): stopping the run, healing every fault")
         });
-        fleet.close_inputs();
-    }
+        true
+    } else {
+        false
+    };
 
     // Clients stop starting cycles at the deadline and finish the one under way; give them
-    // the longest a cycle can take, then end the workers.
+    // the longest a cycle can take (none when the run stops early), then stop the workers,
+    // every one recording nothing more before any connection closes.
     let grace =
         Duration::from_millis(spec.hold.max.0 + spec.think.max.0 + 4 * spec.op_timeout.0 + 1000);
     let left = (Duration::from_millis(spec.time_limit.0) + grace)
         .saturating_sub(Duration::from_nanos(clock.now().max(0) as u64));
-    let stragglers = fleet.finish(left).await;
-    if stragglers > 0 {
-        tracing::warn!("{stragglers} workers overran the time limit and were killed");
+    let deaths = fleet
+        .finish(if early { Duration::ZERO } else { left })
+        .await;
+    for death in deaths {
+        tracing::warn!(
+            "{}: {}",
+            crate::nemesis::workers::worker_name(death.worker),
+            death.cause
+        );
+        let died = death.remains.death_ns(death.earliest_ns);
+        let cause = serde_json::Map::from_iter([("cause".to_string(), death.cause.into())]);
+        executor::record_kill(&journal, death.worker, &death.remains, cause, died);
     }
+    let faults_acted = journal.faults_acted();
 
     if let Some(network) = network {
         network.stop().await;
@@ -746,6 +802,8 @@ async fn drive(
         .collect();
     Ok(Driven {
         counts,
+        ready_s,
+        faults_acted,
         stopped,
         planned,
         acting,

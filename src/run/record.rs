@@ -135,6 +135,10 @@ pub struct Phases {
     pub workload_s: f64,
     /// Stopping the servers lockaudit started (their logs brought back from hosts).
     pub teardown_s: f64,
+    /// Of `workload_s`, the clients' start: from the first worker started to every client
+    /// connected, before the run's clock (and its faults) started.
+    #[serde(default)]
+    pub clients_ready_s: f64,
     /// The verdict and its files (`report.json`), after the servers stopped.
     pub verdict_s: f64,
 }

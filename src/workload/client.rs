@@ -18,8 +18,8 @@ use serde_json::json;
 use crate::cluster::Endpoints;
 use crate::history::{Event, EventType};
 use crate::locks::{
-    self, Acquired, CounterError, CounterWrite, LockClient, LockOptions, Mode, Notice, NoticeKind,
-    Outcome,
+    self, Acquired, CounterError, CounterWrite, LockClient, LockError, LockOptions, Mode, Notice,
+    NoticeKind, Outcome,
 };
 
 use super::controls::Controls;
@@ -80,6 +80,12 @@ enum Section {
     Retired,
 }
 
+/// Why a client could not connect, and whether trying again could help.
+struct ConnectError {
+    why: String,
+    lasting: bool,
+}
+
 /// The client's current identity.
 struct Incarnation {
     process: u64,
@@ -95,6 +101,9 @@ pub struct Client {
     me: Option<Incarnation>,
     /// The time of the last event recorded, which the next may not precede.
     last_time: i64,
+    /// The keys the lock's library said were lost (`lost` notices) since each was last
+    /// acquired: a holder that heeds its library makes no further write in that hold.
+    lost: Vec<String>,
 }
 
 /// The lock keys of a workload: `lock:0`, `lock:1`, ...
@@ -123,6 +132,7 @@ impl Client {
             rng: StdRng::seed_from_u64(seed),
             me: None,
             last_time: 0,
+            lost: Vec::new(),
         }
     }
 
@@ -134,51 +144,103 @@ impl Client {
     /// (nothing was invoked): the client waits a moment and tries again.
     async fn incarnation(&mut self) -> Option<&mut Incarnation> {
         if self.me.is_none() {
-            let spec = &self.plan.spec;
-            let options = LockOptions {
-                ttl_ms: spec.ttl.0,
-                retry_attempts: spec.retry.attempts,
-                retry_backoff_ms: spec.retry.backoff.0,
-                watchdog: spec.watchdog,
-                fenced: spec.fenced,
-                scripts: spec.lua_scripts(),
-                adapter: spec.adapter.clone(),
-                adapter_options: spec.adapter_options_json(),
-                wait_ms: spec.wait.map_or(0, |w| w.0),
-                modes: spec.read_share > 0.0,
-                fair: spec.is_fair(),
-                run_dir: self.plan.run_dir.clone(),
-                process: self.process(),
-                client_id: format!("client-{}-{:x}", self.process(), self.rng.random::<u64>()),
-                op_timeout_ms: spec.op_timeout.0,
-                on_step: Some(self.crash_hook()),
-                live_skew_ms: Some(self.plan.controls.skew_ms.clone()),
-                adapter_clock: self.plan.controls.adapter_clock.clone(),
-                ..LockOptions::default()
-            };
-            let lock = locks::connect(&spec.algorithm, &self.plan.endpoints, &options).await;
-            let resource = self.plan.storage.resource().await;
-            match (lock, resource) {
-                (Ok(lock), Ok(resource)) => {
-                    self.me = Some(Incarnation {
-                        process: self.process(),
-                        lock,
-                        resource,
-                    });
-                }
-                (lock, resource) => {
-                    tracing::warn!(
-                        "client {}: cannot connect: {:?} {:?}",
-                        self.plan.slot,
-                        lock.err(),
-                        resource.err()
-                    );
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    return None;
-                }
+            if let Err(e) = self.connect().await {
+                tracing::warn!("client {}: cannot connect: {}", self.plan.slot, e.why);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return None;
             }
         }
         self.me.as_mut()
+    }
+
+    /// Makes the client's first incarnation before the run's clock starts, trying again
+    /// until `limit` has passed; the error says why it could not, naming the client. A
+    /// client that can never connect (an adapter that fails its `init`, a lock the
+    /// workload's scripts cannot make) gives up at once.
+    pub async fn connect_first(&mut self, limit: Duration) -> Result<(), String> {
+        let until = tokio::time::Instant::now() + limit;
+        let name = format!("client {}", self.plan.slot);
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            let why = match tokio::time::timeout(left, self.connect()).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(e)) if e.lasting => return Err(format!("{name}: {}", e.why)),
+                Ok(Err(e)) => e.why,
+                Err(_) => "its connection did not complete".to_string(),
+            };
+            if tokio::time::Instant::now() + Duration::from_millis(100) >= until {
+                return Err(format!(
+                    "{name} could not connect within {} s: {why}",
+                    limit.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The clock the client records on: set when the run's clock starts (`WorkerCommand::Go`),
+    /// after `connect_first`.
+    pub fn start_clock(&mut self, clock: RunClock) {
+        self.plan.clock = clock;
+    }
+
+    /// Makes a fresh incarnation: a lock client and the storage connection.
+    async fn connect(&mut self) -> Result<(), ConnectError> {
+        let spec = &self.plan.spec;
+        let options = LockOptions {
+            ttl_ms: spec.ttl.0,
+            retry_attempts: spec.retry.attempts,
+            retry_backoff_ms: spec.retry.backoff.0,
+            watchdog: spec.watchdog,
+            fenced: spec.fenced,
+            scripts: spec.lua_scripts(),
+            adapter: spec.adapter.clone(),
+            adapter_options: spec.adapter_options_json(),
+            wait_ms: spec.wait.map_or(0, |w| w.0),
+            modes: spec.read_share > 0.0,
+            fair: spec.is_fair(),
+            run_dir: self.plan.run_dir.clone(),
+            process: self.process(),
+            client_id: format!("client-{}-{:x}", self.process(), self.rng.random::<u64>()),
+            op_timeout_ms: spec.op_timeout.0,
+            on_step: Some(self.crash_hook()),
+            live_skew_ms: Some(self.plan.controls.skew_ms.clone()),
+            adapter_clock: self.plan.controls.adapter_clock.clone(),
+            ..LockOptions::default()
+        };
+        let lock = match locks::connect(&spec.algorithm, &self.plan.endpoints, &options).await {
+            Ok(lock) => lock,
+            Err(e) => {
+                // Trying again cannot help these: the same adapter, scripts or endpoints
+                // would fail the same way.
+                let lasting = matches!(
+                    e,
+                    LockError::Adapter(_)
+                        | LockError::Scripts(_)
+                        | LockError::Endpoints(_)
+                        | LockError::UnknownAlgorithm(_)
+                );
+                return Err(ConnectError {
+                    why: e.to_string(),
+                    lasting,
+                });
+            }
+        };
+        let resource = self
+            .plan
+            .storage
+            .resource()
+            .await
+            .map_err(|e| ConnectError {
+                why: format!("the storage server: {e}"),
+                lasting: false,
+            })?;
+        self.me = Some(Incarnation {
+            process: self.process(),
+            lock,
+            resource,
+        });
+        Ok(())
     }
 
     fn record(
@@ -189,9 +251,18 @@ impl Client {
         key: &str,
         value: Option<serde_json::Value>,
         error: Option<String>,
-    ) {
+    ) -> bool {
         let now = self.plan.clock.now();
-        self.record_at(now, process, ty, f, key, value, error);
+        self.record_at(now, process, ty, f, key, value, error)
+    }
+
+    /// Records an operation's invoke, just before it starts. Once the worker has stopped
+    /// recording (the run is stopping) nothing is recorded and the operation must not
+    /// start: the client waits here, its connections open, until the worker ends.
+    async fn invoke(&mut self, process: u64, f: &str, key: &str, value: Option<serde_json::Value>) {
+        if !self.record(process, EventType::Invoke, f, key, value, None) {
+            std::future::pending::<()>().await;
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -204,7 +275,7 @@ impl Client {
         key: &str,
         value: Option<serde_json::Value>,
         error: Option<String>,
-    ) {
+    ) -> bool {
         // A process's events stay in time order (docs/src/reference/history.md).
         let time = time.max(self.last_time);
         self.last_time = time;
@@ -212,13 +283,22 @@ impl Client {
         event.value = value;
         event.error = error;
         event.wall = Some(wall_ms());
-        self.events.send(&event);
+        self.events.send(&event)
     }
 
     /// Waits `pause`, recording the lock library's notices as they come.
     async fn idle(&mut self, pause: Duration) {
+        self.idle_holding(pause, None).await;
+    }
+
+    /// `idle`, which ends early once the library says `held` is lost (unless the workload
+    /// writes after such a notice): the holder leaves its critical section.
+    async fn idle_holding(&mut self, pause: Duration, held: Option<&str>) {
         let until = tokio::time::Instant::now() + pause;
         loop {
+            if held.is_some_and(|key| self.heeds_loss_of(key)) {
+                return;
+            }
             let Some(me) = self.me.as_mut() else {
                 tokio::time::sleep_until(until).await;
                 return;
@@ -232,6 +312,12 @@ impl Client {
                 self.record_notice(process, notice);
             }
         }
+    }
+
+    /// Whether the library said `key` is lost in this hold, and the client heeds it: it
+    /// makes no further write in the hold (`write_after_lost` keeps writing).
+    fn heeds_loss_of(&self, key: &str) -> bool {
+        !self.plan.spec.write_after_lost && self.lost.iter().any(|k| k == key)
     }
 
     /// Records the notices the lock's library sent while an operation was pending, now that
@@ -269,6 +355,9 @@ impl Client {
                 );
             }
             NoticeKind::Lost { key, error } => {
+                if !self.lost.contains(&key) {
+                    self.lost.push(key.clone());
+                }
                 self.record_at(time, process, EventType::Invoke, "renew", &key, None, None);
                 let value = json!({ "notice": true });
                 let error = format!("the library reported the lock lost: {error}");
@@ -291,10 +380,11 @@ impl Client {
     fn crash_hook(&self) -> locks::StepHook {
         let controls = self.plan.controls.clone();
         let events = self.events.clone();
-        let clock = self.plan.clock;
+        // The clock when the step is reached: a client connected before the run's clock
+        // started (`Go`) must not time its death on the clock it connected on.
         Arc::new(move |step: &str| {
             if controls.is_armed(step) {
-                events.write_out_and_die(clock);
+                events.write_out_and_die(controls.clock());
             }
         })
     }
@@ -350,6 +440,8 @@ impl Client {
             return;
         }
 
+        // A fresh hold: what the library said of an earlier one is past.
+        self.lost.retain(|k| *k != key);
         let token = match self.acquire(process, &key, mode).await {
             Taken::Held(token) => token,
             Taken::Refused => {
@@ -380,7 +472,7 @@ impl Client {
         token: Option<i64>,
         mode: Mode,
     ) -> Section {
-        self.record(process, EventType::Invoke, "read", key, None, None);
+        self.invoke(process, "read", key, None).await;
         let Some(me) = self.me.as_mut() else {
             return Section::Retired;
         };
@@ -415,19 +507,15 @@ impl Client {
         if !self.hold(process, key).await {
             return Section::Retired;
         }
-        if mode == Mode::Shared {
+        // A reader writes nothing; a holder whose library said the lock is lost leaves its
+        // critical section without its write (docs/src/reference/protocol.md).
+        if mode == Mode::Shared || self.heeds_loss_of(key) {
             return Section::Done;
         }
 
         let payload = json!({ "token": token, "value": current + 1 });
-        self.record(
-            process,
-            EventType::Invoke,
-            "write",
-            key,
-            Some(payload.clone()),
-            None,
-        );
+        self.invoke(process, "write", key, Some(payload.clone()))
+            .await;
         let Some(me) = self.me.as_mut() else {
             return Section::Retired;
         };
@@ -504,7 +592,7 @@ impl Client {
             .me
             .as_ref()
             .and_then(|me| asked(me.lock.as_ref(), mode));
-        self.record(process, EventType::Invoke, "acquire", key, asked, None);
+        self.invoke(process, "acquire", key, asked).await;
         let Some(me) = self.me.as_mut() else {
             return Taken::Retired;
         };
@@ -534,20 +622,20 @@ impl Client {
     async fn hold(&mut self, process: u64, key: &str) -> bool {
         let hold = draw(&mut self.rng, self.plan.spec.hold);
         let Some(every) = self.me.as_ref().and_then(|m| m.lock.renew_every()) else {
-            self.idle(hold).await;
+            self.idle_holding(hold, Some(key)).await;
             return self.me.is_some();
         };
         let until = tokio::time::Instant::now() + hold;
         loop {
             let now = tokio::time::Instant::now();
-            if now >= until {
+            if now >= until || self.heeds_loss_of(key) {
                 return true;
             }
-            self.idle(every.min(until - now)).await;
-            if tokio::time::Instant::now() >= until {
+            self.idle_holding(every.min(until - now), Some(key)).await;
+            if tokio::time::Instant::now() >= until || self.heeds_loss_of(key) {
                 return true;
             }
-            self.record(process, EventType::Invoke, "renew", key, None, None);
+            self.invoke(process, "renew", key, None).await;
             let timeout = self.timeout();
             let Some(me) = self.me.as_mut() else {
                 return false;
@@ -580,7 +668,7 @@ impl Client {
 
     async fn release(&mut self, process: u64, key: &str, mode: Mode) {
         let timeout = self.timeout();
-        self.record(process, EventType::Invoke, "release", key, None, None);
+        self.invoke(process, "release", key, None).await;
         let Some(me) = self.me.as_mut() else { return };
         let released = tokio::time::timeout(timeout, me.lock.release_mode(key, mode))
             .await

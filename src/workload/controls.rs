@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::RunClock;
 use crate::cluster::FakeClock;
 
 /// What the nemesis tells a running worker, one JSON line each on its stdin.
@@ -24,6 +25,16 @@ pub enum WorkerCommand {
     Skew {
         ms: i64,
     },
+    /// The run's clock starts: `base_ns` is its zero on CLOCK_MONOTONIC. A worker started
+    /// to wait for it (`WorkerConfig::await_go`) has connected its clients and said so; its
+    /// clients begin their cycles now.
+    Go {
+        base_ns: i64,
+    },
+    /// The run stops: no client starts another operation, the worker records nothing more
+    /// and says so (`sink::WorkerNote::Stopped`), and every connection stays open until
+    /// stdin closes, so that no session ends while another worker still records.
+    Stop,
 }
 
 /// What the commands change, shared by the worker's clients.
@@ -32,21 +43,40 @@ pub struct Controls {
     armed: Mutex<Option<String>>,
     /// Read by every lock client of this worker (`LockOptions::live_skew_ms`).
     pub skew_ms: Arc<AtomicI64>,
+    /// The run's clock's zero (CLOCK_MONOTONIC ns), as the controller sent it: at start,
+    /// or with `WorkerCommand::Go` when the worker connected its clients first. Read where
+    /// a time is taken outside a client's loop (a crash point's death, the stop).
+    base_ns: AtomicI64,
     /// The faked wall clock the worker's external adapters run under, when the run skews
     /// client clocks (`WorkerConfig::adapter_clock`): a skew moves it too.
     pub adapter_clock: Option<FakeClock>,
 }
 
 impl Controls {
-    pub fn with_adapter_clock(adapter_clock: Option<FakeClock>) -> Controls {
+    pub fn new(base_ns: i64, adapter_clock: Option<FakeClock>) -> Controls {
         Controls {
             adapter_clock,
+            base_ns: AtomicI64::new(base_ns),
             ..Controls::default()
         }
     }
 
+    /// The run's clock as it stands now (it starts at `Go`).
+    pub fn clock(&self) -> RunClock {
+        RunClock {
+            base_ns: self.base_ns.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Starts the run's clock at `base_ns`.
+    pub fn start_clock(&self, base_ns: i64) {
+        self.base_ns.store(base_ns, Ordering::SeqCst);
+    }
+
     pub fn apply(&self, command: WorkerCommand) {
         match command {
+            // Taken by the worker itself, which owns the clock and the output.
+            WorkerCommand::Go { .. } | WorkerCommand::Stop => {}
             WorkerCommand::Arm { point } => *self.armed_slot() = Some(point),
             WorkerCommand::Disarm => *self.armed_slot() = None,
             WorkerCommand::Skew { ms } => {

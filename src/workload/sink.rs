@@ -13,6 +13,37 @@ use crate::history::Event;
 /// worker about to kill itself at a crash point (`EventSink::write_out_and_die`).
 pub const DIED_AT: &str = "died_at_ns";
 
+/// What a worker tells the controller besides its events, one JSON line each on stdout
+/// (externally tagged, so no line of it begins as an event line does).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerNote {
+    /// Every client of the worker has connected (an adapter answered its `init`): the
+    /// worker waits for `WorkerCommand::Go` before its clients start their cycles.
+    Ready { clients: usize },
+    /// A client could not connect: the run cannot be carried out, and this says why.
+    NotReady { why: String },
+    /// The worker took `WorkerCommand::Stop`: no event of it follows this line, and its
+    /// clients keep their connections (and so their sessions' locks) until stdin closes.
+    Stopped { at_ns: i64 },
+}
+
+impl WorkerNote {
+    /// The line to write, newline included.
+    pub fn line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default() + "\n"
+    }
+
+    /// The note a line holds, or None for an event line (or anything else).
+    pub fn read(line: &str) -> Option<WorkerNote> {
+        let tagged = ["{\"ready\":", "{\"not_ready\":", "{\"stopped\":"];
+        if !tagged.iter().any(|t| line.starts_with(t)) {
+            return None;
+        }
+        serde_json::from_str(line).ok()
+    }
+}
+
 /// The reading of a `DIED_AT` line, or None for any other line.
 pub fn died_at(line: &str) -> Option<i64> {
     let rest = line.strip_prefix("{\"")?.strip_prefix(DIED_AT)?;
@@ -26,16 +57,56 @@ pub fn died_at(line: &str) -> Option<i64> {
 /// Events are serialised as they are pushed, into one buffer of lines that the writer
 /// writes with one `write` for all the events pushed since its last: a `write` per event
 /// (stdout is line-buffered) was the worker's largest single cost.
+///
+/// Once `stop` has run, events are dropped: the worker has told the controller that nothing
+/// of it follows.
 #[derive(Debug, Default)]
 pub struct EventSink {
     lines: Mutex<Vec<u8>>,
     ready: Notify,
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 impl EventSink {
-    pub fn send(&self, event: &Event) {
-        write_line(&mut self.lock(), event);
+    /// Buffers an event; false if the worker has stopped recording (`stop`), when the
+    /// event is dropped. Decided under the buffer's lock, which `stop` takes too: an event
+    /// is either written out before the `Stopped` note or not at all.
+    pub fn send(&self, event: &Event) -> bool {
+        let mut lines = self.lock();
+        if self.stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        write_line(&mut lines, event);
+        drop(lines);
         self.ready.notify_one();
+        true
+    }
+
+    /// Writes out every buffered event, then a `Stopped` note with `clock`'s reading; every
+    /// event sent after this is dropped. Holds stdout throughout, so that no event line can
+    /// follow the note.
+    pub fn stop(&self, clock: RunClock) -> std::io::Result<()> {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let lines = {
+            let mut lines = self.lock();
+            self.stopped
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            std::mem::take(&mut *lines)
+        };
+        out.write_all(&lines)?;
+        let note = WorkerNote::Stopped { at_ns: clock.now() };
+        out.write_all(note.line().as_bytes())?;
+        out.flush()
+    }
+
+    /// Writes a note to stdout, after every event buffered so far.
+    pub fn note(&self, note: &WorkerNote) -> std::io::Result<()> {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        out.write_all(&self.take(Vec::new()))?;
+        out.write_all(note.line().as_bytes())?;
+        out.flush()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
@@ -58,9 +129,15 @@ impl EventSink {
     /// Writes out every buffered event, then a `DIED_AT` line with `clock`'s reading, and
     /// SIGKILLs this process while still holding stdout, so that no event of a later time
     /// can follow the line: the controller records the worker's death at that reading.
+    ///
+    /// A worker already stopped does not die: the controller counts on its sessions lasting
+    /// until every worker has stopped recording.
     pub fn write_out_and_die(&self, clock: RunClock) {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
+        if self.stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         let _ = out.write_all(&self.take(Vec::new()));
         let _ = writeln!(out, "{{\"{DIED_AT}\":{}}}", clock.now());
         let _ = out.flush();
@@ -71,10 +148,12 @@ impl EventSink {
     /// Writes every buffered event to stdout and flushes; `spare` is an emptied buffer to
     /// swap in, and what is returned the one written (to pass as `spare` next time).
     pub fn write_out(&self, spare: Vec<u8>) -> std::io::Result<Vec<u8>> {
+        // stdout is taken before the buffer, as `stop` takes it: lines taken here are written
+        // before any note that follows.
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
         let lines = self.take(spare);
         if !lines.is_empty() {
-            let stdout = std::io::stdout();
-            let mut out = stdout.lock();
             out.write_all(&lines)?;
             out.flush()?;
         }
@@ -92,5 +171,24 @@ mod tests {
             super::died_at(r#"{"index":0,"time":1,"process":1,"type":"invoke","f":"acquire"}"#),
             None
         );
+    }
+
+    #[test]
+    fn a_worker_note_reads_back_and_an_event_line_is_none() {
+        use super::WorkerNote;
+        for note in [
+            WorkerNote::Ready { clients: 4 },
+            WorkerNote::NotReady {
+                why: "client 3: cannot connect: \"refused\"".into(),
+            },
+            WorkerNote::Stopped { at_ns: 12 },
+        ] {
+            let line = note.line();
+            assert!(line.ends_with('\n'));
+            assert_eq!(WorkerNote::read(line.trim_end()), Some(note));
+        }
+        let event = r#"{"index":0,"time":1,"process":1,"type":"invoke","f":"acquire"}"#;
+        assert_eq!(WorkerNote::read(event), None);
+        assert_eq!(WorkerNote::read(r#"{"ready":"#), None);
     }
 }

@@ -185,6 +185,11 @@ pub struct WorkloadSpec {
     pub fenced: bool,
     /// In the critical section, take the lock again and release it once (reentrancy).
     pub nested: bool,
+    /// After the lock's library says a held lock is lost (a `lost` notice), still write: an
+    /// application that ignores the warning. By default the client leaves its critical
+    /// section at the notice and makes no further write in that hold, as one that heeds
+    /// its library does.
+    pub write_after_lost: bool,
     /// An operation not answered within this is indeterminate (`info`).
     pub op_timeout: Millis,
     pub time_limit: Millis,
@@ -230,6 +235,7 @@ impl Default for WorkloadSpec {
             watchdog: false,
             fenced: false,
             nested: false,
+            write_after_lost: false,
             op_timeout: Millis(2000),
             time_limit: Millis(30_000),
             seed: 1,

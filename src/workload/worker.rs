@@ -17,7 +17,7 @@ use crate::cluster::{Endpoints, FakeClock, Preload};
 use super::client::{Client, ClientPlan};
 use super::controls::{Controls, WorkerCommand};
 use super::resource::Storage;
-use super::sink::EventSink;
+use super::sink::{EventSink, WorkerNote};
 use super::spec::WorkloadSpec;
 use crate::clock::RunClock;
 
@@ -42,7 +42,18 @@ pub struct WorkerConfig {
     /// the worker keeps the offset in `<run>/adapter-clock-<worker>.faketime`.
     #[serde(default)]
     pub adapter_clock: Option<Preload>,
+    /// Connect every client first, say so (`WorkerNote::Ready`, or `NotReady` with why),
+    /// and start the cycles at `WorkerCommand::Go`, whose `base_ns` replaces the one above:
+    /// the run's clock, and its faults, start once every client of every worker is ready.
+    /// A worker restarted during the run starts at once.
+    #[serde(default)]
+    pub await_go: bool,
 }
+
+/// How long a worker's clients may take to connect before the run cannot be carried out:
+/// an adapter's `init` alone may take 10 s (`external::INIT_PATIENCE`), and a busy machine
+/// starts eight Python adapters slowly.
+pub const CONNECT_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Runs the worker: reads its config from stdin, streams events to stdout until its clients
 /// are done or stdin closes.
@@ -70,7 +81,7 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
             }
             _ => None,
         };
-    let controls = Arc::new(Controls::with_adapter_clock(adapter_clock));
+    let controls = Arc::new(Controls::new(config.base_ns, adapter_clock));
     let clock = RunClock {
         base_ns: config.base_ns,
     };
@@ -79,7 +90,7 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
         config.endpoints.password.as_deref(),
         config.spec.fenced,
     );
-    let mut clients = tokio::task::JoinSet::new();
+    let mut clients = Vec::new();
     for &slot in &config.slots {
         let plan = ClientPlan {
             slot,
@@ -93,17 +104,27 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
             run_dir: run.clone(),
             storage: storage.clone(),
         };
-        clients.spawn(Client::new(plan, sink.clone()).run());
+        clients.push(Client::new(plan, sink.clone()));
     }
 
+    let (go, mut gone) = tokio::sync::watch::channel(None::<i64>);
     // Commands until stdin closes; closing means the controller is gone: stop now,
     // mid-operation if need be.
     let commands = {
-        let controls = controls.clone();
+        let (controls, sink) = (controls.clone(), sink.clone());
         async move {
             let mut line = String::new();
             while stdin.read_line(&mut line).await.is_ok_and(|n| n > 0) {
                 match serde_json::from_str::<WorkerCommand>(&line) {
+                    Ok(WorkerCommand::Go { base_ns }) => {
+                        controls.start_clock(base_ns);
+                        let _ = go.send(Some(base_ns));
+                    }
+                    Ok(WorkerCommand::Stop) => {
+                        if let Err(e) = sink.stop(controls.clock()) {
+                            tracing::warn!("worker: cannot say it stopped: {e}");
+                        }
+                    }
                     Ok(command) => controls.apply(command),
                     Err(e) => tracing::warn!("worker: ignored a bad command ({e}): {line}"),
                 }
@@ -123,12 +144,63 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
             Ok::<(), std::io::Error>(())
         }
     };
-    let all_done = async { while clients.join_next().await.is_some() {} };
+    let work = {
+        let sink = sink.clone();
+        async move {
+            if config.await_go {
+                clients = match connect_all(clients).await {
+                    Ok(clients) => clients,
+                    Err(why) => {
+                        let _ = sink.note(&WorkerNote::NotReady { why });
+                        return;
+                    }
+                };
+                let ready = WorkerNote::Ready {
+                    clients: clients.len(),
+                };
+                if sink.note(&ready).is_err() {
+                    return;
+                }
+                let Ok(base) = gone.wait_for(Option::is_some).await.map(|b| b.unwrap_or(0)) else {
+                    return;
+                };
+                for client in &mut clients {
+                    client.start_clock(RunClock { base_ns: base });
+                }
+            }
+            let mut running = tokio::task::JoinSet::new();
+            for client in clients {
+                running.spawn(client.run());
+            }
+            while running.join_next().await.is_some() {}
+        }
+    };
     tokio::select! {
         result = writer => result?,
         () = commands => {}
-        () = all_done => {}
+        () = work => {}
     }
     sink.write_out(Vec::new())?;
     Ok(())
+}
+
+/// Connects every client at once, each within `CONNECT_LIMIT`; the first error if any
+/// could not.
+async fn connect_all(clients: Vec<Client>) -> Result<Vec<Client>, String> {
+    let mut connecting = tokio::task::JoinSet::new();
+    for (i, mut client) in clients.into_iter().enumerate() {
+        connecting.spawn(async move {
+            let connected = client.connect_first(CONNECT_LIMIT).await;
+            (i, client, connected)
+        });
+    }
+    let mut connected = Vec::new();
+    while let Some(joined) = connecting.join_next().await {
+        let (i, client, result) = joined.map_err(|e| format!("a client's start failed: {e}"))?;
+        // The first to fail says why; the others are dropped with the worker.
+        result?;
+        connected.push((i, client));
+    }
+    connected.sort_by_key(|(i, _)| *i);
+    Ok(connected.into_iter().map(|(_, c)| c).collect())
 }
