@@ -2,8 +2,9 @@
 //! ensemble starts with one leader, a server killed through the service seam comes back,
 //! a killed leader is replaced, an isolated one steps down while the others elect, nothing
 //! is left behind; the recipe's znodes are Curator's,
-//! it excludes, and its fencing tokens grow; a short run under client pauses records
-//! acquires and renewals.
+//! it excludes, and its fencing tokens grow; a holder whose servers all fall silent loses
+//! its lock at its lease's end and answers every operation within its time limit; a short
+//! run under client pauses records acquires and renewals.
 
 mod common;
 
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use lockaudit::cluster::{self, zookeeper, ClusterSpec, Endpoints, Topology};
 use lockaudit::locks::{self, zk_lock, Acquired, LockClient, LockOptions, Outcome};
+use nix::sys::signal::Signal;
 
 fn alive(pids: &[u32]) -> usize {
     pids.iter().filter(|&&p| cluster::is_live(p)).count()
@@ -408,6 +410,98 @@ async fn the_recipe_lays_out_curators_nodes_excludes_and_fences_with_czxid() {
     let second = b.acquire(key).await;
     assert!(token(&second) > first_token, "tokens must grow");
     assert!(matches!(b.release(key).await, Outcome::Ok { .. }));
+}
+
+/// Every ZooKeeper server of `cluster` sent `signal`.
+fn signal_all(cluster: &cluster::Cluster, signal: Signal) {
+    let names: Vec<String> = cluster
+        .endpoints()
+        .nodes
+        .iter()
+        .map(|n| n.name.clone())
+        .collect();
+    assert_eq!(names.len(), 3);
+    for acted in cluster.signal_many(&names, signal) {
+        acted
+            .result
+            .unwrap_or_else(|e| panic!("{signal} {}: {e}", acted.name));
+    }
+}
+
+/// A holder whose servers all fall silent (paused), called as the worker's loop calls it:
+/// its check, ttl/3 after the grant, answers `fail` (the lock lost to it) once its lease has
+/// run out, not `info`, which would retire it as a holder that may still work while its
+/// session expires; and, its session over, its next acquire, which must open a new one,
+/// answers within the operation's time limit (the worker's own limit would make it `info`).
+#[tokio::test]
+async fn a_holder_whose_servers_fall_silent_loses_its_lock_at_its_lease_s_end_in_time() {
+    common::require_zookeeper();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = start(dir.path()).await;
+    let endpoints = cluster.endpoints();
+    let op_timeout = Duration::from_millis(2000);
+    let mut holder = client(&endpoints, false).await;
+    let key = "lock:silent";
+    let invoked = Instant::now();
+    let lease_ms = match holder.acquire(key).await {
+        Acquired::Ok {
+            lease_ms: Some(ms), ..
+        } => ms,
+        other => panic!("not granted with a lease: {other:?}"),
+    };
+    let lease_end = invoked + Duration::from_millis(u64::try_from(lease_ms).unwrap());
+    // The worker's cadence: the first check comes ttl/3 into the hold.
+    tokio::time::sleep(holder.renew_every().unwrap()).await;
+
+    signal_all(&cluster, Signal::SIGSTOP);
+    let asked = Instant::now();
+    let renewed = holder.renew(key).await;
+    let answered = Instant::now();
+    assert!(
+        matches!(renewed, Outcome::Fail(_)),
+        "a check no server answers by the lease's end: {renewed:?}"
+    );
+    assert!(
+        answered >= lease_end,
+        "lost {:?} before the lease's end: a lost-lock",
+        lease_end - answered
+    );
+    assert!(
+        answered - asked < op_timeout,
+        "the check took {:?}",
+        answered - asked
+    );
+
+    // Checks until the client itself sees its session over (the crate gives it up 7/5 of
+    // the session after the servers last answered), each within the time limit.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let asked = Instant::now();
+        let again = holder.renew(key).await;
+        assert!(
+            asked.elapsed() < op_timeout,
+            "a check took {:?}",
+            asked.elapsed()
+        );
+        match again {
+            Outcome::Fail(why) if why.starts_with("the session ended") => break,
+            Outcome::Fail(_) => {}
+            other => panic!("a check with every server paused: {other:?}"),
+        }
+        assert!(Instant::now() < deadline, "the session never ended");
+    }
+    let asked = Instant::now();
+    let acquired = holder.acquire(key).await;
+    assert!(
+        asked.elapsed() < op_timeout,
+        "an acquire opening a session took {:?}: {acquired:?}",
+        asked.elapsed()
+    );
+    assert!(
+        matches!(&acquired, Acquired::Fail(why) if why.contains("a new session")),
+        "{acquired:?}"
+    );
+    signal_all(&cluster, Signal::SIGCONT);
 }
 
 /// `lockaudit run --algorithm zk-lock` for `time_limit` into `out`.

@@ -23,10 +23,15 @@
 //! start). Renew, every ttl/3, is what a careful Curator user does between steps: make sure
 //! the session still lives and the node is still its own (`exists` on it, which also
 //! restarts the session's timeout); a session the client has seen expire, or a node found
-//! gone, is the lock lost (`fail`). Curator itself renews nothing: its clients ping in the
-//! background and a user learns of a loss from the connection state listener (`LOST`).
+//! gone, is the lock lost (`fail`), and so is a check no server answered before the lease ran
+//! out (Curator's rule: a lock must be taken for lost while the connection is `SUSPENDED`):
+//! the check is asked no longer than that, so the holder goes on to its release rather than
+//! ending `info` and being retired as one that may still hold, while its session expires
+//! and the next contender takes the lock. Curator itself renews nothing: its clients ping in
+//! the background and a user learns of a loss from the connection state listener (`LOST`).
 //!
-//! After an expired session the next acquire opens a new one, as Curator does.
+//! After an expired session the next acquire opens a new one, as Curator does, within the
+//! acquire's time limit; every step is bounded by the operation's time limit.
 //!
 //! Each session authenticates as the run's digest user (`cluster::zookeeper::USER`, the
 //! run's password) and creates its znodes for that user alone (`creator_all`): the
@@ -72,18 +77,24 @@ pub(crate) async fn connect(
     }
     let servers =
         zookeeper::connect_string(endpoints.nodes.iter().map(|n| (n.host.as_str(), n.port)));
-    session(&servers, endpoints.password.as_deref(), options)
-        .await
-        .map_err(|e| LockError::Endpoints(format!("ZooKeeper at {servers}: {e}")))
+    session(
+        &servers,
+        endpoints.password.as_deref(),
+        options,
+        options.op_timeout(),
+    )
+    .await
+    .map_err(|e| LockError::Endpoints(format!("ZooKeeper at {servers}: {e}")))
 }
 
-/// A session on `servers`, authenticated as the run's user with `password` if given.
+/// A session on `servers`, authenticated as the run's user with `password` if given, within
+/// `timeout`.
 async fn session(
     servers: &str,
     password: Option<&str>,
     options: &LockOptions,
+    timeout: Duration,
 ) -> Result<zk::Client, String> {
-    let timeout = options.op_timeout();
     let mut connector = zk::Client::connector();
     if let Some(password) = password {
         connector = connector.with_auth("digest", zookeeper::digest(password).as_bytes());
@@ -93,7 +104,7 @@ async fn session(
     let connecting = connector
         .with_detached()
         .with_session_timeout(Duration::from_millis(options.ttl_ms.max(1)))
-        .with_connection_timeout(timeout)
+        .with_connection_timeout(options.op_timeout())
         .connect(servers);
     match tokio::time::timeout(timeout, connecting).await {
         Ok(Ok(client)) => Ok(client),
@@ -107,6 +118,9 @@ async fn session(
 struct Held {
     path: String,
     session: i64,
+    /// When the lease last recorded runs out: the start of the acquire or renew that set it
+    /// + the session timeout (no earlier than the history's, counted from its invoke).
+    lease_until: tokio::time::Instant,
 }
 
 pub(crate) struct ZkLock {
@@ -144,14 +158,20 @@ impl ZkLock {
         i64::try_from(self.client.session_timeout().as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// A new session when the last one ended (expired or closed), as Curator opens one.
-    async fn live_session(&mut self) -> Result<(), String> {
+    /// A new session when the last one ended (expired or closed), as Curator opens one,
+    /// within `timeout` (the acquire's time left).
+    async fn live_session(&mut self, timeout: Duration) -> Result<(), String> {
         if !ended(self.client.state()) {
             return Ok(());
         }
-        self.client = session(&self.servers, self.password.as_deref(), &self.options)
-            .await
-            .map_err(|e| format!("a new session: {e}"))?;
+        self.client = session(
+            &self.servers,
+            self.password.as_deref(),
+            &self.options,
+            timeout,
+        )
+        .await
+        .map_err(|e| format!("a new session: {e}"))?;
         Ok(())
     }
 }
@@ -361,9 +381,10 @@ impl LockClient for ZkLock {
     async fn acquire(&mut self, name: &str) -> Acquired {
         // Every step within the operation's time limit (a little less: the worker's own
         // limit must not cut an acquire short, which would leave its outcome unknown).
-        let deadline = tokio::time::Instant::now() + self.options.op_timeout().mul_f32(0.95);
+        let started = tokio::time::Instant::now();
+        let deadline = started + self.options.op_timeout().mul_f32(0.95);
         let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
-        if let Err(why) = self.live_session().await {
+        if let Err(why) = self.live_session(left()).await {
             return Acquired::Fail(why);
         }
         let dir = lock_dir(name);
@@ -412,7 +433,15 @@ impl LockClient for ZkLock {
             None
         };
         let lease_ms = self.lease_ms();
-        self.held.insert(name.to_string(), Held { path, session });
+        let lease_until = started + self.client.session_timeout();
+        self.held.insert(
+            name.to_string(),
+            Held {
+                path,
+                session,
+                lease_until,
+            },
+        );
         Acquired::Ok {
             token,
             lease_ms: Some(lease_ms),
@@ -445,23 +474,52 @@ impl LockClient for ZkLock {
     }
 
     async fn renew(&mut self, name: &str) -> Outcome {
+        let started = tokio::time::Instant::now();
         let Some(held) = self.held.get(name) else {
             return Outcome::Fail("not held by this client".into());
         };
         if held.session != self.client.session_id().0 || ended(self.client.state()) {
             return Outcome::Fail(format!("the session ended ({:?})", self.client.state()));
         }
-        let timeout = self.options.op_timeout().mul_f32(0.95);
-        let path = held.path.as_str();
+        // Asked no longer than the lease still runs, if it runs out within the operation's
+        // time: a check unanswered by then is the lock lost to this client (Curator's rule:
+        // a lock is lost while the connection is suspended), a `fail` after the lease, and
+        // the holder goes on to its release. Left `info`, it would retire the holder, and
+        // the history would keep it holding to the end of the run while its session
+        // expired and the next contender took the lock.
+        let lease_until = held.lease_until;
+        let op_deadline = started + self.options.op_timeout().mul_f32(0.95);
+        let answer_by = if lease_until > started && lease_until < op_deadline {
+            lease_until
+        } else {
+            op_deadline
+        };
+        let timeout = answer_by - started;
+        let unanswered = |why: String| {
+            if tokio::time::Instant::now() >= lease_until {
+                Outcome::Fail(format!(
+                    "{why}, and the session's lease has run out: the lock is lost to this client"
+                ))
+            } else {
+                Outcome::Info(why)
+            }
+        };
+        let (path, session) = (held.path.as_str(), held.session);
         match retrying(timeout, || self.client.check_stat(path)).await.0 {
-            Some(Ok(Some(stat))) if stat.ephemeral_owner == held.session => Outcome::Ok {
-                lease_ms: Some(self.lease_ms()),
-            },
+            Some(Ok(Some(stat))) if stat.ephemeral_owner == session => {
+                let renewed = started + self.client.session_timeout();
+                if let Some(held) = self.held.get_mut(name) {
+                    held.lease_until = renewed;
+                }
+                Outcome::Ok {
+                    lease_ms: Some(self.lease_ms()),
+                }
+            }
             Some(Ok(Some(_))) => Outcome::Fail("the lock node belongs to another session".into()),
             Some(Ok(None)) => Outcome::Fail("the lock node is gone".into()),
             Some(Err(e)) if certainly_not(&e) => Outcome::Fail(format!("exists: {e}")),
-            Some(Err(e)) => Outcome::Info(format!("exists: {e}")),
-            None => Outcome::Info(format!("exists: no answer within {timeout:?}")),
+            Some(Err(e)) => unanswered(format!("exists: {e}")),
+            None => unanswered(format!("exists: no answer within {timeout:?}")),
         }
     }
 
