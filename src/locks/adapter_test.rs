@@ -692,6 +692,11 @@ impl Notices<'_> {
             }
         };
         self.a_watch.took(NOTICE_KEY, sent);
+        if let Err(e) = ok_shape(&reply, true) {
+            list.add(RENEWAL, Err(format!("the acquire of {NOTICE_KEY:?}: {e}")));
+            self.release().await;
+            return;
+        }
         let Some(lease) = lease_of(&reply, sent.elapsed()) else {
             list.skip(
                 RENEWAL,
