@@ -1137,6 +1137,111 @@ fn adapter_test_of_the_rust_adapter_over_rw_lock_finds_a_shared_lock() {
     );
 }
 
+/// A Redis lock whose "library" renews by itself (protocol 1.1): `SET NX PX`, then a thread
+/// that extends the key every ttl/3 if it is still ours and says so (`renewed`), or says
+/// `lost` and stops when it is not. Its first argument: `renews` (just that), `renewd` (also
+/// writes a notice of an unknown type after each acquire) or `foreign-key` (also a `lost`
+/// notice about a key it never held).
+const RENEWING_ADAPTER: &str = r#"
+import json, sys, threading, redis
+mode = sys.argv[1]
+out = threading.Lock()
+def send(obj):
+    with out:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+OURS = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call(ARGV[2], KEYS[1], unpack(ARGV, 3)) else return 0 end"
+r, me, held = None, None, {}
+def renewer(key, ttl, stop):
+    while not stop.wait(ttl / 3000.0):
+        if r.eval(OURS, 1, key, me, "pexpire", ttl) == 1:
+            send({"type": "renewed", "key": key, "lease_ms": ttl})
+        else:
+            send({"type": "lost", "key": key, "error": "the key is gone"})
+            return
+for line in sys.stdin:
+    req = json.loads(line)
+    kind, key = req["type"], req.get("key")
+    if kind == "init":
+        node = req["nodes"][0]
+        r = redis.Redis(host=node["host"], port=node["port"], password=node.get("password"))
+        me = "client-%d" % req["client"]
+        reply = {"type": "init_ok", "name": "renews", "fencing": False, "reentrant": False}
+    elif kind == "acquire" and req.get("mode") == "shared":
+        reply = {"type": "error", "error": "no shared mode"}
+    elif kind == "acquire":
+        if r.set(key, me, nx=True, px=req["ttl_ms"]):
+            held[key] = threading.Event()
+            threading.Thread(target=renewer, args=(key, req["ttl_ms"], held[key]), daemon=True).start()
+            reply = {"type": "ok", "token": None, "lease_ms": req["ttl_ms"]}
+        else:
+            reply = {"type": "fail", "error": "held by another client"}
+    elif kind == "release":
+        if key in held:
+            held.pop(key).set()
+        freed = r.eval(OURS, 1, key, me, "del") == 1
+        reply = {"type": "ok"} if freed else {"type": "fail", "error": "not ours"}
+    else:
+        reply = {"type": "error", "error": "no such request: " + kind}
+    reply["in_reply_to"] = req["id"]
+    send(reply)
+    if kind == "acquire" and reply["type"] == "ok" and mode == "renewd":
+        send({"type": "renewd", "key": key, "lease_ms": req["ttl_ms"]})
+    if kind == "acquire" and reply["type"] == "ok" and mode == "foreign-key":
+        send({"type": "lost", "key": "someone-else", "error": "not ours"})
+"#;
+
+/// `adapter-test` of `RENEWING_ADAPTER` in `mode`.
+fn adapter_test_renewing(mode: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("renewing.py");
+    std::fs::write(&script, RENEWING_ADAPTER).unwrap();
+    adapter_test(&["python3", script.to_str().unwrap(), mode])
+}
+
+#[test]
+fn adapter_test_passes_a_lock_that_renews_itself_and_sees_its_loss() {
+    require_redis_py();
+    let (code, text) = adapter_test_renewing("renews");
+    assert_eq!(code, 0, "{text}");
+    // Held 1.5 s on a 1 s ttl, renewed every 333 ms: renewed, and refused to the other client.
+    assert!(text.contains("✓ a lock held past its lease"), "{text}");
+    assert!(text.contains("a second client's acquire → fail"), "{text}");
+    // Its key deleted on the server: the next renewal finds it gone.
+    assert!(text.contains("✓ its key deleted on the servers"), "{text}");
+    assert!(
+        text.contains("deleted master-0:adapter-test:notices"),
+        "{text}"
+    );
+    assert!(text.contains(r#"\"type\": \"lost\""#), "{text}");
+    assert!(text.contains("✓ every notice"), "{text}");
+    assert!(!text.contains('✗'), "{text}");
+}
+
+#[test]
+fn adapter_test_reports_a_malformed_notice_with_its_line() {
+    require_redis_py();
+    // An unknown type: no notice, and no reply either (the request it meets fails too).
+    let (code, text) = adapter_test_renewing("renewd");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("✗ every notice"), "{text}");
+    assert!(
+        text.contains(r#"the first client wrote "{\"type\": \"renewd\", \"key\": \"adapter-test:lock\", \"lease_ms\": 5000}""#),
+        "{text}"
+    );
+    assert!(text.contains(r#"not "renewd""#), "{text}");
+    assert!(text.contains("adapter-test: FAILED"), "{text}");
+
+    // A well-formed notice about a key the client never held: only that check fails.
+    let (code, text) = adapter_test_renewing("foreign-key");
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(r#"never held the key "someone-else""#),
+        "{text}"
+    );
+    assert_eq!(text.matches('✗').count(), 1, "{text}");
+}
+
 /// A workload of the Rust example adapter over `algorithm`, in `dir`, with `settings`.
 fn builtin_workload(dir: &Path, algorithm: &str, settings: &str) -> PathBuf {
     let workload = dir.join("w.toml");

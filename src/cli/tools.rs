@@ -48,6 +48,7 @@ pub fn adapter_test(args: AdapterTestArgs) -> anyhow::Result<u8> {
             };
             setup.topology = spec.topology();
             setup.masters = spec.masters;
+            setup.ttl_ms = Some(spec.ttl.0);
             setup.options = spec
                 .adapter_options_json()
                 .unwrap_or_else(|| serde_json::json!({}));

@@ -42,7 +42,7 @@ pub mod on_exit;
 mod peer_links;
 mod ports;
 mod postgres;
-mod probe;
+pub(crate) mod probe;
 pub mod process;
 mod procfs;
 pub mod reach;

@@ -124,6 +124,15 @@ impl Reply {
 /// closes at the end of the adapter's output.
 type ReplyLine = Result<Vec<u8>, String>;
 
+/// A line the adapter wrote, as read (without its `\n`), and when: what
+/// [`Adapter::spawn_tapped`] passes on, so that `adapter-test` can judge the notices by the
+/// very lines the adapter wrote.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub at: std::time::Instant,
+    pub raw: Vec<u8>,
+}
+
 /// A running adapter process and its pipes. Dropping it SIGKILLs the process (and so ends
 /// its stdout reader).
 pub struct Adapter {
@@ -147,6 +156,27 @@ impl Adapter {
         cwd: Option<&Path>,
         log: Option<&Path>,
         clock: Option<&FakeClock>,
+    ) -> Result<Adapter, String> {
+        Adapter::start(argv, cwd, log, clock, None)
+    }
+
+    /// As [`Adapter::spawn`], and every line the adapter writes (replies and notices alike)
+    /// is passed on to the receiver as well.
+    pub fn spawn_tapped(
+        argv: &[String],
+        cwd: Option<&Path>,
+        log: Option<&Path>,
+    ) -> Result<(Adapter, mpsc::UnboundedReceiver<Line>), String> {
+        let (tap, lines) = mpsc::unbounded_channel();
+        Adapter::start(argv, cwd, log, None, Some(tap)).map(|adapter| (adapter, lines))
+    }
+
+    fn start(
+        argv: &[String],
+        cwd: Option<&Path>,
+        log: Option<&Path>,
+        clock: Option<&FakeClock>,
+        tap: Option<mpsc::UnboundedSender<Line>>,
     ) -> Result<Adapter, String> {
         let (program, args) = argv
             .split_first()
@@ -197,6 +227,7 @@ impl Adapter {
             BufReader::new(stdout),
             reply_tx,
             notice_tx,
+            tap,
             program.clone(),
             log.map(Path::to_path_buf),
         ));
@@ -406,11 +437,13 @@ async fn read_line_bounded(
 /// The adapter's stdout until its end: notices go to `notices`, stamped with the moment
 /// they were read; everything else (replies, and lines that are neither) goes to
 /// `replies`, as does a notice that does not parse (a protocol failure for the request
-/// pending then, or the next one). Stops after a read error, or when nobody listens.
+/// pending then, or the next one). Every line also goes to `tap`, if given. Stops after a
+/// read error, or when nobody listens.
 async fn read_stdout(
     mut stdout: BufReader<ChildStdout>,
     replies: mpsc::UnboundedSender<ReplyLine>,
     notices: mpsc::UnboundedSender<Notice>,
+    tap: Option<mpsc::UnboundedSender<Line>>,
     program: String,
     log: Option<PathBuf>,
 ) {
@@ -424,6 +457,12 @@ async fn read_stdout(
             }
         };
         let at = std::time::Instant::now();
+        if let Some(tap) = &tap {
+            let _ = tap.send(Line {
+                at,
+                raw: raw.clone(),
+            });
+        }
         let sent = match notice_of(&raw) {
             None => replies.send(Ok(raw)).is_ok(),
             Some(Ok((kind, warning))) => {
