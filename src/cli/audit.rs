@@ -61,43 +61,46 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
     crate::cluster::install_cleanup_handlers();
     let runtime = tokio::runtime::Runtime::new()?;
     let for_signal = options.clone();
-    let on_signal = move |audit: Audit, signal: &'static str| {
-        interrupted(audit, signal, &for_signal, json)
-    };
-    let result = runtime.block_on(audit(&options, |done, total, cell| {
-        let found = if cell.status == crate::audit::Status::NotApplicable {
-            "not run".to_string()
-        } else if cell.found.is_empty() && cell.status == crate::audit::Status::Error {
-            "no verdict".to_string()
-        } else if cell.found.is_empty() {
-            "valid".to_string()
-        } else {
-            cell.found
-                .iter()
-                .map(|(k, n)| format!("{k} ×{n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let verdict = match cell.status {
-            crate::audit::Status::Pass => "as expected".to_string(),
-            crate::audit::Status::NotApplicable => {
-                format!("n/a: {}", cell.why.as_deref().unwrap_or("not applicable"))
-            }
-            crate::audit::Status::Error => {
-                format!("ERROR: {}", cell.why.as_deref().unwrap_or("the run failed"))
-            }
-            crate::audit::Status::Differs => {
-                format!("DIFFERS: {}", cell.why.as_deref().unwrap_or(""))
-            }
-        };
-        // Progress: a line per cell as it ends, in the order they end.
-        note!(
-            "[{done:>3}/{total}] {} × {}: {found} ({verdict}) {:.1}s",
-            cell.algorithm,
-            cell.nemesis,
-            cell.seconds
-        );
-    }, on_signal));
+    let on_signal =
+        move |audit: Audit, signal: &'static str| interrupted(audit, signal, &for_signal, json);
+    let result = runtime.block_on(audit(
+        &options,
+        |done, total, cell| {
+            let found = if cell.status == crate::audit::Status::NotApplicable {
+                "not run".to_string()
+            } else if cell.found.is_empty() && cell.status == crate::audit::Status::Error {
+                "no verdict".to_string()
+            } else if cell.found.is_empty() {
+                "valid".to_string()
+            } else {
+                cell.found
+                    .iter()
+                    .map(|(k, n)| format!("{k} ×{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let verdict = match cell.status {
+                crate::audit::Status::Pass => "as expected".to_string(),
+                crate::audit::Status::NotApplicable => {
+                    format!("n/a: {}", cell.why.as_deref().unwrap_or("not applicable"))
+                }
+                crate::audit::Status::Error => {
+                    format!("ERROR: {}", cell.why.as_deref().unwrap_or("the run failed"))
+                }
+                crate::audit::Status::Differs => {
+                    format!("DIFFERS: {}", cell.why.as_deref().unwrap_or(""))
+                }
+            };
+            // Progress: a line per cell as it ends, in the order they end.
+            note!(
+                "[{done:>3}/{total}] {} × {}: {found} ({verdict}) {:.1}s",
+                cell.algorithm,
+                cell.nemesis,
+                cell.seconds
+            );
+        },
+        on_signal,
+    ));
     crate::cluster::leftovers::forget();
     let audit = match result {
         Ok(audit) => audit,

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::on_exit;
 use super::leftovers;
+use super::on_exit;
 use super::registry::kill_all;
 
 /// How long Ctrl-C waits for the work that needs the children (`on_exit`) before killing

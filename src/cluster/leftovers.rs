@@ -104,10 +104,7 @@ fn write(state: &mut State) {
             .children
             .iter()
             .map(|(&pid, (name, start))| {
-                (
-                    format!("{name} ({pid})"),
-                    Started { pid, start: *start },
-                )
+                (format!("{name} ({pid})"), Started { pid, start: *start })
             })
             .collect(),
         folders: state.folders.clone(),
@@ -266,9 +263,9 @@ pub fn clean_notes_in(dir: &Path) -> Vec<String> {
             }
         }
         let _ = std::fs::remove_file(&path);
-        let by = note
-            .lockaudit
-            .map_or("a lockaudit".to_string(), |l| format!("lockaudit {}", l.pid));
+        let by = note.lockaudit.map_or("a lockaudit".to_string(), |l| {
+            format!("lockaudit {}", l.pid)
+        });
         let mut did = Vec::new();
         if !stopped.is_empty() {
             did.push(format!(

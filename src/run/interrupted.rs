@@ -13,21 +13,22 @@ use crate::history;
 use crate::outfile;
 use crate::report::{render_summary, Report};
 
-use super::report_json;
+use super::{report_json, RunOptions};
 
 /// Registers the interrupted run's report for `dir`; dropping the registration (the run
 /// ended) withdraws it. `finishing` is held while either report is written, so that the
 /// run's own and this one never race; it says whether the run's own was (then a signal
-/// leaves it as it is). `json`: print the report's JSON, not the summary.
+/// leaves it as it is). `options.json`: print the report's JSON, not the summary; an
+/// audit's cell (no progress of its own) prints nothing: its audit says what was cut.
 pub(super) fn register(
     dir: &Path,
-    check: &CheckOptions,
+    options: &RunOptions,
     warnings: &[String],
-    json: bool,
     finishing: Arc<Mutex<bool>>,
 ) -> Registration {
     let dir = dir.to_path_buf();
-    let check = check.clone();
+    let check = options.check.clone();
+    let (json, print) = (options.json, options.progress);
     let warnings = warnings.to_vec();
     on_exit::register_after_stop(move |signal| {
         let finishing = finishing.lock().unwrap_or_else(|p| p.into_inner());
@@ -35,6 +36,7 @@ pub(super) fn register(
             return;
         }
         match write_report(&dir, &check, &warnings, signal) {
+            Ok(_) if !print => {}
             Ok((report, json_text, history)) => {
                 let covers = format!(
                     "interrupted by {signal}: the verdict covers the {} events recorded before it\n",

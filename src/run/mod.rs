@@ -294,13 +294,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     // checked and its report written, marked interrupted. `finishing` keeps that and this
     // function's own report from being written at once.
     let finishing = Arc::new(Mutex::new(false));
-    let _interrupted = interrupted::register(
-        dir,
-        &options.check,
-        &warnings,
-        options.json,
-        finishing.clone(),
-    );
+    let _interrupted = interrupted::register(dir, options, &warnings, finishing.clone());
 
     let mut owned = None;
     let endpoints = match servers {
@@ -432,9 +426,13 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     // Interrupted meanwhile: the report is the interruption's to write, and the process
     // ends with it. Written: a signal no longer changes it (nor, for `run`, the exit).
     // (3 for a run stopped before its time, as `lockaudit run` exits.)
-    let own = options
-        .owns_exit
-        .then(|| if stopped.is_some() { 3 } else { report.exit_code() as u8 });
+    let own = options.owns_exit.then(|| {
+        if stopped.is_some() {
+            3
+        } else {
+            report.exit_code() as u8
+        }
+    });
     let written = interrupted::write_verdict(&finishing, own, || {
         outfile::write(&report_path, &report_text)
     });

@@ -213,7 +213,10 @@ mod tests {
         tx.send(RecordedLine::from_event(&broken)).unwrap();
         drop(tx);
         let tally = recorder.await.unwrap().unwrap();
-        assert_eq!(tally.events, 1, "a client's line after the signal was recorded");
+        assert_eq!(
+            tally.events, 1,
+            "a client's line after the signal was recorded"
+        );
         assert_eq!(tally.indeterminate, 0);
     }
 }
