@@ -311,12 +311,14 @@ mod tests {
             pid,
             start: start_time(pid).unwrap(),
         };
-        let mut note = Note::default();
         // A pid that is no process: lockaudit itself is gone.
-        note.lockaudit = Some(Started {
-            pid: u32::MAX / 2,
-            start: 1,
-        });
+        let mut note = Note {
+            lockaudit: Some(Started {
+                pid: u32::MAX / 2,
+                start: 1,
+            }),
+            ..Note::default()
+        };
         note.children.insert("etcd-0".into(), started(noted.id()));
         let mut reused = started(stranger.id());
         reused.start += 1;
@@ -351,11 +353,13 @@ mod tests {
         let folder = dir.path().join("data");
         std::fs::create_dir(&folder).unwrap();
         let me = std::process::id();
-        let mut note = Note::default();
-        note.lockaudit = Some(Started {
-            pid: me,
-            start: start_time(me).unwrap(),
-        });
+        let mut note = Note {
+            lockaudit: Some(Started {
+                pid: me,
+                start: start_time(me).unwrap(),
+            }),
+            ..Note::default()
+        };
         note.folders.insert(folder.clone());
         let path = dir.path().join(".lockaudit-1.json");
         std::fs::write(&path, serde_json::to_string(&note).unwrap()).unwrap();
