@@ -221,8 +221,8 @@ impl ServiceNode for EtcdMember {
         self.config.links.heal(from, &self.config.name)
     }
 
-    /// A member's data folder holds 64 MB of preallocated WAL segments (about 200 MB a run
-    /// for three) that nothing reads after the run; its log stays.
+    /// A member's data folder holds preallocated WAL segments, 128 MB a member (384 MB a
+    /// run for three), that nothing reads after the run; its log stays.
     fn scratch(&self) -> Option<&Path> {
         Some(&self.config.dir)
     }
