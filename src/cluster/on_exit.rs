@@ -2,6 +2,8 @@
 //! the servers' logs on other hosts come back over the ssh connections, which die with the
 //! other children. Each job gets a deadline and runs in a thread of its own; the cleanup
 //! waits for them no longer than that, so an unreachable host cannot hold lockaudit up.
+//! And the work it does after (`register_after_stop`), and the command's verdict, after
+//! which a signal interrupts nothing (`give_verdict`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
