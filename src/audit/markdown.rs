@@ -46,6 +46,14 @@ impl Matrix {
             duration_text(self.seconds),
             self.seed
         );
+        if let Some(signal) = &self.interrupted {
+            let _ = writeln!(
+                out,
+                "Interrupted by {}: the cells that finished, and those cut short (errors, \
+                 marked interrupted); the others never ran.\n",
+                md_text(signal)
+            );
+        }
         if let Some(phases) = self.phases_text() {
             let _ = writeln!(out, "{}.\n", md_text(&phases));
         }

@@ -100,6 +100,10 @@ pub struct Cell {
     /// Faults the nemesis injected.
     #[serde(default)]
     pub faults: u64,
+    /// The signal that cut the cell's run short ("SIGINT"), before its verdict: an error
+    /// cell, its figures those of the history recorded before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
 }
 
 impl Cell {
@@ -135,6 +139,7 @@ impl Cell {
             phases: None,
             events: 0,
             faults: 0,
+            interrupted: None,
         }
     }
 
@@ -286,6 +291,10 @@ pub struct Matrix {
     /// The hosts the lock servers ran on (`audit --node`); empty: this machine.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
+    /// The signal that cut the audit short ("SIGINT"): the matrix holds the cells that
+    /// finished, and those cut short marked `interrupted`; the others never ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
 }
 
 impl Matrix {

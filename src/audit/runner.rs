@@ -9,11 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use crate::checker::CheckOptions;
+use crate::cluster::on_exit;
 use crate::locks::ALGORITHMS;
 use crate::nemesis::PRESETS;
 use crate::report::Report;
@@ -346,10 +348,13 @@ fn quick_cells(
         .collect()
 }
 
-/// Runs every cell; `announce` hears of each as it ends.
+/// Runs every cell; `announce` hears of each as it ends. On Ctrl-C or SIGTERM (once every
+/// child is stopped), `interrupted` is given the audit of the cells that finished and of
+/// those cut short, marked, with the signal's name; the process then exits.
 pub async fn audit(
     options: &AuditOptions,
     mut announce: impl FnMut(usize, usize, &Cell),
+    interrupted: impl Fn(Audit, &'static str) + Send + Sync + 'static,
 ) -> Result<Audit, String> {
     options.validate()?;
     let mut cells = options.cell_list();
@@ -404,7 +409,7 @@ pub async fn audit(
     } else {
         1
     };
-    let mut rounds: Vec<RoundResult> = (0..options.repeat)
+    let rounds: Vec<RoundResult> = (0..options.repeat)
         .map(|round| RoundResult {
             started_wall: None,
             began: None,
@@ -413,30 +418,63 @@ pub async fn audit(
             seed: options.seed + round as u64,
         })
         .collect();
-    let shared = std::sync::Arc::new(options.clone());
+    let shared = Arc::new(options.clone());
     let audit_began = Instant::now();
+    let progress = Arc::new(Mutex::new(Progress {
+        rounds,
+        running: BTreeMap::new(),
+        reach: BTreeMap::new(),
+        frozen: false,
+    }));
+    // Ctrl-C or SIGTERM: once every child is stopped and the cells under way have written
+    // their reports (their jobs run first), the matrix of the cells that finished, and of
+    // those cut short, marked.
+    let _interrupted = {
+        let (progress, options) = (progress.clone(), shared.clone());
+        on_exit::register_after_stop(move |signal| {
+            let mut progress = lock(&progress);
+            progress.frozen = true;
+            let audit = progress.assemble(&options, audit_began, Some(signal));
+            drop(progress);
+            interrupted(audit, signal);
+        })
+    };
     let mut queue = queue.into_iter().peekable();
     let mut running = tokio::task::JoinSet::new();
     // Whether the cell running now must be alone.
     let mut alone_running = false;
     let mut done = 0;
-    let mut reach: BTreeMap<(String, String), Reach> = BTreeMap::new();
     loop {
-        while running.len() < jobs && !alone_running {
+        // No cell starts once a signal has come.
+        while running.len() < jobs && !alone_running && !crate::cluster::shutting_down() {
             let Some(next) = queue.peek() else { break };
             if next.alone && !running.is_empty() {
                 break;
             }
             let Some(job) = queue.next() else { break };
             alone_running = job.alone;
-            let round = &mut rounds[job.round];
-            round.began.get_or_insert_with(Instant::now);
-            round.started_wall.get_or_insert_with(|| {
-                humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-            });
+            let started_s = audit_began.elapsed().as_secs_f64();
+            {
+                let mut progress = lock(&progress);
+                let round = &mut progress.rounds[job.round];
+                round.began.get_or_insert_with(Instant::now);
+                round.started_wall.get_or_insert_with(|| {
+                    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+                });
+                progress.running.insert(
+                    (job.round, job.index),
+                    Running {
+                        algorithm: job.algorithm.clone(),
+                        nemesis: job.nemesis.clone(),
+                        dir: job.dir.clone(),
+                        expected: job.expected.clone(),
+                        began: Instant::now(),
+                        started_s,
+                    },
+                );
+            }
             let options = shared.clone();
             running.spawn(async move {
-                let started_s = audit_began.elapsed().as_secs_f64();
                 let mut cell = run_cell(
                     &options,
                     &job.algorithm,
@@ -456,9 +494,17 @@ pub async fn audit(
         let (round, index, expected, cell) =
             joined.map_err(|e| format!("a cell's task failed: {e}"))?;
         alone_running = false;
+        let mut progress = lock(&progress);
+        // A cell that ends once a signal has come was cut short by it (its servers and
+        // workers killed under it): the interruption marks it, as one still under way.
+        if progress.frozen || crate::cluster::shutting_down() {
+            continue;
+        }
+        progress.running.remove(&(round, index));
         done += 1;
         announce(done, total, &cell);
-        let entry = reach
+        let entry = progress
+            .reach
             .entry((cell.algorithm.clone(), cell.nemesis.clone()))
             .or_insert_with(|| Reach {
                 algorithm: cell.algorithm.clone(),
@@ -473,40 +519,123 @@ pub async fn audit(
                 entry.first_anomaly_ms.push(ms);
             }
         }
-        rounds[round].ended = Some(Instant::now());
-        rounds[round].cells[index] = Some(cell);
+        progress.rounds[round].ended = Some(Instant::now());
+        progress.rounds[round].cells[index] = Some(cell);
     }
     // A row whose every cell's run could not start has an empty folder left: its cells'
     // own were removed (`run::unstarted`). Only now, with no cell making one beside it.
     for (algorithm, _) in &cells {
         let _ = std::fs::remove_dir(options.out.join(row_folder(algorithm)));
     }
-    let rounds: Vec<Matrix> = rounds
-        .into_iter()
-        .map(|round| {
-            let mut matrix = Matrix {
-                started_wall: round.started_wall.unwrap_or_default(),
-                seed: round.seed,
-                hosts: options.nodes.iter().map(|n| n.url.clone()).collect(),
-                ..Matrix::default()
-            };
-            // The matrix keeps the cells' order, whichever ended first.
-            for cell in round.cells.into_iter().flatten() {
-                matrix.push(cell);
-            }
-            matrix.seconds = match (round.began, round.ended) {
-                (Some(began), Some(ended)) => ended.duration_since(began).as_secs_f64(),
-                _ => 0.0,
-            };
-            matrix
-        })
-        .collect();
-    Ok(Audit {
-        matrix: rounds[0].clone(),
-        rounds,
-        reach: reach.into_values().collect(),
-        seconds: audit_began.elapsed().as_secs_f64(),
-    })
+    let audit = lock(&progress).assemble(options, audit_began, None);
+    Ok(audit)
+}
+
+fn lock(progress: &Mutex<Progress>) -> std::sync::MutexGuard<'_, Progress> {
+    progress.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The audit as it goes: the rounds' cells that ended, those under way, the reach so far.
+struct Progress {
+    rounds: Vec<RoundResult>,
+    /// The cells under way, by (round, place in the matrix).
+    running: BTreeMap<(usize, usize), Running>,
+    reach: BTreeMap<(String, String), Reach>,
+    /// Set by the interruption, which has taken the matrix: nothing is added any more.
+    frozen: bool,
+}
+
+/// A cell under way.
+struct Running {
+    algorithm: String,
+    nemesis: String,
+    dir: PathBuf,
+    expected: Expectation,
+    began: Instant,
+    started_s: f64,
+}
+
+impl Progress {
+    /// The audit of the cells that ended; `interrupted` by that signal, with the cells
+    /// under way too, each marked as cut short by it.
+    fn assemble(
+        &self,
+        options: &AuditOptions,
+        audit_began: Instant,
+        interrupted: Option<&str>,
+    ) -> Audit {
+        let rounds: Vec<Matrix> = self
+            .rounds
+            .iter()
+            .enumerate()
+            .map(|(r, round)| {
+                let mut matrix = Matrix {
+                    started_wall: round.started_wall.clone().unwrap_or_default(),
+                    seed: round.seed,
+                    hosts: options.nodes.iter().map(|n| n.url.clone()).collect(),
+                    interrupted: interrupted.map(str::to_string),
+                    ..Matrix::default()
+                };
+                let mut cells = round.cells.clone();
+                if let Some(signal) = interrupted {
+                    for ((_, index), running) in self.running.range((r, 0)..(r + 1, 0)) {
+                        cells[*index] = Some(running.cut(signal));
+                    }
+                }
+                // The matrix keeps the cells' order, whichever ended first.
+                for cell in cells.into_iter().flatten() {
+                    matrix.push(cell);
+                }
+                let ended = match interrupted {
+                    Some(_) if round.began.is_some() => Some(Instant::now()),
+                    _ => round.ended,
+                };
+                matrix.seconds = match (round.began, ended) {
+                    (Some(began), Some(ended)) => ended.duration_since(began).as_secs_f64(),
+                    _ => 0.0,
+                };
+                matrix
+            })
+            .collect();
+        Audit {
+            matrix: rounds[0].clone(),
+            rounds,
+            reach: self.reach.values().cloned().collect(),
+            seconds: audit_began.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+impl Running {
+    /// The cell cut short by `signal`: an error, with what the history recorded before the
+    /// signal showed (its run's report.json, marked interrupted, when it wrote one).
+    fn cut(&self, signal: &str) -> Cell {
+        let seconds = self.began.elapsed().as_secs_f64();
+        let why = format!("interrupted by {signal} after {seconds:.1}s, before its verdict");
+        let mut cell = Cell::error(
+            self.algorithm.clone(),
+            self.nemesis.clone(),
+            self.expected.clone(),
+            why,
+        );
+        if self.dir.exists() {
+            cell = cell.with_run(&self.dir, seconds);
+            cell.page = self.dir.join("index.html").exists();
+        } else {
+            cell.seconds = seconds;
+        }
+        let report = std::fs::read_to_string(self.dir.join("report.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<Report>(&text).ok());
+        if let Some(report) = report {
+            cell.found = found_kinds(&report);
+            cell.events = report.stats.events;
+            cell.faults = report.stats.faults;
+        }
+        cell.started_s = Some(self.started_s);
+        cell.interrupted = Some(signal.to_string());
+        cell
+    }
 }
 
 /// The folder of a row's cells in the audit folder: the algorithm's name, or a workload

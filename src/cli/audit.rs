@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::audit::runner::{audit, reach_markdown, AuditOptions};
+use crate::audit::runner::{audit, reach_markdown, Audit, AuditOptions};
 use crate::units::Millis;
 
 use super::{print_out, AuditArgs};
@@ -57,54 +57,91 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
     options.validate().map_err(|e| anyhow::anyhow!(e))?;
     // The folder now, to look into while the cells run; with the verdict again at the end.
     note!("audit: {}", out.display());
+    crate::cluster::leftovers::clean_and_keep_note_beside(&out);
     crate::cluster::install_cleanup_handlers();
     let runtime = tokio::runtime::Runtime::new()?;
-    let result = runtime.block_on(audit(&options, |done, total, cell| {
-        let found = if cell.status == crate::audit::Status::NotApplicable {
-            "not run".to_string()
-        } else if cell.found.is_empty() && cell.status == crate::audit::Status::Error {
-            "no verdict".to_string()
-        } else if cell.found.is_empty() {
-            "valid".to_string()
-        } else {
-            cell.found
-                .iter()
-                .map(|(k, n)| format!("{k} ×{n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let verdict = match cell.status {
-            crate::audit::Status::Pass => "as expected".to_string(),
-            crate::audit::Status::NotApplicable => {
-                format!("n/a: {}", cell.why.as_deref().unwrap_or("not applicable"))
-            }
-            crate::audit::Status::Error => {
-                format!("ERROR: {}", cell.why.as_deref().unwrap_or("the run failed"))
-            }
-            crate::audit::Status::Differs => {
-                format!("DIFFERS: {}", cell.why.as_deref().unwrap_or(""))
-            }
-            crate::audit::Status::Untested => {
-                format!(
-                    "UNTESTED: {}",
-                    cell.why.as_deref().unwrap_or("no fault acted")
-                )
-            }
-        };
-        // Progress: a line per cell as it ends, in the order they end.
-        note!(
-            "[{done:>3}/{total}] {} × {}: {found} ({verdict}) {:.1}s",
-            cell.algorithm,
-            cell.nemesis,
-            cell.seconds
-        );
-    }));
+    let for_signal = options.clone();
+    let on_signal =
+        move |audit: Audit, signal: &'static str| interrupted(audit, signal, &for_signal, json);
+    let result = runtime.block_on(audit(
+        &options,
+        |done, total, cell| {
+            let found = if cell.status == crate::audit::Status::NotApplicable {
+                "not run".to_string()
+            } else if cell.found.is_empty() && cell.status == crate::audit::Status::Error {
+                "no verdict".to_string()
+            } else if cell.found.is_empty() {
+                "valid".to_string()
+            } else {
+                cell.found
+                    .iter()
+                    .map(|(k, n)| format!("{k} ×{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let verdict = match cell.status {
+                crate::audit::Status::Pass => "as expected".to_string(),
+                crate::audit::Status::NotApplicable => {
+                    format!("n/a: {}", cell.why.as_deref().unwrap_or("not applicable"))
+                }
+                crate::audit::Status::Error => {
+                    format!("ERROR: {}", cell.why.as_deref().unwrap_or("the run failed"))
+                }
+                crate::audit::Status::Differs => {
+                    format!("DIFFERS: {}", cell.why.as_deref().unwrap_or(""))
+                }
+                crate::audit::Status::Untested => {
+                    format!("UNTESTED: {}", cell.why.as_deref().unwrap_or("no fault acted"))
+                }
+            };
+            // Progress: a line per cell as it ends, in the order they end.
+            note!(
+                "[{done:>3}/{total}] {} × {}: {found} ({verdict}) {:.1}s",
+                cell.algorithm,
+                cell.nemesis,
+                cell.seconds
+            );
+        },
+        on_signal,
+    ));
+    crate::cluster::leftovers::forget();
     let audit = match result {
         Ok(audit) => audit,
         Err(e) => anyhow::bail!(e),
     };
-    // The verdict: the folder, the matrix (with --repeat, the first round's, then a line per
-    // round and the reach), then the files written.
+    let passed = finish(&audit, &options, json)?;
+    if let Some(results) = out.parent() {
+        crate::index::update_after(results);
+    }
+    Ok(if passed { 0 } else { 1 })
+}
+
+/// An audit cut short by `signal`: its matrix of the cells that finished and of those cut
+/// short (marked interrupted), printed and written as at a normal end, after a line saying
+/// so. The process exits with the signal's code next.
+fn interrupted(audit: Audit, signal: &str, options: &AuditOptions, json: bool) {
+    let cells = &audit.matrix.cells;
+    let cut = cells.iter().filter(|c| c.interrupted.is_some()).count();
+    let line = format!(
+        "interrupted by {signal}: {} cell(s) finished, {cut} cut short (marked interrupted)\n",
+        cells.len() - cut
+    );
+    match json {
+        true => crate::streams::err(&line),
+        false => {
+            let _ = print_out(&line);
+        }
+    }
+    if let Err(e) = finish(&audit, options, json) {
+        note!("lockaudit: interrupted by {signal}: {e}");
+    }
+}
+
+/// Prints the verdict (the folder, the matrix, with --repeat the rounds and the reach) and
+/// writes audit.md / audit.json / audit.xml (and the rounds' and reach's); whether the
+/// audit passed.
+fn finish(audit: &Audit, options: &AuditOptions, json: bool) -> anyhow::Result<bool> {
+    let out = &options.out;
     let mut text = format!("audit: {}\n", out.display());
     if options.repeat > 1 {
         text += &format!(
@@ -118,7 +155,7 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
     }
     let mut files = audit
         .matrix
-        .write_all(&out)
+        .write_all(out)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
     let passed = audit.rounds.iter().all(|m| m.passed());
     if options.repeat > 1 {
@@ -145,10 +182,7 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
     } else {
         print_out(&(text + &files))?;
     }
-    if let Some(results) = out.parent() {
-        crate::index::update_after(results);
-    }
-    Ok(if passed { 0 } else { 1 })
+    Ok(passed)
 }
 
 /// Two cells per core: a cell's run mostly waits on its preset's timers (the full audit,

@@ -56,6 +56,7 @@ pub fn command(args: RunArgs) -> anyhow::Result<u8> {
     let json = args.json;
     let mut plan = plan(args)?;
     plan.options.json = json;
+    plan.options.owns_exit = true;
     for note in &plan.notes {
         note!("lockaudit: {note}");
     }
@@ -72,9 +73,12 @@ pub fn command(args: RunArgs) -> anyhow::Result<u8> {
         plan.spec.seed,
         plan.dir.display()
     );
+    crate::cluster::leftovers::clean_and_keep_note_beside(&plan.dir);
     crate::cluster::install_cleanup_handlers();
     let runtime = tokio::runtime::Runtime::new()?;
-    match runtime.block_on(crate::run::run(&plan)) {
+    let result = runtime.block_on(crate::run::run(&plan));
+    crate::cluster::leftovers::forget();
+    match result {
         Ok(outcome) => {
             let (text, files) = verdict(&plan, &outcome);
             if json {

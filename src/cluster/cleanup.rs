@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
+use super::leftovers;
 use super::on_exit;
-use super::registry::{begin_exit, kill_all};
+use super::registry::kill_all;
 
 /// How long Ctrl-C waits for the work that needs the children (`on_exit`) before killing
 /// them: fetching the logs on hosts is two SSH round trips, which took more than 2 s on a
@@ -75,11 +76,14 @@ fn until_done_or_signalled(
 ///
 /// - SIGINT, SIGTERM, SIGHUP: the jobs registered in `on_exit` run (at most
 ///   [`ON_EXIT_DEADLINE`]; a second signal skips them), then every registered child is
-///   resumed, SIGKILLed and reaped, then the jobs registered with `on_exit::register_after_stop` (a run checks the history
+///   resumed, SIGKILLed and reaped, the services' scratch folders removed (`leftovers`),
+///   then the jobs registered with `on_exit::register_after_stop` (a run checks the history
 ///   recorded so far and writes its report marked interrupted; a second signal cuts them
 ///   short), then the temporary files of writes under way are removed (`outfile`), and the
 ///   process exits with 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM). The
 ///   history is streamed and flushed as it is written, so exiting then loses nothing.
+///   A signal after the command's verdict (`on_exit::give_verdict`) does none of this: the
+///   command ends as its verdict says.
 /// - A panic hook that does the same (without exiting) after the previous hook has printed
 ///   the message: a panic is a bug that voids the run, and with `panic = "abort"`, or a
 ///   panic in a thread that does not own the cluster, no `Drop` would end the servers.
@@ -118,9 +122,22 @@ fn try_install_cleanup_handlers() -> io::Result<()> {
         .name("lockaudit-signals".into())
         .spawn(move || {
             let signal = runtime.block_on(signals.next());
+            // After the command's verdict a signal interrupts nothing: no child is left, and
+            // the command ends as its verdict says. A second signal ends it at once, still
+            // with the verdict's code.
+            if let Some(code) = on_exit::verdict_or_begin_exit() {
+                crate::note!(
+                    "lockaudit: {} after the verdict: the run ends as its verdict says (exit \
+                     {code}; interrupt again to exit now)",
+                    signal.as_str()
+                );
+                on_exit::signalled_after_verdict();
+                runtime.block_on(signals.next());
+                crate::outfile::abandon_all();
+                std::process::exit(code.into());
+            }
             // First what needs the children alive (the logs on hosts, over ssh), bounded,
             // in a thread of its own: a second signal skips it.
-            begin_exit();
             let mut skipped = None;
             if on_exit::any() {
                 crate::note!(
@@ -138,6 +155,14 @@ fn try_install_cleanup_handlers() -> io::Result<()> {
                 }
             }
             let killed = kill_all(Duration::from_secs(3), true);
+            // The servers' data a normal end would not keep either (etcd's WAL).
+            let freed = leftovers::remove_scratch();
+            if freed > 0 {
+                crate::note!(
+                    "lockaudit: removed the servers' data folders ({} MB), as a normal end does",
+                    freed / 1_000_000
+                );
+            }
             if let Some(fetching) = skipped {
                 // With the ssh connections gone the skipped jobs end at once, saying which
                 // host keeps what: give them a moment to say it.

@@ -221,12 +221,10 @@ impl ServiceNode for EtcdMember {
         self.config.links.heal(from, &self.config.name)
     }
 
-    /// A member's data folder holds 64 MB of preallocated WAL segments (about 200 MB a run
-    /// for three) that nothing reads after the run; its log stays.
-    fn stopped(&mut self) {
-        if self.instance.pid().is_none() {
-            let _ = std::fs::remove_dir_all(&self.config.dir);
-        }
+    /// A member's data folder holds preallocated WAL segments, 128 MB a member (384 MB a
+    /// run for three), that nothing reads after the run; its log stays.
+    fn scratch(&self) -> Option<&Path> {
+        Some(&self.config.dir)
     }
 
     /// On its data folder it rejoins as itself and catches up from the leader. An empty one
@@ -346,6 +344,8 @@ fn configs(
         // A fresh log too: a start that failed on a taken port is told apart by its log.
         let log = root.join(format!("{name}.log"));
         let _ = std::fs::remove_file(&log);
+        // Listed now, so that Ctrl-C during the start removes it too.
+        super::leftovers::scratch(&dir);
         // etcd makes its data folder 0700 itself; the parent is the run's.
         configs.push(MemberConfig {
             log,

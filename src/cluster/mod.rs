@@ -36,6 +36,7 @@ mod failover;
 mod host_logs;
 mod hosts;
 mod instance;
+pub mod leftovers;
 mod logs;
 mod member;
 pub mod on_exit;
@@ -413,6 +414,11 @@ impl Cluster {
         nodes: Vec<Box<dyn ServiceNode>>,
         storage: Server,
     ) -> Cluster {
+        // Listed before anything can interrupt the run: Ctrl-C, or the next run after a
+        // SIGKILL, removes them as the run's end would.
+        for folder in nodes.iter().filter_map(|n| n.scratch()) {
+            leftovers::scratch(folder);
+        }
         Cluster {
             topology,
             root,
@@ -885,9 +891,7 @@ impl Cluster {
             .filter_map(Instance::guard_mut)
             .collect();
         process::terminate_all(&mut servers, STOP_GRACE).await;
-        for node in &mut self.nodes {
-            node.stopped();
-        }
+        self.remove_scratch();
         ended.extend(self.instances().map(|i| {
             let exit = i
                 .guard()
@@ -896,6 +900,15 @@ impl Cluster {
             (i.name().to_string(), exit)
         }));
         ended
+    }
+
+    /// Removes the scratch folder of every node that has stopped (`ServiceNode::scratch`).
+    fn remove_scratch(&self) {
+        for node in self.nodes.iter().filter(|n| n.instance().pid().is_none()) {
+            if let Some(folder) = node.scratch() {
+                leftovers::remove(folder);
+            }
+        }
     }
 
     /// Every process on this machine: the lock's servers, storage, then the watchers.
@@ -928,9 +941,7 @@ impl Drop for Cluster {
             node.kill();
         }
         self.storage.instance.kill();
-        for node in &mut self.nodes {
-            node.stopped();
-        }
+        self.remove_scratch();
     }
 }
 

@@ -2,6 +2,8 @@
 //! the servers' logs on other hosts come back over the ssh connections, which die with the
 //! other children. Each job gets a deadline and runs in a thread of its own; the cleanup
 //! waits for them no longer than that, so an unreachable host cannot hold lockaudit up.
+//! And the work it does after (`register_after_stop`), and the command's verdict, after
+//! which a signal interrupts nothing (`give_verdict`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,17 +57,77 @@ impl Drop for Registration {
     }
 }
 
-/// Runs every `register_after_stop` job, one after the other, in this thread.
+/// Runs every `register_after_stop` job, one after the other, in this thread, the latest
+/// registered first: an audit's cells (each run's report) before the audit's matrix,
+/// which reads them.
 pub fn run_after_stop(signal: &'static str) {
     let jobs: Vec<AfterJob> = AFTER
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .values()
+        .rev()
         .cloned()
         .collect();
     for job in jobs {
         job(signal);
     }
+}
+
+/// The command's exit code once its verdict is written (`lockaudit run`'s report.json):
+/// from then on a signal interrupts nothing, and the command ends as its verdict says.
+static VERDICT: Mutex<Option<u8>> = Mutex::new(None);
+
+/// Writes the command's own verdict with `write`, unless a signal came first (lockaudit is
+/// shutting down: the verdict is the interruption's, and None is returned). Once written,
+/// a signal changes neither the verdict nor the exit, `code`: the two are decided under
+/// one lock, so a signal is either before the verdict or after it.
+pub fn give_verdict<E>(code: u8, write: impl FnOnce() -> Result<(), E>) -> Option<Result<(), E>> {
+    let mut verdict = VERDICT.lock().unwrap_or_else(|p| p.into_inner());
+    if super::shutting_down() {
+        return None;
+    }
+    let written = write();
+    if written.is_ok() {
+        *verdict = Some(code);
+    }
+    Some(written)
+}
+
+/// For the signal handler: the command's exit code if its verdict is written; else
+/// lockaudit is marked as shutting down (`registry::begin_exit`), under the same lock as
+/// [`give_verdict`].
+pub(super) fn verdict_or_begin_exit() -> Option<u8> {
+    let verdict = VERDICT.lock().unwrap_or_else(|p| p.into_inner());
+    if verdict.is_none() {
+        super::registry::begin_exit();
+    }
+    *verdict
+}
+
+/// Set by the signal handler when a signal came after the verdict (the test hook below).
+static SIGNALLED_AFTER_VERDICT: (Mutex<bool>, std::sync::Condvar) =
+    (Mutex::new(false), std::sync::Condvar::new());
+
+pub(super) fn signalled_after_verdict() {
+    let (flag, signalled) = &SIGNALLED_AFTER_VERDICT;
+    *flag.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    signalled.notify_all();
+}
+
+/// The environment variable of the test hook [`hold_after_verdict`].
+pub const HOLD_AFTER_VERDICT_ENV: &str = "LOCKAUDIT_HOLD_AFTER_VERDICT";
+
+/// A hook for tests only: with `LOCKAUDIT_HOLD_AFTER_VERDICT` set, the command holds right
+/// after its verdict is written, saying so on stderr, until a signal arrives (at most 60 s),
+/// so that a test can deliver one at that moment.
+pub fn hold_after_verdict() {
+    if std::env::var_os(HOLD_AFTER_VERDICT_ENV).is_none() {
+        return;
+    }
+    crate::note!("lockaudit: {HOLD_AFTER_VERDICT_ENV}: holding after the verdict until a signal");
+    let (flag, signalled) = &SIGNALLED_AFTER_VERDICT;
+    let held = flag.lock().unwrap_or_else(|p| p.into_inner());
+    let _ = signalled.wait_timeout_while(held, std::time::Duration::from_secs(60), |s| !*s);
 }
 
 /// Whether any job is registered (a run over hosts is under way).

@@ -25,6 +25,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use super::exit::Exit;
+use super::leftovers;
 
 /// A registered child.
 struct Entry {
@@ -171,6 +172,7 @@ fn spawn_registered(cmd: &mut Command, name: String, tree: bool) -> io::Result<C
     }
     cmd.process_group(0);
     let child = cmd.spawn()?;
+    leftovers::child_started(child.id(), &name);
     reg.children.insert(
         child.id(),
         Entry {
@@ -253,6 +255,7 @@ pub fn try_reap(pid: u32) -> Option<Exit> {
     let exit = reap_now(pid);
     if exit.is_some() {
         reg.children.remove(&pid);
+        leftovers::child_gone(pid);
     }
     exit
 }
@@ -262,7 +265,11 @@ pub fn try_reap(pid: u32) -> Option<Exit> {
 /// [`unregister_child`] once it has been waited for (the cleanup also skips a pid that is
 /// no longer an unreaped child of ours, so a forgotten unregister cannot hit a stranger).
 pub fn register_child(pid: u32) {
-    registry().children.entry(pid).or_insert(Entry {
+    let mut reg = registry();
+    if !reg.children.contains_key(&pid) {
+        leftovers::child_started(pid, "worker");
+    }
+    reg.children.entry(pid).or_insert(Entry {
         name: format!("child {pid}"),
         owned: false,
         tree: false,
@@ -283,6 +290,9 @@ pub fn spawn_foreign<C>(
     }
     let child = spawn()?;
     if let Some(pid) = pid(&child) {
+        if !reg.children.contains_key(&pid) {
+            leftovers::child_started(pid, "worker");
+        }
         reg.children.entry(pid).or_insert(Entry {
             name: format!("child {pid}"),
             owned: false,
@@ -297,6 +307,7 @@ pub fn unregister_child(pid: u32) {
     let mut reg = registry();
     if reg.children.get(&pid).is_some_and(|e| !e.owned) {
         reg.children.remove(&pid);
+        leftovers::child_gone(pid);
     }
 }
 
@@ -346,6 +357,7 @@ pub fn kill_all(patience: Duration, exiting: bool) -> usize {
             .collect();
         for pid in reaped {
             reg.children.remove(&pid);
+            leftovers::child_gone(pid);
         }
         if !reg.children.is_empty() {
             std::thread::sleep(Duration::from_millis(1));

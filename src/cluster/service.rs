@@ -8,6 +8,7 @@
 //! cluster's shutdown and drop stop them with everything else.
 
 use std::fmt::Debug;
+use std::path::Path;
 
 use async_trait::async_trait;
 
@@ -61,7 +62,11 @@ pub trait ServiceNode: Debug + Send + Sync {
     fn fake_clock(&self) -> Option<&FakeClock> {
         None
     }
-    /// Called once the node has stopped for good (the run's end, or its teardown): drop
-    /// what the run folder need not keep. Default: keep everything.
-    fn stopped(&mut self) {}
+    /// What its folder need not keep once it stopped: a folder of data nothing reads after
+    /// the run, removed once the node has stopped for good (the run's end, its teardown, or
+    /// Ctrl-C once every child is stopped; after a SIGKILL of lockaudit, by the next run:
+    /// `leftovers`). Default: none, keep everything.
+    fn scratch(&self) -> Option<&Path> {
+        None
+    }
 }

@@ -233,10 +233,8 @@ impl ServiceNode for ZooKeeperServer {
     }
 
     /// Snapshots and transaction logs are nobody's concern after the run; the log stays.
-    fn stopped(&mut self) {
-        if self.instance.pid().is_none() {
-            let _ = std::fs::remove_dir_all(&self.config.dir);
-        }
+    fn scratch(&self) -> Option<&Path> {
+        Some(&self.config.dir)
     }
 
     /// On its data it rejoins and catches up from the leader. Without (a lost disk), only its
@@ -332,6 +330,8 @@ fn configs(
         }
         crate::private::create_dir(&dir)
             .map_err(|e| ClusterError::io("create the data folder", &dir, e))?;
+        // Listed now, so that Ctrl-C during the start removes it too.
+        super::leftovers::scratch(&dir);
         let myid = dir.join("myid");
         std::fs::write(&myid, format!("{}\n", i + 1))
             .map_err(|e| ClusterError::io("write", &myid, e))?;

@@ -13,24 +13,30 @@ use crate::history;
 use crate::outfile;
 use crate::report::{render_summary, Report};
 
-use super::report_json;
+use super::{report_json, RunOptions};
 
 /// Registers the interrupted run's report for `dir`; dropping the registration (the run
 /// ended) withdraws it. `finishing` is held while either report is written, so that the
-/// run's own and this one never race. `json`: print the report's JSON, not the summary.
+/// run's own and this one never race; it says whether the run's own was (then a signal
+/// leaves it as it is). `options.json`: print the report's JSON, not the summary; an
+/// audit's cell (no progress of its own) prints nothing: its audit says what was cut.
 pub(super) fn register(
     dir: &Path,
-    check: &CheckOptions,
+    options: &RunOptions,
     warnings: &[String],
-    json: bool,
-    finishing: Arc<Mutex<()>>,
+    finishing: Arc<Mutex<bool>>,
 ) -> Registration {
     let dir = dir.to_path_buf();
-    let check = check.clone();
+    let check = options.check.clone();
+    let (json, print) = (options.json, options.progress);
     let warnings = warnings.to_vec();
     on_exit::register_after_stop(move |signal| {
-        let _finishing = finishing.lock().unwrap_or_else(|p| p.into_inner());
+        let finishing = finishing.lock().unwrap_or_else(|p| p.into_inner());
+        if *finishing {
+            return;
+        }
         match write_report(&dir, &check, &warnings, signal) {
+            Ok(_) if !print => {}
             Ok((report, json_text, history)) => {
                 let covers = format!(
                     "interrupted by {signal}: the verdict covers the {} events recorded before it\n",
@@ -55,6 +61,30 @@ pub(super) fn register(
             Err(why) => crate::note!("lockaudit: interrupted by {signal}: no report: {why}"),
         }
     })
+}
+
+/// Writes the run's own report with `write`, unless a signal came first (then the report is
+/// the interruption's to write, and None is returned). `own`: the run's verdict is the
+/// command's, with this exit code (`lockaudit run`): from then on a signal changes neither
+/// (`on_exit::give_verdict`). Otherwise (an audit's cell) a signal after it leaves the
+/// report as it is.
+pub(super) fn write_verdict(
+    finishing: &Mutex<bool>,
+    own: Option<u8>,
+    write: impl FnOnce() -> std::io::Result<()>,
+) -> Option<std::io::Result<()>> {
+    let mut written = finishing.lock().unwrap_or_else(|p| p.into_inner());
+    let result = match own {
+        Some(code) => on_exit::give_verdict(code, write),
+        None => (!crate::cluster::shutting_down()).then(write),
+    };
+    *written = matches!(result, Some(Ok(())));
+    let given = own.is_some() && *written;
+    drop(written);
+    if given {
+        on_exit::hold_after_verdict();
+    }
+    result
 }
 
 /// Checks the history recorded so far in `dir` and writes its report, marked interrupted by

@@ -60,6 +60,10 @@ pub struct RunOptions {
     /// rather than the summary. How the verdict is shown, not what ran: not recorded.
     #[serde(skip)]
     pub json: bool,
+    /// The run's verdict is the command's exit (`lockaudit run`): once report.json is
+    /// written, a signal changes neither. Not for an audit's cell, whose audit goes on.
+    #[serde(skip)]
+    pub owns_exit: bool,
 }
 
 impl Default for RunOptions {
@@ -70,6 +74,7 @@ impl Default for RunOptions {
             check: CheckOptions::default(),
             progress: true,
             json: false,
+            owns_exit: false,
         }
     }
 }
@@ -293,14 +298,8 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     // Ctrl-C or SIGTERM: once every child is stopped, the history recorded so far is
     // checked and its report written, marked interrupted. `finishing` keeps that and this
     // function's own report from being written at once.
-    let finishing = Arc::new(Mutex::new(()));
-    let _interrupted = interrupted::register(
-        dir,
-        &options.check,
-        &warnings,
-        options.json,
-        finishing.clone(),
-    );
+    let finishing = Arc::new(Mutex::new(false));
+    let _interrupted = interrupted::register(dir, options, &warnings, finishing.clone());
 
     let mut owned = None;
     let endpoints = match servers {
@@ -441,12 +440,19 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     let report_text =
         report_json(&report, &warnings, None, untested.as_deref()).map_err(RunError::Setup)?;
     let report_path = dir.join("report.json");
-    let written = {
-        let _finishing = finishing.lock().unwrap_or_else(|p| p.into_inner());
-        // Interrupted meanwhile: the report is the interruption's to write, and the process
-        // ends with it.
-        (!cluster::shutting_down()).then(|| outfile::write(&report_path, &report_text))
-    };
+    // Interrupted meanwhile: the report is the interruption's to write, and the process
+    // ends with it. Written: a signal no longer changes it (nor, for `run`, the exit).
+    // (3 for a run stopped before its time, as `lockaudit run` exits.)
+    let own = options.owns_exit.then(|| {
+        if stopped.is_some() {
+            3
+        } else {
+            report.exit_code() as u8
+        }
+    });
+    let written = interrupted::write_verdict(&finishing, own, || {
+        outfile::write(&report_path, &report_text)
+    });
     match written {
         Some(written) => written.map_err(io_error(&report_path))?,
         None => std::future::pending::<()>().await,

@@ -2,7 +2,8 @@
 //!
 //! Events are appended in the order they arrive, numbered in sequence, and flushed after each
 //! batch, so a controller killed mid-run still leaves a history that checks (at most its
-//! last line cut short, which the reader forgives).
+//! last line cut short, which the reader forgives). Once a signal has begun the shutdown,
+//! no client's line is taken any more.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -104,9 +105,20 @@ pub async fn record(
 /// wakeup each.
 pub async fn record_and_forward(
     path: &Path,
+    lines: UnboundedReceiver<RecordedLine>,
+    counts: watch::Sender<Counts>,
+    forward: Option<std::sync::mpsc::Sender<Vec<RecordedLine>>>,
+) -> std::io::Result<Counts> {
+    record_until(path, lines, counts, forward, crate::cluster::shutting_down).await
+}
+
+/// `record_and_forward`, which takes no client's line once `shutting_down` says so.
+async fn record_until(
+    path: &Path,
     mut lines: UnboundedReceiver<RecordedLine>,
     counts: watch::Sender<Counts>,
     forward: Option<std::sync::mpsc::Sender<Vec<RecordedLine>>>,
+    shutting_down: impl Fn() -> bool,
 ) -> std::io::Result<Counts> {
     let file = File::create(path)?;
     let mut writer = HistoryWriter::new(BufWriter::with_capacity(1 << 16, file));
@@ -115,10 +127,16 @@ pub async fn record_and_forward(
     while let Some(line) = lines.recv().await {
         let mut next = Some(line);
         while let Some(line) = next {
+            next = lines.try_recv().ok();
+            // From the signal on (Ctrl-C, SIGTERM), the clients' operations are no longer
+            // the run's: their servers and workers are being stopped under them, and what
+            // they say then ("broken pipe") is the shutdown's doing, not the lock's.
+            if matches!(line.process(), Process::Client(_)) && shutting_down() {
+                continue;
+            }
             if append(&mut writer, &mut tally, &line)? && forward.is_some() {
                 batch.push(line);
             }
-            next = lines.try_recv().ok();
         }
         writer.flush()?;
         counts.send_replace(tally);
@@ -170,5 +188,35 @@ mod tests {
         assert_eq!(lines[1]["index"], 1);
         let history = crate::history::read_file(&path).expect("the reader accepts ttl_ms");
         assert_eq!(history.ops.len(), 2);
+    }
+
+    /// Once the shutdown has begun, a client's line is no longer taken (the nemesis's still
+    /// is: its heals are the run's own).
+    #[tokio::test]
+    async fn no_client_line_is_recorded_once_the_shutdown_began() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (counts, mut seen) = watch::channel(Counts::default());
+        let stopping = Arc::new(AtomicBool::new(false));
+        let flag = stopping.clone();
+        let recorder = tokio::spawn(async move {
+            record_until(&path, rx, counts, None, move || flag.load(Ordering::SeqCst)).await
+        });
+        let invoke = Event::client(0, 10, 3, EventType::Invoke, "acquire", "lock:0");
+        tx.send(RecordedLine::from_event(&invoke)).unwrap();
+        seen.wait_for(|c| c.events == 1).await.unwrap();
+        stopping.store(true, Ordering::SeqCst);
+        let broken = Event::client(0, 20, 3, EventType::Info, "acquire", "lock:0");
+        tx.send(RecordedLine::from_event(&broken)).unwrap();
+        drop(tx);
+        let tally = recorder.await.unwrap().unwrap();
+        assert_eq!(
+            tally.events, 1,
+            "a client's line after the signal was recorded"
+        );
+        assert_eq!(tally.indeterminate, 0);
     }
 }
