@@ -9,6 +9,8 @@
 //! fixed waits are a fault's own duration. The last tests run the real binary end to end:
 //! Ctrl-C in the middle of a fault, and a short random mix of faults.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -446,7 +448,7 @@ async fn finish_fleet(mut fleet: Fleet) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pause_client_stops_the_worker_until_it_is_resumed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
         .unwrap();
@@ -555,7 +557,7 @@ async fn pause_client_stops_the_worker_until_it_is_resumed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kill_client_kills_the_worker_and_restarts_it_with_fresh_processes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
         .unwrap();
@@ -680,7 +682,7 @@ async fn kill_client_kills_the_worker_and_restarts_it_with_fresh_processes() {
 #[tokio::test(flavor = "multi_thread")]
 async fn clock_skew_moves_the_worker_clients_clock_and_back() {
     const OFFSET: i64 = 20_000;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
         .unwrap();
@@ -789,7 +791,7 @@ async fn clock_skew_moves_the_worker_clients_clock_and_back() {
 #[tokio::test(flavor = "multi_thread")]
 async fn crash_point_kills_the_worker_between_setnx_and_expire() {
     const POINT: &str = "setnx-expire:after-setnx";
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
         .unwrap();
@@ -899,7 +901,7 @@ async fn crash_point_kills_the_worker_between_setnx_and_expire() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pause_redis_stops_the_server_until_it_is_resumed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
         .unwrap();
@@ -964,7 +966,7 @@ async fn pause_redis_stops_the_server_until_it_is_resumed() {
 /// kill-redis: the port refuses connections until the restart; the key set before the kill
 /// survives it only with persistence.
 async fn kill_redis(persist: bool) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut spec = ClusterSpec::new(Topology::Single, dir.path());
     spec.persistence = persist;
     let mut cluster = cluster::start(&spec).await.unwrap();
@@ -1062,7 +1064,7 @@ async fn assert_ahead(conn: &mut MultiplexedConnection, expected_ms: i64, what: 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clock_jump_moves_the_server_clock_expires_leases_and_comes_back() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut spec = ClusterSpec::new(Topology::Single, dir.path());
     spec.fake_clocks = true;
     let mut cluster = cluster::start(&spec).await.unwrap();
@@ -1131,7 +1133,7 @@ async fn clock_jump_moves_the_server_clock_expires_leases_and_comes_back() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn partition_cuts_one_worker_off_and_heals() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
         .unwrap();
@@ -1246,7 +1248,7 @@ async fn partition_cuts_one_worker_off_and_heals() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn manual_failover_promotes_a_lagging_replica_and_moves_the_clients() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Replicated, dir.path()))
         .await
         .unwrap();
@@ -1345,7 +1347,7 @@ async fn manual_failover_promotes_a_lagging_replica_and_moves_the_clients() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sentinel_failover_elects_another_primary_and_resumes_the_old_one() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Sentinel, dir.path()))
         .await
         .unwrap();
@@ -1537,7 +1539,7 @@ fn signal(pid: u32, signal: nix::sys::signal::Signal) {
 
 #[test]
 fn ctrl_c_in_the_middle_of_a_fault_leaves_nothing_running_or_stopped() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("interrupted");
     let schedule = dir.path().join("pauses.toml");
     std::fs::write(
@@ -1628,7 +1630,7 @@ duration = "3s"
 
 #[test]
 fn a_random_mix_heals_every_fault_it_injects() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("mix");
     // Seed 34 on the replicated topology: a clock jump, a server kill, a server pause, a
     // clock skew and a failover, the last two healed at the time limit.
