@@ -145,10 +145,12 @@ async fn helper_postgres_process() {
 fn a_killed_controller_leaves_no_postgres() {
     use std::io::BufRead;
     common::require_postgres();
-    let dir = common::RunDir::new();
+    let (dir, data) = (common::RunDir::new(), data_base());
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "helper_postgres_process", "--nocapture"])
         .env("LOCKAUDIT_PG_TEST_HELPER", dir.path())
+        // A SIGKILLed controller cannot remove the server's data: it goes with `data`.
+        .env("TMPDIR", data.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
