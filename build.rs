@@ -2,7 +2,7 @@
 //! records in its run.json: a red run names the code that found it. A build without git or
 //! outside a repository (a tarball, `cargo install` from a registry) says "unknown".
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
@@ -11,25 +11,42 @@ fn git(args: &[&str]) -> Option<String> {
     (output.status.success() && !text.trim().is_empty()).then(|| text.trim().to_string())
 }
 
+/// Watches `path`, or, while it does not exist, the nearest folder above it that does (no
+/// higher than `stop`), which changes when it is made: cargo takes a watched path that does
+/// not exist for a change, and would build the crate again on every `cargo build`.
+fn watch(path: &Path, stop: &Path) {
+    let watched = path
+        .ancestors()
+        .take_while(|p| p.starts_with(stop))
+        .find(|p| p.exists());
+    if let Some(watched) = watched {
+        println!("cargo:rerun-if-changed={}", watched.display());
+    }
+}
+
 fn main() {
     let commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=LOCKAUDIT_COMMIT={commit}");
     println!("cargo:rerun-if-changed=build.rs");
-    // Built again when HEAD moves: HEAD itself (a checkout), the branch it names (a commit),
-    // and packed-refs. A worktree keeps HEAD in its own git folder, the branches in the
-    // common one.
+    // Built again when HEAD moves: HEAD itself (a checkout) and the branch it names (a
+    // commit), a loose file under refs/ or a line of packed-refs. A worktree keeps HEAD in
+    // its own git folder, the branches in the common one.
     if let (Some(git_dir), Some(common)) = (
         git(&["rev-parse", "--git-dir"]),
         git(&["rev-parse", "--git-common-dir"]),
     ) {
         let (git_dir, common) = (PathBuf::from(git_dir), PathBuf::from(common));
         println!("cargo:rerun-if-changed={}", git_dir.join("HEAD").display());
-        println!(
-            "cargo:rerun-if-changed={}",
-            common.join("packed-refs").display()
-        );
+        // packed-refs only once it exists (a fresh clone may have none; `git pack-refs`
+        // makes it and removes the loose branch file, which is watched below).
+        let packed = common.join("packed-refs");
+        if packed.exists() {
+            println!("cargo:rerun-if-changed={}", packed.display());
+        }
         if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={}", common.join(branch).display());
+            // A branch with no commit yet, or only in packed-refs, has no file: its folder
+            // (refs/heads) changes when its first commit, or its next one, writes it.
+            watch(&common.join(branch), &common.join("refs"));
         }
     }
 }

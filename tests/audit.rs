@@ -39,7 +39,7 @@ fn write(path: &Path, text: &str) {
 
 #[test]
 fn a_matrix_that_meets_its_expectations_passes_and_writes_every_format() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::RunDir::new();
     let out = dir.path().join("audit");
     // lua-getset without faults must be `unavailable` (its release frees nothing);
     // set-nx-px without faults must be valid: both as workloads/*.toml expect.
@@ -92,7 +92,7 @@ fn a_matrix_that_meets_its_expectations_passes_and_writes_every_format() {
 
 #[test]
 fn a_cell_that_differs_from_its_expectation_fails_the_audit() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::RunDir::new();
     let workloads = dir.path().join("workloads");
     std::fs::create_dir_all(&workloads).expect("mkdir");
     // A workload that wrongly expects an overlap from a fault-free set-nx-px run.
@@ -122,7 +122,7 @@ fn a_cell_that_differs_from_its_expectation_fails_the_audit() {
 
 #[test]
 fn a_workload_file_is_a_row_of_its_own() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::RunDir::new();
     let out = dir.path().join("audit");
     // Your own Lua scripts, judged by the [expect] table of their workload file.
     let output = lockaudit()
@@ -182,7 +182,7 @@ fn bad_audit_arguments_are_named() {
 /// `adapter-test` refuse the file before starting anything, naming its line and field.
 #[test]
 fn a_misspelt_expectation_is_bad_input_for_every_command() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::RunDir::new();
     let file = dir.path().join("mylock.toml");
     write(
         &file,
@@ -218,7 +218,7 @@ fn a_misspelt_expectation_is_bad_input_for_every_command() {
 
 #[test]
 fn a_preset_that_cannot_act_is_not_applicable_in_every_format() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::RunDir::new();
     let out = dir.path().join("audit");
     // set-nx-px never reads the client clock; RedLock's masters have no replicas.
     let output = lockaudit()
@@ -286,7 +286,7 @@ for line in sys.stdin:
 
 #[test]
 fn a_cell_whose_run_proved_nothing_is_an_error_not_ok() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::RunDir::new();
     write(&dir.path().join("busy.py"), ALWAYS_BUSY);
     let workload = dir.path().join("busy.toml");
     write(
@@ -313,7 +313,7 @@ fn a_cell_whose_run_proved_nothing_is_an_error_not_ok() {
 
 #[test]
 fn quick_runs_only_the_cells_that_must_find_something_each_stopping_once_proven() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::RunDir::new();
     let out = dir.path().join("quick");
     // setnx-del must find `unavailable` under kill-clients and nothing without faults; with
     // --quick only the first runs, and stops long before its 30 s.
@@ -343,7 +343,7 @@ fn quick_runs_only_the_cells_that_must_find_something_each_stopping_once_proven(
 
 #[test]
 fn every_link_of_audit_md_leads_to_a_page_that_exists() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::RunDir::new();
     let results = dir.path().join("results");
     let out = results.join("audit");
     // A valid cell, a cell with anomalies, a cell that is not applicable (RedLock has no
@@ -423,7 +423,7 @@ fn every_link_of_audit_md_leads_to_a_page_that_exists() {
 
 #[test]
 fn a_valid_cell_runs_long_enough_for_its_fault_to_happen() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::RunDir::new();
     let out = dir.path().join("fits");
     // set-nx-px × kill-clients must find nothing, so it is a valid cell, run for
     // --valid-time-limit; its first kill comes at 1 s and is healed by 1.8 s at the latest:
@@ -476,7 +476,7 @@ fn jobs_run_cells_side_by_side_and_the_matrix_keeps_their_order() {
     let cells = "set-nx-px:none,setnx-del:none";
     let mut began = Vec::new();
     for jobs in ["1", "2"] {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = common::RunDir::new();
         let out = dir.path().join("jobs");
         let output = lockaudit()
             .args(["audit", "--cells", cells, "--jobs", jobs])
@@ -508,7 +508,7 @@ fn a_zookeeper_cell_runs_with_no_cell_beside_it() {
     // Three JVMs starting and electing take the cores: an audit runs a ZooKeeper cell
     // alone whatever --jobs says, so the Redis cell beside it in the list waits for it
     // (or it for the Redis cell), and neither verdict depends on the other's load.
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::RunDir::new();
     let out = dir.path().join("alone");
     let output = lockaudit()
         .args([

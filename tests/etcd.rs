@@ -49,7 +49,7 @@ fn token(acquired: &Acquired) -> Option<i64> {
 #[tokio::test]
 async fn the_cluster_starts_with_a_leader_answers_only_the_run_and_leaves_nothing() {
     common::require_etcd();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let begun = Instant::now();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Etcd, dir.path()))
         .await
@@ -108,7 +108,7 @@ async fn the_cluster_starts_with_a_leader_answers_only_the_run_and_leaves_nothin
 #[tokio::test]
 async fn etcd_locks_exclude_while_the_lease_lives_and_hand_on_after_it() {
     common::require_etcd();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let cluster = cluster::start(&ClusterSpec::new(Topology::Etcd, dir.path()))
         .await
         .expect("etcd starts");
@@ -192,7 +192,7 @@ where
 #[tokio::test]
 async fn an_isolated_leader_is_replaced_serves_no_read_and_rejoins_when_healed() {
     common::require_etcd();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Etcd, dir.path()))
         .await
         .expect("etcd starts");
@@ -279,7 +279,7 @@ fn run_etcd_lock(time_limit: &str, out: &std::path::Path) -> Command {
 
 #[test]
 fn a_missing_etcd_is_named_with_its_package() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = run_etcd_lock("2s", &dir.path().join("run"))
         .env(cluster::ETCD_ENV, "/nonexistent/etcd")
         .output()
@@ -295,7 +295,7 @@ fn a_missing_etcd_is_named_with_its_package() {
 #[test]
 fn an_etcd_lock_run_without_faults_is_valid() {
     common::require_etcd();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out_dir = dir.path().join("run");
     let out = run_etcd_lock("4s", &out_dir).output().unwrap();
     common::assert_exit(&out, 0);
@@ -310,7 +310,7 @@ fn an_etcd_lock_run_without_faults_is_valid() {
 #[test]
 fn a_run_that_isolates_the_leader_records_it_and_stays_exclusive() {
     common::require_etcd();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out_dir = dir.path().join("run");
     let schedule = dir.path().join("isolate.toml");
     std::fs::write(

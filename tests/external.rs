@@ -83,7 +83,7 @@ fn assert_no_process_left(dir: &Path) {
 #[test]
 fn the_redis_py_example_runs_valid_without_faults() {
     require_redis_py();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let output = run(
         Path::new("examples/adapters/redis-py.toml"),
@@ -109,7 +109,7 @@ fn the_redis_py_example_runs_valid_without_faults() {
 #[test]
 fn the_redis_py_example_overlaps_under_client_pauses() {
     require_redis_py();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let output = run(
         Path::new("examples/adapters/redis-py.toml"),
@@ -231,7 +231,7 @@ fn check_protocol_failure(mode: &str, expect: &str) {
 }
 
 fn check_protocol_failure_says(mode: &str, expected: &[&str]) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let (out, text) = broken_run(dir.path(), mode);
     let completions = acquire_completions(&out);
     assert!(!completions.is_empty(), "{mode}: {text}");
@@ -281,7 +281,7 @@ fn an_endless_reply_line_is_info_and_killed() {
 
 #[test]
 fn an_error_reply_is_info_and_stops_the_run() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let (out, text) = broken_run(dir.path(), "error");
     let completions = acquire_completions(&out);
     assert!(
@@ -315,7 +315,7 @@ fn an_error_reply_is_info_and_stops_the_run() {
 
 #[test]
 fn a_missing_adapter_program_is_bad_input() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = dir.path().join("w.toml");
     std::fs::write(
         &workload,
@@ -374,7 +374,7 @@ fn adapter_test_passes_the_rust_example() {
 
 #[test]
 fn adapter_test_fails_a_broken_adapter() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let script = dir.path().join("broken.py");
     std::fs::write(&script, BROKEN).unwrap();
     let (code, text) = adapter_test(&["python3", script.to_str().unwrap(), "bad-json"]);
@@ -391,7 +391,7 @@ fn adapter_test_fails_a_broken_adapter() {
 
 #[test]
 fn the_rust_example_adapter_runs_a_valid_workload() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = dir.path().join("w.toml");
     std::fs::write(
         &workload,
@@ -423,7 +423,7 @@ fn the_rust_example_adapter_runs_a_valid_workload() {
 fn the_rust_example_adapter_overlaps_under_client_pauses() {
     // Unfenced set-nx-px behind the protocol: a pause longer than the lease must overlap,
     // as it does built in.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = dir.path().join("w.toml");
     std::fs::write(
         &workload,
@@ -456,7 +456,7 @@ fn the_rust_example_adapter_overlaps_under_client_pauses() {
 fn a_killed_worker_takes_its_adapters_along() {
     // kill-clients SIGKILLs whole workers: their adapters must go with them (process group
     // and PDEATHSIG), and the run must still finish with a history that reads.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = dir.path().join("w.toml");
     std::fs::write(
         &workload,
@@ -497,7 +497,7 @@ fn state_of(pid: u32) -> Option<(char, u32)> {
 fn a_paused_worker_freezes_its_adapters_with_it() {
     // pause-clients SIGSTOPs a worker's process group: while the worker is stopped, so are
     // the adapters it started (docs/src/reference/protocol.md: one process group).
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = dir.path().join("w.toml");
     std::fs::write(
         &workload,
@@ -582,7 +582,7 @@ for line in sys.stdin:
 
 #[test]
 fn a_lease_too_large_for_i64_is_recorded_as_the_largest_with_a_warning() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = python_workload(
         dir.path(),
         "huge.py",
@@ -629,7 +629,7 @@ fn a_lease_too_large_for_i64_is_recorded_as_the_largest_with_a_warning() {
 fn a_run_in_which_no_acquire_took_effect_is_unknown_and_exits_3() {
     // Every acquire ends `info`: nothing was proven, so no verdict (and the final reads use
     // a process number no retired client had: the history reads back).
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let script = r#"
 import json, sys
 for line in sys.stdin:
@@ -702,7 +702,7 @@ for line in sys.stdin:
 
 /// `adapter-test` of `SET_NX_ADAPTER` in `mode`.
 fn adapter_test_set_nx(mode: &str) -> (i32, String) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let script = dir.path().join("set_nx.py");
     std::fs::write(&script, SET_NX_ADAPTER).unwrap();
     adapter_test(&["python3", script.to_str().unwrap(), mode])
@@ -726,7 +726,7 @@ fn a_workload_named_by_its_bare_file_name_finds_its_adapter_next_to_it() {
     // `lockaudit run w.toml` in the workload's own folder: `./set_nx.py` is resolved
     // there, not in the run folder the adapter starts in.
     require_redis_py();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     std::fs::write(dir.path().join("set_nx.py"), SET_NX_ADAPTER).unwrap();
     std::fs::write(
         dir.path().join("w.toml"),
@@ -766,7 +766,7 @@ fn adapter_test_fails_a_lock_that_lets_another_client_release_it() {
 fn adapter_test_of_a_workload_uses_its_topology_and_options() {
     // RedLock over five independent masters through the Rust example adapter: the init
     // carries the workload's adapter_options, and the lock needs a quorum of the five.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = dir.path().join("redlock.toml");
     std::fs::write(
         &workload,
@@ -892,7 +892,7 @@ fn notice_renews(out: &Path) -> Vec<(String, Option<i64>)> {
 #[test]
 fn a_library_s_own_renewals_are_recorded_and_keep_the_run_valid() {
     require_redis_py();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let (out, text) = self_renewing_run(dir.path(), "renews", "none", "5s");
     assert_eq!(report(&out)["valid"], Value::Bool(true), "{text}");
     let renews = notice_renews(&out);
@@ -912,7 +912,7 @@ fn a_killed_self_renewing_holder_is_not_reported_unavailable() {
     // ended 1.4 s before the key really expired, and the stretch in between (acquires
     // refused) would read as a lock that stayed free for no reason.
     require_redis_py();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let (out, text) = self_renewing_run(dir.path(), "renews", "kill-clients", "10s");
     let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
     assert!(history.contains("\"f\":\"kill\""), "no kill: {text}");
@@ -931,7 +931,7 @@ fn a_killed_self_renewing_holder_is_not_reported_unavailable() {
 #[test]
 fn a_library_reporting_a_lock_lost_inside_its_lease_is_a_lost_lock() {
     require_redis_py();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let (out, text) = self_renewing_run(dir.path(), "lies-lost", "none", "3s");
     assert!(
         notice_renews(&out).iter().any(|(ty, _)| ty == "fail"),
@@ -1003,7 +1003,7 @@ fn lied_to_run(dir: &Path, settings: &str) -> PathBuf {
 #[test]
 fn a_holder_told_its_lock_is_lost_writes_nothing_more_in_that_hold() {
     require_redis_py();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = lied_to_run(dir.path(), "");
     let (holds, wrote) = writes_after_lost(&out);
     assert!(holds >= 3, "few holds told lost: {holds}");
@@ -1013,7 +1013,7 @@ fn a_holder_told_its_lock_is_lost_writes_nothing_more_in_that_hold() {
 #[test]
 fn write_after_lost_keeps_a_holder_writing_as_an_application_that_ignores_the_warning() {
     require_redis_py();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = lied_to_run(dir.path(), "write_after_lost = true\n");
     let (holds, wrote) = writes_after_lost(&out);
     assert!(holds >= 3, "few holds told lost: {holds}");
@@ -1057,7 +1057,7 @@ for line in sys.stdin:
 #[test]
 fn clock_skew_moves_an_adapter_s_wall_clock_and_nothing_else() {
     require_redis_py();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     // One worker, so that the skew lands on the adapters watching; ttl 500 ms: the preset
     // skews by 2 × ttl + 1 s = 2000 ms.
     let workload = python_workload(
@@ -1118,7 +1118,7 @@ fn adapter_test_fails_an_adapter_that_takes_an_exclusive_lock_for_a_shared_one()
 
 #[test]
 fn adapter_test_of_the_rust_adapter_over_rw_lock_finds_a_shared_lock() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = dir.path().join("rw.toml");
     std::fs::write(
         &workload,
@@ -1193,7 +1193,7 @@ for line in sys.stdin:
 
 /// `adapter-test` of `RENEWING_ADAPTER` in `mode`.
 fn adapter_test_renewing(mode: &str) -> (i32, String) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let script = dir.path().join("renewing.py");
     std::fs::write(&script, RENEWING_ADAPTER).unwrap();
     adapter_test(&["python3", script.to_str().unwrap(), mode])
@@ -1260,7 +1260,7 @@ fn builtin_workload(dir: &Path, algorithm: &str, settings: &str) -> PathBuf {
 fn readers_share_an_external_rw_lock() {
     // `mode` reaches the adapter and the built-in: with it dropped every hold would be
     // exclusive and no two would overlap.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = builtin_workload(dir.path(), "rw-lock", "read_share = 0.5\n");
     let out = dir.path().join("run");
     let output = run(&workload, &out, &["--time-limit", "4s"]);
@@ -1274,7 +1274,7 @@ fn readers_share_an_external_rw_lock() {
 #[test]
 fn read_share_against_an_adapter_without_a_shared_mode_stops_with_its_error() {
     require_redis_py();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = dir.path().join("w.toml");
     std::fs::write(
         &workload,
@@ -1300,7 +1300,7 @@ fn read_share_against_an_adapter_without_a_shared_mode_stops_with_its_error() {
 #[test]
 fn fair_is_sent_to_the_adapter_and_marks_every_acquire() {
     // fair-lock honours `fair: true`: the run goes on, every acquire marked for the checker.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = builtin_workload(dir.path(), "fair-lock", "fair = true\n");
     let out = dir.path().join("run");
     let output = run(&workload, &out, &["--time-limit", "3s"]);
@@ -1310,7 +1310,7 @@ fn fair_is_sent_to_the_adapter_and_marks_every_acquire() {
     assert!(marks.iter().all(|m| *m == Some(true)), "{marks:?}");
 
     // set-nx-px promises no order: its adapter answers `error`, which stops the run.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = builtin_workload(dir.path(), "set-nx-px", "fair = true\n");
     let out = dir.path().join("run");
     let output = run(&workload, &out, &["--time-limit", "10s"]);

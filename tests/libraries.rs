@@ -90,7 +90,7 @@ fn a_short_audit_of_the_ready_adapters_meets_their_expectations() {
     // (kill-clients); leases outlived by paused holders (pause-clients); a wall clock that
     // node-redlock reads and the others do not (clock-skew).
     require_libraries();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("audit");
     let pairs = |rows: &[&str], presets: &[&str]| -> Vec<String> {
         rows.iter()

@@ -26,11 +26,11 @@ use serde_json::Value;
 
 struct Servers {
     cluster: Cluster,
-    _dir: tempfile::TempDir,
+    _dir: common::RunDir,
 }
 
 async fn start() -> Servers {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = common::RunDir::new();
     let spec = ClusterSpec::new(Topology::Single, dir.path());
     let cluster = cluster::start(&spec).await.expect("start redis-server");
     Servers { cluster, _dir: dir }
@@ -430,7 +430,7 @@ fn acquisitions(report: &Value) -> u64 {
 
 #[test]
 fn the_set_nx_px_example_runs_valid_without_faults() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let output = run("set-nx-px", &out, &["--time-limit", "4s"]);
     let stdout = assert_exit(&output, 0);
@@ -450,7 +450,7 @@ fn the_set_nx_px_example_runs_valid_without_faults() {
 
 #[test]
 fn the_set_nx_px_example_overlaps_under_client_pauses() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let output = run(
         "set-nx-px",
@@ -468,7 +468,7 @@ fn the_set_nx_px_example_overlaps_under_client_pauses() {
 
 #[test]
 fn a_missing_script_is_bad_input_naming_the_file_and_field() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = dir.path().join("w.toml");
     std::fs::write(
         &workload,
@@ -491,7 +491,7 @@ fn a_missing_script_is_bad_input_naming_the_file_and_field() {
 
 #[test]
 fn a_script_redis_cannot_compile_stops_the_run_as_bad_input() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     std::fs::write(dir.path().join("acquire.lua"), "this is not lua (\n").unwrap();
     std::fs::write(
         dir.path().join("release.lua"),
@@ -521,7 +521,7 @@ fn a_script_redis_cannot_compile_stops_the_run_as_bad_input() {
 
 #[test]
 fn the_rw_lock_example_runs_valid_with_readers_sharing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let output = run("rw-lock", &out, &["--time-limit", "5s"]);
     let stdout = assert_exit(&output, 0);
@@ -535,7 +535,7 @@ fn the_rw_lock_example_runs_valid_with_readers_sharing() {
 
 #[test]
 fn fair_marks_every_acquire_of_a_lua_lock() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = dir.path().join("fair.toml");
     let example = std::fs::read_to_string(example("set-nx-px")).unwrap();
     let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/lua/set-nx-px");
@@ -568,7 +568,7 @@ fn fair_marks_every_acquire_of_a_lua_lock() {
 
 #[test]
 fn read_share_without_read_scripts_or_with_a_missing_one_is_bad_input() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/lua/set-nx-px");
     let base = format!(
         "algorithm = \"lua\"\nread_share = 0.5\nscripts = {{ acquire = \"{0}/acquire.lua\", release = \"{0}/release.lua\"",
@@ -602,7 +602,7 @@ fn read_share_without_read_scripts_or_with_a_missing_one_is_bad_input() {
 
 #[test]
 fn a_read_script_redis_cannot_compile_stops_the_run_as_bad_input() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     std::fs::write(dir.path().join("ok.lua"), "return 1\n").unwrap();
     std::fs::write(dir.path().join("broken.lua"), "this is not lua (\n").unwrap();
     let workload = dir.path().join("w.toml");

@@ -9,6 +9,8 @@
 //! fixed waits are a fault's own duration. The last tests run the real binary end to end:
 //! Ctrl-C in the middle of a fault, and a short random mix of faults.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -450,7 +452,7 @@ async fn finish_fleet(mut fleet: Fleet) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pause_client_stops_the_worker_until_it_is_resumed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
         .unwrap();
@@ -556,7 +558,7 @@ async fn pause_client_stops_the_worker_until_it_is_resumed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kill_client_kills_the_worker_and_restarts_it_with_fresh_processes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
         .unwrap();
@@ -678,7 +680,7 @@ async fn kill_client_kills_the_worker_and_restarts_it_with_fresh_processes() {
 #[tokio::test(flavor = "multi_thread")]
 async fn clock_skew_moves_the_worker_clients_clock_and_back() {
     const OFFSET: i64 = 20_000;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
         .unwrap();
@@ -784,7 +786,7 @@ async fn clock_skew_moves_the_worker_clients_clock_and_back() {
 #[tokio::test(flavor = "multi_thread")]
 async fn crash_point_kills_the_worker_between_setnx_and_expire() {
     const POINT: &str = "setnx-expire:after-setnx";
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
         .unwrap();
@@ -891,7 +893,7 @@ async fn crash_point_kills_the_worker_between_setnx_and_expire() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pause_redis_stops_the_server_until_it_is_resumed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
         .unwrap();
@@ -953,7 +955,7 @@ async fn pause_redis_stops_the_server_until_it_is_resumed() {
 /// kill-redis: the port refuses connections until the restart; the key set before the kill
 /// survives it only with persistence.
 async fn kill_redis(persist: bool) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut spec = ClusterSpec::new(Topology::Single, dir.path());
     spec.persistence = persist;
     let mut cluster = cluster::start(&spec).await.unwrap();
@@ -1048,7 +1050,7 @@ async fn assert_ahead(conn: &mut MultiplexedConnection, expected_ms: i64, what: 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clock_jump_moves_the_server_clock_expires_leases_and_comes_back() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut spec = ClusterSpec::new(Topology::Single, dir.path());
     spec.fake_clocks = true;
     let mut cluster = cluster::start(&spec).await.unwrap();
@@ -1114,7 +1116,7 @@ async fn clock_jump_moves_the_server_clock_expires_leases_and_comes_back() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn partition_cuts_one_worker_off_and_heals() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
         .unwrap();
@@ -1226,7 +1228,7 @@ async fn partition_cuts_one_worker_off_and_heals() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn manual_failover_promotes_a_lagging_replica_and_moves_the_clients() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Replicated, dir.path()))
         .await
         .unwrap();
@@ -1322,7 +1324,7 @@ async fn manual_failover_promotes_a_lagging_replica_and_moves_the_clients() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sentinel_failover_elects_another_primary_and_resumes_the_old_one() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Sentinel, dir.path()))
         .await
         .unwrap();
@@ -1511,7 +1513,7 @@ fn signal(pid: u32, signal: nix::sys::signal::Signal) {
 
 #[test]
 fn ctrl_c_in_the_middle_of_a_fault_leaves_nothing_running_or_stopped() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("interrupted");
     let schedule = dir.path().join("pauses.toml");
     std::fs::write(
@@ -1602,7 +1604,7 @@ duration = "3s"
 
 #[test]
 fn a_random_mix_heals_every_fault_it_injects() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("mix");
     // Seed 34 on the replicated topology: a clock jump, a server kill, a server pause, a
     // clock skew and a failover, the last two healed at the time limit.

@@ -2,6 +2,8 @@
 //! and on a synthetic history of 200k events. (The timelines have their own tests in
 //! tests/plot_timeline.rs.)
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -23,8 +25,8 @@ fn reference(name: &str) -> PathBuf {
 }
 
 /// Copies a reference history into a fresh folder (plotting writes next to its input).
-fn copied(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("temp dir");
+fn copied(name: &str) -> (common::RunDir, PathBuf) {
+    let dir = common::RunDir::new();
     let path = dir.path().join(name);
     fs::copy(reference(name), &path).expect("copy the reference history");
     (dir, path)
@@ -429,7 +431,7 @@ fn fault_bands_are_shaded_where_the_pause_was() {
 
 #[test]
 fn a_run_folder_gets_its_page_inside_with_the_workload_and_no_password() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = common::RunDir::new();
     let run = dir.path().join("2026-01-01T000000Z-set-nx-px");
     fs::create_dir(&run).expect("run dir");
     fs::copy(
@@ -480,7 +482,7 @@ fn a_run_folder_gets_its_page_inside_with_the_workload_and_no_password() {
 
 #[test]
 fn bad_input_exits_2() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = common::RunDir::new();
     let missing = lockaudit()
         .arg("plot")
         .arg(dir.path().join("nope.jsonl"))
@@ -530,7 +532,7 @@ fn bad_input_exits_2() {
 fn a_200k_event_history_charts_within_a_size_bound() {
     use lockaudit::plot::{charts, fault_bands, html};
 
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = common::RunDir::new();
     let path = dir.path().join("synth.jsonl");
     let config = lockaudit::synth::SynthConfig::benchmark(7, 200_000);
     let file = fs::File::create(&path).expect("create");
@@ -594,7 +596,7 @@ fn a_200k_event_history_charts_within_a_size_bound() {
 
 #[test]
 fn lockaudit_run_draws_its_pictures() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/set-nx-px.toml");
     let output = lockaudit()
@@ -646,7 +648,7 @@ fn lockaudit_run_draws_its_pictures() {
 /// a file that exists or an element of the page.
 #[test]
 fn a_pause_run_page_shows_the_worst_episodes_first_and_every_link_resolves() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = common::RunDir::new();
     let out = dir.path().join("pause");
     let output = lockaudit()
         .args([
@@ -848,7 +850,7 @@ impl Drop for Tmpfs {
 
 #[test]
 fn a_plot_on_a_full_disk_fails_naming_the_error_and_leaves_no_file_cut_short() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = common::RunDir::new();
     let Some(_tmpfs) = Tmpfs::mount(&dir.path().join("tiny"), "64k") else {
         return;
     };
@@ -869,7 +871,7 @@ fn a_plot_on_a_full_disk_fails_naming_the_error_and_leaves_no_file_cut_short() {
 
 #[test]
 fn an_interrupted_plot_exits_130_and_leaves_no_file_cut_short() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = common::RunDir::new();
     let history = dir.path().join("big.jsonl");
     // A history that takes seconds to draw (its first picture comes before the last by
     // seconds, in a debug build).

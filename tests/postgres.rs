@@ -29,7 +29,7 @@ fn alive(pids: &[u32]) -> usize {
 #[tokio::test]
 async fn the_node_starts_answers_survives_a_crash_and_leaves_nothing() {
     common::require_postgres();
-    let dir = common::open_tempdir();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
         .await
         .expect("postgres starts");
@@ -100,14 +100,24 @@ async fn the_node_starts_answers_survives_a_crash_and_leaves_nothing() {
         tree.len() >= 3,
         "postmaster, its helpers and our session: {tree:?}"
     );
+    // The data is outside the run folder, in a private folder that goes with the server;
+    // the log is in the run folder and stays.
+    let data = cluster.data_dir("master-0").unwrap().to_path_buf();
+    let scratch = data.parent().unwrap().to_path_buf();
+    assert!(!data.starts_with(dir.path()), "{}", data.display());
+    assert_eq!(common::mode(&scratch), 0o700);
+    let log = cluster.log_path("master-0").unwrap().to_path_buf();
+    assert!(log.starts_with(dir.path()), "{}", log.display());
     drop(cluster);
     assert_eq!(alive(&tree), 0, "processes left after the drop");
+    assert!(!scratch.exists(), "{} is left", scratch.display());
+    assert!(log.exists());
     drop(db);
 }
 
 #[tokio::test]
 async fn a_missing_postgres_names_the_package_and_exits_3() {
-    let dir = common::open_tempdir();
+    let dir = common::RunDir::new();
     let mut spec = ClusterSpec::new(Topology::Postgres, dir.path());
     spec.postgres_bin = Some(dir.path().join("no-such-folder"));
     let err = cluster::start(&spec).await.unwrap_err();
@@ -135,10 +145,12 @@ async fn helper_postgres_process() {
 fn a_killed_controller_leaves_no_postgres() {
     use std::io::BufRead;
     common::require_postgres();
-    let dir = common::open_tempdir();
+    let (dir, data) = (common::RunDir::new(), data_base());
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "helper_postgres_process", "--nocapture"])
         .env("LOCKAUDIT_PG_TEST_HELPER", dir.path())
+        // A SIGKILLed controller cannot remove the server's data: it goes with `data`.
+        .env("TMPDIR", data.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -191,7 +203,7 @@ fn ok(acquired: &Acquired) -> bool {
 #[tokio::test]
 async fn pg_advisory_excludes_shares_and_dies_with_its_session() {
     common::require_postgres();
-    let dir = common::open_tempdir();
+    let dir = common::RunDir::new();
     let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
         .await
         .unwrap();
@@ -242,7 +254,7 @@ async fn pg_advisory_excludes_shares_and_dies_with_its_session() {
 #[tokio::test]
 async fn pg_row_locks_the_row_and_commits_the_counter_on_release() {
     common::require_postgres();
-    let dir = common::open_tempdir();
+    let dir = common::RunDir::new();
     let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
         .await
         .unwrap();
@@ -278,14 +290,44 @@ fn lockaudit() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_lockaudit"))
 }
 
-/// `lockaudit run --algorithm NAME` into `out`, with `extra` flags.
-fn run(algorithm: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
+/// `lockaudit run --algorithm NAME` into `out`, with `extra` flags; its server keeps its
+/// data in `data` (see [`data_base`]).
+fn run(
+    algorithm: &str,
+    out: &std::path::Path,
+    data: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
     lockaudit()
         .args(["run", "--seed", "1", "--algorithm", algorithm, "--out"])
         .arg(out)
         .args(extra)
+        .env("TMPDIR", data)
         .output()
         .expect("run lockaudit")
+}
+
+/// A folder for a run's `TMPDIR`, where its server keeps its data: others may pass through
+/// it (as root the server runs as the `postgres` user), and the server's command line names
+/// it, which tells its processes from other tests'.
+fn data_base() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod the temporary folder");
+    dir
+}
+
+/// Asserts that the run whose server kept its data in `data` left no process and no data.
+fn assert_no_server_left(data: &std::path::Path) {
+    let left = processes_mentioning(&data.display().to_string());
+    assert!(left.is_empty(), "processes left: {left:?}");
+    let kept: Vec<_> = std::fs::read_dir(data)
+        .expect("the data folder")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(kept.is_empty(), "the server's data is left: {kept:?}");
 }
 
 /// Live processes whose command line mentions `needle`.
@@ -307,25 +349,27 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
 fn every_database_lock_is_valid_without_faults_and_leaves_no_process() {
     common::require_postgres();
     for algorithm in locks::ALGORITHMS.iter().filter(|a| locks::on_postgres(a)) {
-        let dir = common::open_tempdir();
+        let (dir, data) = (common::RunDir::new(), data_base());
         let out = dir.path().join("run");
-        let output = run(algorithm, &out, &["--time-limit", "3s"]);
+        let output = run(algorithm, &out, data.path(), &["--time-limit", "3s"]);
         common::assert_exit(&output, 0);
         let report = common::report(&out);
         assert_eq!(report["valid"], true, "{algorithm}: {report}");
         let left = processes_mentioning(&out.display().to_string());
         assert!(left.is_empty(), "{algorithm}: processes left: {left:?}");
+        assert_no_server_left(data.path());
     }
 }
 
 #[test]
 fn pg_advisory_under_kill_clients_stays_available() {
     common::require_postgres();
-    let dir = common::open_tempdir();
+    let (dir, data) = (common::RunDir::new(), data_base());
     let out = dir.path().join("run");
     let output = run(
         "pg-advisory",
         &out,
+        data.path(),
         &["--nemesis", "kill-clients", "--time-limit", "8s"],
     );
     let report = common::report(&out);
@@ -340,7 +384,7 @@ fn pg_advisory_under_kill_clients_stays_available() {
 
 #[test]
 fn a_run_without_postgres_exits_3_naming_the_package() {
-    let dir = common::open_tempdir();
+    let dir = common::RunDir::new();
     let output = lockaudit()
         .args([
             "run",
@@ -364,7 +408,7 @@ fn a_run_without_postgres_exits_3_naming_the_package() {
 #[tokio::test]
 async fn pg_lock_column_excludes_and_a_dead_holder_deadlocks_the_key() {
     common::require_postgres();
-    let dir = common::open_tempdir();
+    let dir = common::RunDir::new();
     let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
         .await
         .unwrap();
@@ -391,11 +435,12 @@ async fn pg_lock_column_excludes_and_a_dead_holder_deadlocks_the_key() {
 #[test]
 fn pg_lock_column_under_kill_clients_is_unavailable() {
     common::require_postgres();
-    let dir = common::open_tempdir();
+    let (dir, data) = (common::RunDir::new(), data_base());
     let out = dir.path().join("run");
     let output = run(
         "pg-lock-column",
         &out,
+        data.path(),
         // Long enough for a kill (every 1.5-3 s from 1 s) and the 1 s deadlock after it on
         // a loaded machine: 6 s failed once alongside the other tests at a load of 8.
         &["--nemesis", "kill-clients", "--time-limit", "12s"],
@@ -408,7 +453,7 @@ fn pg_lock_column_under_kill_clients_is_unavailable() {
 #[tokio::test]
 async fn pg_version_writes_only_on_the_version_it_read() {
     common::require_postgres();
-    let dir = common::open_tempdir();
+    let dir = common::RunDir::new();
     let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
         .await
         .unwrap();
@@ -430,7 +475,7 @@ async fn pg_version_writes_only_on_the_version_it_read() {
 
 #[test]
 fn the_audit_marks_failover_and_clock_jump_on_postgres_not_applicable() {
-    let dir = common::open_tempdir();
+    let dir = common::RunDir::new();
     let out = dir.path().join("audit");
     let output = lockaudit()
         .args([
@@ -476,7 +521,7 @@ fn a_database_lock_refuses_an_existing_redis() {
 #[test]
 fn ctrl_c_mid_run_leaves_no_postgres_process() {
     common::require_postgres();
-    let dir = common::open_tempdir();
+    let (dir, data) = (common::RunDir::new(), data_base());
     let out = dir.path().join("run");
     let mut child = lockaudit()
         .args([
@@ -490,6 +535,7 @@ fn ctrl_c_mid_run_leaves_no_postgres_process() {
             "--out",
         ])
         .arg(&out)
+        .env("TMPDIR", data.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -530,6 +576,93 @@ fn ctrl_c_mid_run_leaves_no_postgres_process() {
     assert_eq!(alive(&tree), 0, "postgres processes outlived Ctrl-C");
     let left = processes_mentioning(&out.display().to_string());
     assert!(left.is_empty(), "processes left: {left:?}");
+    // Its data went with it, although the controller ended by the signal.
+    assert_no_server_left(data.path());
+}
+
+/// As root, a run from a working folder that the `postgres` user cannot enter (as any clone
+/// in root's home, 0700) works: the server's data is in a private folder of its own, which
+/// goes at the end, and its log is in the run folder, under `results/` of the working folder.
+#[test]
+fn a_run_from_a_folder_postgres_cannot_enter_is_valid_and_keeps_its_log() {
+    if !common::require_root("a postgres run from a folder only root may enter") {
+        return;
+    }
+    common::require_postgres();
+    let (dir, data) = (common::RunDir::new(), data_base());
+    // As root's home: root's, 0700.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let output = lockaudit()
+        .args(["run", "--seed", "1", "--algorithm", "pg-row"])
+        .args(["--nemesis", "none", "--time-limit", "3s"])
+        .current_dir(dir.path())
+        .env("TMPDIR", data.path())
+        .output()
+        .expect("run lockaudit");
+    common::assert_exit(&output, 0);
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join("results"))
+        .expect("results/ in the working folder")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let out = &runs[0];
+    assert_eq!(common::report(out)["valid"], true);
+    let log = std::fs::read_to_string(out.join("postgres/master-0.log")).expect("the log");
+    assert!(
+        log.contains("database system is ready to accept connections"),
+        "{log}"
+    );
+    assert!(
+        !out.join("postgres/master-0").exists(),
+        "the data is in the run folder"
+    );
+    // Nothing was opened to the postgres user.
+    assert_eq!(common::mode(dir.path()), 0o700);
+    assert_eq!(common::mode(out), 0o700);
+    assert_no_server_left(data.path());
+}
+
+/// A server that cannot start: the run stops (exit 3) naming its log, which is in the run
+/// folder, and the server's private folder is gone.
+#[test]
+fn a_server_that_cannot_start_leaves_its_log_and_no_data() {
+    common::require_postgres();
+    let (dir, data) = (common::RunDir::new(), data_base());
+    // The real initdb, and a postgres that refuses to start.
+    let real = cluster::postgres_bin_dir(None).unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(real.join("initdb"), bin.join("initdb")).unwrap();
+    std::fs::write(
+        bin.join("postgres"),
+        "#!/bin/sh\necho 'FATAL: refused by the test' >&2\nexit 1\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(bin.join("postgres"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+    }
+    let out = dir.path().join("run");
+    let output = lockaudit()
+        .args(["run", "--seed", "1", "--algorithm", "pg-row"])
+        .args(["--nemesis", "none", "--time-limit", "3s", "--out"])
+        .arg(&out)
+        .env("TMPDIR", data.path())
+        .env(cluster::POSTGRES_BIN_ENV, &bin)
+        .output()
+        .expect("run lockaudit");
+    common::assert_exit(&output, 3);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("refused by the test"), "{stderr}");
+    let log = std::fs::read_to_string(out.join("postgres/master-0.log")).expect("the log");
+    assert!(log.contains("refused by the test"), "{log}");
+    assert_no_server_left(data.path());
 }
 
 /// The database locks' behaviour across a server crash, without any race: what the
@@ -537,7 +670,7 @@ fn ctrl_c_mid_run_leaves_no_postgres_process() {
 #[tokio::test]
 async fn a_server_crash_drops_session_locks_and_keeps_committed_flags() {
     common::require_postgres();
-    let dir = common::open_tempdir();
+    let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
         .await
         .unwrap();

@@ -18,7 +18,7 @@ fn is_live(pid: u32) -> bool {
 /// and dropping the cluster leaves no process behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_forms_routes_and_promotes_a_replica() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let begun = Instant::now();
     let mut c = cluster::start(&ClusterSpec::new(Topology::Cluster, dir.path()))
         .await
@@ -133,7 +133,7 @@ fn servers_left(out: &std::path::Path) -> Vec<u32> {
 /// the failover. No server outlives either run.
 #[test]
 fn set_nx_px_on_a_cluster_is_valid_and_overlaps_under_failover() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let calm = dir.path().join("calm");
     let out = lockaudit()
         .args(["run", "--algorithm", "set-nx-px", "--topology", "cluster"])
@@ -184,7 +184,7 @@ fn set_nx_px_on_a_cluster_is_valid_and_overlaps_under_failover() {
 /// RedLock over one cluster's masters is refused as bad input, naming why.
 #[test]
 fn redlock_on_a_cluster_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = lockaudit()
         .args([
             "run",
@@ -226,7 +226,7 @@ fn redlock_on_a_cluster_is_refused() {
 /// records that promotion as a `failover` by the cluster (seed 2 pauses master-1 first).
 #[test]
 fn a_promotion_by_the_cluster_is_recorded() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out_dir = dir.path().join("pause");
     let out = lockaudit()
         .args(["run", "--algorithm", "set-nx-px", "--topology", "cluster"])
@@ -261,7 +261,7 @@ fn a_promotion_by_the_cluster_is_recorded() {
 /// Rust example adapter's set-nx-px reaches the cluster through them and stays valid.
 #[test]
 fn an_external_adapter_locks_on_a_cluster() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let workload = dir.path().join("w.toml");
     std::fs::write(
         &workload,
@@ -299,7 +299,7 @@ fn an_external_adapter_locks_on_a_cluster() {
 /// name), so requests for that node's keys time out instead of going around the cut.
 #[test]
 fn a_partition_cuts_a_cluster_client_off() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out_dir = dir.path().join("part");
     let out = lockaudit()
         .args(["run", "--algorithm", "set-nx-px", "--topology", "cluster"])

@@ -4,6 +4,8 @@
 //! stopped polling once its wait time is over; and `lockaudit run` of each built-in workload
 //! is valid without faults.
 
+mod common;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -13,11 +15,11 @@ use redis::aio::MultiplexedConnection;
 
 struct Servers {
     cluster: Cluster,
-    _dir: tempfile::TempDir,
+    _dir: common::RunDir,
 }
 
 async fn start() -> Servers {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = common::RunDir::new();
     let spec = ClusterSpec::new(Topology::Single, dir.path());
     let cluster = cluster::start(&spec).await.expect("start redis-server");
     Servers { cluster, _dir: dir }
@@ -405,7 +407,7 @@ async fn fair_lock_renews_and_a_waiter_that_gives_up_leaves_the_queue() {
 }
 
 fn run_valid(algorithm: &str, extra: &[&str]) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let output = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
         .args([

@@ -164,7 +164,7 @@ async fn independent_masters_on_five_hosts_crash_pause_and_move_their_clocks_ove
     let Some(bed) = TestBed::new("independent masters on hosts", 5) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut spec = remote_spec(&bed, Topology::Independent, 5, dir.path());
     spec.fake_clocks = true;
     let begun = Instant::now();
@@ -274,7 +274,7 @@ async fn a_replicated_set_on_three_hosts_syncs_and_leaves_nothing_behind() {
     let Some(bed) = TestBed::new("replicated on hosts", 3) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let spec = remote_spec(&bed, Topology::Replicated, 3, dir.path());
     let cluster = cluster::start(&spec).await.expect("start on the hosts");
     let e = cluster.endpoints();
@@ -361,7 +361,7 @@ fn an_unknown_host_key_is_refused_unless_the_run_accepts_new_keys() {
         return;
     };
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let args = [
         "--algorithm",
         "set-nx-px",
@@ -421,7 +421,7 @@ async fn an_unreachable_host_or_a_refused_key_is_named_in_the_error() {
     let Some(bed) = TestBed::new("unreachable host", 1) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     // An address on the bed's bridge that no host holds.
     let (subnet, _) = bed.control_addr.rsplit_once('.').unwrap();
     let nobody = format!("{subnet}.250");
@@ -435,7 +435,7 @@ async fn an_unreachable_host_or_a_refused_key_is_named_in_the_error() {
     assert_eq!(err.exit_code(), 3);
 
     // A key the host does not know.
-    let other = tempfile::tempdir().unwrap();
+    let other = common::RunDir::new();
     let key = other.path().join("id");
     let made = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-f"])
@@ -477,7 +477,7 @@ fn an_audit_over_five_hosts_finds_redlocks_and_the_failovers_overlaps() {
     let Some(bed) = TestBed::new("audit on hosts", 5) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("audit");
     let mut cmd = lockaudit_on_hosts("audit", &bed, 5, dir.path(), &out);
     cmd.args([
@@ -557,7 +557,7 @@ fn a_replicated_set_nx_px_over_three_hosts_finds_the_failover_overlap() {
         return;
     };
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let mut cmd = lockaudit_on_hosts("run", &bed, 3, dir.path(), &out);
     cmd.args(["--algorithm", "set-nx-px", "--nemesis", "failover"])
@@ -604,7 +604,7 @@ async fn a_persisted_server_on_a_host_keeps_its_keys_across_a_crash_unless_empti
     let Some(bed) = TestBed::new("persistence on a host", 1) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut spec = remote_spec(&bed, Topology::Single, 1, dir.path());
     spec.persistence = true;
     let mut cluster = cluster::start(&spec).await.expect("start on the host");
@@ -633,7 +633,7 @@ fn ctrl_c_during_a_cut_replication_link_leaves_no_rule_on_the_hosts() {
         return;
     };
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let schedule = dir.path().join("cut.toml");
     std::fs::write(
@@ -750,7 +750,7 @@ async fn a_sentinel_deployment_on_three_hosts_fails_over_by_its_own_sentinels() 
     let Some(bed) = TestBed::new("sentinel on hosts", 3) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut spec = remote_spec(&bed, Topology::Sentinel, 3, dir.path());
     spec.fake_clocks = true;
     let begun = Instant::now();
@@ -918,7 +918,7 @@ fn set_nx_px_under_the_hosts_sentinels_failover_finds_only_what_a_failover_may_c
         return;
     };
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let mut cmd = lockaudit_on_hosts("run", &bed, 3, dir.path(), &out);
     cmd.args(["--algorithm", "set-nx-px", "--nemesis", "failover"])
@@ -996,7 +996,7 @@ async fn a_redis_cluster_on_three_hosts_forms_and_fails_over_by_itself() {
     let Some(bed) = TestBed::new("redis cluster on hosts", 3) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let spec = remote_spec(&bed, Topology::Cluster, 3, dir.path());
     let begun = Instant::now();
     let mut cluster = cluster::start(&spec).await.expect("start on the hosts");
@@ -1119,7 +1119,7 @@ fn set_nx_px_on_a_redis_cluster_over_three_hosts_finds_the_failover_overlap() {
         return;
     };
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let mut cmd = lockaudit_on_hosts("run", &bed, 3, dir.path(), &out);
     // 20 s: on a busy machine (CI beside two CPU hogs) the three failovers of a 12 s run
@@ -1162,7 +1162,7 @@ async fn a_sentinel_that_cannot_start_on_its_host_is_named_and_nothing_is_left()
     let Some(bed) = TestBed::new("a sentinel that cannot start", 3) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut spec = remote_spec(&bed, Topology::Sentinel, 3, dir.path());
     // The servers start; the sentinels' program is not on the hosts.
     spec.redis_sentinel = Some("/nonexistent/redis-sentinel".into());
@@ -1189,7 +1189,7 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there_and_brings_the_logs
         return;
     };
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     // From a workload file: five masters on three hosts (two share a host), the hosts'
     // files in the test's folder.
@@ -1273,7 +1273,7 @@ async fn a_pause_and_a_clock_jump_hit_five_hosts_at_once() {
     let Some(bed) = TestBed::new("pause and clock jump on five hosts", 5) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut spec = remote_spec(&bed, Topology::Independent, 5, dir.path());
     spec.fake_clocks = true;
     let cluster = cluster::start(&spec).await.expect("start on the hosts");
@@ -1362,7 +1362,7 @@ async fn iptables_on_the_host_cuts_one_worker_off_by_its_source_ports_and_not_th
     let Some(bed) = TestBed::new("client cut on a host", 1) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let spec = remote_spec(&bed, Topology::Single, 1, dir.path());
     let mut cluster = cluster::start(&spec).await.expect("start on the host");
     let e = cluster.endpoints();
@@ -1473,7 +1473,7 @@ fn a_partition_run_over_a_host_cuts_workers_off_with_iptables_and_finds_what_the
         return;
     };
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     // watch-multi × partition: `{}` in its [expect], valid (a cut-off worker's EXEC may or
     // may not land, an `info`, never a lost update).
@@ -1524,7 +1524,7 @@ fn ctrl_c_while_a_worker_is_cut_off_leaves_no_rule_on_the_host() {
         return;
     };
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let schedule = dir.path().join("cut.toml");
     std::fs::write(
@@ -1568,7 +1568,7 @@ fn sigterm_with_a_host_gone_silent_says_where_the_run_is_left_on_it() {
         return;
     };
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let mut child = lockaudit_on_hosts("run", &bed, 1, dir.path(), &out)
         .args(["--algorithm", "set-nx-px", "--nemesis", "none"])
@@ -1640,7 +1640,7 @@ async fn a_host_uses_its_own_key_and_its_own_redis_server() {
     let Some(bed) = TestBed::new("per-host settings", 2) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let refused = dir.path().join("refused");
     let made = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-f"])
@@ -1760,7 +1760,7 @@ async fn etcd_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_and_l
     let Some(bed) = TestBed::new("etcd on hosts", 3) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = start_on_three_hosts(&bed, dir.path(), Topology::Etcd, "etcd", "etcd").await;
     let e = cluster.endpoints();
     let password = e.password.clone().unwrap();
@@ -1893,7 +1893,7 @@ fn etcd_lock_over_three_hosts_with_members_killed_finds_only_what_a_correct_lock
     let Some(bed) = TestBed::new("etcd-lock kill-redis on hosts", 3) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let (history, kinds) = etcd_lock_on_hosts(&bed, dir.path(), "kill-redis");
     assert!(
         history.contains("\"f\":\"acquire\"") && history.contains("\"type\":\"ok\""),
@@ -1920,7 +1920,7 @@ fn etcd_lock_over_three_hosts_with_the_leader_cut_off_finds_only_what_a_correct_
     let Some(bed) = TestBed::new("etcd-lock member partitions on hosts", 3) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     // Only member partitions: the leader of the moment isolated twice.
     let schedule = dir.path().join("isolate.toml");
     std::fs::write(
@@ -1972,7 +1972,7 @@ async fn zookeeper_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_
     let Some(bed) = TestBed::new("zookeeper on hosts", 3) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster =
         start_on_three_hosts(&bed, dir.path(), Topology::Zookeeper, "zk", "java").await;
     let e = cluster.endpoints();
@@ -2130,7 +2130,7 @@ fn zk_lock_over_three_hosts_with_the_leader_killed_finds_only_what_a_correct_loc
     let Some(bed) = TestBed::new("zk-lock failover on hosts", 3) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     // The failover preset's faults, sooner than its 4-6 s apart: a 6 s run instead of 10.
     let schedule = dir.path().join("kill-leader.toml");
     std::fs::write(
@@ -2181,7 +2181,7 @@ fn a_host_without_java_or_zookeeper_s_jar_is_named_and_nothing_is_left() {
         return;
     };
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let inventory = dir.path().join("hosts.toml");
     std::fs::write(
         &inventory,

@@ -91,7 +91,7 @@ fn left_running(out: &Path) -> Vec<u32> {
 }
 
 fn assert_run(name: &str, expected_kinds: &[&str]) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join(name);
     let output = run(name, &out, &[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -166,7 +166,7 @@ fn redlock_over_five_masters_without_faults_is_valid() {
 /// writes (not unknown for want of an acquire), and leaves no process.
 #[test]
 fn watch_multi_without_faults_is_valid_with_writes_and_no_lock() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let output = run("watch-multi", &out, &[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -260,7 +260,7 @@ fn assert_history_checks(out: &Path) {
 
 #[test]
 fn a_controller_killed_mid_run_leaves_a_history_that_checks_and_no_process() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("killed");
     let mut child = spawn_long_run(&out);
     wait_for_recording(&out, &mut child);
@@ -276,7 +276,7 @@ fn a_controller_killed_mid_run_leaves_a_history_that_checks_and_no_process() {
 
 #[test]
 fn ctrl_c_mid_run_leaves_no_process() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("interrupted");
     let mut child = spawn_long_run(&out);
     wait_for_recording(&out, &mut child);
@@ -293,7 +293,7 @@ fn an_interrupted_run_reports_what_it_recorded_and_exits_128_plus_the_signal() {
     use nix::sys::signal::Signal;
     for (sig, code) in [(Signal::SIGINT, 130), (Signal::SIGTERM, 143)] {
         let name = sig.as_str();
-        let dir = tempfile::tempdir().unwrap();
+        let dir = common::RunDir::new();
         let out = dir.path().join(name);
         let mut child = lockaudit()
             .args(["run", "--seed", "1"])
@@ -347,7 +347,7 @@ fn a_full_disk_stops_the_run_naming_the_history_and_the_error() {
         eprintln!("SKIPPED: a full disk is a tiny tmpfs, which needs root to mount");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mount = dir.path().join("tiny");
     std::fs::create_dir(&mount).unwrap();
     let mounted = Command::new("mount")
@@ -389,7 +389,7 @@ fn a_full_disk_stops_the_run_naming_the_history_and_the_error() {
 
 #[test]
 fn a_worker_crash_leaves_the_run_to_finish_and_no_process() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("crashed");
     let output = {
         let mut child = lockaudit()
@@ -440,7 +440,7 @@ fn a_worker_crash_leaves_the_run_to_finish_and_no_process() {
 
 #[test]
 fn an_existing_redis_is_used_as_it_is_and_left_running() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let spec = lockaudit::cluster::ClusterSpec::new(
         lockaudit::cluster::Topology::Single,
@@ -475,7 +475,7 @@ fn an_existing_redis_is_used_as_it_is_and_left_running() {
 
 #[test]
 fn an_existing_sentinel_address_finds_the_primary() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let spec = lockaudit::cluster::ClusterSpec::new(
         lockaudit::cluster::Topology::Sentinel,
@@ -512,7 +512,7 @@ fn an_existing_sentinel_address_finds_the_primary() {
 /// `run --redis url` must stop before any worker starts: exit 3, a message naming
 /// `address` and `why`, and no history recorded.
 fn assert_cannot_use(url: &str, address: &str, why: &str) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let output = run("set-nx-px", &out, &["--redis", url]);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -578,7 +578,7 @@ fn a_redis_url_at_a_listener_that_never_answers_cannot_be_used() {
 
 #[test]
 fn a_redis_url_with_a_wrong_password_cannot_be_used() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let spec = lockaudit::cluster::ClusterSpec::new(
         lockaudit::cluster::Topology::Single,
@@ -689,7 +689,7 @@ fn ctrl_c_records_no_fault_of_its_own_and_leaves_no_process() {
         ("after 3000 events", Box::new(|h: &[Value]| h.len() >= 3000)),
     ];
     for (moment, ready) in moments {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = common::RunDir::new();
         let out = dir.path().join("interrupted");
         let mut child = lockaudit()
             .args(["run", "--seed", "1"])
@@ -717,7 +717,7 @@ fn ctrl_c_records_no_fault_of_its_own_and_leaves_no_process() {
 /// A run whose nemesis cannot act says so before it starts and in its outputs, and injects
 /// nothing.
 fn assert_not_applicable(name: &str, nemesis: &str, why: &str) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join(name);
     let output = run(name, &out, &["--nemesis", nemesis]);
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -800,7 +800,7 @@ fn assert_verdict_is_checks(out: &Path) {
 
 #[test]
 fn stop_on_anomaly_ends_the_run_once_proven_with_checks_verdict() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("stop");
     let began = Instant::now();
     // A holder killed while it holds a lock without expiry: every later attempt fails.
@@ -853,7 +853,7 @@ fn stop_on_anomaly_ends_the_run_once_proven_with_checks_verdict() {
 
 #[test]
 fn a_run_under_faults_reaches_the_verdict_check_reaches_on_its_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("pauses");
     let output = run("set-nx-px", &out, &["--nemesis", "pause-clients"]);
     assert!(
@@ -870,7 +870,7 @@ fn a_run_under_faults_reaches_the_verdict_check_reaches_on_its_file() {
 /// and in report.json.
 #[test]
 fn an_algorithm_alone_runs_its_builtin_workload_and_a_schedule_that_does_not_fit_says_so() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let schedule = dir.path().join("late.toml");
     std::fs::write(
@@ -936,7 +936,7 @@ fn an_algorithm_alone_runs_its_builtin_workload_and_a_schedule_that_does_not_fit
 /// there) has said it.
 #[test]
 fn a_preset_that_does_not_fit_is_told_before_any_server_starts() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let output = lockaudit()
         .current_dir(dir.path())
         .args([
@@ -970,7 +970,7 @@ fn a_preset_that_does_not_fit_is_told_before_any_server_starts() {
 fn the_checker_bounds_given_to_run_decide_its_verdict() {
     // lua-getset's release frees nothing: each hand-over waits for the TTL, `unavailable`
     // at the default 1 s bound (`lua_getset_without_faults_...`), accepted at 30 s.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("patient");
     let output = run("lua-getset", &out, &["--liveness-bound", "30s"]);
     let stdout = assert_exit(&output, 0);
@@ -981,7 +981,7 @@ fn the_checker_bounds_given_to_run_decide_its_verdict() {
 fn a_run_whose_output_is_no_terminal_prints_progress_lines_on_stderr() {
     // Output piped (as in every CI log): the bar is hidden, so lines say how the run goes;
     // on stderr, with the notices, while stdout carries the verdict alone.
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let output = lockaudit()
         .args(["run", "--seed", "1"])
@@ -1044,7 +1044,7 @@ fn a_run_whose_output_is_no_terminal_prints_progress_lines_on_stderr() {
 #[test]
 fn a_failed_shared_storage_connection_is_replaced() {
     use lockaudit::workload::resource::Storage;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let spec = lockaudit::cluster::ClusterSpec::new(
         lockaudit::cluster::Topology::Single,
@@ -1133,7 +1133,7 @@ fn json(path: &Path) -> Value {
 
 #[test]
 fn a_run_names_its_folder_by_what_ran_records_it_and_draws_a_seed_unless_given_one() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let drawn = run_in(dir.path(), &[]);
     assert_exit(&drawn, 1);
     let given = run_in(dir.path(), &["--seed", "42", "--topology", "replicated"]);
@@ -1259,7 +1259,7 @@ fn a_run_names_its_folder_by_what_ran_records_it_and_draws_a_seed_unless_given_o
 
 #[test]
 fn rerun_replays_a_run_and_says_how_often_its_anomalies_came_back() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let results = dir.path().join("results");
     let original = results.join("original");
     let output = run_in(dir.path(), &["--seed", "5", "--out", "results/original"]);
@@ -1314,7 +1314,7 @@ fn rerun_replays_a_run_and_says_how_often_its_anomalies_came_back() {
 
 #[test]
 fn a_runs_page_embeds_its_pictures_links_its_files_and_says_how_to_run_it_again() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let output = run_in(dir.path(), &["--seed", "9", "--out", "run"]);
     assert_exit(&output, 1);
@@ -1378,7 +1378,7 @@ fn run_with_schedule(out: &Path, schedule: &Path, hold: &str) -> Output {
 
 #[test]
 fn a_run_whose_faults_never_acted_is_untested_and_exits_3() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     // The first holder keeps the one key for 3 s: nobody releases while the release's crash
     // point is armed, so it is never reached.
     let schedule = crash_point_schedule(dir.path(), "set-nx-px:before-release");
@@ -1404,7 +1404,7 @@ fn a_run_whose_faults_never_acted_is_untested_and_exits_3() {
 
 #[test]
 fn a_run_whose_crash_point_was_reached_is_judged_as_usual() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     // Short holds: some client reaches the release's crash point while it is armed.
     let schedule = crash_point_schedule(dir.path(), "set-nx-px:before-release");
     let out = dir.path().join("crashed");
@@ -1428,7 +1428,7 @@ fn a_run_whose_crash_point_was_reached_is_judged_as_usual() {
 #[test]
 fn a_client_that_cannot_start_stops_the_run_before_any_fault_with_its_reason() {
     common::require_python(&[]);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     // An adapter whose library is missing: it says so on stderr and exits.
     let workload = dir.path().join("broken.toml");
     std::fs::write(
@@ -1470,7 +1470,7 @@ workers = 2
 
 #[test]
 fn faults_start_once_every_client_is_ready_and_the_start_up_is_recorded() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("ready");
     let output = lockaudit()
         .args(["run", "--seed", "1", "--algorithm", "set-nx-px"])
@@ -1510,4 +1510,52 @@ fn faults_start_once_every_client_is_ready_and_the_start_up_is_recorded() {
             "process {p} had done nothing before the pause"
         );
     }
+}
+
+/// The child side of `a_failed_tests_run_folder_is_kept_and_named`, chosen by the env var:
+/// a test that fails with a history in its run folder.
+#[test]
+fn helper_a_failing_test_with_a_run_folder() {
+    if std::env::var_os("LOCKAUDIT_KEPT_RUN_HELPER").is_none() {
+        return;
+    }
+    let dir = common::RunDir::new();
+    std::fs::write(dir.path().join("history.jsonl"), "the history\n").unwrap();
+    panic!("failing on purpose, with a run folder");
+}
+
+/// `common::RunDir`: a passing test's run folder goes; a failing one's is moved under
+/// target/kept-runs, with what it held, and stderr names it.
+#[test]
+fn a_failed_tests_run_folder_is_kept_and_named() {
+    let dir = common::RunDir::new();
+    let passed = dir.path().to_path_buf();
+    drop(dir);
+    assert!(!passed.exists(), "a passing test's folder is left");
+
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "helper_a_failing_test_with_a_run_folder",
+            "--nocapture",
+        ])
+        .env("LOCKAUDIT_KEPT_RUN_HELPER", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "the helper passed: {stderr}");
+    let kept = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("the failed test's run folder is kept: "))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no kept folder named: {stderr}"));
+    let name = kept.file_name().unwrap().to_string_lossy().into_owned();
+    let history = std::fs::read_to_string(kept.join("history.jsonl"));
+    std::fs::remove_dir_all(&kept).unwrap();
+    assert_eq!(kept.parent(), Some(common::kept_runs().as_path()));
+    assert!(
+        name.starts_with("helper_a_failing_test_with_a_run_folder-"),
+        "{name}"
+    );
+    assert_eq!(history.unwrap(), "the history\n");
 }

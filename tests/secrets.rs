@@ -34,7 +34,7 @@ fn another_user_cannot_read_the_password_of_a_run() {
     if !common::require_root("another user cannot read the password of a run") {
         return;
     }
-    let dir = common::open_tempdir();
+    let dir = common::RunDir::new();
     let run = dir.path().join("run");
     let output = lockaudit()
         .args([
@@ -84,7 +84,7 @@ fn another_user_cannot_read_the_password_of_a_run() {
 /// its process title; the sentinels read it from their 0600 config).
 #[tokio::test]
 async fn no_server_shows_the_password_in_its_command_line() {
-    let dir = common::open_tempdir();
+    let dir = common::RunDir::new();
     let cluster = cluster::start(&ClusterSpec::new(Topology::Sentinel, dir.path()))
         .await
         .expect("a Sentinel deployment starts");
@@ -111,8 +111,8 @@ async fn no_server_shows_the_password_in_its_command_line() {
 }
 
 /// As root, a PostgreSQL run whose run folder is private (0700, as `mktemp -d` makes it)
-/// works: postgres, run as the `postgres` user, is let through the run folder (its group,
-/// search only) into its own data folder. Neither `nobody` nor the `postgres` user can read
+/// works and leaves it so: postgres, run as the `postgres` user, keeps its data in a
+/// private folder of its own outside it. Neither `nobody` nor the `postgres` user can read
 /// endpoints.json or list the run folder.
 #[test]
 fn a_postgres_run_in_a_private_folder_works_and_keeps_its_secret() {
@@ -121,7 +121,7 @@ fn a_postgres_run_in_a_private_folder_works_and_keeps_its_secret() {
     }
     common::require_postgres();
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().expect("a temporary folder");
+    let dir = common::RunDir::new();
     // As `mktemp -d` makes it.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let run = dir.path();
@@ -141,13 +141,10 @@ fn a_postgres_run_in_a_private_folder_works_and_keeps_its_secret() {
         .expect("lockaudit run");
     common::assert_exit(&output, 0);
     password_of(run);
-    assert_eq!(
-        common::mode(run),
-        0o710,
-        "search only, for postgres's group"
-    );
-    let data = run.join("postgres");
-    assert_eq!(common::mode(&data), 0o700);
+    assert_eq!(common::mode(run), 0o700, "opened to postgres");
+    // Only the server's log: its data was elsewhere.
+    let logs = run.join("postgres");
+    assert_eq!(common::mode(&logs), 0o700);
     let endpoints = run.join("endpoints.json");
     assert_eq!(common::mode(&endpoints), 0o600);
     for user in ["nobody", "postgres"] {
@@ -157,6 +154,6 @@ fn a_postgres_run_in_a_private_folder_works_and_keeps_its_secret() {
         common::assert_denied(user, run);
         common::assert_denied(user, &endpoints);
         common::assert_denied(user, &run.join("redis"));
+        common::assert_denied(user, &logs);
     }
-    common::assert_denied("nobody", &data);
 }

@@ -54,7 +54,7 @@ fn verdict_code(report: &Value) -> i32 {
 
 #[test]
 fn run_json_prints_report_json_alone_and_the_rest_on_stderr() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     // 6 s: long enough for a progress line (one each 5 s where no terminal shows the bar).
     let output = lockaudit()
@@ -84,7 +84,7 @@ fn run_json_prints_report_json_alone_and_the_rest_on_stderr() {
 
 #[test]
 fn audit_json_prints_audit_json_alone_and_the_cells_on_stderr() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("audit");
     let output = lockaudit()
         .args(["audit", "--json", "--cells", "set-nx-px:none"])
@@ -108,7 +108,7 @@ fn audit_json_prints_audit_json_alone_and_the_cells_on_stderr() {
 /// verdict says.
 #[test]
 fn a_closed_stdout_ends_no_run() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let (reader, writer) = std::io::pipe().expect("a pipe");
     drop(reader);
@@ -132,7 +132,7 @@ fn a_closed_stdout_ends_no_run() {
 /// the reader gone.
 #[test]
 fn head_reads_the_run_folder_first_and_the_run_ends_as_its_verdict_says() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let mut child = lua_getset(&out)
         .stdout(Stdio::piped())
@@ -155,7 +155,7 @@ fn head_reads_the_run_folder_first_and_the_run_ends_as_its_verdict_says() {
 /// folder the user made stays as it was.
 #[test]
 fn a_run_that_cannot_start_removes_the_folder_it_made() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let (_socket, addr) = common::refusing_port();
     let url = format!("redis://{addr}");
     let out = dir.path().join("results/run");
@@ -204,7 +204,7 @@ fn a_run_that_cannot_start_removes_the_folder_it_made() {
 /// log: that folder is kept, and stderr says why.
 #[test]
 fn a_server_that_failed_to_start_keeps_the_folder_with_its_log() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
     let port = taken.local_addr().unwrap().port();
     // redis-server as ever, but told (last, so it wins) to listen on the taken port.
@@ -244,7 +244,7 @@ fn a_server_that_failed_to_start_keeps_the_folder_with_its_log() {
 /// An audit cell whose run cannot start leaves no folder, and links none.
 #[test]
 fn an_audit_cell_that_cannot_start_leaves_no_folder() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("audit");
     let output = lockaudit()
         .args(["audit", "--cells", "set-nx-px:none"])

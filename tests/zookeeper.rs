@@ -39,7 +39,7 @@ async fn start(dir: &std::path::Path) -> cluster::Cluster {
 #[tokio::test]
 async fn the_ensemble_starts_with_one_leader_takes_a_server_back_and_leaves_nothing() {
     common::require_zookeeper();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = start(dir.path()).await;
     let endpoints = cluster.endpoints();
     let names: Vec<&str> = endpoints.nodes.iter().map(|n| n.name.as_str()).collect();
@@ -78,7 +78,7 @@ async fn the_ensemble_starts_with_one_leader_takes_a_server_back_and_leaves_noth
 #[tokio::test]
 async fn a_killed_leader_is_replaced_by_another() {
     common::require_zookeeper();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = start(dir.path()).await;
     let before = cluster.leader().await.expect("a leader");
     let (failover, happened) = cluster.begin_failover().await.expect("the leader killed");
@@ -161,7 +161,7 @@ fn around_the_proxies(pids: &[u32], ports: &[u16]) -> Vec<String> {
 #[tokio::test]
 async fn an_isolated_leader_steps_down_the_others_elect_and_it_rejoins_when_healed() {
     common::require_zookeeper();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let mut cluster = start(dir.path()).await;
     let endpoints = cluster.endpoints();
     let old = cluster.leader().await.expect("a leader");
@@ -297,7 +297,7 @@ async fn session(
 #[tokio::test]
 async fn only_the_run_s_digest_user_reads_or_writes_the_lock_nodes() {
     common::require_zookeeper();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let cluster = start(dir.path()).await;
     let endpoints = cluster.endpoints();
     let connect =
@@ -355,7 +355,7 @@ async fn only_the_run_s_digest_user_reads_or_writes_the_lock_nodes() {
 #[tokio::test]
 async fn the_recipe_lays_out_curators_nodes_excludes_and_fences_with_czxid() {
     common::require_zookeeper();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let cluster = start(dir.path()).await;
     let endpoints = cluster.endpoints();
     let connect =
@@ -525,7 +525,7 @@ fn run_zk_lock(time_limit: &str, out: &std::path::Path) -> Command {
 #[test]
 fn a_short_run_under_client_pauses_records_acquires_and_renewals() {
     common::require_zookeeper();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = dir.path().join("run");
     let run = run_zk_lock("6s", &out)
         .args(["--nemesis", "pause-clients"])
@@ -558,7 +558,7 @@ fn a_short_run_under_client_pauses_records_acquires_and_renewals() {
 
 #[test]
 fn a_missing_zookeeper_is_named_with_its_package() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = run_zk_lock("2s", &dir.path().join("run"))
         .env(cluster::ZOOKEEPER_ENV, "/nonexistent/zookeeper.jar")
         .output()

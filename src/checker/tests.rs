@@ -399,6 +399,40 @@ fn a_release_failing_with_no_lease_is_a_lost_lock() {
 }
 
 #[test]
+fn a_nested_release_failing_is_a_lost_lock_and_the_hold_goes_on() {
+    // The first release would only have brought the count from 2 to 1: it is not the
+    // hold's release, yet the implementation said the lock was no longer ours.
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k
+        10   0 invoke acquire k
+        11   0 ok     acquire k
+        300  0 invoke release k
+        301  0 fail   release k
+        400  0 invoke release k
+        401  0 ok     release k
+    "#);
+    assert_eq!(only(&report, "lost-lock").indices, vec![1, 4, 5]);
+    // The hold went on to the second release: another process taking the lock before
+    // then overlaps it.
+    let report = run(r#"
+        0    0 invoke acquire k
+        1    0 ok     acquire k
+        10   0 invoke acquire k
+        11   0 ok     acquire k
+        300  0 invoke release k
+        301  0 fail   release k
+        350  1 invoke acquire k
+        351  1 ok     acquire k
+        352  1 invoke release k
+        353  1 ok     release k
+        400  0 invoke release k
+        401  0 ok     release k
+    "#);
+    assert_eq!(kinds_sorted(&report), ["lost-lock", "overlap"]);
+}
+
+#[test]
 fn a_failed_release_is_what_the_implementation_said_not_a_proven_loss() {
     let report = run(r#"
         0    0 invoke acquire k

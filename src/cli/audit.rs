@@ -91,7 +91,10 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
                     format!("DIFFERS: {}", cell.why.as_deref().unwrap_or(""))
                 }
                 crate::audit::Status::Untested => {
-                    format!("UNTESTED: {}", cell.why.as_deref().unwrap_or("no fault acted"))
+                    format!(
+                        "UNTESTED: {}",
+                        cell.why.as_deref().unwrap_or("no fault acted")
+                    )
                 }
             };
             // Progress: a line per cell as it ends, in the order they end.

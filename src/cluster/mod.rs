@@ -3,7 +3,8 @@
 //! resource's `storage` server.
 //!
 //! Every server runs as a child process in the foreground, bound to 127.0.0.1 on a free
-//! port with a generated password, its data and log inside the run folder, owned by a guard
+//! port with a generated password, its data and log inside the run folder (PostgreSQL's data
+//! excepted: in a private folder outside it, `scratch`), owned by a guard
 //! that ends it on drop, on Ctrl-C and on panic (see [`install_cleanup_handlers`]) and,
 //! through `PR_SET_PDEATHSIG`, when lockaudit dies.
 //!
@@ -13,8 +14,9 @@
 //!   configured and started; `replication`: a replica moved by hand; `sharded`: forming a
 //!   Redis Cluster and reading its roles; `probe`: the client connections that check them;
 //! - `postgres`: one PostgreSQL server (`initdb`, a foreground postmaster run as an
-//!   unprivileged user when we are root, crash and restart on its WAL); `etcd`: three
-//!   members; `zookeeper`: three servers;
+//!   unprivileged user when we are root, crash and restart on its WAL; its data in a
+//!   `scratch` folder that user can reach); `etcd`: three members; `zookeeper`: three
+//!   servers;
 //! - `ports`: free loopback ports; `binaries`: finding the programs; `clock`: libfaketime,
 //!   which lets the nemesis move a server's wall clock;
 //! - `registry`: the process-wide table of children and the thread that spawns them;
@@ -51,6 +53,7 @@ mod redis;
 mod registry;
 mod remote;
 mod replication;
+mod scratch;
 mod sentinel;
 mod server;
 mod service;

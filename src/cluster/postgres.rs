@@ -1,24 +1,22 @@
 //! One PostgreSQL server that lockaudit owns, for the database locks (`pg-*`).
 //!
-//! Started like the Redis servers: `initdb` into the run folder (`<run>/postgres/<name>`,
-//! log `<run>/postgres/<name>.log`), then `postgres` in the foreground as a child of the
-//! controller, on a free port of 127.0.0.1 only (no Unix socket), role `lockaudit` with a
-//! generated password checked by SCRAM, `fsync` and `synchronous_commit` on, so that a
-//! SIGKILL and a restart on the same folder is a real crash recovery from the WAL. Ready
-//! once an authenticated connection reports our data folder (which tells our server from a
-//! stranger on the port). A pause or kill reaches the postmaster and its backends
-//! (`registry::signal`).
+//! Started like the Redis servers: `initdb` into a data folder, then `postgres` in the
+//! foreground as a child of the controller, on a free port of 127.0.0.1 only (no Unix
+//! socket), role `lockaudit` with a generated password checked by SCRAM, `fsync` and
+//! `synchronous_commit` on, so that a SIGKILL and a restart on the same folder is a real
+//! crash recovery from the WAL. Ready once an authenticated connection reports our data
+//! folder (which tells our server from a stranger on the port). A pause or kill reaches the
+//! postmaster and its backends (`registry::signal`).
 //!
+//! The data folder is not in the run folder but in a private folder of its own
+//! (`scratch`: `$TMPDIR/lockaudit-postgres-XXXXXX/master-0`, 0700), removed at the end of
+//! the run, on an error and on Ctrl-C; the log, which lockaudit opens and hands to the
+//! server as its stdout and stderr, is in the run folder (`<run>/postgres/master-0.log`).
 //! As root: postgres refuses to run as root, so `initdb` and `postgres` run as the
 //! `postgres` system user (Debian's package creates it; `nobody` otherwise), switched to in
-//! the child before exec, and `<run>/postgres` (0700) is handed to that user. That user must
-//! pass through the folders above it: the run folder, private to root (0700, as lockaudit
-//! makes it or as `mktemp -d` does), is given to that user's group with search only (0710:
-//! it may enter, not list). That is safe: what it holds that is secret is private by its
-//! own mode (endpoints.json 0600, `redis/` 0700), so the postgres user reaches nothing but
-//! its own `postgres/` and files that hold no secret, and it holds the password anyway (the
-//! server it runs checks it). No one else gains anything. A folder above the run folder
-//! that does not let that user through is named in the error.
+//! the child before exec. That user must reach its data folder, and the run folder may be
+//! where it cannot pass (anywhere in root's home, 0700): so the private folder is that
+//! user's, in a temporary folder it can reach, and the run folder is never opened to it.
 
 use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -33,6 +31,7 @@ use super::error::ClusterError;
 use super::instance::{Instance, NotReady};
 use super::ports::{self, PortChoice};
 use super::process;
+use super::scratch::ScratchDir;
 use super::{binaries, generate_password, private_folders, start_storage};
 use super::{Cluster, ClusterSpec, Topology};
 
@@ -114,37 +113,20 @@ impl RunAs {
         }
     }
 
-    /// Lets this user pass through the run folder `run` (not list it) when it may not yet:
-    /// the folder's group becomes this user's, with search only (a private run folder
-    /// becomes 0710); the owner's and others' permissions stay as they were. Safe because
-    /// every secret in it is private by its own mode (see the module's comment).
-    fn let_through(&self, run: &Path) -> Result<(), ClusterError> {
-        let meta =
-            std::fs::metadata(run).map_err(|e| ClusterError::io("read the mode of", run, e))?;
-        if self.passes(&meta) {
-            return Ok(());
-        }
-        nix::unistd::chown(run, None, Some(self.gid))
-            .map_err(|e| ClusterError::io("give the postgres user's group", run, e.into()))?;
-        let mode = meta.permissions().mode() & 0o7777;
-        std::fs::set_permissions(run, std::fs::Permissions::from_mode(mode & !0o070 | 0o010))
-            .map_err(|e| ClusterError::io("let the postgres user pass through", run, e))
-    }
-
-    /// Fails naming the first folder above `path` that this user cannot pass through.
-    fn check_reachable(&self, path: &Path) -> Result<(), ClusterError> {
-        for folder in path.ancestors().skip(1) {
+    /// Why this user cannot reach into `folder` (the first of it and the folders above it
+    /// that it may not pass through), or Ok.
+    fn reaches(&self, folder: &Path) -> Result<(), String> {
+        for folder in folder.ancestors() {
             let Ok(meta) = std::fs::metadata(folder) else {
                 continue;
             };
-            let mode = meta.permissions().mode();
             if !self.passes(&meta) {
-                return Err(ClusterError::InvalidSpec(format!(
-                    "postgres must run as the unprivileged user `{}` (lockaudit runs as root) and cannot enter {} (mode {:o}), a folder above the run folder: run in a folder others may pass through, or `chmod o+x` it",
+                return Err(format!(
+                    "postgres must run as the unprivileged user `{}` (lockaudit runs as root) and cannot enter {} (mode {:o}), where its data would go: set TMPDIR to a folder others may pass through",
                     self.name,
                     folder.display(),
-                    mode & 0o7777
-                )));
+                    meta.permissions().mode() & 0o7777
+                ));
             }
         }
         Ok(())
@@ -157,8 +139,9 @@ pub struct PgConfig {
     pub name: String,
     /// The folder with `postgres` and `initdb`.
     pub bin_dir: PathBuf,
-    /// The data folder (absolute).
+    /// The data folder (absolute), in the server's private folder (`ScratchDir`).
     pub dir: PathBuf,
+    /// In the run folder, opened by lockaudit: the server need not reach it.
     pub log: PathBuf,
     pub password: String,
     pub run_as: Option<RunAs>,
@@ -204,10 +187,6 @@ impl PgConfig {
         crate::private::create_dir(root)
             .map_err(|e| ClusterError::io("create the folder", root, e))?;
         if let Some(user) = &self.run_as {
-            if let Some(run) = root.parent() {
-                user.let_through(run)?;
-            }
-            user.check_reachable(root)?;
             user.own(root)?;
         }
         let pwfile = root.join(format!("{}.password", self.name));
@@ -295,18 +274,32 @@ impl PgConfig {
 pub struct PgServer {
     pub config: PgConfig,
     pub instance: Instance,
+    /// The folder of the data, removed when the server is dropped: after `instance`, whose
+    /// drop kills the server if it still runs.
+    _scratch: ScratchDir,
 }
 
 impl PgServer {
     /// `initdb`, then starts it on `choice` (another free port if that one was taken) and
     /// waits until it answers.
-    pub async fn start(config: PgConfig, mut choice: PortChoice) -> Result<PgServer, ClusterError> {
+    /// `config.dir` is in `scratch`, which goes with the server (or with the error).
+    pub async fn start(
+        config: PgConfig,
+        mut choice: PortChoice,
+        scratch: ScratchDir,
+    ) -> Result<PgServer, ClusterError> {
         config.initdb().await?;
         let mut retries = 0;
         loop {
             let mut instance = config.spawn(choice.port())?;
             match wait_ready(&mut instance, &config).await {
-                Ok(()) => return Ok(PgServer { config, instance }),
+                Ok(()) => {
+                    return Ok(PgServer {
+                        config,
+                        instance,
+                        _scratch: scratch,
+                    })
+                }
                 Err(NotReady::AddressInUse) => match choice {
                     PortChoice::Fixed(port) => {
                         return Err(ClusterError::PortInUse {
@@ -462,8 +455,8 @@ impl super::service::ServiceNode for PgServer {
 }
 
 /// `Topology::Postgres`: the Redis storage server and one PostgreSQL server, `master-0`
-/// (data in `<dir>/postgres/master-0`, log `<dir>/postgres/master-0.log`), sharing the
-/// generated password.
+/// (data in `$TMPDIR/lockaudit-postgres-XXXXXX/master-0`, log
+/// `<dir>/postgres/master-0.log`), sharing the generated password.
 pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let begun = Instant::now();
     let bin_dir = binaries::postgres_bin_dir(spec.postgres_bin.as_deref())?;
@@ -475,17 +468,21 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let (Some(pg_port), Some(storage_port)) = (ports.next(), ports.next()) else {
         return Err(ClusterError::InvalidSpec("port plan too short".into()));
     };
+    let scratch = ScratchDir::create("postgres", |base| match &run_as {
+        Some(user) => user.reaches(base),
+        None => Ok(()),
+    })?;
     let storage = start_storage(&root, server_binary, &password, storage_port).await?;
     let config = PgConfig {
         name: "master-0".into(),
         bin_dir,
-        dir: pg_root.join("master-0"),
+        dir: scratch.path().join("master-0"),
         log: pg_root.join("master-0.log"),
         password: password.clone(),
         run_as,
     };
     // Storage is killed by its guard if this fails.
-    let database = PgServer::start(config, pg_port).await?;
+    let database = PgServer::start(config, pg_port, scratch).await?;
     tracing::info!(elapsed = ?begun.elapsed(), "postgres ready");
     Ok(Cluster::local(
         Topology::Postgres,

@@ -4,7 +4,7 @@
 
 pub mod netns;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::Value;
@@ -212,14 +212,110 @@ pub fn require_postgres() {
     }
 }
 
-/// A temporary folder others may pass through: as root, postgres runs as the `postgres`
-/// user, who cannot enter a 0700 temporary folder.
-pub fn open_tempdir() -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-        .expect("chmod the temporary folder");
-    dir
+/// The folder of a test's run or audit: a temporary folder, removed when the test passes,
+/// kept when it fails. If the test panics while this lives (a failed assertion), the
+/// folder moves to `target/kept-runs/<test>-<time>/` and stderr says where, so that the
+/// history, the report and the servers' logs of the failed run are there to read.
+pub struct RunDir {
+    dir: Option<tempfile::TempDir>,
+}
+
+impl RunDir {
+    pub fn new() -> RunDir {
+        RunDir {
+            dir: Some(tempfile::tempdir().expect("a temporary folder")),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.as_ref().expect("the folder lives").path()
+    }
+}
+
+impl Default for RunDir {
+    fn default() -> RunDir {
+        RunDir::new()
+    }
+}
+
+impl AsRef<Path> for RunDir {
+    fn as_ref(&self) -> &Path {
+        self.path()
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        // A passing test's folder goes with its TempDir.
+        if !std::thread::panicking() {
+            return;
+        }
+        let Some(dir) = self.dir.take() else {
+            return;
+        };
+        let left = dir.keep();
+        match keep_run(&left) {
+            Ok(kept) => eprintln!("the failed test's run folder is kept: {}", kept.display()),
+            Err(e) => eprintln!(
+                "the failed test's run folder is kept: {} (not moved to {}: {e})",
+                left.display(),
+                kept_runs().display()
+            ),
+        }
+    }
+}
+
+/// Where the folders of failed tests go: `target/kept-runs`.
+pub fn kept_runs() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target folder")
+        .join("kept-runs")
+}
+
+/// Moves `from` to `kept_runs()/<test>-<time>` (the test's name is its thread's, as the test
+/// harness names it): renamed, or copied and removed if it is on another file system.
+fn keep_run(from: &Path) -> std::io::Result<PathBuf> {
+    // A test's name is a Rust path: `module::test`.
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("test")
+        .replace("::", "-");
+    let time: String = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == 'T')
+        .collect();
+    let root = kept_runs();
+    std::fs::create_dir_all(&root)?;
+    let mut to = root.join(format!("{test}-{time}"));
+    let mut n = 1;
+    while to.exists() {
+        n += 1;
+        to = root.join(format!("{test}-{time}-{n}"));
+    }
+    if std::fs::rename(from, &to).is_err() {
+        copy_tree(from, &to)?;
+        std::fs::remove_dir_all(from)?;
+    }
+    Ok(to)
+}
+
+/// Copies folders, files and symbolic links (not sockets: a server's socket is dead).
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (kind, target) = (entry.file_type()?, to.join(entry.file_name()));
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
 }
 
 /// A loopback port that refuses connections for as long as the returned socket lives. The
