@@ -617,8 +617,8 @@ fn judge_run(
     outcome: Result<crate::run::RunOutcome, RunError>,
 ) -> Cell {
     match outcome {
-        Ok(outcome) if outcome.stopped.is_some() => {
-            let why = outcome.stopped.unwrap_or_default();
+        Ok(outcome) if outcome.cannot_run().is_some() => {
+            let why = outcome.cannot_run().unwrap_or_default();
             Cell::error(algorithm, nemesis, expected, why).with_run(dir, seconds)
         }
         // Unknown (no acquire took effect): the run proved nothing, so it cannot meet any

@@ -105,6 +105,9 @@ pub struct RunOutcome {
     /// Why the run stopped before its time limit, if it did (an adapter's `error`): the
     /// history and report cover what ran, but the run could not be carried out.
     pub stopped: Option<String>,
+    /// The heals that failed, each naming its fault, its target and the error: those faults
+    /// stayed in force, so the run could not be carried out as planned.
+    pub unhealed: Vec<String>,
     /// The kinds of fault of the schedule that could not act on this run, each with why
     /// ("clock-skew: set-nx-px never reads the client's wall clock ..."): left out of what
     /// the nemesis did, marked in `nemesis.json`, listed in `report.json` as `warnings`.
@@ -115,6 +118,26 @@ pub struct RunOutcome {
     /// Why the run ended before its time limit because it had proven what it was run for
     /// (`StopWhen`): "overlap on lock:3 at 2.41 s".
     pub proven: Option<String>,
+}
+
+impl RunOutcome {
+    /// Why the run, though it ran, could not be carried out (exit 3): it stopped before its
+    /// time limit, or a fault could not be healed.
+    pub fn cannot_run(&self) -> Option<String> {
+        let unhealed = match self.unhealed.as_slice() {
+            [] => None,
+            [one] => Some(format!("a fault was not healed: {one}")),
+            many => Some(format!(
+                "{} faults were not healed: {}",
+                many.len(),
+                many.join("; ")
+            )),
+        };
+        match (&self.stopped, unhealed) {
+            (Some(stopped), Some(unhealed)) => Some(format!("{stopped}; {unhealed}")),
+            (stopped, unhealed) => stopped.clone().or(unhealed),
+        }
+    }
 }
 
 /// Where the run's servers are: started by lockaudit, or already running elsewhere.
@@ -376,6 +399,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     let Driven {
         counts,
         stopped,
+        unhealed,
         planned,
         acting,
         proven,
@@ -444,6 +468,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         report_json: report_text,
         counts,
         stopped,
+        unhealed,
         not_applicable,
         planned,
         acting,
@@ -474,6 +499,7 @@ fn report_json(
 struct Driven {
     counts: Counts,
     stopped: Option<String>,
+    unhealed: Vec<String>,
     planned: usize,
     acting: usize,
     proven: Option<String>,
@@ -654,6 +680,7 @@ async fn drive(
         clock,
     };
     let stopped;
+    let mut unhealed;
     {
         let mut targets = Targets {
             workers: &mut fleet,
@@ -661,7 +688,7 @@ async fn drive(
             cluster,
             network: network.as_mut(),
         };
-        stopped = executor::execute_until(
+        let executed = executor::execute_until(
             &plan,
             &mut targets,
             &journal,
@@ -670,12 +697,13 @@ async fn drive(
             &stop,
         )
         .await;
+        (stopped, unhealed) = (executed.stopped, executed.unhealed);
         if cluster::shutting_down() {
             // Ctrl-C: the cleanup handler is stopping every child and ends the process next.
             // Shutting down is no fault: nothing more is healed, read or recorded.
             std::future::pending::<()>().await;
         }
-        executor::heal_all(&mut targets, &journal).await;
+        executor::heal_all(&mut targets, &journal, &mut unhealed).await;
     }
     let proven = found
         .lock()
@@ -747,6 +775,7 @@ async fn drive(
     Ok(Driven {
         counts,
         stopped,
+        unhealed: unhealed.iter().map(ToString::to_string).collect(),
         planned,
         acting,
         proven,
