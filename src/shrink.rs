@@ -3,8 +3,8 @@
 //!
 //! The history is cut into units that keep it well-formed whatever subset is kept: a client
 //! operation (its invoke and its completion; an invoke never completed alone) and a fault
-//! (a `pause` with its `resume`, a `partition` with its `heal`, ... as the pictures pair
-//! them; an instant fault alone). The file's lines stay as they were; only `index` is
+//! (a `pause` with its `resume`, a `partition` with its `heal`, ... as the checker pairs
+//! them, `history::fault_spans`; an instant fault alone). The file's lines stay as they were; only `index` is
 //! renumbered, since the format wants 0, 1, 2, ... in file order.
 //!
 //! "Still shows it" is stricter than "the checker reports an anomaly of that kind": removing
@@ -23,8 +23,7 @@
 use crate::checker::{self, CheckOptions};
 use crate::history::build::HistoryBuilder;
 use crate::history::compact::{KeyId, NEMESIS, NO_KEY};
-use crate::history::{History, HistoryWriter, RecordedLine};
-use crate::plot::fault_bands;
+use crate::history::{fault_spans, History, HistoryWriter, RecordedLine};
 use crate::report::{episodes, Anomaly, AnomalyKind};
 
 /// Why a history cannot be shrunk.
@@ -183,28 +182,61 @@ fn units(history: &History) -> Vec<Unit> {
             }
         }
     }
-    let mut in_band = vec![false; history.ops.len()];
-    for band in fault_bands(history) {
-        let mut lines: Vec<usize> = band.indices.iter().map(|&i| i as usize).collect();
-        lines.sort_unstable();
-        for &line in &lines {
-            in_band[line] = true;
+    // The faults as the checker pairs them (`history::fault_spans`). Faults a heal shares
+    // (two nested pauses that one resume ended) are one unit, so that no line is in two:
+    // each event's group is found through `root` (union-find on positions in `faults`).
+    let mut root: Vec<usize> = (0..history.faults.len()).collect();
+    fn find(root: &mut [usize], mut f: usize) -> usize {
+        while root[f] != f {
+            root[f] = root[root[f]];
+            f = root[f];
         }
-        units.push(Unit {
-            lines,
-            start: band.start,
-            end: band.end,
-            process: None,
-            key: NO_KEY,
-        });
+        f
     }
-    // A nemesis event the pictures draw no band for (an `invoke`): a unit of its own.
-    for op in &history.ops {
-        if op.process == NEMESIS && !in_band[op.index as usize] {
+    let spans = fault_spans(history);
+    for span in &spans {
+        for &heal in &span.heals {
+            let (a, b) = (find(&mut root, span.begin), find(&mut root, heal));
+            root[a] = b;
+        }
+    }
+    let mut groups: std::collections::BTreeMap<usize, Unit> = Default::default();
+    for span in &spans {
+        let (start, end) = (span.start, span.end_or(end_of_history));
+        let unit = groups
+            .entry(find(&mut root, span.begin))
+            .or_insert_with(|| Unit {
+                lines: Vec::new(),
+                start,
+                end,
+                process: None,
+                key: NO_KEY,
+            });
+        unit.lines.extend(
+            std::iter::once(span.begin)
+                .chain(span.heals.iter().copied())
+                .map(|f| history.faults[f].index as usize),
+        );
+        unit.start = unit.start.min(start);
+        unit.end = unit.end.max(end);
+    }
+    let mut in_span = vec![false; history.faults.len()];
+    for span in &spans {
+        in_span[span.begin] = true;
+        span.heals.iter().for_each(|&h| in_span[h] = true);
+    }
+    for mut unit in groups.into_values() {
+        unit.lines.sort_unstable();
+        unit.lines.dedup();
+        units.push(unit);
+    }
+    // A nemesis event no span holds (an `invoke`): a unit of its own.
+    for (f, fault) in history.faults.iter().enumerate() {
+        if !in_span[f] {
             units.push(Unit {
-                lines: vec![op.index as usize],
-                start: op.time,
-                end: op.time,
+                lines: vec![fault.index as usize],
+                start: fault.time,
+                end: fault.time,
                 process: None,
                 key: NO_KEY,
             });
@@ -693,5 +725,109 @@ mod tests {
         // Units: 0 = acquire of 0, 1 = its release, 2 = acquire of 1, 3 = acquire of 2.
         assert!(!oracle.shows(&[0, 3]));
         assert!(oracle.shows(&[2, 3]));
+    }
+
+    /// The tricky cases of pairing a fault with its heal, in one history: faults on
+    /// different targets that overlap and share one (worker-0's and worker-1's cuts from
+    /// redis-1, healed in the other order), nested pauses of one server that one resume
+    /// ends, heals with no fault to end, a pause of two servers resumed only in part, a fault
+    /// never healed. The checker's liveness, the pictures' bands and shrink's units must
+    /// all pair them as `history::fault_spans` does. Before that function, bands ended
+    /// worker-0's cut at worker-1's heal and the second pause at the spare resume, and
+    /// liveness ended both cuts at the first heal and the two-server pause at its partial
+    /// resume.
+    #[test]
+    fn liveness_bands_and_shrink_pair_faults_and_heals_alike() {
+        let nemesis = |index: u32, time: i64, f: &str, targets: &[&str]| {
+            format!(
+                r#"{{"index":{index},"time":{time},"process":"nemesis","type":"info","f":"{f}","value":{{"targets":{},"processes":[]}}}}"#,
+                serde_json::to_string(targets).unwrap()
+            )
+        };
+        let text = [
+            nemesis(0, 10, "partition", &["worker-0", "redis-1"]),
+            nemesis(1, 20, "partition", &["worker-1", "redis-1"]),
+            nemesis(2, 30, "heal", &["worker-1", "redis-1"]),
+            nemesis(3, 40, "pause", &["redis-0"]),
+            nemesis(4, 50, "pause", &["redis-0"]),
+            nemesis(5, 60, "resume", &["redis-0"]),
+            nemesis(6, 70, "heal", &["worker-0", "redis-1"]),
+            nemesis(7, 80, "resume", &["redis-0"]),
+            nemesis(8, 90, "resume", &["redis-2"]),
+            nemesis(9, 100, "pause", &["redis-2", "redis-3"]),
+            nemesis(10, 110, "resume", &["redis-2"]),
+            nemesis(11, 120, "latency", &["worker-2", "redis-3"]),
+            r#"{"index":12,"time":200,"process":0,"type":"invoke","f":"acquire","key":"a"}"#.into(),
+        ]
+        .join("\n");
+        let history = read_jsonl(text.as_bytes(), "test", None).unwrap();
+        let end = 200;
+        // (its events' indices, start, end); an instant ends at its start.
+        let expected: Vec<(Vec<u32>, i64, i64)> = vec![
+            (vec![0, 6], 10, 70),
+            (vec![1, 2], 20, 30),
+            (vec![3, 5], 40, 60),
+            (vec![4, 5], 50, 60),
+            (vec![7], 80, 80),
+            (vec![8], 90, 90),
+            (vec![9, 10], 100, end),
+            (vec![11], 120, end),
+        ];
+        let spans: Vec<(Vec<u32>, i64, i64)> = fault_spans(&history)
+            .iter()
+            .map(|s| {
+                let events = std::iter::once(s.begin).chain(s.heals.iter().copied());
+                let indices = events.map(|f| history.faults[f].index).collect();
+                (indices, s.start, s.end_or(end))
+            })
+            .collect();
+        assert_eq!(spans, expected, "fault_spans");
+
+        let bands: Vec<(Vec<u32>, i64, i64)> = crate::plot::fault_bands(&history)
+            .into_iter()
+            .map(|b| (b.indices, b.start, b.end))
+            .collect();
+        assert_eq!(bands, expected, "the pictures' bands");
+
+        // Liveness: the server-side ones (every one here but the spare resumes), each
+        // with the event that healed it.
+        let server: Vec<(i64, i64, Option<u32>)> = expected
+            .iter()
+            .filter(|(events, _, _)| ![7, 8].contains(&events[0]))
+            .map(|(events, start, end)| {
+                (
+                    *start,
+                    *end,
+                    (*end != 200).then(|| events[events.len() - 1]),
+                )
+            })
+            .collect();
+        let liveness: Vec<(i64, i64, Option<u32>)> =
+            crate::checker::liveness::server_faults(&history)
+                .iter()
+                .map(|f| (f.start, f.heal, f.heal_index))
+                .collect();
+        assert_eq!(liveness, server, "liveness");
+
+        // Shrink: one unit per fault, the two pauses one resume ended together.
+        let mut fault_units: Vec<(Vec<usize>, i64, i64)> = units(&history)
+            .into_iter()
+            .filter(|u| u.process.is_none())
+            .map(|u| (u.lines, u.start, u.end))
+            .collect();
+        fault_units.sort();
+        assert_eq!(
+            fault_units,
+            vec![
+                (vec![0, 6], 10, 70),
+                (vec![1, 2], 20, 30),
+                (vec![3, 4, 5], 40, 60),
+                (vec![7], 80, 80),
+                (vec![8], 90, 90),
+                (vec![9, 10], 100, end),
+                (vec![11], 120, end),
+            ],
+            "shrink's units"
+        );
     }
 }

@@ -1559,3 +1559,76 @@ fn a_failed_tests_run_folder_is_kept_and_named() {
     );
     assert_eq!(history.unwrap(), "the history\n");
 }
+
+/// A heal that fails is no heal: master-0, paused, is killed from outside the run, so its
+/// resume cannot happen. The history records no `resume` of it, and the run ends as an
+/// error (exit 3) naming the fault, the server and why.
+#[test]
+fn a_heal_that_fails_is_not_recorded_and_ends_the_run_as_an_error_naming_it() {
+    let dir = common::RunDir::new();
+    let out = dir.path().join("run");
+    let schedule = dir.path().join("stuck.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"300ms\"\nkind = \"pause-redis\"\ntarget = \"master-0\"\nduration = \"4s\"\n",
+    )
+    .unwrap();
+    let child = lockaudit()
+        .args(["run", "--seed", "1"])
+        .arg(workload("set-nx-px"))
+        .args(["--topology", "single", "--time-limit", "5s", "--nemesis"])
+        .arg(&schedule)
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lockaudit");
+    // The pause recorded, then its server killed before its resume (at 4.3 s).
+    let is_pause = |line: &str| {
+        serde_json::from_str::<Value>(line).is_ok_and(|e| {
+            e["f"] == "pause" && e["value"]["targets"] == serde_json::json!(["master-0"])
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(out.join("history.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .any(is_pause)
+    {
+        assert!(Instant::now() < deadline, "no pause of master-0 recorded");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let endpoints: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("endpoints.json")).unwrap())
+            .unwrap();
+    let pid = endpoints["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "master-0")
+        .and_then(|n| n["pid"].as_u64())
+        .expect("master-0's pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_exit(&output, 3);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let said = format!(
+        "lockaudit: the run could not be carried out: pause-redis on master-0 not healed (resume failed): master-0 (pid {pid}) is no longer running"
+    );
+    assert!(stderr.contains(&said), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("1 heals FAILED"), "{stdout}");
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    let resumes: Vec<&str> = history
+        .lines()
+        .filter(|l| l.contains(r#""f":"resume""#))
+        .collect();
+    assert!(resumes.is_empty(), "{resumes:?}");
+    let left = left_running(&out);
+    assert!(left.is_empty(), "processes left running: {left:?}");
+}

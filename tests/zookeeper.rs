@@ -93,8 +93,9 @@ async fn a_killed_leader_is_replaced_by_another() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_ne!(after, before);
-    let ended = cluster.end_failover(failover).await;
+    let (ended, unhealed) = cluster.end_failover(failover).await;
     assert!(ended.iter().any(|h| h.f == "restart"), "{ended:?}");
+    assert!(unhealed.is_empty(), "{unhealed:?}");
     assert!(cluster.pid(&before).is_some());
 }
 

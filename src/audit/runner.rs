@@ -746,8 +746,8 @@ fn judge_run(
     outcome: Result<crate::run::RunOutcome, RunError>,
 ) -> Cell {
     match outcome {
-        Ok(outcome) if outcome.stopped.is_some() => {
-            let why = outcome.stopped.unwrap_or_default();
+        Ok(outcome) if outcome.cannot_run().is_some() => {
+            let why = outcome.cannot_run().unwrap_or_default();
             Cell::error(algorithm, nemesis, expected, why).with_run(dir, seconds)
         }
         // Valid, but its faults never acted: it tested nothing the cell asks about.

@@ -291,48 +291,38 @@ fn free_from(hold: &Hold) -> (i64, Freed) {
 
 /// A server-side fault (a paused server, a cut or slowed link) from its start to its heal:
 /// a request given up on during it may still take effect when it heals.
-#[derive(Debug, Clone, Copy)]
-struct ServerFault {
-    start: i64,
-    heal: i64,
-    heal_index: Option<u32>,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ServerFault {
+    pub(crate) start: i64,
+    pub(crate) heal: i64,
+    pub(crate) heal_index: Option<u32>,
 }
 
-/// The server-side faults of `history`: a `pause` of anything but a client's worker until
-/// the `resume` of one of its targets; a `partition` or `latency` until a `heal` of one of
-/// its targets. Never healed: to the end of the history. An event whose `targets` and
-/// `processes` are both empty acts on nothing: it is neither a fault nor a heal.
-fn server_faults(history: &crate::history::History) -> Vec<ServerFault> {
+/// The server-side faults of `history`: a `pause` of anything but a client's worker, a
+/// `partition`, a `latency`, each until its heal as `history::fault_spans` pairs them (the
+/// rule the pictures and `shrink` read too). Never healed: to the end of the history.
+pub(crate) fn server_faults(history: &crate::history::History) -> Vec<ServerFault> {
     let is_worker = |t: &String| t.starts_with("worker-");
-    let shares_target = |a: &[String], b: &[String]| {
-        a.is_empty() || b.is_empty() || a.iter().any(|t| b.contains(t))
-    };
-    let acts =
-        |f: &crate::history::compact::Fault| !f.targets.is_empty() || !f.processes.is_empty();
     let (_, end) = history.time_span();
-    let mut out = Vec::new();
-    for (i, fault) in history.faults.iter().enumerate() {
-        if !acts(fault) {
-            continue;
-        }
-        let healed_by = match fault.name.as_str() {
-            "pause" if !fault.targets.iter().all(is_worker) => "resume",
-            "partition" | "latency" => "heal",
-            _ => continue,
-        };
-        let heal = history.faults[i + 1..].iter().find(|h| {
-            h.name == healed_by
-                && acts(h)
-                && h.time >= fault.time
-                && shares_target(&fault.targets, &h.targets)
-        });
-        out.push(ServerFault {
-            start: fault.time,
-            heal: heal.map_or(end, |h| h.time),
-            heal_index: heal.map(|h| h.index),
-        });
-    }
-    out
+    crate::history::fault_spans(history)
+        .into_iter()
+        .filter(|span| {
+            let fault = &history.faults[span.begin];
+            match fault.name.as_str() {
+                "pause" => !fault.targets.iter().all(is_worker),
+                "partition" | "latency" => true,
+                _ => false,
+            }
+        })
+        .map(|span| ServerFault {
+            start: span.start,
+            heal: span.end_or(end),
+            heal_index: span
+                .end
+                .and(span.heals.last())
+                .map(|&h| history.faults[h].index),
+        })
+        .collect()
 }
 
 /// `lease_floor_ms`: the least an `info` acquire blocks its key for, whatever leases were

@@ -7,7 +7,7 @@ mod findings;
 mod grouped;
 pub mod holds;
 mod lease;
-mod liveness;
+pub(crate) mod liveness;
 mod lost_lock;
 mod mutual_exclusion;
 pub mod online;

@@ -53,7 +53,11 @@ pub fn command(args: RerunArgs) -> anyhow::Result<u8> {
                     outcome.dir.display(),
                     verdict(&outcome.report)
                 );
-                cannot_run |= outcome.stopped.is_some() || outcome.report.valid.is_none();
+                if let Some(why) = outcome.cannot_run() {
+                    note!("[{i}/{}] could not be carried out: {why}", args.repeat);
+                    cannot_run = true;
+                }
+                cannot_run |= outcome.report.valid.is_none();
                 reports.push(outcome.report);
             }
             Err(RunError::Schedule(why) | RunError::Workload(why)) => anyhow::bail!(why),

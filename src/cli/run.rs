@@ -106,6 +106,12 @@ pub fn command(args: RunArgs) -> anyhow::Result<u8> {
             }
             if let Some(why) = &outcome.stopped {
                 note!("lockaudit: the run was stopped before its time limit: {why}");
+            }
+            // A fault left in force: the run was not the one planned.
+            for failure in &outcome.unhealed {
+                note!("lockaudit: the run could not be carried out: {failure}");
+            }
+            if outcome.cannot_run().is_some() {
                 return Ok(EXIT_CANNOT_RUN);
             }
             if let Some(why) = &outcome.untested {
@@ -141,7 +147,14 @@ fn verdict(plan: &RunPlan, outcome: &RunOutcome) -> (String, String) {
     let (planned, acting) = (outcome.planned, outcome.acting);
     let nemesis = plan.nemesis_name();
     // A run that stopped early never reached the faults planned after that.
-    let healed = if outcome.proven.is_some() {
+    let unhealed;
+    let healed = if !outcome.unhealed.is_empty() {
+        unhealed = format!(
+            "{} heals FAILED (below; those faults stayed in force)",
+            outcome.unhealed.len()
+        );
+        &unhealed
+    } else if outcome.proven.is_some() {
         "those injected before the run stopped all healed (the history shows which)"
     } else {
         "all healed before the end"

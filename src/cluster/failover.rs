@@ -105,9 +105,14 @@ impl Cluster {
     }
 
     /// Ends a failover [`Cluster::begin_failover`] began: what happened (a promotion, the
-    /// old primary back).
-    pub async fn end_failover(&mut self, failover: Failover) -> Vec<Happened> {
+    /// old primary back), and each node its end could not heal, with why (the old primary
+    /// not resumed or not restarted: no `resume` or `restart` is then said to happen).
+    pub async fn end_failover(
+        &mut self,
+        failover: Failover,
+    ) -> (Vec<Happened>, Vec<(String, String)>) {
         let mut happened = Vec::new();
+        let mut unhealed = Vec::new();
         match failover {
             Failover::Lagging { master, replica } => {
                 match self.take_over(&replica).await {
@@ -121,8 +126,10 @@ impl Cluster {
                 happened.push(Happened::new("heal", vec![master, replica], &[]));
             }
             Failover::PausedPrimary(old) => {
-                let _ = self.signal(&old, nix::sys::signal::Signal::SIGCONT);
-                happened.push(Happened::new("resume", vec![old.clone()], &[]));
+                match self.signal(&old, nix::sys::signal::Signal::SIGCONT) {
+                    Ok(()) => happened.push(Happened::new("resume", vec![old.clone()], &[])),
+                    Err(e) => unhealed.push((old.clone(), e.to_string())),
+                }
                 match sentinel_primary(&self.endpoints()).await {
                     Some(new) if new != old => happened.push(Happened::new(
                         "failover",
@@ -138,10 +145,10 @@ impl Cluster {
                     vec![old.clone()],
                     &[("persisted", json!(true))],
                 )),
-                Err(e) => tracing::warn!("cannot restart {old}: {e}"),
+                Err(e) => unhealed.push((old, e.to_string())),
             },
         }
-        happened
+        (happened, unhealed)
     }
 
     /// What to poll to see the service's own promotions (a Redis Cluster's masters, etcd's

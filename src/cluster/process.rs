@@ -88,9 +88,16 @@ impl ChildGuard {
     }
 
     /// Sends `signal` if the child has not been reaped (SIGSTOP/SIGCONT for a pause, …).
+    /// A pause or a resume of a child that has died (killed from outside, not yet reaped)
+    /// pauses or resumes nothing: `Gone`, though the kernel takes the signal.
     pub fn signal(&self, signal: Signal) -> Result<(), SignalError> {
         let sent = match self.exit {
             Some(_) => None,
+            None if matches!(signal, Signal::SIGSTOP | Signal::SIGCONT)
+                && !super::procfs::is_live(self.pid) =>
+            {
+                None
+            }
             None => registry::signal(self.pid, signal),
         };
         match sent {

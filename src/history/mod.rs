@@ -8,6 +8,7 @@ pub mod edn;
 pub mod error;
 pub mod event;
 pub(crate) mod fast_line;
+pub mod fault_spans;
 mod key_table;
 pub mod reader;
 pub mod recorded;
@@ -19,6 +20,7 @@ use std::path::Path;
 pub use compact::{History, Op, OpF, OpType};
 pub use error::HistoryError;
 pub use event::{Event, EventType, Process};
+pub use fault_spans::{fault_spans, FaultSpan};
 pub use recorded::RecordedLine;
 pub use writer::HistoryWriter;
 

@@ -49,6 +49,53 @@ enum Step {
 /// Why `execute` returned when lockaudit began shutting down (Ctrl-C).
 pub const SHUTTING_DOWN: &str = "lockaudit is shutting down (interrupted)";
 
+/// A heal that did not happen: the fault stays in force, the history records no heal of
+/// it on that target, and the run ends as an error naming it (it could not be carried out
+/// as planned).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealFailure {
+    /// The fault's kind (`pause-redis`), when the heal was its own; None for the run's
+    /// final heal of whatever is left (`heal_all`).
+    pub fault: Option<&'static str>,
+    /// The heal: `resume`, `restart`, `clock 0`, `heal`.
+    pub heal: &'static str,
+    /// A server, a worker, or a link.
+    pub target: String,
+    pub error: String,
+}
+
+impl std::fmt::Display for HealFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (heal, target, error) = (self.heal, &self.target, &self.error);
+        match self.fault {
+            Some(fault) => write!(f, "{fault} on {target} not healed ({heal} failed): {error}"),
+            None => write!(
+                f,
+                "{target} not healed at the run's end ({heal} failed): {error}"
+            ),
+        }
+    }
+}
+
+/// Adds a heal failure, unless the same heal of the same target failed already (the run's
+/// end tries again what a fault's own heal could not do).
+fn push_failure(list: &mut Vec<HealFailure>, failure: HealFailure) {
+    tracing::warn!("{failure}");
+    if !list
+        .iter()
+        .any(|f| f.heal == failure.heal && f.target == failure.target)
+    {
+        list.push(failure);
+    }
+}
+
+/// What `execute` leaves: why it stopped early, if it did, and the heals that failed.
+#[derive(Debug, Default)]
+pub struct Executed {
+    pub stopped: Option<String>,
+    pub unhealed: Vec<HealFailure>,
+}
+
 /// Runs the plan until `deadline_ms` of run time, then heals what is still open. Returns
 /// early, with why, when a worker stopped because its lock client cannot go on (an external
 /// adapter answered `error`: docs/src/reference/protocol.md stops the run); the caller then heals everything.
@@ -62,7 +109,7 @@ pub async fn execute<W: Workers>(
     journal: &Journal,
     exits: &mut mpsc::UnboundedReceiver<usize>,
     deadline_ms: u64,
-) -> Option<String> {
+) -> Executed {
     execute_until(plan, targets, journal, exits, deadline_ms, &Notify::new()).await
 }
 
@@ -76,6 +123,30 @@ pub async fn execute_until<W: Workers>(
     exits: &mut mpsc::UnboundedReceiver<usize>,
     deadline_ms: u64,
     stop: &Notify,
+) -> Executed {
+    let mut state = Executor {
+        begun: vec![false; plan.len()],
+        on: vec![Vec::new(); plan.len()],
+        armed: BTreeMap::new(),
+        failovers: BTreeMap::new(),
+        leaders: Leaders::default(),
+        unhealed: Vec::new(),
+    };
+    let stopped = carry_out(plan, targets, journal, exits, deadline_ms, stop, &mut state).await;
+    Executed {
+        stopped,
+        unhealed: state.unhealed,
+    }
+}
+
+async fn carry_out<W: Workers>(
+    plan: &[PlannedFault],
+    targets: &mut Targets<'_, W>,
+    journal: &Journal,
+    exits: &mut mpsc::UnboundedReceiver<usize>,
+    deadline_ms: u64,
+    stop: &Notify,
+    state: &mut Executor,
 ) -> Option<String> {
     // (time, step, fault): ends before begins at the same instant, so a target healed and
     // faulted again in the same millisecond is free for the second fault.
@@ -90,12 +161,6 @@ pub async fn execute_until<W: Workers>(
         agenda.push((fault.end_ms().min(deadline_ms), Step::End, i));
     }
     agenda.sort_by_key(|&(t, step, i)| (t, std::cmp::Reverse(step), i));
-    let mut state = Executor {
-        begun: vec![false; plan.len()],
-        armed: BTreeMap::new(),
-        failovers: BTreeMap::new(),
-        leaders: Leaders::default(),
-    };
     // A Redis Cluster or etcd fails over by itself (a master killed or paused past the node
     // timeout, a leader gone): who leads is polled so that each promotion is recorded when
     // seen.
@@ -163,6 +228,10 @@ struct Executor {
     failovers: BTreeMap<usize, Failover>,
     /// Who led when last polled (a Redis Cluster's masters, etcd's leader).
     leaders: Leaders,
+    /// The servers each server fault acted on, by fault index: what its end heals.
+    on: Vec<Vec<String>>,
+    /// The heals that failed.
+    unhealed: Vec<HealFailure>,
 }
 
 /// How often a Redis Cluster's roles are polled: a promotion is recorded within this of
@@ -253,7 +322,8 @@ impl Executor {
                 if !killed.is_empty() {
                     journal.fault("kill", &killed, &[], Map::new());
                 }
-                !killed.is_empty()
+                self.on[i] = killed;
+                !self.on[i].is_empty()
             }
             FaultKind::PauseRedis => {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
@@ -267,7 +337,8 @@ impl Executor {
                 if !paused.is_empty() {
                     journal.fault("pause", &paused, &[], Map::new());
                 }
-                !paused.is_empty()
+                self.on[i] = paused;
+                !self.on[i].is_empty()
             }
             FaultKind::ClockJump => {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
@@ -286,7 +357,8 @@ impl Executor {
                         extra(&[("offset_ms", json!(fault.offset_ms))]),
                     );
                 }
-                !moved.is_empty()
+                self.on[i] = moved;
+                !self.on[i].is_empty()
             }
             FaultKind::Failover
                 if targets
@@ -331,6 +403,8 @@ impl Executor {
         }
     }
 
+    /// Heals fault `i`. A heal that fails is recorded as nothing: the fault stays in force
+    /// on that target, and the failure is kept for the run's verdict (`unhealed`).
     async fn end<W: Workers>(
         &mut self,
         i: usize,
@@ -341,12 +415,35 @@ impl Executor {
         if !std::mem::take(&mut self.begun[i]) {
             return;
         }
+        let kind = fault.kind.name();
+        let nodes = std::mem::take(&mut self.on[i]);
+        let mut failed = |heal: &'static str, target: String, error: String| {
+            push_failure(
+                &mut self.unhealed,
+                HealFailure {
+                    fault: Some(kind),
+                    heal,
+                    target,
+                    error,
+                },
+            )
+        };
         match fault.kind {
             FaultKind::KillClient => {
                 let Some(w) = target_worker(fault) else {
                     return;
                 };
-                self.restart_worker(w, targets, journal).await;
+                if let Err(e) = self.restart_worker(w, targets, journal).await {
+                    push_failure(
+                        &mut self.unhealed,
+                        HealFailure {
+                            fault: Some(kind),
+                            heal: "restart",
+                            target: worker_name(w),
+                            error: e,
+                        },
+                    );
+                }
             }
             FaultKind::PauseClient => {
                 let Some(w) = target_worker(fault) else {
@@ -358,6 +455,13 @@ impl Executor {
                         &fault.targets,
                         &targets.workers.processes(w),
                         Map::new(),
+                    );
+                } else if targets.workers.state(w) == Some(WorkerState::Paused) {
+                    // Not resumed, and not dead (a kill ends a pause too): SIGCONT failed.
+                    failed(
+                        "resume",
+                        worker_name(w),
+                        "SIGCONT failed: it is still stopped".into(),
                     );
                 }
             }
@@ -385,6 +489,16 @@ impl Executor {
                         &targets.workers.processes(w),
                         extra(&[("offset_ms", json!(0))]),
                     );
+                } else if matches!(
+                    targets.workers.state(w),
+                    Some(WorkerState::Running | WorkerState::Paused)
+                ) {
+                    // A worker that died took its skewed clock with it; a live one kept it.
+                    failed(
+                        "clock 0",
+                        worker_name(w),
+                        "the command to put its clock back did not reach it".into(),
+                    );
                 }
             }
             FaultKind::KillRedis => {
@@ -392,10 +506,10 @@ impl Executor {
                     return;
                 };
                 let mut restarted = Vec::new();
-                for (name, result) in cluster.restart_many(&fault.targets, fault.persist).await {
+                for (name, result) in cluster.restart_many(&nodes, fault.persist).await {
                     match result {
                         Ok(()) => restarted.push(name),
-                        Err(e) => tracing::warn!("cannot restart {name}: {e}"),
+                        Err(e) => failed("restart", name, e.to_string()),
                     }
                 }
                 if !restarted.is_empty() {
@@ -411,11 +525,15 @@ impl Executor {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };
-                let resumed = succeeded(
-                    "resume",
-                    false,
-                    cluster.signal_many(&fault.targets, Signal::SIGCONT),
-                );
+                let acted = cluster.signal_many(&nodes, Signal::SIGCONT);
+                let (resumed, errors) = split("resume", acted);
+                for (name, e) in errors {
+                    // Killed by another fault meanwhile (reaped: no pid): its kill ended the
+                    // pause. Anything else is a resume that failed.
+                    if cluster.pid(&name).is_some() {
+                        failed("resume", name, e);
+                    }
+                }
                 if !resumed.is_empty() {
                     journal.fault("resume", &resumed, &[], Map::new());
                 }
@@ -424,11 +542,11 @@ impl Executor {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };
-                let healed = succeeded(
-                    "clock-jump heal",
-                    false,
-                    cluster.set_clock_offset_many(&fault.targets, 0),
-                );
+                let (healed, errors) =
+                    split("clock-jump heal", cluster.set_clock_offset_many(&nodes, 0));
+                for (name, e) in errors {
+                    failed("clock 0", name, e);
+                }
                 if !healed.is_empty() {
                     journal.fault("clock", &healed, &[], extra(&[("offset_ms", json!(0))]));
                 }
@@ -439,7 +557,14 @@ impl Executor {
                 else {
                     return;
                 };
-                let happened = cluster.end_failover(failover).await;
+                let heal = match failover {
+                    Failover::PausedPrimary(_) => "resume",
+                    _ => "restart",
+                };
+                let (happened, errors) = cluster.end_failover(failover).await;
+                for (name, e) in errors {
+                    failed(heal, name, e);
+                }
                 // A promotion made here is recorded here: the role watch must not again.
                 for h in happened.iter().filter(|h| h.f == "failover") {
                     h.targets.iter().for_each(|t| self.leaders.promoted(t));
@@ -448,7 +573,7 @@ impl Executor {
             }
             FaultKind::Partition | FaultKind::Latency | FaultKind::Failover => {
                 if let Some(network) = targets.network.as_deref_mut() {
-                    network
+                    let errors = network
                         .end(
                             fault,
                             targets.workers,
@@ -456,6 +581,9 @@ impl Executor {
                             journal,
                         )
                         .await;
+                    for (link, e) in errors {
+                        failed("heal", link, e);
+                    }
                 }
             }
         }
@@ -548,7 +676,17 @@ impl Executor {
             }
         };
         record_kill(journal, worker, &remains, why, died);
-        self.restart_worker(worker, targets, journal).await;
+        if let Err(e) = self.restart_worker(worker, targets, journal).await {
+            push_failure(
+                &mut self.unhealed,
+                HealFailure {
+                    fault: Some(FaultKind::CrashPoint.name()),
+                    heal: "restart",
+                    target: worker_name(worker),
+                    error: e,
+                },
+            );
+        }
         None
     }
 
@@ -557,17 +695,16 @@ impl Executor {
         w: usize,
         targets: &mut Targets<'_, W>,
         journal: &Journal,
-    ) {
+    ) -> Result<(), String> {
         // A worker started at the deadline would only end again: its clients are done.
         // Nor is anything started once lockaudit is shutting down.
         if journal.clock.now() >= targets.workers.deadline_ns() || cluster::shutting_down() {
-            return;
+            return Ok(());
         }
-        match targets.workers.restart(w).await {
-            Ok(true) => journal.fault("restart", &[worker_name(w)], &[], Map::new()),
-            Ok(false) => {}
-            Err(e) => tracing::warn!("cannot restart {}: {e}", worker_name(w)),
+        if targets.workers.restart(w).await? {
+            journal.fault("restart", &[worker_name(w)], &[], Map::new());
         }
+        Ok(())
     }
 }
 
@@ -582,6 +719,19 @@ fn record(journal: &Journal, happened: Vec<Happened>) {
 }
 
 fn succeeded(what: &str, warn: bool, acted: Vec<cluster::Acted>) -> Vec<String> {
+    let (done, errors) = split(what, acted);
+    for (name, e) in errors {
+        if warn {
+            tracing::warn!("{what} on {name}: {e}");
+        } else {
+            tracing::debug!("{what} on {name}: {e}");
+        }
+    }
+    done
+}
+
+/// The nodes acted on, and the others with why (the spread logged as in `succeeded`).
+fn split(what: &str, acted: Vec<cluster::Acted>) -> (Vec<String>, Vec<(String, String)>) {
     let (first, last) = acted.iter().fold((None, None), |(lo, hi), a| {
         (
             Some(lo.map_or(a.after, |l: std::time::Duration| l.min(a.after))),
@@ -591,20 +741,15 @@ fn succeeded(what: &str, warn: bool, acted: Vec<cluster::Acted>) -> Vec<String> 
     if let (Some(first), Some(last)) = (first, last) {
         tracing::debug!(what, nodes = acted.len(), spread = ?(last - first), "acted on several nodes");
     }
-    acted
-        .into_iter()
-        .filter_map(|a| match a.result {
-            Ok(()) => Some(a.name),
-            Err(e) => {
-                if warn {
-                    tracing::warn!("{what} on {}: {e}", a.name);
-                } else {
-                    tracing::debug!("{what} on {}: {e}", a.name);
-                }
-                None
-            }
-        })
-        .collect()
+    let mut done = Vec::new();
+    let mut errors = Vec::new();
+    for a in acted {
+        match a.result {
+            Ok(()) => done.push(a.name),
+            Err(e) => errors.push((a.name, e.to_string())),
+        }
+    }
+    (done, errors)
 }
 
 /// The `kill` event listing the worker's processes (their holds end here, docs/src/reference/history.md), then
@@ -626,8 +771,28 @@ pub fn record_kill(
 
 /// Heals whatever the nemesis may have left: resumes paused workers and servers, restarts
 /// killed servers, puts clocks back, heals the network. Called at the end of every run, after
-/// `execute` (which heals what it began) as a safety net, e.g. when a heal step failed.
-pub async fn heal_all<W: Workers>(targets: &mut Targets<'_, W>, journal: &Journal) {
+/// `execute` (which heals what it began) as a safety net, e.g. when a heal step failed or
+/// the run stopped early. Returns the heals that failed: a worker still stopped, a server
+/// not restarted, a clock not put back, a link still cut (a server's SIGCONT is sent to
+/// every server, paused or not, so its failure alone is not told apart from a server that
+/// died by itself, and is not counted here; `execute` counts the resume of each pause).
+/// Adds those to `unhealed`, but for a heal of a target already there.
+pub async fn heal_all<W: Workers>(
+    targets: &mut Targets<'_, W>,
+    journal: &Journal,
+    unhealed: &mut Vec<HealFailure>,
+) {
+    let mut failed = |heal: &'static str, target: String, error: String| {
+        push_failure(
+            unhealed,
+            HealFailure {
+                fault: None,
+                heal,
+                target,
+                error,
+            },
+        )
+    };
     let resumed: Vec<String> = targets
         .workers
         .resume_all()
@@ -638,6 +803,13 @@ pub async fn heal_all<W: Workers>(targets: &mut Targets<'_, W>, journal: &Journa
         journal.fault("resume", &resumed, &[], Map::new());
     }
     for w in 0..targets.workers.len() {
+        if targets.workers.state(w) == Some(WorkerState::Paused) {
+            failed(
+                "resume",
+                worker_name(w),
+                "SIGCONT failed: it is still stopped".into(),
+            );
+        }
         targets.workers.command(w, &WorkerCommand::Disarm).await;
         targets
             .workers
@@ -645,7 +817,10 @@ pub async fn heal_all<W: Workers>(targets: &mut Targets<'_, W>, journal: &Journa
             .await;
     }
     if let Some(network) = targets.network.as_deref_mut() {
-        network.heal_all(journal, targets.cluster.as_deref_mut());
+        for (link, e) in network.heal_all(targets.workers, journal, targets.cluster.as_deref_mut())
+        {
+            failed("heal", link, e);
+        }
     }
     if let Some(cluster) = targets.cluster.as_deref_mut() {
         for name in cluster.names() {
@@ -653,22 +828,247 @@ pub async fn heal_all<W: Workers>(targets: &mut Targets<'_, W>, journal: &Journa
                 continue;
             }
             if cluster.pid(&name).is_none() {
-                if cluster.restart(&name).await.is_ok() {
-                    journal.fault("restart", std::slice::from_ref(&name), &[], Map::new());
+                match cluster.restart(&name).await {
+                    Ok(()) => {
+                        journal.fault("restart", std::slice::from_ref(&name), &[], Map::new())
+                    }
+                    Err(e) => failed("restart", name.clone(), e.to_string()),
                 }
             } else {
                 let _ = cluster.signal(&name, Signal::SIGCONT);
             }
-            if cluster.clock_offset_ms(&name).is_some_and(|o| o != 0)
-                && cluster.set_clock_offset(&name, 0).is_ok()
-            {
-                journal.fault(
-                    "clock",
-                    std::slice::from_ref(&name),
-                    &[],
-                    extra(&[("offset_ms", json!(0))]),
-                );
+            if cluster.clock_offset_ms(&name).is_some_and(|o| o != 0) {
+                match cluster.set_clock_offset(&name, 0) {
+                    Ok(()) => journal.fault(
+                        "clock",
+                        std::slice::from_ref(&name),
+                        &[],
+                        extra(&[("offset_ms", json!(0))]),
+                    ),
+                    Err(e) => failed("clock 0", name.clone(), e.to_string()),
+                }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::clock::RunClock;
+    use crate::history::RecordedLine;
+    use crate::nemesis::schedule::Link;
+
+    /// Workers that do what they are told, but for the heals a test makes fail.
+    #[derive(Default)]
+    struct Fake {
+        states: Vec<WorkerState>,
+        resume_fails: bool,
+        restart_fails: bool,
+        /// The command that puts a skewed clock back does not reach the worker.
+        put_back_fails: bool,
+    }
+
+    impl Fake {
+        fn new(workers: usize) -> Self {
+            Fake {
+                states: vec![WorkerState::Running; workers],
+                ..Fake::default()
+            }
+        }
+    }
+
+    impl Workers for Fake {
+        fn len(&self) -> usize {
+            self.states.len()
+        }
+        fn state(&self, worker: usize) -> Option<WorkerState> {
+            self.states.get(worker).copied()
+        }
+        fn processes(&self, worker: usize) -> Vec<u64> {
+            vec![worker as u64]
+        }
+        fn gave_up(&self, _: usize) -> bool {
+            false
+        }
+        fn deadline_ns(&self) -> i64 {
+            i64::MAX
+        }
+        fn pause(&mut self, worker: usize) -> bool {
+            let running = self.states[worker] == WorkerState::Running;
+            if running {
+                self.states[worker] = WorkerState::Paused;
+            }
+            running
+        }
+        fn resume(&mut self, worker: usize) -> bool {
+            let paused = self.states[worker] == WorkerState::Paused;
+            if paused && !self.resume_fails {
+                self.states[worker] = WorkerState::Running;
+                return true;
+            }
+            false
+        }
+        fn resume_all(&mut self) -> Vec<usize> {
+            (0..self.states.len()).filter(|&w| self.resume(w)).collect()
+        }
+        async fn kill(&mut self, worker: usize) -> Remains {
+            self.states[worker] = WorkerState::Dead;
+            Remains {
+                processes: vec![worker as u64],
+                ..Remains::default()
+            }
+        }
+        async fn reap(&mut self, worker: usize) -> Remains {
+            self.kill(worker).await
+        }
+        async fn restart(&mut self, worker: usize) -> Result<bool, String> {
+            if self.states[worker] != WorkerState::Dead {
+                return Ok(false);
+            }
+            if self.restart_fails {
+                return Err("cannot spawn lockaudit worker: no such file".into());
+            }
+            self.states[worker] = WorkerState::Running;
+            Ok(true)
+        }
+        async fn command(&mut self, worker: usize, command: &WorkerCommand) -> bool {
+            let put_back = matches!(command, WorkerCommand::Skew { ms: 0 });
+            !(put_back && self.put_back_fails) && self.states[worker] != WorkerState::Dead
+        }
+    }
+
+    fn fault(kind: FaultKind, at_ms: u64, duration_ms: u64) -> PlannedFault {
+        PlannedFault {
+            at_ms,
+            kind,
+            targets: vec!["worker-0".into()],
+            duration_ms,
+            offset_ms: 500,
+            persist: false,
+            point: None,
+            latency_ms: 0,
+            link: Link::Clients,
+            not_applicable: None,
+        }
+    }
+
+    /// Carries out `plan` on `workers` to 60 ms, then the run's final heal: the nemesis
+    /// events recorded (`f` and targets) and the heals that failed.
+    async fn carry(plan: &[PlannedFault], workers: &mut Fake) -> (Vec<String>, Vec<HealFailure>) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<RecordedLine>();
+        let journal = Journal::new(tx, RunClock::start());
+        let endpoints = Endpoints {
+            topology: crate::cluster::Topology::Single,
+            nodes: Vec::new(),
+            sentinels: Vec::new(),
+            master_name: None,
+            storage: crate::cluster::Node {
+                name: "storage".into(),
+                host: "127.0.0.1".into(),
+                port: 1,
+                pid: None,
+            },
+            password: None,
+            control_addr: None,
+        };
+        let mut targets = Targets {
+            workers,
+            endpoints: &endpoints,
+            cluster: None,
+            network: None,
+        };
+        let (_exits_tx, mut exits) = mpsc::unbounded_channel();
+        let executed = execute(plan, &mut targets, &journal, &mut exits, 60).await;
+        assert_eq!(executed.stopped, None);
+        let mut unhealed = executed.unhealed;
+        heal_all(&mut targets, &journal, &mut unhealed).await;
+        drop(journal);
+        let mut events = Vec::new();
+        while let Some(line) = rx.recv().await {
+            let event: Value = serde_json::from_str(line.text()).unwrap();
+            events.push(format!(
+                "{} {}",
+                event["f"].as_str().unwrap(),
+                event["value"]["targets"]
+            ));
+        }
+        (events, unhealed)
+    }
+
+    #[tokio::test]
+    async fn a_resume_that_fails_is_no_resume_and_is_told_once() {
+        let mut workers = Fake::new(1);
+        workers.resume_fails = true;
+        let (events, unhealed) = carry(&[fault(FaultKind::PauseClient, 5, 20)], &mut workers).await;
+        assert_eq!(events, [r#"pause ["worker-0"]"#]);
+        // The fault's own heal failed, and the final heal again: one failure, the first.
+        assert_eq!(
+            unhealed,
+            [HealFailure {
+                fault: Some("pause-client"),
+                heal: "resume",
+                target: "worker-0".into(),
+                error: "SIGCONT failed: it is still stopped".into(),
+            }]
+        );
+        assert_eq!(
+            unhealed[0].to_string(),
+            "pause-client on worker-0 not healed (resume failed): SIGCONT failed: it is still stopped"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pause_that_a_kill_ended_is_no_failed_resume() {
+        let mut workers = Fake::new(1);
+        workers.restart_fails = true;
+        let plan = [
+            fault(FaultKind::PauseClient, 5, 30),
+            fault(FaultKind::KillClient, 10, 10),
+        ];
+        let (events, unhealed) = carry(&plan, &mut workers).await;
+        assert_eq!(events, [r#"pause ["worker-0"]"#, r#"kill ["worker-0"]"#]);
+        // Only the restart failed: the kill ended the pause.
+        assert_eq!(unhealed.len(), 1, "{unhealed:?}");
+        assert_eq!(
+            unhealed[0].to_string(),
+            "kill-client on worker-0 not healed (restart failed): cannot spawn lockaudit worker: no such file"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_clock_not_put_back_records_no_clock_0() {
+        let mut workers = Fake::new(1);
+        workers.put_back_fails = true;
+        let (events, unhealed) = carry(&[fault(FaultKind::ClockSkew, 5, 20)], &mut workers).await;
+        assert_eq!(events, [r#"clock ["worker-0"]"#]);
+        assert_eq!(
+            unhealed.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["clock-skew on worker-0 not healed (clock 0 failed): the command to put its clock back did not reach it"]
+        );
+    }
+
+    #[tokio::test]
+    async fn healed_faults_leave_no_failure() {
+        let mut workers = Fake::new(1);
+        let plan = [
+            fault(FaultKind::PauseClient, 5, 10),
+            fault(FaultKind::ClockSkew, 20, 10),
+            fault(FaultKind::KillClient, 35, 10),
+        ];
+        let (events, unhealed) = carry(&plan, &mut workers).await;
+        assert!(unhealed.is_empty(), "{unhealed:?}");
+        assert_eq!(
+            events,
+            [
+                r#"pause ["worker-0"]"#,
+                r#"resume ["worker-0"]"#,
+                r#"clock ["worker-0"]"#,
+                r#"clock ["worker-0"]"#,
+                r#"kill ["worker-0"]"#,
+                r#"restart ["worker-0"]"#,
+            ]
+        );
     }
 }

@@ -424,33 +424,25 @@ impl Network {
     }
 
     /// Heals what `begin` did; for a failover, first promotes a lagging replica and moves
-    /// the clients to it.
+    /// the clients to it. Returns the links it could not heal (the link, why): their cut is
+    /// still in force, so no `heal` is recorded, and the run's end tries them again.
     pub async fn end(
         &mut self,
         fault: &PlannedFault,
         fleet: &mut impl Workers,
         cluster: Option<&mut Cluster>,
         journal: &Journal,
-    ) {
+    ) -> Vec<(String, String)> {
         if fault.kind == FaultKind::Failover {
             if let Err(e) = self.promote(journal).await {
                 tracing::warn!("failover: {e}");
             }
         }
         let key = (fault.at_ms, fault.kind);
+        let mut unhealed = Vec::new();
         if let Some(i) = self.cuts.iter().position(|(k, _, _)| *k == key) {
-            let (_, targets, pairs) = self.cuts.remove(i);
-            if let Some(cluster) = cluster {
-                for ((from, to), healed) in pairs.iter().zip(cluster.heal_links(&pairs)) {
-                    if !healed {
-                        tracing::warn!(
-                            "heal: a host did not confirm the link from {from} to {to} open"
-                        );
-                    }
-                }
-            }
-            let processes = worker_processes(fleet, &targets);
-            journal.fault("heal", &targets, &processes, Map::new());
+            let (key, targets, pairs) = self.cuts.remove(i);
+            unhealed = self.heal_cuts(key, targets, pairs, cluster, fleet, journal);
         }
         if let Some(i) = self.open.iter().position(|(k, _, _)| *k == key) {
             let (_, targets, proxies) = self.open.remove(i);
@@ -460,6 +452,43 @@ impl Network {
             let processes = worker_processes(fleet, &targets);
             journal.fault("heal", &targets, &processes, Map::new());
         }
+        unhealed
+    }
+
+    /// Heals links cut on the hosts (or between etcd's members). All healed: records the
+    /// `heal`. Else the links still cut stay in `cuts`, and each is returned with why.
+    fn heal_cuts(
+        &mut self,
+        key: OpenKey,
+        targets: Vec<String>,
+        pairs: Vec<CutLink>,
+        cluster: Option<&mut Cluster>,
+        fleet: &impl Workers,
+        journal: &Journal,
+    ) -> Vec<(String, String)> {
+        let healed = match cluster {
+            Some(cluster) => cluster.heal_links(&pairs),
+            None => vec![false; pairs.len()],
+        };
+        let (done, left): (Vec<_>, Vec<_>) = pairs.into_iter().zip(healed).partition(|p| p.1);
+        if left.is_empty() {
+            let processes = worker_processes(fleet, &targets);
+            journal.fault("heal", &targets, &processes, Map::new());
+            return Vec::new();
+        }
+        let unhealed = left
+            .iter()
+            .map(|((from, to), _)| {
+                (
+                    format!("the link from {from} to {to}"),
+                    "its host did not confirm it open (or no cut was found there)".to_string(),
+                )
+            })
+            .collect();
+        let left: Vec<CutLink> = left.into_iter().map(|(pair, _)| pair).collect();
+        tracing::debug!(healed = done.len(), still_cut = left.len(), "heal");
+        self.cuts.push((key, targets, left));
+        unhealed
     }
 
     /// Promotes the first replica: `REPLICAOF NO ONE` on it, every client address of the
@@ -495,13 +524,24 @@ impl Network {
         Ok(())
     }
 
-    /// Heals every link still cut or slowed (the end of the run).
-    pub fn heal_all(&mut self, journal: &Journal, mut cluster: Option<&mut Cluster>) {
-        for (_, targets, pairs) in std::mem::take(&mut self.cuts) {
-            if let Some(cluster) = cluster.as_deref_mut() {
-                cluster.heal_links(&pairs);
-            }
-            journal.fault("heal", &targets, &[], Map::new());
+    /// Heals every link still cut or slowed (the end of the run); returns the links it
+    /// could not heal, with why (no `heal` is recorded for their fault).
+    pub fn heal_all(
+        &mut self,
+        fleet: &impl Workers,
+        journal: &Journal,
+        mut cluster: Option<&mut Cluster>,
+    ) -> Vec<(String, String)> {
+        let mut unhealed = Vec::new();
+        for (key, targets, pairs) in std::mem::take(&mut self.cuts) {
+            unhealed.extend(self.heal_cuts(
+                key,
+                targets,
+                pairs,
+                cluster.as_deref_mut(),
+                fleet,
+                journal,
+            ));
         }
         for (_, targets, proxies) in std::mem::take(&mut self.open) {
             for p in &proxies {
@@ -509,6 +549,7 @@ impl Network {
             }
             journal.fault("heal", &targets, &[], Map::new());
         }
+        unhealed
     }
 
     /// Stops every proxy.

@@ -1,12 +1,12 @@
 //! The nemesis faults of a history as stretches of the run's clock, as every picture and the
 //! page show them.
 
-use crate::history::compact::{OpF, OpType};
-use crate::history::History;
+use crate::history::{fault_spans, History};
 
 /// A nemesis fault as a stretch of the run's clock: a `pause` until its `resume`, a
 /// `partition` until its `heal`, a `kill` until its `restart`; a fault with no end (a clock
-/// jump, a failover, a crash point, a client kill) is an instant, `start == end`.
+/// jump, a failover, a crash point, a client kill never restarted) is an instant,
+/// `start == end`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultBand {
     /// ns on the run's clock.
@@ -36,75 +36,29 @@ impl FaultBand {
     }
 }
 
-/// The fault that ends a fault of this name, if it is a stretch rather than an instant.
-fn closer_of(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "pause" => "resume",
-        "partition" => "heal",
-        "latency" => "heal",
-        "kill" => "restart",
-        "stop" => "start",
-        _ => return None,
-    })
-}
-
-/// Every fault of `history` as a band, in order of start. None is dropped: an unmatched
-/// closer is an instant of its own, an unmatched opener lasts to the end (a kill with no
-/// restart is an instant: the client process is gone, a fresh one takes its slot).
+/// Every fault of `history` as a band, in order of start, paired as
+/// `history::fault_spans` pairs them (the checker's rule): a heal with nothing to end is an
+/// instant of its own, a fault never healed lasts to the end (a client kill never restarted
+/// is an instant: its processes are gone, fresh ones take their slots).
 pub fn fault_bands(history: &History) -> Vec<FaultBand> {
     let end_of_history = history.time_span().1;
-    let mut bands: Vec<FaultBand> = Vec::new();
-    // Bands still open: (position in `bands`, the closer's name).
-    let mut open: Vec<(usize, &'static str)> = Vec::new();
-    for op in &history.ops {
-        if op.f != OpF::Fault || op.ty == OpType::Invoke {
-            continue;
-        }
-        let Some(fault) = usize::try_from(op.a)
-            .ok()
-            .and_then(|i| history.faults.get(i))
-        else {
-            continue;
-        };
-        let shares_target = |band: &FaultBand| {
-            band.targets.is_empty()
-                || fault.targets.is_empty()
-                || band.targets.iter().any(|t| fault.targets.contains(t))
-        };
-        let closing = open
-            .iter()
-            .position(|&(b, closer)| closer == fault.name && shares_target(&bands[b]));
-        if let Some(i) = closing {
-            let (b, _) = open.remove(i);
-            bands[b].end = fault.time;
-            bands[b].indices.push(fault.index);
-            bands[b].unhealed = false;
-            continue;
-        }
-        let closer = closer_of(&fault.name);
-        bands.push(FaultBand {
-            start: fault.time,
-            end: if closer.is_some() {
-                end_of_history.max(fault.time)
-            } else {
-                fault.time
-            },
-            name: fault.name.clone(),
-            targets: fault.targets.clone(),
-            indices: vec![fault.index],
-            unhealed: closer.is_some(),
-        });
-        if let Some(closer) = closer {
-            open.push((bands.len() - 1, closer));
-        }
-    }
-    for band in &mut bands {
-        if band.unhealed && band.name == "kill" {
-            band.end = band.start;
-            band.unhealed = false;
-        }
-    }
-    bands
+    fault_spans(history)
+        .into_iter()
+        .map(|span| {
+            let fault = &history.faults[span.begin];
+            FaultBand {
+                start: span.start,
+                end: span.end_or(end_of_history),
+                name: fault.name.clone(),
+                targets: fault.targets.clone(),
+                indices: std::iter::once(span.begin)
+                    .chain(span.heals.iter().copied())
+                    .map(|f| history.faults[f].index)
+                    .collect(),
+                unhealed: span.end.is_none(),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

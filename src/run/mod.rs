@@ -35,6 +35,7 @@ use online::{collect_found, Finished, Found, Online};
 pub use plan::RunPlan;
 use recorder::{record_and_forward, Counts};
 
+mod adapter_logs;
 mod existing;
 mod interrupted;
 pub mod online;
@@ -110,6 +111,9 @@ pub struct RunOutcome {
     /// Why the run stopped before its time limit, if it did (an adapter's `error`): the
     /// history and report cover what ran, but the run could not be carried out.
     pub stopped: Option<String>,
+    /// The heals that failed, each naming its fault, its target and the error: those faults
+    /// stayed in force, so the run could not be carried out as planned.
+    pub unhealed: Vec<String>,
     /// The kinds of fault of the schedule that could not act on this run, each with why
     /// ("clock-skew: set-nx-px never reads the client's wall clock ..."): left out of what
     /// the nemesis did, marked in `nemesis.json`, listed in `report.json` as `warnings`.
@@ -125,6 +129,26 @@ pub struct RunOutcome {
     /// Why the run ended before its time limit because it had proven what it was run for
     /// (`StopWhen`): "overlap on lock:3 at 2.41 s".
     pub proven: Option<String>,
+}
+
+impl RunOutcome {
+    /// Why the run, though it ran, could not be carried out (exit 3): it stopped before its
+    /// time limit, or a fault could not be healed.
+    pub fn cannot_run(&self) -> Option<String> {
+        let unhealed = match self.unhealed.as_slice() {
+            [] => None,
+            [one] => Some(format!("a fault was not healed: {one}")),
+            many => Some(format!(
+                "{} faults were not healed: {}",
+                many.len(),
+                many.join("; ")
+            )),
+        };
+        match (&self.stopped, unhealed) {
+            (Some(stopped), Some(unhealed)) => Some(format!("{stopped}; {unhealed}")),
+            (stopped, unhealed) => stopped.clone().or(unhealed),
+        }
+    }
 }
 
 /// Where the run's servers are: started by lockaudit, or already running elsewhere.
@@ -382,6 +406,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         ready_s,
         faults_acted,
         stopped,
+        unhealed,
         planned,
         acting,
         proven,
@@ -436,6 +461,13 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
             schedule.name
         )
     });
+    // An adapter that crashed or printed a traceback: named, with its trace's last lines,
+    // for the verdict alone would not say the harness or the library broke.
+    let mut warnings = warnings;
+    for trouble in adapter_logs::troubles(dir) {
+        crate::note!("lockaudit: warning: an adapter failed: {}", trouble.text());
+        warnings.push(format!("an adapter failed: {}", trouble.text()));
+    }
     // The checker judges the history; what the run could not do is the run's to add.
     let report_text =
         report_json(&report, &warnings, None, untested.as_deref()).map_err(RunError::Setup)?;
@@ -467,6 +499,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         report_json: report_text,
         counts,
         stopped,
+        unhealed,
         not_applicable,
         planned,
         acting,
@@ -508,6 +541,7 @@ struct Driven {
     /// How many faults took effect on the running workload.
     faults_acted: usize,
     stopped: Option<String>,
+    unhealed: Vec<String>,
     planned: usize,
     acting: usize,
     proven: Option<String>,
@@ -704,6 +738,7 @@ async fn drive(
 
     let journal = Journal::new(events.clone(), clock);
     let stopped;
+    let mut unhealed;
     {
         let mut targets = Targets {
             workers: &mut fleet,
@@ -711,7 +746,7 @@ async fn drive(
             cluster,
             network: network.as_mut(),
         };
-        stopped = executor::execute_until(
+        let executed = executor::execute_until(
             &plan,
             &mut targets,
             &journal,
@@ -720,12 +755,13 @@ async fn drive(
             &stop,
         )
         .await;
+        (stopped, unhealed) = (executed.stopped, executed.unhealed);
         if cluster::shutting_down() {
             // Ctrl-C: the cleanup handler is stopping every child and ends the process next.
             // Shutting down is no fault: nothing more is healed, read or recorded.
             std::future::pending::<()>().await;
         }
-        executor::heal_all(&mut targets, &journal).await;
+        executor::heal_all(&mut targets, &journal, &mut unhealed).await;
     }
     let proven = found
         .lock()
@@ -811,6 +847,7 @@ async fn drive(
         ready_s,
         faults_acted,
         stopped,
+        unhealed: unhealed.iter().map(ToString::to_string).collect(),
         planned,
         acting,
         proven,
