@@ -3,8 +3,9 @@
 //! where that user cannot pass, as anywhere in root's home (0700), and the run folder is not
 //! opened to it. Made by `mkdtemp` (0700, a name no one can guess) in `$TMPDIR`, or in /tmp
 //! when that user cannot reach `$TMPDIR`; removed when dropped (the run's end, an error, a
-//! panic) and on Ctrl-C once the children are stopped (`on_exit::register_after_stop`). Only
-//! a SIGKILL of lockaudit leaves it behind, as `lockaudit-<what>-XXXXXX`.
+//! panic) and on Ctrl-C once the children are stopped (`on_exit::register_after_stop`). A
+//! SIGKILL of lockaudit leaves it behind, as `lockaudit-<what>-XXXXXX`, listed in the run's
+//! note for the next run to remove (`leftovers`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -53,6 +54,8 @@ impl ScratchDir {
         };
         let doomed = path.clone();
         let _on_exit = on_exit::register_after_stop(move |_| remove(&doomed));
+        // In the run's note too, for the next run to remove should lockaudit be SIGKILLed.
+        super::leftovers::scratch(&path);
         Ok(ScratchDir { path, _on_exit })
     }
 
@@ -64,6 +67,7 @@ impl ScratchDir {
 impl Drop for ScratchDir {
     fn drop(&mut self) {
         remove(&self.path);
+        super::leftovers::remove(&self.path);
     }
 }
 

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use super::external::{Adapter, Line, Reply};
+use super::external::{shown_line, Adapter, Line, Reply};
 use crate::cluster::{self, ClusterSpec, Endpoints, Topology};
 
 /// One line of the checklist.
@@ -566,16 +566,6 @@ impl Watch {
     }
 }
 
-/// A line as the adapter wrote it, shortened, in quotes.
-fn shown_line(raw: &[u8]) -> String {
-    let text = String::from_utf8_lossy(raw);
-    let short: String = text.chars().take(200).collect();
-    if short.len() < text.len() {
-        format!("{short:?}…")
-    } else {
-        format!("{short:?}")
-    }
-}
 
 /// A line that is a JSON object without `in_reply_to`: a notice, or meant as one. Lines
 /// that are not JSON objects are replies gone wrong, which the requests' checks report.

@@ -515,17 +515,20 @@ fn notice_of(raw: &[u8]) -> Option<Result<(NoticeKind, Option<String>), String>>
     )
 }
 
+/// A line as the adapter wrote it, shortened, in quotes: for a message about it.
+pub(crate) fn shown_line(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    let short: String = text.chars().take(200).collect();
+    if short.len() < text.len() {
+        format!("{short:?}…")
+    } else {
+        format!("{short:?}")
+    }
+}
+
 /// Checks a reply line: a JSON object answering `id`, with a string `type`.
 fn parse_reply(raw: &[u8], id: u64) -> Result<Reply, String> {
-    let shown = || {
-        let text = String::from_utf8_lossy(raw);
-        let short: String = text.chars().take(200).collect();
-        if short.len() < text.len() {
-            format!("{short:?}…")
-        } else {
-            format!("{short:?}")
-        }
-    };
+    let shown = || shown_line(raw);
     let value: Value = serde_json::from_slice(raw)
         .map_err(|e| format!("a reply that is not JSON ({e}): {}", shown()))?;
     let Value::Object(body) = value else {

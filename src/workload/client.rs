@@ -84,6 +84,8 @@ enum Section {
 struct ConnectError {
     why: String,
     lasting: bool,
+    /// An adapter that failed its start (see `connect_first`).
+    adapter: bool,
 }
 
 /// The client's current identity.
@@ -155,16 +157,26 @@ impl Client {
 
     /// Makes the client's first incarnation before the run's clock starts, trying again
     /// until `limit` has passed; the error says why it could not, naming the client. A
-    /// client that can never connect (an adapter that fails its `init`, a lock the
-    /// workload's scripts cannot make) gives up at once.
+    /// client that can never connect (a lock the workload's scripts cannot make) gives up
+    /// at once, and an adapter that failed its start three times
+    /// (its library missing, say) gives up then: a slow start may deserve a second try,
+    /// a broken one does not deserve thirty seconds of them.
     pub async fn connect_first(&mut self, limit: Duration) -> Result<(), String> {
         let until = tokio::time::Instant::now() + limit;
         let name = format!("client {}", self.plan.slot);
+        let mut adapter_failures = 0;
         loop {
             let left = until.saturating_duration_since(tokio::time::Instant::now());
             let why = match tokio::time::timeout(left, self.connect()).await {
                 Ok(Ok(())) => return Ok(()),
                 Ok(Err(e)) if e.lasting => return Err(format!("{name}: {}", e.why)),
+                Ok(Err(e)) if e.adapter => {
+                    adapter_failures += 1;
+                    if adapter_failures >= 3 {
+                        return Err(format!("{name}: {} (3 tries)", e.why));
+                    }
+                    e.why
+                }
                 Ok(Err(e)) => e.why,
                 Err(_) => "its connection did not complete".to_string(),
             };
@@ -211,18 +223,14 @@ impl Client {
         let lock = match locks::connect(&spec.algorithm, &self.plan.endpoints, &options).await {
             Ok(lock) => lock,
             Err(e) => {
-                // Trying again cannot help these: the same adapter, scripts or endpoints
-                // would fail the same way.
-                let lasting = matches!(
-                    e,
-                    LockError::Adapter(_)
-                        | LockError::Scripts(_)
-                        | LockError::Endpoints(_)
-                        | LockError::UnknownAlgorithm(_)
-                );
+                // Trying again cannot help these: the same scripts would fail the same way.
+                // (An unreachable server is `Endpoints` too, and may come up: it is tried
+                // again.)
+                let lasting = matches!(e, LockError::Scripts(_) | LockError::UnknownAlgorithm(_));
                 return Err(ConnectError {
                     why: e.to_string(),
                     lasting,
+                    adapter: matches!(e, LockError::Adapter(_)),
                 });
             }
         };
@@ -234,6 +242,7 @@ impl Client {
             .map_err(|e| ConnectError {
                 why: format!("the storage server: {e}"),
                 lasting: false,
+                adapter: false,
             })?;
         self.me = Some(Incarnation {
             process: self.process(),
