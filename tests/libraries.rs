@@ -184,3 +184,86 @@ fn cells_of(path: &Path) -> Vec<Cell> {
         })
         .collect()
 }
+
+/// Every ZooKeeper member killed in turn (so that every kazoo client loses its server once
+/// and reconnects) while every adapter's wall clock is skewed.
+const SKEW_AND_KILL: &str = r#"
+[[fault]]
+at = "500ms"
+kind = "clock-skew"
+target = "worker-0"
+duration = "9s"
+
+[[fault]]
+at = "500ms"
+kind = "clock-skew"
+target = "worker-1"
+duration = "9s"
+
+[[fault]]
+at = "2s"
+kind = "kill-redis"
+target = "zk-0"
+duration = "1s"
+
+[[fault]]
+at = "4500ms"
+kind = "kill-redis"
+target = "zk-1"
+duration = "1s"
+
+[[fault]]
+at = "7s"
+kind = "kill-redis"
+target = "zk-2"
+duration = "1s"
+"#;
+
+#[test]
+fn kazoo_reconnects_under_a_skewed_wall_clock_without_a_harness_traceback() {
+    // kazoo sleeps (time.sleep) between reconnection attempts. Under libfaketime, which
+    // lockaudit once preloaded into adapters, that sleep raised `OSError: [Errno 22]`: the
+    // connection thread died and kazoo reported its live session lost (`lost-lock`).
+    require_python(&["kazoo"]);
+    require_zookeeper();
+    let dir = tempfile::tempdir().unwrap();
+    let schedule = dir.path().join("skew-and-kill.toml");
+    std::fs::write(&schedule, SKEW_AND_KILL).unwrap();
+    let out = dir.path().join("run");
+    let (code, text) = lockaudit(&[
+        "run",
+        "examples/adapters/kazoo.toml",
+        "--seed",
+        "1",
+        "--nemesis",
+        schedule.to_str().unwrap(),
+        "--time-limit",
+        "10s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(matches!(code, Some(0 | 1)), "exit {code:?}: {text}");
+    let mut logs = String::new();
+    for entry in std::fs::read_dir(&out).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.ends_with(".log") && (name.starts_with("adapter-") || name.starts_with("worker-")) {
+            logs.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+        }
+    }
+    // The kills reached the clients: the path that sleeps ran.
+    assert!(logs.contains("session state SUSPENDED"), "{logs}\n{text}");
+    assert!(!logs.contains("Errno 22"), "{logs}");
+    assert!(!logs.contains("Traceback"), "{logs}");
+    // The skew was applied to both workers' adapters all the same.
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    for worker in ["worker-0", "worker-1"] {
+        assert!(
+            history.lines().any(|l| l.contains("\"f\":\"clock\"")
+                && !l.contains("\"offset_ms\":0,")
+                && l.contains(worker)),
+            "no skew of {worker}: {text}"
+        );
+        let n = &worker["worker-".len()..];
+        assert!(out.join(format!("adapter-clock-{n}.so")).exists());
+    }
+}
