@@ -1094,7 +1094,15 @@ fn clock_skew_moves_an_adapter_s_wall_clock_and_nothing_else() {
         moved.iter().any(|m| ahead(m) && !unmoved(m)),
         "the skew never reached the adapter: {moved:?}\n{text}"
     );
-    assert!(moved.iter().all(|m| unmoved(m) || ahead(m)), "{moved:?}");
+    // A heal between the two reads steps the clock back under the reading: its bounds cross
+    // (`1998..=1`), and it says nothing.
+    let healed_meanwhile = |m: &std::ops::RangeInclusive<i64>| m.is_empty();
+    assert!(
+        moved
+            .iter()
+            .all(|m| unmoved(m) || ahead(m) || healed_meanwhile(m)),
+        "{moved:?}"
+    );
     assert!(!logs.contains("Traceback"), "{logs}");
     // The monotonic clock stays true: a lock timed by the server is not fooled.
     assert_eq!(report(&out)["valid"], Value::Bool(true), "{text}");

@@ -146,8 +146,8 @@ pub enum Preload {
     /// A server's: libfaketime (the notes above).
     Libfaketime(Libfaketime),
     /// An external adapter's: `wallclock.c`, which the binary carries and
-    /// [`FakeClock::create`] writes next to the offset file.
-    WallClock,
+    /// [`Preload::find`] writes to the user's cache folder.
+    WallClock { library: PathBuf },
 }
 
 /// The wall-clock library, built from `wallclock.c` by build.rs.
@@ -158,14 +158,73 @@ const WALL_CLOCK_FILE_ENV: &str = "LOCKAUDIT_WALL_CLOCK_FILE";
 
 impl Preload {
     /// The preload for an external adapter's clock: [`Preload::WallClock`], which needs
-    /// nothing installed (servers find theirs with [`Libfaketime::find`]).
+    /// nothing installed (servers find theirs with [`Libfaketime::find`]). Writes the
+    /// library to `$XDG_CACHE_HOME/lockaudit` (else `~/.cache/lockaudit`), once per build,
+    /// and checks that ld.so can preload it from there.
     pub fn find() -> Result<Preload, ClusterError> {
-        Ok(Preload::WallClock)
+        let dir = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir)
+            .join("lockaudit");
+        Preload::write_wall_clock_library(&dir)
     }
 
     /// Servers' libfaketime, found as [`Libfaketime::find`] does.
     pub fn libfaketime() -> Result<Preload, ClusterError> {
         Libfaketime::find().map(Preload::Libfaketime)
+    }
+
+    /// Writes the library into `dir` as `wallclock-<hash of its bytes>.so`, unless there
+    /// already: under a temporary name, then renamed, so that a running adapter keeps the
+    /// copy it mapped and another lockaudit never loads a half-written one.
+    fn write_wall_clock_library(dir: &Path) -> Result<Preload, ClusterError> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        WALL_CLOCK_LIBRARY.hash(&mut hasher);
+        let library = dir.join(format!("wallclock-{:016x}.so", hasher.finish()));
+        let text = library.to_string_lossy();
+        // ld.so splits LD_PRELOAD at spaces and colons, and has no way to escape them.
+        if text.contains([' ', ':', '\t', '\n']) {
+            return Err(ClusterError::io(
+                "preload",
+                &library,
+                std::io::Error::other(
+                    "LD_PRELOAD cannot name a path with a space or a colon: \
+                     set XDG_CACHE_HOME to a folder without them",
+                ),
+            ));
+        }
+        if std::fs::read(&library).ok().as_deref() != Some(WALL_CLOCK_LIBRARY) {
+            std::fs::create_dir_all(dir).map_err(|e| ClusterError::io("create", dir, e))?;
+            let tmp = library.with_extension(format!("so.{}.tmp", std::process::id()));
+            std::fs::write(&tmp, WALL_CLOCK_LIBRARY)
+                .map_err(|e| ClusterError::io("write", &tmp, e))?;
+            if let Err(e) = std::fs::rename(&tmp, &library) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(ClusterError::io("replace", &library, e));
+            }
+        }
+        // ld.so only warns and runs the program unfaked when it cannot map a preload (a
+        // folder on a `noexec` file system): try it on a shell first.
+        let probe = Command::new("sh")
+            .args(["-c", ":"])
+            .env("LD_PRELOAD", &library)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .output();
+        if let Ok(probe) = probe {
+            let said = String::from_utf8_lossy(&probe.stderr);
+            if let Some(line) = said.lines().find(|l| l.contains("LD_PRELOAD")) {
+                return Err(ClusterError::io(
+                    "preload",
+                    &library,
+                    std::io::Error::other(format!("ld.so refused it: {line}")),
+                ));
+            }
+        }
+        Ok(Preload::WallClock { library })
     }
 }
 
@@ -180,11 +239,9 @@ pub struct FakeClock {
 }
 
 impl FakeClock {
-    /// A clock at offset 0, writing its file (which a previous run may have left moved);
-    /// for [`Preload::WallClock`], also the library, next to the file (`<file stem>.so`),
-    /// and checks that ld.so can preload it from there.
+    /// A clock at offset 0, writing its file (which a previous run may have left moved).
     pub fn create(preload: Preload, file: PathBuf) -> Result<FakeClock, ClusterError> {
-        // Absolute: an adapter runs in its own folder, and reads both paths from there.
+        // Absolute: an adapter runs in its own folder.
         let file = std::path::absolute(&file).map_err(|e| ClusterError::io("find", &file, e))?;
         let clock = FakeClock {
             preload,
@@ -192,57 +249,7 @@ impl FakeClock {
             offset_ms: Arc::new(AtomicI64::new(0)),
         };
         clock.set(0)?;
-        if clock.preload == Preload::WallClock {
-            clock.write_wall_clock_library()?;
-        }
         Ok(clock)
-    }
-
-    fn wall_clock_library(&self) -> PathBuf {
-        self.file.with_extension("so")
-    }
-
-    /// Writes the library whole under a temporary name and renames it: a running adapter
-    /// keeps the copy it mapped (rewriting that in place could crash it).
-    fn write_wall_clock_library(&self) -> Result<(), ClusterError> {
-        let library = self.wall_clock_library();
-        let text = library.to_string_lossy();
-        // ld.so splits LD_PRELOAD at spaces and colons, and has no way to escape them.
-        if text.contains([' ', ':', '\t', '\n']) {
-            return Err(ClusterError::io(
-                "preload",
-                &library,
-                std::io::Error::other(
-                    "LD_PRELOAD cannot name a path with a space or a colon: \
-                     give the run a folder without them (--out)",
-                ),
-            ));
-        }
-        let tmp = library.with_extension(format!("so.{}.tmp", std::process::id()));
-        std::fs::write(&tmp, WALL_CLOCK_LIBRARY).map_err(|e| ClusterError::io("write", &tmp, e))?;
-        if let Err(e) = std::fs::rename(&tmp, &library) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(ClusterError::io("replace", &library, e));
-        }
-        // ld.so only warns and runs the program unfaked when it cannot map a preload (a
-        // folder on a `noexec` file system): try it on a shell first.
-        let probe = Command::new("sh")
-            .args(["-c", ":"])
-            .envs(self.env())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .output();
-        if let Ok(probe) = probe {
-            let said = String::from_utf8_lossy(&probe.stderr);
-            if let Some(line) = said.lines().find(|l| l.contains("LD_PRELOAD")) {
-                return Err(ClusterError::io(
-                    "preload",
-                    &library,
-                    std::io::Error::other(format!("ld.so refused it: {line}")),
-                ));
-            }
-        }
-        Ok(())
     }
 
     /// The environment that makes the server read its time through libfaketime.
@@ -263,8 +270,8 @@ impl FakeClock {
                 ("FAKETIME_NO_CACHE", "1".into()),
                 ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
             ],
-            Preload::WallClock => vec![
-                ("LD_PRELOAD", self.wall_clock_library().into_os_string()),
+            Preload::WallClock { library } => vec![
+                ("LD_PRELOAD", library.clone().into_os_string()),
                 (WALL_CLOCK_FILE_ENV, self.file.clone().into_os_string()),
             ],
         }
@@ -278,7 +285,7 @@ impl FakeClock {
     pub fn library(&self) -> PathBuf {
         match &self.preload {
             Preload::Libfaketime(libfaketime) => libfaketime.libfaketime.clone(),
-            Preload::WallClock => self.wall_clock_library(),
+            Preload::WallClock { library } => library.clone(),
         }
     }
 
@@ -349,6 +356,25 @@ mod tests {
         assert!(text.contains("/nonexistent/libfaketime.so.1"), "{text}");
         assert!(text.contains(LIBFAKETIME_ENV), "{text}");
         assert_eq!(err.exit_code(), 3);
+    }
+
+    #[test]
+    fn the_wall_clock_library_is_written_once_and_preloadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let Preload::WallClock { library } = Preload::write_wall_clock_library(&cache).unwrap()
+        else {
+            panic!("not the wall clock");
+        };
+        assert_eq!(std::fs::read(&library).unwrap(), WALL_CLOCK_LIBRARY);
+        let again = Preload::write_wall_clock_library(&cache).unwrap();
+        assert_eq!(again, Preload::WallClock { library });
+        let files = std::fs::read_dir(&cache).unwrap().count();
+        assert_eq!(files, 1, "no temporary file left behind");
+
+        let spaced = dir.path().join("a b");
+        let err = Preload::write_wall_clock_library(&spaced).unwrap_err();
+        assert!(err.to_string().contains("XDG_CACHE_HOME"), "{err}");
     }
 
     #[test]
