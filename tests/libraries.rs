@@ -130,8 +130,8 @@ fn a_short_audit_of_the_ready_adapters_meets_their_expectations() {
     // node-redlock's using() checks its lock's expiry against Date.now(): with the adapter's
     // wall clock skewed ahead, it drops a lock whose validity still runs. python-redis-lock,
     // which leaves expiry to the server, loses no lock inside its lease under the same skew
-    // (on a busy machine, a renewal slowed by libfaketime can come after the lease: the
-    // overlap that follows is allowed, see its workload).
+    // (a CI run under libfaketime, which slowed its renewal thread, found an overlap after
+    // the lease: still allowed, see its workload).
     let skewed = |row: &str| {
         cells
             .iter()
