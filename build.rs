@@ -1,6 +1,9 @@
 //! Embeds the git commit lockaudit is built from (`LOCKAUDIT_COMMIT`), which every run
 //! records in its run.json: a red run names the code that found it. A build without git or
 //! outside a repository (a tarball, `cargo install` from a registry) says "unknown".
+//!
+//! Also compiles `src/cluster/wallclock.c`, the library external adapters' wall clocks run
+//! under, with the C compiler Rust links with (`$CC`, else `cc`); the binary embeds it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,7 +27,34 @@ fn watch(path: &Path, stop: &Path) {
     }
 }
 
+/// `$OUT_DIR/wallclock.so`, or the build stops saying what is missing.
+fn wall_clock_library() {
+    const SOURCE: &str = "src/cluster/wallclock.c";
+    println!("cargo:rerun-if-changed={SOURCE}");
+    println!("cargo:rerun-if-env-changed=CC");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let result = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O2", "-Wall", "-o"])
+        .arg(out.join("wallclock.so"))
+        .arg(SOURCE)
+        .arg("-ldl")
+        .status();
+    let failure = match result {
+        Ok(status) if status.success() => return,
+        Ok(status) => format!("`{cc}` failed ({status}); its messages are above"),
+        Err(e) => format!("cannot run the C compiler `{cc}`: {e}"),
+    };
+    eprintln!(
+        "lockaudit's build compiles {SOURCE} (the wall clock of external adapters under \
+         clock-skew) and {failure}. Install a C compiler and libc's headers \
+         (Debian: apt-get install gcc libc6-dev), or name one in $CC."
+    );
+    std::process::exit(1);
+}
+
 fn main() {
+    wall_clock_library();
     let commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=LOCKAUDIT_COMMIT={commit}");
     println!("cargo:rerun-if-changed=build.rs");

@@ -18,8 +18,10 @@ cd "$(dirname "$0")"
 # What lockaudit starts and faults: Redis (servers, sentinels, redis-cli), PostgreSQL, etcd,
 # ZooKeeper; libfaketime for clock faults.
 servers=(redis-server redis-sentinel redis-tools faketime postgresql etcd-server zookeeper)
-# What the build needs: protoc, which builds the etcd client.
-build_tools=(protobuf-compiler)
+# What the build needs: protoc, which builds the etcd client; a C compiler and libc's
+# headers, which build the adapters' wall-clock library (src/cluster/wallclock.c) and link
+# Rust's binaries.
+build_tools=(protobuf-compiler gcc libc6-dev)
 # The tests' own: SSH hosts in network namespaces (sshd, iptables, ip), and mold, which links
 # the two dozen test binaries in a fraction of ld's time.
 test_tools=(openssh-server iptables iproute2)

@@ -1,5 +1,7 @@
-//! Server clocks the nemesis can move: libfaketime preloaded into a redis-server, reading
-//! its offset from a file that [`FakeClock::set`] rewrites.
+//! Clocks the nemesis can move: a library preloaded into the program, reading its offset
+//! from a file that [`FakeClock::set`] rewrites. A redis-server runs under libfaketime
+//! ([`Libfaketime`]); an external adapter under lockaudit's own `wallclock.c`
+//! ([`Preload::WallClock`]), which moves only the wall clock and leaves sleeps alone.
 //!
 //! What was measured (libfaketime 0.9.10, Redis 7.0.15, Debian 12):
 //!
@@ -24,6 +26,19 @@
 //!   for 300 s.
 //! - Redis 7 key expiry follows the faked wall clock: after `+20` a `PX 10000` key is gone
 //!   at once; after `-300` TTLs last 300 s longer.
+
+//! - libfaketime 0.9.10 also rewrites `clock_nanosleep`, and with
+//!   `FAKETIME_DONT_FAKE_MONOTONIC=1` it turns an absolute deadline on `CLOCK_MONOTONIC`
+//!   (`TIMER_ABSTIME`) into a negative time: the kernel answers `EINVAL` (libfaketime issue
+//!   #426; `strace` shows `tv_sec=-1795932532`). Python 3.11's `time.sleep` makes exactly
+//!   that call, so every sleep of a Python adapter raised `OSError: [Errno 22]`, and kazoo's
+//!   connection thread died of it. Redis never makes the call. So adapters run under
+//!   `wallclock.c` instead: it overrides `clock_gettime` (the `CLOCK_REALTIME` clocks),
+//!   `gettimeofday`, `time` and `timespec_get`, nothing else, and reads the same file on
+//!   every call (2.7 µs a `time.time()` in Python, against 4.1 µs under libfaketime and
+//!   0.1 µs bare, measured on a loaded 2-core machine). A wait until a wall-clock deadline
+//!   (a `CLOCK_REALTIME` condition variable or `clock_nanosleep`) still ends on the real
+//!   clock; Python and Node time their waits on the monotonic clock.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,20 +68,20 @@ const LIBC_PATHS: &[&str] = &[
     "/lib64/libc.so.6",
 ];
 
-/// The `LD_PRELOAD` value for a fake-clocked process: libfaketime, then glibc.
+/// libfaketime then glibc: the `LD_PRELOAD` of a fake-clocked server.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Preload {
+pub struct Libfaketime {
     pub libfaketime: PathBuf,
     pub libc: PathBuf,
 }
 
-impl Preload {
+impl Libfaketime {
     /// Finds libfaketime (`$LOCKAUDIT_LIBFAKETIME`, else the Debian locations) and glibc.
-    pub fn find() -> Result<Preload, ClusterError> {
-        Preload::find_in(std::env::var_os(LIBFAKETIME_ENV).map(PathBuf::from))
+    pub fn find() -> Result<Libfaketime, ClusterError> {
+        Libfaketime::find_in(std::env::var_os(LIBFAKETIME_ENV).map(PathBuf::from))
     }
 
-    fn find_in(given: Option<PathBuf>) -> Result<Preload, ClusterError> {
+    fn find_in(given: Option<PathBuf>) -> Result<Libfaketime, ClusterError> {
         let libfaketime = match given {
             Some(path) if path.is_file() => path,
             Some(path) => {
@@ -97,7 +112,7 @@ impl Preload {
             .chain(LIBC_PATHS.iter().map(PathBuf::from))
             .find(|p| p.is_file())
             .unwrap_or_else(|| PathBuf::from("libc.so.6"));
-        Ok(Preload { libfaketime, libc })
+        Ok(Libfaketime { libfaketime, libc })
     }
 
     fn value(&self) -> String {
@@ -124,8 +139,98 @@ impl Preload {
     }
 }
 
-/// One server's fake clock: the preload, its offset file and the offset last written.
-/// Clones share the offset (a restarted server keeps its clock).
+/// What a [`FakeClock`] preloads into the program whose wall clock it moves.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preload {
+    /// A server's: libfaketime (the notes above).
+    Libfaketime(Libfaketime),
+    /// An external adapter's: `wallclock.c`, which the binary carries and
+    /// [`Preload::find`] writes to the user's cache folder.
+    WallClock { library: PathBuf },
+}
+
+/// The wall-clock library, built from `wallclock.c` by build.rs.
+const WALL_CLOCK_LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/wallclock.so"));
+
+/// The variable naming the offset file `wallclock.c` reads.
+const WALL_CLOCK_FILE_ENV: &str = "LOCKAUDIT_WALL_CLOCK_FILE";
+
+impl Preload {
+    /// The preload for an external adapter's clock: [`Preload::WallClock`], which needs
+    /// nothing installed (servers find theirs with [`Libfaketime::find`]). Writes the
+    /// library to `$XDG_CACHE_HOME/lockaudit` (else `~/.cache/lockaudit`), once per build,
+    /// and checks that ld.so can preload it from there.
+    pub fn find() -> Result<Preload, ClusterError> {
+        let dir = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir)
+            .join("lockaudit");
+        Preload::write_wall_clock_library(&dir)
+    }
+
+    /// Servers' libfaketime, found as [`Libfaketime::find`] does.
+    pub fn libfaketime() -> Result<Preload, ClusterError> {
+        Libfaketime::find().map(Preload::Libfaketime)
+    }
+
+    /// Writes the library into `dir` as `wallclock-<hash of its bytes>.so`, unless there
+    /// already: under a temporary name, then renamed, so that a running adapter keeps the
+    /// copy it mapped and another lockaudit never loads a half-written one.
+    fn write_wall_clock_library(dir: &Path) -> Result<Preload, ClusterError> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        WALL_CLOCK_LIBRARY.hash(&mut hasher);
+        let library = dir.join(format!("wallclock-{:016x}.so", hasher.finish()));
+        let text = library.to_string_lossy();
+        // ld.so splits LD_PRELOAD at spaces and colons, and has no way to escape them.
+        if text.contains([' ', ':', '\t', '\n']) {
+            return Err(ClusterError::io(
+                "preload",
+                &library,
+                std::io::Error::other(
+                    "LD_PRELOAD cannot name a path with a space or a colon: \
+                     set XDG_CACHE_HOME to a folder without them",
+                ),
+            ));
+        }
+        if std::fs::read(&library).ok().as_deref() != Some(WALL_CLOCK_LIBRARY) {
+            std::fs::create_dir_all(dir).map_err(|e| ClusterError::io("create", dir, e))?;
+            let tmp = library.with_extension(format!("so.{}.tmp", std::process::id()));
+            std::fs::write(&tmp, WALL_CLOCK_LIBRARY)
+                .map_err(|e| ClusterError::io("write", &tmp, e))?;
+            if let Err(e) = std::fs::rename(&tmp, &library) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(ClusterError::io("replace", &library, e));
+            }
+        }
+        // ld.so only warns and runs the program unfaked when it cannot map a preload (a
+        // folder on a `noexec` file system): try it on a shell first.
+        let probe = Command::new("sh")
+            .args(["-c", ":"])
+            .env("LD_PRELOAD", &library)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .output();
+        if let Ok(probe) = probe {
+            let said = String::from_utf8_lossy(&probe.stderr);
+            if let Some(line) = said.lines().find(|l| l.contains("LD_PRELOAD")) {
+                return Err(ClusterError::io(
+                    "preload",
+                    &library,
+                    std::io::Error::other(format!("ld.so refused it: {line}")),
+                ));
+            }
+        }
+        Ok(Preload::WallClock { library })
+    }
+}
+
+/// One program's fake clock (a server's, or a worker's adapters'): the preload, its offset
+/// file and the offset last written. Clones share the offset (a restarted server keeps its
+/// clock).
 #[derive(Debug, Clone)]
 pub struct FakeClock {
     preload: Preload,
@@ -136,6 +241,8 @@ pub struct FakeClock {
 impl FakeClock {
     /// A clock at offset 0, writing its file (which a previous run may have left moved).
     pub fn create(preload: Preload, file: PathBuf) -> Result<FakeClock, ClusterError> {
+        // Absolute: an adapter runs in its own folder.
+        let file = std::path::absolute(&file).map_err(|e| ClusterError::io("find", &file, e))?;
         let clock = FakeClock {
             preload,
             file,
@@ -151,21 +258,35 @@ impl FakeClock {
     }
 
     /// The environment variables that make a program read its wall clock through this
-    /// clock (an external lock client's adapter, started by a worker).
+    /// clock (a server, or an external lock client's adapter started by a worker).
     pub fn env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
-        vec![
-            ("LD_PRELOAD", self.preload.value().into()),
-            (
-                "FAKETIME_TIMESTAMP_FILE",
-                self.file.clone().into_os_string(),
-            ),
-            ("FAKETIME_NO_CACHE", "1".into()),
-            ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
-        ]
+        match &self.preload {
+            Preload::Libfaketime(libfaketime) => vec![
+                ("LD_PRELOAD", libfaketime.value().into()),
+                (
+                    "FAKETIME_TIMESTAMP_FILE",
+                    self.file.clone().into_os_string(),
+                ),
+                ("FAKETIME_NO_CACHE", "1".into()),
+                ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+            ],
+            Preload::WallClock { library } => vec![
+                ("LD_PRELOAD", library.clone().into_os_string()),
+                (WALL_CLOCK_FILE_ENV, self.file.clone().into_os_string()),
+            ],
+        }
     }
 
     pub fn preload(&self) -> &Preload {
         &self.preload
+    }
+
+    /// The library it preloads, for messages.
+    pub fn library(&self) -> PathBuf {
+        match &self.preload {
+            Preload::Libfaketime(libfaketime) => libfaketime.libfaketime.clone(),
+            Preload::WallClock { library } => library.clone(),
+        }
     }
 
     /// The offset last set, in milliseconds.
@@ -192,10 +313,11 @@ impl FakeClock {
     }
 }
 
-/// Whether the process has libfaketime mapped: ld.so only warns (on the server's stderr,
+/// Whether the process has its preload mapped: ld.so only warns (on the server's stderr,
 /// which goes to its log) and runs the program unfaked when a preload cannot be loaded.
-pub fn is_loaded(pid: u32, preload: &Preload) -> bool {
-    let Some(name) = preload.libfaketime.file_name() else {
+pub fn is_loaded(pid: u32, clock: &FakeClock) -> bool {
+    let library = clock.library();
+    let Some(name) = library.file_name() else {
         return false;
     };
     let name = name.to_string_lossy();
@@ -228,7 +350,7 @@ mod tests {
 
     #[test]
     fn a_missing_library_names_the_package() {
-        let err = Preload::find_in(Some("/nonexistent/libfaketime.so.1".into())).unwrap_err();
+        let err = Libfaketime::find_in(Some("/nonexistent/libfaketime.so.1".into())).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("apt-get install faketime"), "{text}");
         assert!(text.contains("/nonexistent/libfaketime.so.1"), "{text}");
@@ -237,12 +359,31 @@ mod tests {
     }
 
     #[test]
+    fn the_wall_clock_library_is_written_once_and_preloadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let Preload::WallClock { library } = Preload::write_wall_clock_library(&cache).unwrap()
+        else {
+            panic!("not the wall clock");
+        };
+        assert_eq!(std::fs::read(&library).unwrap(), WALL_CLOCK_LIBRARY);
+        let again = Preload::write_wall_clock_library(&cache).unwrap();
+        assert_eq!(again, Preload::WallClock { library });
+        let files = std::fs::read_dir(&cache).unwrap().count();
+        assert_eq!(files, 1, "no temporary file left behind");
+
+        let spaced = dir.path().join("a b");
+        let err = Preload::write_wall_clock_library(&spaced).unwrap_err();
+        assert!(err.to_string().contains("XDG_CACHE_HOME"), "{err}");
+    }
+
+    #[test]
     fn setting_replaces_the_file_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let preload = Preload {
+        let preload = Preload::Libfaketime(Libfaketime {
             libfaketime: "/x/libfaketime.so.1".into(),
             libc: "/x/libc.so.6".into(),
-        };
+        });
         let clock = FakeClock::create(preload, dir.path().join("n.faketime")).unwrap();
         assert_eq!(std::fs::read_to_string(&clock.file).unwrap(), "+0.000\n");
         clock.set(-1_500).unwrap();

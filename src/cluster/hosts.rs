@@ -15,7 +15,7 @@ use nix::sys::signal::Signal;
 use rand::Rng;
 
 use super::binaries::{self, ZooKeeperOnHost};
-use super::clock::Preload;
+use super::clock::Libfaketime;
 use super::cut::{self, Cut};
 use super::error::ClusterError;
 use super::exit::Exit;
@@ -124,7 +124,7 @@ pub async fn start(
         hosts.connections.push(Arc::new(connection?));
     }
     let preload = if spec.fake_clocks {
-        Some(Preload::find()?)
+        Some(Libfaketime::find()?)
     } else {
         None
     };

@@ -76,7 +76,7 @@ pub use ask::{ask_sentinels, node_url};
 pub use binaries::{etcd as etcd_binary, postgres_bin_dir, ETCD_ENV, POSTGRES_BIN_ENV};
 pub use binaries::{zookeeper as zookeeper_program, ZOOKEEPER_ENV};
 pub use cleanup::install_cleanup_handlers;
-pub use clock::{FakeClock, Preload, LIBFAKETIME_ENV};
+pub use clock::{FakeClock, Libfaketime, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;
 pub use exit::Exit;
 pub use failover::{Failover, Happened, Leaders, RoleWatch};

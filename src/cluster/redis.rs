@@ -69,7 +69,7 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let [root] = private_folders(&spec.dir, ["redis"])?;
     let password = generate_password();
     let preload = if spec.fake_clocks {
-        Some(clock::Preload::find()?)
+        Some(clock::Preload::libfaketime()?)
     } else {
         None
     };

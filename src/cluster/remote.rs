@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::clock::{format_offset, Preload};
+use super::clock::{format_offset, Libfaketime};
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::instance::READY_TIMEOUT;
@@ -47,7 +47,7 @@ pub struct RemoteConfig {
     /// The primary's address and port, for a replica.
     pub replica_of: Option<(String, u16)>,
     /// libfaketime, at the same path on the host as here (Debian's `faketime`).
-    pub fake_clock: Option<Preload>,
+    pub fake_clock: Option<Libfaketime>,
     /// `redis-server`, found on the host's PATH, or a path there.
     pub binary: String,
     /// Set for a sentinel: it runs as `binary CONF --sentinel` with a sentinel's config,

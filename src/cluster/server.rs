@@ -229,10 +229,10 @@ pub async fn start_all(
             }
         };
         if let (Some(clock), Some(pid)) = (&config.fake_clock, instance.pid()) {
-            if !clock::is_loaded(pid, clock.preload()) {
+            if !clock::is_loaded(pid, clock) {
                 return Err(instance.error(format!(
                     "{} is not loaded, so its clock cannot be moved (ld.so's line in the log says why)",
-                    clock.preload().libfaketime.display()
+                    clock.library().display()
                 )));
             }
         }

@@ -566,7 +566,6 @@ impl Watch {
     }
 }
 
-
 /// A line that is a JSON object without `in_reply_to`: a notice, or meant as one. Lines
 /// that are not JSON objects are replies gone wrong, which the requests' checks report.
 fn unsolicited(raw: &[u8]) -> Option<Map<String, Value>> {

@@ -24,10 +24,11 @@
 //! even try) is `info` too, and a worker then stops: it logs the message and exits (status
 //! 3) shortly after, so that the `info` reaches the history first.
 //!
-//! Under a run that skews client clocks, the adapter starts with libfaketime preloaded and
-//! reads its wall clock (not its monotonic clock) through the worker's offset file
-//! (`LockOptions::adapter_clock`): a library that times its lock by the time of day is
-//! skewed as it would be in an application.
+//! Under a run that skews client clocks, the adapter starts with lockaudit's wall-clock
+//! library preloaded (`cluster::clock`) and reads its wall clock (not its monotonic clock,
+//! nor its sleeps) through the worker's offset file (`LockOptions::adapter_clock`): a
+//! library that times its lock by the time of day is skewed as it would be in an
+//! application.
 //!
 //! Modes and fairness (1.2): a workload with `read_share` sends `mode` (`shared` /
 //! `exclusive`) on every acquire, release and renew (`LockOptions::modes`); one with

@@ -636,7 +636,7 @@ async fn drive(
         (None, vec![endpoints.clone(); spec.workers])
     };
 
-    // An external adapter's clock can only be skewed through libfaketime.
+    // An external adapter's clock can only be skewed through a preloaded wall clock.
     let adapter_clock =
         if spec.algorithm == crate::locks::EXTERNAL && kinds.contains(&FaultKind::ClockSkew) {
             Some(cluster::Preload::find().map_err(|e| {

@@ -38,7 +38,7 @@ pub struct WorkerConfig {
     /// a restarted worker starts above every number its slots have used.
     #[serde(default)]
     pub first_generation: u64,
-    /// libfaketime to start external adapters under, when the run skews client clocks:
+    /// The wall-clock preload to start external adapters under, when the run skews client clocks:
     /// the worker keeps the offset in `<run>/adapter-clock-<worker>.faketime`.
     #[serde(default)]
     pub adapter_clock: Option<Preload>,
