@@ -958,10 +958,12 @@ fn writes_after_lost(out: &Path) -> (usize, usize) {
             continue;
         };
         match (event["f"].as_str(), event["type"].as_str()) {
-            (Some("renew"), Some("fail")) if event["value"]["notice"] == Value::Bool(true) => {
-                if told.insert(process, false).is_none() {
-                    holds += 1;
-                }
+            (Some("renew"), Some("fail"))
+                if event["value"]["notice"] == Value::Bool(true)
+                    && !told.contains_key(&process) =>
+            {
+                told.insert(process, false);
+                holds += 1;
             }
             (Some("write"), Some("invoke")) => {
                 if let Some(w) = told.get_mut(&process) {
