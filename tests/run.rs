@@ -1363,11 +1363,12 @@ fn crash_point_schedule(dir: &Path, point: &str) -> PathBuf {
     path
 }
 
-/// set-nx-px with one key held for `hold` by whoever takes it first, under a schedule.
+/// set-nx-px with one key held for `hold` by whoever takes it first (its lease, 10 s,
+/// outlasts any hold), under a schedule.
 fn run_with_schedule(out: &Path, schedule: &Path, hold: &str) -> Output {
     lockaudit()
         .args(["run", "--seed", "1", "--algorithm", "set-nx-px"])
-        .args(["--keys", "1", "--clients", "4", "--hold", hold])
+        .args(["--keys", "1", "--clients", "4", "--ttl", "10s", "--hold", hold])
         .args(["--time-limit", "2s", "--nemesis"])
         .arg(schedule)
         .arg("--out")
