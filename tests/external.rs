@@ -152,6 +152,8 @@ for line in sys.stdin:
             sys.stdout.write("x" * (3 << 20)); sys.stdout.flush(); time.sleep(120)
         elif mode == "error":
             send({"in_reply_to": rid, "type": "error", "error": "acquire is not supported here"})
+        elif mode == "raise":
+            raise ValueError("the library broke")
     else:
         send({"in_reply_to": rid, "type": "fail", "error": "not held"})
 "#;
@@ -267,6 +269,27 @@ fn an_adapter_that_exits_mid_request_is_info_with_its_stderr() {
         "exit",
         &["dying now", "adapter python3 ", "broken.py exit:"],
     );
+}
+
+#[test]
+fn an_adapter_that_crashes_with_a_traceback_is_named_with_its_last_lines() {
+    let dir = common::RunDir::new();
+    let (out, text) = broken_run(dir.path(), "raise");
+    // On stderr, and in report.json's warnings: the adapter's log and the error itself.
+    let line = text
+        .lines()
+        .find(|l| l.contains("an adapter failed: adapter-"))
+        .unwrap_or_else(|| panic!("no adapter named: {text}"));
+    assert!(line.contains("ValueError: the library broke"), "{line}");
+    let warnings = report(&out)["warnings"].to_string();
+    assert!(
+        warnings.contains("a crash or uncaught error") && warnings.contains("the library broke"),
+        "{warnings}"
+    );
+    // An adapter that failed without a trace is not named so.
+    let quiet = common::RunDir::new();
+    let (_, text) = broken_run(quiet.path(), "exit");
+    assert!(!text.contains("an adapter failed"), "{text}");
 }
 
 #[test]

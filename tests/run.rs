@@ -1368,7 +1368,16 @@ fn crash_point_schedule(dir: &Path, point: &str) -> PathBuf {
 fn run_with_schedule(out: &Path, schedule: &Path, hold: &str) -> Output {
     lockaudit()
         .args(["run", "--seed", "1", "--algorithm", "set-nx-px"])
-        .args(["--keys", "1", "--clients", "4", "--ttl", "10s", "--hold", hold])
+        .args([
+            "--keys",
+            "1",
+            "--clients",
+            "4",
+            "--ttl",
+            "10s",
+            "--hold",
+            hold,
+        ])
         .args(["--time-limit", "2s", "--nemesis"])
         .arg(schedule)
         .arg("--out")

@@ -463,10 +463,20 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     });
     // An adapter that crashed or printed a traceback: named, with its trace's last lines,
     // for the verdict alone would not say the harness or the library broke.
+    // The first few are named; a library that fails every time needs no more.
     let mut warnings = warnings;
-    for trouble in adapter_logs::troubles(dir) {
+    let troubles = adapter_logs::troubles(dir);
+    for trouble in troubles.iter().take(3) {
         crate::note!("lockaudit: warning: an adapter failed: {}", trouble.text());
         warnings.push(format!("an adapter failed: {}", trouble.text()));
+    }
+    if troubles.len() > 3 {
+        let more = format!(
+            "{} more adapters failed the same way or another (their adapter-*.log)",
+            troubles.len() - 3
+        );
+        crate::note!("lockaudit: warning: {more}");
+        warnings.push(more);
     }
     // The checker judges the history; what the run could not do is the run's to add.
     let report_text =
