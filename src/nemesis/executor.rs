@@ -133,6 +133,16 @@ pub async fn execute_until<W: Workers>(
         unhealed: Vec::new(),
     };
     let stopped = carry_out(plan, targets, journal, exits, deadline_ms, stop, &mut state).await;
+    // Stopped before the deadline (a finding proven, an adapter's error): the faults still in
+    // force are healed as their own ends would heal them, so that a heal that fails is told
+    // with its fault. A killed worker is not started again: the run is ending.
+    if !cluster::shutting_down() {
+        for (i, fault) in plan.iter().enumerate() {
+            if state.begun[i] && fault.kind != FaultKind::KillClient {
+                state.end(i, fault, targets, journal).await;
+            }
+        }
+    }
     Executed {
         stopped,
         unhealed: state.unhealed,
@@ -957,6 +967,17 @@ mod tests {
     /// Carries out `plan` on `workers` to 60 ms, then the run's final heal: the nemesis
     /// events recorded (`f` and targets) and the heals that failed.
     async fn carry(plan: &[PlannedFault], workers: &mut Fake) -> (Vec<String>, Vec<HealFailure>) {
+        let (events, unhealed, _) = carry_with(plan, workers, None).await;
+        (events, unhealed)
+    }
+
+    /// `carry`, stopped at `stop_at_ms` if given (a finding proven), also returning how many
+    /// faults acted.
+    async fn carry_with(
+        plan: &[PlannedFault],
+        workers: &mut Fake,
+        stop_at_ms: Option<u64>,
+    ) -> (Vec<String>, Vec<HealFailure>, usize) {
         let (tx, mut rx) = mpsc::unbounded_channel::<RecordedLine>();
         let journal = Journal::new(tx, RunClock::start());
         let endpoints = Endpoints {
@@ -980,10 +1001,19 @@ mod tests {
             network: None,
         };
         let (_exits_tx, mut exits) = mpsc::unbounded_channel();
-        let executed = execute(plan, &mut targets, &journal, &mut exits, 60).await;
+        let stop = std::sync::Arc::new(Notify::new());
+        if let Some(ms) = stop_at_ms {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                stop.notify_one();
+            });
+        }
+        let executed = execute_until(plan, &mut targets, &journal, &mut exits, 60, &stop).await;
         assert_eq!(executed.stopped, None);
         let mut unhealed = executed.unhealed;
         heal_all(&mut targets, &journal, &mut unhealed).await;
+        let acted = journal.faults_acted();
         drop(journal);
         let mut events = Vec::new();
         while let Some(line) = rx.recv().await {
@@ -994,7 +1024,36 @@ mod tests {
                 event["value"]["targets"]
             ));
         }
-        (events, unhealed)
+        (events, unhealed, acted)
+    }
+
+    #[tokio::test]
+    async fn a_run_stopped_early_heals_its_open_faults_as_their_ends_would() {
+        // Paused at 5 ms for 50 ms, the run stopped at 20 ms: the pause is healed then, by
+        // its own end, so a resume that fails is told with its fault.
+        let plan = [fault(FaultKind::PauseClient, 5, 50)];
+        let mut workers = Fake::new(1);
+        let (events, unhealed, acted) = carry_with(&plan, &mut workers, Some(20)).await;
+        assert_eq!(events, [r#"pause ["worker-0"]"#, r#"resume ["worker-0"]"#]);
+        assert!(unhealed.is_empty(), "{unhealed:?}");
+        assert_eq!(acted, 1);
+        let mut workers = Fake::new(1);
+        workers.resume_fails = true;
+        let (_, unhealed, _) = carry_with(&plan, &mut workers, Some(20)).await;
+        assert_eq!(unhealed.len(), 1, "{unhealed:?}");
+        assert_eq!(unhealed[0].fault, Some("pause-client"));
+    }
+
+    #[tokio::test]
+    async fn an_armed_crash_point_that_no_client_reached_did_not_act() {
+        let mut armed = fault(FaultKind::CrashPoint, 5, 20);
+        armed.point = Some("set-nx-px:after-set".into());
+        let (events, _, acted) = carry_with(&[armed], &mut Fake::new(1), None).await;
+        assert!(events.is_empty(), "{events:?}");
+        assert_eq!(acted, 0);
+        let paused = fault(FaultKind::PauseClient, 5, 20);
+        let (_, _, acted) = carry_with(&[paused], &mut Fake::new(1), None).await;
+        assert_eq!(acted, 1);
     }
 
     #[tokio::test]
