@@ -143,10 +143,23 @@ impl Client {
     }
 
     /// Connects a fresh incarnation if there is none. A failure to connect is no operation
-    /// (nothing was invoked): the client waits a moment and tries again.
+    /// (nothing was invoked): the client waits a moment and tries again. Each attempt is
+    /// bounded (the operation timeout, or an adapter's start, whichever is longer), so that
+    /// no client hangs unseen in a connect that never completes.
     async fn incarnation(&mut self) -> Option<&mut Incarnation> {
         if self.me.is_none() {
-            if let Err(e) = self.connect().await {
+            let limit = Duration::from_millis(self.plan.spec.op_timeout.0)
+                .max(locks::external::INIT_PATIENCE);
+            let connected = tokio::time::timeout(limit, self.connect())
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ConnectError {
+                        why: format!("no connection within {} ms", limit.as_millis()),
+                        lasting: false,
+                        adapter: false,
+                    })
+                });
+            if let Err(e) = connected {
                 tracing::warn!("client {}: cannot connect: {}", self.plan.slot, e.why);
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 return None;
