@@ -57,6 +57,11 @@ pub fn command(args: RerunArgs) -> anyhow::Result<u8> {
                     note!("[{i}/{}] could not be carried out: {why}", args.repeat);
                     cannot_run = true;
                 }
+                // Valid, but its faults never acted: it tested nothing (exit 3, as `run`).
+                if let Some(why) = &outcome.untested {
+                    note!("[{i}/{}] UNTESTED: {why}", args.repeat);
+                    cannot_run = true;
+                }
                 cannot_run |= outcome.report.valid.is_none();
                 reports.push(outcome.report);
             }
