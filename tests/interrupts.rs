@@ -196,15 +196,14 @@ fn an_interrupted_audit_writes_its_matrix_with_the_cut_cell_marked() {
     assert!(stdout.contains("lua-getset"), "no matrix: {stdout}");
 }
 
-#[test]
-fn a_signal_after_the_verdict_leaves_the_runs_report_and_exit() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    // lua-getset's release frees nothing: its verdict is `unavailable`, exit 1.
+/// Runs `lockaudit run ARGS --out OUT`, held after its verdict by the test hook, and sends
+/// SIGTERM then: the process's output and what it said on stderr.
+fn signalled_after_the_verdict(args: &[&str], out: &Path) -> (std::process::Output, String) {
     let mut child = lockaudit()
-        .args(["run", "--seed", "1", "--algorithm", "lua-getset"])
-        .args(["--time-limit", "2s", "--out"])
-        .arg(&out)
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
         .env("LOCKAUDIT_HOLD_AFTER_VERDICT", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -220,15 +219,72 @@ fn a_signal_after_the_verdict_leaves_the_runs_report_and_exit() {
         said += &line;
     }
     signal(&child, Signal::SIGTERM);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).expect("stderr");
-    let output = child.wait_with_output().unwrap();
+    std::io::Read::read_to_string(&mut stderr, &mut said).expect("stderr");
+    (child.wait_with_output().unwrap(), said)
+}
+
+#[test]
+fn a_signal_after_the_verdict_leaves_the_runs_report_and_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    // lua-getset's release frees nothing: its verdict is `unavailable`, exit 1.
+    let (output, said) = signalled_after_the_verdict(
+        &[
+            "--seed",
+            "1",
+            "--algorithm",
+            "lua-getset",
+            "--time-limit",
+            "2s",
+        ],
+        &out,
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let report = report(&out);
     assert!(report.get("interrupted").is_none(), "{report}");
     assert_eq!(report["valid"], false, "{report}");
-    assert_eq!(output.status.code(), Some(1), "{said}{rest}");
-    assert!(rest.contains("SIGTERM after the verdict"), "{rest}");
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(said.contains("SIGTERM after the verdict"), "{said}");
     assert!(!stdout.contains("interrupted"), "{stdout}");
     assert!(stdout.contains("report: "), "{stdout}");
+}
+
+#[test]
+fn a_signal_after_an_untested_verdict_leaves_its_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    // One crash point, armed while the first holder keeps the one key past it: never
+    // reached, so the run is valid and untested.
+    let schedule = dir.path().join("unreached.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"500ms\"\nkind = \"crash-point\"\ntarget = \"worker-0\"\npoint = \"set-nx-px:before-release\"\nduration = \"1s\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let schedule = schedule.to_str().unwrap();
+    let (output, said) = signalled_after_the_verdict(
+        &[
+            "--seed",
+            "1",
+            "--algorithm",
+            "set-nx-px",
+            "--keys",
+            "1",
+            "--clients",
+            "4",
+            "--ttl",
+            "10s",
+            "--hold",
+            "3s",
+            "--time-limit",
+            "2s",
+            "--nemesis",
+            schedule,
+        ],
+        &out,
+    );
+    let report = report(&out);
+    assert!(report["untested"].is_string(), "{report}");
+    assert_eq!(output.status.code(), Some(3), "{said}");
+    assert!(said.contains("SIGTERM after the verdict"), "{said}");
 }

@@ -111,14 +111,10 @@ pub fn command(args: RunArgs) -> anyhow::Result<u8> {
             for failure in &outcome.unhealed {
                 note!("lockaudit: the run could not be carried out: {failure}");
             }
-            if outcome.cannot_run().is_some() {
-                return Ok(EXIT_CANNOT_RUN);
-            }
             if let Some(why) = &outcome.untested {
                 note!("lockaudit: UNTESTED: {why}");
-                return Ok(EXIT_CANNOT_RUN);
             }
-            Ok(outcome.report.exit_code() as u8)
+            Ok(outcome.exit_code())
         }
         Err(RunError::Schedule(why)) => {
             anyhow::bail!("{}: {why}", plan.nemesis_name())

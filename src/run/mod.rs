@@ -121,8 +121,6 @@ pub struct RunOutcome {
     /// How many faults the plan holds, and how many of them could act.
     pub planned: usize,
     pub acting: usize,
-    /// How many took effect while the clients ran.
-    pub faults_acted: usize,
     /// Why the run tested nothing of what it was asked to (its faults never acted), though
     /// its history is valid: no pass, exit 3.
     pub untested: Option<String>,
@@ -148,6 +146,26 @@ impl RunOutcome {
             (Some(stopped), Some(unhealed)) => Some(format!("{stopped}; {unhealed}")),
             (stopped, unhealed) => stopped.clone().or(unhealed),
         }
+    }
+
+    /// The exit `lockaudit run` gives this outcome (docs/src/reference/exit-codes.md).
+    pub fn exit_code(&self) -> u8 {
+        exit_code(
+            &self.report,
+            self.stopped.is_some() || !self.unhealed.is_empty(),
+            self.untested.is_some(),
+        )
+    }
+}
+
+/// A run's exit: 3 when it could not be carried out (stopped before its time, a fault not
+/// healed) or tested nothing (`untested`), else the verdict's. The one place that decides
+/// it, for `run` and for a signal that comes after the verdict.
+fn exit_code(report: &Report, cannot_run: bool, untested: bool) -> u8 {
+    if cannot_run || untested {
+        3
+    } else {
+        report.exit_code() as u8
     }
 }
 
@@ -484,13 +502,12 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     let report_path = dir.join("report.json");
     // Interrupted meanwhile: the report is the interruption's to write, and the process
     // ends with it. Written: a signal no longer changes it (nor, for `run`, the exit).
-    // (3 for a run stopped before its time, as `lockaudit run` exits.)
     let own = options.owns_exit.then(|| {
-        if stopped.is_some() {
-            3
-        } else {
-            report.exit_code() as u8
-        }
+        exit_code(
+            &report,
+            stopped.is_some() || !unhealed.is_empty(),
+            untested.is_some(),
+        )
     });
     let written = interrupted::write_verdict(&finishing, own, || {
         outfile::write(&report_path, &report_text)
@@ -513,7 +530,6 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         not_applicable,
         planned,
         acting,
-        faults_acted,
         untested,
         proven,
     })
