@@ -24,7 +24,7 @@ use crate::cluster;
 use crate::history::{EventType, Process, RecordedLine};
 use crate::nemesis::workers::{worker_name, Remains, WorkerState, Workers};
 use crate::workload::controls::WorkerCommand;
-use crate::workload::sink::{self, WorkerNote};
+use crate::workload::sink::WorkerNote;
 use crate::workload::worker::WorkerConfig;
 
 /// Why the fleet could not start a worker.
@@ -94,6 +94,8 @@ struct Handle {
     pid: Option<u32>,
     stdin: Option<ChildStdin>,
     ledger: Arc<Mutex<Ledger>>,
+    /// The worker's log as this start of it writes it, for the error if it cannot start.
+    log: cluster::LogCursor,
     /// Changes whenever the pump notes something of the worker's start or stop; closed
     /// when the worker has exited.
     changes: watch::Receiver<()>,
@@ -161,6 +163,7 @@ impl Fleet {
     async fn spawn(&self, config: WorkerConfig) -> Result<Handle, FleetError> {
         let exe = worker_exe()?;
         let log_path = self.dir.join(format!("worker-{}.log", config.worker));
+        let log_cursor = cluster::LogCursor::at_end(&log_path);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -224,6 +227,7 @@ impl Fleet {
             // Stdin stays open: the worker stops when it closes, that is, when we are gone.
             stdin: Some(stdin),
             ledger,
+            log: log_cursor,
             changes,
             task: Some(task),
         })
@@ -235,30 +239,24 @@ impl Fleet {
     pub async fn await_ready(&mut self, limit: Duration) -> Result<(), String> {
         let until = tokio::time::Instant::now() + limit;
         for (w, handle) in self.workers.iter_mut().enumerate() {
-            loop {
-                match lock(&handle.ledger).ready.clone() {
-                    Some(Ok(_)) => break,
-                    Some(Err(why)) => return Err(format!("{}: {why}", worker_name(w))),
-                    None => {}
+            let name = worker_name(w);
+            let waited = wait_for(handle, until, |ledger| ledger.ready.is_some()).await;
+            let ready = lock(&handle.ledger).ready.clone();
+            match (waited, ready) {
+                (_, Some(Ok(_))) => {}
+                (_, Some(Err(why))) => return Err(format!("{name}: {why}")),
+                (Waited::TimedOut, None) => {
+                    return Err(format!(
+                        "{name}'s clients were not ready within {} s",
+                        limit.as_secs()
+                    ))
                 }
-                match tokio::time::timeout_at(until, handle.changes.changed()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) if lock(&handle.ledger).ready.is_some() => {}
-                    Ok(Err(_)) => {
-                        let log = self.dir.join(format!("{}.log", worker_name(w)));
-                        return Err(format!(
-                            "{} ended before its clients were ready{}",
-                            worker_name(w),
-                            last_lines(&log)
-                        ));
-                    }
-                    Err(_) => {
-                        return Err(format!(
-                            "{}'s clients were not ready within {} s",
-                            worker_name(w),
-                            limit.as_secs()
-                        ))
-                    }
+                (_, None) => {
+                    return Err(format!(
+                        "{name} ended before its clients were ready ({}: {})",
+                        handle.log.path().display(),
+                        handle.log.tail(5).replace('\n', " | ")
+                    ))
                 }
             }
         }
@@ -331,26 +329,18 @@ impl Fleet {
         let until = tokio::time::Instant::now() + STOP_PATIENCE;
         for w in 0..self.workers.len() {
             let handle = &mut self.workers[w];
-            let Some(task) = handle.task.as_mut() else {
+            if handle.task.is_none() {
                 continue;
-            };
-            let stopped = loop {
-                if lock(&handle.ledger).stopped_at_ns.is_some() {
-                    break true;
+            }
+            let waited = wait_for(handle, until, |ledger| ledger.stopped_at_ns.is_some()).await;
+            if waited == Waited::Ended {
+                // Its pump has read all it wrote, and is reaping it. If it died before it
+                // could stop (a crash point, a crash), that is recorded below.
+                if let Some(task) = handle.task.take() {
+                    let _ = task.await;
                 }
-                match tokio::time::timeout_at(until, handle.changes.changed()).await {
-                    Ok(Ok(())) => {}
-                    // Ended (its pump has read all it wrote, and is reaping it).
-                    Ok(Err(_)) => {
-                        let _ = (&mut *task).await;
-                        handle.task = None;
-                        break lock(&handle.ledger).stopped_at_ns.is_some();
-                    }
-                    Err(_) => break false,
-                }
-            };
-            // Died before it could stop (a crash point, a crash): recorded below.
-            if !stopped && handle.task.is_some() {
+            }
+            if waited == Waited::TimedOut {
                 // Hung (or still frozen): killed, and recorded as killed from the signal on.
                 let earliest_ns = self.now_ns();
                 tracing::warn!("{} did not stop recording; killing it", worker_name(w));
@@ -417,17 +407,34 @@ impl Fleet {
 /// How long a worker may take to stop recording, or to exit once its input closed.
 const STOP_PATIENCE: Duration = Duration::from_secs(5);
 
-/// The last lines of a worker's log, to quote in an error (empty if there are none).
-fn last_lines(log: &Path) -> String {
-    let Ok(text) = std::fs::read_to_string(log) else {
-        return String::new();
-    };
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return String::new();
+/// How a wait on one worker came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waited {
+    /// What was waited for holds of its ledger.
+    Met,
+    /// The worker ended (its output read to the end) before `met` was seen to hold; it may
+    /// hold of what it wrote last.
+    Ended,
+    TimedOut,
+}
+
+/// Waits until `met` holds of the worker's ledger, the worker ends, or `until`.
+async fn wait_for(
+    handle: &mut Handle,
+    until: tokio::time::Instant,
+    met: impl Fn(&Ledger) -> bool,
+) -> Waited {
+    loop {
+        if met(&lock(&handle.ledger)) {
+            return Waited::Met;
+        }
+        match tokio::time::timeout_at(until, handle.changes.changed()).await {
+            Ok(Ok(())) => {}
+            // Closed: the pump has read everything the worker wrote (`met` may hold now).
+            Ok(Err(_)) => return Waited::Ended,
+            Err(_) => return Waited::TimedOut,
+        }
     }
-    let tail = &lines[lines.len().saturating_sub(5)..];
-    format!(" ({}: {})", log.display(), tail.join(" | "))
 }
 
 /// How the nemesis acts on the workers.
@@ -625,11 +632,6 @@ async fn pump(
     } = pumped;
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        // The worker's last word before a crash point: its death time, for the controller.
-        if let Some(at) = sink::died_at(&line) {
-            lock(&ledger).died_at_ns = Some(at);
-            continue;
-        }
         if let Some(note) = WorkerNote::read(&line) {
             {
                 let mut ledger = lock(&ledger);
@@ -637,6 +639,8 @@ async fn pump(
                     WorkerNote::Ready { clients } => ledger.ready = Some(Ok(clients)),
                     WorkerNote::NotReady { why } => ledger.ready = Some(Err(why)),
                     WorkerNote::Stopped { at_ns } => ledger.stopped_at_ns = Some(at_ns),
+                    // Its last word before a crash point: its death time.
+                    WorkerNote::Died { at_ns } => ledger.died_at_ns = Some(at_ns),
                 }
             }
             changed.send_replace(());

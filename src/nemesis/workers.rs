@@ -15,7 +15,7 @@ pub struct Remains {
     /// The latest `time` among the worker's events: it was alive then.
     pub last_event_ns: Option<i64>,
     /// When the worker killed itself at a crash point, by its own clock reading just
-    /// before the signal (`workload::sink::DIED_AT`).
+    /// before the signal (`workload::sink::WorkerNote::Died`).
     pub died_at_ns: Option<i64>,
     /// When the controller saw the worker's output end, on the run's clock: it was dead by
     /// then.

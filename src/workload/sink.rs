@@ -9,10 +9,6 @@ use crate::clock::RunClock;
 use crate::history::writer::write_line;
 use crate::history::Event;
 
-/// The member of the one line that is no event: `{"died_at_ns": <run ns>}`, written by a
-/// worker about to kill itself at a crash point (`EventSink::write_out_and_die`).
-pub const DIED_AT: &str = "died_at_ns";
-
 /// What a worker tells the controller besides its events, one JSON line each on stdout
 /// (externally tagged, so no line of it begins as an event line does).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -26,6 +22,9 @@ pub enum WorkerNote {
     /// The worker took `WorkerCommand::Stop`: no event of it follows this line, and its
     /// clients keep their connections (and so their sessions' locks) until stdin closes.
     Stopped { at_ns: i64 },
+    /// The worker's last word before it kills itself at a crash point
+    /// (`EventSink::write_out_and_die`): the controller records its death at `at_ns`.
+    Died { at_ns: i64 },
 }
 
 impl WorkerNote {
@@ -36,18 +35,17 @@ impl WorkerNote {
 
     /// The note a line holds, or None for an event line (or anything else).
     pub fn read(line: &str) -> Option<WorkerNote> {
-        let tagged = ["{\"ready\":", "{\"not_ready\":", "{\"stopped\":"];
+        let tagged = [
+            "{\"ready\":",
+            "{\"not_ready\":",
+            "{\"stopped\":",
+            "{\"died\":",
+        ];
         if !tagged.iter().any(|t| line.starts_with(t)) {
             return None;
         }
         serde_json::from_str(line).ok()
     }
-}
-
-/// The reading of a `DIED_AT` line, or None for any other line.
-pub fn died_at(line: &str) -> Option<i64> {
-    let rest = line.strip_prefix("{\"")?.strip_prefix(DIED_AT)?;
-    rest.strip_prefix("\":")?.strip_suffix('}')?.parse().ok()
 }
 
 /// The worker's outgoing events: clients push, the writer task drains to stdout. A plain
@@ -126,7 +124,7 @@ impl EventSink {
         std::mem::replace(&mut *self.lock(), spare)
     }
 
-    /// Writes out every buffered event, then a `DIED_AT` line with `clock`'s reading, and
+    /// Writes out every buffered event, then a `Died` note with `clock`'s reading, and
     /// SIGKILLs this process while still holding stdout, so that no event of a later time
     /// can follow the line: the controller records the worker's death at that reading.
     ///
@@ -139,7 +137,8 @@ impl EventSink {
             return;
         }
         let _ = out.write_all(&self.take(Vec::new()));
-        let _ = writeln!(out, "{{\"{DIED_AT}\":{}}}", clock.now());
+        let died = WorkerNote::Died { at_ns: clock.now() };
+        let _ = out.write_all(died.line().as_bytes());
         let _ = out.flush();
         // SIGKILL, not abort: no core dump, no unwinding, exactly a crash.
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
@@ -164,16 +163,6 @@ impl EventSink {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_death_line_reads_back_and_nothing_else_is_one() {
-        assert_eq!(super::died_at(r#"{"died_at_ns":1234567}"#), Some(1_234_567));
-        assert_eq!(super::died_at(r#"{"died_at_ns":x}"#), None);
-        assert_eq!(
-            super::died_at(r#"{"index":0,"time":1,"process":1,"type":"invoke","f":"acquire"}"#),
-            None
-        );
-    }
-
-    #[test]
     fn a_worker_note_reads_back_and_an_event_line_is_none() {
         use super::WorkerNote;
         for note in [
@@ -182,6 +171,7 @@ mod tests {
                 why: "client 3: cannot connect: \"refused\"".into(),
             },
             WorkerNote::Stopped { at_ns: 12 },
+            WorkerNote::Died { at_ns: 1_234_567 },
         ] {
             let line = note.line();
             assert!(line.ends_with('\n'));
@@ -190,5 +180,6 @@ mod tests {
         let event = r#"{"index":0,"time":1,"process":1,"type":"invoke","f":"acquire"}"#;
         assert_eq!(WorkerNote::read(event), None);
         assert_eq!(WorkerNote::read(r#"{"ready":"#), None);
+        assert_eq!(WorkerNote::read(r#"{"died":{"at_ns":x}}"#), None);
     }
 }
