@@ -39,10 +39,9 @@ pub struct ClientPlan {
     pub first_generation: u64,
     pub spec: WorkloadSpec,
     pub endpoints: Endpoints,
-    pub clock: RunClock,
     /// Run time (ns) at which the client stops starting new cycles.
     pub deadline_ns: i64,
-    /// The worker's crash point and clock skew, set by the nemesis.
+    /// The worker's crash point and clock skew, set by the nemesis, and the run's clock.
     pub controls: Arc<Controls>,
     /// The run folder (`lockaudit worker --run`): external adapters run and log there.
     pub run_dir: Option<std::path::PathBuf>,
@@ -203,10 +202,10 @@ impl Client {
         }
     }
 
-    /// The clock the client records on: set when the run's clock starts (`WorkerCommand::Go`),
-    /// after `connect_first`.
-    pub fn start_clock(&mut self, clock: RunClock) {
-        self.plan.clock = clock;
+    /// The run's clock, which the worker's controls keep: it starts at `WorkerCommand::Go`
+    /// when the clients connected first.
+    fn clock(&self) -> RunClock {
+        self.plan.controls.clock()
     }
 
     /// Makes a fresh incarnation: a lock client and the storage connection.
@@ -274,7 +273,7 @@ impl Client {
         value: Option<serde_json::Value>,
         error: Option<String>,
     ) -> bool {
-        let now = self.plan.clock.now();
+        let now = self.clock().now();
         self.record_at(now, process, ty, f, key, value, error)
     }
 
@@ -356,7 +355,7 @@ impl Client {
     /// completion, its lease shortened by the wait so that it still ends where the notice
     /// said.
     fn record_notice(&mut self, process: u64, notice: Notice) {
-        let now = self.plan.clock.now();
+        let now = self.clock().now();
         let waited = i64::try_from(notice.at.elapsed().as_nanos()).unwrap_or(i64::MAX);
         let read = now.saturating_sub(waited);
         let time = read.max(self.last_time);
@@ -436,7 +435,7 @@ impl Client {
 
     /// Runs cycles until the deadline.
     pub async fn run(mut self) {
-        while self.plan.clock.now() < self.plan.deadline_ns {
+        while self.clock().now() < self.plan.deadline_ns {
             self.cycle().await;
         }
     }

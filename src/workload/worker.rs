@@ -19,7 +19,6 @@ use super::controls::{Controls, WorkerCommand};
 use super::resource::Storage;
 use super::sink::{EventSink, WorkerNote};
 use super::spec::WorkloadSpec;
-use crate::clock::RunClock;
 
 /// Everything a worker needs, from the controller.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -82,9 +81,6 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
             _ => None,
         };
     let controls = Arc::new(Controls::new(config.base_ns, adapter_clock));
-    let clock = RunClock {
-        base_ns: config.base_ns,
-    };
     let storage = Storage::new(
         &config.endpoints.storage,
         config.endpoints.password.as_deref(),
@@ -98,7 +94,6 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
             first_generation: config.first_generation,
             spec: config.spec.clone(),
             endpoints: config.endpoints.clone(),
-            clock,
             deadline_ns: config.deadline_ns,
             controls: controls.clone(),
             run_dir: run.clone(),
@@ -107,7 +102,8 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
         clients.push(Client::new(plan, sink.clone()));
     }
 
-    let (go, mut gone) = tokio::sync::watch::channel(None::<i64>);
+    // Told when `Go` has started the run's clock (kept in `controls`).
+    let (go, mut gone) = tokio::sync::watch::channel(false);
     // Commands until stdin closes; closing means the controller is gone: stop now,
     // mid-operation if need be.
     let commands = {
@@ -118,7 +114,7 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
                 match serde_json::from_str::<WorkerCommand>(&line) {
                     Ok(WorkerCommand::Go { base_ns }) => {
                         controls.start_clock(base_ns);
-                        let _ = go.send(Some(base_ns));
+                        let _ = go.send(true);
                     }
                     Ok(WorkerCommand::Stop) => {
                         if let Err(e) = sink.stop(controls.clock()) {
@@ -161,11 +157,8 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
                 if sink.note(&ready).is_err() {
                     return;
                 }
-                let Ok(base) = gone.wait_for(Option::is_some).await.map(|b| b.unwrap_or(0)) else {
+                if gone.wait_for(|started| *started).await.is_err() {
                     return;
-                };
-                for client in &mut clients {
-                    client.start_clock(RunClock { base_ns: base });
                 }
             }
             let mut running = tokio::task::JoinSet::new();
