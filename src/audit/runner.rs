@@ -753,8 +753,7 @@ fn judge_run(
         // Valid, but its faults never acted: it tested nothing the cell asks about.
         Ok(outcome) if outcome.untested.is_some() => {
             let why = outcome.untested.clone().unwrap_or_default();
-            let mut cell = Cell::error(algorithm, nemesis, expected, why).with_run(dir, seconds);
-            cell.status = super::matrix::Status::Untested;
+            let mut cell = Cell::untested(algorithm, nemesis, expected, why).with_run(dir, seconds);
             cell.phases = Some(outcome.phases);
             cell.events = outcome.report.stats.events;
             cell.faults = outcome.report.stats.faults;
