@@ -29,3 +29,12 @@ pub fn unknown_nemesis(name: &str) -> Option<String> {
         crate::suggest::unknown("nemesis preset", name, &PRESETS)
     ))
 }
+
+/// A schedule file's audit column: its file name without `.toml`; None for a preset.
+pub fn schedule_column(nemesis: &str) -> Option<String> {
+    if PRESETS.contains(&nemesis) {
+        return None;
+    }
+    let name = std::path::Path::new(nemesis).file_name()?.to_str()?;
+    Some(name.strip_suffix(".toml").unwrap_or(name).to_string())
+}

@@ -33,6 +33,9 @@ use super::Expectation;
 pub struct AuditOptions {
     pub algorithms: Vec<String>,
     pub nemeses: Vec<String>,
+    /// Whether `nemeses` was asked for (`--nemeses`). If not, a workload file that names
+    /// its own `nemesis` (a bug's reproduction, say) is audited under that one alone.
+    pub nemeses_asked: bool,
     /// Only these (algorithm, nemesis) cells instead of the whole cross product.
     pub cells: Option<Vec<(String, String)>>,
     /// A folder of `<algorithm>.toml` workloads that override the built-in ones (a file
@@ -76,6 +79,7 @@ impl AuditOptions {
         AuditOptions {
             algorithms: ALGORITHMS.iter().map(|s| s.to_string()).collect(),
             nemeses: PRESETS.iter().map(|s| s.to_string()).collect(),
+            nemeses_asked: false,
             cells: None,
             workloads: None,
             time_limit: Millis(DEFAULT_CELL_MS),
@@ -104,7 +108,14 @@ impl AuditOptions {
             None => self
                 .algorithms
                 .iter()
-                .flat_map(|a| self.nemeses.iter().map(move |n| (a.clone(), n.clone())))
+                .flat_map(|a| match own_column(a).filter(|_| !self.nemeses_asked) {
+                    Some(own) => vec![(a.clone(), own)],
+                    None => self
+                        .nemeses
+                        .iter()
+                        .map(|n| (a.clone(), n.clone()))
+                        .collect(),
+                })
                 .collect(),
         }
     }
@@ -126,7 +137,11 @@ impl AuditOptions {
                 return Err(format!("{rows}: no workload file {a}"));
             }
         }
-        for n in &nemeses {
+        for (a, n) in algorithms.iter().zip(&nemeses) {
+            // A schedule file is a column only as its own workload's `nemesis`.
+            if own_column(a).as_ref() == Some(n) {
+                continue;
+            }
             if let Some(why) = unknown_preset(n) {
                 return Err(format!("{columns}: {why}"));
             }
@@ -245,9 +260,9 @@ pub fn is_workload_file(row: &str) -> bool {
 /// Why `row` can be no row of the matrix (neither an algorithm nor a workload file), with
 /// the nearest algorithm when there is one; None if it can be.
 pub fn unknown_row(row: &str) -> Option<String> {
-    (!is_workload_file(row) && !ALGORITHMS.contains(&row)).then(|| {
+    (!is_workload_file(row) && !ALGORITHMS.contains(&row) && !Path::new(row).is_dir()).then(|| {
         format!(
-            "{}; or a workload file (*.toml, such as examples/lua/set-nx-px.toml)",
+            "{}; or a workload file (*.toml, such as examples/lua/set-nx-px.toml), or a folder of them",
             crate::suggest::unknown("algorithm", row, &ALGORITHMS)
         )
     })
@@ -257,6 +272,45 @@ pub fn unknown_row(row: &str) -> Option<String> {
 pub fn unknown_preset(column: &str) -> Option<String> {
     (!PRESETS.contains(&column))
         .then(|| crate::suggest::unknown("nemesis preset", column, &PRESETS))
+}
+
+/// Expands each folder among `rows` (`--algorithms examples/bugs/`) into the workload files
+/// in it, `*.toml` in name order; the other rows stay as they are.
+pub fn expand_folders(rows: Vec<String>) -> Result<Vec<String>, String> {
+    let mut expanded = Vec::new();
+    for row in rows {
+        let path = Path::new(&row);
+        if !path.is_dir() {
+            expanded.push(row);
+            continue;
+        }
+        let entries = std::fs::read_dir(path)
+            .map_err(|e| format!("--algorithms: cannot read the folder {row}: {e}"))?;
+        let mut files: Vec<String> = entries
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "toml"))
+            .map(|p| p.display().to_string())
+            .collect();
+        if files.is_empty() {
+            return Err(format!(
+                "--algorithms: the folder {row} has no workload file (*.toml)"
+            ));
+        }
+        files.sort();
+        expanded.extend(files);
+    }
+    Ok(expanded)
+}
+
+/// The column of a workload file that names its own `nemesis`: the preset, or its schedule
+/// file's name (`WorkloadSpec::own_schedule_column`). None for a built-in algorithm, a file
+/// that names none, or one that does not read (its row says why when it runs).
+fn own_column(row: &str) -> Option<String> {
+    if !is_workload_file(row) {
+        return None;
+    }
+    let spec = WorkloadSpec::from_file(Path::new(row)).ok()?;
+    spec.own_schedule_column().or(spec.nemesis)
 }
 
 /// Reads the workload of a row: a workload file; or `<workloads>/<algorithm>.toml` when
@@ -679,7 +733,9 @@ async fn run_cell(
     let algorithm = row.to_string();
     // The cell's run, decided as `run` decides one (`run::plan`); the seed is the round's,
     // already in `spec`.
-    let request = cell_request(options, Some(nemesis), dir.to_path_buf());
+    // A preset is asked of the run; a workload's own schedule file is its own `nemesis`.
+    let preset = PRESETS.contains(&nemesis).then_some(nemesis);
+    let request = cell_request(options, preset, dir.to_path_buf());
     let mut plan = match RunPlan::from_workload(spec, request) {
         Ok(plan) => plan,
         Err(e) => return Cell::error(algorithm, nemesis, expected, e.to_string()),
@@ -1028,5 +1084,56 @@ mod tests {
         assert!(o.validate().is_ok());
         o.nemeses.push("chaos".into());
         assert!(o.validate().unwrap_err().contains("chaos"));
+    }
+
+    #[test]
+    fn a_folder_of_workloads_is_each_file_and_one_that_names_its_nemesis_is_its_own_cell() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+        write(
+            "a-own-preset.toml",
+            "algorithm = \"set-nx-px\"\nnemesis = \"pause-clients\"\n",
+        );
+        write(
+            "b-own-file.toml",
+            "algorithm = \"set-nx-px\"\nnemesis = \"schedules/cut-long.toml\"\n\n[expect]\ncut-long = { must = [\"overlap\"] }\n",
+        );
+        write("c-every-preset.toml", "algorithm = \"set-nx-px\"\n");
+        write("notes.md", "not a workload\n");
+        std::fs::create_dir(dir.path().join("schedules")).unwrap();
+        write("schedules/cut-long.toml", "name = \"cut-long\"\n");
+        let folder = dir.path().display().to_string();
+        let rows = expand_folders(vec![folder.clone(), "redlock".into()]).unwrap();
+        let file = |name: &str| dir.path().join(name).display().to_string();
+        assert_eq!(
+            rows,
+            [
+                file("a-own-preset.toml"),
+                file("b-own-file.toml"),
+                file("c-every-preset.toml"),
+                "redlock".into()
+            ]
+        );
+        let mut o = AuditOptions::new(PathBuf::from("x"));
+        o.algorithms = rows;
+        let cells = o.cell_list();
+        assert_eq!(
+            cells[0],
+            (file("a-own-preset.toml"), "pause-clients".into())
+        );
+        assert_eq!(cells[1], (file("b-own-file.toml"), "cut-long".into()));
+        // The others: every preset.
+        assert_eq!(cells.len(), 2 + 2 * PRESETS.len());
+        assert!(o.validate().is_ok(), "{:?}", o.validate());
+        // Asked for, the presets apply to every row.
+        o.nemeses_asked = true;
+        assert_eq!(o.cell_list().len(), 4 * PRESETS.len());
+        // A schedule file's name is a column of its own workload only.
+        o.cells = Some(vec![("redlock".into(), "cut-long".into())]);
+        assert!(o.validate().unwrap_err().contains("cut-long"));
+        // An empty folder is named.
+        let empty = tempfile::tempdir().unwrap();
+        let why = expand_folders(vec![empty.path().display().to_string()]).unwrap_err();
+        assert!(why.contains("has no workload file"), "{why}");
     }
 }

@@ -19,10 +19,12 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
     let json = args.json;
     let mut options = AuditOptions::new(out.clone());
     if !args.algorithms.is_empty() {
-        options.algorithms = args.algorithms;
+        options.algorithms = crate::audit::runner::expand_folders(args.algorithms)
+            .map_err(|e| anyhow::anyhow!(e))?;
     }
     if !args.nemeses.is_empty() {
         options.nemeses = args.nemeses;
+        options.nemeses_asked = true;
     }
     if !args.cells.is_empty() {
         let mut cells = Vec::new();

@@ -351,7 +351,7 @@ fn algorithm_help() -> String {
 /// `--algorithms`' help.
 fn algorithms_help() -> String {
     format!(
-        "Algorithms, comma-separated, of {} (default: all), or workload files (*.toml: your own Lua scripts or lock client, judged by its own [expect])",
+        "Algorithms, comma-separated, of {} (default: all), or workload files (*.toml: your own Lua scripts or lock client, judged by its own [expect]), or folders of them (every *.toml in it). A workload file that names its own `nemesis` is audited under it alone, unless --nemeses says otherwise",
         crate::locks::ALGORITHMS.join(", ")
     )
 }

@@ -91,15 +91,25 @@ pub fn check_table(text: &str, name: &str) -> Result<(), FileError> {
     else {
         return Ok(());
     };
+    // The workload's own schedule file, if it names one, has an entry of its own too.
+    let own = root
+        .get_ref()
+        .get("nemesis")
+        .and_then(|n| n.get_ref().as_str())
+        .and_then(crate::presets::schedule_column);
     // Every problem with where it is; the first in the file is reported.
     let mut problems: Vec<(Range<usize>, String)> = Vec::new();
     for (preset, entry) in table.iter() {
         let preset_name: &str = preset.get_ref();
-        if !PRESETS.contains(&preset_name) {
+        if !PRESETS.contains(&preset_name) && own.as_deref() != Some(preset_name) {
+            let own = own
+                .as_deref()
+                .map(|own| format!(", or `{own}`, this workload's own schedule file"))
+                .unwrap_or_default();
             problems.push((
                 preset.span(),
                 format!(
-                    "field `expect.{preset_name}`: no nemesis preset is called \"{preset_name}\"{}; the presets are {}",
+                    "field `expect.{preset_name}`: no nemesis preset is called \"{preset_name}\"{}; the presets are {}{own}",
                     did_you_mean(preset_name, PRESETS),
                     PRESETS.join(", ")
                 ),
@@ -247,6 +257,25 @@ mod table_tests {
         let text = refused("byzantine = {}\n").to_string();
         assert!(!text.contains("did you mean"), "{text}");
         assert!(text.contains("none, kill-clients, pause-clients"), "{text}");
+    }
+
+    #[test]
+    fn a_workloads_own_schedule_file_has_an_entry_by_its_name() {
+        let text = "algorithm = \"set-nx-px\"\nnemesis = \"schedules/cut-past-session.toml\"\n\n[expect]\ncut-past-session = { must = [\"overlap\"] }\n";
+        check_table(text, "w.toml").unwrap();
+        // Another schedule's name is no entry, and the message says which name is.
+        let other = text.replace("\ncut-past-session = ", "\ncut-other = ");
+        let error = check_table(&other, "w.toml").expect_err("refused");
+        assert_eq!(error.line, 5, "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("or `cut-past-session`, this workload's own schedule file"),
+            "{error}"
+        );
+        // Without a schedule file of its own, a workload's entries are presets only.
+        let error = refused("cut-past-session = {}\n");
+        assert!(!error.to_string().contains("own schedule"), "{error}");
     }
 
     #[test]

@@ -281,7 +281,37 @@ impl WorkloadSpec {
             line: line_of_field(text, &message),
             message,
         })?;
+        spec.resolve_schedule(base);
         Ok(spec)
+    }
+
+    /// Makes a schedule file's relative path (`nemesis = "schedules/cut.toml"`) absolute
+    /// against `base`, the workload's folder, as its scripts and adapter are: a workload and
+    /// the schedule it was written for travel together, and read the same from any folder.
+    fn resolve_schedule(&mut self, base: &Path) {
+        let Some(nemesis) = self.nemesis.as_mut() else {
+            return;
+        };
+        if crate::presets::PRESETS.contains(&nemesis.as_str()) || Path::new(nemesis).is_absolute() {
+            return;
+        }
+        let base = if base.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            base
+        };
+        let full = base.join(nemesis.as_str());
+        *nemesis = std::path::absolute(&full)
+            .unwrap_or(full)
+            .display()
+            .to_string();
+    }
+
+    /// The column an audit gives this workload's own `nemesis` when it is a schedule file:
+    /// the file's name without `.toml` (`schedules/cut-past-session.toml` is
+    /// `cut-past-session`), the key of its `[expect]` entry. None for a preset or no nemesis.
+    pub fn own_schedule_column(&self) -> Option<String> {
+        crate::presets::schedule_column(self.nemesis.as_deref()?)
     }
 
     /// Makes the adapter's relative paths absolute (against `base`, the workload's folder)
@@ -762,7 +792,33 @@ mod tests {
             "w.toml",
         )
         .unwrap();
-        assert_eq!(spec.nemesis.as_deref(), Some("nemesis/mine.toml"));
+        assert!(
+            spec.nemesis
+                .as_deref()
+                .is_some_and(|n| Path::new(n).is_absolute() && n.ends_with("nemesis/mine.toml")),
+            "{:?}",
+            spec.nemesis
+        );
+        assert_eq!(spec.own_schedule_column().as_deref(), Some("mine"));
+    }
+
+    #[test]
+    fn a_schedule_file_is_found_beside_the_workload_wherever_it_is_read_from() {
+        let spec = WorkloadSpec::from_toml(
+            "algorithm = \"set-nx-px\"\nnemesis = \"schedules/cut.toml\"\n",
+            "examples/bugs/w.toml",
+        )
+        .unwrap();
+        let expected = std::path::absolute("examples/bugs/schedules/cut.toml").unwrap();
+        assert_eq!(spec.nemesis.as_deref(), expected.to_str());
+        // A preset stays a preset.
+        let spec = WorkloadSpec::from_toml(
+            "algorithm = \"set-nx-px\"\nnemesis = \"pause-clients\"\n",
+            "examples/bugs/w.toml",
+        )
+        .unwrap();
+        assert_eq!(spec.nemesis.as_deref(), Some("pause-clients"));
+        assert_eq!(spec.own_schedule_column(), None);
     }
 
     #[test]
