@@ -41,9 +41,11 @@
 // renew   -> error: the library keeps the lease alive by itself (its keep-alives are notices).
 // Notices (the Lock's lease, `lock.lease`: private in the typings, the one handle on the
 // lock's life an application has short of writing its own lock on client.lease(ttl)):
-//   keepaliveSucceeded -> {"type":"renewed","key":K,"lease_ms":TTL*1000 - margin}, once per
-//                         answer (every ttl/3) while the lock is held; margin (default 50 ms)
-//                         keeps the lease counted from lockaudit's read a lower bound.
+//   keepaliveSucceeded -> {"type":"renewed","key":K,"lease_ms":L}, once per answer (every
+//                         ttl/3) while the lock is held: L = TTL*1000 - the time since that
+//                         keep-alive went out (`keepaliveFired`) - margin (default 50 ms), so
+//                         that the lease counted from lockaudit's read stays a lower bound
+//                         even for an answer the adapter reads late (after a pause).
 //   lost               -> {"type":"lost","key":K,"error":"<its error>"}, once per hold.
 //   keepaliveFailed    -> logged (stderr) only: the library retries.
 // Auth: Etcd3({ auth: { username: "root", password } }) with the run's password from `init`.
@@ -165,10 +167,25 @@ const held = new Map();
 // out only between the `ok` and the release (a notice must name a key the client holds).
 function watch(key, lock, hold) {
   const lease = lock.lease;
+  // When each keep-alive of the current stream went out (monotonic ms), oldest first. etcd's
+  // leader renewed the lease after the request went out, so its lease runs at least TTL from
+  // then: an answer read late (the adapter was paused with it in its socket) is announced
+  // with what is left of that, not with a fresh TTL. Answers come in order, so the oldest
+  // unanswered request is no later than the one answered. A new stream starts a new list
+  // (an answer on the old one then finds none: announced with lease 0).
+  const fired = [];
+  lease.on("keepaliveEstablished", () => {
+    fired.length = 0;
+  });
+  lease.on("keepaliveFired", () => {
+    fired.push(performance.now());
+  });
   lease.on("keepaliveSucceeded", (res) => {
+    const sent = fired.shift();
     if (!hold.announced || hold.ended || hold.lostError) return;
-    const ttl = Number(res.TTL);
-    emit({ type: "renewed", key, lease_ms: Math.max(0, ttl * 1000 - settings.marginMs) });
+    const ttlMs = Number(res.TTL) * 1000;
+    const left = sent === undefined ? 0 : ttlMs - (performance.now() - sent) - settings.marginMs;
+    emit({ type: "renewed", key, lease_ms: Math.max(0, Math.floor(left)) });
   });
   lease.on("keepaliveFailed", (e) => {
     if (hold.announced && !hold.ended) log(`${key}: keep-alive failed: ${describe(e)} (the library retries)`);
