@@ -31,7 +31,10 @@
 //
 // acquire -> client.lock(key).ttl(ceil(ttl_ms / 1000)).acquire(), once whatever wait_ms says
 //            (the library has no waiting acquire; the workload keeps `wait` 0):
-//            ok with lease_ms = ttl (the lease is granted after the request: a lower bound);
+//            ok with valid_ms = ttl - the time since the lease was last granted or renewed
+//            - margin (the lease keeps itself alive while the transaction runs): no earlier
+//            than the acquire's start, the grant's answer less one call deadline, and the
+//            sending of the last answered keep-alive; none left: lease_ms 0;
 //            EtcdLockFailedError: fail; the lease never granted (its promise holds an error):
 //            fail, nothing was written; any other error, from the transaction: info (it may
 //            have been applied). After an error the adapter calls lock.release() as the
@@ -106,6 +109,7 @@ async function init(req) {
     timeoutMs: number(options, "timeout_ms", 1000),
     marginMs: number(options, "notice_margin_ms", 50),
   };
+  if (settings.timeoutMs < 1) throw new BadRequest("option timeout_ms must be at least 1");
   const nodes = req.nodes || [];
   if (req.topology !== "etcd") {
     throw new BadRequest(`the etcd3 client needs the etcd topology, not ${JSON.stringify(req.topology)}`);
@@ -182,8 +186,12 @@ function watch(key, lock, hold) {
   });
   lease.on("keepaliveSucceeded", (res) => {
     const sent = fired.shift();
-    if (!hold.announced || hold.ended || hold.lostError) return;
     const ttlMs = Number(res.TTL) * 1000;
+    if (sent !== undefined && sent > hold.renewedAt) {
+      hold.renewedAt = sent;
+      hold.ttlMs = ttlMs;
+    }
+    if (!hold.announced || hold.ended || hold.lostError) return;
     const left = sent === undefined ? 0 : ttlMs - (performance.now() - sent) - settings.marginMs;
     emit({ type: "renewed", key, lease_ms: Math.max(0, Math.floor(left)) });
   });
@@ -206,10 +214,20 @@ async function acquire(id, key, ttlMs) {
   }
   const ttl = Math.max(1, Math.ceil(ttlMs / 1000));
   const lock = client.lock(key).ttl(ttl);
-  const hold = { lock, announced: false, ended: false, lostError: null };
+  // renewedAt: no later than etcd last granted or renewed the lease (monotonic ms): first the
+  // acquire's start (the grant went out after it), then each answered keep-alive's sending.
+  const hold = { lock, announced: false, ended: false, lostError: null, renewedAt: performance.now(), ttlMs: ttl * 1000 };
   // acquire() creates the lease synchronously, then waits on its grant.
   const acquiring = lock.acquire();
   watch(key, lock, hold);
+  // The grant that succeeded went out at most one deadline before its answer came (each
+  // attempt has its own): etcd granted the lease no earlier, a later bound than the start
+  // when the grant waited (on a paused member, or for a leader).
+  lock.lease.leaseID.then((leaseId) => {
+    if (!(leaseId instanceof Error)) {
+      hold.renewedAt = Math.max(hold.renewedAt, performance.now() - settings.timeoutMs);
+    }
+  });
   try {
     await acquiring;
   } catch (e) {
@@ -224,7 +242,11 @@ async function acquire(id, key, ttlMs) {
     return reply(id, type, { error: describe(e) });
   }
   held.set(key, hold);
-  reply(id, "ok", { token: null, lease_ms: ttl * 1000 });
+  // The lease keeps itself alive from its grant on, while the transaction runs: what is left
+  // of it is counted from its last renewal, not from the request (a slow acquire, its calls
+  // retried on another member, still holds a live lease). None left: lease 0.
+  const left = Math.floor(hold.ttlMs - (performance.now() - hold.renewedAt) - settings.marginMs);
+  reply(id, "ok", left > 0 ? { token: null, valid_ms: left } : { token: null, lease_ms: 0 });
   hold.announced = true;
   if (hold.lostError) {
     log(`${key}: lost before the ok was written: ${hold.lostError}`);
