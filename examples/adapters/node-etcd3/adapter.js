@@ -57,6 +57,17 @@
 // Options: timeout_ms, notice_margin_ms, hosts ("all", the default: every member, as an
 // application configures it; or a member's index, to give the client that member alone).
 //
+// What running it showed (etcd 3.4.23, 2026-11-29; docs/src/guide/ready-adapters.md):
+// - a keep-alive stream on a paused member stays there (reopened on a random member after
+//   ttl of silence, the same one again 1 time in 3): the lease runs out under a holder that is
+//   never told, or told after the next holder has the key (nemesis/etcd-member-pause.toml);
+// - after a client pause the `lost` comes 100 ms after the resume at the earliest, after the
+//   holder's write; release() of the lost lease resolves;
+// - acquire() resolves after a slow transaction without looking at its lease (answered
+//   lease 0 when no keep-alive was answered since the grant);
+// - the 2 x ttl check's `lost` carries "Lease We lost connection to etcd and our lease has
+//   expired. is expired or revoked" (a message where the lease ID goes).
+//
 // The library issues no fencing token (init answers fencing false) and is not reentrant.
 
 "use strict";
