@@ -26,6 +26,9 @@ build_tools=(protobuf-compiler gcc libc6-dev)
 # the two dozen test binaries in a fraction of ld's time.
 test_tools=(openssh-server iptables iproute2)
 test_build_tools=(mold)
+# The Node adapters (examples/adapters/node-*): Debian's Node.js and npm, unless an npm is
+# already there (NodeSource's nodejs brings its own npm and conflicts with Debian's).
+command -v npm >/dev/null || test_tools+=(nodejs npm)
 
 packages=("${servers[@]}" "${build_tools[@]}")
 build=true

@@ -7,7 +7,9 @@
 //! install.
 
 mod common;
-use common::{require_etcd, require_node_redlock, require_python, require_zookeeper};
+use common::{
+    require_etcd, require_node_etcd3, require_node_redlock, require_python, require_zookeeper,
+};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -264,4 +266,45 @@ fn kazoo_reconnects_under_a_skewed_wall_clock_without_a_harness_traceback() {
             "no skew of {worker}: {text}"
         );
     }
+}
+
+/// The npm etcd3 client's Lock (examples/adapters/node-etcd3), on lockaudit's etcd cluster.
+const NODE_ETCD3: &str = "examples/adapters/node-etcd3/node-etcd3.toml";
+
+#[test]
+fn node_etcd3_passes_adapter_test_and_meets_its_expectations() {
+    require_node_etcd3();
+    require_etcd();
+    let (code, text) = lockaudit(&["adapter-test", NODE_ETCD3]);
+    assert_eq!(code, Some(0), "{text}");
+    // Its lease keeps itself alive: the keep-alives must come as notices, and keep the lock.
+    assert!(
+        text.contains("✓ a lock held past its lease → renewed notices"),
+        "{text}"
+    );
+    // A paused holder's lease runs out under it (pause-clients: stops once it has found its
+    // must kinds); a killed holder's lease ends and frees the key (kill-clients: the valid
+    // limit).
+    let dir = common::RunDir::new();
+    let out = dir.path().join("audit");
+    let cells = format!("{NODE_ETCD3}:pause-clients,{NODE_ETCD3}:kill-clients");
+    let (code, text) = lockaudit(&[
+        "audit",
+        "--cells",
+        &cells,
+        "--time-limit",
+        "60s",
+        "--valid-time-limit",
+        "8s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let matrix = std::fs::read_to_string(out.join("audit.md")).unwrap_or_default();
+    assert_eq!(code, Some(0), "{text}\n{matrix}");
+    let cells = cells_of(&out.join("audit.json"));
+    assert_eq!(cells.len(), 2, "{matrix}");
+    assert!(
+        cells.iter().all(|cell| cell.status == "pass"),
+        "{cells:?}\n{matrix}"
+    );
 }

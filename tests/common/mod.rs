@@ -94,6 +94,23 @@ pub fn require_node_redlock() {
     );
 }
 
+/// Fails the test, saying what to install, unless node and the npm `etcd3` package of
+/// examples/adapters/node-etcd3 are there (its node_modules).
+pub fn require_node_etcd3() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let modules = root
+        .join("examples/adapters/node-etcd3/node_modules/etcd3")
+        .is_dir();
+    assert!(
+        node && modules,
+        "this test needs Node.js and the npm etcd3 client: install them with `npm ci --prefix examples/adapters/node-etcd3` (bash .ci/run does)"
+    );
+}
+
 /// The events of the run's history.
 fn history_events(out: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(out.join("history.jsonl")).expect("history.jsonl");
