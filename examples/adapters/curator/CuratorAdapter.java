@@ -79,6 +79,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.logging.ConsoleHandler;
+import java.util.logging.Formatter;
+import java.util.logging.Level;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
@@ -440,7 +445,33 @@ public final class CuratorAdapter {
         CloseableUtils.closeQuietly(a.client);
     }
 
+    /**
+     * Curator's and ZooKeeper's log (slf4j over java.util.logging) on stderr, warnings and up,
+     * one line each: a logged exception by its message, not its stack, which lockaudit would
+     * take for an adapter that crashed (the library logs, and retries, a lost connection's
+     * errors; an uncaught one still prints its whole trace).
+     */
+    static void quietLogs() {
+        Logger root = Logger.getLogger("");
+        for (java.util.logging.Handler h : root.getHandlers()) {
+            root.removeHandler(h);
+        }
+        ConsoleHandler h = new ConsoleHandler();
+        h.setLevel(Level.WARNING);
+        h.setFormatter(new Formatter() {
+            @Override
+            public String format(LogRecord r) {
+                Throwable t = r.getThrown();
+                return String.format("%tT.%<tL %s %s - %s%s%n", r.getMillis(), r.getLevel(), r.getLoggerName(),
+                        formatMessage(r), t == null ? "" : " (" + t + ")");
+            }
+        });
+        root.addHandler(h);
+        root.setLevel(Level.WARNING);
+    }
+
     public static void main(String[] args) throws Exception {
+        quietLogs();
         if (args.length == 1 && args[0].equals("--warm-up")) {
             warmUp();
             return;

@@ -16,5 +16,4 @@ fi
 . "$here/classpath.sh"
 # shellcheck disable=SC2086 # the flags are words
 exec java $flags -XX:SharedArchiveFile="$here/build/curator.jsa" -Xshare:auto \
-    -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -Dorg.slf4j.simpleLogger.showDateTime=true \
     -cp "$here/build/curator-adapter.jar:$CURATOR_CLASSPATH" CuratorAdapter "$@"
