@@ -15,7 +15,7 @@ for jar in $(echo "$CURATOR_CLASSPATH" | tr ':' ' '); do
         exit 1
     fi
 done
-command -v javac >/dev/null || { echo "build.sh: javac not found: apt-get install default-jdk-headless" >&2; exit 1; }
+command -v javac >/dev/null || { echo "build.sh: javac not found: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
 # run.sh starts nothing while build/ lacks the jar or the archive: a failed build leaves none.
 rm -rf "$out"
 mkdir -p "$out/classes"
