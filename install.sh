@@ -26,6 +26,8 @@ build_tools=(protobuf-compiler gcc libc6-dev)
 # the two dozen test binaries in a fraction of ld's time.
 test_tools=(openssh-server iptables iproute2)
 test_build_tools=(mold)
+# The Curator adapter's JDK and Debian's Curator jars (examples/adapters/curator/build.sh).
+test_java=(openjdk-17-jdk-headless libcurator-recipes-java libslf4j-java)
 
 packages=("${servers[@]}" "${build_tools[@]}")
 build=true
@@ -33,7 +35,7 @@ update=true
 for arg in "$@"; do
   case "$arg" in
   --packages-only) build=false ;;
-  --with-test-tools) packages+=("${test_tools[@]}" "${test_build_tools[@]}") ;;
+  --with-test-tools) packages+=("${test_tools[@]}" "${test_build_tools[@]}" "${test_java[@]}") ;;
   --build-tools)
     packages=("${build_tools[@]}" "${test_build_tools[@]}")
     build=false
