@@ -66,6 +66,15 @@
  * A request that threw after its retries (ConnectionLoss, SessionExpired, an interrupted
  * wait) is `info`: its node may exist until Curator's background delete or the session's end.
  * `fencing: true` means the token above; with --fenced, lockaudit uses its own counter instead.
+ *
+ * What running it showed (docs/src/guide/ready-adapters.md has the figures): a paused holder
+ * writes after its session expired and the next holder took the lock, before its SUSPENDED
+ * reaches this listener (the JVM notices the silence only once it runs again); a killed
+ * server's clients are told `lost` at once, inside their leases (lost-lock: the policy, not
+ * a lock that failed); acquire(1 s) can return after 2-3 s when the connection breaks while
+ * it waits (its time bounds the wait, not the retries), so the lease it was promised from
+ * the call's start has run out (bad-lease); Curator ends a session itself after a session
+ * timeout SUSPENDED during an election, CURATOR-604's window, never caught with a waiter in it.
  */
 
 import java.io.BufferedReader;
