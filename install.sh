@@ -29,6 +29,8 @@ test_build_tools=(mold)
 # The Node adapters (examples/adapters/node-*): Debian's Node.js and npm, unless an npm is
 # already there (NodeSource's nodejs brings its own npm and conflicts with Debian's).
 command -v npm >/dev/null || test_tools+=(nodejs npm)
+# The Curator adapter's JDK and Debian's Curator jars (examples/adapters/curator/build.sh).
+test_java=(openjdk-17-jdk-headless libcurator-recipes-java libslf4j-java)
 
 packages=("${servers[@]}" "${build_tools[@]}")
 build=true
@@ -36,7 +38,7 @@ update=true
 for arg in "$@"; do
   case "$arg" in
   --packages-only) build=false ;;
-  --with-test-tools) packages+=("${test_tools[@]}" "${test_build_tools[@]}") ;;
+  --with-test-tools) packages+=("${test_tools[@]}" "${test_build_tools[@]}" "${test_java[@]}") ;;
   --build-tools)
     packages=("${build_tools[@]}" "${test_build_tools[@]}")
     build=false

@@ -308,3 +308,42 @@ fn node_etcd3_passes_adapter_test_and_meets_its_expectations() {
         "{cells:?}\n{matrix}"
     );
 }
+
+/// Apache Curator's InterProcessMutex (examples/adapters/curator/, one JVM per client) passes
+/// adapter-test, and meets its workload's `[expect]` under two presets, for time (each cell
+/// starts three ZooKeeper JVMs and six client JVMs): a paused holder outlives its session
+/// and the next holder overlaps it (pause-clients, which must find it and stops once it
+/// has), and a killed holder's lock is freed when its session expires (kill-clients).
+#[test]
+fn curator_passes_adapter_test_and_meets_its_expectations() {
+    common::require_curator();
+    require_zookeeper();
+    let workload = "examples/adapters/curator/curator.toml";
+    let (code, text) = lockaudit(&["adapter-test", workload]);
+    assert_eq!(code, Some(0), "{text}");
+    // Curator's count, and a read-write lock for `mode`.
+    assert!(text.contains("reentrant true"), "{text}");
+    assert!(text.contains("behaves as a shared lock"), "{text}");
+    let dir = common::RunDir::new();
+    let out = dir.path().join("audit");
+    let cells = ["kill-clients", "pause-clients"].map(|preset| format!("{workload}:{preset}"));
+    let (code, text) = lockaudit(&[
+        "audit",
+        "--cells",
+        &cells.join(","),
+        "--time-limit",
+        "60s",
+        "--valid-time-limit",
+        "8s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let matrix = std::fs::read_to_string(out.join("audit.md")).unwrap_or_default();
+    assert_eq!(code, Some(0), "{text}\n{matrix}");
+    let cells = cells_of(&out.join("audit.json"));
+    assert_eq!(cells.len(), 2, "{matrix}");
+    assert!(
+        cells.iter().all(|cell| cell.status == "pass"),
+        "{cells:?}\n{matrix}"
+    );
+}

@@ -462,3 +462,22 @@ pub fn assert_links_resolve(page: &Path) -> Vec<String> {
     }
     links
 }
+
+/// Fails the test, saying what to install and run, unless the Curator adapter
+/// (examples/adapters/curator/) is built: a JDK, Debian's Curator and ZooKeeper jars, and
+/// `build.sh`'s output.
+pub fn require_curator() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/adapters/curator");
+    let java = std::process::Command::new("java")
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let jars = Path::new("/usr/share/java/curator-recipes.jar").is_file()
+        && Path::new("/usr/share/java/zookeeper.jar").is_file();
+    let built = root.join("build/curator-adapter.jar").is_file()
+        && root.join("build/curator.jsa").is_file();
+    assert!(
+        java && jars && built,
+        "this test needs the Curator adapter built (java {java}, jars {jars}, built {built}): `apt-get install openjdk-17-jdk-headless libcurator-recipes-java zookeeper`, then `sh examples/adapters/curator/build.sh` (bash .ci/run does both)"
+    );
+}
