@@ -371,12 +371,18 @@ func (a *adapter) release(id interface{}, req map[string]interface{}) {
 		return
 	}
 	delete(a.held, key)
-	h.sess.mu.Lock()
-	delete(h.sess.held, key)
-	h.sess.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(number(a.opts, "op_timeout_ms", 2000))*time.Millisecond)
 	defer cancel()
-	if err := h.m.Unlock(ctx); err != nil {
+	err := h.m.Unlock(ctx)
+	if err == nil || refused(err) {
+		h.sess.mu.Lock()
+		delete(h.sess.held, key)
+		h.sess.mu.Unlock()
+	}
+	// Until the delete is known to be done, the key may still be there on the session's
+	// lease, which the library goes on renewing: its renewals are still reported (a release
+	// without an answer would otherwise leave a key that lockaudit counts as expired).
+	if err != nil {
 		kind := "info"
 		if refused(err) {
 			kind = "fail"
