@@ -352,7 +352,8 @@ func (a *adapter) acquire(id interface{}, req map[string]interface{}) {
 	dead := s.dead
 	valid := time.Until(s.deadline)
 	s.mu.Unlock()
-	if valid < 0 {
+	if valid < 0 || dead {
+		// The library's own verdict: a session whose Done() closed has no lease left.
 		valid = 0
 	}
 	a.held[key] = &held{m: m, sess: s}
