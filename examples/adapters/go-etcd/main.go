@@ -27,11 +27,11 @@
 //
 //	`try_ms`, default 250, since 3.4 cannot try once; a new session's grant has its own
 //	`grant_ms`, default 1000, before that) -> ok with token = Header().Revision
-//	and valid_ms = what remains of the lease by the lessor's own reckoning (the last
-//	keep-alive answer + TTL, or the grant). A context that ended while waiting with the
-//	key deleted again (Key() is "\x00" after Unlock) is `fail`; etcd refusing (lease not
-//	found, auth, permission) is `fail`; anything else (a transaction whose answer was
-//	lost) is `info`.
+//	and lease_ms = from the request to the lessor's own deadline for the session's
+//	lease (its last keep-alive answer + TTL, or the grant; now if Done() closed). A
+//	context that ended while waiting with the key deleted again (Key() is "\x00" after
+//	Unlock) is `fail`; etcd refusing (lease not found, auth, permission) is `fail`;
+//	anything else (a transaction whose answer was lost) is `info`.
 //
 // release: Unlock(ctx) -> ok (it cannot fail but for lack of an answer: `info`).
 // renew:   `error`: the session renews by itself; there is nothing to call.
@@ -313,6 +313,7 @@ func (a *adapter) acquire(id interface{}, req map[string]interface{}) {
 		reply(id, "error", map[string]interface{}{"error": "bad request: " + key + " is held by this client already (the Mutex is not reentrant)"})
 		return
 	}
+	start := time.Now()
 	wait := time.Duration(number(req, "wait_ms", 0)) * time.Millisecond
 	if wait == 0 {
 		wait = time.Duration(number(a.opts, "try_ms", 250)) * time.Millisecond
@@ -350,14 +351,21 @@ func (a *adapter) acquire(id interface{}, req map[string]interface{}) {
 	s.mu.Lock()
 	s.held[key] = true
 	dead := s.dead
-	valid := time.Until(s.deadline)
+	end := s.deadline
 	s.mu.Unlock()
-	if valid < 0 || dead {
+	if now := time.Now(); dead && end.After(now) {
 		// The library's own verdict: a session whose Done() closed has no lease left.
-		valid = 0
+		end = now
+	}
+	// The lease counted from the request: it ends at the lessor's deadline. One that ended
+	// before Lock returned (a waiter whose session ran out) is said as such, a lease no
+	// longer than the wait, rather than as valid_ms 0, which lockaudit would round up.
+	lease := end.Sub(start)
+	if lease < 0 {
+		lease = 0
 	}
 	a.held[key] = &held{m: m, sess: s}
-	reply(id, "ok", map[string]interface{}{"token": m.Header().Revision, "valid_ms": valid.Milliseconds()})
+	reply(id, "ok", map[string]interface{}{"token": m.Header().Revision, "lease_ms": lease.Milliseconds()})
 	if dead {
 		// Done() closed before the key was ours to report: say so now.
 		send(map[string]interface{}{"type": "lost", "key": key, "error": "the session's Done() had closed when Lock returned"})
