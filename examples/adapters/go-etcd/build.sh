@@ -15,5 +15,5 @@ if [ ! -d "$gopath/src/go.etcd.io/etcd/clientv3/concurrency" ]; then
 fi
 mkdir -p "$here/bin"
 cd "$here"
-GO111MODULE=off GOPATH="$gopath" GOCACHE="$here/bin/.cache" GOFLAGS=-mod= \
+GO111MODULE=off GOPATH="$gopath" GOCACHE="$here/bin/.cache" \
     go build -o "$here/bin/go-etcd-adapter" main.go
