@@ -35,22 +35,32 @@
 //
 // release: Unlock(ctx) -> ok (it cannot fail but for lack of an answer: `info`).
 // renew:   `error`: the session renews by itself; there is nothing to call.
-// notices: every keep-alive answer while a key is held is `renewed` (lease_ms = the TTL
+// notices: every keep-alive answer while a key is held, or its release is unanswered, is
 //
-//	etcd answered; one a second at ttl 2 s, only while holding); Done() closing while a
-//	key is held is `lost`.
+//	`renewed` (lease_ms = the TTL etcd answered; one a second at ttl 2 s); Done() closing
+//	while a key is held is `lost`.
 //
 // Sessions: one per client, made at its first acquire and kept across its holds, as a
 // long-lived service keeps one; once its Done() closes, the next acquire makes a new one
 // (a dead session cannot be revived: its lease is gone) and the old one is Close()d.
 // Fencing: Header().Revision strictly grows from one holder to the next: a waiter's
 // header is read after the previous holder's key was deleted, which came after that
-// holder's own header.
+// holder's own header. init_ok says fencing true, so `--fenced` writes with it.
 // Auth: clientv3.Config{Username: "root", Password}; the client authenticates when it
 // dials and again whenever a member answers "invalid auth token" (a restarted member).
 // Clock: Go reads the wall clock through the vDSO, never libc, so lockaudit's LD_PRELOAD
 // wall clock does not move this program's time.Now() (see the workload's clock-skew);
 // the library times leases on the monotonic clock anyway.
+//
+// What running it showed (etcd 3.4.23, 2026-11-29; docs/src/guide/ready-adapters.md):
+//   - a waiter whose session lease ran out while it waited (a paused process, or etcd
+//     too starved to answer keep-alives for a TTL) gets nil from Lock once the older keys
+//     are gone, while a later waiter holds the lock: two holders inside a live lease
+//     (etcd-io/etcd#11456, fixed after 3.4), and two holders with one token;
+//   - a paused holder writes on resuming, tens of milliseconds before Done() closes;
+//   - an Unlock without an answer leaves the key on a lease the session keeps renewing;
+//   - Lock's clean-up after its wait ended has no deadline (client.Ctx()): on a paused
+//     member it holds the queue until the member answers.
 package main
 
 import (
