@@ -25,6 +25,9 @@ build_tools=(protobuf-compiler gcc libc6-dev)
 # The tests' own: SSH hosts in network namespaces (sshd, iptables, ip), and mold, which links
 # the two dozen test binaries in a fraction of ld's time.
 test_tools=(openssh-server iptables iproute2)
+# Go and etcd's own Go client (3.4.23, under /usr/share/gocode), which build the go-etcd
+# adapter (examples/adapters/go-etcd/build.sh) offline.
+test_tools+=(golang-go golang-etcd-server-dev)
 test_build_tools=(mold)
 # The Node adapters (examples/adapters/node-*): Debian's Node.js and npm, unless an npm is
 # already there (NodeSource's nodejs brings its own npm and conflicts with Debian's).

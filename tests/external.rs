@@ -1428,3 +1428,58 @@ fn fair_is_sent_to_the_adapter_and_marks_every_acquire() {
     );
     assert_no_process_left(&out);
 }
+
+/// An adapter that says `fencing: true` and hands out tokens that fall with every acquire.
+const FALLING_TOKENS: &str = r#"
+import json, sys
+n = 0
+for line in sys.stdin:
+    req = json.loads(line)
+    rid, kind = req["id"], req["type"]
+    if kind == "init":
+        reply = {"in_reply_to": rid, "type": "init_ok", "name": "falling tokens", "fencing": True, "reentrant": False}
+    elif kind == "acquire":
+        n += 1
+        reply = {"in_reply_to": rid, "type": "ok", "token": 1000 - n, "lease_ms": 60000}
+    else:
+        reply = {"in_reply_to": rid, "type": "ok"}
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
+"#;
+
+#[test]
+fn fenced_writes_carry_the_tokens_of_an_adapter_that_has_its_own() {
+    // With `fencing: true` in init_ok, --fenced fences with the adapter's tokens, not
+    // INCR's: these fall, so the resource takes the first write and refuses the next.
+    let dir = common::RunDir::new();
+    let workload = python_workload(
+        dir.path(),
+        "falling.py",
+        FALLING_TOKENS,
+        &[],
+        "clients = 1\nworkers = 1\nkeys = 1\nhold = \"5ms\"\nthink = \"5ms\"\n",
+    );
+    let out = dir.path().join("run");
+    let output = run(&workload, &out, &["--fenced", "--time-limit", "2s"]);
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let writes: Vec<Value> = std::fs::read_to_string(out.join("history.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["f"] == "write" && e["type"] != "invoke")
+        .collect();
+    assert!(writes.len() >= 2, "{text}");
+    assert_eq!(writes[0]["type"], "ok", "{:?}", writes[0]);
+    assert_eq!(writes[0]["value"]["token"], 999, "{:?}", writes[0]);
+    assert!(
+        writes[1..]
+            .iter()
+            .all(|w| w["type"] == "fail" && w["value"]["token"].as_i64().is_some_and(|t| t < 999)),
+        "{writes:?}"
+    );
+    assert_no_process_left(&out);
+}

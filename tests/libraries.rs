@@ -1,5 +1,6 @@
 //! The ready adapters of examples/adapters/, over real lock libraries (python-redis-lock,
-//! pottery's Redlock, python-etcd3, kazoo, node-redlock), against real servers that lockaudit starts: each
+//! pottery's Redlock, python-etcd3, kazoo, node-redlock, etcd's Go client, the npm etcd3
+//! client, Apache Curator), against real servers that lockaudit starts: each
 //! passes `adapter-test` on its workload's topology, and a short audit of all of them meets
 //! every workload's `[expect]` table under the presets that tell them apart (kazoo under
 //! two of them, for time). The libraries
@@ -8,7 +9,8 @@
 
 mod common;
 use common::{
-    require_etcd, require_node_etcd3, require_node_redlock, require_python, require_zookeeper,
+    require_etcd, require_go_etcd, require_node_etcd3, require_node_redlock, require_python,
+    require_zookeeper,
 };
 
 use std::path::{Path, PathBuf};
@@ -43,6 +45,9 @@ const NODE: [&str; 2] = [
     "examples/adapters/node-redlock/node-redlock-using.toml",
 ];
 
+/// etcd's own Go client (clientv3/concurrency 3.4.23) on lockaudit's etcd cluster.
+const GO: [&str; 1] = ["examples/adapters/go-etcd/go-etcd.toml"];
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -52,6 +57,7 @@ fn require_libraries() {
     require_etcd();
     require_zookeeper();
     require_node_redlock();
+    require_go_etcd();
 }
 
 /// Each test starts servers and a dozen interpreters: one at a time.
@@ -76,7 +82,7 @@ fn lockaudit(args: &[&str]) -> (Option<i32>, String) {
 fn every_ready_adapter_passes_adapter_test_on_its_topology() {
     require_libraries();
     let mut failed = Vec::new();
-    for workload in PYTHON.iter().chain(&ZOOKEEPER).chain(&NODE) {
+    for workload in PYTHON.iter().chain(&ZOOKEEPER).chain(&NODE).chain(&GO) {
         let (code, text) = lockaudit(&["adapter-test", workload]);
         if code != Some(0) || !text.contains("✓") {
             failed.push(format!("{workload} (exit {code:?}):\n{text}"));
@@ -345,5 +351,46 @@ fn curator_passes_adapter_test_and_meets_its_expectations() {
     assert!(
         cells.iter().all(|cell| cell.status == "pass"),
         "{cells:?}\n{matrix}"
+    );
+}
+
+/// etcd's Go client, in an audit of its own (two cells, for time): a paused holder's session
+/// lease runs out and another client takes the lock before the holder's `lost` notice
+/// (pause-clients must find the overlap, and stops once it has); a killed holder's key goes
+/// with its lease, which the `renewed` notices tell the checker (kill-clients, valid or
+/// `unavailable` as its `[expect]` allows).
+#[test]
+fn a_short_audit_of_the_go_etcd_adapter_meets_its_expectations() {
+    require_etcd();
+    require_go_etcd();
+    let dir = common::RunDir::new();
+    let out = dir.path().join("audit");
+    let cells: Vec<String> = ["pause-clients", "kill-clients"]
+        .iter()
+        .map(|preset| format!("{}:{preset}", GO[0]))
+        .collect();
+    let (code, text) = lockaudit(&[
+        "audit",
+        "--cells",
+        &cells.join(","),
+        "--time-limit",
+        "60s",
+        "--valid-time-limit",
+        "8s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let matrix = std::fs::read_to_string(out.join("audit.md")).unwrap_or_default();
+    assert_eq!(code, Some(0), "{text}\n{matrix}");
+    let cells = cells_of(&out.join("audit.json"));
+    assert_eq!(cells.len(), 2, "{matrix}");
+    assert!(
+        cells.iter().all(|cell| cell.status == "pass"),
+        "{cells:?}\n{matrix}"
+    );
+    let paused = cells.iter().find(|cell| cell.nemesis == "pause-clients");
+    assert!(
+        paused.is_some_and(|cell| cell.found.contains(&"overlap".to_string())),
+        "{matrix}"
     );
 }

@@ -786,6 +786,11 @@ impl LockClient for External {
         self.options.modes
     }
 
+    /// The adapter's own tokens fence a `--fenced` run when it said it has them.
+    fn own_tokens(&self) -> bool {
+        self.hello.fencing
+    }
+
     fn fair(&self) -> bool {
         self.options.fair
     }

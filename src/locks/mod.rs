@@ -223,6 +223,12 @@ pub trait LockClient: Send {
     async fn write_counter(&mut self, _key: &str, _value: i64) -> CounterWrite {
         CounterWrite::Unknown("this lock keeps no counter".into())
     }
+    /// Whether the lock hands out fencing tokens of its own at run time (an external
+    /// adapter that said `fencing: true`): `--fenced` then writes with them rather than with
+    /// `INCR`'s. A built-in says so in its table entry (`Algorithm::own_tokens`).
+    fn own_tokens(&self) -> bool {
+        false
+    }
 }
 
 /// The step a fenced client announces between winning the lock and taking its token.
@@ -473,7 +479,7 @@ pub async fn connect(
         options.client_id = random_id();
     }
     let inner = entry.connect.client(endpoints, &options).await?;
-    if !options.fenced || entry.own_tokens {
+    if !options.fenced || entry.own_tokens || inner.own_tokens() {
         return Ok(inner);
     }
     // The counter lives on the storage server, which the nemesis never faults: fencing needs

@@ -111,6 +111,23 @@ pub fn require_node_etcd3() {
     );
 }
 
+/// Fails the test, saying how to build it, unless the go-etcd adapter is built and no older
+/// than its source (examples/adapters/go-etcd/bin/go-etcd-adapter, from main.go).
+pub fn require_go_etcd() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/adapters/go-etcd");
+    let modified = |name: &str| {
+        std::fs::metadata(dir.join(name))
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    let built = modified("bin/go-etcd-adapter");
+    assert!(
+        built.is_some() && built >= modified("main.go"),
+        "this test needs the go-etcd adapter {}: build it with `examples/adapters/go-etcd/build.sh` (needs `apt-get install golang-go golang-etcd-server-dev`; bash .ci/run does both)",
+        if built.is_some() { "rebuilt (main.go is newer)" } else { "built" }
+    );
+}
+
 /// The events of the run's history.
 fn history_events(out: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(out.join("history.jsonl")).expect("history.jsonl");
