@@ -39,6 +39,10 @@ A request that got no answer (connection lost, timed out) is `info`; one etcd re
 outright (bad auth token, permission denied) is `fail`. One client talks to ONE member
 (python-etcd3 0.12.0 takes a single host and port and does not fail over): client k uses
 member k mod 3, unless options say `member = i`.
+Option `type_error`: "fail" (the default) answers the TypeError of a taken lock `fail`, as
+above, so that runs can go on; "error" answers it `error`, quoting it, as the library's own
+crash: lockaudit then stops the run (exit 3) and its message names the TypeError
+(examples/bugs/python-etcd3-typeerror.toml).
 Needs `pip install etcd3==0.12.0`.
 """
 
@@ -110,6 +114,9 @@ class Connection:
         self.user = options.get("user", "root")
         self.password = self.node.get("password")
         self.timeout = float(options.get("timeout", 1.0))
+        self.type_error = options.get("type_error", "fail")
+        if self.type_error not in ("fail", "error"):
+            raise ValueError(f"option type_error must be \"fail\" or \"error\", not {self.type_error!r}")
         self.client = None
 
     def connect_at_start(self, patience):
@@ -216,6 +223,11 @@ def main():
                     # which has tenacity's pre-8 signature and raises under today's tenacity,
                     # which calls it even with timeout 0): not acquired, nothing held.
                     log(f"acquire {key}: taken; the library raised TypeError: {e}")
+                    if conn.type_error == "error":
+                        reply(rid, "error", error=f"the library crashed: acquire(timeout="
+                              f"{req.get('wait_ms', 0) / 1000.0}) of a taken lock raised "
+                              f"TypeError: {e} (tenacity {tenacity_version()})")
+                        continue
                     reply(rid, "fail", error=f"taken (the library raised TypeError under "
                           f"tenacity {tenacity_version()})")
                     continue
