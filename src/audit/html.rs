@@ -163,11 +163,7 @@ impl Matrix {
 fn cell_text(cell: &Cell) -> String {
     let kinds: Vec<&str> = cell.kinds().into_iter().map(|(k, _)| k).collect();
     let found = if kinds.is_empty() {
-        if cell.status == Status::Pass {
-            "ok".to_string()
-        } else {
-            "valid".to_string()
-        }
+        cell.nothing_found_text().to_string()
     } else {
         kinds.join(", ")
     };

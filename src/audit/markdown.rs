@@ -197,12 +197,7 @@ impl Matrix {
 fn md_kinds(cell: &Cell) -> String {
     let kinds = cell.kinds();
     if kinds.is_empty() {
-        return if cell.status == Status::Pass {
-            "ok"
-        } else {
-            "valid"
-        }
-        .into();
+        return cell.nothing_found_text().into();
     }
     kinds
         .iter()

@@ -90,6 +90,11 @@ pub struct Cell {
     /// When the first anomaly began on the run's clock, in ms: time to first anomaly.
     #[serde(default)]
     pub first_anomaly_ms: Option<f64>,
+    /// When the run had proven what the cell must find, in ms of the run's clock: for each
+    /// `must` kind, the first of its anomalies to end (its proof complete: an overlap's end,
+    /// a lost update's final read), the latest of those. None when nothing must be found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proven_ms: Option<f64>,
     /// Where the cell's run spent its time (servers, workload, teardown, verdict); None for a
     /// cell whose run did not end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -136,6 +141,7 @@ impl Cell {
             seconds: 0.0,
             started_s: None,
             first_anomaly_ms: None,
+            proven_ms: None,
             phases: None,
             events: 0,
             faults: 0,
@@ -198,6 +204,16 @@ impl Cell {
     /// Total anomalies found.
     pub fn anomalies(&self) -> u64 {
         self.found.values().sum()
+    }
+
+    /// What a cell that found no anomaly shows: "error" for one whose run had to stop on
+    /// an error (`Expectation::error`, met), "ok" for any other pass, "valid" otherwise.
+    pub(super) fn nothing_found_text(&self) -> &'static str {
+        match self.status {
+            Status::Pass if self.expected.error.is_some() => "error",
+            Status::Pass => "ok",
+            _ => "valid",
+        }
     }
 
     /// The kinds found with their counts, in `AnomalyKind` order, then any other kind.

@@ -188,11 +188,19 @@ pub struct Reach {
     /// Per run that found them, when the first anomaly of a `must` kind began (ms of run
     /// time).
     pub first_anomaly_ms: Vec<f64>,
+    /// Per run that met it, when its proof of every `must` kind was complete (ms of run
+    /// time; `Cell::proven_ms`).
+    #[serde(default)]
+    pub proven_ms: Vec<f64>,
 }
 
 impl Reach {
     pub fn median_first_ms(&self) -> Option<f64> {
         crate::report::median(&self.first_anomaly_ms)
+    }
+
+    pub fn median_proven_ms(&self) -> Option<f64> {
+        crate::report::median(&self.proven_ms)
     }
 }
 
@@ -572,6 +580,9 @@ pub async fn audit(
             if let Some(ms) = cell.first_anomaly_ms.filter(|_| !expected.must.is_empty()) {
                 entry.first_anomaly_ms.push(ms);
             }
+            if let Some(ms) = cell.proven_ms.filter(|_| !cell.status.fails()) {
+                entry.proven_ms.push(ms);
+            }
         }
         progress.rounds[round].ended = Some(Instant::now());
         progress.rounds[round].cells[index] = Some(cell);
@@ -801,6 +812,38 @@ fn judge_run(
     seconds: f64,
     outcome: Result<crate::run::RunOutcome, RunError>,
 ) -> Cell {
+    // A cell that must stop on an error: the error it stopped on, or why it did not.
+    if let Some(wanted) = expected.error.clone() {
+        let stopped_on = match &outcome {
+            Ok(outcome) => outcome.cannot_run(),
+            Err(RunError::Schedule(_) | RunError::Workload(_)) => None,
+            Err(e) => Some(e.to_string()),
+        };
+        let mut cell = Cell::judge(algorithm, nemesis, expected, BTreeMap::new());
+        if dir.exists() {
+            cell = cell.with_run(dir, seconds);
+        }
+        match stopped_on {
+            Some(why) if why.contains(&wanted) => cell.why = Some(why),
+            Some(why) => {
+                cell.status = super::matrix::Status::Differs;
+                cell.why = Some(format!(
+                    "expected an error saying \"{wanted}\"; it stopped on: {why}"
+                ));
+            }
+            None => {
+                cell.status = super::matrix::Status::Differs;
+                cell.why = Some(format!(
+                    "expected an error saying \"{wanted}\"; the run {}",
+                    match &outcome {
+                        Ok(_) => "ran to its end".to_string(),
+                        Err(e) => format!("could not start: {e}"),
+                    }
+                ));
+            }
+        }
+        return cell;
+    }
     match outcome {
         Ok(outcome) if outcome.cannot_run().is_some() => {
             let why = outcome.cannot_run().unwrap_or_default();
@@ -849,6 +892,7 @@ fn judge_run(
                 cell.status = super::matrix::Status::Differs;
             }
             cell.first_anomaly_ms = first_anomaly_ms(report, &expected);
+            cell.proven_ms = proven_ms(report, &expected);
             cell.phases = Some(outcome.phases);
             cell.events = report.stats.events;
             cell.faults = report.stats.faults;
@@ -880,6 +924,25 @@ fn found_kinds(report: &Report) -> BTreeMap<String, u64> {
 
 /// When the first anomaly of a kind the cell must find began (any kind if it must find
 /// none), in ms of run time.
+/// When `report` had proven every kind `expected` must find (`Cell::proven_ms`); an
+/// expectation of an overlap inside a lease counts only such overlaps.
+fn proven_ms(report: &Report, expected: &Expectation) -> Option<f64> {
+    let mut proven = None;
+    for kind in &expected.must {
+        let end = report
+            .anomalies
+            .iter()
+            .filter(|a| &a.kind == kind)
+            .filter(|a| {
+                !(expected.inside_lease && kind == "overlap") || a.lease_expired == Some(false)
+            })
+            .map(|a| a.end)
+            .min()?;
+        proven = proven.max(Some(end));
+    }
+    proven.map(|ns| ns as f64 / 1e6)
+}
+
 fn first_anomaly_ms(report: &Report, expected: &Expectation) -> Option<f64> {
     report
         .first_anomaly_ns(|kind| {
@@ -893,7 +956,7 @@ fn first_anomaly_ms(report: &Report, expected: &Expectation) -> Option<f64> {
 pub fn reach_markdown(reach: &[Reach], time_limit: Millis) -> String {
     let mut out = String::new();
     out.push_str(
-        "| algorithm | nemesis | must find | reached | median time to first anomaly | fastest | slowest |\n|---|---|---|---:|---:|---:|---:|\n",
+        "| algorithm | nemesis | must find | reached | median time to first anomaly | fastest | slowest | median time to proof |\n|---|---|---|---:|---:|---:|---:|---:|\n",
     );
     for r in reach.iter().filter(|r| !r.must.is_empty() && r.runs > 0) {
         let fmt = |ms: Option<f64>| {
@@ -903,7 +966,7 @@ pub fn reach_markdown(reach: &[Reach], time_limit: Millis) -> String {
         let min = r.first_anomaly_ms.iter().copied().reduce(f64::min);
         let max = r.first_anomaly_ms.iter().copied().reduce(f64::max);
         out.push_str(&format!(
-            "| {} | {} | {} | {}/{} | {} | {} | {} |\n",
+            "| {} | {} | {} | {}/{} | {} | {} | {} | {} |\n",
             r.algorithm,
             r.nemesis,
             r.must.join(", "),
@@ -912,10 +975,11 @@ pub fn reach_markdown(reach: &[Reach], time_limit: Millis) -> String {
             fmt(r.median_first_ms()),
             fmt(min),
             fmt(max),
+            fmt(r.median_proven_ms()),
         ));
     }
     out.push_str(&format!(
-        "\nEach run {:.0} s; \"reached\" counts runs whose verdict met the workload's expectation.\n",
+        "\nEach run {:.0} s; \"reached\" counts runs whose verdict met the workload's expectation; the first anomaly is when the first anomaly of a kind it must find began (a lost update begins at the counter's first write), the proof when every kind it must find had an anomaly that ended (an overlap's end, a lost update's final read), over the runs that met it.\n",
         time_limit.0 as f64 / 1000.0
     ));
     out
@@ -1075,6 +1139,94 @@ mod tests {
             "round 1 of 2, seed 1: 2 cells: 2 ok in 21s: PASSED\n\
              round 2 of 2, seed 2: 2 cells: 0 ok, 2 differ in 20s: FAILED\n\
              2 rounds: 4 runs in 33s: FAILED (1 of 2 rounds)\n"
+        );
+    }
+
+    #[test]
+    fn a_cell_that_must_stop_on_an_error_passes_only_on_that_error() {
+        let expected = Expectation {
+            error: Some("raised TypeError".into()),
+            ..Expectation::default()
+        };
+        let dir = Path::new("/nonexistent/cell");
+        let judge =
+            |outcome| judge_run("w.toml".into(), "none", expected.clone(), dir, 1.0, outcome);
+        let stopped = |why: &str| Err(RunError::Setup(why.to_string()));
+        let cell = judge(stopped(
+            "adapter: error reply: acquire raised TypeError: wait()",
+        ));
+        assert_eq!(cell.status, super::super::matrix::Status::Pass, "{cell:?}");
+        assert_eq!(cell.nothing_found_text(), "error");
+        let cell = judge(stopped("the clients could not start: no such file"));
+        assert_eq!(
+            cell.status,
+            super::super::matrix::Status::Differs,
+            "{cell:?}"
+        );
+        assert!(
+            cell.why.as_deref().is_some_and(|w| w.contains(
+                "expected an error saying \"raised TypeError\"; it stopped on: the clients"
+            )),
+            "{cell:?}"
+        );
+        // Bad input is never the error a cell expects.
+        let cell = judge(Err(RunError::Workload("raised TypeError".into())));
+        assert_eq!(
+            cell.status,
+            super::super::matrix::Status::Differs,
+            "{cell:?}"
+        );
+    }
+
+    #[test]
+    fn a_proof_is_complete_when_every_must_kind_has_an_anomaly_that_ended() {
+        let anomaly = |kind: &str, start_ms: i64, end_ms: i64, expired: Option<bool>| {
+            crate::report::Anomaly {
+                kind: kind.into(),
+                key: "k".into(),
+                processes: vec![],
+                indices: vec![],
+                explanation: String::new(),
+                start: start_ms * 1_000_000,
+                end: end_ms * 1_000_000,
+                lease_expired: expired,
+                tokens: vec![],
+                cycle: vec![],
+            }
+        };
+        let report = Report {
+            anomalies: vec![
+                // A lost update begins at the counter's first write and is proven at the end.
+                anomaly("lost-update", 0, 9_000, None),
+                anomaly("overlap", 3_000, 3_500, Some(true)),
+                anomaly("overlap", 4_000, 4_200, Some(false)),
+            ],
+            ..Report::default()
+        };
+        let must = |kinds: &[&str], inside_lease: bool| Expectation {
+            must: kinds.iter().map(|k| k.to_string()).collect(),
+            inside_lease,
+            ..Expectation::default()
+        };
+        assert_eq!(
+            proven_ms(&report, &must(&["overlap"], false)),
+            Some(3_500.0)
+        );
+        assert_eq!(proven_ms(&report, &must(&["overlap"], true)), Some(4_200.0));
+        assert_eq!(
+            proven_ms(&report, &must(&["overlap", "lost-update"], false)),
+            Some(9_000.0)
+        );
+        // A kind not found: no proof; nothing to find: no proof either.
+        assert_eq!(
+            proven_ms(&report, &must(&["stale-write", "overlap"], false)),
+            None
+        );
+        assert_eq!(proven_ms(&report, &must(&[], false)), None);
+        // The first anomaly, by contrast, is the lost update's start.
+        assert_eq!(
+            first_anomaly_ms(&report, &must(&["overlap", "lost-update"], false)),
+            Some(0.0)
         );
     }
 

@@ -126,6 +126,9 @@ impl Matrix {
         parts.push("kinds alone = anomalies found, all expected".into());
         parts.push("✗ = differs from the expectation".into());
         parts.push("ERR = the run failed".into());
+        if self.cells.iter().any(|c| c.nothing_found_text() == "error") {
+            parts.push("error = stopped on the error it expects, as expected".into());
+        }
         if self.cells.iter().any(|c| c.status == Status::Untested) {
             parts.push(
                 "untested = valid, but no fault of the preset acted on the running clients (no pass)"
@@ -210,11 +213,7 @@ fn cell_text(cell: &Cell, level: Level) -> String {
             let kinds = cell.kinds();
             let joiner = if level == Level::Codes { "+" } else { "," };
             let text = if kinds.is_empty() {
-                if cell.status == Status::Pass {
-                    "ok".to_string()
-                } else {
-                    "valid".to_string()
-                }
+                cell.nothing_found_text().to_string()
             } else {
                 kinds
                     .iter()

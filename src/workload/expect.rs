@@ -7,6 +7,7 @@
 //! kill-clients = { must = ["unavailable"] }
 //! pause-clients = { must = ["overlap"], may = ["stale-write", "lost-lock"] }
 //! failover = { must = ["overlap"], inside_lease = true }
+//! crash-points = { error = "TypeError" }          # the run must stop on this error
 //! ```
 //!
 //! A nemesis the file does not name is expected to leave the run valid. So a misspelt
@@ -34,6 +35,10 @@ pub struct Expectation {
     /// At least one overlap must begin while the earlier holder's lease still ran: the lock
     /// itself failed, not just a holder that outlived its lease.
     pub inside_lease: bool,
+    /// The run must stop on an error that says this (a library that raises where it should
+    /// answer, reported by its adapter as an `error`): a flaw no history anomaly can show.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl Expectation {
@@ -73,7 +78,7 @@ impl Expectation {
 }
 
 /// The fields an entry may have: `Expectation`'s.
-const FIELDS: [&str; 3] = ["must", "may", "inside_lease"];
+const FIELDS: [&str; 4] = ["must", "may", "inside_lease", "error"];
 
 /// Checks the `[expect]` table of a workload file's `text` as written: each entry names a
 /// nemesis preset, has only `Expectation`'s fields, lists only anomaly kinds, and no kind
