@@ -50,9 +50,10 @@
  *          readLock() / writeLock() (another folder: the two recipes' nodes do not sort
  *          together); `fair` is accepted: Curator's locks grant in the order the servers
  *          created the contenders' nodes.
- *          Granted -> ok, lease_ms = min(ttl_ms, the negotiated session timeout): the session
- *          outlives the request that proved the grant by at least that, and the request came
- *          after the invoke. token = the lock node's czxid: the recipe exposes the node's path
+ *          Granted -> ok, valid_ms = min(ttl_ms, the negotiated session timeout) less the
+ *          time since the checkExists below was sent: the session outlives that request by
+ *          at least a timeout (a long wait or retries before it promise nothing more).
+ *          token = the lock node's czxid: the recipe exposes the node's path
  *          (getLockPath(), protected; read here by reflection) but not its Stat, so it costs
  *          one more request (checkExists) after the grant. Holders follow the sequence, which
  *          is creation order, so each holder's czxid is higher than the last one's. A node gone
@@ -65,15 +66,16 @@
  *          IllegalMonitorStateException -> fail.
  * A request that threw after its retries (ConnectionLoss, SessionExpired, an interrupted
  * wait) is `info`: its node may exist until Curator's background delete or the session's end.
- * `fencing: true` means the token above; with --fenced, lockaudit uses its own counter instead.
+ * `fencing: true` means the token above; with --fenced, the guarded resource checks it.
  *
  * What running it showed (docs/src/guide/ready-adapters.md has the figures): a paused holder
  * writes after its session expired and the next holder took the lock, before its SUSPENDED
  * reaches this listener (the JVM notices the silence only once it runs again); a killed
  * server's clients are told `lost` at once, inside their leases (lost-lock: the policy, not
  * a lock that failed); acquire(1 s) can return after 2-3 s when the connection breaks while
- * it waits (its time bounds the wait, not the retries), so the lease it was promised from
- * the call's start has run out (bad-lease); Curator ends a session itself after a session
+ * it waits (its time bounds the wait, not the retries: the lease above counts from the
+ * request that proves the grant, not from the call's start, which once made such grants
+ * read as bad leases); Curator ends a session itself after a session
  * timeout SUSPENDED during an election, CURATOR-604's window, never caught with a waiter in it.
  */
 
@@ -319,7 +321,6 @@ public final class CuratorAdapter {
 
     void acquire(Map<String, Object> req) throws Exception {
         Object id = req.get("id");
-        long start = System.nanoTime();
         String key = (String) req.get("key");
         Object mode = req.get("mode");
         if (key == null) {
@@ -344,7 +345,7 @@ public final class CuratorAdapter {
                 return;
             }
             h.count++;
-            long left = h.leaseMs - (System.nanoTime() - h.leaseStartNanos) / 1_000_000;
+            long left = h.leaseMs - (System.nanoTime() - h.leaseStartNanos + 999_999) / 1_000_000 - 1;
             reply(id, "ok", "token", h.token, "valid_ms", Math.max(0, left));
             return;
         }
@@ -354,15 +355,28 @@ public final class CuratorAdapter {
         }
         long session = sessionId();
         String path = (String) GET_LOCK_PATH.invoke(lock);
+        // The servers restart the session's timeout with every request they answer: the
+        // session outlives this one by a timeout, counted from before it was sent. A wait
+        // (or retries) of any length before it promise nothing more.
+        long proof = System.nanoTime();
         Stat stat = client.checkExists().forPath(path);
         if (stat == null) {
             lock.release();
             reply(id, "fail", "error", "granted, but the lock node " + path + " was gone before its czxid was read (session expired)");
             return;
         }
+        if (stat.getEphemeralOwner() != session) {
+            // CURATOR-604: granted on a node of a session Curator has replaced, which the
+            // servers delete once they expire it. The application cannot tell; the log does.
+            log("granted " + key + " on " + path + " of session 0x" + Long.toHexString(stat.getEphemeralOwner())
+                + ", while the client's session is 0x" + Long.toHexString(session));
+        }
         long lease = Math.min(ttl, negotiatedMs());
-        held.put(key, new Hold(lock, mode != null, stat.getCzxid(), session, start, lease));
-        reply(id, "ok", "token", stat.getCzxid(), "lease_ms", lease);
+        held.put(key, new Hold(lock, mode != null, stat.getCzxid(), session, proof, lease));
+        // Whole milliseconds rounded up, and one more for lockaudit's own rounding up of
+        // the reply's time: a lower bound still.
+        long left = lease - (System.nanoTime() - proof + 999_999) / 1_000_000 - 1;
+        reply(id, "ok", "token", stat.getCzxid(), "valid_ms", Math.max(0, left));
     }
 
     void release(Map<String, Object> req) throws Exception {
