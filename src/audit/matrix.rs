@@ -91,8 +91,9 @@ pub struct Cell {
     #[serde(default)]
     pub first_anomaly_ms: Option<f64>,
     /// When the run had proven what the cell must find, in ms of the run's clock: for each
-    /// `must` kind, the first of its anomalies to end (its proof complete: an overlap's end,
-    /// a lost update's final read), the latest of those. None when nothing must be found.
+    /// `must` kind, its first anomaly's proof (an overlap at the second grant, another kind
+    /// at its end: a lost update's final read), the latest of those. None when nothing must
+    /// be found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proven_ms: Option<f64>,
     /// Where the cell's run spent its time (servers, workload, teardown, verdict); None for a
