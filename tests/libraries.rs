@@ -2,8 +2,8 @@
 //! pottery's Redlock, python-etcd3, kazoo, node-redlock, etcd's Go client, the npm etcd3
 //! client, Apache Curator), against real servers that lockaudit starts: each
 //! passes `adapter-test` on its workload's topology, and a short audit of all of them meets
-//! every workload's `[expect]` table under the presets that tell them apart (kazoo under
-//! two of them, for time). The libraries
+//! every workload's `[expect]` table under the presets that tell them apart (kazoo, etcd's Go
+//! client, the npm etcd3 client and Curator under two of them, for time). The libraries
 //! must be installed (`bash .ci/run` does); without them these tests fail, saying what to
 //! install.
 
