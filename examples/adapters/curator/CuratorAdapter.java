@@ -50,17 +50,19 @@
  *          readLock() / writeLock() (another folder: the two recipes' nodes do not sort
  *          together); `fair` is accepted: Curator's locks grant in the order the servers
  *          created the contenders' nodes.
- *          Granted -> ok, valid_ms = min(ttl_ms, the negotiated session timeout) less the
- *          time since the checkExists below was sent: the session outlives that request by
- *          at least a timeout (a long wait or retries before it promise nothing more).
+ *          Granted -> ok, lease_ms = the time from the request to the checkExists below
+ *          being sent, plus min(ttl_ms, the negotiated session timeout): the session outlives
+ *          that request by at least a timeout (a long wait or retries before it promise
+ *          nothing more).
  *          token = the lock node's czxid: the recipe exposes the node's path
  *          (getLockPath(), protected; read here by reflection) but not its Stat, so it costs
  *          one more request (checkExists) after the grant. Holders follow the sequence, which
  *          is creation order, so each holder's czxid is higher than the last one's. A node gone
  *          by then (its session expired between grant and read) -> release, fail.
  *          A nested acquire (the client holds the key: the same thread, the same object)
- *          is Curator's count, local: ok with the same token and valid_ms = what is left of
- *          the lease the hold already had (the count sends nothing, so it extends nothing).
+ *          is Curator's count, local: ok with the same token and lease_ms = what was left of
+ *          the lease the hold already had when the request came (the count sends nothing,
+ *          so it extends nothing).
  *          false (not granted within wait_ms; 0: one try) -> fail.
  * release: release() -> ok (also after a LOST: Curator ignores a node already gone);
  *          IllegalMonitorStateException -> fail.
@@ -321,6 +323,9 @@ public final class CuratorAdapter {
 
     void acquire(Map<String, Object> req) throws Exception {
         Object id = req.get("id");
+        // lockaudit counts lease_ms from its request, which came before this: a lease
+        // counted from here is a lower bound of one counted from there.
+        long start = System.nanoTime();
         String key = (String) req.get("key");
         Object mode = req.get("mode");
         if (key == null) {
@@ -345,8 +350,8 @@ public final class CuratorAdapter {
                 return;
             }
             h.count++;
-            long left = h.leaseMs - (System.nanoTime() - h.leaseStartNanos + 999_999) / 1_000_000 - 1;
-            reply(id, "ok", "token", h.token, "valid_ms", Math.max(0, left));
+            long left = h.leaseMs - ceilMs(start - h.leaseStartNanos);
+            reply(id, "ok", "token", h.token, "lease_ms", Math.max(0, left));
             return;
         }
         if (!lock.acquire(waitMs, TimeUnit.MILLISECONDS)) {
@@ -373,10 +378,15 @@ public final class CuratorAdapter {
         }
         long lease = Math.min(ttl, negotiatedMs());
         held.put(key, new Hold(lock, mode != null, stat.getCzxid(), session, proof, lease));
-        // Whole milliseconds rounded up, and one more for lockaudit's own rounding up of
-        // the reply's time: a lower bound still.
-        long left = lease - (System.nanoTime() - proof + 999_999) / 1_000_000 - 1;
-        reply(id, "ok", "token", stat.getCzxid(), "valid_ms", Math.max(0, left));
+        // From the request (not valid_ms, which lockaudit counts from when it reads the
+        // reply: a pause between this write and that read would lengthen the lease it
+        // records by the pause).
+        reply(id, "ok", "token", stat.getCzxid(), "lease_ms", (proof - start) / 1_000_000 + lease);
+    }
+
+    /// Whole milliseconds, rounded up.
+    static long ceilMs(long nanos) {
+        return (nanos + 999_999) / 1_000_000;
     }
 
     void release(Map<String, Object> req) throws Exception {
