@@ -833,6 +833,13 @@ fn judge_run(
             }
             None => {
                 cell.status = super::matrix::Status::Differs;
+                // What the run found instead, if it ran.
+                if let Ok(outcome) = &outcome {
+                    cell.found = found_kinds(&outcome.report)
+                        .into_iter()
+                        .filter(|(_, n)| *n > 0)
+                        .collect();
+                }
                 cell.why = Some(format!(
                     "expected an error saying \"{wanted}\"; the run {}",
                     match &outcome {
