@@ -553,6 +553,14 @@ impl Workers for Fleet {
     fn resume(&mut self, worker: usize) -> bool {
         self.set_paused(worker, false)
     }
+    /// Whether the worker's output has ended (it exited), waiting up to `STOP_PATIENCE`.
+    async fn ended(&mut self, worker: usize) -> bool {
+        let Some(handle) = self.workers.get_mut(worker) else {
+            return true;
+        };
+        let until = tokio::time::Instant::now() + STOP_PATIENCE;
+        wait_for(handle, until, |_| false).await == Waited::Ended
+    }
     /// Sends a command line to the worker (see `WorkerCommand`). False if it is not running.
     async fn command(&mut self, worker: usize, command: &WorkerCommand) -> bool {
         let Some(handle) = self.workers.get_mut(worker) else {

@@ -502,8 +502,10 @@ impl Executor {
                 } else if matches!(
                     targets.workers.state(w),
                     Some(WorkerState::Running | WorkerState::Paused)
-                ) {
-                    // A worker that died took its skewed clock with it; a live one kept it.
+                ) && !targets.workers.ended(w).await
+                {
+                    // A worker that died, or finished its run (its input closed, its exit
+                    // not reaped yet), took its skewed clock with it; a live one kept it.
                     failed(
                         "clock 0",
                         worker_name(w),
@@ -878,6 +880,8 @@ mod tests {
         restart_fails: bool,
         /// The command that puts a skewed clock back does not reach the worker.
         put_back_fails: bool,
+        /// ... because the worker had finished its run and was exiting.
+        finished_before_put_back: bool,
     }
 
     impl Fake {
@@ -946,6 +950,9 @@ mod tests {
         async fn command(&mut self, worker: usize, command: &WorkerCommand) -> bool {
             let put_back = matches!(command, WorkerCommand::Skew { ms: 0 });
             !(put_back && self.put_back_fails) && self.states[worker] != WorkerState::Dead
+        }
+        async fn ended(&mut self, _worker: usize) -> bool {
+            self.finished_before_put_back
         }
     }
 
@@ -1106,6 +1113,18 @@ mod tests {
             unhealed.iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["clock-skew on worker-0 not healed (clock 0 failed): the command to put its clock back did not reach it"]
         );
+    }
+
+    #[tokio::test]
+    async fn a_clock_whose_worker_finished_its_run_needs_no_putting_back() {
+        // The put-back came as the worker ended on its own (its input closed before its
+        // exit was reaped): its clients, and their clock, are gone with it.
+        let mut workers = Fake::new(1);
+        workers.put_back_fails = true;
+        workers.finished_before_put_back = true;
+        let (events, unhealed) = carry(&[fault(FaultKind::ClockSkew, 5, 20)], &mut workers).await;
+        assert_eq!(events, [r#"clock ["worker-0"]"#]);
+        assert!(unhealed.is_empty(), "{unhealed:?}");
     }
 
     #[tokio::test]

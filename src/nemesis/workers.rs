@@ -83,6 +83,10 @@ pub trait Workers {
     fn restart(&mut self, worker: usize) -> impl Future<Output = Result<bool, String>>;
     /// Sends a command to the worker. False if it is not running.
     fn command(&mut self, worker: usize, command: &WorkerCommand) -> impl Future<Output = bool>;
+    /// Whether the worker has ended, or is ending: a command that could not be written to
+    /// it means its input is closed, as it is once it finished its run. Waits a little for
+    /// its output to end; false if it goes on.
+    fn ended(&mut self, worker: usize) -> impl Future<Output = bool>;
 }
 
 #[cfg(test)]
