@@ -161,6 +161,20 @@ pub fn check_table(text: &str, name: &str) -> Result<(), FileError> {
                 }
             }
         }
+        // A run that must stop on an error has no history to find kinds in: a `must` or
+        // an `inside_lease` beside `error` would never be judged.
+        if let Some((field, value)) = entry.iter().find(|(f, _)| *f.get_ref() == "error") {
+            for other in ["must", "inside_lease"] {
+                if entry.get(other).is_some() {
+                    problems.push((
+                        field.span().start..value.span().end,
+                        format!(
+                            "field `expect.{preset_name}.error`: a run that must stop on an error finds no kinds; drop `{other}` (or `error`)"
+                        ),
+                    ));
+                }
+            }
+        }
         for (span, kind) in &may {
             if must.iter().any(|(_, k)| k == kind) {
                 problems.push((
@@ -316,6 +330,21 @@ mod table_tests {
         let text = error.to_string();
         assert!(text.contains("field `expect.pause-clients.may`"), "{text}");
         assert!(text.contains("\"overlap\" is in `must` too"), "{text}");
+    }
+
+    #[test]
+    fn an_error_to_stop_on_with_kinds_that_must_be_found_is_refused() {
+        let error = refused("crash-points = { error = \"TypeError\", must = [\"overlap\"] }\n");
+        assert_eq!(error.line, 6, "{error}");
+        let text = error.to_string();
+        assert!(text.contains("field `expect.crash-points.error`"), "{text}");
+        assert!(text.contains("drop `must`"), "{text}");
+        // Alone, or with kinds it may find before it stops, it is fine.
+        check_table(
+            &workload("crash-points = { error = \"TypeError\", may = [\"bad-lease\"] }\n"),
+            "w.toml",
+        )
+        .unwrap();
     }
 
     #[test]
