@@ -26,9 +26,12 @@ restarted the session's timeout when the client came back); SUSPENDED alone says
 certain and is only logged.
 
 acquire: Lock(<root>/<key>, identifier).acquire(timeout=wait_ms / 1000)
-         -> ok with lease_ms = the session timeout the servers grant: the one asked for (the
-            workload's ttl) within their bounds (kazoo does not keep the negotiated one;
-            lockaudit's servers grant 0.4-4 s, options `session_bounds_ms` for others)
+         -> ok with lease_ms = the time from the request to an `exists` of the lock's node,
+            sent after the grant, plus the session timeout the servers grant: the one asked
+            for (the workload's ttl) within their bounds (kazoo does not keep the negotiated
+            one; lockaudit's servers grant 0.4-4 s, options `session_bounds_ms` for others).
+            The servers keep the session a timeout past that request; a node gone by then
+            (the session expired) is a `fail`.
 release: lock.release()   (True: ok, as the library answers, even after a LOST)
 A request that got no answer (connection lost, timed out) is `info`; one that certainly did
 nothing (LockTimeout, NoNodeError) is `fail`.
@@ -177,6 +180,8 @@ def main():
                     reply(rid, "error", error=why)
                     continue
                 key = req["key"]
+                # lockaudit counts lease_ms from its request, which came before this.
+                began = time.monotonic()
                 try:
                     client = session.start(int(req["ttl_ms"]))
                 except KazooTimeoutError as e:
@@ -190,8 +195,29 @@ def main():
                     reply(rid, "fail", error=f"LockTimeout: {e}")
                     continue
                 if took:
+                    # The servers keep a session a timeout past each request they answer:
+                    # the lease counts from this one, sent after the grant, not from the
+                    # call's start (acquire(timeout) can overrun its time when the
+                    # connection breaks while it waits).
+                    proof = time.monotonic()
+                    try:
+                        alive = client.exists(f"{lock.path}/{lock.node}") is not None
+                    except KazooException:
+                        alive = None
+                    if alive is False:
+                        try:
+                            lock.release()
+                        except KazooException:
+                            pass
+                        reply(rid, "fail", error="granted, but its node was gone (session expired)")
+                        continue
                     session.held[key] = lock
-                    reply(rid, "ok", token=None, lease_ms=session.timeout_ms)
+                    if alive:
+                        lease = int((proof - began) * 1000) + session.timeout_ms
+                    else:
+                        # Unproven (the check got no answer): the session from the start.
+                        lease = session.timeout_ms
+                    reply(rid, "ok", token=None, lease_ms=lease)
                 else:
                     reply(rid, "fail", error="not acquired")
             elif kind == "release":
