@@ -80,34 +80,31 @@ pub fn require_python(modules: &[&str]) {
 /// Fails the test, saying what to install, unless node and node-redlock's packages are
 /// there (examples/adapters/node-redlock/node_modules).
 pub fn require_node_redlock() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let node = std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let modules = root
-        .join("examples/adapters/node-redlock/node_modules/redlock")
-        .is_dir();
-    assert!(
-        node && modules,
-        "this test needs Node.js and node-redlock: install them with `npm ci --prefix examples/adapters/node-redlock` (bash .ci/run does)"
-    );
+    require_node_package("node-redlock", "redlock", "node-redlock");
 }
 
 /// Fails the test, saying what to install, unless node and the npm `etcd3` package of
 /// examples/adapters/node-etcd3 are there (its node_modules).
 pub fn require_node_etcd3() {
+    require_node_package("node-etcd3", "etcd3", "the npm etcd3 client");
+}
+
+/// Fails the test unless Node.js runs and examples/adapters/<adapter>/node_modules has
+/// `package`, saying the `npm ci` that installs `what`.
+fn require_node_package(adapter: &str, package: &str, what: &str) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let node = std::process::Command::new("node")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     let modules = root
-        .join("examples/adapters/node-etcd3/node_modules/etcd3")
+        .join(format!(
+            "examples/adapters/{adapter}/node_modules/{package}"
+        ))
         .is_dir();
     assert!(
         node && modules,
-        "this test needs Node.js and the npm etcd3 client: install them with `npm ci --prefix examples/adapters/node-etcd3` (bash .ci/run does)"
+        "this test needs Node.js and {what}: install them with `npm ci --prefix examples/adapters/{adapter}` (bash .ci/run does)"
     );
 }
 
