@@ -755,7 +755,7 @@ async fn run_cell(
     // Servers on hosts: a topology that cannot run there is not run at all (rather than
     // run on this machine, which would audit another deployment than the one asked for).
     if !plan.spec.nodes.is_empty() {
-        if let Some(why) = crate::cluster::not_on_hosts(topology) {
+        if let Some(why) = crate::cluster::service(topology).not_on_hosts {
             let topology = format!("{topology:?}").to_lowercase();
             let why = format!("the {topology} topology on hosts: {why}");
             return Cell::not_applicable(algorithm, nemesis, expected, why);

@@ -80,7 +80,7 @@ pub use clock::{FakeClock, Libfaketime, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;
 pub use exit::Exit;
 pub use failover::{Failover, Happened, Leaders, RoleWatch};
-pub use hosts::{not_on_hosts, parse_targets, Acted};
+pub use hosts::{parse_targets, Acted};
 pub use logs::LogCursor;
 pub use postgres::{client_config as pg_client_config, PG_DATABASE, PG_USER};
 pub use process::{ChildGuard, SignalError};

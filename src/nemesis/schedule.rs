@@ -347,8 +347,9 @@ impl Schedule {
     /// `failover` cells. None: `topology` will do (RedLock's independent masters stay as
     /// they are: a failover cannot act on them).
     pub fn topology_for(&self, topology: Topology) -> Option<Topology> {
-        (topology == Topology::Single && self.kinds().contains(&FaultKind::Failover))
-            .then_some(Topology::Replicated)
+        crate::cluster::service(topology)
+            .failover_moves_to
+            .filter(|_| self.kinds().contains(&FaultKind::Failover))
     }
 
     /// The preset called `name` for this workload, or None if there is no such preset.

@@ -670,7 +670,7 @@ impl WorkloadSpec {
             return Ok(());
         }
         super::inventory::check_nodes(&self.nodes, self.ssh_key.as_deref())?;
-        match crate::cluster::not_on_hosts(self.topology()) {
+        match crate::cluster::service(self.topology()).not_on_hosts {
             None => Ok(()),
             Some(why) => Err(format!(
                 "field `nodes`: the {:?} topology cannot run on hosts: {why}",
