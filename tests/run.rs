@@ -925,7 +925,7 @@ fn an_algorithm_alone_runs_its_builtin_workload_and_a_schedule_that_does_not_fit
     assert_eq!(spec["fenced"].as_bool(), Some(true), "{text}");
     assert_eq!(spec["time_limit"].as_str(), Some("3s"), "{text}");
     assert_eq!(spec["seed"].as_integer(), Some(1), "{text}");
-    assert!(spec["expect"].get("kill-redis").is_some(), "{text}");
+    assert!(spec["expect"].get("kill-servers").is_some(), "{text}");
     let ttls = acquire_ttls(&out);
     assert!(!ttls.is_empty() && ttls.iter().all(|t| *t == Some(2000)));
     let left = left_running(&out);
@@ -1580,7 +1580,7 @@ fn a_heal_that_fails_is_not_recorded_and_ends_the_run_as_an_error_naming_it() {
     let schedule = dir.path().join("stuck.toml");
     std::fs::write(
         &schedule,
-        "[[fault]]\nat = \"300ms\"\nkind = \"pause-redis\"\ntarget = \"master-0\"\nduration = \"4s\"\n",
+        "[[fault]]\nat = \"300ms\"\nkind = \"pause-server\"\ntarget = \"master-0\"\nduration = \"4s\"\n",
     )
     .unwrap();
     let child = lockaudit()
@@ -1628,7 +1628,7 @@ fn a_heal_that_fails_is_not_recorded_and_ends_the_run_as_an_error_naming_it() {
     assert_exit(&output, 3);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let said = format!(
-        "lockaudit: the run could not be carried out: pause-redis on master-0 not healed (resume failed): master-0 (pid {pid}) is no longer running"
+        "lockaudit: the run could not be carried out: pause-server on master-0 not healed (resume failed): master-0 (pid {pid}) is no longer running"
     );
     assert!(stderr.contains(&said), "{stderr}");
     let stdout = String::from_utf8_lossy(&output.stdout);
