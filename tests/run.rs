@@ -1642,3 +1642,73 @@ fn a_heal_that_fails_is_not_recorded_and_ends_the_run_as_an_error_naming_it() {
     let left = left_running(&out);
     assert!(left.is_empty(), "processes left running: {left:?}");
 }
+
+/// The old names still run as the new ones: `--nemesis kill-redis` is the preset
+/// `kill-servers`, a schedule file's `kind = "pause-redis"` the kind `pause-server`, each
+/// said once on stderr; what the run writes says the new names, and the history's events
+/// are the same `kill` and `pause` as ever.
+#[test]
+fn old_preset_and_fault_kind_names_run_as_the_new_ones_with_a_notice() {
+    let dir = common::RunDir::new();
+    let count = |stderr: &str, line: &str| stderr.lines().filter(|l| *l == line).count();
+    let history = |out: &Path| std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    let nemesis_json = |out: &Path| std::fs::read_to_string(out.join("nemesis.json")).unwrap();
+
+    let out = dir.path().join("preset");
+    let output = run(
+        "set-nx-px",
+        &out,
+        &["--nemesis", "kill-redis", "--topology", "single"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Valid or not is the run's to find (its workload may find anything under kills).
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{stderr}");
+    let notice = "notice: nemesis preset `kill-redis` is the old name of `kill-servers`";
+    assert_eq!(count(&stderr, notice), 1, "{stderr}");
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(record["nemesis"], "kill-servers", "{record}");
+    let plan = nemesis_json(&out);
+    assert!(
+        plan.contains("\"kill-server\"") && !plan.contains("redis\""),
+        "{plan}"
+    );
+    // Its first kill is planned at 1 s of the 3 s run.
+    assert!(history(&out).contains(r#""f":"kill""#));
+
+    let out = dir.path().join("schedule");
+    let schedule = dir.path().join("old-kind.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"300ms\"\nkind = \"pause-redis\"\ntarget = \"master-0\"\nduration = \"500ms\"\n",
+    )
+    .unwrap();
+    let output = run(
+        "set-nx-px",
+        &out,
+        &[
+            "--nemesis",
+            schedule.to_str().unwrap(),
+            "--topology",
+            "single",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{stderr}");
+    let notice = "notice: fault kind `pause-redis` is the old name of `pause-server`";
+    assert_eq!(count(&stderr, notice), 1, "{stderr}");
+    let plan = nemesis_json(&out);
+    assert!(
+        plan.contains("\"pause-server\"") && !plan.contains("pause-redis"),
+        "{plan}"
+    );
+    let history = history(&out);
+    assert!(
+        history.contains(r#""f":"pause","value":{"targets":["master-0"]"#),
+        "{history}"
+    );
+    for out in [dir.path().join("preset"), out] {
+        let left = left_running(&out);
+        assert!(left.is_empty(), "processes left running: {left:?}");
+    }
+}

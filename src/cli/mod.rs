@@ -593,6 +593,15 @@ mod tests {
     }
 
     #[test]
+    fn an_old_preset_name_on_the_command_line_is_the_new_one() {
+        assert_eq!(parse_nemesis("kill-redis").as_deref(), Ok("kill-servers"));
+        assert_eq!(parse_preset("pause-redis").as_deref(), Ok("pause-servers"));
+        assert_eq!(parse_preset("mix").as_deref(), Ok("mix"));
+        let why = parse_preset("pause-redsi").unwrap_err();
+        assert!(why.contains("(did you mean \"pause-servers\"?)"), "{why}");
+    }
+
+    #[test]
     fn the_algorithm_and_nemesis_helps_name_every_choice() {
         let command = Cli::command();
         let help = |sub: &str, arg: &str| {
