@@ -97,6 +97,20 @@ pub fn near_preset(name: &str) -> Option<&'static str> {
     Some(renamed(near).unwrap_or(near))
 }
 
+/// The fault kind `name` is a slip of an old name of (`pause-redsi`), by its new name.
+pub fn near_old_kind(name: &str) -> Option<&'static str> {
+    let near = crate::suggest::closest(name, RENAMED_KINDS.iter().map(|(old, _)| *old))?;
+    current_kind_quietly(near)
+}
+
+/// The new name of an old fault kind's name, without a notice.
+fn current_kind_quietly(name: &str) -> Option<&'static str> {
+    RENAMED_KINDS
+        .iter()
+        .find(|(old, _)| *old == name)
+        .map(|(_, new)| *new)
+}
+
 /// Why `name` can be neither a preset nor a schedule file, or None if it can be one: a
 /// name that is no preset, has no `.toml` and names no file is taken for a misspelt preset.
 /// `--nemesis`, a workload's `nemesis` and the schedule's resolution share it.
@@ -146,6 +160,8 @@ mod tests {
         assert_eq!(near_preset("kill-redsi"), Some("kill-servers"));
         assert_eq!(near_preset("pause-server"), Some("pause-servers"));
         assert_eq!(near_preset("byzantine"), None);
+        assert_eq!(near_old_kind("pause-redsi"), Some("pause-server"));
+        assert_eq!(near_old_kind("meteor"), None);
         let why = unknown_nemesis("kill-server").unwrap();
         assert!(
             why.starts_with(
