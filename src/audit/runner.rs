@@ -278,8 +278,7 @@ pub fn unknown_row(row: &str) -> Option<String> {
 
 /// Why `column` is no nemesis preset (an audit's columns are presets only), or None.
 pub fn unknown_preset(column: &str) -> Option<String> {
-    (!PRESETS.contains(&column))
-        .then(|| crate::suggest::unknown("nemesis preset", column, &PRESETS))
+    (!PRESETS.contains(&column)).then(|| crate::presets::unknown_preset(column))
 }
 
 /// Expands each folder among `rows` (`--algorithms examples/bugs/`) into the workload files
@@ -1010,7 +1009,7 @@ mod tests {
             cell("getset", "partition"),
             cell("px", "none"),
             cell("px", "pause-clients"),
-            cell("px", "kill-redis"),
+            cell("px", "kill-servers"),
             cell("only-faulted", "kill-clients"),
         ];
         let must = |a: &str, n: &str| -> Vec<String> {
@@ -1033,7 +1032,7 @@ mod tests {
                 cell("getset", "pause-clients"),
                 // Valid without faults: every faulted cell is a flaw of its own.
                 cell("px", "pause-clients"),
-                cell("px", "kill-redis"),
+                cell("px", "kill-servers"),
                 cell("only-faulted", "kill-clients"),
             ]
         );

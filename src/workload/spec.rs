@@ -264,6 +264,7 @@ impl WorkloadSpec {
         // Before the parser: a misspelt field in an entry gets its "did you mean" here.
         super::expect::check_table(text, name)?;
         let mut spec: WorkloadSpec = tomlfile::parse(text, name)?;
+        spec.rename_presets();
         let base = Path::new(name).parent().unwrap_or(Path::new(""));
         spec.read_scripts(base)
             .map_err(|(message, path)| FileError {
@@ -283,6 +284,19 @@ impl WorkloadSpec {
         })?;
         spec.resolve_schedule(base);
         Ok(spec)
+    }
+
+    /// An old preset name in `nemesis` or as an `[expect]` key, as its new one (with a
+    /// notice), so that the run and the audit's columns see the new names only.
+    fn rename_presets(&mut self) {
+        use crate::presets::current_preset;
+        if let Some(nemesis) = self.nemesis.as_mut() {
+            *nemesis = current_preset(nemesis).to_string();
+        }
+        self.expect = std::mem::take(&mut self.expect)
+            .into_iter()
+            .map(|(nemesis, expectation)| (current_preset(&nemesis).to_string(), expectation))
+            .collect();
     }
 
     /// Makes a schedule file's relative path (`nemesis = "schedules/cut.toml"`) absolute
