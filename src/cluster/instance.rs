@@ -18,7 +18,6 @@ use super::process::Proc;
 /// starts take 11–21 ms; 5 s leaves room for a loaded CI machine without hiding a hang.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(5);
 
-
 /// Why a process is not ready.
 #[derive(Debug)]
 pub enum NotReady {

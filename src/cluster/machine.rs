@@ -354,7 +354,10 @@ impl Machine for OnHost {
             .unwrap_or_default();
         self.ssh.error(
             format!("start {node}"),
-            format!("{reason}\nlast lines of {log} on the host:\n{}", tail.trim_end()),
+            format!(
+                "{reason}\nlast lines of {log} on the host:\n{}",
+                tail.trim_end()
+            ),
         )
     }
 
