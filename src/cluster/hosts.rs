@@ -584,7 +584,7 @@ pub fn not_on_hosts(topology: Topology) -> Option<&'static str> {
         | Topology::Sentinel
         | Topology::Independent
         | Topology::Cluster => None,
-        Topology::Postgres | Topology::Etcd | Topology::Zookeeper => {
+        Topology::Postgres | Topology::Etcd | Topology::Zookeeper | Topology::Mariadb => {
             super::service(topology).not_on_hosts
         }
     }

@@ -313,7 +313,10 @@ impl RunPlan {
             Purpose::AuditCell => {
                 if nemesis == "failover"
                     && !has_replicas(spec.topology())
-                    && !matches!(spec.topology(), Topology::Independent | Topology::Postgres)
+                    && !matches!(
+                        spec.topology(),
+                        Topology::Independent | Topology::Postgres | Topology::Mariadb
+                    )
                 {
                     spec.topology = Some(Topology::Replicated);
                 }
