@@ -47,7 +47,7 @@ pub const MARIADB_USER: &str = "lockaudit";
 pub const MARIADB_DATABASE: &str = "lockaudit";
 
 /// The environment variable naming the `mariadbd` program (`mariadb-install-db` is looked
-/// for beside it, then on PATH).
+/// for beside it, then on PATH; it bootstraps with the server of its own installation).
 pub const MARIADBD_ENV: &str = "LOCKAUDIT_MARIADBD";
 
 /// Where Debian installs the server (not on a normal user's PATH) and its bootstrap script.
@@ -101,13 +101,14 @@ impl Programs {
             .into_iter()
             .find(|p| executable(p))
             .or_else(|| on_path("mariadb-install-db"))
-            .or_else(|| {
-                executable(Path::new(DEBIAN_INSTALL_DB)).then(|| DEBIAN_INSTALL_DB.into())
-            })
+            .or_else(|| executable(Path::new(DEBIAN_INSTALL_DB)).then(|| DEBIAN_INSTALL_DB.into()))
             .ok_or_else(|| {
                 missing(
                     "mariadb-install-db",
-                    format!("beside {}, on PATH or at {DEBIAN_INSTALL_DB}", mariadbd.display()),
+                    format!(
+                        "beside {}, on PATH or at {DEBIAN_INSTALL_DB}",
+                        mariadbd.display()
+                    ),
                 )
             })?;
         Ok(Programs {
@@ -226,6 +227,20 @@ impl MariadbConfig {
         self.dir.parent().unwrap_or(Path::new("/"))
     }
 
+    /// The settings the bootstrap and the server share. Temporary tables in the private
+    /// folder, not in /tmp: they are the server's alone, and two servers bootstrapping side
+    /// by side (an audit's cells) were seen to trip over each other's there ("Error on
+    /// delete of '/tmp/#sql-temptable-...'"). A small redo log and buffer pool: the
+    /// defaults (a 96 MB log file written out at bootstrap) cost disk and start time, and a
+    /// run's few rows need neither.
+    fn shared_settings(&self) -> [String; 3] {
+        [
+            format!("--tmpdir={}", self.root().display()),
+            "--innodb-log-file-size=8M".into(),
+            "--innodb-buffer-pool-size=32M".into(),
+        ]
+    }
+
     /// The foreground server. `--no-defaults`: Debian's /etc/mysql files are not ours.
     /// `innodb-flush-log-at-trx-commit=1` is spelled out although it is the default: a
     /// commit acknowledged before its log is flushed would make the crash tests
@@ -234,14 +249,20 @@ impl MariadbConfig {
         let mut cmd = Command::new(&self.programs.mariadbd);
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.dir.display()))
-            .arg(format!("--socket={}", self.root().join("mariadbd.sock").display()))
-            .arg(format!("--pid-file={}", self.root().join("mariadbd.pid").display()))
+            .arg(format!(
+                "--socket={}",
+                self.root().join("mariadbd.sock").display()
+            ))
+            .arg(format!(
+                "--pid-file={}",
+                self.root().join("mariadbd.pid").display()
+            ))
+            .args(self.shared_settings())
             .arg(format!("--port={port}"));
         for setting in [
             "--bind-address=127.0.0.1",
             "--skip-name-resolve",
             "--innodb-flush-log-at-trx-commit=1",
-            "--innodb-buffer-pool-size=32M",
             "--max-connections=200",
             "--skip-log-bin",
         ] {
@@ -306,21 +327,11 @@ impl MariadbConfig {
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.dir.display()))
             .args(["--skip-test-db", "--skip-name-resolve"])
+            .args(self.shared_settings())
             .arg(format!("--extra-file={}", sql.display()))
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(err));
-        // The server it bootstraps must be ours (a `mariadbd` given by the environment).
-        if let Some(dir) = self.programs.mariadbd.parent() {
-            cmd.env(
-                "PATH",
-                std::env::join_paths(
-                    std::iter::once(dir.to_path_buf())
-                        .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-                )
-                .unwrap_or_default(),
-            );
-        }
         if let Some(user) = &self.run_as {
             user.apply(&mut cmd);
         }
@@ -332,12 +343,13 @@ impl MariadbConfig {
             tail: cursor.tail(20),
         };
         // Through the registry, so that Ctrl-C while it runs ends it too.
-        let mut guard = process::spawn(&format!("{} install-db", self.name), cmd).map_err(
-            |source| ClusterError::Spawn {
-                binary: self.programs.install_db.clone(),
-                source,
-            },
-        )?;
+        let mut guard =
+            process::spawn(&format!("{} install-db", self.name), cmd).map_err(|source| {
+                ClusterError::Spawn {
+                    binary: self.programs.install_db.clone(),
+                    source,
+                }
+            })?;
         let deadline = Instant::now() + INSTALL_TIMEOUT;
         loop {
             if let Some(exit) = guard.try_wait() {

@@ -86,7 +86,7 @@ pub use hosts::{not_on_hosts, parse_targets, Acted};
 pub use logs::LogCursor;
 pub use mariadb::{
     client_opts as mariadb_client_opts, end_client_sessions as mariadb_end_client_sessions,
-    MARIADBD_ENV, MARIADB_DATABASE, MARIADB_USER,
+    Programs as MariadbPrograms, MARIADBD_ENV, MARIADB_DATABASE, MARIADB_USER,
 };
 pub use postgres::{client_config as pg_client_config, PG_DATABASE, PG_USER};
 pub use process::{ChildGuard, SignalError};

@@ -103,10 +103,18 @@ pub(crate) struct MariadbGetLock {
     session: Shared,
     opts: Opts,
     options: LockOptions,
-    /// The locks this client's current session holds (the watcher reports them lost).
-    held: Arc<StdMutex<Vec<String>>>,
+    /// The locks this client's current session holds (the watcher reports them lost), and
+    /// those it reported lost and the holder has not released yet.
+    held: Arc<StdMutex<Held>>,
     notices: mpsc::UnboundedReceiver<Notice>,
     watcher: Option<JoinHandle<()>>,
+}
+
+/// A client's locks: those its session holds, and those the watcher reported lost.
+#[derive(Default)]
+struct Held {
+    now: Vec<String>,
+    lost: Vec<String>,
 }
 
 /// Why a statement has no answer.
@@ -122,11 +130,10 @@ enum Failed {
 impl MariadbGetLock {
     pub(crate) fn new(session: Session, options: LockOptions) -> Self {
         let shared: Shared = Arc::new(Mutex::new(Some(session.conn)));
-        let held = Arc::new(StdMutex::new(Vec::new()));
+        let held = Arc::new(StdMutex::new(Held::default()));
         let (tx, notices) = mpsc::unbounded_channel();
-        let watcher = (!options.reconnect).then(|| {
-            tokio::spawn(watch(shared.clone(), held.clone(), tx))
-        });
+        let watcher =
+            (!options.reconnect).then(|| tokio::spawn(watch(shared.clone(), held.clone(), tx)));
         MariadbGetLock {
             session: shared,
             opts: session.opts,
@@ -150,10 +157,9 @@ impl MariadbGetLock {
                 return Ok(conn);
             }
             // Gone: its locks went with it; a pool would hand out another connection.
-            self.held_mut().clear();
+            self.held_mut().now.clear();
         }
-        match tokio::time::timeout(self.options.op_timeout(), Conn::new(self.opts.clone())).await
-        {
+        match tokio::time::timeout(self.options.op_timeout(), Conn::new(self.opts.clone())).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(e)) => Err(Failed::NoSession(format!("no session: {e}"))),
             Err(_) => Err(Failed::NoSession(format!(
@@ -183,13 +189,13 @@ impl MariadbGetLock {
             }
             Err(e) => {
                 // The session is gone, and whatever it held with it.
-                self.held_mut().clear();
+                self.held_mut().now.clear();
                 Err(Failed::Broken(e.to_string()))
             }
         }
     }
 
-    fn held_mut(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+    fn held_mut(&self) -> std::sync::MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -220,12 +226,14 @@ impl Drop for MariadbGetLock {
 /// While the client holds a lock, pings its session every `WATCH_EVERY`; once the session
 /// is gone, reports every lock it held lost and leaves no session behind. A ping waits on
 /// a paused server (the session lives, and so does its lock): no timeout, no notice.
-async fn watch(
-    session: Shared,
-    held: Arc<StdMutex<Vec<String>>>,
-    notices: mpsc::UnboundedSender<Notice>,
-) {
-    let holding = || !held.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+async fn watch(session: Shared, held: Arc<StdMutex<Held>>, notices: mpsc::UnboundedSender<Notice>) {
+    let holding = || {
+        !held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .now
+            .is_empty()
+    };
     loop {
         tokio::time::sleep(WATCH_EVERY).await;
         if !holding() {
@@ -243,7 +251,12 @@ async fn watch(
             Err(e) => {
                 drop(conn);
                 let at = Instant::now();
-                let lost: Vec<String> = held.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+                let lost = {
+                    let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
+                    let lost = std::mem::take(&mut held.now);
+                    held.lost.extend(lost.iter().cloned());
+                    lost
+                };
                 for key in lost {
                     let error = format!("the session that held it ended ({e})");
                     let _ = notices.send(Notice {
@@ -272,7 +285,10 @@ impl LockClient for MariadbGetLock {
 
     async fn acquire(&mut self, key: &str) -> Acquired {
         let wait_s = self.options.wait_ms as f64 / 1000.0;
-        match self.query("SELECT GET_LOCK(?, ?)", (key, wait_s).into()).await {
+        match self
+            .query("SELECT GET_LOCK(?, ?)", (key, wait_s).into())
+            .await
+        {
             Ok(Some(1)) => {}
             Ok(Some(0)) => {
                 return Acquired::Fail(format!(
@@ -284,7 +300,11 @@ impl LockClient for MariadbGetLock {
             Err(Failed::Refused(e) | Failed::NoSession(e)) => return Acquired::Fail(e),
             Err(Failed::Broken(e)) => return Acquired::Info(e),
         }
-        self.held_mut().push(key.to_string());
+        {
+            let mut held = self.held_mut();
+            held.lost.retain(|k| k != key);
+            held.now.push(key.to_string());
+        }
         self.options.step(STEPS[0]);
         let token = if self.options.fenced {
             match self.token(key).await {
@@ -302,12 +322,13 @@ impl LockClient for MariadbGetLock {
 
     async fn release(&mut self, key: &str) -> Outcome {
         self.options.step(STEPS[1]);
-        let ours = {
+        let reported_lost = {
             let mut held = self.held_mut();
-            let at = held.iter().position(|k| k == key);
-            at.map(|i| held.remove(i))
+            held.now.retain(|k| k != key);
+            let lost = held.lost.iter().position(|k| k == key);
+            lost.map(|i| held.lost.remove(i)).is_some()
         };
-        if ours.is_none() && !self.options.reconnect {
+        if reported_lost {
             // The watcher reported it lost with its session: there is nothing to release.
             return Outcome::Fail("the session that held it ended".into());
         }

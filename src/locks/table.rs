@@ -15,10 +15,9 @@ use crate::cluster::{Endpoints, Topology};
 use super::conn::Conn;
 use super::{
     etcd_lease, etcd_lock, etcd_txn, external, fair_lock, lua_getset, lua_script, mariadb_get_lock,
-    pg, pg_advisory,
-    pg_lock_column, pg_row, pg_version, primary, redlock, redlock_masters, reentrant, rw_lock,
-    set_nx_px, setnx_del, setnx_expire, setnx_getset, watch_multi, zk_lock, LockClient, LockError,
-    LockOptions,
+    pg, pg_advisory, pg_lock_column, pg_row, pg_version, primary, redlock, redlock_masters,
+    reentrant, rw_lock, set_nx_px, setnx_del, setnx_expire, setnx_getset, watch_multi, zk_lock,
+    LockClient, LockError, LockOptions,
 };
 
 /// Everything lockaudit knows about one algorithm by its name.
