@@ -31,6 +31,17 @@ async fn session(
         .map_err(|e| e.to_string())
 }
 
+/// Whether every thread of `pid` is stopped (`T` in its task's status).
+fn every_thread_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("status"))
+            .is_ok_and(|s| s.lines().any(|l| l.starts_with("State:\tT")))
+    })
+}
+
 async fn start(dir: &common::RunDir) -> cluster::Cluster {
     cluster::start(&ClusterSpec::new(Topology::Mariadb, dir.path()))
         .await
@@ -67,15 +78,22 @@ async fn the_server_starts_answers_survives_a_crash_and_leaves_nothing() {
         .await
         .unwrap();
 
-    // A pause: a query on an open session gets no answer until the resume.
+    // A pause: a query on an open session gets no answer until the resume. SIGSTOP stops
+    // mariadbd's threads as each next runs: the query waits until every one has (a query
+    // sent at once was seen answered by a thread not yet stopped).
+    let pid = cluster.pid("master-0").unwrap();
     cluster.signal("master-0", Signal::SIGSTOP).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !every_thread_stopped(pid) {
+        assert!(Instant::now() < deadline, "mariadbd did not stop");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let paused = tokio::time::timeout(Duration::from_millis(500), db.query_drop("SELECT 1")).await;
     assert!(paused.is_err(), "a paused server answered: {paused:?}");
     cluster.signal("master-0", Signal::SIGCONT).unwrap();
     drop(db);
 
     // SIGKILL, then a restart on the same folder: InnoDB's log brings the row back.
-    let pid = cluster.pid("master-0").unwrap();
     cluster.kill("master-0").unwrap();
     assert!(!cluster::is_live(pid));
     cluster.restart("master-0").await.expect("restarts");
