@@ -1270,6 +1270,31 @@ mod shared_and_fair_tests {
             WorkloadSpec::from_toml("algorithm = \"fair-lock\"\nfair = true\n", "w.toml").unwrap();
         assert!(spec.is_fair());
     }
+
+    #[test]
+    fn reconnect_is_only_for_mariadb_get_lock_and_runs_on_mariadb() {
+        let spec = WorkloadSpec::from_toml(
+            "algorithm = \"mariadb-get-lock\"\nreconnect = true\nwait = \"200ms\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert!(spec.reconnect);
+        assert_eq!(spec.topology(), Topology::Mariadb);
+        let error =
+            WorkloadSpec::from_toml("algorithm = \"set-nx-px\"\nreconnect = true\n", "w.toml")
+                .unwrap_err()
+                .to_string();
+        assert!(
+            error.contains("field `reconnect`: only for algorithm = \"mariadb-get-lock\""),
+            "{error}"
+        );
+        // Off, it is not written back.
+        let plain =
+            WorkloadSpec::from_toml("algorithm = \"mariadb-get-lock\"\n", "w.toml").unwrap();
+        assert!(!toml::to_string_pretty(&plain)
+            .unwrap()
+            .contains("reconnect"));
+    }
 }
 
 #[cfg(test)]
