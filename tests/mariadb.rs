@@ -407,6 +407,21 @@ fn a_run_without_mariadbd_exits_3_naming_the_package() {
 }
 
 #[test]
+fn an_existing_redis_is_refused_naming_mariadb() {
+    let output = lockaudit()
+        .args(["run", "--seed", "1", "--algorithm", "mariadb-get-lock"])
+        .args(["--redis", "redis://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--redis: mariadb-get-lock runs on the MariaDB lockaudit starts itself"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_refusing_mariadbd_is_a_start_error_quoting_its_log() {
     use std::os::unix::fs::PermissionsExt;
     common::require_mariadb();
