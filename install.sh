@@ -15,9 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# What lockaudit starts and faults: Redis (servers, sentinels, redis-cli), PostgreSQL, etcd,
-# ZooKeeper; libfaketime for clock faults.
-servers=(redis-server redis-sentinel redis-tools faketime postgresql etcd-server zookeeper)
+# What lockaudit starts and faults: Redis (servers, sentinels, redis-cli), PostgreSQL, MariaDB,
+# etcd, ZooKeeper; libfaketime for clock faults. lockaudit starts its own servers on free
+# ports and private sockets: a system service the packages may start is not used, and does
+# not stand in their way.
+servers=(redis-server redis-sentinel redis-tools faketime postgresql mariadb-server etcd-server zookeeper)
 # What the build needs: protoc, which builds the etcd client; a C compiler and libc's
 # headers, which build the adapters' wall-clock library (src/cluster/wallclock.c) and link
 # Rust's binaries.

@@ -241,8 +241,8 @@ pub struct RunArgs {
     pub nemesis: Option<String>,
     /// Where the lock lives: single, replicated, sentinel, independent, cluster (a Redis
     /// Cluster of 3 masters with a replica each), postgres, etcd (3 members), zookeeper (3
-    /// servers) (default: the algorithm's own; redlock: independent; pg-*: postgres; etcd-*:
-    /// etcd; zk-lock: zookeeper).
+    /// servers), mariadb (default: the algorithm's own; redlock: independent; pg-*: postgres;
+    /// etcd-*: etcd; zk-lock: zookeeper; mariadb-get-lock: mariadb).
     #[arg(long, value_parser = parse_topology)]
     pub topology: Option<crate::cluster::Topology>,
     /// Fencing tokens, checked by a fenced resource.

@@ -156,10 +156,11 @@ pub async fn start(
         | Topology::Cluster => {
             start_redis(&mut hosts, spec, base, password, lock_nodes, primaries).await?
         }
-        Topology::Postgres => {
-            return Err(ClusterError::InvalidSpec(
-                "PostgreSQL on hosts is started by its own module".into(),
-            ))
+        Topology::Postgres | Topology::Mariadb => {
+            return Err(ClusterError::InvalidSpec(format!(
+                "{:?} is not yet started on hosts",
+                spec.topology
+            )))
         }
     };
     hosts.placed = nodes
@@ -487,7 +488,7 @@ pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
         )),
         Topology::Etcd => Ok((etcd::MEMBERS, etcd::MEMBERS)),
         Topology::Zookeeper => Ok((zookeeper::SERVERS, zookeeper::SERVERS)),
-        Topology::Postgres => Ok((1, 1)),
+        Topology::Postgres | Topology::Mariadb => Ok((1, 1)),
     }
 }
 

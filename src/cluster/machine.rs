@@ -64,12 +64,14 @@ pub enum Prepare {
     Write(PathBuf, String),
 }
 
-/// An unprivileged user a process runs as.
+/// An unprivileged user a process runs as: a database that refuses to run as root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunAs {
     pub name: String,
     pub uid: Uid,
     pub gid: Gid,
+    /// The program that needs it, for messages (`postgres`, `mariadbd`).
+    pub program: &'static str,
 }
 
 impl Launch {
@@ -245,6 +247,71 @@ fn prepare_here(step: &Prepare) -> Result<(), ClusterError> {
 }
 
 impl RunAs {
+    /// None unless we are root; else the first of `users` this machine has, for `program`.
+    pub fn for_program(
+        program: &'static str,
+        users: &[&str],
+    ) -> Result<Option<RunAs>, ClusterError> {
+        if !Uid::effective().is_root() {
+            return Ok(None);
+        }
+        for name in users {
+            if let Ok(Some(user)) = nix::unistd::User::from_name(name) {
+                return Ok(Some(RunAs {
+                    name: user.name,
+                    uid: user.uid,
+                    gid: user.gid,
+                    program,
+                }));
+            }
+        }
+        let names: Vec<String> = users.iter().map(|u| format!("`{u}`")).collect();
+        Err(ClusterError::InvalidSpec(format!(
+            "lockaudit runs as root, {program} refuses to, and there is no {} user to run it as",
+            names.join(" nor ")
+        )))
+    }
+
+    /// Hands `path` to this user.
+    pub fn own(&self, path: &Path) -> Result<(), ClusterError> {
+        nix::unistd::chown(path, Some(self.uid), Some(self.gid))
+            .map_err(|e| ClusterError::io("hand over to the unprivileged user", path, e.into()))
+    }
+
+    /// Whether this user may pass through a folder with this metadata.
+    fn passes(&self, meta: &std::fs::Metadata) -> bool {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let mode = meta.permissions().mode();
+        if meta.uid() == self.uid.as_raw() {
+            mode & 0o100 != 0
+        } else if meta.gid() == self.gid.as_raw() {
+            mode & 0o010 != 0
+        } else {
+            mode & 0o001 != 0
+        }
+    }
+
+    /// Why this user cannot reach into `folder` (the first of it and the folders above it
+    /// that it may not pass through), or Ok.
+    pub fn reaches(&self, folder: &Path) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        for folder in folder.ancestors() {
+            let Ok(meta) = std::fs::metadata(folder) else {
+                continue;
+            };
+            if !self.passes(&meta) {
+                return Err(format!(
+                    "{} must run as the unprivileged user `{}` (lockaudit runs as root) and cannot enter {} (mode {:o}), where its data would go: set TMPDIR to a folder others may pass through",
+                    self.program,
+                    self.name,
+                    folder.display(),
+                    meta.permissions().mode() & 0o7777
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Makes a local `command` drop to this user in the child, before exec (and before
     /// the registry's parent-death signal, which a change of user would clear).
     pub fn apply(&self, command: &mut Command) {
@@ -555,6 +622,7 @@ mod tests {
             name: "postgres".into(),
             uid: Uid::from_raw(104),
             gid: Gid::from_raw(107),
+            program: "postgres",
         });
         let script = supervisor(&launch);
         assert!(script.starts_with("umask 077; exec 3<&0; env "), "{script}");

@@ -18,7 +18,8 @@
 //! - `postgres`: one PostgreSQL server (`initdb`, a foreground postmaster run as an
 //!   unprivileged user when we are root, crash and restart on its WAL; its data in a
 //!   `scratch` folder that user can reach); `etcd`: three members; `zookeeper`: three
-//!   servers;
+//!   servers; `mariadb`: one MariaDB server (`mariadb-install-db`, a foreground
+//!   `mariadbd` as PostgreSQL's is started, crash and restart on InnoDB's log);
 //! - `ports`: free loopback ports; `binaries`: finding the programs; `clock`: libfaketime,
 //!   which lets the nemesis move a server's wall clock;
 //! - `registry`: the process-wide table of children and the thread that spawns them;
@@ -44,6 +45,7 @@ mod instance;
 pub mod leftovers;
 mod logs;
 mod machine;
+mod mariadb;
 pub mod on_exit;
 mod peer_links;
 mod ports;
@@ -84,6 +86,10 @@ pub use exit::Exit;
 pub use failover::{Failover, Happened, Leaders, RoleWatch};
 pub use hosts::{parse_targets, Acted};
 pub use logs::LogCursor;
+pub use mariadb::{
+    client_opts as mariadb_client_opts, end_client_sessions as mariadb_end_client_sessions,
+    Programs as MariadbPrograms, MARIADBD_ENV, MARIADB_DATABASE, MARIADB_USER,
+};
 pub use postgres::{client_config as pg_client_config, PG_DATABASE, PG_USER};
 pub use process::{ChildGuard, Proc, SignalError};
 pub use procfs::{is_live, process_tree};
@@ -128,6 +134,9 @@ pub enum Topology {
     /// Three ZooKeeper servers (`zk-0`..`zk-2`, see `zookeeper`), for the ZooKeeper lock and
     /// an external adapter over a ZooKeeper library; storage is still a Redis.
     Zookeeper,
+    /// One MariaDB server (`master-0`, see `mariadb`), for the MariaDB lock; storage is
+    /// still a Redis.
+    Mariadb,
 }
 
 /// `cluster-node-timeout` of `Topology::Cluster`: short, so that a dead master is replaced

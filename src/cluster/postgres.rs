@@ -19,13 +19,10 @@
 //! user's, in a temporary folder it can reach, and the run folder is never opened to it.
 
 use std::ffi::OsString;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use nix::unistd::{Uid, User};
 
 use super::error::ClusterError;
 use super::instance::{Instance, NotReady};
@@ -53,64 +50,6 @@ const INITDB_TIMEOUT: Duration = Duration::from_secs(120);
 const PORT_RETRIES: usize = 3;
 
 pub use super::machine::RunAs;
-
-impl RunAs {
-    /// None unless we are root; else `postgres`, or `nobody` when there is no such user.
-    pub fn for_postgres() -> Result<Option<RunAs>, ClusterError> {
-        if !Uid::effective().is_root() {
-            return Ok(None);
-        }
-        for name in ["postgres", "nobody"] {
-            if let Ok(Some(user)) = User::from_name(name) {
-                return Ok(Some(RunAs {
-                    name: user.name,
-                    uid: user.uid,
-                    gid: user.gid,
-                }));
-            }
-        }
-        Err(ClusterError::InvalidSpec(
-            "lockaudit runs as root, postgres refuses to, and there is neither a `postgres` nor a `nobody` user to run it as".into(),
-        ))
-    }
-
-    /// Hands `path` to this user.
-    fn own(&self, path: &Path) -> Result<(), ClusterError> {
-        nix::unistd::chown(path, Some(self.uid), Some(self.gid))
-            .map_err(|e| ClusterError::io("hand over to the postgres user", path, e.into()))
-    }
-
-    /// Whether this user may pass through `folder`.
-    fn passes(&self, meta: &std::fs::Metadata) -> bool {
-        let mode = meta.permissions().mode();
-        if meta.uid() == self.uid.as_raw() {
-            mode & 0o100 != 0
-        } else if meta.gid() == self.gid.as_raw() {
-            mode & 0o010 != 0
-        } else {
-            mode & 0o001 != 0
-        }
-    }
-
-    /// Why this user cannot reach into `folder` (the first of it and the folders above it
-    /// that it may not pass through), or Ok.
-    fn reaches(&self, folder: &Path) -> Result<(), String> {
-        for folder in folder.ancestors() {
-            let Ok(meta) = std::fs::metadata(folder) else {
-                continue;
-            };
-            if !self.passes(&meta) {
-                return Err(format!(
-                    "postgres must run as the unprivileged user `{}` (lockaudit runs as root) and cannot enter {} (mode {:o}), where its data would go: set TMPDIR to a folder others may pass through",
-                    self.name,
-                    folder.display(),
-                    meta.permissions().mode() & 0o7777
-                ));
-            }
-        }
-        Ok(())
-    }
-}
 
 /// Everything needed to start (and restart) one PostgreSQL server.
 #[derive(Debug, Clone)]
@@ -434,7 +373,7 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let begun = Instant::now();
     let bin_dir = binaries::postgres_bin_dir(spec.postgres_bin.as_deref())?;
     let server_binary = binaries::redis_server(spec.redis_server.as_deref())?;
-    let run_as = RunAs::for_postgres()?;
+    let run_as = RunAs::for_program("postgres", &["postgres", "nobody"])?;
     let [root, pg_root] = private_folders(&spec.dir, ["redis", "postgres"])?;
     let password = generate_password();
     let mut ports = ports::plan(2, spec.base_port)?.into_iter();

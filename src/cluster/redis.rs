@@ -31,7 +31,7 @@ pub(super) const SENTINELS: usize = 3;
 pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let begun = Instant::now();
     let lock_nodes = match spec.topology {
-        Topology::Postgres | Topology::Etcd | Topology::Zookeeper => {
+        Topology::Postgres | Topology::Etcd | Topology::Zookeeper | Topology::Mariadb => {
             return Err(ClusterError::InvalidSpec(format!(
                 "{:?} is not a Redis topology",
                 spec.topology

@@ -102,7 +102,7 @@ const fn redis(
 }
 
 /// Every lock service, by topology.
-pub const SERVICES: [Service; 8] = [
+pub const SERVICES: [Service; 9] = [
     redis(
         Topology::Single,
         Some("a single server has no replica to fail over to (--topology replicated or sentinel has)"),
@@ -185,6 +185,28 @@ pub const SERVICES: [Service; 8] = [
         restarts_on_data: true,
         audit_alone: true,
     },
+    Service {
+        topology: Topology::Mariadb,
+        name: "MariaDB",
+        own_locks_only: true,
+        locks: "the MariaDB lock (mariadb-get-lock)",
+        start: |spec| Box::pin(super::mariadb::start(spec)),
+        speaks: Speaks::Mariadb,
+        not_on_hosts: Some("MariaDB runs on this machine only"),
+        clock_jump: Some(
+            "GET_LOCK's locks never expire, so MariaDB's clock decides nothing (and it runs without libfaketime)",
+        ),
+        failover: Some("lockaudit's MariaDB is a single server, with no replica to fail over to"),
+        failover_moves_to: None,
+        external_adapters: false,
+        clients_ask_watchers: false,
+        primary_by_hand: false,
+        elects_leader: false,
+        failover_min_ms: 0,
+        // InnoDB recovers its log: a killed server comes back with every committed row.
+        restarts_on_data: true,
+        audit_alone: false,
+    },
 ];
 
 /// The service of `topology`.
@@ -211,7 +233,7 @@ mod tests {
         // A new variant fails to compile here until it is in `ALL`, and the test then
         // until it has its entry.
         use Topology::*;
-        const ALL: [Topology; 8] = [
+        const ALL: [Topology; 9] = [
             Single,
             Replicated,
             Sentinel,
@@ -220,11 +242,12 @@ mod tests {
             Postgres,
             Etcd,
             Zookeeper,
+            Mariadb,
         ];
         for t in ALL {
             match t {
                 Single | Replicated | Sentinel | Independent | Cluster | Postgres | Etcd
-                | Zookeeper => {}
+                | Zookeeper | Mariadb => {}
             }
             assert_eq!(service(t).topology, t);
         }

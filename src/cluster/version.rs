@@ -1,7 +1,7 @@
 //! What version each server of a run says it is, asked over the wire once the servers
 //! serve (their binaries may be on other hosts, or not lockaudit's at all with `--redis`):
 //! Redis's `INFO server`, PostgreSQL's `SHOW server_version`, etcd's status, ZooKeeper's
-//! `srvr`. A run records them in run.json: a finding is a finding about those versions.
+//! `srvr`, MariaDB's `SELECT VERSION()`. A run records them in run.json: a finding is a finding about those versions.
 
 use std::time::Duration;
 
@@ -17,7 +17,8 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct ServerVersion {
     /// `master-0`, `sentinel-1`, `storage`, `etcd-2`, ...
     pub name: String,
-    /// `redis 7.0.15`, `postgres 16.2`, `etcd 3.5.16`, `zookeeper 3.8.4`.
+    /// `redis 7.0.15`, `postgres 16.2`, `etcd 3.5.16`, `zookeeper 3.8.4`,
+    /// `mariadb 10.11.19-MariaDB-0+deb12u1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// Why there is no version (it did not answer in time, ...).
@@ -32,6 +33,7 @@ pub enum Speaks {
     Postgres,
     Etcd,
     Zookeeper,
+    Mariadb,
 }
 
 /// Every server of `endpoints`, lock servers first, then sentinels and the storage server,
@@ -98,6 +100,9 @@ async fn ask(node: &Node, speaks: Speaks, password: Option<&str>) -> Result<Stri
         }
         Speaks::Zookeeper => {
             zookeeper_version(&super::zookeeper::srvr_at(&node.host, node.port).await?)
+        }
+        Speaks::Mariadb => {
+            super::mariadb::version(&node.host, node.port, password.unwrap_or("")).await
         }
     }
 }

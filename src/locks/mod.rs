@@ -25,6 +25,7 @@ mod fair_lock;
 mod fenced;
 mod lua_getset;
 mod lua_script;
+mod mariadb_get_lock;
 mod pg;
 mod pg_advisory;
 mod pg_lock_column;
@@ -297,6 +298,10 @@ pub struct LockOptions {
     pub run_dir: Option<std::path::PathBuf>,
     /// The history's process number of this client incarnation (the adapter's `client`).
     pub process: u64,
+    /// `mariadb-get-lock`: when the client's session is gone, open a new one silently and
+    /// carry on, as a connection pool does (true), rather than report each lock it held
+    /// lost (false, the default).
+    pub reconnect: bool,
     /// Called with each step name as the client reaches it.
     #[serde(skip)]
     pub on_step: Option<StepHook>,
@@ -335,6 +340,7 @@ impl Default for LockOptions {
             fair: false,
             run_dir: None,
             process: 0,
+            reconnect: false,
             on_step: None,
             live_skew_ms: None,
             adapter_clock: None,
@@ -368,6 +374,7 @@ impl std::fmt::Debug for LockOptions {
             .field("fair", &self.fair)
             .field("run_dir", &self.run_dir)
             .field("process", &self.process)
+            .field("reconnect", &self.reconnect)
             .field("on_step", &self.on_step.as_ref().map(|_| "set"))
             .field("live_skew_ms", &self.live_skew_ms)
             .finish()

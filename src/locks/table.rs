@@ -14,10 +14,10 @@ use crate::cluster::{Endpoints, Topology};
 
 use super::conn::Conn;
 use super::{
-    etcd_lease, etcd_lock, etcd_txn, external, fair_lock, lua_getset, lua_script, pg, pg_advisory,
-    pg_lock_column, pg_row, pg_version, primary, redlock, redlock_masters, reentrant, rw_lock,
-    set_nx_px, setnx_del, setnx_expire, setnx_getset, watch_multi, zk_lock, LockClient, LockError,
-    LockOptions,
+    etcd_lease, etcd_lock, etcd_txn, external, fair_lock, lua_getset, lua_script, mariadb_get_lock,
+    pg, pg_advisory, pg_lock_column, pg_row, pg_version, primary, redlock, redlock_masters,
+    reentrant, rw_lock, set_nx_px, setnx_del, setnx_expire, setnx_getset, watch_multi, zk_lock,
+    LockClient, LockError, LockOptions,
 };
 
 /// Everything lockaudit knows about one algorithm by its name.
@@ -104,6 +104,8 @@ pub(crate) enum Connect {
     Etcd(fn(etcd_client::Client, LockOptions) -> Client),
     /// A session on the ZooKeeper ensemble (and the endpoints, to open the next one).
     Zookeeper(fn(zookeeper_client::Client, LockOptions, &Endpoints) -> Client),
+    /// A session on the MariaDB server (and how to open the next one).
+    Mariadb(fn(mariadb_get_lock::Session, LockOptions) -> Client),
     /// `lua`: the workload's scripts, loaded on the primary.
     Scripted,
     /// `external`: the workload's adapter, started and initialised.
@@ -118,6 +120,7 @@ impl std::fmt::Debug for Connect {
             Connect::Postgres(_) => "Postgres",
             Connect::Etcd(_) => "Etcd",
             Connect::Zookeeper(_) => "Zookeeper",
+            Connect::Mariadb(_) => "Mariadb",
             Connect::Scripted => "Scripted",
             Connect::External => "External",
         })
@@ -145,6 +148,10 @@ impl Connect {
                 zk_lock::connect(endpoints, options).await?,
                 options.clone(),
                 endpoints,
+            ),
+            Connect::Mariadb(new) => new(
+                mariadb_get_lock::session(endpoints, options).await?,
+                options.clone(),
             ),
             Connect::Scripted => {
                 let scripts = options.scripts.clone().ok_or_else(|| {
@@ -341,6 +348,19 @@ pub const TABLE: &[Algorithm] = &[
         // Fenced by the lock node's czxid.
         own_tokens: true,
         workload: Some(include_str!("../../workloads/zk-lock.toml")),
+        ..REDIS
+    },
+    Algorithm {
+        name: "mariadb-get-lock",
+        service: Some(Topology::Mariadb),
+        topology: Topology::Mariadb,
+        steps: mariadb_get_lock::STEPS,
+        connect: Connect::Mariadb(|s, o| Box::new(mariadb_get_lock::MariadbGetLock::new(s, o))),
+        // GET_LOCK(name, wait_s) waits for the lock.
+        waits: true,
+        // Fenced by its row in lockaudit_fence, incremented by each holder.
+        own_tokens: true,
+        workload: Some(include_str!("../../workloads/mariadb-get-lock.toml")),
         ..REDIS
     },
 ];
@@ -569,7 +589,7 @@ mod tests {
         );
         assert_eq!(
             builtins_where(|a| a.own_tokens),
-            ["etcd-lock", "etcd-txn", "zk-lock"]
+            ["etcd-lock", "etcd-txn", "zk-lock", "mariadb-get-lock"]
         );
         assert_eq!(
             builtins_where(|a| a.service == Some(Topology::Postgres)),

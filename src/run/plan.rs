@@ -321,10 +321,13 @@ impl RunPlan {
                 schedule_of(&spec)?
             }
         };
-        if redis.is_some() && crate::locks::on_postgres(&spec.algorithm) {
+        // A lock of another service (PostgreSQL, MariaDB, etcd, ZooKeeper) would take the
+        // Redis for its own server and fail to connect only after the clients' 30 s.
+        if let Some(service) = crate::locks::service(&spec.algorithm).filter(|_| redis.is_some()) {
             anyhow::bail!(
-                "--redis: {} runs on the PostgreSQL server lockaudit starts itself, not on a Redis",
-                spec.algorithm
+                "--redis: {} runs on the {} lockaudit starts itself, not on a Redis",
+                spec.algorithm,
+                crate::cluster::service(service).name
             );
         }
         if redis.is_some() && spec.topology == Some(Topology::Cluster) {

@@ -217,6 +217,7 @@ impl Client {
             retry_backoff_ms: spec.retry.backoff.0,
             watchdog: spec.watchdog,
             fenced: spec.fenced,
+            reconnect: spec.reconnect,
             scripts: spec.lua_scripts(),
             adapter: spec.adapter.clone(),
             adapter_options: spec.adapter_options_json(),

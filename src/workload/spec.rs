@@ -190,6 +190,12 @@ pub struct WorkloadSpec {
     /// section at the notice and makes no further write in that hold, as one that heeds
     /// its library does.
     pub write_after_lost: bool,
+    /// `mariadb-get-lock` only: when a client's session is gone, it opens a new one
+    /// silently and carries on, as a connection pool does (its holder keeps working after
+    /// its lock went with the old session). False (the default): it reports each lock it
+    /// held lost (a `lost` notice), and its holder leaves the critical section.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reconnect: bool,
     /// An operation not answered within this is indeterminate (`info`).
     pub op_timeout: Millis,
     pub time_limit: Millis,
@@ -236,6 +242,7 @@ impl Default for WorkloadSpec {
             fenced: false,
             nested: false,
             write_after_lost: false,
+            reconnect: false,
             op_timeout: Millis(2000),
             time_limit: Millis(30_000),
             seed: 1,
@@ -574,6 +581,12 @@ impl WorkloadSpec {
                 "field `wait`: only for algorithm = \"{}\" or {}",
                 locks::EXTERNAL,
                 quoted(&locks::builtins_where(|a| a.waits))
+            ));
+        }
+        if self.reconnect && locks::service(&self.algorithm) != Some(Topology::Mariadb) {
+            return Err(format!(
+                "field `reconnect`: only for algorithm = \"mariadb-get-lock\" (this workload's algorithm is \"{}\")",
+                self.algorithm
             ));
         }
         if let Some(wait) = self.wait {
@@ -1270,6 +1283,31 @@ mod shared_and_fair_tests {
         let spec =
             WorkloadSpec::from_toml("algorithm = \"fair-lock\"\nfair = true\n", "w.toml").unwrap();
         assert!(spec.is_fair());
+    }
+
+    #[test]
+    fn reconnect_is_only_for_mariadb_get_lock_and_runs_on_mariadb() {
+        let spec = WorkloadSpec::from_toml(
+            "algorithm = \"mariadb-get-lock\"\nreconnect = true\nwait = \"200ms\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert!(spec.reconnect);
+        assert_eq!(spec.topology(), Topology::Mariadb);
+        let error =
+            WorkloadSpec::from_toml("algorithm = \"set-nx-px\"\nreconnect = true\n", "w.toml")
+                .unwrap_err()
+                .to_string();
+        assert!(
+            error.contains("field `reconnect`: only for algorithm = \"mariadb-get-lock\""),
+            "{error}"
+        );
+        // Off, it is not written back.
+        let plain =
+            WorkloadSpec::from_toml("algorithm = \"mariadb-get-lock\"\n", "w.toml").unwrap();
+        assert!(!toml::to_string_pretty(&plain)
+            .unwrap()
+            .contains("reconnect"));
     }
 }
 

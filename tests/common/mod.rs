@@ -378,6 +378,14 @@ pub fn require_zookeeper() {
     }
 }
 
+/// Fails the test, saying what to install, unless `mariadbd` and `mariadb-install-db` are
+/// found where lockaudit looks for them ($LOCKAUDIT_MARIADBD, PATH, Debian's places).
+pub fn require_mariadb() {
+    if let Err(e) = lockaudit::cluster::MariadbPrograms::find() {
+        panic!("this test needs MariaDB: apt-get install mariadb-server (bash .ci/run does): {e}");
+    }
+}
+
 /// True as root; else prints a SKIPPED line naming `test` (the tests that switch to another
 /// user need root: CI runs as root).
 pub fn require_root(test: &str) -> bool {

@@ -1,0 +1,572 @@
+//! One MariaDB server that lockaudit owns, for the MariaDB lock (`mariadb-get-lock`).
+//!
+//! Started as PostgreSQL is (`postgres.rs`): `mariadb-install-db` into a private data
+//! folder, then Debian's `mariadbd` in the foreground as a child of the controller, bound to
+//! 127.0.0.1 on a free port, user `lockaudit` with a generated password, InnoDB flushing its
+//! log at every commit, so that a SIGKILL and a restart on the same folder is a real crash
+//! recovery. Ready once an authenticated connection reports our data folder (which tells
+//! our server from a stranger on the port). mariadbd is one process (threads, no children):
+//! a pause or kill reaches all of it.
+//!
+//! The data folder and the server's Unix socket (mariadbd always opens one; nobody is
+//! meant to use it) are in a private folder of their own (`scratch`:
+//! `$TMPDIR/lockaudit-mariadb-XXXXXX`, 0700), removed at the end of the run, on an error and
+//! on Ctrl-C; the log, which lockaudit opens and hands to the server as its stdout and
+//! stderr, is in the run folder (`<run>/mariadb/master-0.log`). As root: mariadbd refuses to
+//! run as root, so `mariadb-install-db` and `mariadbd` run as the `mysql` system user
+//! (Debian's package creates it; `nobody` otherwise), switched to in the child before exec;
+//! the private folder is that user's, in a temporary folder it can reach, and the run folder
+//! is never opened to it.
+//!
+//! The lock user is made at bootstrap by the SQL file `mariadb-install-db --extra-file`
+//! runs (0600, that user's, removed once it ran): the password is in no argument. Every
+//! other account (`root`, passwordless on 127.0.0.1 as Debian's bootstrap makes it) is
+//! removed there, so the port lets in the lock user only.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+
+use super::error::ClusterError;
+use super::instance::{Instance, NotReady};
+use super::machine::{Launch, Local};
+use super::ports::{self, PortChoice};
+use super::process;
+use super::scratch::ScratchDir;
+use super::{binaries, generate_password, private_folders, start_storage};
+use super::{Cluster, ClusterSpec, Topology};
+
+/// The user clients log in as (every privilege: it creates its own tables).
+pub const MARIADB_USER: &str = "lockaudit";
+
+/// The database clients use, made at bootstrap.
+pub const MARIADB_DATABASE: &str = "lockaudit";
+
+/// The environment variable naming the `mariadbd` program (`mariadb-install-db` is looked
+/// for beside it, then on PATH; it bootstraps with the server of its own installation).
+pub const MARIADBD_ENV: &str = "LOCKAUDIT_MARIADBD";
+
+/// Where Debian installs the server (not on a normal user's PATH) and its bootstrap script.
+const DEBIAN_MARIADBD: &str = "/usr/sbin/mariadbd";
+const DEBIAN_INSTALL_DB: &str = "/usr/bin/mariadb-install-db";
+
+/// From spawn to an answered connection. A fresh start takes about 0.2 s here; a restart
+/// after SIGKILL recovers InnoDB's log first, and a loaded CI machine is slow at both.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long `mariadb-install-db` may take (measured: about 2 s here).
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How many times a start whose free port was taken is retried on another port.
+const PORT_RETRIES: usize = 3;
+
+/// How long the readiness probe and `end_client_sessions` wait for a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The programs: `mariadbd` and `mariadb-install-db`.
+#[derive(Debug, Clone)]
+pub struct Programs {
+    pub mariadbd: PathBuf,
+    pub install_db: PathBuf,
+}
+
+impl Programs {
+    /// `$LOCKAUDIT_MARIADBD`, else `mariadbd` on PATH, else Debian's `/usr/sbin/mariadbd`;
+    /// `mariadb-install-db` beside it, on PATH or Debian's. Missing: which package has them.
+    pub fn find() -> Result<Programs, ClusterError> {
+        let given = std::env::var_os(MARIADBD_ENV).map(PathBuf::from);
+        let missing = |program: &str, location: String| ClusterError::MissingService {
+            program: program.into(),
+            package: "mariadb-server".into(),
+            location,
+            env: MARIADBD_ENV.into(),
+        };
+        let mariadbd = match &given {
+            Some(path) => executable(path).then(|| path.clone()).ok_or_else(|| {
+                missing(
+                    "mariadbd",
+                    format!("at {} (from ${MARIADBD_ENV})", path.display()),
+                )
+            })?,
+            None => on_path("mariadbd")
+                .or_else(|| executable(Path::new(DEBIAN_MARIADBD)).then(|| DEBIAN_MARIADBD.into()))
+                .ok_or_else(|| missing("mariadbd", format!("on PATH or at {DEBIAN_MARIADBD}")))?,
+        };
+        let beside = mariadbd.with_file_name("mariadb-install-db");
+        let install_db = [beside.clone()]
+            .into_iter()
+            .find(|p| executable(p))
+            .or_else(|| on_path("mariadb-install-db"))
+            .or_else(|| executable(Path::new(DEBIAN_INSTALL_DB)).then(|| DEBIAN_INSTALL_DB.into()))
+            .ok_or_else(|| {
+                missing(
+                    "mariadb-install-db",
+                    format!(
+                        "beside {}, on PATH or at {DEBIAN_INSTALL_DB}",
+                        mariadbd.display()
+                    ),
+                )
+            })?;
+        Ok(Programs {
+            mariadbd,
+            install_db,
+        })
+    }
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|candidate| executable(candidate))
+}
+
+fn executable(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+pub use super::machine::RunAs;
+
+/// Everything needed to start (and restart) one MariaDB server.
+#[derive(Debug, Clone)]
+pub struct MariadbConfig {
+    pub name: String,
+    pub programs: Programs,
+    /// The data folder (absolute), in the server's private folder (`ScratchDir`).
+    pub dir: PathBuf,
+    /// In the run folder, opened by lockaudit: the server need not reach it.
+    pub log: PathBuf,
+    pub password: String,
+    pub run_as: Option<RunAs>,
+}
+
+impl MariadbConfig {
+    /// The private folder that holds the data folder, the socket and the bootstrap file.
+    fn root(&self) -> &Path {
+        self.dir.parent().unwrap_or(Path::new("/"))
+    }
+
+    /// The settings the bootstrap and the server share. Temporary tables in the private
+    /// folder, not in /tmp: they are the server's alone, and two servers bootstrapping side
+    /// by side (an audit's cells) were seen to trip over each other's there ("Error on
+    /// delete of '/tmp/#sql-temptable-...'"). A small redo log and buffer pool: the
+    /// defaults (a 96 MB log file written out at bootstrap) cost disk and start time, and a
+    /// run's few rows need neither.
+    fn shared_settings(&self) -> [String; 3] {
+        [
+            format!("--tmpdir={}", self.root().display()),
+            "--innodb-log-file-size=8M".into(),
+            "--innodb-buffer-pool-size=32M".into(),
+        ]
+    }
+
+    /// The foreground server. `--no-defaults`: Debian's /etc/mysql files are not ours.
+    /// `innodb-flush-log-at-trx-commit=1` is spelled out although it is the default: a
+    /// commit acknowledged before its log is flushed would make the crash tests
+    /// meaningless. The password is in no argument (it is in the grant tables).
+    fn launch(&self, port: u16) -> Launch {
+        let mut launch = Launch::new(&self.name, &self.programs.mariadbd, &self.log)
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", self.dir.display()))
+            .arg(format!(
+                "--socket={}",
+                self.root().join("mariadbd.sock").display()
+            ))
+            .arg(format!(
+                "--pid-file={}",
+                self.root().join("mariadbd.pid").display()
+            ))
+            .args(self.shared_settings())
+            .arg(format!("--port={port}"))
+            .args([
+                "--bind-address=127.0.0.1",
+                "--skip-name-resolve",
+                "--innodb-flush-log-at-trx-commit=1",
+                "--max-connections=200",
+                "--skip-log-bin",
+            ]);
+        launch.run_as = self.run_as.clone();
+        launch
+    }
+
+    /// The SQL `mariadb-install-db` runs after its own: the lock user with the password
+    /// (hashed by the server: in bootstrap mode there are no grant tables for `CREATE
+    /// USER`, so the row is written as the bootstrap writes root's), no other account,
+    /// the clients' database.
+    fn bootstrap_sql(&self) -> String {
+        let password = self.password.replace('\\', "\\\\").replace('\'', "\\'");
+        format!(
+            "DELETE FROM mysql.global_priv;\n\
+             DELETE FROM mysql.proxies_priv;\n\
+             INSERT INTO mysql.global_priv VALUES ('127.0.0.1', '{MARIADB_USER}', \
+             JSON_OBJECT('access', 18446744073709551615, 'plugin', 'mysql_native_password', \
+             'authentication_string', PASSWORD('{password}')));\n\
+             CREATE DATABASE {MARIADB_DATABASE};\n"
+        )
+    }
+
+    /// Runs `mariadb-install-db` into a fresh data folder.
+    async fn install(&self) -> Result<(), ClusterError> {
+        let root = self.root().to_path_buf();
+        if self.dir.exists() {
+            std::fs::remove_dir_all(&self.dir)
+                .map_err(|e| ClusterError::io("empty the data folder", &self.dir, e))?;
+        }
+        crate::private::create_dir(&root)
+            .map_err(|e| ClusterError::io("create the folder", &root, e))?;
+        if let Some(user) = &self.run_as {
+            user.own(&root)?;
+        }
+        let sql = root.join(format!("{}.bootstrap.sql", self.name));
+        crate::private::write(&sql, self.bootstrap_sql())
+            .map_err(|e| ClusterError::io("write the bootstrap file", &sql, e))?;
+        if let Some(user) = &self.run_as {
+            user.own(&sql)?;
+        }
+        let result = self.run_install_db(&sql).await;
+        let _ = std::fs::remove_file(&sql);
+        result
+    }
+
+    async fn run_install_db(&self, sql: &Path) -> Result<(), ClusterError> {
+        let cursor = super::logs::LogCursor::at_end(&self.log);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| ClusterError::io("open the log", &self.log, e))?;
+        let err = log
+            .try_clone()
+            .map_err(|e| ClusterError::io("open the log", &self.log, e))?;
+        let mut cmd = Command::new(&self.programs.install_db);
+        cmd.arg("--no-defaults")
+            .arg(format!("--datadir={}", self.dir.display()))
+            .args(["--skip-test-db", "--skip-name-resolve"])
+            .args(self.shared_settings())
+            .arg(format!("--extra-file={}", sql.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(err));
+        if let Some(user) = &self.run_as {
+            user.apply(&mut cmd);
+        }
+        let failed = |reason: String| ClusterError::StartFailed {
+            node: self.name.clone(),
+            port: 0,
+            reason,
+            log: self.log.clone(),
+            tail: cursor.tail(20),
+        };
+        // Through the registry, so that Ctrl-C while it runs ends it too.
+        let mut guard =
+            process::spawn(&format!("{} install-db", self.name), cmd).map_err(|source| {
+                ClusterError::Spawn {
+                    binary: self.programs.install_db.clone(),
+                    source,
+                }
+            })?;
+        let deadline = Instant::now() + INSTALL_TIMEOUT;
+        loop {
+            if let Some(exit) = guard.try_wait() {
+                return match exit {
+                    super::Exit::Code(0) => Ok(()),
+                    other => Err(failed(format!("mariadb-install-db failed ({other})"))),
+                };
+            }
+            if Instant::now() >= deadline {
+                guard.kill();
+                return Err(failed(format!(
+                    "mariadb-install-db did not finish in {INSTALL_TIMEOUT:?}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn spawn(&self, port: u16) -> Result<Instance, ClusterError> {
+        Instance::launch(Arc::new(Local), port, &self.dir, &self.launch(port)).await
+    }
+}
+
+/// A started MariaDB server and how to start it again.
+#[derive(Debug)]
+pub struct MariadbServer {
+    pub config: MariadbConfig,
+    pub instance: Instance,
+    /// The private folder, removed when the server is dropped: after `instance`, whose
+    /// drop kills the server if it still runs.
+    _scratch: ScratchDir,
+}
+
+impl MariadbServer {
+    /// `mariadb-install-db`, then starts it on `choice` (another free port if that one was
+    /// taken) and waits until it answers. `config.dir` is in `scratch`, which goes with the
+    /// server (or with the error).
+    pub async fn start(
+        config: MariadbConfig,
+        mut choice: PortChoice,
+        scratch: ScratchDir,
+    ) -> Result<MariadbServer, ClusterError> {
+        config.install().await?;
+        let mut retries = 0;
+        loop {
+            let mut instance = config.spawn(choice.port()).await?;
+            match wait_ready(&mut instance, &config).await {
+                Ok(()) => {
+                    return Ok(MariadbServer {
+                        config,
+                        instance,
+                        _scratch: scratch,
+                    })
+                }
+                Err(NotReady::AddressInUse) => match choice {
+                    PortChoice::Fixed(port) => {
+                        return Err(ClusterError::PortInUse {
+                            node: config.name.clone(),
+                            port,
+                        })
+                    }
+                    PortChoice::Free(_) if retries < PORT_RETRIES => {
+                        retries += 1;
+                        choice = PortChoice::Free(ports::free_port()?);
+                    }
+                    PortChoice::Free(_) => {
+                        return Err(instance.error("its port was taken before it could bind it"))
+                    }
+                },
+                Err(NotReady::Failed(reason)) => {
+                    instance.kill();
+                    return Err(instance.error(reason));
+                }
+            }
+        }
+    }
+
+    /// Starts it again on its port. With `keep_data` on the same data folder: a crash
+    /// recovery from InnoDB's log, so every committed transaction is back (GET_LOCK's locks
+    /// are in memory only: none is). Without, on a fresh bootstrap (the disk lost).
+    pub async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
+        if self.instance.pid().is_some() {
+            self.instance.kill();
+        }
+        if !keep_data {
+            self.config.install().await?;
+        }
+        let mut instance = self.config.spawn(self.instance.port()).await?;
+        match wait_ready(&mut instance, &self.config).await {
+            Ok(()) => {
+                self.instance = instance;
+                Ok(())
+            }
+            Err(NotReady::AddressInUse) => Err(ClusterError::PortInUse {
+                node: self.config.name.clone(),
+                port: self.instance.port(),
+            }),
+            Err(NotReady::Failed(reason)) => {
+                instance.kill();
+                Err(instance.error(reason))
+            }
+        }
+    }
+}
+
+/// Connection settings for a client of the server at `host:port` (the readiness probe, the
+/// lock's sessions): user, password, database, over TCP only. mysql_async would otherwise
+/// move a connection to 127.0.0.1 onto the server's Unix socket (`prefer_socket`), around
+/// the nemesis's per-worker proxies.
+pub fn client_opts(host: &str, port: u16, password: &str) -> mysql_async::Opts {
+    mysql_async::OptsBuilder::default()
+        .ip_or_hostname(host)
+        .tcp_port(port)
+        .user(Some(MARIADB_USER))
+        .pass(Some(password))
+        .db_name(Some(MARIADB_DATABASE))
+        .prefer_socket(false)
+        .into()
+}
+
+/// One connection within `CONNECT_TIMEOUT`, or why not.
+async fn connect(host: &str, port: u16, password: &str) -> Result<mysql_async::Conn, String> {
+    let opts = client_opts(host, port, password);
+    match tokio::time::timeout(CONNECT_TIMEOUT, mysql_async::Conn::new(opts)).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no connection within {CONNECT_TIMEOUT:?}")),
+    }
+}
+
+/// Polls until the server accepts our user's password and reports our data folder.
+async fn wait_ready(instance: &mut Instance, config: &MariadbConfig) -> Result<(), NotReady> {
+    let deadline = instance.spawned_at() + READY_TIMEOUT;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let Some(guard) = instance.process_mut() else {
+            return Err(NotReady::Failed("it is not running".into()));
+        };
+        if let Some(exit) = guard.try_wait() {
+            return Err(instance.exited(exit));
+        }
+        let last = match probe(instance.port(), &config.password).await {
+            // @@datadir ends with a slash.
+            Ok(dir) if Path::new(&dir) == config.dir => {
+                tracing::debug!(node = config.name, elapsed = ?instance.spawned_at().elapsed(), "ready");
+                return Ok(());
+            }
+            Ok(dir) => format!("the server on its port serves another folder ({dir})"),
+            Err(e) => e,
+        };
+        if Instant::now() >= deadline {
+            return Err(NotReady::Failed(format!(
+                "no authenticated connection within {READY_TIMEOUT:?} (last: {last})"
+            )));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// One connection: the server's data folder, or why not.
+async fn probe(port: u16, password: &str) -> Result<String, String> {
+    let mut conn = connect("127.0.0.1", port, password).await?;
+    let dir = conn
+        .query_first::<String, _>("SELECT @@datadir")
+        .await
+        .map_err(|e| e.to_string());
+    let _ = conn.disconnect().await;
+    dir?.ok_or_else(|| "SELECT @@datadir returned no row".to_string())
+}
+
+/// The server's version (`SELECT VERSION()`), for run.json.
+pub(super) async fn version(host: &str, port: u16, password: &str) -> Result<String, String> {
+    let mut conn = connect(host, port, password).await?;
+    let version = conn
+        .query_first::<String, _>("SELECT VERSION()")
+        .await
+        .map_err(|e| e.to_string());
+    let _ = conn.disconnect().await;
+    Ok(format!(
+        "mariadb {}",
+        version?.ok_or("SELECT VERSION() returned no row")?
+    ))
+}
+
+/// Ends every client session of the lock user on the server at `host:port` but the one
+/// this opens (`KILL CONNECTION`): the sessions' GET_LOCK locks go with them, while the
+/// clients still believe they hold them. Returns how many it ended; a session that ended by
+/// itself between the list and its kill is not counted.
+pub async fn end_client_sessions(host: &str, port: u16, password: &str) -> Result<usize, String> {
+    let mut conn = connect(host, port, password).await?;
+    let ended = async {
+        let ids: Vec<u64> = conn
+            .exec(
+                "SELECT ID FROM information_schema.PROCESSLIST \
+                 WHERE USER = ? AND ID <> CONNECTION_ID()",
+                (MARIADB_USER,),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut ended = 0;
+        for id in ids {
+            match conn.query_drop(format!("KILL CONNECTION {id}")).await {
+                Ok(()) => ended += 1,
+                // ER_NO_SUCH_THREAD: it ended meanwhile.
+                Err(mysql_async::Error::Server(e)) if e.code == 1094 => {}
+                Err(e) => return Err(format!("KILL CONNECTION {id}: {e}")),
+            }
+        }
+        Ok(ended)
+    }
+    .await;
+    let _ = conn.disconnect().await;
+    ended
+}
+
+#[async_trait::async_trait]
+impl super::service::ServiceNode for MariadbServer {
+    fn instance(&self) -> &Instance {
+        &self.instance
+    }
+
+    fn instance_mut(&mut self) -> &mut Instance {
+        &mut self.instance
+    }
+
+    async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
+        MariadbServer::restart(self, keep_data).await
+    }
+}
+
+/// `Topology::Mariadb`: the Redis storage server and one MariaDB server, `master-0` (data
+/// in `$TMPDIR/lockaudit-mariadb-XXXXXX/master-0`, log `<dir>/mariadb/master-0.log`),
+/// sharing the generated password.
+pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+    let begun = Instant::now();
+    let programs = Programs::find()?;
+    let server_binary = binaries::redis_server(spec.redis_server.as_deref())?;
+    let run_as = RunAs::for_program("mariadbd", &["mysql", "nobody"])?;
+    let [root, db_root] = private_folders(&spec.dir, ["redis", "mariadb"])?;
+    let password = generate_password();
+    let mut ports = ports::plan(2, spec.base_port)?.into_iter();
+    let (Some(db_port), Some(storage_port)) = (ports.next(), ports.next()) else {
+        return Err(ClusterError::InvalidSpec("port plan too short".into()));
+    };
+    let scratch = ScratchDir::create("mariadb", |base| match &run_as {
+        Some(user) => user.reaches(base),
+        None => Ok(()),
+    })?;
+    let storage = start_storage(&root, server_binary, &password, storage_port).await?;
+    let config = MariadbConfig {
+        name: "master-0".into(),
+        programs,
+        dir: scratch.path().join("master-0"),
+        log: db_root.join("master-0.log"),
+        password: password.clone(),
+        run_as,
+    };
+    // Storage is killed by its guard if this fails.
+    let database = MariadbServer::start(config, db_port, scratch).await?;
+    tracing::info!(elapsed = ?begun.elapsed(), "mariadb ready");
+    Ok(Cluster::local(
+        Topology::Mariadb,
+        root,
+        password,
+        vec![Box::new(database)],
+        storage,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bootstrap_escapes_the_password_and_leaves_one_account() {
+        let config = MariadbConfig {
+            name: "master-0".into(),
+            programs: Programs {
+                mariadbd: "/x/mariadbd".into(),
+                install_db: "/x/mariadb-install-db".into(),
+            },
+            dir: "/tmp/x/master-0".into(),
+            log: "/tmp/x.log".into(),
+            password: "a'b\\c".into(),
+            run_as: None,
+        };
+        let sql = config.bootstrap_sql();
+        assert!(sql.contains("PASSWORD('a\\'b\\\\c')"), "{sql}");
+        assert!(sql.starts_with("DELETE FROM mysql.global_priv;"), "{sql}");
+        let args: Vec<String> = config
+            .launch(3306)
+            .args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(args.iter().all(|a| !a.contains("a'b")), "{args:?}");
+        assert!(args.contains(&"--bind-address=127.0.0.1".to_string()));
+    }
+}
