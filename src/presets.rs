@@ -3,7 +3,7 @@
 //! the nemesis uses) can check its `[expect]` table against them without an import circle.
 
 /// The presets `--nemesis NAME` knows (each built by `nemesis::Schedule::preset`).
-pub const PRESETS: [&str; 11] = [
+pub const PRESETS: [&str; 12] = [
     "none",
     "kill-clients",
     "pause-clients",
@@ -14,6 +14,7 @@ pub const PRESETS: [&str; 11] = [
     "clock-skew",
     "partition",
     "crash-points",
+    "kill-sessions",
     "mix",
 ];
 

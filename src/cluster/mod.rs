@@ -91,7 +91,7 @@ pub use registry::{
 };
 pub use replication::Replica;
 pub use sentinel::{MASTER_NAME, SENTINEL_FAILOVER_MS};
-pub use services::{service, Service, SERVICES};
+pub use services::{service, EndSessions, Service, SessionEnd, SERVICES};
 pub use ssh::{NodeEntry, SshTarget};
 pub use version::{server_versions, ServerVersion};
 

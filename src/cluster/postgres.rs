@@ -492,3 +492,33 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         storage,
     ))
 }
+
+/// `kill-session` on the server: `pg_terminate_backend` of every client backend but this
+/// request's own, which ends their sessions and frees their session locks (advisory locks,
+/// a transaction's row locks). Returns how many backends it signalled.
+pub(super) async fn end_client_sessions(
+    endpoints: &super::Endpoints,
+    node: &super::Node,
+) -> Result<usize, String> {
+    let password = endpoints.password.as_deref().unwrap_or_default();
+    let config = client_config(&node.host, node.port, password);
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| format!("{}: cannot connect: {e}", node.name))?;
+    let driver = tokio::spawn(connection);
+    let ended = client
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .map_err(|e| format!("{}: pg_terminate_backend: {e}", node.name));
+    drop(client);
+    let _ = driver.await;
+    Ok(ended?
+        .iter()
+        .filter(|row| row.try_get::<_, bool>(0).unwrap_or(false))
+        .count())
+}

@@ -297,6 +297,10 @@ pub struct LockOptions {
     pub run_dir: Option<std::path::PathBuf>,
     /// The history's process number of this client incarnation (the adapter's `client`).
     pub process: u64,
+    /// `pg-advisory` only: a statement that finds its session ended opens a new one and
+    /// goes on, telling nobody, as a connection pool does; off, the loss of a held lock
+    /// is a `lost` notice.
+    pub reconnect: bool,
     /// Called with each step name as the client reaches it.
     #[serde(skip)]
     pub on_step: Option<StepHook>,
@@ -335,6 +339,7 @@ impl Default for LockOptions {
             fair: false,
             run_dir: None,
             process: 0,
+            reconnect: false,
             on_step: None,
             live_skew_ms: None,
             adapter_clock: None,
@@ -368,6 +373,7 @@ impl std::fmt::Debug for LockOptions {
             .field("fair", &self.fair)
             .field("run_dir", &self.run_dir)
             .field("process", &self.process)
+            .field("reconnect", &self.reconnect)
             .field("on_step", &self.on_step.as_ref().map(|_| "set"))
             .field("live_skew_ms", &self.live_skew_ms)
             .finish()

@@ -291,6 +291,32 @@ fn decide(
             }
             targets
         }
+        // A session that ends only by expiry: one worker cut off from every server.
+        FaultKind::KillSession
+            if matches!(
+                crate::cluster::service(stage.topology).sessions,
+                crate::cluster::SessionEnd::CutOff
+            ) =>
+        {
+            let cut = match &spec.target {
+                Some(t) if !t.starts_with("worker-") => {
+                    return Err(format!(
+                        "kill-session: on {} sessions end by expiry, so its target is the worker to cut off (worker-<n>), not \"{t}\"",
+                        crate::cluster::service(stage.topology).name
+                    ))
+                }
+                _ => worker(rng)?,
+            };
+            let mut targets = vec![cut];
+            targets.extend(stage.servers.iter().cloned());
+            targets
+        }
+        FaultKind::KillSession if spec.target.as_deref().is_some_and(|t| t.starts_with("worker-")) => {
+            return Err(format!(
+                "kill-session: its target is a server whose clients' sessions end (servers: {}), not a worker",
+                stage.servers.join(", ")
+            ))
+        }
         _ if kind.targets_workers() => vec![worker(rng)?],
         _ => match &spec.target {
             Some(t) => {

@@ -55,10 +55,16 @@ pub enum FaultKind {
     /// Arm a crash point in a worker: the first of its clients to reach step `point` kills
     /// it. Waits up to `duration` for that, then disarms; the worker restarts at once.
     CrashPoint,
+    /// The server ends its clients' sessions, and the session locks with them, while the
+    /// clients live on (`cluster::SessionEnd`): `CLIENT KILL` on `count` Redis servers,
+    /// `pg_terminate_backend` on PostgreSQL, every etcd lease revoked, at once; on
+    /// ZooKeeper, a worker cut off from every server for `duration` (past its session
+    /// timeout), then healed.
+    KillSession,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 11] = [
         FaultKind::KillClient,
         FaultKind::PauseClient,
         FaultKind::KillRedis,
@@ -69,6 +75,7 @@ impl FaultKind {
         FaultKind::Partition,
         FaultKind::Latency,
         FaultKind::CrashPoint,
+        FaultKind::KillSession,
     ];
 
     pub fn name(self) -> &'static str {
@@ -83,6 +90,7 @@ impl FaultKind {
             FaultKind::Partition => "partition",
             FaultKind::Latency => "latency",
             FaultKind::CrashPoint => "crash-point",
+            FaultKind::KillSession => "kill-session",
         }
     }
 
@@ -140,6 +148,7 @@ pub struct FaultSpec {
     #[serde(default)]
     pub at: Option<Millis>,
     /// `worker-<n>`, or a server's name (`master-0`, `replica-1`); default: random.
+    /// kill-session: a server, or on ZooKeeper the worker cut off.
     #[serde(default)]
     pub target: Option<String>,
     /// How long it lasts (a kill: until the restart); default per kind, from the TTL.
@@ -151,7 +160,8 @@ pub struct FaultSpec {
     /// kill-redis: restart with the data it had (AOF on), instead of empty.
     #[serde(default)]
     pub persist: bool,
-    /// Servers hit at once (kill-redis, pause-redis, partition, clock-jump); default 1.
+    /// Servers hit at once (kill-redis, pause-redis, partition, clock-jump, kill-session);
+    /// default 1.
     #[serde(default)]
     pub count: Option<usize>,
     /// partition, latency: the servers the worker is cut off from (default: `count` at
@@ -396,6 +406,25 @@ impl Schedule {
                     }),
                 });
             }
+            "kill-sessions" => {
+                let mut end = FaultSpec::new(FaultKind::KillSession);
+                let every = match crate::cluster::service(workload.topology).sessions {
+                    // A session expires only after its timeout (the ttl): the worker is cut
+                    // off past it, as a pause is, with room for another to take the lock.
+                    crate::cluster::SessionEnd::CutOff => {
+                        end = end.lasting(outlast.0, outlast.1);
+                        (outlast.1 + 500, outlast.1 + 1500)
+                    }
+                    // An instant. About one to two TTLs apart: holds last a fraction of
+                    // the TTL, so most kills find clients holding, and they hit several
+                    // times a run.
+                    crate::cluster::SessionEnd::Ask(_) => {
+                        end = end.lasting(0, 0);
+                        (ttl + 500, 2 * ttl + 1000)
+                    }
+                };
+                Some(mix(every, vec![end]))
+            }
             "pause-redis" => Some(mix(
                 (outlast.1 + 500, outlast.1 + 1500),
                 vec![FaultSpec::new(FaultKind::PauseRedis).lasting(outlast.0, outlast.1)],
@@ -452,7 +481,9 @@ impl Schedule {
             "mix" => {
                 let mut faults: Vec<FaultSpec> = Vec::new();
                 for preset in PRESETS {
-                    if matches!(preset, "none" | "mix") {
+                    // kill-sessions came after the mix's expectations were measured: it has
+                    // its own column.
+                    if matches!(preset, "none" | "mix" | "kill-sessions") {
                         continue;
                     }
                     if preset == "failover" && !has_replicas(workload.topology) {
@@ -542,7 +573,9 @@ fn check_fault(fault: &FaultSpec) -> Result<(), String> {
     }
     if let Some(target) = &fault.target {
         let worker = target.starts_with("worker-");
-        if kind.targets_workers() != worker {
+        // kill-session names a server, or on ZooKeeper the worker to cut off: the plan
+        // checks which against the run.
+        if kind != FaultKind::KillSession && kind.targets_workers() != worker {
             return Err(format!(
                 "field `target`: \"{target}\" is not a {}",
                 if kind.targets_workers() {

@@ -227,6 +227,7 @@ impl Client {
             process: self.process(),
             client_id: format!("client-{}-{:x}", self.process(), self.rng.random::<u64>()),
             op_timeout_ms: spec.op_timeout.0,
+            reconnect: spec.reconnect,
             on_step: Some(self.crash_hook()),
             live_skew_ms: Some(self.plan.controls.skew_ms.clone()),
             adapter_clock: self.plan.controls.adapter_clock.clone(),

@@ -190,6 +190,11 @@ pub struct WorkloadSpec {
     /// section at the notice and makes no further write in that hold, as one that heeds
     /// its library does.
     pub write_after_lost: bool,
+    /// `pg-advisory` only: when the server ended the client's session, the client opens a
+    /// new one and carries on without a word, as a connection pool does (its lock went
+    /// with the old session). By default it notices: a `lost` notice for each lock it held.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reconnect: bool,
     /// An operation not answered within this is indeterminate (`info`).
     pub op_timeout: Millis,
     pub time_limit: Millis,
@@ -236,6 +241,7 @@ impl Default for WorkloadSpec {
             fenced: false,
             nested: false,
             write_after_lost: false,
+            reconnect: false,
             op_timeout: Millis(2000),
             time_limit: Millis(30_000),
             seed: 1,
@@ -432,6 +438,12 @@ impl WorkloadSpec {
         }
         if self.ttl.0 == 0 {
             return Err("field `ttl`: must be longer than 0ms".into());
+        }
+        if self.reconnect && self.algorithm != "pg-advisory" {
+            return Err(format!(
+                "field `reconnect`: only pg-advisory reconnects to a new session (its locks belong to the session), not {}",
+                self.algorithm
+            ));
         }
         if locks::service(&self.algorithm) == Some(Topology::Etcd)
             && self.ttl.0 < crate::cluster::etcd::MIN_LEASE_MS
