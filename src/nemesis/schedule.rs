@@ -686,6 +686,58 @@ mod tests {
     }
 
     #[test]
+    fn kill_sessions_ends_them_at_an_instant_or_by_a_cut_past_the_session() {
+        let faults = |topology| {
+            let w = Workload {
+                ttl_ms: 2000,
+                topology,
+            };
+            let s = Schedule::preset("kill-sessions", &w).unwrap();
+            s.validate().unwrap();
+            let random = s.random.unwrap();
+            (random.every, random.faults)
+        };
+        for topology in [Topology::Single, Topology::Postgres, Topology::Etcd] {
+            let (every, faults) = faults(topology);
+            assert_eq!(faults.len(), 1);
+            assert_eq!(faults[0].kind, FaultKind::KillSession);
+            assert_eq!(faults[0].duration.unwrap().max.0, 0, "{topology:?}");
+            // Several times a run, each after the holders had time to take locks again.
+            assert!(every.min.0 >= 2000 && every.max.0 <= 6000, "{every:?}");
+        }
+        // ZooKeeper's sessions end by expiry only: cut off past the session timeout.
+        let (_, faults) = faults(Topology::Zookeeper);
+        assert!(faults[0].duration.unwrap().min.0 > 2000);
+        // Not in the mix, whose expectations were measured without it.
+        let mix = Schedule::preset("mix", &workload()).unwrap();
+        assert!(!mix.kinds().contains(&FaultKind::KillSession));
+        assert!(mix.kinds().contains(&FaultKind::KillClient));
+        // A fault that can act on every service.
+        for topology in [Topology::Single, Topology::Postgres, Topology::Zookeeper] {
+            assert_eq!(
+                cannot_act(FaultKind::KillSession, "set-nx-px", topology),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn a_kill_session_names_a_server_or_a_worker() {
+        let s = Schedule::from_toml(
+            "[[fault]]\nat = \"2s\"\nkind = \"kill-session\"\ntarget = \"master-0\"\n\n[[fault]]\nat = \"4s\"\nkind = \"kill-session\"\ntarget = \"worker-1\"\nduration = \"5s\"\n",
+            "n.toml",
+        )
+        .unwrap();
+        assert_eq!(s.kinds(), vec![FaultKind::KillSession]);
+        let e = Schedule::from_toml(
+            "[[fault]]\nat = \"2s\"\nkind = \"kill-session\"\noffset = \"1s\"\n",
+            "n.toml",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("field `offset`"), "{e}");
+    }
+
+    #[test]
     fn pauses_outlast_the_lease() {
         let s = Schedule::preset("pause-clients", &workload()).unwrap();
         let pause = &s.random.unwrap().faults[0];

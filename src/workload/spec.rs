@@ -1201,6 +1201,23 @@ mod shared_and_fair_tests {
     }
 
     #[test]
+    fn only_pg_advisory_reconnects_and_the_error_names_the_line() {
+        let spec =
+            WorkloadSpec::from_toml("algorithm = \"pg-advisory\"\nreconnect = true\n", "w.toml")
+                .unwrap();
+        assert!(spec.reconnect);
+        assert!(!WorkloadSpec::default().reconnect);
+        let e = WorkloadSpec::from_toml(
+            "algorithm = \"pg-row\"\nkeys = 2\nreconnect = true\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.to_string().contains("field `reconnect`"), "{e}");
+        assert!(e.to_string().contains("pg-row"), "{e}");
+    }
+
+    #[test]
     fn a_watchdog_over_shared_holds_needs_read_renew() {
         let error = refusal(
             &["renew", "read_acquire", "read_release"],
