@@ -495,7 +495,9 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
 
 /// `kill-session` on the server: `pg_terminate_backend` of every client backend but this
 /// request's own, which ends their sessions and frees their session locks (advisory locks,
-/// a transaction's row locks). Returns how many backends it signalled.
+/// a transaction's row locks). Each call waits up to a second for its backend to exit
+/// (PostgreSQL 14 and later), so that the fault is recorded once the locks are free.
+/// Returns how many backends ended.
 pub(super) async fn end_client_sessions(
     endpoints: &super::Endpoints,
     node: &super::Node,
@@ -509,7 +511,7 @@ pub(super) async fn end_client_sessions(
     let driver = tokio::spawn(connection);
     let ended = client
         .query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+            "SELECT pg_terminate_backend(pid, 1000) FROM pg_stat_activity \
              WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
             &[],
         )
