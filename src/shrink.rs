@@ -689,7 +689,7 @@ mod tests {
             error.to_string(),
             "no overlap anomaly to keep: the checker finds lost-lock ×1"
         );
-        let lines = recorded_run("pause-redis-set-nx-px.jsonl");
+        let lines = recorded_run("pause-servers-set-nx-px.jsonl");
         let error = shrink(&lines, None, &CheckOptions::default()).unwrap_err();
         assert!(matches!(error, ShrinkError::NoAnomaly), "{error}");
     }

@@ -34,12 +34,12 @@ pub fn unknown(what: &str, name: &str, known: &[&str]) -> String {
 mod tests {
     use super::*;
 
-    const PRESETS: [&str; 3] = ["none", "pause-clients", "kill-redis"];
+    const PRESETS: [&str; 3] = ["none", "pause-clients", "kill-servers"];
 
     #[test]
     fn near_misses_get_a_suggestion_and_far_ones_none() {
         assert_eq!(closest("pause-client", PRESETS), Some("pause-clients"));
-        assert_eq!(closest("kill-redsi", PRESETS), Some("kill-redis"));
+        assert_eq!(closest("kill-srevers", PRESETS), Some("kill-servers"));
         assert_eq!(
             closest("inside-lease", ["must", "may", "inside_lease"]),
             Some("inside_lease")
@@ -57,7 +57,7 @@ mod tests {
         );
         assert_eq!(
             unknown("nemesis preset", "byzantine", &PRESETS),
-            "unknown nemesis preset \"byzantine\" (known: none, pause-clients, kill-redis)"
+            "unknown nemesis preset \"byzantine\" (known: none, pause-clients, kill-servers)"
         );
         assert_eq!(
             did_you_mean("mst", ["must", "may"]),

@@ -555,3 +555,54 @@ fn a_zookeeper_cell_runs_with_no_cell_beside_it() {
         "{spans:?}\n{stdout}"
     );
 }
+
+/// The old preset names still read, in `--cells` and in a workload file's `nemesis` and
+/// `[expect]` keys, each said once on stderr however often the file is read; the matrix's
+/// columns and every file of the audit say the new names.
+#[test]
+fn old_preset_names_are_read_as_the_new_ones_with_a_notice() {
+    let dir = common::RunDir::new();
+    let workload = dir.path().join("old-names.toml");
+    let all = r#"may = ["bad-lease", "overlap", "stale-write", "lost-update", "lost-lock", "unavailable", "starvation", "token-order", "duplicate-token"]"#;
+    write(
+        &workload,
+        &format!("algorithm = \"set-nx-px\"\nclients = 2\nworkers = 1\nnemesis = \"pause-redis\"\n\n[expect]\nkill-redis = {{ {all} }}\npause-redis = {{ {all} }}\n"),
+    );
+    let out = dir.path().join("audit");
+    let w = workload.display();
+    let output = lockaudit()
+        .args(["audit", "--jobs", "1", "--cells"])
+        .arg(format!("{w}:kill-redis,{w}:pause-redis"))
+        .args(["--time-limit", "3s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    // Whatever each cell finds, its entry tolerates it.
+    assert_exit(&output, 0);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for (old, new) in [
+        ("kill-redis", "kill-servers"),
+        ("pause-redis", "pause-servers"),
+    ] {
+        let notice = format!("notice: nemesis preset `{old}` is the old name of `{new}`");
+        let seen = stderr.lines().filter(|l| *l == notice).count();
+        assert_eq!(seen, 1, "{notice}:\n{stderr}");
+    }
+    let json = audit_json(&out);
+    let cells = json["cells"].as_array().expect("cells");
+    let columns: Vec<&str> = cells.iter().filter_map(|c| c["nemesis"].as_str()).collect();
+    assert_eq!(columns, ["kill-servers", "pause-servers"], "{json}");
+    // Each cell was judged by the entry under its old name (else none: valid only).
+    for cell in cells {
+        assert_eq!(
+            cell["expected"]["may"].as_array().map(Vec::len),
+            Some(9),
+            "{cell}"
+        );
+    }
+    for file in ["audit.json", "audit.md", "audit.html", "audit.xml"] {
+        let text = std::fs::read_to_string(out.join(file)).expect(file);
+        assert!(text.contains("pause-servers"), "{file}: {text}");
+        assert!(!text.contains("-redis"), "{file}: {text}");
+    }
+}

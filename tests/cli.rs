@@ -111,7 +111,7 @@ fn a_misspelt_name_on_the_command_line_gets_the_nearest_one() {
         ),
         (
             &["audit", "--nemeses", "none,kill-redsi"],
-            "unknown nemesis preset \"kill-redsi\" (did you mean \"kill-redis\"?)",
+            "unknown nemesis preset \"kill-redsi\" (did you mean \"kill-servers\"?)",
         ),
         (
             &["audit", "--cells", "set-nx-px:pause-client"],

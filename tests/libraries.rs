@@ -210,19 +210,19 @@ duration = "9s"
 
 [[fault]]
 at = "2s"
-kind = "kill-redis"
+kind = "kill-server"
 target = "zk-0"
 duration = "1s"
 
 [[fault]]
 at = "4500ms"
-kind = "kill-redis"
+kind = "kill-server"
 target = "zk-1"
 duration = "1s"
 
 [[fault]]
 at = "7s"
-kind = "kill-redis"
+kind = "kill-server"
 target = "zk-2"
 duration = "1s"
 "#;

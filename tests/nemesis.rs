@@ -579,7 +579,7 @@ async fn kill_client_kills_the_worker_and_restarts_it_with_fresh_processes() {
     // The lock server paused first: when the worker dies, each of its clients has an
     // operation under way (a client's operations otherwise last well under a millisecond).
     let plan = [
-        fault(FaultKind::PauseRedis, 500, &["master-0"], 800),
+        fault(FaultKind::PauseServer, 500, &["master-0"], 800),
         fault(FaultKind::KillClient, 800, &["worker-0"], 400),
     ];
     let journal = Journal::new(rec.sender(), clock);
@@ -892,7 +892,7 @@ async fn crash_point_kills_the_worker_between_setnx_and_expire() {
 // ---------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread")]
-async fn pause_redis_stops_the_server_until_it_is_resumed() {
+async fn pause_server_stops_the_server_until_it_is_resumed() {
     let dir = common::RunDir::new();
     let mut cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
         .await
@@ -903,7 +903,7 @@ async fn pause_redis_stops_the_server_until_it_is_resumed() {
     let rec = Recording::start(dir.path());
     let clock = RunClock::start();
     let (mut fleet, mut exits) = no_workers(dir.path(), rec.sender()).await;
-    let plan = [fault(FaultKind::PauseRedis, 300, &["master-0"], 800)];
+    let plan = [fault(FaultKind::PauseServer, 300, &["master-0"], 800)];
     let journal = Journal::new(rec.sender(), clock);
     let mut probe = Raw::authed(port, &endpoints).await;
     assert_eq!(probe.ping(secs(5)).await, pong());
@@ -952,9 +952,9 @@ async fn pause_redis_stops_the_server_until_it_is_resumed() {
     assert_eq!(targets(&resume), ["master-0"]);
 }
 
-/// kill-redis: the port refuses connections until the restart; the key set before the kill
+/// kill-server: the port refuses connections until the restart; the key set before the kill
 /// survives it only with persistence.
-async fn kill_redis(persist: bool) {
+async fn kill_server(persist: bool) {
     let dir = common::RunDir::new();
     let mut spec = ClusterSpec::new(Topology::Single, dir.path());
     spec.persistence = persist;
@@ -971,7 +971,7 @@ async fn kill_redis(persist: bool) {
     let rec = Recording::start(dir.path());
     let clock = RunClock::start();
     let (mut fleet, mut exits) = no_workers(dir.path(), rec.sender()).await;
-    let mut kill = fault(FaultKind::KillRedis, 300, &["master-0"], 800);
+    let mut kill = fault(FaultKind::KillServer, 300, &["master-0"], 800);
     kill.persist = persist;
     let plan = [kill];
     let journal = Journal::new(rec.sender(), clock);
@@ -1122,13 +1122,13 @@ async fn kill_session_terminates_postgres_sessions_and_frees_their_advisory_lock
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn kill_redis_without_persistence_restarts_it_empty() {
-    kill_redis(false).await;
+async fn kill_server_without_persistence_restarts_it_empty() {
+    kill_server(false).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn kill_redis_with_persistence_restarts_it_with_its_data() {
-    kill_redis(true).await;
+async fn kill_server_with_persistence_restarts_it_with_its_data() {
+    kill_server(true).await;
 }
 
 /// The range the server's clock minus the system clock lies in, from one `TIME`.
@@ -1628,7 +1628,7 @@ duration = "3s"
 
 [[fault]]
 at = "1s"
-kind = "pause-redis"
+kind = "pause-server"
 target = "master-0"
 duration = "3s"
 "#,

@@ -861,7 +861,7 @@ fn a_server_that_cannot_start_leaves_its_log_and_no_data() {
 }
 
 /// The database locks' behaviour across a server crash, without any race: what the
-/// `kill-redis` cells can only catch when a critical section outlasts the restart.
+/// `kill-servers` cells can only catch when a critical section outlasts the restart.
 #[tokio::test]
 async fn a_server_crash_drops_session_locks_and_keeps_committed_flags() {
     common::require_postgres();

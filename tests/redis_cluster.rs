@@ -232,7 +232,7 @@ fn a_promotion_by_the_cluster_is_recorded() {
         .args(["run", "--algorithm", "set-nx-px", "--topology", "cluster"])
         .args([
             "--nemesis",
-            "pause-redis",
+            "pause-servers",
             "--time-limit",
             "8s",
             "--seed",

@@ -68,7 +68,7 @@ fn each_namespace_host_answers_ssh_on_its_own_address_and_is_removed_afterwards(
 }
 
 /// One `lockaudit run` at a time: two runs of 8 clients and their faults at once on a 2-core
-/// machine starve each other (a kill-redis run found nothing once beside a clock-jump one).
+/// machine starve each other (a kill-servers run found nothing once beside a clock-jump one).
 static RUNS: Mutex<()> = Mutex::new(());
 
 /// A spec whose lock servers run on the bed's first `n` hosts.
@@ -468,7 +468,7 @@ async fn an_unreachable_host_or_a_refused_key_is_named_in_the_error() {
 
 /// `lockaudit audit` over five namespace hosts: RedLock's masters on the five, and
 /// set-nx-px's primary and two replicas on three of them, reach what the local audit
-/// expects (overlaps inside a live lease under kill-redis and clock-jump; an overlap under
+/// expects (overlaps inside a live lease under kill-servers and clock-jump; an overlap under
 /// failover); a PostgreSQL cell, which cannot run on hosts, is not applicable rather than
 /// run on this machine; and nothing of any cell is left on the hosts.
 #[test]
@@ -482,11 +482,11 @@ fn an_audit_over_five_hosts_finds_redlocks_and_the_failovers_overlaps() {
     let mut cmd = lockaudit_on_hosts("audit", &bed, 5, dir.path(), &out);
     cmd.args([
         "--cells",
-        "redlock:kill-redis,redlock:clock-jump,set-nx-px:failover,pg-row:none",
+        "redlock:kill-servers,redlock:clock-jump,set-nx-px:failover,pg-row:none",
         // Each must-find cell stops once it has found its overlap. Over the hosts, clients
         // acquire a few times a second, not dozens, so a grant on a bare quorum that the
         // restarted pair breaks comes later than on this machine: a CI run's
-        // redlock × kill-redis found none in 15 s (65 acquisitions, 9 kills of two).
+        // redlock × kill-servers found none in 15 s (65 acquisitions, 9 kills of two).
         "--time-limit",
         "30s",
     ]);
@@ -506,7 +506,7 @@ fn an_audit_over_five_hosts_finds_redlocks_and_the_failovers_overlaps() {
             .clone()
     };
     for (algorithm, nemesis, hosts) in [
-        ("redlock", "kill-redis", 5),
+        ("redlock", "kill-servers", 5),
         ("redlock", "clock-jump", 5),
         ("set-nx-px", "failover", 3),
     ] {
@@ -1202,7 +1202,7 @@ fn ctrl_c_in_a_run_over_hosts_leaves_no_server_running_there_and_brings_the_logs
     std::fs::write(
         &workload,
         format!(
-            "algorithm = \"redlock\"\nnemesis = \"pause-redis\"\ntime_limit = \"60s\"\n\
+            "algorithm = \"redlock\"\nnemesis = \"pause-servers\"\ntime_limit = \"60s\"\n\
              nodes = [{}]\nssh_key = \"{}\"\nremote_dir = \"{}\"\naccept_new_host_keys = true\n",
             nodes.join(", "),
             bed.key.display(),
@@ -1894,11 +1894,11 @@ fn server_faults<'a>(history: &'a str, f: &str, prefix: &str) -> Vec<&'a str> {
 #[test]
 fn etcd_lock_over_three_hosts_with_members_killed_finds_only_what_a_correct_lock_allows() {
     common::require_etcd();
-    let Some(bed) = TestBed::new("etcd-lock kill-redis on hosts", 3) else {
+    let Some(bed) = TestBed::new("etcd-lock kill-servers on hosts", 3) else {
         return;
     };
     let dir = common::RunDir::new();
-    let (history, kinds) = etcd_lock_on_hosts(&bed, dir.path(), "kill-redis");
+    let (history, kinds) = etcd_lock_on_hosts(&bed, dir.path(), "kill-servers");
     assert!(
         history.contains("\"f\":\"acquire\"") && history.contains("\"type\":\"ok\""),
         "no acquisition recorded"
@@ -1908,7 +1908,7 @@ fn etcd_lock_over_three_hosts_with_members_killed_finds_only_what_a_correct_lock
     println!("{} kills, {} restarts", kills.len(), restarts.len());
     assert!(!kills.is_empty(), "no member kill recorded");
     assert_eq!(kills.len(), restarts.len(), "each killed member restarted");
-    // workloads/etcd-lock.toml's [expect] for kill-redis.
+    // workloads/etcd-lock.toml's [expect] for kill-servers.
     for kind in &kinds {
         assert!(
             ["bad-lease", "unavailable", "starvation"].contains(&kind.as_str()),

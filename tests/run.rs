@@ -925,7 +925,7 @@ fn an_algorithm_alone_runs_its_builtin_workload_and_a_schedule_that_does_not_fit
     assert_eq!(spec["fenced"].as_bool(), Some(true), "{text}");
     assert_eq!(spec["time_limit"].as_str(), Some("3s"), "{text}");
     assert_eq!(spec["seed"].as_integer(), Some(1), "{text}");
-    assert!(spec["expect"].get("kill-redis").is_some(), "{text}");
+    assert!(spec["expect"].get("kill-servers").is_some(), "{text}");
     let ttls = acquire_ttls(&out);
     assert!(!ttls.is_empty() && ttls.iter().all(|t| *t == Some(2000)));
     let left = left_running(&out);
@@ -1580,7 +1580,7 @@ fn a_heal_that_fails_is_not_recorded_and_ends_the_run_as_an_error_naming_it() {
     let schedule = dir.path().join("stuck.toml");
     std::fs::write(
         &schedule,
-        "[[fault]]\nat = \"300ms\"\nkind = \"pause-redis\"\ntarget = \"master-0\"\nduration = \"4s\"\n",
+        "[[fault]]\nat = \"300ms\"\nkind = \"pause-server\"\ntarget = \"master-0\"\nduration = \"4s\"\n",
     )
     .unwrap();
     let child = lockaudit()
@@ -1628,7 +1628,7 @@ fn a_heal_that_fails_is_not_recorded_and_ends_the_run_as_an_error_naming_it() {
     assert_exit(&output, 3);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let said = format!(
-        "lockaudit: the run could not be carried out: pause-redis on master-0 not healed (resume failed): master-0 (pid {pid}) is no longer running"
+        "lockaudit: the run could not be carried out: pause-server on master-0 not healed (resume failed): master-0 (pid {pid}) is no longer running"
     );
     assert!(stderr.contains(&said), "{stderr}");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -1641,4 +1641,75 @@ fn a_heal_that_fails_is_not_recorded_and_ends_the_run_as_an_error_naming_it() {
     assert!(resumes.is_empty(), "{resumes:?}");
     let left = left_running(&out);
     assert!(left.is_empty(), "processes left running: {left:?}");
+}
+
+/// The old names still run as the new ones: `--nemesis kill-redis` is the preset
+/// `kill-servers`, a schedule file's `kind = "pause-redis"` the kind `pause-server`, each
+/// said once on stderr; what the run writes says the new names, and the history's events
+/// are the same `kill` and `pause` as ever.
+#[test]
+fn old_preset_and_fault_kind_names_run_as_the_new_ones_with_a_notice() {
+    let dir = common::RunDir::new();
+    let count = |stderr: &str, line: &str| stderr.lines().filter(|l| *l == line).count();
+    let history = |out: &Path| std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    let nemesis_json = |out: &Path| std::fs::read_to_string(out.join("nemesis.json")).unwrap();
+
+    let out = dir.path().join("preset");
+    let output = run(
+        "set-nx-px",
+        &out,
+        &["--nemesis", "kill-redis", "--topology", "single"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Valid or not is the run's to find (its workload may find anything under kills).
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{stderr}");
+    let notice = "notice: nemesis preset `kill-redis` is the old name of `kill-servers`";
+    assert_eq!(count(&stderr, notice), 1, "{stderr}");
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(record["nemesis"], "kill-servers", "{record}");
+    let plan = nemesis_json(&out);
+    assert!(
+        plan.contains("\"kill-server\"") && !plan.contains("redis\""),
+        "{plan}"
+    );
+    // Its first kill is planned at 1 s of the 3 s run.
+    assert!(history(&out).contains(r#""f":"kill""#));
+
+    let out = dir.path().join("schedule");
+    let schedule = dir.path().join("old-kind.toml");
+    std::fs::write(
+        &schedule,
+        "[[fault]]\nat = \"300ms\"\nkind = \"pause-redis\"\ntarget = \"master-0\"\nduration = \"500ms\"\n",
+    )
+    .unwrap();
+    let output = run(
+        "set-nx-px",
+        &out,
+        &[
+            "--nemesis",
+            schedule.to_str().unwrap(),
+            "--topology",
+            "single",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{stderr}");
+    let notice = "notice: fault kind `pause-redis` is the old name of `pause-server`";
+    assert_eq!(count(&stderr, notice), 1, "{stderr}");
+    let plan = nemesis_json(&out);
+    assert!(
+        plan.contains("\"pause-server\"") && !plan.contains("pause-redis"),
+        "{plan}"
+    );
+    let paused = history(&out).lines().any(|line| {
+        serde_json::from_str::<Value>(line).is_ok_and(|e| {
+            e["f"] == "pause" && e["value"]["targets"] == serde_json::json!(["master-0"])
+        })
+    });
+    assert!(paused, "no pause of master-0 recorded");
+    for out in [dir.path().join("preset"), out] {
+        let left = left_running(&out);
+        assert!(left.is_empty(), "processes left running: {left:?}");
+    }
 }

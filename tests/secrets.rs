@@ -69,10 +69,10 @@ fn another_user_cannot_read_the_password_of_a_run() {
         assert_eq!(common::mode(&conf), 0o600, "{}", conf.display());
         common::assert_denied("nobody", &conf);
     }
-    // Each redis-server's password file (its first argument, rather than `--requirepass`).
+    // Each redis-server's config (its one argument, rather than `--requirepass`).
     for name in ["master-0", "replica-1", "replica-2", "storage"] {
-        let conf = run.join(format!("redis/{name}.auth.conf"));
-        let text = std::fs::read_to_string(&conf).expect("the server's password file");
+        let conf = run.join(format!("redis/{name}.conf"));
+        let text = std::fs::read_to_string(&conf).expect("the server's config");
         assert!(text.contains(&password), "{}", conf.display());
         assert_eq!(common::mode(&conf), 0o600, "{}", conf.display());
         common::assert_denied("nobody", &conf);

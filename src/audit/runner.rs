@@ -278,8 +278,7 @@ pub fn unknown_row(row: &str) -> Option<String> {
 
 /// Why `column` is no nemesis preset (an audit's columns are presets only), or None.
 pub fn unknown_preset(column: &str) -> Option<String> {
-    (!PRESETS.contains(&column))
-        .then(|| crate::suggest::unknown("nemesis preset", column, &PRESETS))
+    (!PRESETS.contains(&column)).then(|| crate::presets::unknown_preset(column))
 }
 
 /// Expands each folder among `rows` (`--algorithms examples/bugs/`) into the workload files
@@ -755,7 +754,7 @@ async fn run_cell(
     // Servers on hosts: a topology that cannot run there is not run at all (rather than
     // run on this machine, which would audit another deployment than the one asked for).
     if !plan.spec.nodes.is_empty() {
-        if let Some(why) = crate::cluster::not_on_hosts(topology) {
+        if let Some(why) = crate::cluster::service(topology).not_on_hosts {
             let topology = format!("{topology:?}").to_lowercase();
             let why = format!("the {topology} topology on hosts: {why}");
             return Cell::not_applicable(algorithm, nemesis, expected, why);
@@ -1010,7 +1009,7 @@ mod tests {
             cell("getset", "partition"),
             cell("px", "none"),
             cell("px", "pause-clients"),
-            cell("px", "kill-redis"),
+            cell("px", "kill-servers"),
             cell("only-faulted", "kill-clients"),
         ];
         let must = |a: &str, n: &str| -> Vec<String> {
@@ -1033,7 +1032,7 @@ mod tests {
                 cell("getset", "pause-clients"),
                 // Valid without faults: every faulted cell is a flaw of its own.
                 cell("px", "pause-clients"),
-                cell("px", "kill-redis"),
+                cell("px", "kill-servers"),
                 cell("only-faulted", "kill-clients"),
             ]
         );

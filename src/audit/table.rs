@@ -253,8 +253,8 @@ fn short_nemesis(nemesis: &str) -> &str {
     match nemesis {
         "kill-clients" => "kill-cl",
         "pause-clients" => "pause-cl",
-        "kill-redis" => "kill-rd",
-        "pause-redis" => "pause-rd",
+        "kill-servers" => "kill-sv",
+        "pause-servers" => "pause-sv",
         "clock-jump" => "clk-jump",
         "clock-skew" => "clk-skew",
         "crash-points" => "crash-pt",

@@ -499,9 +499,13 @@ fn parse_algorithm(text: &str) -> Result<String, String> {
     known_name(text, crate::workload::spec::unknown_algorithm)
 }
 
-/// `--nemesis`: a preset or a schedule file (whose errors come when it is read).
+/// `--nemesis`: a preset (an old name as its new one) or a schedule file (whose errors come
+/// when it is read).
 fn parse_nemesis(text: &str) -> Result<String, String> {
-    known_name(text, crate::presets::unknown_nemesis)
+    known_name(
+        crate::presets::current_preset(text),
+        crate::presets::unknown_nemesis,
+    )
 }
 
 /// One of `--algorithms`: an algorithm or a workload file.
@@ -509,9 +513,12 @@ fn parse_row(text: &str) -> Result<String, String> {
     known_name(text, crate::audit::runner::unknown_row)
 }
 
-/// One of `--nemeses`: a preset.
+/// One of `--nemeses`: a preset (an old name as its new one).
 fn parse_preset(text: &str) -> Result<String, String> {
-    known_name(text, crate::audit::runner::unknown_preset)
+    known_name(
+        crate::presets::current_preset(text),
+        crate::audit::runner::unknown_preset,
+    )
 }
 
 /// Exit code for a run that could not be carried out (docs/src/reference/exit-codes.md).
@@ -583,6 +590,15 @@ mod tests {
             .map(|(name, _)| name)
             .collect();
         assert!(empty.is_empty(), "flags without help: {empty:?}");
+    }
+
+    #[test]
+    fn an_old_preset_name_on_the_command_line_is_the_new_one() {
+        assert_eq!(parse_nemesis("kill-redis").as_deref(), Ok("kill-servers"));
+        assert_eq!(parse_preset("pause-redis").as_deref(), Ok("pause-servers"));
+        assert_eq!(parse_preset("mix").as_deref(), Ok("mix"));
+        let why = parse_preset("pause-redsi").unwrap_err();
+        assert!(why.contains("(did you mean \"pause-servers\"?)"), "{why}");
     }
 
     #[test]

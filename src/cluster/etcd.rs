@@ -18,13 +18,14 @@
 //! of Jepsen's etcd 3.4.3 lock test.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
 use super::error::ClusterError;
 use super::instance::Instance;
+use super::machine::{Launch, Local};
 use super::peer_links::{PeerLinks, PeerProxy};
 use super::ports;
 use super::service::ServiceNode;
@@ -80,30 +81,25 @@ struct MemberConfig {
 impl MemberConfig {
     /// The foreground member. A restart keeps its data folder, whose WAL and snapshot say
     /// which cluster it belongs to: `--initial-cluster*` are read only on the first start.
-    fn command(&self) -> Command {
-        let mut cmd = Command::new(&self.binary);
-        cmd.args(member_args(&MemberFlags {
-            name: &self.name,
-            data_dir: &self.dir.display().to_string(),
-            client: &format!("http://127.0.0.1:{}", self.client_port),
-            peer: &format!("http://127.0.0.1:{}", self.peer_port),
-            advertised_peer: &format!("http://127.0.0.1:{}", self.advertised_port),
-            initial_cluster: &self.initial_cluster,
-            cluster_token: &self.cluster_token,
-        }))
+    fn launch(&self) -> Launch {
+        let mut launch =
+            Launch::new(&self.name, &self.binary, &self.log).args(member_args(&MemberFlags {
+                name: &self.name,
+                data_dir: &self.dir.display().to_string(),
+                client: &format!("http://127.0.0.1:{}", self.client_port),
+                peer: &format!("http://127.0.0.1:{}", self.peer_port),
+                advertised_peer: &format!("http://127.0.0.1:{}", self.advertised_port),
+                initial_cluster: &self.initial_cluster,
+                cluster_token: &self.cluster_token,
+            }));
         // The metrics and debug endpoints stay on the client port, on loopback.
-        .env_remove("ETCDCTL_API");
-        cmd
+        launch.unset.push("ETCDCTL_API".into());
+        launch
     }
 
-    fn spawn(&self) -> Result<Instance, ClusterError> {
-        let instance = Instance::spawn(
-            &self.name,
-            self.client_port,
-            &self.dir,
-            &self.log,
-            self.command(),
-        )?;
+    async fn spawn(&self) -> Result<Instance, ClusterError> {
+        let instance =
+            Instance::launch(Arc::new(Local), self.client_port, &self.dir, &self.launch()).await?;
         if let Some(pid) = instance.pid() {
             self.links.running(&self.name, pid);
         }
@@ -237,7 +233,7 @@ impl ServiceNode for EtcdMember {
         if self.instance.pid().is_some() {
             self.instance.kill();
         }
-        let mut instance = self.config.spawn()?;
+        let mut instance = self.config.spawn().await?;
         // A member alone cannot serve: it is back once it answers with a leader (the others
         // may still be down, then it never does; give up at the deadline).
         let ready = wait_member(&mut instance, &self.config, &self.password, true).await;
@@ -378,7 +374,7 @@ async fn start_members(
 ) -> Result<Vec<EtcdMember>, StartError> {
     let mut instances = Vec::with_capacity(configs.len());
     for config in configs {
-        match config.spawn() {
+        match config.spawn().await {
             Ok(instance) => instances.push(instance),
             Err(e) => {
                 kill_all(&mut instances);
@@ -433,7 +429,7 @@ async fn listening(instance: &mut Instance, port: u16) {
         {
             return;
         }
-        if instance.guard_mut().and_then(|g| g.try_wait()).is_some() {
+        if instance.process_mut().and_then(|p| p.try_wait()).is_some() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -458,10 +454,10 @@ async fn wait_member(
     let deadline = instance.spawned_at() + READY_TIMEOUT;
     let mut pause = Duration::from_millis(10);
     loop {
-        let Some(guard) = instance.guard_mut() else {
+        let Some(process) = instance.process_mut() else {
             return Err("it is not running".into());
         };
-        if let Some(exit) = guard.try_wait() {
+        if let Some(exit) = process.try_wait() {
             return Err(format!("it ended ({exit})"));
         }
         let user = authenticated.then_some(password);

@@ -547,14 +547,16 @@ async fn start_sentinels(
 }
 
 /// How many lock servers the topology has, and how many of them start as primaries (a
-/// cluster's nodes, etcd's members and ZooKeeper's servers all do); errors for PostgreSQL,
-/// which runs here only, and for a topology without masters.
+/// cluster's nodes, etcd's members and ZooKeeper's servers all do); an error for a service
+/// whose row says it cannot run on hosts, and for a topology without masters.
 pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
-    let unsupported = |why: &str| ClusterError::Unsupported {
-        action: "run",
-        node: format!("the {:?} topology on hosts", spec.topology).to_lowercase(),
-        reason: why.into(),
-    };
+    if let Some(why) = super::service(spec.topology).not_on_hosts {
+        return Err(ClusterError::Unsupported {
+            action: "run",
+            node: format!("the {:?} topology on hosts", spec.topology).to_lowercase(),
+            reason: why.into(),
+        });
+    }
     match spec.topology {
         Topology::Single => Ok((1, 1)),
         Topology::Replicated => Ok((1 + super::redis::REPLICAS, 1)),
@@ -569,24 +571,7 @@ pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
         )),
         Topology::Etcd => Ok((etcd::MEMBERS, etcd::MEMBERS)),
         Topology::Zookeeper => Ok((zookeeper::SERVERS, zookeeper::SERVERS)),
-        other => Err(unsupported(
-            not_on_hosts(other).unwrap_or("not built on hosts"),
-        )),
-    }
-}
-
-/// Why a topology cannot run on hosts, or None if it can: the one list that `run`, the
-/// workload's validation and the audit's not-applicable cells all read.
-pub fn not_on_hosts(topology: Topology) -> Option<&'static str> {
-    match topology {
-        Topology::Single
-        | Topology::Replicated
-        | Topology::Sentinel
-        | Topology::Independent
-        | Topology::Cluster => None,
-        Topology::Postgres | Topology::Etcd | Topology::Zookeeper => {
-            super::service(topology).not_on_hosts
-        }
+        Topology::Postgres => Ok((1, 1)),
     }
 }
 

@@ -1,8 +1,8 @@
-//! One running redis process (server or sentinel): its guard, port, folders and readiness.
+//! One running process of a node, here or on a host (`machine`): its port, folders, log,
+//! the process and its readiness.
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
@@ -10,8 +10,9 @@ use redis::aio::MultiplexedConnection;
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::logs::LogCursor;
+use super::machine::{Launch, Machine};
 use super::probe;
-use super::process::{self, ChildGuard};
+use super::process::Proc;
 
 /// How long a process may take from spawn to answering an authenticated INFO. Measured
 /// starts take 11–21 ms; 5 s leaves room for a loaded CI machine without hiding a hang.
@@ -29,71 +30,47 @@ pub enum NotReady {
     Failed(String),
 }
 
-/// A spawned redis-server or redis-sentinel.
+/// A spawned server process of a node.
 #[derive(Debug)]
 pub struct Instance {
     name: String,
     port: u16,
     dir: PathBuf,
     log: PathBuf,
-    guard: Option<ChildGuard>,
+    machine: Arc<dyn Machine>,
+    process: Option<Box<dyn Proc>>,
     cursor: LogCursor,
     spawned_at: Instant,
 }
 
 impl Instance {
-    /// Spawns `command` (which must make the process log to `log`) as node `name`.
-    /// Its stdout and stderr go to the same log: a bad argument or an unwritable log file
-    /// is reported there before Redis opens its own log.
-    pub fn spawn(
-        name: &str,
+    /// Starts `launch` on `machine` as the node that serves on `port` with its data in
+    /// `dir`. Its stdout and stderr go to its log: a bad argument or an unwritable log
+    /// file is reported there before the server opens its own log.
+    pub async fn launch(
+        machine: Arc<dyn Machine>,
         port: u16,
         dir: &Path,
-        log: &Path,
-        command: Command,
+        launch: &Launch,
     ) -> Result<Instance, ClusterError> {
-        Instance::spawn_tree(name, port, dir, log, command, false)
-    }
-
-    /// Like [`Instance::spawn`]; with `tree`, pauses and kills reach the process's children
-    /// too (postgres's backends).
-    pub fn spawn_tree(
-        name: &str,
-        port: u16,
-        dir: &Path,
-        log: &Path,
-        mut command: Command,
-        tree: bool,
-    ) -> Result<Instance, ClusterError> {
-        let cursor = LogCursor::at_end(log);
-        let out = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .map_err(|e| ClusterError::io("open the log", log, e))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| ClusterError::io("open the log", log, e))?;
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err));
-        let program = PathBuf::from(command.get_program());
-        let guard =
-            process::spawn_tree(name, command, tree).map_err(|source| ClusterError::Spawn {
-                binary: program,
-                source,
-            })?;
-        tracing::debug!(node = name, port, pid = guard.pid(), "spawned");
+        let cursor = LogCursor::at_end(&launch.log);
+        let process = machine.spawn(launch).await?;
+        tracing::debug!(node = launch.name, port, pid = process.pid(), "spawned");
         Ok(Instance {
-            name: name.to_string(),
+            name: launch.name.clone(),
             port,
             dir: dir.to_path_buf(),
-            log: log.to_path_buf(),
-            guard: Some(guard),
+            log: launch.log.clone(),
+            machine,
+            process: Some(process),
             cursor,
             spawned_at: Instant::now(),
         })
+    }
+
+    /// The address it serves on.
+    pub fn host(&self) -> &str {
+        self.machine.addr()
     }
 
     pub fn name(&self) -> &str {
@@ -112,20 +89,20 @@ impl Instance {
         &self.log
     }
 
-    /// The pid while the process has not been reaped.
+    /// The pid while the process has not ended.
     pub fn pid(&self) -> Option<u32> {
-        self.guard
+        self.process
             .as_ref()
-            .filter(|g| g.exit().is_none())
-            .map(|g| g.pid())
+            .filter(|p| p.exit().is_none())
+            .map(|p| p.pid())
     }
 
-    pub fn guard(&self) -> Option<&ChildGuard> {
-        self.guard.as_ref()
+    pub fn process(&self) -> Option<&dyn Proc> {
+        self.process.as_deref()
     }
 
-    pub fn guard_mut(&mut self) -> Option<&mut ChildGuard> {
-        self.guard.as_mut()
+    pub fn process_mut(&mut self) -> Option<&mut (dyn Proc + 'static)> {
+        self.process.as_deref_mut()
     }
 
     /// Polls until the process answers an authenticated `INFO server` with its own pid
@@ -135,14 +112,15 @@ impl Instance {
         let deadline = self.spawned_at + READY_TIMEOUT;
         let mut pause = Duration::from_millis(1);
         loop {
-            let Some(guard) = self.guard.as_mut() else {
+            let Some(process) = self.process.as_mut() else {
                 return Err(NotReady::Failed("it is not running".into()));
             };
-            if let Some(exit) = guard.try_wait() {
+            if let Some(exit) = process.try_wait() {
                 return Err(self.exited(exit));
             }
-            let pid = guard.pid();
-            if let Ok(mut conn) = probe::connect(self.port, Some(password)).await {
+            let pid = process.pid();
+            let conn = probe::connect_to(self.machine.addr(), self.port, Some(password)).await;
+            if let Ok(mut conn) = conn {
                 let ours = probe::server_pid(&mut conn).await.ok().flatten() == Some(pid);
                 // INFO answers while an AOF is still loading; PING does not (LOADING).
                 if ours && probe::ping(&mut conn).await.is_ok() {
@@ -199,6 +177,6 @@ impl Instance {
 
     /// SIGKILL and reap now (the crash a nemesis wants; also the failure path).
     pub fn kill(&mut self) -> Option<Exit> {
-        self.guard.as_mut().map(|g| g.kill())
+        self.process.as_mut().map(|p| p.kill())
     }
 }

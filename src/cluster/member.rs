@@ -3,11 +3,12 @@
 //! with where a Redis server has its config, how its data folder is readied, and how
 //! lockaudit tells that it serves.
 
+use std::path::Path;
 use std::time::Duration;
 
 use super::error::ClusterError;
+use super::machine::Prepare;
 use super::{etcd, zookeeper};
-use crate::shell::quote;
 
 /// The service a member belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,29 +34,24 @@ pub struct OnHost {
 }
 
 impl OnHost {
-    /// The shell that readies its data folder `dir`, inside the run's folder `run`, before
-    /// a start (emptied first unless `keep_data`), ending the script if it fails. etcd makes
-    /// its data folder itself, and a restart must find it as it was; a member given files
-    /// there gets the folder made and the files written at every start.
-    pub fn prepare(&self, run: &str, dir: &str, keep_data: bool) -> String {
-        let (run, dir) = (quote(run), quote(dir));
+    /// What readies its data folder `dir`, inside the run's folder `run`, before a start
+    /// (emptied first unless `keep_data`). etcd makes its data folder itself, and a
+    /// restart must find it as it was; a member given files there gets the folder made and
+    /// the files written at every start.
+    pub fn prepare(&self, run: &Path, dir: &Path, keep_data: bool) -> Vec<Prepare> {
         let mut steps = Vec::new();
         if !keep_data {
-            steps.push(format!("rm -rf {dir}"));
+            steps.push(Prepare::Empty(dir.to_path_buf()));
         }
         if self.data_files.is_empty() {
-            steps.push(format!("mkdir -p {run}"));
+            steps.push(Prepare::Make(run.to_path_buf()));
         } else {
-            steps.push(format!("mkdir -p {dir}"));
+            steps.push(Prepare::Make(dir.to_path_buf()));
             for (name, text) in &self.data_files {
-                steps.push(format!(
-                    "printf '%s' {} > {dir}/{}",
-                    quote(text),
-                    quote(name)
-                ));
+                steps.push(Prepare::Write(dir.join(name), text.clone()));
             }
         }
-        format!("{} || exit 1; ", steps.join(" && "))
+        steps
     }
 
     /// Ok once the member at `host:port` serves: an etcd member knows a leader and serves a
@@ -108,29 +104,27 @@ mod tests {
     #[test]
     fn an_etcd_member_makes_its_own_data_folder() {
         let etcd = member(Service::Etcd, Vec::new());
+        let (run, dir) = (Path::new("/tmp/r"), Path::new("/tmp/r/etcd-0"));
         assert_eq!(
-            etcd.prepare("/tmp/r un", "/tmp/r un/etcd-0", false),
-            "rm -rf '/tmp/r un/etcd-0' && mkdir -p '/tmp/r un' || exit 1; "
+            etcd.prepare(run, dir, false),
+            [Prepare::Empty(dir.into()), Prepare::Make(run.into())]
         );
-        assert_eq!(
-            etcd.prepare("/tmp/r", "/tmp/r/etcd-0", true),
-            "mkdir -p /tmp/r || exit 1; "
-        );
+        assert_eq!(etcd.prepare(run, dir, true), [Prepare::Make(run.into())]);
         assert!(etcd.empty_restart("etcd-0").is_err());
     }
 
     #[test]
     fn a_zookeeper_server_finds_its_myid_at_every_start() {
         let zk = member(Service::ZooKeeper, vec![("myid".into(), "2\n".into())]);
-        let kept = zk.prepare("/tmp/r", "/tmp/r/zk-1", true);
+        let (run, dir) = (Path::new("/tmp/r"), Path::new("/tmp/r/zk-1"));
+        let myid = Prepare::Write(dir.join("myid"), "2\n".into());
         assert_eq!(
-            kept,
-            "mkdir -p /tmp/r/zk-1 && printf '%s' '2\n' > /tmp/r/zk-1/myid || exit 1; "
+            zk.prepare(run, dir, true),
+            [Prepare::Make(dir.into()), myid.clone()]
         );
-        let emptied = zk.prepare("/tmp/r", "/tmp/r/zk-1", false);
-        assert!(
-            emptied.starts_with("rm -rf /tmp/r/zk-1 && mkdir -p"),
-            "{emptied}"
+        assert_eq!(
+            zk.prepare(run, dir, false),
+            [Prepare::Empty(dir.into()), Prepare::Make(dir.into()), myid]
         );
         assert!(zk.empty_restart("zk-1").is_ok());
     }

@@ -40,6 +40,7 @@ mod hosts;
 mod instance;
 pub mod leftovers;
 mod logs;
+mod machine;
 mod member;
 pub mod on_exit;
 mod peer_links;
@@ -80,10 +81,10 @@ pub use clock::{FakeClock, Libfaketime, Preload, LIBFAKETIME_ENV};
 pub use error::ClusterError;
 pub use exit::Exit;
 pub use failover::{Failover, Happened, Leaders, RoleWatch};
-pub use hosts::{not_on_hosts, parse_targets, Acted};
+pub use hosts::{parse_targets, Acted};
 pub use logs::LogCursor;
 pub use postgres::{client_config as pg_client_config, PG_DATABASE, PG_USER};
-pub use process::{ChildGuard, SignalError};
+pub use process::{ChildGuard, Proc, SignalError};
 pub use procfs::{is_live, process_tree};
 pub use registry::{
     register_child, registered_pids, shutting_down, signal as signal_child, spawn_foreign,
@@ -344,9 +345,9 @@ async fn start_storage(
         replica_of: None,
         fake_clock: None,
         cluster: None,
+        machine: std::sync::Arc::new(machine::Local),
     };
-    config.prepare_dir(false)?;
-    server::start_all(vec![(config, port)], false)
+    server::start_all(vec![(config, port)], false, false)
         .await?
         .pop()
         .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))
@@ -402,7 +403,7 @@ fn remote_node(server: &remote::RemoteServer) -> Node {
 fn node_of(instance: &Instance) -> Node {
     Node {
         name: instance.name().to_string(),
-        host: "127.0.0.1".to_string(),
+        host: instance.host().to_string(),
         port: instance.port(),
         pid: instance.pid(),
     }
@@ -528,11 +529,11 @@ impl Cluster {
         let instance = self
             .instance(name)
             .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))?;
-        let guard = instance.guard().ok_or_else(|| SignalError::Gone {
+        let process = instance.process().ok_or_else(|| SignalError::Gone {
             name: name.to_string(),
             pid: 0,
         })?;
-        Ok(guard.signal(signal)?)
+        process.signal(signal)
     }
 
     /// Sends `signal` to every node of `names`, as [`Cluster::signal`] does, at once: the
@@ -840,7 +841,7 @@ impl Cluster {
                 let instance = n.instance();
                 (
                     instance.name().to_string(),
-                    "127.0.0.1".to_string(),
+                    instance.host().to_string(),
                     instance.port(),
                 )
             })
@@ -878,11 +879,12 @@ impl Cluster {
     /// while the primary goes), then the servers; each gets SIGCONT and SIGTERM, then
     /// SIGKILL after a grace period. Returns how each process ended.
     pub async fn shutdown(mut self) -> Vec<(String, Exit)> {
-        let mut watchers: Vec<&mut ChildGuard> = self
+        let mut watchers: Vec<&mut dyn Proc> = self
             .nodes
             .iter_mut()
             .filter(|n| n.watches())
-            .filter_map(|n| n.instance_mut().guard_mut())
+            .filter_map(|n| n.instance_mut().process_mut())
+            .map(|p| p as &mut dyn Proc)
             .collect();
         process::terminate_all(&mut watchers, STOP_GRACE).await;
         for node in self.nodes.iter_mut().filter(|n| !n.graceful_stop()) {
@@ -890,17 +892,15 @@ impl Cluster {
         }
         let root = self.root.clone();
         let mut ended = self.remote.shutdown(STOP_GRACE, &root);
-        let mut servers: Vec<&mut ChildGuard> = self
+        let mut servers: Vec<&mut dyn Proc> = self
             .instances_mut()
-            .filter_map(Instance::guard_mut)
+            .filter_map(Instance::process_mut)
+            .map(|p| p as &mut dyn Proc)
             .collect();
         process::terminate_all(&mut servers, STOP_GRACE).await;
         self.remove_scratch();
         ended.extend(self.instances().map(|i| {
-            let exit = i
-                .guard()
-                .and_then(ChildGuard::exit)
-                .unwrap_or(Exit::Unknown);
+            let exit = i.process().and_then(Proc::exit).unwrap_or(Exit::Unknown);
             (i.name().to_string(), exit)
         }));
         ended

@@ -20,15 +20,16 @@
 
 use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::unistd::{Gid, Uid, User};
+use nix::unistd::{Uid, User};
 
 use super::error::ClusterError;
 use super::instance::{Instance, NotReady};
+use super::machine::{Launch, Local};
 use super::ports::{self, PortChoice};
 use super::process;
 use super::scratch::ScratchDir;
@@ -51,13 +52,7 @@ const INITDB_TIMEOUT: Duration = Duration::from_secs(120);
 /// How many times a start whose free port was taken is retried on another port.
 const PORT_RETRIES: usize = 3;
 
-/// The unprivileged user postgres runs as when lockaudit runs as root.
-#[derive(Debug, Clone)]
-pub struct RunAs {
-    pub name: String,
-    pub uid: Uid,
-    pub gid: Gid,
-}
+pub use super::machine::RunAs;
 
 impl RunAs {
     /// None unless we are root; else `postgres`, or `nobody` when there is no such user.
@@ -77,22 +72,6 @@ impl RunAs {
         Err(ClusterError::InvalidSpec(
             "lockaudit runs as root, postgres refuses to, and there is neither a `postgres` nor a `nobody` user to run it as".into(),
         ))
-    }
-
-    /// Makes `command` drop to this user in the child, before exec (and before the
-    /// registry's parent-death signal, which a change of user would clear).
-    fn apply(&self, command: &mut Command) {
-        let (uid, gid) = (self.uid, self.gid);
-        // SAFETY: runs in the forked child before exec and makes only the setgroups, setgid
-        // and setuid system calls; it allocates nothing and takes no lock.
-        unsafe {
-            command.pre_exec(move || {
-                nix::unistd::setgroups(&[gid]).map_err(std::io::Error::from)?;
-                nix::unistd::setgid(gid).map_err(std::io::Error::from)?;
-                nix::unistd::setuid(uid).map_err(std::io::Error::from)?;
-                Ok(())
-            });
-        }
     }
 
     /// Hands `path` to this user.
@@ -152,10 +131,12 @@ impl PgConfig {
     /// stays what `initdb` made. `fsync` and `synchronous_commit` are spelled out although
     /// they are the defaults: a commit acknowledged before its WAL is flushed would make
     /// the crash tests meaningless. The password is in no argument (it is in the cluster).
-    fn command(&self, port: u16) -> Command {
-        let mut cmd = Command::new(self.bin_dir.join("postgres"));
-        cmd.arg("-D").arg(&self.dir);
-        cmd.arg("-p").arg(port.to_string());
+    fn launch(&self, port: u16) -> Launch {
+        let mut launch = Launch::new(&self.name, self.bin_dir.join("postgres"), &self.log)
+            .arg("-D")
+            .arg(&self.dir)
+            .arg("-p")
+            .arg(port.to_string());
         for setting in [
             "listen_addresses=127.0.0.1",
             "unix_socket_directories=",
@@ -166,12 +147,11 @@ impl PgConfig {
             "logging_collector=off",
             "log_line_prefix=%m [%p] ",
         ] {
-            cmd.arg("-c").arg(setting);
+            launch = launch.arg("-c").arg(setting);
         }
-        if let Some(user) = &self.run_as {
-            user.apply(&mut cmd);
-        }
-        cmd
+        launch.tree = true;
+        launch.run_as = self.run_as.clone();
+        launch
     }
 
     /// Runs `initdb` into a fresh data folder: role `lockaudit` with the password, SCRAM
@@ -257,15 +237,8 @@ impl PgConfig {
         }
     }
 
-    fn spawn(&self, port: u16) -> Result<Instance, ClusterError> {
-        Instance::spawn_tree(
-            &self.name,
-            port,
-            &self.dir,
-            &self.log,
-            self.command(port),
-            true,
-        )
+    async fn spawn(&self, port: u16) -> Result<Instance, ClusterError> {
+        Instance::launch(Arc::new(Local), port, &self.dir, &self.launch(port)).await
     }
 }
 
@@ -291,7 +264,7 @@ impl PgServer {
         config.initdb().await?;
         let mut retries = 0;
         loop {
-            let mut instance = config.spawn(choice.port())?;
+            let mut instance = config.spawn(choice.port()).await?;
             match wait_ready(&mut instance, &config).await {
                 Ok(()) => {
                     return Ok(PgServer {
@@ -338,7 +311,7 @@ impl PgServer {
         if !keep_data {
             self.config.initdb().await?;
         }
-        let mut instance = self.config.spawn(self.instance.port())?;
+        let mut instance = self.config.spawn(self.instance.port()).await?;
         match wait_ready(&mut instance, &self.config).await {
             Ok(()) => {
                 self.instance = instance;
@@ -376,10 +349,10 @@ async fn wait_ready(instance: &mut Instance, config: &PgConfig) -> Result<(), No
     let deadline = instance.spawned_at() + READY_TIMEOUT;
     let mut pause = Duration::from_millis(5);
     loop {
-        let Some(guard) = instance.guard_mut() else {
+        let Some(process) = instance.process_mut() else {
             return Err(NotReady::Failed("it is not running".into()));
         };
-        if let Some(exit) = guard.try_wait() {
+        if let Some(exit) = process.try_wait() {
             return Err(instance.exited(exit));
         }
         let last = match probe(instance.port(), &config.password).await {

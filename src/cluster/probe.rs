@@ -11,13 +11,8 @@ use redis::{AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo, RedisResu
 /// for a server that accepts but never answers (stopped, or someone else's).
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// A connection to 127.0.0.1:`port`, authenticated with `password` when given.
-pub async fn connect(port: u16, password: Option<&str>) -> RedisResult<MultiplexedConnection> {
-    connect_to("127.0.0.1", port, password).await
-}
-
-/// A connection to `host`:`port` (a server on another host), authenticated with `password`
-/// when given.
+/// A connection to `host`:`port` (here, or a server on another host), authenticated with
+/// `password` when given.
 pub async fn connect_to(
     host: &str,
     port: u16,

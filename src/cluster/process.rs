@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 
+use super::error::ClusterError;
 use super::exit::Exit;
 use super::registry;
 
@@ -25,6 +26,47 @@ pub enum SignalError {
         signal: Signal,
         source: Errno,
     },
+}
+
+/// One started process, here or on a host (`machine`): its pid, its end, the signals a
+/// nemesis sends it.
+pub trait Proc: std::fmt::Debug + Send + Sync {
+    fn name(&self) -> &str;
+    fn pid(&self) -> u32;
+    /// How it ended, once that is known; None while it runs (or is stopped).
+    fn try_wait(&mut self) -> Option<Exit>;
+    /// What [`Proc::try_wait`] last found.
+    fn exit(&self) -> Option<Exit>;
+    /// Sends `signal` while it runs (SIGSTOP / SIGCONT: a pause).
+    fn signal(&self, signal: Signal) -> Result<(), ClusterError>;
+    /// SIGCONT, SIGKILL and its end: a crash.
+    fn kill(&mut self) -> Exit;
+}
+
+impl Proc for ChildGuard {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn try_wait(&mut self) -> Option<Exit> {
+        ChildGuard::try_wait(self)
+    }
+
+    fn exit(&self) -> Option<Exit> {
+        self.exit
+    }
+
+    fn signal(&self, signal: Signal) -> Result<(), ClusterError> {
+        Ok(ChildGuard::signal(self, signal)?)
+    }
+
+    fn kill(&mut self) -> Exit {
+        ChildGuard::kill(self)
+    }
 }
 
 /// Owns one child process: ends it (SIGCONT, SIGKILL, reap) when dropped.
@@ -152,7 +194,7 @@ impl ChildGuard {
 
     /// Graceful stop: SIGCONT, SIGTERM, up to `grace` for it to exit, then SIGKILL.
     pub async fn terminate(&mut self, grace: Duration) -> Exit {
-        terminate_all(&mut [self], grace).await;
+        terminate_all(&mut [self as &mut dyn Proc], grace).await;
         self.exit.unwrap_or(Exit::Unknown)
     }
 }
@@ -165,12 +207,12 @@ impl Drop for ChildGuard {
     }
 }
 
-/// Stops several children at once: SIGCONT and SIGTERM to all, then waits up to `grace`
+/// Stops several processes at once: SIGCONT and SIGTERM to all, then waits up to `grace`
 /// for them together, then SIGKILL for whoever is left. Concurrent, so a teardown costs one
-/// grace period, not one per child.
-pub async fn terminate_all(children: &mut [&mut ChildGuard], grace: Duration) {
+/// grace period, not one per process.
+pub async fn terminate_all(children: &mut [&mut dyn Proc], grace: Duration) {
     for child in children.iter() {
-        if child.exit.is_none() {
+        if child.exit().is_none() {
             let _ = child.signal(Signal::SIGCONT);
             let _ = child.signal(Signal::SIGTERM);
         }
@@ -194,11 +236,11 @@ pub async fn terminate_all(children: &mut [&mut ChildGuard], grace: Duration) {
         pause = (pause * 2).min(Duration::from_millis(20));
     }
     for child in children.iter_mut() {
-        if child.exit.is_none() {
+        if child.exit().is_none() {
             tracing::warn!(
                 "{} (pid {}) ignored SIGTERM for {grace:?}; killing it",
-                child.name,
-                child.pid
+                child.name(),
+                child.pid()
             );
             child.kill();
         }

@@ -2,9 +2,11 @@
 //! independent masters and a Redis Cluster (on hosts, see `hosts`), each server and sentinel
 //! a node behind [`ServiceNode`], and the guarded resource's `storage` server beside them.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::error::ClusterError;
+use super::machine::{Local, LOOPBACK};
 use super::sentinel::{self, SentinelSetup};
 use super::server::{self, ServerConfig};
 use super::service::ServiceNode;
@@ -85,7 +87,7 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     };
     // `lock_node`: a master or replica (fake clock), not storage; `bus_port`: cluster mode.
     let config = |name: String,
-                  replica_of: Option<u16>,
+                  replica_of: Option<(String, u16)>,
                   lock_node: bool,
                   bus_port: Option<u16>|
      -> Result<ServerConfig, ClusterError> {
@@ -104,6 +106,7 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
             persistence: spec.persistence,
             replica_of,
             fake_clock,
+            machine: Arc::new(Local),
             cluster: bus_port.map(|bus_port| server::ClusterMode {
                 bus_port,
                 config_file: root.join(format!("{name}.nodes.conf")),
@@ -115,7 +118,6 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
             // A new cluster: a config left by an earlier run in this folder would rejoin it.
             let _ = std::fs::remove_file(&cluster.config_file);
         }
-        config.prepare_dir(false)?;
         Ok(config)
     };
 
@@ -147,7 +149,7 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         replica_ports.push(next_port()?);
     }
     first.push((config("storage".into(), None, false, None)?, next_port()?));
-    let mut nodes = server::start_all(first, true).await?;
+    let mut nodes = server::start_all(first, true, false).await?;
     let storage = nodes
         .pop()
         .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))?;
@@ -173,9 +175,10 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         let mut replicas = Vec::with_capacity(replica_ports.len());
         for (i, port) in replica_ports.into_iter().enumerate() {
             let name = format!("replica-{}", primaries + i);
-            replicas.push((config(name, Some(primary_port), true, None)?, port));
+            let primary = (LOOPBACK.to_string(), primary_port);
+            replicas.push((config(name, Some(primary), true, None)?, port));
         }
-        nodes.extend(server::start_all(replicas, true).await?);
+        nodes.extend(server::start_all(replicas, true, false).await?);
     }
 
     let sentinels = match sentinel_binary {

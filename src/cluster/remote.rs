@@ -1,17 +1,13 @@
 //! A redis-server (a lock server, a cluster node or a sentinel), an etcd member or a
-//! ZooKeeper server (`member`), on another host, started and supervised over SSH.
+//! ZooKeeper server (`member`), on another host, started and supervised through the host's
+//! [`OnHost`] machine.
 //!
-//! Its config is uploaded (ssh's stdin into `cat >`, the password in the file rather than
-//! on a command line) under `umask 077`, so that the run's folder on the host is 0700 and
-//! the config, the server's own files and its log 0600 from the start, and it runs in the foreground under a small shell in an SSH session
-//! of its own that lockaudit owns: the shell prints the server's pid (which faults signal
-//! with `kill` over the connection), waits for it, and prints how it ended. A watcher in
-//! that shell SIGKILLs the server when the session's stdin closes, so a lockaudit that dies
-//! (even by SIGKILL: its ssh children die with it) leaves no server running on the host.
+//! Its config is uploaded (ssh's stdin, the password in the file rather than on a command
+//! line) private to the login user, as is everything it writes (`umask 077`): the run's
+//! folder on the host is 0700 and the config, the server's own files and its log 0600.
 
-use std::io::{BufRead, BufReader};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -20,15 +16,14 @@ use super::clock::{format_offset, Libfaketime};
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::instance::READY_TIMEOUT;
+use super::machine::{Launch, Machine, OnHost, Prepare};
 use super::member;
 use super::probe;
-use super::process::ChildGuard;
+use super::process::Proc;
 use super::sentinel::SentinelConf;
-use super::ssh::{Ssh, COMMAND_TIMEOUT};
+use super::server::{ClusterMode, RedisConf};
+use super::ssh::Ssh;
 use crate::shell::quote;
-
-/// How long a stopped or killed server's shell may take to report its end.
-const EXIT_WAIT: Duration = Duration::from_secs(5);
 
 /// How one remote redis-server is configured.
 #[derive(Debug, Clone)]
@@ -151,107 +146,55 @@ impl RemoteConfig {
             }
             .text();
         }
-        let mut text = format!(
-            "bind {addr}\nport {port}\ndaemonize no\nrequirepass \"{pw}\"\nmasterauth \"{pw}\"\n\
-             dir \"{dir}\"\nlogfile \"{log}\"\nsave \"\"\nrepl-diskless-sync-delay 0\n",
-            addr = self.addr,
-            port = self.port,
-            pw = self.password,
-            dir = self.data_dir(),
-            log = self.log(),
-        );
-        if self.persistence {
-            text.push_str("appendonly yes\nappendfsync everysec\n");
-        } else {
-            text.push_str("appendonly no\n");
+        let cluster = self
+            .cluster_node_timeout_ms
+            .map(|node_timeout_ms| ClusterMode {
+                bus_port: self.bus_port().unwrap_or(0),
+                config_file: self.nodes_conf().into(),
+                node_timeout_ms,
+            });
+        RedisConf {
+            name: &self.name,
+            addr: &self.addr,
+            port: self.port,
+            dir: &self.data_dir(),
+            log: &self.log(),
+            password: &self.password,
+            persistence: self.persistence,
+            replica_of: self.replica_of.as_ref().map(|(h, p)| (h.as_str(), *p)),
+            cluster: cluster.as_ref(),
         }
-        if let Some((host, port)) = &self.replica_of {
-            text.push_str(&format!("replicaof {host} {port}\n"));
-        }
-        text.push_str(&format!("replica-announce-ip {}\n", self.addr));
-        if let Some(timeout) = self.cluster_node_timeout_ms {
-            // As the local nodes' (`ServerConfig::command`), announcing the host's address.
-            text.push_str(&format!(
-                "cluster-enabled yes\ncluster-port {bus}\ncluster-config-file \"{conf}\"\n\
-                 cluster-node-timeout {timeout}\ncluster-replica-validity-factor 0\n\
-                 cluster-announce-ip {addr}\ncluster-announce-hostname {name}\n",
-                bus = self.bus_port().unwrap_or(0),
-                conf = self.nodes_conf(),
-                addr = self.addr,
-                name = self.name,
-            ));
-        }
-        text
+        .text()
     }
 
-    /// The supervising shell, which first empties the data folder unless `keep_data` (one
-    /// SSH round trip per start: each costs a login shell on the host). The server's stdin
-    /// is /dev/null and its output goes to its log; fd 3 keeps the session's stdin for the
-    /// watcher (an asynchronous command's stdin is /dev/null otherwise).
-    fn script(&self, keep_data: bool) -> String {
-        let dir = quote(&self.data_dir());
-        let prepare = if let Some(member) = &self.member {
-            member.prepare(&self.dir, &self.data_dir(), keep_data)
-        } else if keep_data && self.persistence {
-            format!("mkdir -p {dir} || exit 1; ")
-        } else {
-            format!("rm -rf {dir} && mkdir -p {dir} || exit 1; ")
+    /// What its host runs: the data folder readied first (emptied unless `keep_data`),
+    /// the server on its config (a member on its own arguments), under its fake clock.
+    fn launch(&self) -> Launch {
+        let mut launch = Launch::new(&self.name, &self.binary, self.log().as_ref());
+        launch = match &self.member {
+            Some(member) => launch.args(member.args.iter()),
+            None => launch.arg(self.conf()),
         };
-        let mut run = String::new();
-        if let Some(preload) = &self.fake_clock {
-            run.push_str("env ");
-            for (key, value) in preload.env_for(&self.clock_file()) {
-                run.push_str(&quote(&format!("{key}={value}")));
-                run.push(' ');
-            }
-        }
-        match &self.member {
-            Some(member) => {
-                run.push_str(&quote(&self.binary));
-                for arg in &member.args {
-                    run.push(' ');
-                    run.push_str(&quote(arg));
-                }
-            }
-            None => run.push_str(&format!("{} {}", quote(&self.binary), quote(&self.conf()))),
-        }
         if self.is_sentinel() {
-            run.push_str(" --sentinel");
+            launch = launch.arg("--sentinel");
         }
-        // `umask 077`: what the server writes (its data, a sentinel's rewritten config with
-        // the password, its log) is the login user's alone.
-        format!(
-            "umask 077; {prepare}exec 3<&0; {run} </dev/null >>{log} 2>&1 3<&- & pid=$!; echo \"pid $pid\"; \
-             (cat <&3 >/dev/null; kill -CONT $pid; kill -KILL $pid) >/dev/null 2>&1 & watch=$!; \
-             exec 3<&-; wait $pid; code=$?; kill $watch 2>/dev/null; echo \"exit $code\"",
-            log = quote(&self.log()),
-        )
+        if let Some(preload) = &self.fake_clock {
+            launch = launch.envs(preload.env_for(&self.clock_file()));
+        }
+        launch
     }
-}
 
-/// The session supervising one start of the server.
-#[derive(Debug)]
-struct Session {
-    /// The local ssh client; killing it closes the session, and the watcher kills the server.
-    guard: ChildGuard,
-    /// The server's pid on the host.
-    pid: u32,
-    /// The shell's `exit <code>` once the server has ended.
-    ended: Arc<Mutex<Option<i32>>>,
-}
-
-impl Session {
-    fn ended(&self) -> Option<Exit> {
-        let code = (*self.ended.lock().unwrap_or_else(|p| p.into_inner()))?;
-        Some(exit_of(code))
-    }
-}
-
-/// A shell's `$?` as an [`Exit`]: above 128, the signal that ended it.
-fn exit_of(code: i32) -> Exit {
-    match Signal::try_from(code - 128) {
-        Ok(signal) if code > 128 => Exit::Signal(signal),
-        _ => Exit::Code(code),
+    fn prepare(&self, keep_data: bool) -> Vec<Prepare> {
+        let dir = std::path::PathBuf::from(self.data_dir());
+        if let Some(member) = &self.member {
+            return member.prepare(self.dir.as_ref(), &dir, keep_data);
+        }
+        let mut steps = Vec::new();
+        if !(keep_data && self.persistence) {
+            steps.push(Prepare::Empty(dir.clone()));
+        }
+        steps.push(Prepare::Make(dir));
+        steps
     }
 }
 
@@ -260,7 +203,8 @@ fn exit_of(code: i32) -> Exit {
 pub struct RemoteServer {
     pub config: RemoteConfig,
     ssh: Arc<Ssh>,
-    session: Option<Session>,
+    machine: OnHost,
+    process: Option<Box<dyn Proc>>,
     offset_ms: AtomicI64,
 }
 
@@ -270,8 +214,9 @@ impl RemoteServer {
     pub async fn start(config: RemoteConfig, ssh: Arc<Ssh>) -> Result<RemoteServer, ClusterError> {
         let mut server = RemoteServer {
             config,
+            machine: OnHost { ssh: ssh.clone() },
             ssh,
-            session: None,
+            process: None,
             offset_ms: AtomicI64::new(0),
         };
         // No secret on a member's command line nor in its config: etcd's password is set
@@ -321,10 +266,10 @@ impl RemoteServer {
 
     /// The server's pid on its host while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.session
+        self.process
             .as_ref()
-            .filter(|s| s.ended().is_none())
-            .map(|s| s.pid)
+            .filter(|p| p.exit().is_none())
+            .map(|p| p.pid())
     }
 
     fn error(&self, action: &str, reason: impl Into<String>) -> ClusterError {
@@ -333,39 +278,9 @@ impl RemoteServer {
     }
 
     async fn spawn(&mut self, keep_data: bool, check_clock: bool) -> Result<(), ClusterError> {
-        let mut guard = self.ssh.spawn(
-            &format!("{} on {}", self.config.name, self.config.addr),
-            &self.config.script(keep_data),
-        )?;
-        let stdout = guard
-            .take_stdout()
-            .ok_or_else(|| self.error("start", "no pipe from ssh"))?;
-        let ended = Arc::new(Mutex::new(None));
-        let (pid_tx, pid_rx) = mpsc::channel();
-        let slot = ended.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(pid) = line.strip_prefix("pid ") {
-                    let _ = pid_tx.send(pid.trim().parse::<u32>().ok());
-                } else if let Some(code) = line.strip_prefix("exit ") {
-                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = code.trim().parse().ok();
-                }
-            }
-        });
-        // The shell echoes the pid right after the fork, so this is one round trip: as much
-        // patience as any command on the host gets (a busy host took over 5 s once). A
-        // session that ends first ends the reader and so this wait.
-        let pid = tokio::task::spawn_blocking(move || pid_rx.recv_timeout(COMMAND_TIMEOUT))
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .flatten();
-        let Some(pid) = pid else {
-            drop(guard);
-            return Err(self.start_error("the host's shell never reported the server's pid"));
-        };
-        self.session = Some(Session { guard, pid, ended });
+        let mut launch = self.config.launch();
+        launch.prepare = self.config.prepare(keep_data);
+        self.process = Some(self.machine.spawn(&launch).await?);
         self.wait_ready(Instant::now(), check_clock).await
     }
 
@@ -383,13 +298,13 @@ impl RemoteServer {
         }
         let mut pause = Duration::from_millis(2);
         loop {
-            let Some(session) = &self.session else {
+            let Some(process) = self.process.as_mut() else {
                 return Err(self.start_error("it is not running"));
             };
-            if let Some(exit) = session.ended() {
+            if let Some(exit) = process.try_wait() {
                 return Err(self.start_error(format!("it ended ({exit})")));
             }
-            let pid = session.pid;
+            let pid = process.pid();
             let conn = probe::connect_to(
                 &self.config.addr,
                 self.config.port,
@@ -447,7 +362,7 @@ impl RemoteServer {
         let password = authenticated.then(|| self.config.password.clone());
         let mut pause = Duration::from_millis(10);
         loop {
-            match self.session.as_ref().map(Session::ended) {
+            match self.process.as_mut().map(|p| p.try_wait()) {
                 None => return Err(self.start_error("it is not running")),
                 Some(Some(exit)) => return Err(self.start_error(format!("it ended ({exit})"))),
                 Some(None) => {}
@@ -491,26 +406,18 @@ impl RemoteServer {
 
     /// Sends `signal` to the server on its host (SIGSTOP / SIGCONT: pause and resume).
     pub fn signal(&self, signal: Signal) -> Result<(), ClusterError> {
-        let pid = self
-            .pid()
-            .ok_or_else(|| self.error("signal", "it is not running"))?;
-        self.ssh
-            .run(
-                &format!("send {signal} to"),
-                &format!("kill -{} {pid}", signal.as_str().trim_start_matches("SIG")),
-            )
-            .map(|_| ())
+        match &self.process {
+            Some(process) if process.exit().is_none() => process.signal(signal),
+            _ => Err(self.error("signal", "it is not running")),
+        }
     }
 
     /// SIGKILL on the host (resumed first), a crash: waits for its shell to report the end.
     pub fn kill(&mut self) -> Option<Exit> {
-        let pid = self.pid()?;
-        let _ = self
-            .ssh
-            .run("kill", &format!("kill -CONT {pid}; kill -KILL {pid}"));
-        let exit = self.wait_end(EXIT_WAIT);
+        self.pid()?;
+        let exit = self.process.as_mut().map(|p| p.kill());
         self.end_session();
-        Some(exit)
+        exit
     }
 
     /// SIGTERM, up to `grace` to exit, then SIGKILL. A member is killed at once, as locally
@@ -521,35 +428,27 @@ impl RemoteServer {
         if self.config.member.is_some() {
             return self.kill();
         }
-        let pid = self.pid()?;
-        let _ = self
-            .ssh
-            .run("stop", &format!("kill -CONT {pid}; kill -TERM {pid}"));
-        let exit = match self.wait_end(grace) {
-            Exit::Unknown => return self.kill(),
-            exit => exit,
+        self.pid()?;
+        let _ = self.signal(Signal::SIGCONT);
+        let _ = self.signal(Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        let process = self.process.as_mut()?;
+        let exit = loop {
+            if let Some(exit) = process.try_wait() {
+                break exit;
+            }
+            if Instant::now() >= deadline {
+                break process.kill();
+            }
+            std::thread::sleep(Duration::from_millis(2));
         };
         self.end_session();
         Some(exit)
     }
 
-    fn wait_end(&self, patience: Duration) -> Exit {
-        let deadline = Instant::now() + patience;
-        while Instant::now() < deadline {
-            match self.session.as_ref().map(Session::ended) {
-                Some(Some(exit)) => return exit,
-                None => return Exit::Unknown,
-                Some(None) => std::thread::sleep(Duration::from_millis(2)),
-            }
-        }
-        Exit::Unknown
-    }
-
     /// Closes the session: the watcher on the host kills a server still running.
     fn end_session(&mut self) {
-        if let Some(mut session) = self.session.take() {
-            session.guard.kill();
-        }
+        self.process = None;
     }
 
     /// Starts it again on the same address and port; with `keep_data` and persistence it
@@ -598,12 +497,8 @@ impl RemoteServer {
 
     /// The server's log on the host, for the run folder.
     pub fn read_log(&self) -> Result<String, ClusterError> {
-        self.ssh
-            .run(
-                &format!("read the log of {}", self.config.name),
-                &format!("cat {}", quote(&self.config.log())),
-            )
-            .map(|o| o.stdout)
+        let bytes = self.machine.read(self.config.log().as_ref())?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
 
@@ -670,23 +565,6 @@ mod tests {
     }
 
     #[test]
-    fn the_script_quotes_the_paths() {
-        let script = config().script(false);
-        assert!(
-            script.starts_with("umask 077; rm -rf '/tmp/lockaudit-x y/replica-1' && mkdir -p"),
-            "{script}"
-        );
-        assert!(
-            script.contains("redis-server '/tmp/lockaudit-x y/replica-1.conf'"),
-            "{script}"
-        );
-        assert!(
-            script.contains(">>'/tmp/lockaudit-x y/replica-1.log'"),
-            "{script}"
-        );
-    }
-
-    #[test]
     fn a_sentinel_announces_its_host_and_runs_in_sentinel_mode() {
         let mut config = config();
         config.name = "sentinel-1".into();
@@ -707,10 +585,11 @@ mod tests {
             assert!(text.contains(line), "{line} in {text}");
         }
         assert!(!text.contains("replicaof"), "{text}");
-        let script = config.script(false);
-        assert!(
-            script.contains("redis-server '/tmp/lockaudit-x y/sentinel-1.conf' --sentinel"),
-            "{script}"
+        let launch = config.launch();
+        assert_eq!(launch.program, "redis-server");
+        assert_eq!(
+            launch.args,
+            ["/tmp/lockaudit-x y/sentinel-1.conf", "--sentinel"]
         );
     }
 
@@ -728,28 +607,18 @@ mod tests {
         });
         assert_eq!(config.link_ports(), [7404]);
         assert_eq!(config.upload_text(), None);
-        let first = config.script(false);
-        assert!(
-            first.starts_with(
-                "umask 077; rm -rf '/tmp/lockaudit-x y/etcd-1' && mkdir -p '/tmp/lockaudit-x y' ||"
-            ),
-            "{first}"
+        assert_eq!(config.launch().args, ["--name", "etcd-1"]);
+        let first = config.prepare(false);
+        assert_eq!(
+            first,
+            [
+                Prepare::Empty("/tmp/lockaudit-x y/etcd-1".into()),
+                Prepare::Make("/tmp/lockaudit-x y".into())
+            ]
         );
-        assert!(
-            first.contains("/opt/etcd --name etcd-1 </dev/null"),
-            "{first}"
+        assert_eq!(
+            config.prepare(true),
+            [Prepare::Make("/tmp/lockaudit-x y".into())]
         );
-        let again = config.script(true);
-        assert!(
-            again.starts_with("umask 077; mkdir -p '/tmp/lockaudit-x y' ||"),
-            "{again}"
-        );
-    }
-
-    #[test]
-    fn shell_codes_above_128_are_signals() {
-        assert_eq!(exit_of(137), Exit::Signal(Signal::SIGKILL));
-        assert_eq!(exit_of(0), Exit::Code(0));
-        assert_eq!(exit_of(1), Exit::Code(1));
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -12,6 +12,7 @@ use redis::aio::MultiplexedConnection;
 use super::binaries::SentinelBinary;
 use super::error::ClusterError;
 use super::instance::{Instance, NotReady, READY_TIMEOUT};
+use super::machine::{Launch, Local};
 use super::ports::{self, PortChoice};
 use super::probe;
 use super::service::ServiceNode;
@@ -74,9 +75,9 @@ impl ServiceNode for Sentinel {
                 reason: "a sentinel has no data, only its config; restart it instead".into(),
             });
         }
-        if let Some(guard) = self.instance.guard_mut() {
-            if guard.try_wait().is_none() {
-                guard.kill();
+        if let Some(process) = self.instance.process_mut() {
+            if process.try_wait().is_none() {
+                process.kill();
             }
         }
         let port = self.instance.port();
@@ -87,7 +88,8 @@ impl ServiceNode for Sentinel {
             self.instance.log(),
             &self.binary,
             &self.config,
-        )?;
+        )
+        .await?;
         match instance.wait_ready(&self.password).await {
             Ok(_) => {
                 self.instance = instance;
@@ -189,7 +191,7 @@ async fn start_once(
         // The password is in it: readable by this user only.
         crate::private::write(&config, text)
             .map_err(|e| ClusterError::io("write the sentinel config", &config, e))?;
-        let instance = spawn_one(&name, port, &dir, &log, &setup.binary, &config)?;
+        let instance = spawn_one(&name, port, &dir, &log, &setup.binary, &config).await?;
         sentinels.push(Sentinel {
             instance,
             config,
@@ -215,7 +217,7 @@ async fn start_once(
     Ok(sentinels)
 }
 
-fn spawn_one(
+async fn spawn_one(
     name: &str,
     port: u16,
     dir: &Path,
@@ -223,12 +225,11 @@ fn spawn_one(
     binary: &SentinelBinary,
     config: &Path,
 ) -> Result<Instance, ClusterError> {
-    let mut cmd = Command::new(binary.program());
-    cmd.arg(config);
+    let mut launch = Launch::new(name, binary.program(), log).arg(config);
     if let SentinelBinary::ServerInSentinelMode(_) = binary {
-        cmd.arg("--sentinel");
+        launch = launch.arg("--sentinel");
     }
-    Instance::spawn(name, port, dir, log, cmd)
+    Instance::launch(Arc::new(Local), port, dir, &launch).await
 }
 
 /// The sentinel's config file. The sentinels require the same password as the servers

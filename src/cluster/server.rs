@@ -1,7 +1,8 @@
-//! One redis-server: its command line, start with port retry, replication readiness.
+//! One redis-server, here or on a host: its config, start with port retry, replication
+//! readiness.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -10,6 +11,7 @@ use redis::aio::MultiplexedConnection;
 use super::clock::{self, FakeClock};
 use super::error::ClusterError;
 use super::instance::{Instance, NotReady, READY_TIMEOUT};
+use super::machine::{Launch, Machine, Prepare};
 use super::ports::{self, PortChoice};
 use super::probe;
 use super::service::ServiceNode;
@@ -29,12 +31,14 @@ pub struct ServerConfig {
     pub password: String,
     /// AOF on (`appendfsync everysec`) or no persistence at all.
     pub persistence: bool,
-    /// The primary's port, for a replica.
-    pub replica_of: Option<u16>,
+    /// The primary's address and port, for a replica.
+    pub replica_of: Option<(String, u16)>,
     /// libfaketime and the offset file, for a server whose clock the nemesis moves.
     pub fake_clock: Option<FakeClock>,
     /// Cluster mode (`Topology::Cluster`): the node's bus port and its cluster config file.
     pub cluster: Option<ClusterMode>,
+    /// Where it runs: this machine, or a host.
+    pub machine: Arc<dyn Machine>,
 }
 
 /// A Redis Cluster node's own settings.
@@ -49,19 +53,73 @@ pub struct ClusterMode {
     pub node_timeout_ms: u64,
 }
 
+/// A redis-server's config file, here or on a host (see [`ServerConfig::config_text`]).
+pub struct RedisConf<'a> {
+    pub name: &'a str,
+    /// Bound, announced to replicas, sentinels and cluster peers.
+    pub addr: &'a str,
+    pub port: u16,
+    pub dir: &'a str,
+    pub log: &'a str,
+    pub password: &'a str,
+    pub persistence: bool,
+    pub replica_of: Option<(&'a str, u16)>,
+    pub cluster: Option<&'a ClusterMode>,
+}
+
+impl RedisConf<'_> {
+    pub fn text(&self) -> String {
+        let (addr, port) = (self.addr, self.port);
+        let quoted =
+            |text: &str| format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""));
+        let mut text = format!(
+            "bind {addr}\nport {port}\ndaemonize no\nrequirepass {pw}\nmasterauth {pw}\n\
+             dir {dir}\nlogfile {log}\nsave \"\"\nrepl-diskless-sync-delay 0\n",
+            pw = quoted(self.password),
+            dir = quoted(self.dir),
+            log = quoted(self.log),
+        );
+        if self.persistence {
+            text.push_str("appendonly yes\nappendfsync everysec\n");
+        } else {
+            text.push_str("appendonly no\n");
+        }
+        if let Some((host, primary)) = self.replica_of {
+            text.push_str(&format!("replicaof {host} {primary}\n"));
+        }
+        text.push_str(&format!("replica-announce-ip {addr}\n"));
+        if let Some(cluster) = self.cluster {
+            // `cluster-replica-validity-factor 0`: a replica cut off from its master for a
+            // while may still be promoted, as in the failover hazard under audit. Its name
+            // in CLUSTER NODES: a client behind lockaudit's proxies learns from any one node
+            // which real address is which node (`sharded::named_ports`).
+            text.push_str(&format!(
+                "cluster-enabled yes\ncluster-port {bus}\ncluster-config-file {conf}\n\
+                 cluster-node-timeout {timeout}\ncluster-replica-validity-factor 0\n\
+                 cluster-announce-ip {addr}\ncluster-announce-hostname {name}\n",
+                bus = cluster.bus_port,
+                conf = quoted(&cluster.config_file.to_string_lossy()),
+                timeout = cluster.node_timeout_ms,
+                name = self.name,
+            ));
+        }
+        text
+    }
+}
+
 impl ServerConfig {
-    /// The foreground command line (no `--daemonize`: a daemon would escape our guard and
-    /// be reaped late by PID 1).
+    /// The redis.conf it runs on, here or on a host (`hosts`), written private (0600): the
+    /// password is in it, never on a command line. Bound to `addr`, where clients,
+    /// replicas and sentinels reach it; a replica announces that address (what the
+    /// sentinels then tell clients), and so does a cluster node.
     ///
+    /// `daemonize no`: a daemon would escape our guard and be reaped late by PID 1.
     /// `repl-diskless-sync-delay 0` because the default waits 5 s for more replicas before
-    /// a full sync, which would dominate the replicated start. The password is in no
-    /// argument: `requirepass` and `masterauth` are in a config file of their own (0600,
-    /// [`ServerConfig::auth_file`]), the first argument, so that not even the moment
-    /// between exec and Redis's rewriting its process title shows it in `ps`.
+    /// a full sync, which would dominate the replicated start.
     ///
-    /// `--save ""` always: no RDB snapshot is ever written (not even at SIGTERM), so none
+    /// `save ""` always: no RDB snapshot is ever written (not even at SIGTERM), so none
     /// can bring back keys after a restart without persistence. (A replica still stores the
-    /// RDB of a full sync; `prepare_dir` removes it.)
+    /// RDB of a full sync; the start empties the folder.)
     ///
     /// With persistence, AOF with `appendfsync everysec`, not `always`. The nemesis crashes
     /// *processes* (SIGKILL), and Redis `write()`s the AOF before it replies, so the page
@@ -72,69 +130,51 @@ impl ServerConfig {
     /// it would change what a process crash can lose.
     /// The one loss `everysec` allows a killed process (the write postponed for up to 2 s
     /// while a slow fsync runs) is Redis's real behaviour, worth finding.
-    pub fn command(&self, port: u16) -> Command {
-        let mut cmd = Command::new(&self.binary);
-        cmd.arg(self.auth_file());
-        cmd.arg("--port").arg(port.to_string());
-        cmd.args(["--bind", "127.0.0.1", "--daemonize", "no"]);
-        cmd.arg("--dir").arg(&self.dir);
-        cmd.arg("--logfile").arg(&self.log);
-        cmd.args(["--save", "", "--repl-diskless-sync-delay", "0"]);
-        if self.persistence {
-            cmd.args(["--appendonly", "yes", "--appendfsync", "everysec"]);
-        } else {
-            cmd.args(["--appendonly", "no"]);
+    pub fn config_text(&self, addr: &str, port: u16) -> String {
+        RedisConf {
+            name: &self.name,
+            addr,
+            port,
+            dir: &self.dir.to_string_lossy(),
+            log: &self.log.to_string_lossy(),
+            password: &self.password,
+            persistence: self.persistence,
+            replica_of: self.replica_of.as_ref().map(|(h, p)| (h.as_str(), *p)),
+            cluster: self.cluster.as_ref(),
         }
-        if let Some(primary) = self.replica_of {
-            cmd.args(["--replicaof", "127.0.0.1"])
-                .arg(primary.to_string());
-        }
-        if let Some(cluster) = &self.cluster {
-            // `cluster-replica-validity-factor 0`: a replica cut off from its master for a
-            // while may still be promoted, as in the failover hazard under audit.
-            cmd.args(["--cluster-enabled", "yes"]);
-            cmd.arg("--cluster-port").arg(cluster.bus_port.to_string());
-            cmd.arg("--cluster-config-file").arg(&cluster.config_file);
-            cmd.arg("--cluster-node-timeout")
-                .arg(cluster.node_timeout_ms.to_string());
-            cmd.args(["--cluster-replica-validity-factor", "0"]);
-            // Its name in CLUSTER NODES: a client behind lockaudit's proxies learns from any
-            // one node which real address is which node (`sharded::named_ports`).
-            cmd.arg("--cluster-announce-hostname").arg(&self.name);
-        }
-        if let Some(clock) = &self.fake_clock {
-            clock.apply(&mut cmd);
-        }
-        cmd
+        .text()
     }
 
-    /// Makes the data folder; emptied first unless the data must survive (a restart with
-    /// persistence). Without persistence an old `dump.rdb` (a replica writes one on every
-    /// full sync) would otherwise be loaded at start and smuggle in persistence.
-    pub fn prepare_dir(&self, keep_data: bool) -> Result<(), ClusterError> {
-        if !keep_data && self.dir.exists() {
-            std::fs::remove_dir_all(&self.dir)
-                .map_err(|e| ClusterError::io("empty the data folder", &self.dir, e))?;
-        }
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| ClusterError::io("create the data folder", &self.dir, e))
+    /// `<name>.conf` beside the data folder: the config, with the password, readable by
+    /// this user only.
+    pub fn config_file(&self) -> PathBuf {
+        self.dir.with_file_name(format!("{}.conf", self.name))
     }
 
-    /// `<name>.auth.conf` beside the data folder: the password, as `requirepass` and
-    /// `masterauth`, readable by this user only.
-    pub fn auth_file(&self) -> PathBuf {
-        self.dir.with_file_name(format!("{}.auth.conf", self.name))
-    }
-
-    fn spawn(&self, port: u16) -> Result<Instance, ClusterError> {
-        let file = self.auth_file();
-        let pw = self.password.replace('\\', "\\\\").replace('"', "\\\"");
-        crate::private::write(
+    /// The start on `port`: the data folder emptied first unless the data must survive (a
+    /// restart with persistence; without, an old `dump.rdb` a replica wrote on a full sync
+    /// would be loaded at start and smuggle in persistence), the config written, the
+    /// server run on it under its fake clock if any.
+    pub fn launch(&self, port: u16, keep_data: bool) -> Result<Launch, ClusterError> {
+        let file = self.config_file();
+        self.machine.write_private(
             &file,
-            format!("requirepass \"{pw}\"\nmasterauth \"{pw}\"\n"),
-        )
-        .map_err(|e| ClusterError::io("write the password file", &file, e))?;
-        Instance::spawn(&self.name, port, &self.dir, &self.log, self.command(port))
+            self.config_text(self.machine.addr(), port).as_bytes(),
+        )?;
+        let mut launch = Launch::new(&self.name, &self.binary, &self.log).arg(&file);
+        if !keep_data {
+            launch.prepare.push(Prepare::Empty(self.dir.clone()));
+        }
+        launch.prepare.push(Prepare::Make(self.dir.clone()));
+        if let Some(clock) = &self.fake_clock {
+            launch = launch.envs(clock.env());
+        }
+        Ok(launch)
+    }
+
+    async fn spawn(&self, port: u16, keep_data: bool) -> Result<Instance, ClusterError> {
+        let launch = self.launch(port, keep_data)?;
+        Instance::launch(self.machine.clone(), port, &self.dir, &launch).await
     }
 }
 
@@ -166,16 +206,19 @@ impl ServiceNode for Server {
     /// it answers, not until a replica is in sync: after a failover its primary may be the
     /// one that is down.
     async fn restart(&mut self, keep_data: bool) -> Result<(), ClusterError> {
-        if let Some(guard) = self.instance.guard_mut() {
-            if guard.try_wait().is_none() {
-                guard.kill();
+        if let Some(process) = self.instance.process_mut() {
+            if process.try_wait().is_none() {
+                process.kill();
             }
         }
-        self.config
-            .prepare_dir(keep_data && self.config.persistence)?;
+        let keep_data = keep_data && self.config.persistence;
         let port = self.instance.port();
-        let mut servers =
-            start_all(vec![(self.config.clone(), PortChoice::Fixed(port))], false).await?;
+        let mut servers = start_all(
+            vec![(self.config.clone(), PortChoice::Fixed(port))],
+            false,
+            keep_data,
+        )
+        .await?;
         match servers.pop() {
             Some(server) => {
                 self.instance = server.instance;
@@ -193,10 +236,11 @@ impl ServiceNode for Server {
 pub async fn start_all(
     servers: Vec<(ServerConfig, PortChoice)>,
     await_sync: bool,
+    keep_data: bool,
 ) -> Result<Vec<Server>, ClusterError> {
     let mut spawned = Vec::with_capacity(servers.len());
     for (config, choice) in servers {
-        let instance = config.spawn(choice.port())?;
+        let instance = config.spawn(choice.port(), keep_data).await?;
         spawned.push((config, choice, instance));
     }
     let mut started = Vec::with_capacity(spawned.len());
@@ -216,7 +260,7 @@ pub async fn start_all(
                         retries += 1;
                         tracing::debug!(node = config.name, port, "port taken; retrying");
                         choice = PortChoice::Free(ports::free_port()?);
-                        instance = config.spawn(choice.port())?;
+                        instance = config.spawn(choice.port(), keep_data).await?;
                     }
                     PortChoice::Free(_) => {
                         return Err(instance.error(format!(
@@ -300,9 +344,9 @@ mod tests {
             replica_of: None,
             fake_clock: None,
             cluster: None,
+            machine: Arc::new(super::super::machine::Local),
         };
-        config.prepare_dir(false).unwrap();
-        let servers = start_all(vec![(config, PortChoice::Free(port))], true)
+        let servers = start_all(vec![(config, PortChoice::Free(port))], true, false)
             .await
             .unwrap();
         assert_ne!(servers[0].instance.port(), port);

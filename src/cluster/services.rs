@@ -7,6 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use super::error::ClusterError;
+use super::version::Speaks;
 use super::{Cluster, ClusterSpec, Endpoints, Node, Topology};
 
 /// Starts a service's nodes (and the storage server) for a run.
@@ -47,6 +48,8 @@ pub struct Service {
     /// How messages name the locks that run on it.
     pub locks: &'static str,
     pub start: Start,
+    /// The protocol its servers answer their version in (run.json's `servers`).
+    pub speaks: Speaks,
     /// Why it cannot run on SSH hosts; None: it can.
     pub not_on_hosts: Option<&'static str>,
     /// Why a jump of its servers' clocks cannot act on it; None: it can.
@@ -54,6 +57,10 @@ pub struct Service {
     /// Why it cannot fail over (no replica to promote, and no election of its own); None: it
     /// can, by itself (`Cluster::begin_failover`) or through lockaudit's proxies.
     pub failover: Option<&'static str>,
+    /// Where a run under a failover goes when it cannot fail over here but its locks run
+    /// just as well on a topology that can (a single Redis: a primary with two replicas);
+    /// None: it stays, and a failover is not applicable to it.
+    pub failover_moves_to: Option<Topology>,
     /// Whether an external adapter may run on it (wrapping a lock library of the service;
     /// its `init` names the nodes).
     pub external_adapters: bool,
@@ -84,8 +91,13 @@ pub struct Service {
     pub sessions: SessionEnd,
 }
 
-/// A Redis topology's entry: any Redis lock runs on it; `failover` as `Service::failover`.
-const fn redis(topology: Topology, failover: Option<&'static str>) -> Service {
+/// A Redis topology's entry: any Redis lock runs on it; `failover` and `failover_moves_to`
+/// as `Service`'s.
+const fn redis(
+    topology: Topology,
+    failover: Option<&'static str>,
+    failover_moves_to: Option<Topology>,
+) -> Service {
     let sentinel = matches!(topology, Topology::Sentinel);
     Service {
         topology,
@@ -93,9 +105,11 @@ const fn redis(topology: Topology, failover: Option<&'static str>) -> Service {
         own_locks_only: false,
         locks: "the Redis locks",
         start: |spec| Box::pin(super::redis::start(spec)),
+        speaks: Speaks::Redis,
         not_on_hosts: None,
         clock_jump: None,
         failover,
+        failover_moves_to,
         external_adapters: true,
         clients_ask_watchers: sentinel,
         primary_by_hand: matches!(topology, Topology::Replicated),
@@ -118,20 +132,23 @@ pub const SERVICES: [Service; 8] = [
     redis(
         Topology::Single,
         Some("a single server has no replica to fail over to (--topology replicated or sentinel has)"),
+        Some(Topology::Replicated),
     ),
-    redis(Topology::Replicated, None),
-    redis(Topology::Sentinel, None),
+    redis(Topology::Replicated, None, None),
+    redis(Topology::Sentinel, None, None),
     redis(
         Topology::Independent,
         Some("RedLock's independent masters have no replicas to fail over to"),
+        None,
     ),
-    redis(Topology::Cluster, None),
+    redis(Topology::Cluster, None, None),
     Service {
         topology: Topology::Postgres,
         name: "PostgreSQL",
         own_locks_only: true,
         locks: "the database locks (pg-*)",
         start: |spec| Box::pin(super::postgres::start(spec)),
+        speaks: Speaks::Postgres,
         not_on_hosts: Some("PostgreSQL runs on this machine only"),
         clock_jump: Some(
             "PostgreSQL's locks never expire, so its clock decides nothing (and it runs without libfaketime)",
@@ -139,6 +156,7 @@ pub const SERVICES: [Service; 8] = [
         failover: Some(
             "lockaudit's PostgreSQL is a single server, with no replica to fail over to",
         ),
+        failover_moves_to: None,
         external_adapters: false,
         clients_ask_watchers: false,
         primary_by_hand: false,
@@ -156,12 +174,14 @@ pub const SERVICES: [Service; 8] = [
         own_locks_only: true,
         locks: "the etcd locks (etcd-lock, etcd-txn) and an external adapter",
         start: |spec| Box::pin(super::etcd::start_cluster(spec)),
+        speaks: Speaks::Etcd,
         not_on_hosts: None,
         clock_jump: Some(
             "etcd times leases on Go's monotonic clock, which a wall-clock jump does not move (and libfaketime cannot move its clock: Go reads the time without libc)",
         ),
         // Raft elects a new leader: the failover kills the leader of the moment.
         failover: None,
+        failover_moves_to: None,
         external_adapters: true,
         clients_ask_watchers: false,
         primary_by_hand: false,
@@ -180,12 +200,14 @@ pub const SERVICES: [Service; 8] = [
         own_locks_only: true,
         locks: "the ZooKeeper lock (zk-lock) and an external adapter",
         start: |spec| Box::pin(super::zookeeper::start_ensemble(spec)),
+        speaks: Speaks::Zookeeper,
         not_on_hosts: None,
         clock_jump: Some(
             "ZooKeeper expires sessions on the JVM's monotonic clock (its session tracker's ExpiryQueue reads System.nanoTime), which a wall-clock jump does not move: lockaudit's fake clocks move CLOCK_REALTIME only, as a real clock step does",
         ),
         // The ensemble elects a new leader: the failover kills the leader of the moment.
         failover: None,
+        failover_moves_to: None,
         external_adapters: true,
         clients_ask_watchers: false,
         primary_by_hand: false,
@@ -241,6 +263,27 @@ mod tests {
                 | Zookeeper => {}
             }
             assert_eq!(service(t).topology, t);
+        }
+    }
+
+    #[test]
+    fn a_failover_moves_a_run_only_to_a_topology_of_the_same_service_that_fails_over() {
+        for from in &SERVICES {
+            if let Some(to) = from.failover_moves_to {
+                let to = service(to);
+                assert!(
+                    from.failover.is_some(),
+                    "{:?} can fail over itself",
+                    from.topology
+                );
+                assert!(to.failover.is_none(), "{:?} cannot fail over", to.topology);
+                assert_eq!(
+                    from.name, to.name,
+                    "{:?} to {:?}",
+                    from.topology, to.topology
+                );
+                assert!(!from.own_locks_only && !to.own_locks_only);
+            }
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Endpoints, Node, Topology};
+use super::{Endpoints, Node};
 
 /// How long one server may take to say its version.
 const ASK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -25,9 +25,9 @@ pub struct ServerVersion {
     pub error: Option<String>,
 }
 
-/// The protocol a server speaks.
-#[derive(Clone, Copy)]
-enum Speaks {
+/// The protocol a server speaks, as its service's row says (`Service::speaks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Speaks {
     Redis,
     Postgres,
     Etcd,
@@ -37,12 +37,7 @@ enum Speaks {
 /// Every server of `endpoints`, lock servers first, then sentinels and the storage server,
 /// with its version; asked side by side.
 pub async fn server_versions(endpoints: &Endpoints) -> Vec<ServerVersion> {
-    let lock = match endpoints.topology {
-        Topology::Postgres => Speaks::Postgres,
-        Topology::Etcd => Speaks::Etcd,
-        Topology::Zookeeper => Speaks::Zookeeper,
-        _ => Speaks::Redis,
-    };
+    let lock = super::service(endpoints.topology).speaks;
     let servers = endpoints
         .nodes
         .iter()

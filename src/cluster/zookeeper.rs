@@ -38,7 +38,6 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,6 +49,7 @@ use super::binaries::ZooKeeperProgram;
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::instance::Instance;
+use super::machine::{Launch, Local};
 use super::peer_links::{Hello, PeerLinks, PeerProxy};
 use super::ports;
 use super::service::ServiceNode;
@@ -130,23 +130,16 @@ pub(super) fn server_args<S: From<&'static str>>(classpath: S, config: S) -> Vec
 
 impl ServerConfig {
     /// The foreground JVM.
-    fn command(&self) -> Command {
-        let mut cmd = Command::new(&self.program.java);
-        cmd.args(server_args(
+    fn launch(&self) -> Launch {
+        Launch::new(&self.name, &self.program.java, &self.log).args(server_args(
             self.program.classpath(),
             self.config.clone().into_os_string(),
-        ));
-        cmd
+        ))
     }
 
-    fn spawn(&self) -> Result<Instance, ClusterError> {
-        let instance = Instance::spawn(
-            &self.name,
-            self.client_port,
-            &self.dir,
-            &self.log,
-            self.command(),
-        )?;
+    async fn spawn(&self) -> Result<Instance, ClusterError> {
+        let instance =
+            Instance::launch(Arc::new(Local), self.client_port, &self.dir, &self.launch()).await?;
         if let Some(pid) = instance.pid() {
             self.links.running(&self.name, pid);
         }
@@ -250,7 +243,7 @@ impl ServiceNode for ZooKeeperServer {
                     .map_err(|e| ClusterError::io("empty the data folder", &data, e))?;
             }
         }
-        let mut instance = self.config.spawn()?;
+        let mut instance = self.config.spawn().await?;
         // Alone it cannot serve: it is back once it serves as leader or follower (with the
         // others down it never does; give up at the deadline).
         let ready = wait_serving(&mut instance, self.config.client_port).await;
@@ -418,7 +411,7 @@ async fn start_servers(
 ) -> Result<Vec<ZooKeeperServer>, StartError> {
     let mut instances = Vec::with_capacity(configs.len());
     for config in configs {
-        match config.spawn() {
+        match config.spawn().await {
             Ok(instance) => instances.push(instance),
             Err(e) => {
                 kill_all(&mut instances);
@@ -471,10 +464,10 @@ async fn wait_serving(instance: &mut Instance, port: u16) -> Result<Mode, String
     let deadline = instance.spawned_at() + READY_TIMEOUT;
     let mut pause = Duration::from_millis(20);
     loop {
-        let Some(guard) = instance.guard_mut() else {
+        let Some(process) = instance.process_mut() else {
             return Err("it is not running".into());
         };
-        if let Some(exit) = guard.try_wait() {
+        if let Some(exit) = process.try_wait() {
             return Err(format!("it ended ({exit})"));
         }
         let last = match mode(port).await {

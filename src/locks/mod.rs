@@ -492,7 +492,7 @@ pub async fn connect(
     // a token source that outlives the lock servers' faults. On a lock server that restarts
     // empty or fails over with lag, INCR hands out old numbers again and a stale write gets
     // through with a higher token than its successor's (an audit with the counter there
-    // found exactly that: redlock --fenced under kill-redis).
+    // found exactly that: redlock --fenced under kill-servers).
     let mut counter = Conn::direct(
         &endpoints.storage,
         endpoints.password.as_deref(),

@@ -54,7 +54,7 @@ pub const SHUTTING_DOWN: &str = "lockaudit is shutting down (interrupted)";
 /// as planned).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealFailure {
-    /// The fault's kind (`pause-redis`), when the heal was its own; None for the run's
+    /// The fault's kind (`pause-server`), when the heal was its own; None for the run's
     /// final heal of whatever is left (`heal_all`).
     pub fault: Option<&'static str>,
     /// The heal: `resume`, `restart`, `clock 0`, `heal`.
@@ -324,7 +324,7 @@ impl Executor {
                 }
                 ok
             }
-            FaultKind::KillRedis => {
+            FaultKind::KillServer => {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };
@@ -335,12 +335,12 @@ impl Executor {
                 self.on[i] = killed;
                 !self.on[i].is_empty()
             }
-            FaultKind::PauseRedis => {
+            FaultKind::PauseServer => {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };
                 let paused = succeeded(
-                    "pause-redis",
+                    "pause-server",
                     false,
                     cluster.signal_many(&fault.targets, Signal::SIGSTOP),
                 );
@@ -514,7 +514,7 @@ impl Executor {
                     );
                 }
             }
-            FaultKind::KillRedis => {
+            FaultKind::KillServer => {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };
@@ -534,7 +534,7 @@ impl Executor {
                     );
                 }
             }
-            FaultKind::PauseRedis => {
+            FaultKind::PauseServer => {
                 let Some(cluster) = targets.cluster.as_deref_mut() else {
                     return;
                 };

@@ -65,7 +65,7 @@ fn default_duration(kind: FaultKind, ttl_ms: u64) -> Span {
     use crate::units::Millis;
     let (min, max) = match kind {
         FaultKind::KillClient => (300, 800),
-        FaultKind::KillRedis => (300, 1000),
+        FaultKind::KillServer => (300, 1000),
         FaultKind::CrashPoint => (1000, 1000),
         FaultKind::Failover => (1000, 1000),
         _ => (ttl_ms * 3 / 2 + 200, ttl_ms * 3 + 500),
@@ -594,7 +594,7 @@ mod tests {
         .fits());
         // Fixed faults and a mix: both are said.
         let both = Schedule::from_toml(
-            "[[fault]]\nat = \"8s\"\nkind = \"kill-client\"\nduration = \"4s\"\n\n[random]\nstart = \"7s\"\nevery = \"1s\"\nfaults = [ { kind = \"kill-redis\", duration = \"5s\" } ]\n",
+            "[[fault]]\nat = \"8s\"\nkind = \"kill-client\"\nduration = \"4s\"\n\n[random]\nstart = \"7s\"\nevery = \"1s\"\nfaults = [ { kind = \"kill-server\", duration = \"5s\" } ]\n",
             "both.toml",
         )
         .unwrap();

@@ -12,7 +12,7 @@
 //! [random]                       # drawn with the run's seed: same seed, same schedule
 //! start = "1s"
 //! every = { min = "2s", max = "4s" }
-//! faults = [ { kind = "kill-client", duration = "500ms" }, { kind = "pause-redis" } ]
+//! faults = [ { kind = "kill-client", duration = "500ms" }, { kind = "pause-server" } ]
 //! ```
 //!
 //! Presets are schedules built here from the workload (its TTL, topology and algorithm), so
@@ -27,7 +27,7 @@ use crate::tomlfile::{self, FileError};
 use crate::units::{Millis, Span};
 
 /// What a fault does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
     /// SIGKILL a worker process; restart it after `duration`.
@@ -35,9 +35,9 @@ pub enum FaultKind {
     /// SIGSTOP a worker for `duration`, then SIGCONT.
     PauseClient,
     /// SIGKILL `count` lock servers; restart them after `duration`, empty unless `persist`.
-    KillRedis,
+    KillServer,
     /// SIGSTOP `count` lock servers for `duration`.
-    PauseRedis,
+    PauseServer,
     /// Promote a replica: by hand (replicated: with the replication link frozen for
     /// `duration` first, so the replica lags), or by Sentinel (sentinel: the primary is
     /// paused for `duration` and Sentinel elects a new one).
@@ -67,8 +67,8 @@ impl FaultKind {
     pub const ALL: [FaultKind; 11] = [
         FaultKind::KillClient,
         FaultKind::PauseClient,
-        FaultKind::KillRedis,
-        FaultKind::PauseRedis,
+        FaultKind::KillServer,
+        FaultKind::PauseServer,
         FaultKind::Failover,
         FaultKind::ClockJump,
         FaultKind::ClockSkew,
@@ -82,8 +82,8 @@ impl FaultKind {
         match self {
             FaultKind::KillClient => "kill-client",
             FaultKind::PauseClient => "pause-client",
-            FaultKind::KillRedis => "kill-redis",
-            FaultKind::PauseRedis => "pause-redis",
+            FaultKind::KillServer => "kill-server",
+            FaultKind::PauseServer => "pause-server",
             FaultKind::Failover => "failover",
             FaultKind::ClockJump => "clock-jump",
             FaultKind::ClockSkew => "clock-skew",
@@ -106,6 +106,43 @@ impl FaultKind {
                 | FaultKind::Partition
                 | FaultKind::Latency
         )
+    }
+}
+
+/// The kinds' names, for an unknown one's error.
+const KIND_NAMES: [&str; 11] = [
+    "kill-client",
+    "pause-client",
+    "kill-server",
+    "pause-server",
+    "failover",
+    "clock-jump",
+    "clock-skew",
+    "partition",
+    "latency",
+    "crash-point",
+    "kill-session",
+];
+
+/// By name; an old name (`kill-redis`) is read as its new one, with a notice
+/// (`presets::current_kind`), so old schedule files still run.
+impl<'de> Deserialize<'de> for FaultKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let name = crate::presets::current_kind(&text);
+        if let Some(kind) = FaultKind::ALL.into_iter().find(|k| k.name() == name) {
+            return Ok(kind);
+        }
+        // A slip of an old name (`pause-redsi`) is no near miss of a new one: said here, in
+        // the words `tomlfile` gives a near miss.
+        match crate::presets::near_old_kind(&text) {
+            Some(new) if crate::suggest::closest(&text, KIND_NAMES).is_none() => {
+                Err(serde::de::Error::custom(format!(
+                    "unknown value `{text}` (did you mean \"{new}\"?)"
+                )))
+            }
+            _ => Err(serde::de::Error::unknown_variant(&text, &KIND_NAMES)),
+        }
     }
 }
 
@@ -157,10 +194,10 @@ pub struct FaultSpec {
     /// Clock faults: how far to move the clock (`"+3s"`, `"-5m"`).
     #[serde(default)]
     pub offset: Option<Offset>,
-    /// kill-redis: restart with the data it had (AOF on), instead of empty.
+    /// kill-server: restart with the data it had (AOF on), instead of empty.
     #[serde(default)]
     pub persist: bool,
-    /// Servers hit at once (kill-redis, pause-redis, partition, clock-jump, kill-session);
+    /// Servers hit at once (kill-server, pause-server, partition, clock-jump, kill-session);
     /// default 1.
     #[serde(default)]
     pub count: Option<usize>,
@@ -357,8 +394,9 @@ impl Schedule {
     /// `failover` cells. None: `topology` will do (RedLock's independent masters stay as
     /// they are: a failover cannot act on them).
     pub fn topology_for(&self, topology: Topology) -> Option<Topology> {
-        (topology == Topology::Single && self.kinds().contains(&FaultKind::Failover))
-            .then_some(Topology::Replicated)
+        crate::cluster::service(topology)
+            .failover_moves_to
+            .filter(|_| self.kinds().contains(&FaultKind::Failover))
     }
 
     /// The preset called `name` for this workload, or None if there is no such preset.
@@ -385,7 +423,7 @@ impl Schedule {
                 (outlast.1 + 500, outlast.1 + 1500),
                 vec![FaultSpec::new(FaultKind::PauseClient).lasting(outlast.0, outlast.1)],
             )),
-            "kill-redis" => {
+            "kill-servers" => {
                 return Some(Schedule {
                     name: name.into(),
                     faults: Vec::new(),
@@ -394,13 +432,13 @@ impl Schedule {
                         // quorum: two masters down at once leave whoever locks meanwhile
                         // with a bare quorum, and the next pair restarting empty soon after
                         // (usually one of those three) lets someone else gather a quorum.
-                        let mut pair = FaultSpec::new(FaultKind::KillRedis).lasting(100, 300);
+                        let mut pair = FaultSpec::new(FaultKind::KillServer).lasting(100, 300);
                         pair.count = Some(2);
                         mix((400, 800), vec![pair])
                     } else {
                         // A database or an etcd member is restarted on its data folder
                         // (crash recovery from its WAL): its data outlives the process.
-                        let mut kill = FaultSpec::new(FaultKind::KillRedis).lasting(300, 1000);
+                        let mut kill = FaultSpec::new(FaultKind::KillServer).lasting(300, 1000);
                         kill.persist = crate::cluster::service(workload.topology).restarts_on_data;
                         mix((2000, 4000), vec![kill])
                     }),
@@ -425,9 +463,9 @@ impl Schedule {
                 };
                 Some(mix(every, vec![end]))
             }
-            "pause-redis" => Some(mix(
+            "pause-servers" => Some(mix(
                 (outlast.1 + 500, outlast.1 + 1500),
-                vec![FaultSpec::new(FaultKind::PauseRedis).lasting(outlast.0, outlast.1)],
+                vec![FaultSpec::new(FaultKind::PauseServer).lasting(outlast.0, outlast.1)],
             )),
             "failover" => Some(mix(
                 (4000, 6000),
@@ -437,7 +475,7 @@ impl Schedule {
                 let offset = Some(Offset((2 * ttl) as i64 + 1000));
                 if independent {
                     // RedLock: a jump on one master of a holder's bare quorum frees the
-                    // lock. As with kill-redis, pairs of masters in quick succession: a
+                    // lock. As with kill-servers, pairs of masters in quick succession: a
                     // jump on two of a holder's five leaves it a bare quorum it does not
                     // know of, and the next pair (usually one of those three) lets another
                     // client gather a quorum while it holds.
@@ -506,6 +544,7 @@ impl Schedule {
 
     /// A preset's name, or a schedule file.
     pub fn resolve(name_or_file: &str, workload: &Workload) -> Result<Schedule, ScheduleError> {
+        let name_or_file = crate::presets::current_preset(name_or_file);
         if let Some(s) = Schedule::preset(name_or_file, workload) {
             return Ok(s);
         }
@@ -565,8 +604,8 @@ fn check_fault(fault: &FaultSpec) -> Result<(), String> {
     if fault.link == Link::Replication && (fault.target.is_some() || fault.servers.is_some()) {
         return Err("a fault on the replication link takes no `target` or `servers`: it cuts the replicas of the primary of the moment (etcd: the leader of the moment from the other members)".into());
     }
-    if fault.persist && kind != FaultKind::KillRedis {
-        return Err("field `persist` is only for kill-redis".into());
+    if fault.persist && kind != FaultKind::KillServer {
+        return Err("field `persist` is only for kill-server".into());
     }
     if fault.count == Some(0) {
         return Err("field `count` must be at least 1".into());
@@ -788,5 +827,48 @@ faults = [ { kind = "kill-client", duration = "500ms" } ]
         )
         .unwrap_err();
         assert!(e.to_string().contains("field `target`"), "{e}");
+        let e = Schedule::from_toml("[[fault]]\nat = \"1s\"\nkind = \"kill-servr\"\n", "n.toml")
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("(did you mean \"kill-server\"?)"),
+            "{e}"
+        );
+        let e = Schedule::from_toml("[[fault]]\nat = \"1s\"\nkind = \"pause-redsi\"\n", "n.toml")
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "n.toml:3: field `kind`: unknown value `pause-redsi` (did you mean \"pause-server\"?)"
+        );
+    }
+
+    #[test]
+    fn old_kind_names_read_as_the_new_ones() {
+        let s = Schedule::from_toml(
+            "[[fault]]\nat = \"1s\"\nkind = \"kill-redis\"\npersist = true\n\n[random]\nevery = \"2s\"\nfaults = [ { kind = \"pause-redis\" } ]\n",
+            "nemesis/old.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            s.kinds(),
+            vec![FaultKind::KillServer, FaultKind::PauseServer]
+        );
+        // What is written (nemesis.json) says the new names.
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(
+            json.contains("\"kill-server\"") && !json.contains("redis"),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn the_kinds_names_are_their_serde_names() {
+        for (kind, name) in FaultKind::ALL.into_iter().zip(KIND_NAMES) {
+            assert_eq!(kind.name(), name);
+            assert_eq!(serde_json::to_value(kind).unwrap(), name);
+        }
+        assert_eq!(
+            Schedule::resolve("kill-redis", &workload()).unwrap().name,
+            "kill-servers"
+        );
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{NodeEntry, Topology};
-use crate::nemesis::schedule::{has_replicas, Workload};
+use crate::nemesis::schedule::Workload;
 use crate::nemesis::Schedule;
 use crate::units::{Millis, Span};
 use crate::workload::inventory::Inventory;
@@ -311,11 +311,12 @@ impl RunPlan {
                 schedule
             }
             Purpose::AuditCell => {
-                if nemesis == "failover"
-                    && !has_replicas(spec.topology())
-                    && !matches!(spec.topology(), Topology::Independent | Topology::Postgres)
-                {
-                    spec.topology = Some(Topology::Replicated);
+                if nemesis == "failover" {
+                    if let Some(topology) =
+                        crate::cluster::service(spec.topology()).failover_moves_to
+                    {
+                        spec.topology = Some(topology);
+                    }
                 }
                 schedule_of(&spec)?
             }

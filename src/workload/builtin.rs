@@ -64,7 +64,7 @@ mod tests {
         let redlock = workload("redlock").unwrap();
         assert_eq!(redlock.algorithm, "redlock");
         assert_ne!(redlock.hold, WorkloadSpec::default().hold);
-        assert!(redlock.expect.contains_key("kill-redis"));
+        assert!(redlock.expect.contains_key("kill-servers"));
         let lua = workload("lua").unwrap();
         assert_eq!(
             lua,

@@ -19,7 +19,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use crate::presets::PRESETS;
+use crate::presets::{self, PRESETS};
 use crate::report::{AnomalyKind, ANOMALY_KINDS};
 use crate::suggest::did_you_mean;
 use crate::tomlfile::FileError;
@@ -106,7 +106,7 @@ pub fn check_table(text: &str, name: &str) -> Result<(), FileError> {
     let mut problems: Vec<(Range<usize>, String)> = Vec::new();
     for (preset, entry) in table.iter() {
         let preset_name: &str = preset.get_ref();
-        if !PRESETS.contains(&preset_name) && own.as_deref() != Some(preset_name) {
+        if !presets::is_preset(preset_name) && own.as_deref() != Some(preset_name) {
             let own = own
                 .as_deref()
                 .map(|own| format!(", or `{own}`, this workload's own schedule file"))
@@ -115,9 +115,18 @@ pub fn check_table(text: &str, name: &str) -> Result<(), FileError> {
                 preset.span(),
                 format!(
                     "field `expect.{preset_name}`: no nemesis preset is called \"{preset_name}\"{}; the presets are {}{own}",
-                    did_you_mean(preset_name, PRESETS),
+                    presets::near_preset(preset_name)
+                        .map_or(String::new(), |k| format!(" (did you mean \"{k}\"?)")),
                     PRESETS.join(", ")
                 ),
+            ));
+            continue;
+        }
+        // Both names of one preset: two entries for one column.
+        if let Some(new) = presets::renamed(preset_name).filter(|new| table.get(*new).is_some()) {
+            problems.push((
+                preset.span(),
+                format!("field `expect.{preset_name}`: `{preset_name}` is the old name of `{new}`, which has an entry too; keep one"),
             ));
             continue;
         }
@@ -350,9 +359,39 @@ mod table_tests {
     #[test]
     fn the_first_problem_in_the_file_is_named() {
         // Entries are kept in name order; the report follows the file.
-        let error = refused("pause-redis = { must = [\"overlapp\"] }\nclock-jmp = {}\n");
+        let error = refused("pause-servers = { must = [\"overlapp\"] }\nclock-jmp = {}\n");
         assert_eq!(error.line, 6, "{error}");
         assert!(error.to_string().contains("overlapp"), "{error}");
+    }
+
+    #[test]
+    fn an_old_preset_name_is_read_as_the_new_one() {
+        let text = format!(
+            "nemesis = \"pause-redis\"\n{}",
+            workload("kill-redis = { must = [\"overlap\"] }\npause-servers = {}\n")
+        );
+        let spec = crate::workload::WorkloadSpec::from_toml(&text, "w.toml").unwrap();
+        assert_eq!(spec.nemesis.as_deref(), Some("pause-servers"));
+        let keys: Vec<&str> = spec.expect.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["kill-servers", "none", "pause-servers"]);
+        assert_eq!(spec.expect["kill-servers"].must, ["overlap"]);
+        // Both names of one preset would be two entries for one column.
+        let error = refused("kill-servers = {}\nkill-redis = {}\n");
+        assert_eq!(error.line, 7, "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("`kill-redis` is the old name of `kill-servers`, which has an entry too"),
+            "{error}"
+        );
+        // A slip is suggested by the new name.
+        let error = refused("kill-redsi = {}\n");
+        assert!(
+            error
+                .to_string()
+                .contains("(did you mean \"kill-servers\"?)"),
+            "{error}"
+        );
     }
 
     #[test]

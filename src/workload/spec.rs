@@ -270,6 +270,7 @@ impl WorkloadSpec {
         // Before the parser: a misspelt field in an entry gets its "did you mean" here.
         super::expect::check_table(text, name)?;
         let mut spec: WorkloadSpec = tomlfile::parse(text, name)?;
+        spec.rename_presets();
         let base = Path::new(name).parent().unwrap_or(Path::new(""));
         spec.read_scripts(base)
             .map_err(|(message, path)| FileError {
@@ -289,6 +290,19 @@ impl WorkloadSpec {
         })?;
         spec.resolve_schedule(base);
         Ok(spec)
+    }
+
+    /// An old preset name in `nemesis` or as an `[expect]` key, as its new one (with a
+    /// notice), so that the run and the audit's columns see the new names only.
+    fn rename_presets(&mut self) {
+        use crate::presets::current_preset;
+        if let Some(nemesis) = self.nemesis.as_mut() {
+            *nemesis = current_preset(nemesis).to_string();
+        }
+        self.expect = std::mem::take(&mut self.expect)
+            .into_iter()
+            .map(|(nemesis, expectation)| (current_preset(&nemesis).to_string(), expectation))
+            .collect();
     }
 
     /// Makes a schedule file's relative path (`nemesis = "schedules/cut.toml"`) absolute
@@ -682,7 +696,7 @@ impl WorkloadSpec {
             return Ok(());
         }
         super::inventory::check_nodes(&self.nodes, self.ssh_key.as_deref())?;
-        match crate::cluster::not_on_hosts(self.topology()) {
+        match crate::cluster::service(self.topology()).not_on_hosts {
             None => Ok(()),
             Some(why) => Err(format!(
                 "field `nodes`: the {:?} topology cannot run on hosts: {why}",

@@ -234,7 +234,7 @@ async function init(req) {
 
   // Without an offline queue, commands before the first connection would be refused: wait
   // (boundedly) for the masters. A master that is down now (a restarted adapter during
-  // kill-redis) is no reason to refuse init: Redlock works with a quorum.
+  // kill-servers) is no reason to refuse init: Redlock works with a quorum.
   await Promise.all(
     clients.map(
       (c) =>

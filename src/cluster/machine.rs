@@ -1,0 +1,517 @@
+//! Where a node's process runs, behind one seam: this machine ([`Local`]) or an SSH host
+//! ([`OnHost`]), as Jepsen's `jepsen.control` runs the same commands on a local or a
+//! remote node. A service says what to run ([`Launch`]: program, arguments, environment,
+//! log, the folders and files to ready first); the machine starts it in the foreground,
+//! owned by lockaudit, and hands back a [`Proc`] that signals, kills and reaps it.
+//!
+//! On a host the process runs under a small shell in an SSH session of its own: the shell
+//! prints the process's pid (which faults signal with `kill` over the connection), waits
+//! for it and prints how it ended. A watcher in that shell SIGKILLs the process when the
+//! session's stdin closes, so a lockaudit that dies (even by SIGKILL: its ssh children die
+//! with it) leaves nothing running on the host.
+
+use std::ffi::OsString;
+use std::fmt::Debug;
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+
+use async_trait::async_trait;
+use nix::sys::signal::Signal;
+use nix::unistd::{Gid, Uid};
+
+use super::error::ClusterError;
+use super::exit::Exit;
+use super::process::{self, ChildGuard, Proc};
+use super::ssh::{Ssh, COMMAND_TIMEOUT};
+use crate::shell::quote;
+
+/// What to start: one long-running process of a node.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The node's name (`master-0`, `etcd-1`), for messages and the process table.
+    pub name: String,
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    /// Added to the environment (a fake clock's preload).
+    pub env: Vec<(String, OsString)>,
+    /// Taken out of the environment (a variable that would change how it runs).
+    pub unset: Vec<String>,
+    /// Its stdout and stderr are appended here.
+    pub log: PathBuf,
+    /// Pauses and kills reach its children too (postgres's backends).
+    pub tree: bool,
+    /// Runs as this user (a database that refuses root); None: as lockaudit runs.
+    pub run_as: Option<RunAs>,
+    /// Done first, in order, as part of the start (on a host, in the same round trip).
+    pub prepare: Vec<Prepare>,
+}
+
+/// A step that readies a node's files before it starts. Nothing secret: on a host it
+/// travels on the shell's command line (secrets go through [`Machine::write_private`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prepare {
+    /// Removes the folder and what it holds.
+    Empty(PathBuf),
+    /// Makes the folder and those above it.
+    Make(PathBuf),
+    /// Writes the file whole.
+    Write(PathBuf, String),
+}
+
+/// An unprivileged user a process runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    pub name: String,
+    pub uid: Uid,
+    pub gid: Gid,
+}
+
+impl Launch {
+    /// A launch of `program` for node `name`, logging to `log`, with nothing else set.
+    pub fn new(name: &str, program: impl Into<OsString>, log: &Path) -> Launch {
+        Launch {
+            name: name.to_string(),
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            unset: Vec::new(),
+            log: log.to_path_buf(),
+            tree: false,
+            run_as: None,
+            prepare: Vec::new(),
+        }
+    }
+
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Launch {
+        self.args.push(arg.into());
+        self
+    }
+
+    pub fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, args: I) -> Launch {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn envs<I: IntoIterator<Item = (K, V)>, K: Into<String>, V: Into<OsString>>(
+        mut self,
+        env: I,
+    ) -> Launch {
+        self.env
+            .extend(env.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
+}
+
+/// Where a node's processes run and its files are kept.
+#[async_trait]
+pub trait Machine: Debug + Send + Sync {
+    /// The address its servers bind and clients reach them on.
+    fn addr(&self) -> &str;
+    /// Runs `launch`'s preparation, then starts it in the foreground (stdin /dev/null,
+    /// stdout and stderr appended to its log), owned by lockaudit.
+    async fn spawn(&self, launch: &Launch) -> Result<Box<dyn Proc>, ClusterError>;
+    /// Writes `contents` to `path`, replacing it whole (never half-written), readable by
+    /// its owner alone (0600).
+    fn write_private(&self, path: &Path, contents: &[u8]) -> Result<(), ClusterError>;
+    /// The file's bytes.
+    fn read(&self, path: &Path) -> Result<Vec<u8>, ClusterError>;
+}
+
+/// This machine: processes are children of lockaudit (see `registry`), files are local.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Local;
+
+/// The loopback address every local server binds.
+pub const LOOPBACK: &str = "127.0.0.1";
+
+#[async_trait]
+impl Machine for Local {
+    fn addr(&self) -> &str {
+        LOOPBACK
+    }
+
+    async fn spawn(&self, launch: &Launch) -> Result<Box<dyn Proc>, ClusterError> {
+        for step in &launch.prepare {
+            prepare_here(step)?;
+        }
+        let out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&launch.log)
+            .map_err(|e| ClusterError::io("open the log", &launch.log, e))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| ClusterError::io("open the log", &launch.log, e))?;
+        let mut command = Command::new(&launch.program);
+        command
+            .args(&launch.args)
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err));
+        for key in &launch.unset {
+            command.env_remove(key);
+        }
+        if let Some(user) = &launch.run_as {
+            user.apply(&mut command);
+        }
+        let guard = process::spawn_tree(&launch.name, command, launch.tree).map_err(|source| {
+            ClusterError::Spawn {
+                binary: PathBuf::from(&launch.program),
+                source,
+            }
+        })?;
+        Ok(Box::new(guard))
+    }
+
+    fn write_private(&self, path: &Path, contents: &[u8]) -> Result<(), ClusterError> {
+        crate::private::write(path, contents).map_err(|e| ClusterError::io("write", path, e))
+    }
+
+    fn read(&self, path: &Path) -> Result<Vec<u8>, ClusterError> {
+        std::fs::read(path).map_err(|e| ClusterError::io("read", path, e))
+    }
+}
+
+fn prepare_here(step: &Prepare) -> Result<(), ClusterError> {
+    match step {
+        Prepare::Empty(dir) if dir.exists() => std::fs::remove_dir_all(dir)
+            .map_err(|e| ClusterError::io("empty the data folder", dir, e)),
+        Prepare::Empty(_) => Ok(()),
+        Prepare::Make(dir) => std::fs::create_dir_all(dir)
+            .map_err(|e| ClusterError::io("create the data folder", dir, e)),
+        Prepare::Write(path, text) => {
+            std::fs::write(path, text).map_err(|e| ClusterError::io("write", path, e))
+        }
+    }
+}
+
+impl RunAs {
+    /// Makes a local `command` drop to this user in the child, before exec (and before
+    /// the registry's parent-death signal, which a change of user would clear).
+    pub fn apply(&self, command: &mut Command) {
+        let (uid, gid) = (self.uid, self.gid);
+        // SAFETY: runs in the forked child before exec and makes only the setgroups, setgid
+        // and setuid system calls; it allocates nothing and takes no lock.
+        unsafe {
+            command.pre_exec(move || {
+                nix::unistd::setgroups(&[gid]).map_err(std::io::Error::from)?;
+                nix::unistd::setgid(gid).map_err(std::io::Error::from)?;
+                nix::unistd::setuid(uid).map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        }
+    }
+}
+
+/// An SSH host: processes run under a supervising shell in a session of their own, files
+/// are read and written over the host's connection.
+#[derive(Debug, Clone)]
+pub struct OnHost {
+    pub ssh: Arc<Ssh>,
+}
+
+#[async_trait]
+impl Machine for OnHost {
+    fn addr(&self) -> &str {
+        self.ssh.host_addr()
+    }
+
+    async fn spawn(&self, launch: &Launch) -> Result<Box<dyn Proc>, ClusterError> {
+        let what = format!("{} on {}", launch.name, self.addr());
+        let mut guard = self.ssh.spawn(&what, &supervisor(launch))?;
+        let error = |reason: &str| self.ssh.error(format!("start {}", launch.name), reason);
+        let stdout = guard
+            .take_stdout()
+            .ok_or_else(|| error("no pipe from ssh"))?;
+        let ended = Arc::new(Mutex::new(None));
+        let (pid_tx, pid_rx) = mpsc::channel();
+        let slot = ended.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(pid) = line.strip_prefix("pid ") {
+                    let _ = pid_tx.send(pid.trim().parse::<u32>().ok());
+                } else if let Some(code) = line.strip_prefix("exit ") {
+                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = code.trim().parse().ok();
+                }
+            }
+        });
+        // The shell echoes the pid right after the fork, so this is one round trip: as much
+        // patience as any command on the host gets (a busy host took over 5 s once). A
+        // session that ends first ends the reader and so this wait.
+        let pid = tokio::task::spawn_blocking(move || pid_rx.recv_timeout(COMMAND_TIMEOUT))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .flatten();
+        let Some(pid) = pid else {
+            return Err(error("the host's shell never reported the process's pid"));
+        };
+        Ok(Box::new(HostProcess {
+            name: launch.name.clone(),
+            ssh: self.ssh.clone(),
+            guard,
+            pid,
+            ended,
+            exit: None,
+        }))
+    }
+
+    fn write_private(&self, path: &Path, contents: &[u8]) -> Result<(), ClusterError> {
+        self.ssh.upload(contents, &path.to_string_lossy())
+    }
+
+    fn read(&self, path: &Path) -> Result<Vec<u8>, ClusterError> {
+        let path = path.to_string_lossy();
+        self.ssh
+            .run_bytes(&format!("read {path}"), &format!("cat {}", quote(&path)))
+    }
+}
+
+/// The supervising shell of `launch` on a host: its preparation first (ending the script
+/// if it fails), then the process with stdin /dev/null and its output in its log; fd 3
+/// keeps the session's stdin for the watcher (an asynchronous command's stdin is
+/// /dev/null otherwise). `umask 077`: what it writes is the login user's alone.
+fn supervisor(launch: &Launch) -> String {
+    let mut prepare = String::new();
+    if !launch.prepare.is_empty() {
+        let steps: Vec<String> = launch
+            .prepare
+            .iter()
+            .map(|step| match step {
+                Prepare::Empty(dir) => format!("rm -rf {}", quote(&dir.to_string_lossy())),
+                Prepare::Make(dir) => format!("mkdir -p {}", quote(&dir.to_string_lossy())),
+                Prepare::Write(path, text) => format!(
+                    "printf '%s' {} > {}",
+                    quote(text),
+                    quote(&path.to_string_lossy())
+                ),
+            })
+            .collect();
+        prepare = format!("{} || exit 1; ", steps.join(" && "));
+    }
+    let mut run = String::new();
+    if !launch.env.is_empty() || !launch.unset.is_empty() {
+        run.push_str("env ");
+        for key in &launch.unset {
+            run.push_str(&format!("-u {} ", quote(key)));
+        }
+        for (key, value) in &launch.env {
+            run.push_str(&quote(&format!("{key}={}", value.to_string_lossy())));
+            run.push(' ');
+        }
+    }
+    if let Some(user) = &launch.run_as {
+        run.push_str(&format!("runuser -u {} -- ", quote(&user.name)));
+    }
+    run.push_str(&quote(&launch.program.to_string_lossy()));
+    for arg in &launch.args {
+        run.push(' ');
+        run.push_str(&quote(&arg.to_string_lossy()));
+    }
+    format!(
+        "umask 077; {prepare}exec 3<&0; {run} </dev/null >>{log} 2>&1 3<&- & pid=$!; echo \"pid $pid\"; \
+         (cat <&3 >/dev/null; kill -CONT $pid; kill -KILL $pid) >/dev/null 2>&1 & watch=$!; \
+         exec 3<&-; wait $pid; code=$?; kill $watch 2>/dev/null; echo \"exit $code\"",
+        log = quote(&launch.log.to_string_lossy()),
+    )
+}
+
+/// How long a killed process's shell may take to report its end.
+const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A process on a host, and the session that supervises it.
+#[derive(Debug)]
+struct HostProcess {
+    name: String,
+    ssh: Arc<Ssh>,
+    /// The local ssh client; killing it closes the session, and the watcher kills the
+    /// process.
+    guard: ChildGuard,
+    /// Its pid on the host.
+    pid: u32,
+    /// The shell's `exit <code>` once the process has ended.
+    ended: Arc<Mutex<Option<i32>>>,
+    exit: Option<Exit>,
+}
+
+impl HostProcess {
+    fn ended(&self) -> Option<Exit> {
+        let code = (*self.ended.lock().unwrap_or_else(|p| p.into_inner()))?;
+        Some(exit_of(code))
+    }
+}
+
+/// A shell's `$?` as an [`Exit`]: above 128, the signal that ended it.
+fn exit_of(code: i32) -> Exit {
+    match Signal::try_from(code - 128) {
+        Ok(signal) if code > 128 => Exit::Signal(signal),
+        _ => Exit::Code(code),
+    }
+}
+
+impl Proc for HostProcess {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn try_wait(&mut self) -> Option<Exit> {
+        if self.exit.is_none() {
+            self.exit = self.ended();
+            if self.exit.is_some() {
+                self.guard.kill();
+            }
+        }
+        self.exit
+    }
+
+    fn exit(&self) -> Option<Exit> {
+        self.exit.or_else(|| self.ended())
+    }
+
+    fn signal(&self, signal: Signal) -> Result<(), ClusterError> {
+        if self.exit().is_some() {
+            return Err(self
+                .ssh
+                .error(format!("signal {}", self.name), "it is not running"));
+        }
+        self.ssh
+            .run(
+                &format!("send {signal} to {}", self.name),
+                &format!(
+                    "kill -{} {}",
+                    signal.as_str().trim_start_matches("SIG"),
+                    self.pid
+                ),
+            )
+            .map(|_| ())
+    }
+
+    /// SIGKILL on the host (resumed first); waits for its shell to report the end, then
+    /// closes the session.
+    fn kill(&mut self) -> Exit {
+        if let Some(exit) = self.try_wait() {
+            return exit;
+        }
+        let _ = self.ssh.run(
+            &format!("kill {}", self.name),
+            &format!("kill -CONT {pid}; kill -KILL {pid}", pid = self.pid),
+        );
+        let deadline = std::time::Instant::now() + EXIT_WAIT;
+        let exit = loop {
+            if let Some(exit) = self.ended() {
+                break exit;
+            }
+            if std::time::Instant::now() >= deadline {
+                break Exit::Unknown;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        };
+        self.exit = Some(exit);
+        self.guard.kill();
+        exit
+    }
+}
+
+impl Drop for HostProcess {
+    /// Closing the session is enough: the watcher on the host kills a process still
+    /// running.
+    fn drop(&mut self) {
+        self.guard.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_supervisor_readies_the_files_and_quotes_everything() {
+        let mut launch = Launch::new("etcd-1", "/opt/etcd", Path::new("/tmp/run x/etcd-1.log"))
+            .args(["--name", "etcd-1"])
+            .envs([("LD_PRELOAD", "/lib/a b.so")]);
+        launch.prepare = vec![
+            Prepare::Empty("/tmp/run x/etcd-1".into()),
+            Prepare::Make("/tmp/run x/etcd-1".into()),
+            Prepare::Write("/tmp/run x/etcd-1/myid".into(), "2\n".into()),
+        ];
+        let script = supervisor(&launch);
+        assert!(
+            script.starts_with(
+                "umask 077; rm -rf '/tmp/run x/etcd-1' && mkdir -p '/tmp/run x/etcd-1' && printf '%s' '2\n' > '/tmp/run x/etcd-1/myid' || exit 1; "
+            ),
+            "{script}"
+        );
+        assert!(
+            script.contains("env 'LD_PRELOAD=/lib/a b.so' /opt/etcd --name etcd-1 </dev/null >>'/tmp/run x/etcd-1.log'"),
+            "{script}"
+        );
+        launch.prepare.clear();
+        launch.run_as = Some(RunAs {
+            name: "postgres".into(),
+            uid: Uid::from_raw(104),
+            gid: Gid::from_raw(107),
+        });
+        let script = supervisor(&launch);
+        assert!(script.starts_with("umask 077; exec 3<&0; env "), "{script}");
+        assert!(
+            script.contains("runuser -u postgres -- /opt/etcd"),
+            "{script}"
+        );
+    }
+
+    #[test]
+    fn shell_codes_above_128_are_signals() {
+        assert_eq!(exit_of(137), Exit::Signal(Signal::SIGKILL));
+        assert_eq!(exit_of(0), Exit::Code(0));
+        assert_eq!(exit_of(1), Exit::Code(1));
+    }
+
+    #[tokio::test]
+    async fn a_local_launch_readies_its_folder_logs_and_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("old"), "x").unwrap();
+        let log = dir.path().join("n.log");
+        let mut launch = Launch::new("n", "/bin/sh", &log)
+            .arg("-c")
+            .arg("cat myid; echo \"$GREETING\"; exec sleep 30");
+        launch.env.push(("GREETING".into(), "hello".into()));
+        launch.prepare = vec![
+            Prepare::Empty(data.clone()),
+            Prepare::Make(data.clone()),
+            Prepare::Write(data.join("myid"), "7\n".into()),
+        ];
+        // The shell runs in lockaudit's folder: read the file by its full path.
+        launch.args[1] = format!(
+            "cat '{}'; echo \"$GREETING\"; exec sleep 30",
+            data.join("myid").display()
+        )
+        .into();
+        let mut proc = Local.spawn(&launch).await.unwrap();
+        assert!(!data.join("old").exists());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::fs::read_to_string(&log).unwrap_or_default() != "7\nhello\n" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{:?}",
+                std::fs::read_to_string(&log)
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(proc.try_wait(), None);
+        proc.signal(Signal::SIGSTOP).unwrap();
+        assert_eq!(proc.kill(), Exit::Signal(Signal::SIGKILL));
+        assert!(proc.signal(Signal::SIGCONT).is_err());
+    }
+}
