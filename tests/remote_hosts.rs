@@ -2000,7 +2000,7 @@ async fn zookeeper_on_three_hosts_elects_survives_a_kill_and_an_isolated_leader_
     let run = remote_run_dir(dir.path());
     assert_eq!(common::mode(&run), 0o700);
     for (i, node) in e.nodes.iter().enumerate() {
-        let conf = run.join(format!("zk-{i}.conf"));
+        let conf = run.join(format!("zk-{i}.cfg"));
         assert_eq!(common::mode(&conf), 0o600);
         let text = std::fs::read_to_string(&conf).unwrap();
         for line in [

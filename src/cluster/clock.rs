@@ -42,10 +42,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use super::error::ClusterError;
+use super::machine::{Local, Machine};
 
 /// Environment variable that, when set, is the path of `libfaketime.so.1` to use instead of
 /// the Debian locations (for another build of the library, and for tests).
@@ -236,6 +237,8 @@ pub struct FakeClock {
     preload: Preload,
     file: PathBuf,
     offset_ms: Arc<AtomicI64>,
+    /// Where the file is: this machine, or a server's host.
+    machine: Arc<dyn Machine>,
 }
 
 impl FakeClock {
@@ -243,10 +246,21 @@ impl FakeClock {
     pub fn create(preload: Preload, file: PathBuf) -> Result<FakeClock, ClusterError> {
         // Absolute: an adapter runs in its own folder.
         let file = std::path::absolute(&file).map_err(|e| ClusterError::io("find", &file, e))?;
+        FakeClock::on(Arc::new(Local), preload, file)
+    }
+
+    /// A clock at offset 0 whose file (an absolute path) is on `machine`: a server's on
+    /// its host, where libfaketime must be at the same path as here.
+    pub fn on(
+        machine: Arc<dyn Machine>,
+        preload: Preload,
+        file: PathBuf,
+    ) -> Result<FakeClock, ClusterError> {
         let clock = FakeClock {
             preload,
             file,
             offset_ms: Arc::new(AtomicI64::new(0)),
+            machine,
         };
         clock.set(0)?;
         Ok(clock)
@@ -297,33 +311,30 @@ impl FakeClock {
     /// Rewrites the file with `offset_ms`: a temporary file renamed over it, so the server
     /// never reads a half-written one.
     pub fn set(&self, offset_ms: i64) -> Result<(), ClusterError> {
-        static WRITES: AtomicU64 = AtomicU64::new(0);
-        let n = WRITES.fetch_add(1, Ordering::Relaxed);
-        let mut tmp = self.file.clone().into_os_string();
-        tmp.push(format!(".{}.{n}.tmp", std::process::id()));
-        let tmp = PathBuf::from(tmp);
         let text = format!("{}\n", format_offset(offset_ms));
-        std::fs::write(&tmp, text).map_err(|e| ClusterError::io("write", &tmp, e))?;
-        if let Err(e) = std::fs::rename(&tmp, &self.file) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(ClusterError::io("replace", &self.file, e));
-        }
+        self.machine.write_private(&self.file, text.as_bytes())?;
         self.offset_ms.store(offset_ms, Ordering::SeqCst);
         Ok(())
     }
-}
 
-/// Whether the process has its preload mapped: ld.so only warns (on the server's stderr,
-/// which goes to its log) and runs the program unfaked when a preload cannot be loaded.
-pub fn is_loaded(pid: u32, clock: &FakeClock) -> bool {
-    let library = clock.library();
-    let Some(name) = library.file_name() else {
-        return false;
-    };
-    let name = name.to_string_lossy();
-    std::fs::read_to_string(format!("/proc/{pid}/maps"))
-        .map(|maps| maps.lines().any(|line| line.ends_with(name.as_ref())))
-        .unwrap_or(false)
+    /// Whether the process `pid` of its machine has the preload mapped: ld.so only warns
+    /// (on the server's stderr, which goes to its log) and runs the program unfaked when a
+    /// preload cannot be loaded.
+    pub fn is_loaded(&self, pid: u32) -> bool {
+        let library = self.library();
+        let Some(name) = library.file_name() else {
+            return false;
+        };
+        let name = name.to_string_lossy();
+        self.machine
+            .read(Path::new(&format!("/proc/{pid}/maps")))
+            .map(|maps| {
+                String::from_utf8_lossy(&maps)
+                    .lines()
+                    .any(|line| line.ends_with(name.as_ref()))
+            })
+            .unwrap_or(false)
+    }
 }
 
 /// Decimal seconds with three decimals and a sign: `+20.000`, `-0.250`. libfaketime reads

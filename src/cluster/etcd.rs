@@ -25,7 +25,7 @@ use async_trait::async_trait;
 
 use super::error::ClusterError;
 use super::instance::Instance;
-use super::machine::{Launch, Local};
+use super::machine::{Launch, Local, Machine, Prepare};
 use super::peer_links::{PeerLinks, PeerProxy};
 use super::ports;
 use super::service::ServiceNode;
@@ -68,46 +68,59 @@ struct MemberConfig {
     client_port: u16,
     /// Where the member listens for its peers.
     peer_port: u16,
-    /// Where the others reach it: its proxy's port.
+    /// Where the others reach it: its proxy's port here, its peer port on a host.
     advertised_port: u16,
     /// `etcd-0=http://127.0.0.1:P0,...`: every member's advertised peer address.
     initial_cluster: String,
-    /// Told the member's pid at each start, so that its proxy knows its connections.
-    links: PeerLinks,
+    /// Told the member's pid at each start, so that its proxy knows its connections;
+    /// None on a host, where its links are cut with iptables instead.
+    links: Option<PeerLinks>,
     /// Unique per run, so that members of another run's cluster never join ours.
     cluster_token: String,
+    /// Where it runs.
+    machine: Arc<dyn Machine>,
 }
 
 impl MemberConfig {
     /// The foreground member. A restart keeps its data folder, whose WAL and snapshot say
     /// which cluster it belongs to: `--initial-cluster*` are read only on the first start.
     fn launch(&self) -> Launch {
+        let addr = self.machine.addr();
         let mut launch =
             Launch::new(&self.name, &self.binary, &self.log).args(member_args(&MemberFlags {
                 name: &self.name,
                 data_dir: &self.dir.display().to_string(),
-                client: &format!("http://127.0.0.1:{}", self.client_port),
-                peer: &format!("http://127.0.0.1:{}", self.peer_port),
-                advertised_peer: &format!("http://127.0.0.1:{}", self.advertised_port),
+                client: &self.endpoint(),
+                peer: &format!("http://{addr}:{}", self.peer_port),
+                advertised_peer: &format!("http://{addr}:{}", self.advertised_port),
                 initial_cluster: &self.initial_cluster,
                 cluster_token: &self.cluster_token,
             }));
-        // The metrics and debug endpoints stay on the client port, on loopback.
+        // The metrics and debug endpoints stay on the client port.
         launch.unset.push("ETCDCTL_API".into());
+        // etcd makes its data folder (0700) itself, in the run's.
+        if let Some(run) = self.dir.parent() {
+            launch.prepare.push(Prepare::Make(run.to_path_buf()));
+        }
         launch
     }
 
     async fn spawn(&self) -> Result<Instance, ClusterError> {
-        let instance =
-            Instance::launch(Arc::new(Local), self.client_port, &self.dir, &self.launch()).await?;
-        if let Some(pid) = instance.pid() {
-            self.links.running(&self.name, pid);
+        let instance = Instance::launch(
+            self.machine.clone(),
+            self.client_port,
+            &self.dir,
+            &self.launch(),
+        )
+        .await?;
+        if let (Some(links), Some(pid)) = (&self.links, instance.pid()) {
+            links.running(&self.name, pid);
         }
         Ok(instance)
     }
 
     fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        format!("http://{}:{}", self.machine.addr(), self.client_port)
     }
 }
 
@@ -188,8 +201,9 @@ pub struct EtcdMember {
     config: MemberConfig,
     instance: Instance,
     password: String,
-    /// In front of its peer listener, for as long as the member is part of the run.
-    _proxy: PeerProxy,
+    /// In front of its peer listener, for as long as the member is part of the run (none
+    /// on a host).
+    _proxy: Option<PeerProxy>,
 }
 
 #[async_trait]
@@ -210,17 +224,32 @@ impl ServiceNode for EtcdMember {
 
     /// The link from `from` to this member: `from`'s connections to its proxy.
     fn cut_from(&mut self, from: &str) -> Result<(), ClusterError> {
-        self.config.links.cut(from, &self.config.name)
+        match &self.config.links {
+            Some(links) => links.cut(from, &self.config.name),
+            None => Err(ClusterError::Unsupported {
+                action: "cut the link to",
+                node: self.config.name.clone(),
+                reason: format!("no link from {from} runs through lockaudit"),
+            }),
+        }
     }
 
     fn heal_from(&mut self, from: &str) -> bool {
-        self.config.links.heal(from, &self.config.name)
+        (self.config.links.as_ref()).is_some_and(|links| links.heal(from, &self.config.name))
+    }
+
+    fn peer_ports(&self) -> Vec<u16> {
+        vec![self.config.peer_port]
     }
 
     /// A member's data folder holds preallocated WAL segments, 128 MB a member (384 MB a
-    /// run for three), that nothing reads after the run; its log stays.
+    /// run for three), that nothing reads after the run; its log stays. (On a host the
+    /// run's folder goes whole.)
     fn scratch(&self) -> Option<&Path> {
-        Some(&self.config.dir)
+        self.config
+            .links
+            .as_ref()
+            .map(|_| self.config.dir.as_path())
     }
 
     /// On its data folder it rejoins as itself and catches up from the leader. An empty one
@@ -291,20 +320,86 @@ pub async fn start(
 /// members' flags). On a port taken, the member whose it is.
 async fn proxies(
     configs: &[MemberConfig],
-) -> Result<Vec<PeerProxy>, (MemberConfig, std::io::Error)> {
+) -> Result<Vec<Option<PeerProxy>>, (MemberConfig, std::io::Error)> {
     let mut proxies = Vec::with_capacity(configs.len());
     for config in configs {
+        let Some(links) = &config.links else {
+            proxies.push(None);
+            continue;
+        };
         let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], config.peer_port));
-        match config
-            .links
+        match links
             .proxy(&config.name, config.advertised_port, upstream, None)
             .await
         {
-            Ok(proxy) => proxies.push(proxy),
+            Ok(proxy) => proxies.push(Some(proxy)),
             Err(e) => return Err((config.clone(), e)),
         }
     }
     Ok(proxies)
+}
+
+/// `MEMBERS` members on `machines` (member i on machine i mod their number, each with the
+/// etcd program found there), each on its machine's address: client port `base` + i, peer
+/// port `base` + `MEMBERS` + i, reached directly (no proxy: links are cut on the hosts),
+/// data and log in `dir` there; once they have a leader, authentication on with
+/// `password`, as here.
+pub(super) async fn start_on(
+    machines: &[(Arc<dyn Machine>, String)],
+    dir: &Path,
+    base: u16,
+    password: &str,
+) -> Result<Vec<EtcdMember>, ClusterError> {
+    let port = |i: usize| {
+        u16::try_from(usize::from(base) + i).map_err(|_| {
+            ClusterError::InvalidSpec(format!(
+                "port {base} + {i} is past 65535: a lower --base-port"
+            ))
+        })
+    };
+    let placed = |i: usize| &machines[i % machines.len()];
+    let mut peers = Vec::with_capacity(MEMBERS);
+    for i in 0..MEMBERS {
+        let addr = placed(i).0.addr();
+        peers.push(format!(
+            "{}=http://{addr}:{}",
+            member_name(i),
+            port(MEMBERS + i)?
+        ));
+    }
+    let initial_cluster = peers.join(",");
+    let token = format!("lockaudit-{}", super::generate_password());
+    let mut configs = Vec::with_capacity(MEMBERS);
+    for i in 0..MEMBERS {
+        let name = member_name(i);
+        let (machine, binary) = placed(i);
+        configs.push(MemberConfig {
+            log: dir.join(format!("{name}.log")),
+            dir: dir.join(&name),
+            name,
+            binary: binary.into(),
+            client_port: port(i)?,
+            peer_port: port(MEMBERS + i)?,
+            advertised_port: port(MEMBERS + i)?,
+            initial_cluster: initial_cluster.clone(),
+            links: None,
+            cluster_token: token.clone(),
+            machine: machine.clone(),
+        });
+    }
+    let proxies = configs.iter().map(|_| None).collect();
+    let members = match start_members(&configs, proxies, password).await {
+        Ok(members) => members,
+        Err(StartError::PortTaken(config)) => {
+            return Err(ClusterError::PortInUse {
+                node: config.name,
+                port: config.client_port,
+            })
+        }
+        Err(StartError::Failed(e)) => return Err(e),
+    };
+    enable_auth(&members, password).await?;
+    Ok(members)
 }
 
 fn configs(
@@ -352,8 +447,9 @@ fn configs(
             peer_port: port(MEMBERS + i)?,
             advertised_port: port(2 * MEMBERS + i)?,
             initial_cluster: initial_cluster.clone(),
-            links: links.clone(),
+            links: Some(links.clone()),
             cluster_token: token.clone(),
+            machine: Arc::new(Local),
         });
     }
     Ok(configs)
@@ -369,7 +465,7 @@ enum StartError {
 /// On any error the members spawned so far are killed.
 async fn start_members(
     configs: &[MemberConfig],
-    proxies: Vec<PeerProxy>,
+    proxies: Vec<Option<PeerProxy>>,
     password: &str,
 ) -> Result<Vec<EtcdMember>, StartError> {
     let mut instances = Vec::with_capacity(configs.len());
@@ -392,9 +488,10 @@ async fn start_members(
     }
     for (instance, config) in instances.iter_mut().zip(configs) {
         if let Err(reason) = wait_member(instance, config, password, false).await {
-            let taken = std::fs::read_to_string(&config.log)
-                .unwrap_or_default()
-                .contains("address already in use");
+            let taken = config
+                .machine
+                .read(&config.log)
+                .is_ok_and(|log| String::from_utf8_lossy(&log).contains("address already in use"));
             let error = instance.error(reason);
             kill_all(&mut instances);
             return Err(if taken {
@@ -423,7 +520,7 @@ async fn start_members(
 async fn listening(instance: &mut Instance, port: u16) {
     let deadline = Instant::now() + Duration::from_secs(1);
     while Instant::now() < deadline {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+        if tokio::net::TcpStream::connect((instance.host(), port))
             .await
             .is_ok()
         {
@@ -451,7 +548,7 @@ async fn wait_member(
     password: &str,
     authenticated: bool,
 ) -> Result<(), String> {
-    let deadline = instance.spawned_at() + READY_TIMEOUT;
+    let deadline = instance.spawned_at() + config.machine.patience(READY_TIMEOUT);
     let mut pause = Duration::from_millis(10);
     loop {
         let Some(process) = instance.process_mut() else {

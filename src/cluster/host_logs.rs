@@ -90,7 +90,7 @@ fn rescue(logs: &[HostLog], hosts: &[Arc<Ssh>], remote_dir: &str, local: &Path, 
 }
 
 /// Each host's logs into `local`, all hosts at once: per host, how many, or why not.
-fn fetch(
+pub(super) fn fetch(
     logs: &[HostLog],
     hosts: &[Arc<Ssh>],
     local: &Path,

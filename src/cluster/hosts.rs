@@ -1,30 +1,30 @@
 //! The lock's servers on other hosts: one SSH connection per host, the topology's servers
-//! placed on them (node i on host i mod hosts), started primaries first, replicas in sync,
-//! then a Sentinel topology's sentinels (numbered after the servers) once they know the
-//! whole deployment, or a Redis Cluster's nodes (or etcd's members, or ZooKeeper's servers)
-//! all at once and formed at the hosts' addresses; at the end stopped (sentinels first),
-//! their logs fetched into the run folder and their files removed, so nothing of the run
-//! stays on a host.
+//! placed on them (node i on host i mod hosts) as nodes of their own services on an
+//! [`OnHost`] machine, started primaries first, replicas in sync, then a Sentinel
+//! topology's sentinels (numbered after the servers) once they know the whole deployment,
+//! or a Redis Cluster's nodes (or etcd's members, or ZooKeeper's servers) all at once and
+//! formed at the hosts' addresses. What stays here is what only hosts have: the
+//! connections, links cut with iptables, and at the end the servers' logs fetched into the
+//! run folder and their files removed, so nothing of the run stays on a host.
 
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
 use rand::Rng;
 
-use super::binaries::{self, ZooKeeperOnHost};
-use super::clock::Libfaketime;
+use super::binaries::{self, SentinelBinary};
+use super::clock::{FakeClock, Libfaketime, Preload};
 use super::cut::{self, Cut};
 use super::error::ClusterError;
-use super::exit::Exit;
 use super::host_logs::{self, HostLog};
-use super::member::{OnHost, Service};
+use super::machine::{Machine, OnHost};
 use super::on_exit;
-use super::probe;
-use super::remote::{RemoteConfig, RemoteServer, Watch};
-use super::sentinel;
+use super::ports::PortChoice;
+use super::sentinel::{self, SentinelSetup};
+use super::server::{self, ClusterMode, ServerConfig};
+use super::service::ServiceNode;
 use super::sharded::{self, Member};
 use super::ssh::{NodeEntry, Ssh, SshOptions, SshTarget};
 use super::{etcd, zookeeper};
@@ -34,14 +34,17 @@ use super::{ClusterSpec, Topology};
 /// listens on this + i (unique per run, so nodes may share a host).
 const DEFAULT_BASE_PORT: u16 = 7400;
 
-/// How long replicas may take to report their link to the primary up.
-const SYNC_TIMEOUT: Duration = Duration::from_secs(15);
+/// How far above its data port a cluster node's bus listens (Redis's own default).
+const BUS_PORT_OFFSET: u16 = 10000;
 
-/// The servers on hosts and the connections they run over.
+/// The connections to the hosts, the links cut there and the run's files on them.
 #[derive(Debug, Default)]
 pub struct Hosts {
-    /// The lock's servers, then a Sentinel topology's sentinels (`RemoteServer::is_sentinel`).
-    pub servers: Vec<RemoteServer>,
+    /// Each node on a host: what a cut needs to know of it.
+    placed: Vec<Placed>,
+    /// Whether the service's nodes elect a leader among themselves (their links to each
+    /// other are cut by address, so two on one host cannot be told apart).
+    elects: bool,
     /// Links cut with iptables, by (the server that lost it, the server it led to).
     cuts: Vec<((String, String), Cut)>,
     connections: Vec<Arc<Ssh>>,
@@ -52,8 +55,22 @@ pub struct Hosts {
     ssh_dir: Option<(PathBuf, bool)>,
     /// On Ctrl-C, the servers' logs fetched and the run's folders removed (`host_logs`).
     interrupt: Option<on_exit::Registration>,
-    /// The logs that job fetches.
+    /// The logs that job fetches, and the end of a run too.
     logs: Vec<HostLog>,
+    /// The local folder the logs come back to (`<run>/redis`).
+    local_logs: PathBuf,
+}
+
+/// A node on a host, as links between nodes are cut there.
+#[derive(Debug, Clone)]
+struct Placed {
+    name: String,
+    /// Its connection's index.
+    host: usize,
+    addr: String,
+    port: u16,
+    /// The ports the service's other nodes reach it on (`ServiceNode::peer_ports`).
+    peer_ports: Vec<u16>,
 }
 
 /// A cut to make: the pair it is known by (who loses the link, where it led), the host
@@ -74,17 +91,16 @@ pub struct Acted {
     pub after: Duration,
 }
 
-/// Connects to every host of `spec` and starts the topology's lock servers there.
+/// Connects to every host of `spec` and starts the topology's lock servers there: the
+/// hosts, and the nodes (the lock's servers, then the sentinels). What started is killed
+/// when the nodes are dropped, and the hosts' drop removes the run's files.
 pub async fn start(
     spec: &ClusterSpec,
     password: &str,
     lock_nodes: usize,
     primaries: usize,
-) -> Result<Hosts, ClusterError> {
+) -> Result<(Hosts, Vec<Box<dyn ServiceNode>>), ClusterError> {
     let mut hosts = Hosts {
-        servers: Vec::new(),
-        cuts: Vec::new(),
-        connections: Vec::new(),
         remote_dir: format!(
             "{}/lockaudit-run-{}",
             spec.remote_dir
@@ -96,6 +112,11 @@ pub async fn start(
             token(10)
         ),
         ssh_dir: Some(make_ssh_dir(&spec.dir)?),
+        local_logs: spec.dir.join("redis"),
+        elects: super::service(spec.topology).elects_leader,
+        placed: Vec::new(),
+        cuts: Vec::new(),
+        connections: Vec::new(),
         interrupt: None,
         logs: Vec::new(),
     };
@@ -123,277 +144,252 @@ pub async fn start(
     for connection in connected {
         hosts.connections.push(Arc::new(connection?));
     }
+    let base = spec.base_port.unwrap_or(DEFAULT_BASE_PORT);
+    let nodes = match spec.topology {
+        Topology::Etcd | Topology::Zookeeper => {
+            start_members(&mut hosts, spec, base, password).await?
+        }
+        Topology::Single
+        | Topology::Replicated
+        | Topology::Sentinel
+        | Topology::Independent
+        | Topology::Cluster => {
+            start_redis(&mut hosts, spec, base, password, lock_nodes, primaries).await?
+        }
+        Topology::Postgres => {
+            return Err(ClusterError::InvalidSpec(
+                "PostgreSQL on hosts is started by its own module".into(),
+            ))
+        }
+    };
+    hosts.placed = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| Placed {
+            name: node.instance().name().to_string(),
+            host: i % hosts.connections.len(),
+            addr: node.instance().host().to_string(),
+            port: node.instance().port(),
+            peer_ports: node.peer_ports(),
+        })
+        .collect();
+    Ok((hosts, nodes))
+}
+
+/// The machine of node `i`: host i mod hosts.
+fn machine(hosts: &Hosts, i: usize) -> OnHost {
+    OnHost {
+        ssh: hosts.connections[i % hosts.connections.len()].clone(),
+    }
+}
+
+/// Port `base` + `i`, or an error past 65535.
+fn nth_port(base: u16, i: usize) -> Result<u16, ClusterError> {
+    u16::try_from(usize::from(base) + i).map_err(|_| {
+        ClusterError::InvalidSpec(format!(
+            "port {base} + {i} is past 65535: a lower --base-port"
+        ))
+    })
+}
+
+/// A Redis topology's servers (`redis::start`'s, at the hosts' addresses): the primaries
+/// together, then the replicas together and in sync (a replica started before its primary
+/// listens retries only once a second), a cluster formed, then a Sentinel topology's
+/// sentinels.
+async fn start_redis(
+    hosts: &mut Hosts,
+    spec: &ClusterSpec,
+    base: u16,
+    password: &str,
+    lock_nodes: usize,
+    primaries: usize,
+) -> Result<Vec<Box<dyn ServiceNode>>, ClusterError> {
     let preload = if spec.fake_clocks {
         Some(Libfaketime::find()?)
     } else {
         None
     };
-    if matches!(spec.topology, Topology::Etcd | Topology::Zookeeper) {
-        start_members(&mut hosts, spec, password).await?;
-        return Ok(hosts);
-    }
-    let base = spec.base_port.unwrap_or(DEFAULT_BASE_PORT);
     // A Redis Cluster's nodes all start as masters (`primaries` is all of them); the
     // cluster then makes the last `shards` replicas.
     let cluster_mode = spec.topology == Topology::Cluster;
     let masters = if cluster_mode { spec.shards } else { primaries };
-    let config = |i: usize,
-                  replica_of: Option<(String, u16)>|
-     -> Result<RemoteConfig, ClusterError> {
-        let ssh = &hosts.connections[i % hosts.connections.len()];
-        let port = u16::try_from(usize::from(base) + i)
-            .map_err(|_| ClusterError::InvalidSpec(format!("port {base} + {i} is past 65535")))?;
+    let dir = PathBuf::from(&hosts.remote_dir);
+    let mut configs = Vec::with_capacity(lock_nodes);
+    for i in 0..lock_nodes {
+        let on = machine(hosts, i);
+        let port = nth_port(base, i)?;
         let name = if i < masters {
             format!("master-{i}")
         } else {
             format!("replica-{i}")
         };
-        Ok(RemoteConfig {
-            name,
-            addr: ssh.host_addr().to_string(),
-            port,
-            dir: hosts.remote_dir.clone(),
-            password: password.to_string(),
-            persistence: spec.persistence,
-            replica_of,
-            fake_clock: preload.clone(),
-            binary: server_binary(spec, ssh),
-            sentinel: None,
-            cluster_node_timeout_ms: cluster_mode.then_some(super::CLUSTER_NODE_TIMEOUT_MS),
-            member: None,
-        })
-        .and_then(|config| match config.bus_port() {
-            None if cluster_mode => Err(ClusterError::InvalidSpec(format!(
-                "the bus port of {} ({port} + 10000) is past 65535: a lower --base-port",
-                config.name
-            ))),
-            _ => Ok(config),
-        })
-    };
-    let mut configs = Vec::new();
-    for i in 0..primaries {
-        configs.push(config(i, None)?);
-    }
-    let primary = configs
-        .first()
-        .map(|c| (c.addr.clone(), c.port))
-        .ok_or_else(|| ClusterError::InvalidSpec("no primary".into()))?;
-    for i in primaries..lock_nodes {
-        configs.push(config(i, Some(primary.clone()))?);
+        let cluster = match port.checked_add(BUS_PORT_OFFSET) {
+            _ if !cluster_mode => None,
+            Some(bus_port) => Some(ClusterMode {
+                bus_port,
+                config_file: dir.join(format!("{name}.nodes.conf")),
+                node_timeout_ms: super::CLUSTER_NODE_TIMEOUT_MS,
+            }),
+            None => {
+                return Err(ClusterError::InvalidSpec(format!(
+                    "the bus port of {name} ({port} + 10000) is past 65535: a lower --base-port"
+                )))
+            }
+        };
+        let replica_of = (i >= primaries).then(|| (machine(hosts, 0).addr().to_string(), base));
+        let binary = server_binary(spec, &on.ssh);
+        let machine: Arc<dyn Machine> = Arc::new(on);
+        let fake_clock = match &preload {
+            Some(preload) => Some(FakeClock::on(
+                machine.clone(),
+                Preload::Libfaketime(preload.clone()),
+                dir.join(format!("{name}.faketime")),
+            )?),
+            None => None,
+        };
+        configs.push((
+            ServerConfig {
+                dir: dir.join(&name),
+                log: dir.join(format!("{name}.log")),
+                binary: binary.into(),
+                password: password.to_string(),
+                persistence: spec.persistence,
+                replica_of,
+                fake_clock,
+                cluster,
+                machine,
+                name,
+            },
+            PortChoice::Fixed(port),
+        ));
     }
     // From here a Ctrl-C leaves servers' logs and files on the hosts: fetched and removed
     // then, as at a normal end.
     let logs = configs
         .iter()
         .enumerate()
-        .map(|(i, c)| HostLog {
-            ssh: hosts.connections[i % hosts.connections.len()].clone(),
-            name: c.name.clone(),
-            path: c.log(),
-        })
+        .map(|(i, (c, _))| host_log(hosts, i, &c.name))
         .collect();
-    hosts.on_interrupt(logs, spec);
-    // The primaries together, then the replicas together (a replica started before its
-    // primary listens retries only once a second). What started is kept in `hosts`, whose
-    // drop kills it if another start failed.
+    hosts.on_interrupt(logs);
     let replicas = configs.split_off(primaries);
-    for group in [configs, replicas] {
-        let placed = group
-            .into_iter()
-            .enumerate()
-            .map(|(i, config)| {
-                let index = hosts.servers.len() + i;
-                (
-                    config,
-                    hosts.connections[index % hosts.connections.len()].clone(),
-                )
-            })
-            .collect();
-        hosts.start_together(placed).await?;
-    }
-    wait_replicas(&hosts.servers[primaries..], password).await?;
+    let mut servers = server::start_all(configs, false, false).await?;
+    servers.extend(server::start_all(replicas, true, false).await?);
     if cluster_mode {
-        form_cluster(&hosts, spec.shards, password).await?;
+        form_cluster(hosts, &servers, spec.shards, password).await?;
     }
+    let mut nodes: Vec<Box<dyn ServiceNode>> = Vec::new();
+    let primary = servers
+        .first()
+        .map(|s| (s.instance.host().to_string(), s.instance.port()))
+        .ok_or_else(|| ClusterError::InvalidSpec("no primary".into()))?;
+    nodes.extend(
+        servers
+            .into_iter()
+            .map(|s| Box::new(s) as Box<dyn ServiceNode>),
+    );
     if spec.topology == Topology::Sentinel {
-        start_sentinels(&mut hosts, spec, password, lock_nodes - primaries).await?;
+        let first = nodes.len();
+        let mut placements = Vec::new();
+        let mut choices = Vec::new();
+        let mut logs = hosts.logs.clone();
+        for i in 0..super::redis::SENTINELS {
+            let on = machine(hosts, first + i);
+            // `redis-sentinel` if given, else each host's redis-server in sentinel mode
+            // (the same program: Debian packages the name apart).
+            let binary = match &spec.redis_sentinel {
+                Some(path) => SentinelBinary::ServerInSentinelMode(path.clone()),
+                None => SentinelBinary::ServerInSentinelMode(server_binary(spec, &on.ssh).into()),
+            };
+            placements.push((Arc::new(on) as Arc<dyn Machine>, binary));
+            choices.push(PortChoice::Fixed(nth_port(base, first + i)?));
+            logs.push(host_log(hosts, first + i, &format!("sentinel-{i}")));
+        }
+        // The sentinels' logs come back on Ctrl-C too, with the servers'.
+        hosts.on_interrupt(logs);
+        let setup = SentinelSetup {
+            placements,
+            root: dir,
+            password: password.to_string(),
+            primary,
+            replicas: lock_nodes - primaries,
+        };
+        let sentinels = sentinel::start_sentinels(&setup, choices).await?;
+        nodes.extend(
+            sentinels
+                .into_iter()
+                .map(|s| Box::new(s) as Box<dyn ServiceNode>),
+        );
     }
-    Ok(hosts)
+    Ok(nodes)
 }
 
-/// etcd's members or ZooKeeper's servers, member i on host i mod hosts, each on its host's
-/// address (client port base + i, peer port base + members + i, and ZooKeeper's election
-/// port base + 2 × members + i), its data folder in the run's folder there; all at once
-/// (each waits for a quorum), then the run's password put to use as locally: etcd's
-/// authentication on (`etcd::start`), the root znode given to the run's digest user
-/// (`zookeeper::start_ensemble`).
+/// Node `i`'s log, `<run folder>/<name>.log` on its host.
+fn host_log(hosts: &Hosts, i: usize, name: &str) -> HostLog {
+    HostLog {
+        ssh: hosts.connections[i % hosts.connections.len()].clone(),
+        name: name.to_string(),
+        path: format!("{}/{name}.log", hosts.remote_dir),
+    }
+}
+
+/// etcd's members or ZooKeeper's servers (`etcd::start_on`, `zookeeper::start_on`), member i
+/// on host i mod hosts, with the program each host has.
 async fn start_members(
     hosts: &mut Hosts,
     spec: &ClusterSpec,
+    base: u16,
     password: &str,
-) -> Result<(), ClusterError> {
-    let base = usize::from(spec.base_port.unwrap_or(DEFAULT_BASE_PORT));
+) -> Result<Vec<Box<dyn ServiceNode>>, ClusterError> {
+    let dir = PathBuf::from(&hosts.remote_dir);
     let zookeeper = spec.topology == Topology::Zookeeper;
     let (members, name): (usize, fn(usize) -> String) = if zookeeper {
         (zookeeper::SERVERS, zookeeper::server_name)
     } else {
         (etcd::MEMBERS, etcd::member_name)
     };
-    let port = |i: usize| {
-        u16::try_from(base + i).map_err(|_| {
-            ClusterError::InvalidSpec(format!(
-                "port {base} + {i} is past 65535: a lower --base-port"
-            ))
-        })
-    };
-    let mut placed = Vec::with_capacity(members);
-    for i in 0..members {
-        let ssh = hosts.connections[i % hosts.connections.len()].clone();
-        let config = RemoteConfig {
-            name: name(i),
-            addr: ssh.host_addr().to_string(),
-            port: port(i)?,
-            dir: hosts.remote_dir.clone(),
-            password: password.to_string(),
-            persistence: true,
-            replica_of: None,
-            fake_clock: None,
-            binary: String::new(),
-            sentinel: None,
-            cluster_node_timeout_ms: None,
-            member: None,
-        };
-        placed.push((config, ssh));
-    }
-    let peer_port = |i: usize| port(members + i);
-    if zookeeper {
-        let programs = find_zookeeper(&hosts.connections)?;
-        let election_port = |i: usize| port(2 * members + i);
-        zookeeper_servers(&mut placed, &programs, &peer_port, &election_port)?;
-    } else {
-        etcd_members(&mut placed, &peer_port)?;
-    }
-    let logs = placed
-        .iter()
-        .map(|(c, ssh)| HostLog {
-            ssh: ssh.clone(),
-            name: c.name.clone(),
-            path: c.log(),
-        })
-        .collect();
-    hosts.on_interrupt(logs, spec);
+    let logs = (0..members).map(|i| host_log(hosts, i, &name(i))).collect();
+    hosts.on_interrupt(logs);
     let begun = Instant::now();
-    hosts.start_together(placed).await?;
-    tracing::info!(elapsed = ?begun.elapsed(), topology = ?spec.topology, "members on hosts ready");
-    let clients: Vec<(&str, u16)> = hosts.servers.iter().map(|s| (s.host(), s.port())).collect();
-    let (action, done) = if zookeeper {
-        let connect = zookeeper::connect_string(clients.iter().copied());
-        (
-            "give the root znode to the run's user",
-            zookeeper::restrict_to_the_run(&connect, password).await,
-        )
+    let nodes: Vec<Box<dyn ServiceNode>> = if zookeeper {
+        // Looked for on every host at once before anything starts there: a host without
+        // java or the jar is named before any server runs.
+        let programs = each_at_once(
+            &hosts.connections,
+            "looking for ZooKeeper on a host",
+            |_, ssh| binaries::zookeeper_on_host(ssh),
+        );
+        let mut placed = Vec::new();
+        for (i, program) in programs.into_iter().enumerate() {
+            let program = program?;
+            let on: Arc<dyn Machine> = Arc::new(machine(hosts, i));
+            placed.push((on, program.java.into(), program.classpath.into()));
+        }
+        zookeeper::start_on(&placed, &dir, base, password)
+            .await?
+            .into_iter()
+            .map(|s| Box::new(s) as Box<dyn ServiceNode>)
+            .collect()
     } else {
-        let endpoints: Vec<String> = clients
-            .iter()
-            .map(|(host, port)| format!("http://{host}:{port}"))
+        let placed: Vec<(Arc<dyn Machine>, String)> = (0..hosts.connections.len())
+            .map(|i| {
+                let on = machine(hosts, i);
+                let etcd = on
+                    .ssh
+                    .target()
+                    .etcd
+                    .clone()
+                    .unwrap_or_else(|| "etcd".into());
+                (Arc::new(on) as Arc<dyn Machine>, etcd)
+            })
             .collect();
-        (
-            "turn on etcd's authentication",
-            etcd::authenticate(&endpoints, password).await,
-        )
+        etcd::start_on(&placed, &dir, base, password)
+            .await?
+            .into_iter()
+            .map(|m| Box::new(m) as Box<dyn ServiceNode>)
+            .collect()
     };
-    let addresses: Vec<String> = clients.iter().map(|(h, p)| format!("{h}:{p}")).collect();
-    done.map_err(|reason| ClusterError::Remote {
-        host: addresses.join(","),
-        action: action.into(),
-        reason,
-    })
-}
-
-/// etcd's flags for each placed member: every member's peer URL at its host's address, a
-/// cluster token of the run's own, the host's own etcd program.
-fn etcd_members(
-    placed: &mut [(RemoteConfig, Arc<Ssh>)],
-    peer_port: &dyn Fn(usize) -> Result<u16, ClusterError>,
-) -> Result<(), ClusterError> {
-    let mut peers = Vec::with_capacity(placed.len());
-    for (i, (config, _)) in placed.iter().enumerate() {
-        peers.push((
-            config.name.clone(),
-            format!("http://{}:{}", config.addr, peer_port(i)?),
-        ));
-    }
-    let initial_cluster: Vec<String> = peers.iter().map(|(n, url)| format!("{n}={url}")).collect();
-    let initial_cluster = initial_cluster.join(",");
-    let cluster_token = format!("lockaudit-{}", token(16));
-    for (i, ((config, ssh), (_, peer))) in placed.iter_mut().zip(&peers).enumerate() {
-        config.binary = ssh.target().etcd.clone().unwrap_or_else(|| "etcd".into());
-        config.member = Some(OnHost {
-            service: Service::Etcd,
-            args: etcd::member_args(&etcd::MemberFlags {
-                name: &config.name,
-                data_dir: &config.data_dir(),
-                client: &format!("http://{}:{}", config.addr, config.port),
-                peer,
-                advertised_peer: peer,
-                initial_cluster: &initial_cluster,
-                cluster_token: &cluster_token,
-            }),
-            peer_ports: vec![peer_port(i)?],
-            config: None,
-            data_files: Vec::new(),
-        });
-    }
-    Ok(())
-}
-
-/// ZooKeeper's config and JVM for each placed server, as locally (`zookeeper::start`) but
-/// at the hosts' addresses: each config names every server's own quorum and election
-/// ports there, and `myid` is its place + 1. `programs`: each connection's java and jar.
-/// No peer proxy stands between the servers here (a cut between them is iptables on their
-/// hosts), so the address a server names in its election hello is the one it is called
-/// back on, and `zk_election`'s rewriting has nothing to do.
-fn zookeeper_servers(
-    placed: &mut [(RemoteConfig, Arc<Ssh>)],
-    programs: &[ZooKeeperOnHost],
-    quorum_port: &dyn Fn(usize) -> Result<u16, ClusterError>,
-    election_port: &dyn Fn(usize) -> Result<u16, ClusterError>,
-) -> Result<(), ClusterError> {
-    let addrs: Vec<String> = placed.iter().map(|(c, _)| c.addr.clone()).collect();
-    let mut peers = Vec::with_capacity(placed.len());
-    for (i, addr) in addrs.iter().enumerate() {
-        peers.push(zookeeper::Peer {
-            addr,
-            quorum: quorum_port(i)?,
-            election: election_port(i)?,
-        });
-    }
-    for (i, (config, _)) in placed.iter_mut().enumerate() {
-        let program = &programs[i % programs.len()];
-        config.binary = program.java.clone();
-        config.member = Some(OnHost {
-            service: Service::ZooKeeper,
-            args: zookeeper::server_args(program.classpath.clone(), config.conf()),
-            peer_ports: vec![peers[i].quorum, peers[i].election],
-            config: Some(zookeeper::config_text(
-                &config.data_dir(),
-                (&config.addr, config.port),
-                &peers,
-            )),
-            data_files: vec![("myid".into(), format!("{}\n", i + 1))],
-        });
-    }
-    Ok(())
-}
-
-/// ZooKeeper's java and jar on every host, looked for on all at once before anything starts
-/// there: a host without them is named before any server runs.
-fn find_zookeeper(connections: &[Arc<Ssh>]) -> Result<Vec<ZooKeeperOnHost>, ClusterError> {
-    each_at_once(connections, "looking for ZooKeeper on a host", |_, ssh| {
-        binaries::zookeeper_on_host(ssh)
-    })
-    .into_iter()
-    .collect()
+    tracing::info!(elapsed = ?begun.elapsed(), topology = ?spec.topology, "members on hosts ready");
+    Ok(nodes)
 }
 
 /// `work` on each of `items` (with its place) at once, a thread each: each is a handshake
@@ -423,15 +419,19 @@ fn each_at_once<I: Send, T: Send>(
 
 /// Forms the Redis Cluster of the servers (masters first) as locally (`sharded::form`), by
 /// the hosts' addresses; an error names the host of the node that failed.
-async fn form_cluster(hosts: &Hosts, shards: usize, password: &str) -> Result<(), ClusterError> {
-    let members: Vec<Member> = hosts
-        .servers
+async fn form_cluster(
+    hosts: &Hosts,
+    servers: &[server::Server],
+    shards: usize,
+    password: &str,
+) -> Result<(), ClusterError> {
+    let members: Vec<Member> = servers
         .iter()
         .map(|s| Member {
-            name: s.name().to_string(),
-            host: s.host().to_string(),
-            port: s.port(),
-            bus_port: s.config.bus_port().unwrap_or(0),
+            name: s.config.name.clone(),
+            host: s.instance.host().to_string(),
+            port: s.instance.port(),
+            bus_port: s.config.cluster.as_ref().map_or(0, |c| c.bus_port),
         })
         .collect();
     let begun = Instant::now();
@@ -439,7 +439,7 @@ async fn form_cluster(hosts: &Hosts, shards: usize, password: &str) -> Result<()
         .await
         .map_err(|e| match e {
             ClusterError::Form { node, port, reason } => {
-                let at = hosts.servers.iter().position(|s| s.name() == node);
+                let at = servers.iter().position(|s| s.config.name == node);
                 match at {
                     Some(i) => hosts.connections[i % hosts.connections.len()]
                         .error(format!("form the cluster at {node} (port {port})"), reason),
@@ -452,7 +452,6 @@ async fn form_cluster(hosts: &Hosts, shards: usize, password: &str) -> Result<()
     Ok(())
 }
 
-/// `redis-server` on the hosts: `--redis-server`, else the host's PATH.
 /// The redis-server program on the host of `ssh`: the host's own setting, else the run's,
 /// else the one on its PATH.
 fn server_binary(spec: &ClusterSpec, ssh: &Ssh) -> String {
@@ -461,89 +460,6 @@ fn server_binary(spec: &ClusterSpec, ssh: &Ssh) -> String {
         .clone()
         .or_else(|| spec.redis_server.as_ref().map(|p| p.display().to_string()))
         .unwrap_or_else(|| "redis-server".into())
-}
-
-/// The sentinels, numbered and placed after the lock's servers (sentinel-i is node
-/// `servers + i`: its port and host), watching the primary by its host's address. Each
-/// config names the others, as locally (see `sentinel::start_sentinels`); returns once
-/// every sentinel knows the primary, its `replicas` in sync and the other sentinels.
-async fn start_sentinels(
-    hosts: &mut Hosts,
-    spec: &ClusterSpec,
-    password: &str,
-    replicas: usize,
-) -> Result<(), ClusterError> {
-    let base = usize::from(spec.base_port.unwrap_or(DEFAULT_BASE_PORT));
-    let first = hosts.servers.len();
-    let primary = hosts
-        .servers
-        .first()
-        .map(|s| (s.host().to_string(), s.port()))
-        .ok_or_else(|| ClusterError::InvalidSpec("no primary".into()))?;
-    // `redis-sentinel` if given, else each host's redis-server in sentinel mode (the same
-    // program: Debian packages the name apart).
-    let binary = |ssh: &Ssh| {
-        spec.redis_sentinel
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| server_binary(spec, ssh))
-    };
-    let mut members = Vec::with_capacity(super::redis::SENTINELS);
-    for i in 0..super::redis::SENTINELS {
-        let index = first + i;
-        let ssh = hosts.connections[index % hosts.connections.len()].clone();
-        let port = u16::try_from(base + index).map_err(|_| {
-            ClusterError::InvalidSpec(format!("port {base} + {index} is past 65535"))
-        })?;
-        members.push((ssh, port, sentinel::random_id()));
-    }
-    let placed = members.iter().enumerate().map(|(i, (ssh, port, id))| {
-        let peers = members
-            .iter()
-            .filter(|(_, p, _)| p != port)
-            .map(|(s, p, id)| (s.host_addr().to_string(), *p, id.clone()))
-            .collect();
-        let config = RemoteConfig {
-            name: format!("sentinel-{i}"),
-            addr: ssh.host_addr().to_string(),
-            port: *port,
-            dir: hosts.remote_dir.clone(),
-            password: password.to_string(),
-            persistence: false,
-            replica_of: None,
-            fake_clock: None,
-            binary: binary(ssh),
-            cluster_node_timeout_ms: None,
-            member: None,
-            sentinel: Some(Watch {
-                id: id.clone(),
-                primary: primary.clone(),
-                peers,
-            }),
-        };
-        (config, ssh.clone())
-    });
-    let configs: Vec<_> = placed.collect();
-    // The sentinels' logs come back on Ctrl-C too, with the servers'.
-    let mut logs = hosts.logs.clone();
-    logs.extend(configs.iter().map(|(config, ssh)| HostLog {
-        ssh: ssh.clone(),
-        name: config.name.clone(),
-        path: config.log(),
-    }));
-    hosts.on_interrupt(logs, spec);
-    hosts.start_together(configs).await?;
-    let addrs: Vec<(&str, u16)> = hosts.servers[first..]
-        .iter()
-        .map(|s| (s.host(), s.port()))
-        .collect();
-    let patience = SYNC_TIMEOUT;
-    if let Err((i, lacked)) = sentinel::wait_all_aware(&addrs, password, replicas, patience).await {
-        return Err(hosts.servers[first + i].start_error(format!(
-            "it did not know the whole deployment within {patience:?}: {lacked}"
-        )));
-    }
-    Ok(())
 }
 
 /// How many lock servers the topology has, and how many of them start as primaries (a
@@ -575,64 +491,22 @@ pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
     }
 }
 
-async fn wait_replicas(replicas: &[RemoteServer], password: &str) -> Result<(), ClusterError> {
-    let deadline = Instant::now() + SYNC_TIMEOUT;
-    for replica in replicas {
-        loop {
-            let up = match probe::connect_to(replica.host(), replica.port(), Some(password)).await {
-                Ok(mut conn) => probe::info(&mut conn, "replication")
-                    .await
-                    .ok()
-                    .and_then(|info| info.get("master_link_status").cloned())
-                    .is_some_and(|s| s == "up"),
-                Err(_) => false,
-            };
-            if up {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(ClusterError::Remote {
-                    host: replica.host().to_string(),
-                    action: format!("sync {}", replica.name()),
-                    reason: format!("its link to the primary was not up within {SYNC_TIMEOUT:?}"),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    Ok(())
-}
-
 impl Hosts {
-    /// Starts these servers at once, each on its host. Every one that started is kept (so
-    /// that the drop stops it) even when another did not; the first failure is returned.
-    async fn start_together(
-        &mut self,
-        placed: Vec<(RemoteConfig, Arc<Ssh>)>,
-    ) -> Result<(), ClusterError> {
-        let starts = placed
-            .into_iter()
-            .map(|(config, ssh)| RemoteServer::start(config, ssh));
-        let mut failed = None;
-        for started in futures_util::future::join_all(starts).await {
-            match started {
-                Ok(server) => self.servers.push(server),
-                Err(e) => failed = failed.or(Some(e)),
-            }
-        }
-        failed.map_or(Ok(()), Err)
-    }
-
     /// (Re)registers the Ctrl-C job for these logs and the run's folders on the hosts.
-    fn on_interrupt(&mut self, logs: Vec<HostLog>, spec: &ClusterSpec) {
+    fn on_interrupt(&mut self, logs: Vec<HostLog>) {
         // The job it replaces is unregistered when dropped here.
         self.interrupt = Some(host_logs::on_interrupt(
             logs.clone(),
             self.connections.clone(),
             self.remote_dir.clone(),
-            spec.dir.join("redis"),
+            self.local_logs.clone(),
         ));
         self.logs = logs;
+    }
+
+    /// Whether the lock's servers run on hosts.
+    pub fn active(&self) -> bool {
+        !self.connections.is_empty()
     }
 
     /// This machine's address as the first host sees it (None without hosts). One address
@@ -642,79 +516,6 @@ impl Hosts {
             .first()
             .and_then(|c| c.control_addr())
             .map(str::to_string)
-    }
-
-    /// Kills the running servers of `names` in parallel, one thread per server (each kill
-    /// waits for an SSH round trip). Returns the names killed.
-    pub fn kill_many(&mut self, names: &[String]) -> Vec<String> {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = self
-                .servers
-                .iter_mut()
-                .filter(|s| names.iter().any(|n| n == s.name()) && s.pid().is_some())
-                .map(|s| scope.spawn(move || s.kill().map(|_| s.name().to_string())))
-                .collect();
-            handles
-                .into_iter()
-                .filter_map(|h| h.join().ok().flatten())
-                .collect()
-        })
-    }
-
-    /// Sends `signal` to the running servers of `names` at once, one thread per server (each
-    /// signal is an SSH round trip: one after the other, the last node of a fault would be
-    /// hit several round trips after the first). See [`Hosts::on_each`].
-    pub fn signal_many(&self, names: &[String], signal: Signal) -> Vec<Acted> {
-        self.on_each(names, |s| s.signal(signal))
-    }
-
-    /// Moves the clocks of the servers of `names` at once (see [`Hosts::signal_many`]).
-    pub fn set_clock_offset_many(&self, names: &[String], offset_ms: i64) -> Vec<Acted> {
-        self.on_each(names, |s| s.set_clock_offset(offset_ms))
-    }
-
-    /// Runs `action` on each server of `names` in a thread of its own; each outcome comes
-    /// with when its command returned, from the call's start (how far apart the nodes of one
-    /// fault were hit).
-    fn on_each(
-        &self,
-        names: &[String],
-        action: impl Fn(&RemoteServer) -> Result<(), ClusterError> + Sync,
-    ) -> Vec<Acted> {
-        let begun = Instant::now();
-        let action = &action;
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = self
-                .servers
-                .iter()
-                .filter(|s| names.iter().any(|n| n == s.name()))
-                .map(|s| {
-                    scope.spawn(move || Acted {
-                        name: s.name().to_string(),
-                        result: action(s),
-                        after: begun.elapsed(),
-                    })
-                })
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
-        })
-    }
-
-    /// Restarts the stopped servers of `names` concurrently.
-    pub async fn restart_many(
-        &mut self,
-        names: &[String],
-        keep_data: bool,
-    ) -> Vec<(String, Result<(), ClusterError>)> {
-        let starts = self
-            .servers
-            .iter_mut()
-            .filter(|s| names.iter().any(|n| n == s.name()) && s.pid().is_none())
-            .map(|s| async move {
-                let result = s.restart(keep_data).await;
-                (s.name().to_string(), result)
-            });
-        futures_util::future::join_all(starts).await
     }
 
     /// Cuts each `from`'s host off from its `to`'s address and port (iptables there), until
@@ -729,23 +530,27 @@ impl Hosts {
                     reason: format!("{from} and {to} are not both servers on hosts"),
                 };
                 let index = self.index(from).ok_or_else(on_hosts)?;
-                let target = self.server(to).ok_or_else(on_hosts)?;
-                let (addr, ports) = (target.host(), target.config.link_ports());
-                let host = index % self.connections.len();
+                let target = self
+                    .index(to)
+                    .map(|i| &self.placed[i])
+                    .ok_or_else(on_hosts)?;
+                let (addr, ports) = (target.addr.as_str(), target.peer_ports.clone());
+                let host = self.placed[index].host;
                 // The rules drop whatever leaves that host for `to`: a member sharing the
                 // host with `from` would lose its link to `to` as well.
-                if target.config.member.is_some() {
-                    let shared = self.servers.iter().enumerate().find(|(j, s)| {
-                        j % self.connections.len() == host && s.name() != from && s.name() != to
-                    });
-                    if let Some((_, other)) = shared {
+                if self.elects {
+                    let shared = self
+                        .placed
+                        .iter()
+                        .find(|p| p.host == host && p.name != *from && p.name != *to);
+                    if let Some(other) = shared {
                         return Err(ClusterError::Unsupported {
                             action: "cut the link of",
                             node: from.clone(),
                             reason: format!(
                                 "{} shares its host, and a cut by address would cut its link \
                                  to {to} too: give each member a host of its own",
-                                other.name()
+                                other.name
                             ),
                         });
                     }
@@ -780,8 +585,8 @@ impl Hosts {
                     node: to.clone(),
                     reason: format!("{to} is not a server on a host"),
                 })?;
-                let server = &self.servers[index];
-                let host = index % self.connections.len();
+                let server = &self.placed[index];
+                let host = server.host;
                 let ssh = &self.connections[host];
                 let control = ssh.control_addr().ok_or_else(|| {
                     ssh.error(
@@ -797,13 +602,7 @@ impl Hosts {
                         ports.start(),
                         ports.end()
                     ),
-                    rules: cut::client_rules(
-                        self.tag(),
-                        control,
-                        ports,
-                        server.host(),
-                        server.port(),
-                    ),
+                    rules: cut::client_rules(self.tag(), control, ports, &server.addr, server.port),
                 })
             })
             .collect();
@@ -833,7 +632,7 @@ impl Hosts {
     }
 
     fn index(&self, name: &str) -> Option<usize> {
-        self.servers.iter().position(|s| s.name() == name)
+        self.placed.iter().position(|p| p.name == name)
     }
 
     /// The comment on the run's iptables rules: its folder's name, unique per run.
@@ -870,28 +669,16 @@ impl Hosts {
         pairs
     }
 
-    pub fn server(&self, name: &str) -> Option<&RemoteServer> {
-        self.servers.iter().find(|s| s.name() == name)
-    }
-
-    pub fn server_mut(&mut self, name: &str) -> Option<&mut RemoteServer> {
-        self.servers.iter_mut().find(|s| s.name() == name)
-    }
-
-    /// Stops every server (SIGTERM, then SIGKILL after `grace`), the sentinels first (so
-    /// that none starts a failover while the primary goes), copies each log to
-    /// `<logs>/<name>.log` and removes the run's files from the hosts.
-    pub fn shutdown(&mut self, grace: Duration, logs: &Path) -> Vec<(String, Exit)> {
+    /// The end of a run, once every node has stopped: links healed, each node's log
+    /// copied to `<run>/redis/<name>.log` (one command per host, all hosts at once), and
+    /// the run's files removed from the hosts.
+    pub fn shutdown(&mut self) {
         self.heal_all_links();
         let begun = Instant::now();
-        let (sentinels, servers): (Vec<_>, Vec<_>) =
-            self.servers.iter_mut().partition(|s| s.is_sentinel());
-        let mut ended = stop_all(sentinels, grace, logs);
-        ended.extend(stop_all(servers, grace, logs));
-        let stopped = begun.elapsed();
+        let deadline = begun + super::ssh::COMMAND_TIMEOUT;
+        host_logs::fetch(&self.logs, &self.connections, &self.local_logs, deadline);
         self.remove_files();
-        tracing::info!(?stopped, elapsed = ?begun.elapsed(), "servers on hosts stopped, logs fetched, files removed");
-        ended
+        tracing::info!(elapsed = ?begun.elapsed(), "logs fetched from the hosts, files removed");
     }
 
     /// Removes the run's folder from every host: it holds only what this run made (its name
@@ -905,53 +692,22 @@ impl Hosts {
                 tracing::warn!("{e}");
             }
         }
-        self.servers.clear();
         // Nothing left on the hosts for a Ctrl-C to bring back.
         self.interrupt = None;
     }
 }
 
 impl Drop for Hosts {
-    /// Kills what still runs (each server's drop) and removes the run's files, then closes
-    /// the connections.
+    /// Removes the run's files (the nodes, dropped before, have ended with their
+    /// sessions), then closes the connections.
     fn drop(&mut self) {
         self.heal_all_links();
-        // The sentinels (last) first: none then starts a failover while the others go.
-        for server in self.servers.iter_mut().rev() {
-            server.kill();
-        }
         self.remove_files();
         self.connections.clear();
         if let Some((dir, true)) = self.ssh_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
-}
-
-/// Stops `servers` and copies their logs to `<logs>/<name>.log`, all at once: each stop
-/// and each log is an SSH round trip or more.
-fn stop_all(servers: Vec<&mut RemoteServer>, grace: Duration, logs: &Path) -> Vec<(String, Exit)> {
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = servers
-            .into_iter()
-            .map(|server| {
-                scope.spawn(move || {
-                    let exit = server.stop(grace).unwrap_or(Exit::Unknown);
-                    match server.read_log() {
-                        Ok(text) => {
-                            let path = logs.join(format!("{}.log", server.name()));
-                            if let Err(e) = crate::outfile::write(&path, text) {
-                                tracing::warn!("cannot write {}: {e}", path.display());
-                            }
-                        }
-                        Err(e) => tracing::warn!("{e}"),
-                    }
-                    (server.name().to_string(), exit)
-                })
-            })
-            .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
-    })
 }
 
 /// The run's `ssh` folder (control sockets, known_hosts, the masters' logs), kept with the

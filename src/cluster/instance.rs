@@ -10,16 +10,13 @@ use redis::aio::MultiplexedConnection;
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::logs::LogCursor;
-use super::machine::{Launch, Machine};
+use super::machine::{Launch, Machine, TAIL_LINES};
 use super::probe;
 use super::process::Proc;
 
 /// How long a process may take from spawn to answering an authenticated INFO. Measured
 /// starts take 11–21 ms; 5 s leaves room for a loaded CI machine without hiding a hang.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How many log lines an error quotes.
-const TAIL_LINES: usize = 20;
 
 /// Why a process is not ready.
 #[derive(Debug)]
@@ -68,6 +65,11 @@ impl Instance {
         })
     }
 
+    /// Where it runs.
+    pub fn machine(&self) -> &dyn Machine {
+        self.machine.as_ref()
+    }
+
     /// The address it serves on.
     pub fn host(&self) -> &str {
         self.machine.addr()
@@ -109,7 +111,8 @@ impl Instance {
     /// (which tells our server from a stranger that took the port first), then `PING`
     /// (which fails while the dataset is loading).
     pub async fn wait_ready(&mut self, password: &str) -> Result<MultiplexedConnection, NotReady> {
-        let deadline = self.spawned_at + READY_TIMEOUT;
+        let patience = self.machine.patience(READY_TIMEOUT);
+        let deadline = self.spawned_at + patience;
         let mut pause = Duration::from_millis(1);
         loop {
             let Some(process) = self.process.as_mut() else {
@@ -130,7 +133,7 @@ impl Instance {
             }
             if Instant::now() >= deadline {
                 return Err(NotReady::Failed(format!(
-                    "no answer to an authenticated INFO within {READY_TIMEOUT:?}"
+                    "no answer to an authenticated INFO within {patience:?}"
                 )));
             }
             tokio::time::sleep(pause).await;
@@ -154,13 +157,13 @@ impl Instance {
 
     /// A start error quoting the log this start wrote.
     pub fn error(&self, reason: impl Into<String>) -> ClusterError {
-        ClusterError::StartFailed {
-            node: self.name.clone(),
-            port: self.port,
-            reason: reason.into(),
-            log: self.cursor.path().to_path_buf(),
-            tail: self.cursor.tail(TAIL_LINES),
-        }
+        self.machine.start_error(
+            &self.name,
+            self.port,
+            reason.into(),
+            &self.log,
+            self.cursor.tail(TAIL_LINES),
+        )
     }
 
     /// The instance, once `ready` says it serves; else killed, with the reason as its start

@@ -17,7 +17,9 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use nix::sys::signal::Signal;
@@ -114,12 +116,31 @@ pub trait Machine: Debug + Send + Sync {
     /// Runs `launch`'s preparation, then starts it in the foreground (stdin /dev/null,
     /// stdout and stderr appended to its log), owned by lockaudit.
     async fn spawn(&self, launch: &Launch) -> Result<Box<dyn Proc>, ClusterError>;
-    /// Writes `contents` to `path`, replacing it whole (never half-written), readable by
-    /// its owner alone (0600).
+    /// Writes `contents` to `path` (its folder made if need be), replacing it whole: a
+    /// reader never finds it half-written (a fake clock's offset file is read on every
+    /// time call). Readable by its owner alone (0600).
     fn write_private(&self, path: &Path, contents: &[u8]) -> Result<(), ClusterError>;
     /// The file's bytes.
     fn read(&self, path: &Path) -> Result<Vec<u8>, ClusterError>;
+    /// How long a start may take to serve, given what it takes here: on a host, room for
+    /// the SSH round trips on top.
+    fn patience(&self, here: Duration) -> Duration {
+        here
+    }
+    /// Why node `node` (on `port`) did not start, quoting its log: `tail_here` is what
+    /// this start wrote to it, as read here (a host reads its own log's last lines).
+    fn start_error(
+        &self,
+        node: &str,
+        port: u16,
+        reason: String,
+        log: &Path,
+        tail_here: String,
+    ) -> ClusterError;
 }
+
+/// How many log lines a start error quotes.
+pub const TAIL_LINES: usize = 20;
 
 /// This machine: processes are children of lockaudit (see `registry`), files are local.
 #[derive(Debug, Clone, Copy, Default)]
@@ -169,11 +190,44 @@ impl Machine for Local {
     }
 
     fn write_private(&self, path: &Path, contents: &[u8]) -> Result<(), ClusterError> {
-        crate::private::write(path, contents).map_err(|e| ClusterError::io("write", path, e))
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        if let Some(folder) = path.parent().filter(|f| !f.exists()) {
+            crate::private::create_dir(folder)
+                .map_err(|e| ClusterError::io("create the folder", folder, e))?;
+        }
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(
+            ".{}.{}.tmp",
+            std::process::id(),
+            WRITES.fetch_add(1, Ordering::Relaxed)
+        ));
+        let tmp = PathBuf::from(tmp);
+        crate::private::write(&tmp, contents).map_err(|e| ClusterError::io("write", &tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            ClusterError::io("replace", path, e)
+        })
     }
 
     fn read(&self, path: &Path) -> Result<Vec<u8>, ClusterError> {
         std::fs::read(path).map_err(|e| ClusterError::io("read", path, e))
+    }
+
+    fn start_error(
+        &self,
+        node: &str,
+        port: u16,
+        reason: String,
+        log: &Path,
+        tail_here: String,
+    ) -> ClusterError {
+        ClusterError::StartFailed {
+            node: node.to_string(),
+            port,
+            reason,
+            log: log.to_path_buf(),
+            tail: tail_here,
+        }
     }
 }
 
@@ -263,7 +317,48 @@ impl Machine for OnHost {
     }
 
     fn write_private(&self, path: &Path, contents: &[u8]) -> Result<(), ClusterError> {
-        self.ssh.upload(contents, &path.to_string_lossy())
+        let folder = path.parent().unwrap_or(Path::new("/")).to_string_lossy();
+        let path = path.to_string_lossy();
+        let script = format!(
+            "umask 077 && mkdir -p {folder} && cat > {tmp} && mv -f {tmp} {path}",
+            folder = quote(&folder),
+            tmp = quote(&format!("{path}.upload")),
+            path = quote(&path),
+        );
+        self.ssh
+            .run_with_input(&format!("write {path}"), &script, contents)
+            .map(|_| ())
+    }
+
+    /// Over a network: the local patience again, for the SSH round trips.
+    fn patience(&self, here: Duration) -> Duration {
+        here * 2
+    }
+
+    fn start_error(
+        &self,
+        node: &str,
+        _port: u16,
+        reason: String,
+        log: &Path,
+        _tail_here: String,
+    ) -> ClusterError {
+        let log = log.to_string_lossy();
+        let tail = self
+            .ssh
+            .run(
+                "read the log",
+                &format!("tail -n {TAIL_LINES} {} 2>&1", quote(&log)),
+            )
+            .map(|o| o.stdout)
+            .unwrap_or_default();
+        self.ssh.error(
+            format!("start {node}"),
+            format!(
+                "{reason}\nlast lines of {log} on the host:\n{}",
+                tail.trim_end()
+            ),
+        )
     }
 
     fn read(&self, path: &Path) -> Result<Vec<u8>, ClusterError> {
@@ -323,7 +418,7 @@ fn supervisor(launch: &Launch) -> String {
 }
 
 /// How long a killed process's shell may take to report its end.
-const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const EXIT_WAIT: Duration = Duration::from_secs(5);
 
 /// A process on a host, and the session that supervises it.
 #[derive(Debug)]
@@ -414,7 +509,7 @@ impl Proc for HostProcess {
             if std::time::Instant::now() >= deadline {
                 break Exit::Unknown;
             }
-            std::thread::sleep(std::time::Duration::from_millis(2));
+            std::thread::sleep(Duration::from_millis(2));
         };
         self.exit = Some(exit);
         self.guard.kill();
@@ -500,14 +595,14 @@ mod tests {
         .into();
         let mut proc = Local.spawn(&launch).await.unwrap();
         assert!(!data.join("old").exists());
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while std::fs::read_to_string(&log).unwrap_or_default() != "7\nhello\n" {
             assert!(
                 std::time::Instant::now() < deadline,
                 "{:?}",
                 std::fs::read_to_string(&log)
             );
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         assert_eq!(proc.try_wait(), None);
         proc.signal(Signal::SIGSTOP).unwrap();

@@ -8,6 +8,8 @@
 //! that ends it on drop, on Ctrl-C and on panic (see [`install_cleanup_handlers`]) and,
 //! through `PR_SET_PDEATHSIG`, when lockaudit dies.
 //!
+//! - `machine`: where a node's process runs, this machine or an SSH host, behind one
+//!   seam (start, signal, kill, files); every service below is written once against it;
 //! - `service`: what lockaudit needs of one node of any service; `services`: the table of
 //!   services by topology (how each starts, what it cannot do);
 //! - `redis`: the Redis topologies; `server` / `sentinel`: how each kind of Redis process is
@@ -20,10 +22,11 @@
 //! - `ports`: free loopback ports; `binaries`: finding the programs; `clock`: libfaketime,
 //!   which lets the nemesis move a server's wall clock;
 //! - `registry`: the process-wide table of children and the thread that spawns them;
-//!   `process`: the guard that owns one child; `cleanup`: the Ctrl-C and panic handlers;
-//!   `instance`: one process and its readiness;
-//! - `hosts`, `remote`, `ssh`, `cut`: the servers on other hosts; `member`: an etcd member's
-//!   or a ZooKeeper server's part there;
+//!   `process`: the guard that owns one child, and `Proc`, a process here or on a host;
+//!   `cleanup`: the Ctrl-C and panic handlers; `instance`: one node's process and its
+//!   readiness;
+//! - `hosts`, `ssh`, `cut`, `host_logs`: what only hosts have: the connections, where each
+//!   node is placed, links cut with iptables, logs brought back and files removed;
 //! - this file: the topologies, [`start`] and [`Cluster`], which reaches every node by name.
 
 mod ask;
@@ -41,7 +44,6 @@ mod instance;
 pub mod leftovers;
 mod logs;
 mod machine;
-mod member;
 pub mod on_exit;
 mod peer_links;
 mod ports;
@@ -52,7 +54,6 @@ mod procfs;
 pub mod reach;
 mod redis;
 mod registry;
-mod remote;
 mod replication;
 mod scratch;
 mod sentinel;
@@ -297,7 +298,8 @@ pub struct Cluster {
     /// (`sentinel-<i>`).
     nodes: Vec<Box<dyn ServiceNode>>,
     storage: Server,
-    /// The lock's servers on other hosts (`ClusterSpec::hosts`); empty for a local run.
+    /// The hosts the nodes run on (`ClusterSpec::hosts`): their connections, the links cut
+    /// there, the run's files; inactive for a local run.
     remote: Hosts,
 }
 
@@ -370,15 +372,15 @@ async fn start_remote(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         .ok_or_else(|| ClusterError::InvalidSpec("port plan too short".into()))?;
     let storage = start_storage(&root, server_binary, &password, storage_port).await?;
     // Storage is killed by its guard if this fails.
-    let remote = hosts::start(spec, &password, lock_nodes, primaries).await?;
+    let (remote, nodes) = hosts::start(spec, &password, lock_nodes, primaries).await?;
     tracing::info!(
         topology = ?spec.topology,
         hosts = spec.hosts.len(),
-        servers = remote.servers.len(),
+        servers = nodes.len(),
         elapsed = ?begun.elapsed(),
         "servers on hosts ready"
     );
-    let mut cluster = Cluster::local(spec.topology, root, password, Vec::new(), storage);
+    let mut cluster = Cluster::local(spec.topology, root, password, nodes, storage);
     cluster.remote = remote;
     Ok(cluster)
 }
@@ -389,15 +391,6 @@ fn generate_password() -> String {
         .take(PASSWORD_LEN)
         .map(char::from)
         .collect()
-}
-
-fn remote_node(server: &remote::RemoteServer) -> Node {
-    Node {
-        name: server.name().to_string(),
-        host: server.host().to_string(),
-        port: server.port(),
-        pid: server.pid(),
-    }
 }
 
 fn node_of(instance: &Instance) -> Node {
@@ -438,29 +431,12 @@ impl Cluster {
     pub fn endpoints(&self) -> Endpoints {
         Endpoints {
             topology: self.topology,
-            nodes: self
-                .lock_nodes()
-                .map(|n| node_of(n.instance()))
-                .chain(
-                    self.remote
-                        .servers
-                        .iter()
-                        .filter(|s| !s.is_sentinel())
-                        .map(remote_node),
-                )
-                .collect(),
+            nodes: self.lock_nodes().map(|n| node_of(n.instance())).collect(),
             sentinels: self
                 .nodes
                 .iter()
                 .filter(|n| n.watches())
                 .map(|n| node_of(n.instance()))
-                .chain(
-                    self.remote
-                        .servers
-                        .iter()
-                        .filter(|s| s.is_sentinel())
-                        .map(remote_node),
-                )
                 .collect(),
             master_name: (self.topology == Topology::Sentinel)
                 .then(|| sentinel::MASTER_NAME.to_string()),
@@ -485,29 +461,16 @@ impl Cluster {
 
     /// Every node's name: the lock's servers, then storage, then the sentinels.
     pub fn names(&self) -> Vec<String> {
-        let (sentinels, servers): (Vec<_>, Vec<_>) =
-            self.remote.servers.iter().partition(|s| s.is_sentinel());
-        servers
-            .iter()
-            .map(|s| s.name().to_string())
-            .chain(self.instances().map(|i| i.name().to_string()))
-            .chain(sentinels.iter().map(|s| s.name().to_string()))
-            .collect()
+        self.instances().map(|i| i.name().to_string()).collect()
     }
 
     /// The node's pid while it runs (None once killed, or for an unknown name). Prefer
     /// [`Cluster::signal`] to signalling the pid yourself: it never signals a reaped pid.
     pub fn pid(&self, name: &str) -> Option<u32> {
-        if let Some(server) = self.remote.server(name) {
-            return server.pid();
-        }
         self.instance(name).and_then(Instance::pid)
     }
 
     pub fn port(&self, name: &str) -> Option<u16> {
-        if let Some(server) = self.remote.server(name) {
-            return Some(server.port());
-        }
         self.instance(name).map(Instance::port)
     }
 
@@ -523,9 +486,6 @@ impl Cluster {
 
     /// Sends `signal` to the node: SIGSTOP / SIGCONT pause and resume it.
     pub fn signal(&self, name: &str, signal: Signal) -> Result<(), ClusterError> {
-        if let Some(server) = self.remote.server(name) {
-            return server.signal(signal);
-        }
         let instance = self
             .instance(name)
             .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))?;
@@ -536,59 +496,47 @@ impl Cluster {
         process.signal(signal)
     }
 
-    /// Sends `signal` to every node of `names`, as [`Cluster::signal`] does, at once: the
-    /// nodes on other hosts in parallel (each is an SSH round trip), so that a pause of
-    /// several nodes hits them together. Each outcome says when it was done.
+    /// Sends `signal` to every node of `names`, as [`Cluster::signal`] does, at once (on
+    /// hosts each is an SSH round trip: one after the other, the last node of a pause would
+    /// be hit several round trips after the first). Each outcome says when it was done.
     pub fn signal_many(&self, names: &[String], signal: Signal) -> Vec<Acted> {
-        self.on_each(
-            names,
-            |hosts, remote| hosts.signal_many(remote, signal),
-            |name| self.signal(name, signal),
-        )
+        self.on_each(names, |name| self.signal(name, signal))
     }
 
     /// Moves the clocks of every node of `names`, as [`Cluster::set_clock_offset`] does, at
     /// once (see [`Cluster::signal_many`]).
     pub fn set_clock_offset_many(&self, names: &[String], offset_ms: i64) -> Vec<Acted> {
-        self.on_each(
-            names,
-            |hosts, remote| hosts.set_clock_offset_many(remote, offset_ms),
-            |name| self.set_clock_offset(name, offset_ms),
-        )
+        self.on_each(names, |name| self.set_clock_offset(name, offset_ms))
     }
 
-    /// `remote` on the nodes of `names` that run on hosts (all at once), `local` on each of
-    /// the others, in the order of `names`.
+    /// `action` on each node of `names`, a thread each, in the order of `names`; each
+    /// outcome with when it returned, from the call's start (how far apart the nodes of one
+    /// fault were hit).
     fn on_each(
         &self,
         names: &[String],
-        remote: impl FnOnce(&Hosts, &[String]) -> Vec<Acted>,
-        local: impl Fn(&str) -> Result<(), ClusterError>,
+        action: impl Fn(&str) -> Result<(), ClusterError> + Sync,
     ) -> Vec<Acted> {
         let begun = Instant::now();
-        let (on_hosts, here): (Vec<String>, Vec<String>) = names
-            .iter()
-            .cloned()
-            .partition(|n| self.remote.server(n).is_some());
-        let mut acted = remote(&self.remote, &on_hosts);
-        for name in here {
-            let result = local(&name);
-            acted.push(Acted {
-                name,
-                result,
-                after: begun.elapsed(),
-            });
-        }
-        acted.sort_by_key(|a| names.iter().position(|n| *n == a.name));
-        acted
+        let action = &action;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = names
+                .iter()
+                .map(|name| {
+                    scope.spawn(move || Acted {
+                        name: name.clone(),
+                        result: action(name),
+                        after: begun.elapsed(),
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        })
     }
 
     /// Kills the node with SIGKILL (resuming it first if paused) and reaps it: a crash.
     /// It stays down until [`Cluster::restart`].
     pub fn kill(&mut self, name: &str) -> Result<Exit, ClusterError> {
-        if let Some(server) = self.remote.server_mut(name) {
-            return Ok(server.kill().unwrap_or(Exit::Unknown));
-        }
         Ok(self.node_mut(name)?.kill().unwrap_or(Exit::Unknown))
     }
 
@@ -647,47 +595,57 @@ impl Cluster {
 
     /// Whether the lock's servers run on other hosts (links are cut with iptables there).
     pub fn on_hosts(&self) -> bool {
-        !self.remote.servers.is_empty()
+        self.remote.active()
     }
 
-    /// Kills every node of `names` that runs, as [`Cluster::kill`] does, at once: the nodes on
-    /// other hosts in parallel (each kill is an SSH round trip), so that RedLock's pair of
-    /// masters dies together. Returns the names killed.
+    /// Kills every node of `names` that runs, as [`Cluster::kill`] does, at once (a thread
+    /// each: on hosts each kill is an SSH round trip), so that RedLock's pair of masters
+    /// dies together. Returns the names killed.
     pub fn kill_many(&mut self, names: &[String]) -> Vec<String> {
-        let remote: Vec<String> = self.remote.kill_many(names);
-        let mut killed = Vec::new();
-        for name in names {
-            let local = self.remote.server(name).is_none();
-            if remote.contains(name)
-                || (local && self.pid(name).is_some() && self.kill(name).is_ok())
-            {
-                killed.push(name.clone());
-            }
+        let mut killed: Vec<String> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .nodes
+                .iter_mut()
+                .filter(|n| {
+                    names.iter().any(|name| name == n.instance().name())
+                        && n.instance().pid().is_some()
+                })
+                .map(|n| scope.spawn(move || n.kill().map(|_| n.instance().name().to_string())))
+                .collect();
+            handles
+                .into_iter()
+                .filter_map(|h| h.join().ok().flatten())
+                .collect()
+        });
+        if names.iter().any(|n| n == "storage") && self.kill("storage").is_ok() {
+            killed.push("storage".into());
         }
+        killed.sort_by_key(|k| names.iter().position(|n| n == k));
         killed
     }
 
     /// Restarts every node of `names` that is down, as [`Cluster::restart`] (`keep_data`)
-    /// or [`Cluster::restart_empty`] do; nodes on other hosts concurrently. Returns each
-    /// node's outcome.
+    /// or [`Cluster::restart_empty`] do, all at once. Returns each node's outcome.
     pub async fn restart_many(
         &mut self,
         names: &[String],
         keep_data: bool,
     ) -> Vec<(String, Result<(), ClusterError>)> {
-        let mut outcomes = self.remote.restart_many(names, keep_data).await;
-        for name in names {
-            if self.remote.server(name).is_some() || self.pid(name).is_some() {
-                continue;
-            }
-            let result = if keep_data {
-                self.restart(name).await
-            } else {
-                self.restart_empty(name).await
-            };
-            outcomes.push((name.clone(), result));
-        }
-        outcomes
+        let starts = self
+            .nodes
+            .iter_mut()
+            .map(|n| n.as_mut())
+            .chain(std::iter::once(
+                &mut self.storage as &mut (dyn ServiceNode + 'static),
+            ))
+            .filter(|n| {
+                names.iter().any(|name| name == n.instance().name()) && n.instance().pid().is_none()
+            })
+            .map(|n| async move {
+                let result = n.restart(keep_data).await;
+                (n.instance().name().to_string(), result)
+            });
+        futures_util::future::join_all(starts).await
     }
 
     /// Starts the node again on its port (killing it first if it still runs) and waits until
@@ -695,9 +653,6 @@ impl Cluster {
     /// process); without, it comes back empty. A sentinel keeps its rewritten config. A
     /// fake clock keeps its offset.
     pub async fn restart(&mut self, name: &str) -> Result<(), ClusterError> {
-        if let Some(server) = self.remote.server_mut(name) {
-            return server.restart(true).await;
-        }
         self.node_mut(name)?.restart(true).await
     }
 
@@ -706,16 +661,6 @@ impl Cluster {
     /// PostgreSQL server gets a fresh `initdb`. A sentinel cannot be emptied (its config is
     /// its state): `Unsupported`.
     pub async fn restart_empty(&mut self, name: &str) -> Result<(), ClusterError> {
-        if self.remote.server(name).is_some_and(|s| s.is_sentinel()) {
-            return Err(ClusterError::Unsupported {
-                action: "empty",
-                node: name.to_string(),
-                reason: "a sentinel has no data, only its config; restart it instead".into(),
-            });
-        }
-        if let Some(server) = self.remote.server_mut(name) {
-            return server.restart(false).await;
-        }
         self.node_mut(name)?.restart(false).await
     }
 
@@ -732,11 +677,6 @@ impl Cluster {
     /// Errors: `UnknownNode`; `Unsupported` for storage or a sentinel, or when the cluster
     /// was started without [`ClusterSpec::fake_clocks`].
     pub fn set_clock_offset(&self, name: &str, offset_ms: i64) -> Result<(), ClusterError> {
-        if let Some(server) = self.remote.server(name) {
-            server.set_clock_offset(offset_ms)?;
-            tracing::debug!(node = name, offset_ms, "clock moved on its host");
-            return Ok(());
-        }
         let clock = self.fake_clock(name)?;
         clock.set(offset_ms)?;
         tracing::debug!(node = name, offset_ms, "clock moved");
@@ -746,9 +686,6 @@ impl Cluster {
     /// The offset last given to [`Cluster::set_clock_offset`] (0 until then); None without
     /// fake clocks, for storage, a sentinel or an unknown name.
     pub fn clock_offset_ms(&self, name: &str) -> Option<i64> {
-        if let Some(server) = self.remote.server(name) {
-            return server.clock_offset_ms();
-        }
         self.fake_clock(name).ok().map(clock::FakeClock::offset_ms)
     }
 
@@ -845,17 +782,10 @@ impl Cluster {
                     instance.port(),
                 )
             })
-            .chain(
-                self.remote
-                    .servers
-                    .iter()
-                    .filter(|s| !s.is_sentinel())
-                    .map(|s| (s.name().to_string(), s.host().to_string(), s.port())),
-            )
             .collect()
     }
 
-    /// The lock's servers on this machine (not the sentinels that watch them).
+    /// The lock's servers, here or on hosts (not the sentinels that watch them).
     pub(super) fn lock_nodes(&self) -> impl Iterator<Item = &dyn ServiceNode> {
         self.nodes
             .iter()
@@ -863,7 +793,7 @@ impl Cluster {
             .map(|n| n.as_ref())
     }
 
-    /// The node `name` on this machine, storage included.
+    /// The node `name`, storage included.
     fn node_mut(&mut self, name: &str) -> Result<&mut (dyn ServiceNode + 'static), ClusterError> {
         self.nodes
             .iter_mut()
@@ -877,7 +807,8 @@ impl Cluster {
 
     /// Stops everything gracefully: the sentinels first (so that none starts a failover
     /// while the primary goes), then the servers; each gets SIGCONT and SIGTERM, then
-    /// SIGKILL after a grace period. Returns how each process ended.
+    /// SIGKILL after a grace period. On hosts, their logs are then fetched and the run's
+    /// files removed. Returns how each process ended.
     pub async fn shutdown(mut self) -> Vec<(String, Exit)> {
         let mut watchers: Vec<&mut dyn Proc> = self
             .nodes
@@ -890,8 +821,6 @@ impl Cluster {
         for node in self.nodes.iter_mut().filter(|n| !n.graceful_stop()) {
             node.kill();
         }
-        let root = self.root.clone();
-        let mut ended = self.remote.shutdown(STOP_GRACE, &root);
         let mut servers: Vec<&mut dyn Proc> = self
             .instances_mut()
             .filter_map(Instance::process_mut)
@@ -899,11 +828,15 @@ impl Cluster {
             .collect();
         process::terminate_all(&mut servers, STOP_GRACE).await;
         self.remove_scratch();
-        ended.extend(self.instances().map(|i| {
-            let exit = i.process().and_then(Proc::exit).unwrap_or(Exit::Unknown);
-            (i.name().to_string(), exit)
-        }));
-        ended
+        if self.remote.active() {
+            self.remote.shutdown();
+        }
+        self.instances()
+            .map(|i| {
+                let exit = i.process().and_then(Proc::exit).unwrap_or(Exit::Unknown);
+                (i.name().to_string(), exit)
+            })
+            .collect()
     }
 
     /// Removes the scratch folder of every node that has stopped (`ServiceNode::scratch`).
@@ -915,7 +848,7 @@ impl Cluster {
         }
     }
 
-    /// Every process on this machine: the lock's servers, storage, then the watchers.
+    /// Every node's process: the lock's servers, storage, then the watchers.
     fn instances(&self) -> impl Iterator<Item = &Instance> {
         let (watchers, servers): (Vec<_>, Vec<_>) = self.nodes.iter().partition(|n| n.watches());
         servers

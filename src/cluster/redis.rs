@@ -184,10 +184,13 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
     let sentinels = match sentinel_binary {
         Some(binary) => {
             let setup = SentinelSetup {
-                binary,
+                placements: vec![(Arc::new(Local), binary)],
                 root: root.clone(),
                 password: password.clone(),
-                primary_port: nodes.first().map(|s| s.instance.port()).unwrap_or(0),
+                primary: (
+                    LOOPBACK.to_string(),
+                    nodes.first().map(|s| s.instance.port()).unwrap_or(0),
+                ),
                 replicas: lock_nodes - primaries,
             };
             let mut choices = Vec::with_capacity(sentinel_count);

@@ -12,7 +12,7 @@ use redis::aio::MultiplexedConnection;
 use super::binaries::SentinelBinary;
 use super::error::ClusterError;
 use super::instance::{Instance, NotReady, READY_TIMEOUT};
-use super::machine::{Launch, Local};
+use super::machine::{Launch, Machine};
 use super::ports::{self, PortChoice};
 use super::probe;
 use super::service::ServiceNode;
@@ -32,11 +32,14 @@ const PORT_RETRIES: usize = 3;
 /// What the sentinels need to know.
 #[derive(Debug, Clone)]
 pub struct SentinelSetup {
-    pub binary: SentinelBinary,
-    /// The folder holding the nodes' folders and logs (`<run>/redis`).
+    /// Where each sentinel runs, and its program there.
+    pub placements: Vec<(Arc<dyn Machine>, SentinelBinary)>,
+    /// The folder holding the nodes' folders and logs (`<run>/redis`; on hosts the run's
+    /// folder there).
     pub root: PathBuf,
     pub password: String,
-    pub primary_port: u16,
+    /// The primary's address and port.
+    pub primary: (String, u16),
     /// How many replicas the primary has (the sentinels must have found them all).
     pub replicas: usize,
 }
@@ -46,6 +49,7 @@ pub struct SentinelSetup {
 pub struct Sentinel {
     pub instance: Instance,
     pub config: PathBuf,
+    machine: Arc<dyn Machine>,
     binary: SentinelBinary,
     /// The servers' password, which it answers to as well.
     password: String,
@@ -82,6 +86,7 @@ impl ServiceNode for Sentinel {
         }
         let port = self.instance.port();
         let mut instance = spawn_one(
+            self.machine.clone(),
             self.instance.name(),
             port,
             self.instance.dir(),
@@ -173,29 +178,37 @@ async fn start_once(
         let name = format!("sentinel-{i}");
         let dir = setup.root.join(&name);
         let log = setup.root.join(format!("{name}.log"));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir)
-                .map_err(|e| ClusterError::io("empty the sentinel folder", &dir, e))?;
-        }
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| ClusterError::io("create the sentinel folder", &dir, e))?;
-        let peers: Vec<(u16, &str)> = ports
+        let (machine, binary) = &setup.placements[i % setup.placements.len()];
+        let peers: Vec<(&str, u16, &str)> = ports
             .iter()
             .zip(&ids)
             .enumerate()
             .filter(|(j, _)| *j != i)
-            .map(|(_, (&p, id))| (p, id.as_str()))
+            .map(|(j, (&p, id))| {
+                let addr = setup.placements[j % setup.placements.len()].0.addr();
+                (addr, p, id.as_str())
+            })
             .collect();
-        let text = config_text(setup, port, &ids[i], &dir, &log, &peers)?;
+        let text = SentinelConf {
+            addr: machine.addr(),
+            port,
+            id: &ids[i],
+            dir: path_str(&dir)?,
+            log: path_str(&log)?,
+            password: &setup.password,
+            primary: (&setup.primary.0, setup.primary.1),
+            peers: &peers,
+        }
+        .text();
         let config = dir.join("sentinel.conf");
-        // The password is in it: readable by this user only.
-        crate::private::write(&config, text)
-            .map_err(|e| ClusterError::io("write the sentinel config", &config, e))?;
-        let instance = spawn_one(&name, port, &dir, &log, &setup.binary, &config).await?;
+        // The password is in it: readable by this user only (its folder made too).
+        machine.write_private(&config, text.as_bytes())?;
+        let instance = spawn_one(machine.clone(), &name, port, &dir, &log, binary, &config).await?;
         sentinels.push(Sentinel {
             instance,
             config,
-            binary: setup.binary.clone(),
+            machine: machine.clone(),
+            binary: binary.clone(),
             password: setup.password.clone(),
         });
     }
@@ -218,6 +231,7 @@ async fn start_once(
 }
 
 async fn spawn_one(
+    machine: Arc<dyn Machine>,
     name: &str,
     port: u16,
     dir: &Path,
@@ -229,35 +243,7 @@ async fn spawn_one(
     if let SentinelBinary::ServerInSentinelMode(_) = binary {
         launch = launch.arg("--sentinel");
     }
-    Instance::launch(Arc::new(Local), port, dir, &launch).await
-}
-
-/// The sentinel's config file. The sentinels require the same password as the servers
-/// (`requirepass`) and use it with each other (`sentinel-pass`).
-fn config_text(
-    setup: &SentinelSetup,
-    port: u16,
-    id: &str,
-    dir: &Path,
-    log: &Path,
-    peers: &[(u16, &str)],
-) -> Result<String, ClusterError> {
-    let peers: Vec<(&str, u16, &str)> = peers
-        .iter()
-        .map(|&(port, id)| ("127.0.0.1", port, id))
-        .collect();
-    Ok(SentinelConf {
-        addr: "127.0.0.1",
-        port,
-        id,
-        dir: path_str(dir)?,
-        log: path_str(log)?,
-        password: &setup.password,
-        primary: ("127.0.0.1", setup.primary_port),
-        peers: &peers,
-        announce: false,
-    }
-    .text())
+    Instance::launch(machine, port, dir, &launch).await
 }
 
 /// What one sentinel's config file says, wherever it runs (here or on a host).
@@ -275,9 +261,6 @@ pub struct SentinelConf<'a> {
     pub primary: (&'a str, u16),
     /// The other sentinels: (address, port, run id).
     pub peers: &'a [(&'a str, u16, &'a str)],
-    /// `sentinel announce-ip/port`: on a host with several addresses, the one it binds
-    /// rather than whichever its connection to the primary leaves from.
-    pub announce: bool,
 }
 
 impl SentinelConf<'_> {
@@ -294,10 +277,10 @@ impl SentinelConf<'_> {
         let _ = writeln!(text, "requirepass {pw}");
         let _ = writeln!(text, "sentinel sentinel-pass {pw}");
         let _ = writeln!(text, "sentinel myid {}", self.id);
-        if self.announce {
-            let _ = writeln!(text, "sentinel announce-ip {}", self.addr);
-            let _ = writeln!(text, "sentinel announce-port {}", self.port);
-        }
+        // On a host with several addresses, the one it binds rather than whichever its
+        // connection to the primary leaves from.
+        let _ = writeln!(text, "sentinel announce-ip {}", self.addr);
+        let _ = writeln!(text, "sentinel announce-port {}", self.port);
         let (host, port) = self.primary;
         let _ = writeln!(text, "sentinel monitor {MASTER_NAME} {host} {port} 2");
         let _ = writeln!(text, "sentinel auth-pass {MASTER_NAME} {pw}");
@@ -341,13 +324,17 @@ pub fn random_id() -> String {
 async fn wait_aware(setup: &SentinelSetup, sentinels: &mut [Sentinel]) -> Result<(), ClusterError> {
     let addrs: Vec<(&str, u16)> = sentinels
         .iter()
-        .map(|s| ("127.0.0.1", s.instance.port()))
+        .map(|s| (s.instance.host(), s.instance.port()))
         .collect();
-    wait_all_aware(&addrs, &setup.password, setup.replicas, READY_TIMEOUT)
+    let patience = setup
+        .placements
+        .first()
+        .map_or(READY_TIMEOUT, |(m, _)| m.patience(READY_TIMEOUT));
+    wait_all_aware(&addrs, &setup.password, setup.replicas, patience)
         .await
         .map_err(|(i, last)| {
             sentinels[i].instance.error(format!(
-                "it did not know the whole cluster within {READY_TIMEOUT:?}: {last}"
+                "it did not know the whole deployment within {patience:?}: {last}"
             ))
         })
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 
-use super::clock::{self, FakeClock};
+use super::clock::FakeClock;
 use super::error::ClusterError;
 use super::instance::{Instance, NotReady, READY_TIMEOUT};
 use super::machine::{Launch, Machine, Prepare};
@@ -273,7 +273,7 @@ pub async fn start_all(
             }
         };
         if let (Some(clock), Some(pid)) = (&config.fake_clock, instance.pid()) {
-            if !clock::is_loaded(pid, clock) {
+            if !clock.is_loaded(pid) {
                 return Err(instance.error(format!(
                     "{} is not loaded, so its clock cannot be moved (ld.so's line in the log says why)",
                     clock.library().display()
@@ -298,7 +298,8 @@ pub async fn wait_in_sync(
     instance: &Instance,
     conn: &mut MultiplexedConnection,
 ) -> Result<(), ClusterError> {
-    let deadline = Instant::now() + READY_TIMEOUT;
+    let patience = instance.machine().patience(READY_TIMEOUT);
+    let deadline = Instant::now() + patience;
     loop {
         let last = match probe::info(conn, "replication").await {
             Ok(info) => {
@@ -312,7 +313,7 @@ pub async fn wait_in_sync(
         };
         if Instant::now() >= deadline {
             return Err(instance.error(format!(
-                "the replica was not in sync with its primary within {READY_TIMEOUT:?} ({last})"
+                "the replica was not in sync with its primary within {patience:?} ({last})"
             )));
         }
         tokio::time::sleep(Duration::from_millis(5)).await;

@@ -42,6 +42,12 @@ pub trait ServiceNode: Debug + Send + Sync {
             reason: format!("no link from {from} runs through lockaudit"),
         })
     }
+    /// The ports the service's other nodes reach it on, which a cut between nodes on hosts
+    /// drops (an etcd member's peer port; ZooKeeper's quorum and election ports); by
+    /// default the port clients use (a Redis replica follows its primary there).
+    fn peer_ports(&self) -> Vec<u16> {
+        vec![self.instance().port()]
+    }
     /// Ends a cut of [`ServiceNode::cut_from`]; false if there was none.
     fn heal_from(&mut self, _from: &str) -> bool {
         false

@@ -492,19 +492,6 @@ impl Ssh {
         self.run_with_input(action, script, &[])
     }
 
-    /// Writes `contents` to `path` on the host (ssh's stdin into `cat >`), replacing it
-    /// whole: a temporary file renamed over it, readable by the login user only (0600).
-    pub fn upload(&self, contents: &[u8], path: &str) -> Result<(), ClusterError> {
-        let tmp = format!("{path}.upload");
-        let script = format!(
-            "umask 077 && cat > {tmp} && mv -f {tmp} {path}",
-            tmp = crate::shell::quote(&tmp),
-            path = crate::shell::quote(path)
-        );
-        self.run_with_input(&format!("upload {path}"), &script, contents)
-            .map(|_| ())
-    }
-
     /// Starts `script` in a session of its own that lockaudit owns as a child (stdin and
     /// stdout piped): the supervisor of a long-running remote process.
     pub fn spawn(&self, name: &str, script: &str) -> Result<ChildGuard, ClusterError> {

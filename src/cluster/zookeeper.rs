@@ -36,6 +36,7 @@
 //! host: a client sends it when it authenticates, and the servers keep only its digest.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,7 +50,7 @@ use super::binaries::ZooKeeperProgram;
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::instance::Instance;
-use super::machine::{Launch, Local};
+use super::machine::{Launch, Local, Machine, Prepare};
 use super::peer_links::{Hello, PeerLinks, PeerProxy};
 use super::ports;
 use super::service::ServiceNode;
@@ -91,18 +92,25 @@ pub fn server_name(i: usize) -> String {
 #[derive(Debug, Clone)]
 struct ServerConfig {
     name: String,
-    program: ZooKeeperProgram,
+    java: OsString,
+    classpath: OsString,
     /// The data folder (`myid`, snapshots, transaction logs).
     dir: PathBuf,
+    /// Its `myid`: its place among the servers, from 1.
+    id: usize,
     config: PathBuf,
     log: PathBuf,
     client_port: u16,
     /// Where it listens for the others: (quorum, election).
     peer_ports: (u16, u16),
-    /// Where the others reach it: its proxies' ports, (quorum, election).
+    /// Where the others reach it: its proxies' ports here, (quorum, election); its own
+    /// ports on a host.
     proxy_ports: (u16, u16),
-    /// Told the server's pid at each start, so that its proxies know its connections.
-    links: PeerLinks,
+    /// Told the server's pid at each start, so that its proxies know its connections;
+    /// None on a host, where its links are cut with iptables instead.
+    links: Option<PeerLinks>,
+    /// Where it runs.
+    machine: Arc<dyn Machine>,
 }
 
 /// The arguments of `java` that run a server on `classpath` with the config file `config`
@@ -129,19 +137,32 @@ pub(super) fn server_args<S: From<&'static str>>(classpath: S, config: S) -> Vec
 }
 
 impl ServerConfig {
-    /// The foreground JVM.
-    fn launch(&self) -> Launch {
-        Launch::new(&self.name, &self.program.java, &self.log).args(server_args(
-            self.program.classpath(),
+    /// The foreground JVM, its `myid` written first (`keep_data` false: its snapshots and
+    /// transaction logs removed, as on a lost disk).
+    fn launch(&self, keep_data: bool) -> Launch {
+        let mut launch = Launch::new(&self.name, &self.java, &self.log).args(server_args(
+            self.classpath.clone(),
             self.config.clone().into_os_string(),
-        ))
+        ));
+        if !keep_data {
+            launch
+                .prepare
+                .push(Prepare::Empty(self.dir.join("version-2")));
+        }
+        launch.prepare.push(Prepare::Make(self.dir.clone()));
+        launch.prepare.push(Prepare::Write(
+            self.dir.join("myid"),
+            format!("{}\n", self.id),
+        ));
+        launch
     }
 
-    async fn spawn(&self) -> Result<Instance, ClusterError> {
+    async fn spawn(&self, keep_data: bool) -> Result<Instance, ClusterError> {
+        let launch = self.launch(keep_data);
         let instance =
-            Instance::launch(Arc::new(Local), self.client_port, &self.dir, &self.launch()).await?;
-        if let Some(pid) = instance.pid() {
-            self.links.running(&self.name, pid);
+            Instance::launch(self.machine.clone(), self.client_port, &self.dir, &launch).await?;
+        if let (Some(links), Some(pid)) = (&self.links, instance.pid()) {
+            links.running(&self.name, pid);
         }
         Ok(instance)
     }
@@ -191,8 +212,9 @@ pub(super) fn config_text(dir: &str, client: (&str, u16), peers: &[Peer]) -> Str
 pub struct ZooKeeperServer {
     config: ServerConfig,
     instance: Instance,
-    /// In front of its quorum and election listeners, for as long as it is part of the run.
-    _proxies: [PeerProxy; 2],
+    /// In front of its quorum and election listeners, for as long as it is part of the run
+    /// (none on a host).
+    _proxies: Option<[PeerProxy; 2]>,
 }
 
 #[async_trait]
@@ -218,16 +240,31 @@ impl ServiceNode for ZooKeeperServer {
     /// The link from `from` to this server: `from`'s connections to its quorum and
     /// election proxies.
     fn cut_from(&mut self, from: &str) -> Result<(), ClusterError> {
-        self.config.links.cut(from, &self.config.name)
+        match &self.config.links {
+            Some(links) => links.cut(from, &self.config.name),
+            None => Err(ClusterError::Unsupported {
+                action: "cut the link to",
+                node: self.config.name.clone(),
+                reason: format!("no link from {from} runs through lockaudit"),
+            }),
+        }
     }
 
     fn heal_from(&mut self, from: &str) -> bool {
-        self.config.links.heal(from, &self.config.name)
+        (self.config.links.as_ref()).is_some_and(|links| links.heal(from, &self.config.name))
+    }
+
+    fn peer_ports(&self) -> Vec<u16> {
+        vec![self.config.peer_ports.0, self.config.peer_ports.1]
     }
 
     /// Snapshots and transaction logs are nobody's concern after the run; the log stays.
+    /// (On a host the run's folder goes whole.)
     fn scratch(&self) -> Option<&Path> {
-        Some(&self.config.dir)
+        self.config
+            .links
+            .as_ref()
+            .map(|_| self.config.dir.as_path())
     }
 
     /// On its data it rejoins and catches up from the leader. Without (a lost disk), only its
@@ -236,14 +273,7 @@ impl ServiceNode for ZooKeeperServer {
         if self.instance.pid().is_some() {
             self.instance.kill();
         }
-        if !keep_data {
-            let data = self.config.dir.join("version-2");
-            if data.exists() {
-                std::fs::remove_dir_all(&data)
-                    .map_err(|e| ClusterError::io("empty the data folder", &data, e))?;
-            }
-        }
-        let mut instance = self.config.spawn().await?;
+        let mut instance = self.config.spawn(keep_data).await?;
         // Alone it cannot serve: it is back once it serves as leader or follower (with the
         // others down it never does; give up at the deadline).
         let ready = wait_serving(&mut instance, self.config.client_port).await;
@@ -325,9 +355,6 @@ fn configs(
             .map_err(|e| ClusterError::io("create the data folder", &dir, e))?;
         // Listed now, so that Ctrl-C during the start removes it too.
         super::leftovers::scratch(&dir);
-        let myid = dir.join("myid");
-        std::fs::write(&myid, format!("{}\n", i + 1))
-            .map_err(|e| ClusterError::io("write", &myid, e))?;
         let client_port = port(i)?;
         let config = root.join(format!("{name}.cfg"));
         let peers: Vec<Peer> = (0..SERVERS)
@@ -351,22 +378,112 @@ fn configs(
         let _ = std::fs::remove_file(&log);
         configs.push(ServerConfig {
             name,
-            program: program.clone(),
+            java: program.java.clone().into_os_string(),
+            classpath: program.classpath(),
             dir,
+            id: i + 1,
             config,
             log,
             client_port,
             peer_ports: listeners[i],
             proxy_ports: proxies[i],
-            links: links.clone(),
+            links: Some(links.clone()),
+            machine: Arc::new(Local),
         });
     }
     Ok(configs)
 }
 
+/// `SERVERS` servers on `machines` (server i on machine i mod their number, with the java
+/// and class path found there), each on its machine's address: client port `base` + i,
+/// quorum and election ports `base` + `SERVERS` + i and `base` + 2 × `SERVERS` + i,
+/// reached directly (no proxy: links are cut on the hosts, and the address a server names
+/// in its election hello is the one it is called back on), data, config and log in `dir`
+/// there; once they serve, the root znode given to the run's digest user, as here.
+pub(super) async fn start_on(
+    machines: &[(Arc<dyn Machine>, OsString, OsString)],
+    dir: &Path,
+    base: u16,
+    password: &str,
+) -> Result<Vec<ZooKeeperServer>, ClusterError> {
+    let port = |i: usize| {
+        u16::try_from(usize::from(base) + i).map_err(|_| {
+            ClusterError::InvalidSpec(format!(
+                "port {base} + {i} is past 65535: a lower --base-port"
+            ))
+        })
+    };
+    let placed = |i: usize| &machines[i % machines.len()];
+    let mut listeners = Vec::with_capacity(SERVERS);
+    for i in 0..SERVERS {
+        listeners.push((port(SERVERS + i)?, port(2 * SERVERS + i)?));
+    }
+    let peers: Vec<Peer> = (0..SERVERS)
+        .map(|i| Peer {
+            addr: placed(i).0.addr(),
+            quorum: listeners[i].0,
+            election: listeners[i].1,
+        })
+        .collect();
+    let mut configs = Vec::with_capacity(SERVERS);
+    for (i, &ports) in listeners.iter().enumerate() {
+        let name = server_name(i);
+        let (machine, java, classpath) = placed(i);
+        let data = dir.join(&name);
+        let config = dir.join(format!("{name}.cfg"));
+        let client_port = port(i)?;
+        let text = config_text(
+            &data.display().to_string(),
+            (machine.addr(), client_port),
+            &peers,
+        );
+        machine.write_private(&config, text.as_bytes())?;
+        configs.push(ServerConfig {
+            log: dir.join(format!("{name}.log")),
+            name,
+            java: java.clone(),
+            classpath: classpath.clone(),
+            dir: data,
+            id: i + 1,
+            config,
+            client_port,
+            peer_ports: ports,
+            proxy_ports: ports,
+            links: None,
+            machine: machine.clone(),
+        });
+    }
+    let proxies = configs.iter().map(|_| None).collect();
+    let servers = match start_servers(&configs, proxies).await {
+        Ok(servers) => servers,
+        Err(StartError::PortTaken(config)) => {
+            return Err(ClusterError::PortInUse {
+                node: config.name,
+                port: config.client_port,
+            })
+        }
+        Err(StartError::Failed(e)) => return Err(e),
+    };
+    let connect = connect_string(
+        servers
+            .iter()
+            .map(|s| (s.instance.host(), s.config.client_port)),
+    );
+    restrict_to_the_run(&connect, password)
+        .await
+        .map_err(|reason| ClusterError::Remote {
+            host: connect.clone(),
+            action: "give the root znode to the run's user".into(),
+            reason,
+        })?;
+    Ok(servers)
+}
+
 /// Each server's quorum and election proxies, listening before any server starts (their
 /// ports are in the servers' configs). On a port taken, the server whose it is and the port.
-async fn proxies(configs: &[ServerConfig]) -> Result<Vec<[PeerProxy; 2]>, (ServerConfig, u16)> {
+async fn proxies(
+    configs: &[ServerConfig],
+) -> Result<Vec<Option<[PeerProxy; 2]>>, (ServerConfig, u16)> {
     let hello: Arc<dyn Hello> = Arc::new(ElectionHello::new(
         configs
             .iter()
@@ -378,7 +495,10 @@ async fn proxies(configs: &[ServerConfig]) -> Result<Vec<[PeerProxy; 2]>, (Serve
     for config in configs {
         let upstream = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
         let ((quorum, election), listening) = (config.proxy_ports, config.peer_ports);
-        let links = &config.links;
+        let Some(links) = &config.links else {
+            all.push(None);
+            continue;
+        };
         let quorum_proxy = links
             .proxy(&config.name, quorum, upstream(listening.0), None)
             .await
@@ -392,7 +512,7 @@ async fn proxies(configs: &[ServerConfig]) -> Result<Vec<[PeerProxy; 2]>, (Serve
             )
             .await
             .map_err(|_| (config.clone(), election))?;
-        all.push([quorum_proxy, election_proxy]);
+        all.push(Some([quorum_proxy, election_proxy]));
     }
     Ok(all)
 }
@@ -407,11 +527,11 @@ enum StartError {
 /// for all of them. On any error the servers spawned so far are killed.
 async fn start_servers(
     configs: &[ServerConfig],
-    proxies: Vec<[PeerProxy; 2]>,
+    proxies: Vec<Option<[PeerProxy; 2]>>,
 ) -> Result<Vec<ZooKeeperServer>, StartError> {
     let mut instances = Vec::with_capacity(configs.len());
     for config in configs {
-        match config.spawn().await {
+        match config.spawn(false).await {
             Ok(instance) => instances.push(instance),
             Err(e) => {
                 kill_all(&mut instances);
@@ -421,9 +541,10 @@ async fn start_servers(
     }
     for (instance, config) in instances.iter_mut().zip(configs) {
         if let Err(reason) = wait_serving(instance, config.client_port).await {
-            let taken = std::fs::read_to_string(&config.log)
-                .unwrap_or_default()
-                .contains("Address already in use");
+            let taken = config
+                .machine
+                .read(&config.log)
+                .is_ok_and(|log| String::from_utf8_lossy(&log).contains("Address already in use"));
             let error = instance.error(reason);
             kill_all(&mut instances);
             return Err(if taken {
@@ -470,7 +591,7 @@ async fn wait_serving(instance: &mut Instance, port: u16) -> Result<Mode, String
         if let Some(exit) = process.try_wait() {
             return Err(format!("it ended ({exit})"));
         }
-        let last = match mode(port).await {
+        let last = match mode_at(instance.host(), port).await {
             Ok(mode) => {
                 tracing::debug!(node = instance.name(), elapsed = ?instance.spawned_at().elapsed(), ?mode, "serving");
                 return Ok(mode);
