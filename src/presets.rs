@@ -10,7 +10,7 @@
 use std::sync::Mutex;
 
 /// The presets `--nemesis NAME` knows (each built by `nemesis::Schedule::preset`).
-pub const PRESETS: [&str; 11] = [
+pub const PRESETS: [&str; 12] = [
     "none",
     "kill-clients",
     "pause-clients",
@@ -21,6 +21,7 @@ pub const PRESETS: [&str; 11] = [
     "clock-skew",
     "partition",
     "crash-points",
+    "kill-sessions",
     "mix",
 ];
 

@@ -30,11 +30,12 @@ fn entries() -> Vec<PathBuf> {
 /// The entries CI runs: those that prove their bug within about three seconds in every one
 /// of ten runs (docs/src/guide/known-bugs.md has the figures) and start no JVM, with the
 /// servers and libraries a fresh machine gets from `.ci/run`.
-const IN_CI: [&str; 6] = [
+const IN_CI: [&str; 7] = [
     "etcd-lock-pause.toml",
     "node-redlock-expired-grant.toml",
     "python-etcd3-typeerror.toml",
     "python-redis-lock-no-expire.toml",
+    "rails-advisory-reconnect.toml",
     "redlock-clock-jump.toml",
     "set-nx-px-failover.toml",
 ];
@@ -106,6 +107,7 @@ fn the_fastest_entries_are_still_found() {
     common::require_python(&["redis", "redis_lock", "etcd3"]);
     common::require_etcd();
     common::require_node_redlock();
+    common::require_postgres();
     let dir = common::RunDir::new();
     let out = dir.path().join("audit");
     let rows: Vec<String> = IN_CI

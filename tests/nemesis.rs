@@ -1020,6 +1020,107 @@ async fn kill_server(persist: bool) {
     assert_eq!(targets(&restart), ["master-0"]);
 }
 
+/// Runs `plan` (server faults only) on `cluster` to `deadline_ms`, and returns the history.
+async fn execute_on_servers(
+    dir: &Path,
+    cluster: &mut cluster::Cluster,
+    plan: &[PlannedFault],
+    deadline_ms: u64,
+) -> (Vec<Value>, usize) {
+    let endpoints = cluster.endpoints();
+    let rec = Recording::start(dir);
+    let (mut fleet, mut exits) = no_workers(dir, rec.sender()).await;
+    let journal = Journal::new(rec.sender(), RunClock::start());
+    let mut on = Targets {
+        workers: &mut fleet,
+        endpoints: &endpoints,
+        cluster: Some(cluster),
+        network: None,
+    };
+    execute(plan, &mut on, &journal, &mut exits, deadline_ms).await;
+    let acted = journal.faults_acted();
+    drop((journal, fleet));
+    (rec.finish().await, acted)
+}
+
+/// kill-session on Redis: `CLIENT KILL TYPE normal` closes every client connection of the
+/// lock server but the nemesis's own, and none of the storage server's; the event names the
+/// server and how many it closed.
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_session_closes_the_lock_servers_connections_and_not_storage() {
+    let dir = common::RunDir::new();
+    let mut cluster = cluster::start(&ClusterSpec::new(Topology::Single, dir.path()))
+        .await
+        .unwrap();
+    let endpoints = cluster.endpoints();
+    let mut on_lock = Vec::new();
+    for _ in 0..3 {
+        let mut conn = Raw::authed(endpoints.nodes[0].port, &endpoints).await;
+        assert_eq!(conn.ping(secs(5)).await, pong());
+        on_lock.push(conn);
+    }
+    let mut on_storage = Raw::authed(endpoints.storage.port, &endpoints).await;
+    assert_eq!(on_storage.ping(secs(5)).await, pong());
+    let plan = [fault(FaultKind::KillSession, 100, &["master-0"], 0)];
+    let (events, acted) = execute_on_servers(dir.path(), &mut cluster, &plan, 300).await;
+    // The server closed them: each reads the end of its stream.
+    for conn in &mut on_lock {
+        assert_eq!(conn.reply(secs(5)).await, Reply::Closed);
+    }
+    assert_eq!(
+        on_storage.ping(secs(5)).await,
+        pong(),
+        "storage lost its client"
+    );
+    cluster.shutdown().await;
+    let (_, killed) = find_nemesis(&events, 0, "kill-session", any).expect("recorded");
+    assert_eq!(targets(&killed), ["master-0"]);
+    let ended = killed["value"]["sessions"].as_u64().unwrap();
+    assert!(ended >= 3, "{killed}");
+    assert_eq!(acted, 1);
+}
+
+/// kill-session on PostgreSQL: every client backend is terminated, its session locks freed
+/// at once (another session takes the advisory lock the ended one held), and the event says
+/// how many.
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_session_terminates_postgres_sessions_and_frees_their_advisory_locks() {
+    common::require_postgres();
+    let dir = common::RunDir::new();
+    let mut cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .unwrap();
+    let endpoints = cluster.endpoints();
+    let session = || async {
+        let node = &endpoints.nodes[0];
+        let password = endpoints.password.clone().unwrap();
+        let config = cluster::pg_client_config(&node.host, node.port, &password);
+        let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client
+    };
+    let take = "SELECT pg_try_advisory_lock(42)";
+    let holder = session().await;
+    let other = session().await;
+    assert!(holder.query_one(take, &[]).await.unwrap().get::<_, bool>(0));
+    assert!(!other.query_one(take, &[]).await.unwrap().get::<_, bool>(0));
+    let plan = [fault(FaultKind::KillSession, 100, &["master-0"], 0)];
+    let (events, acted) = execute_on_servers(dir.path(), &mut cluster, &plan, 300).await;
+    assert!(holder.query_one("SELECT 1", &[]).await.is_err());
+    assert!(other.query_one("SELECT 1", &[]).await.is_err());
+    let after = session().await;
+    assert!(after.query_one(take, &[]).await.unwrap().get::<_, bool>(0));
+    drop(after);
+    cluster.shutdown().await;
+    let (_, killed) = find_nemesis(&events, 0, "kill-session", any).expect("recorded");
+    assert_eq!(targets(&killed), ["master-0"]);
+    assert!(
+        killed["value"]["sessions"].as_u64().unwrap() >= 2,
+        "{killed}"
+    );
+    assert_eq!(acted, 1);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn kill_server_without_persistence_restarts_it_empty() {
     kill_server(false).await;

@@ -251,6 +251,70 @@ async fn pg_advisory_excludes_shares_and_dies_with_its_session() {
     assert!(ok(&w.acquire("lock:2").await));
 }
 
+/// Ends every client session of the server but the caller's, as `kill-session` does, from
+/// a session of the test's own: the backends terminated, each waited for until it exited.
+async fn terminate_sessions(endpoints: &Endpoints) -> i64 {
+    let db = client(endpoints, endpoints.password.as_deref().unwrap())
+        .await
+        .unwrap();
+    db.query_one(
+        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_stat_activity \
+         WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+#[tokio::test]
+async fn pg_advisory_tells_a_lost_session_or_with_reconnect_goes_on_silently() {
+    common::require_postgres();
+    let dir = common::RunDir::new();
+    let cluster = cluster::start(&ClusterSpec::new(Topology::Postgres, dir.path()))
+        .await
+        .unwrap();
+    let e = cluster.endpoints();
+    let pooled = LockOptions {
+        reconnect: true,
+        ..opts()
+    };
+    let mut noticing = lock("pg-advisory", &e).await;
+    let mut silent = locks::connect("pg-advisory", &e, &pooled).await.unwrap();
+    assert!(ok(&noticing.acquire("lock:0").await));
+    assert!(ok(&silent.acquire("lock:1").await));
+    assert_eq!(noticing.try_notice(), None, "no loss yet");
+    assert!(terminate_sessions(&e).await >= 2);
+
+    // The noticing client is told, once, of the key it held.
+    let notice = tokio::time::timeout(Duration::from_secs(5), noticing.next_notice())
+        .await
+        .expect("a notice within 5 s")
+        .expect("a notice");
+    match notice.kind {
+        locks::NoticeKind::Lost { key, .. } => assert_eq!(key, "lock:0"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(noticing.try_notice(), None, "told once");
+    // Its release says the lock went with the session; the next acquire opens a new one.
+    assert!(matches!(noticing.release("lock:0").await, Outcome::Fail(_)));
+
+    // Both locks are free: another session takes them while their holders still hold.
+    let mut other = lock("pg-advisory", &e).await;
+    assert!(ok(&other.acquire("lock:0").await));
+    assert!(ok(&other.acquire("lock:1").await));
+    // The pooled one is told nothing; its release, on a new session, finds nothing to free.
+    assert_eq!(silent.try_notice(), None);
+    assert!(matches!(silent.release("lock:1").await, Outcome::Fail(_)));
+    // Both go on with new sessions.
+    assert!(ok(&noticing.acquire("lock:2").await));
+    assert!(ok(&silent.acquire("lock:3").await));
+    assert!(matches!(
+        noticing.acquire("lock:1").await,
+        Acquired::Fail(_)
+    ));
+}
+
 #[tokio::test]
 async fn pg_row_locks_the_row_and_commits_the_counter_on_release() {
     common::require_postgres();
@@ -380,6 +444,137 @@ fn pg_advisory_under_kill_clients_stays_available() {
         "{report}"
     );
     common::assert_exit(&output, 0);
+}
+
+/// A run's history, one JSON value per line.
+fn history(out: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out.join("history.jsonl"))
+        .expect("history.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// The `kill-session` events of a run: each names master-0 and how many sessions it ended.
+fn sessions_ended(events: &[serde_json::Value]) -> Vec<u64> {
+    events
+        .iter()
+        .filter(|e| e["process"] == "nemesis" && e["f"] == "kill-session")
+        .map(|e| {
+            assert_eq!(
+                e["value"]["targets"],
+                serde_json::json!(["master-0"]),
+                "{e}"
+            );
+            e["value"]["sessions"].as_u64().expect("a count")
+        })
+        .collect()
+}
+
+/// pg-advisory by default notices its session's end: a `lost` notice (a renew `fail`) for
+/// the key it held, after which that process writes nothing before its release. No write
+/// is ever made under a lock another holds; an overlap can only be the instant between a
+/// holder's backend freeing its lock and the holder reading its session's end, when another
+/// backend signalled in the same statement had not ended yet (workloads/pg-advisory.toml),
+/// and its earlier holder was told then.
+#[test]
+fn pg_advisory_notices_a_killed_session_and_writes_nothing_after() {
+    common::require_postgres();
+    let (dir, data) = (common::RunDir::new(), data_base());
+    let out = dir.path().join("run");
+    let output = run(
+        "pg-advisory",
+        &out,
+        data.path(),
+        &["--nemesis", "kill-sessions", "--time-limit", "8s"],
+    );
+    let report = common::report(&out);
+    let kinds = common::kinds(&report);
+    for kind in ["stale-write", "lost-update"] {
+        assert!(!kinds.contains(&kind.to_string()), "{kinds:?}");
+    }
+    let events = history(&out);
+    let ended = sessions_ended(&events);
+    assert!(
+        ended.len() >= 2 && ended.iter().all(|&n| n >= 1),
+        "{ended:?}"
+    );
+    // After a `lost` notice the process's next event of that key is its release.
+    let mut notices = 0;
+    for (i, e) in events.iter().enumerate() {
+        if !(e["f"] == "renew" && e["type"] == "fail") {
+            continue;
+        }
+        notices += 1;
+        let next = events[i + 1..]
+            .iter()
+            .find(|n| n["process"] == e["process"] && n["key"] == e["key"])
+            .expect("a release follows");
+        assert_eq!(
+            (&next["f"], &next["type"]),
+            (&serde_json::json!("release"), &serde_json::json!("invoke")),
+            "{next}"
+        );
+    }
+    // A loss the client was told of is a lost-lock (no lease: only a release should free it).
+    if notices > 0 {
+        assert!(kinds.contains(&"lost-lock".to_string()), "{kinds:?}");
+    }
+    // The earlier holder of any overlap ended its hold at a loss it was told of: its notice
+    // just before its release, or its release on the ended session.
+    let at = |index: &serde_json::Value| {
+        events
+            .iter()
+            .position(|e| e["index"] == *index)
+            .expect("an event of the history")
+    };
+    for overlap in report["anomalies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["kind"] == "overlap")
+    {
+        let release = at(&overlap["indices"][2]);
+        let (process, key) = (&events[release]["process"], &events[release]["key"]);
+        let of_hold = |e: &&serde_json::Value| e["process"] == *process && e["key"] == *key;
+        let before = events[..release].iter().rev().find(of_hold).unwrap();
+        let after = events[release + 1..].iter().find(of_hold).unwrap();
+        let told = (before["f"] == "renew" && before["type"] == "fail")
+            || after["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("ended the session"));
+        assert!(told, "{overlap}\n{before}\n{after}");
+    }
+    assert!(report["untested"].is_null(), "{report}");
+    common::assert_exit(&output, if report["valid"] == true { 0 } else { 1 });
+    assert_no_server_left(data.path());
+}
+
+/// With `reconnect = true` it reconnects silently, as a pool does: the catalogue's entry,
+/// whose `[expect]` asks for an overlap inside no lease; `run` must find one.
+#[test]
+fn pg_advisory_that_reconnects_silently_is_found_overlapping() {
+    common::require_postgres();
+    let (dir, data) = (common::RunDir::new(), data_base());
+    let out = dir.path().join("run");
+    let workload = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/bugs/rails-advisory-reconnect.toml");
+    let output = lockaudit()
+        .args(["run", "--seed", "1", "--time-limit", "8s", "--out"])
+        .arg(&out)
+        .arg(&workload)
+        .env("TMPDIR", data.path())
+        .output()
+        .expect("run lockaudit");
+    common::assert_exit(&output, 1);
+    let report = common::report(&out);
+    let kinds = common::kinds(&report);
+    assert!(kinds.contains(&"overlap".to_string()), "{kinds:?}");
+    assert!(!history(&out)
+        .iter()
+        .any(|e| e["f"] == "renew" && e["type"] == "fail"));
+    assert!(!sessions_ended(&history(&out)).is_empty());
+    assert_no_server_left(data.path());
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::matrix::{Cell, Matrix};
 use crate::workload::expect::Expectation;
 
-pub const NEMESES: [&str; 11] = crate::nemesis::PRESETS;
+pub const NEMESES: [&str; 12] = crate::nemesis::PRESETS;
 pub const ALGORITHMS: [&str; crate::locks::ALGORITHMS.len()] = crate::locks::ALGORITHMS;
 
 pub fn found(kinds: &[(&str, u64)]) -> BTreeMap<String, u64> {

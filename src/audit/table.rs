@@ -258,6 +258,9 @@ fn short_nemesis(nemesis: &str) -> &str {
         "clock-jump" => "clk-jump",
         "clock-skew" => "clk-skew",
         "crash-points" => "crash-pt",
+        "kill-sessions" => "kill-ss",
+        // The row must fit in 120 columns with every preset.
+        "partition" => "part",
         other => other,
     }
 }

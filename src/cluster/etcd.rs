@@ -754,3 +754,31 @@ pub(super) async fn start_cluster(spec: &ClusterSpec) -> Result<Cluster, Cluster
         storage,
     ))
 }
+
+/// `kill-session` through member `node`: every lease listed (`LeaseLeases`) and revoked
+/// (`LeaseRevoke`), which deletes the keys attached to it: an etcd lock's session is its
+/// lease. Returns how many leases it revoked (one already gone meanwhile is not counted).
+pub(super) async fn end_client_sessions(
+    endpoints: &super::Endpoints,
+    node: &super::Node,
+) -> Result<usize, String> {
+    let url = format!("http://{}:{}", node.host, node.port);
+    let mut client = connect(
+        &[url],
+        endpoints.password.as_deref(),
+        Duration::from_secs(2),
+    )
+    .await
+    .map_err(|e| format!("{}: cannot connect: {e}", node.name))?;
+    let leases = client
+        .leases()
+        .await
+        .map_err(|e| format!("{}: LeaseLeases: {e}", node.name))?;
+    let mut revoked = 0;
+    for lease in leases.leases() {
+        if client.lease_revoke(lease.id()).await.is_ok() {
+            revoked += 1;
+        }
+    }
+    Ok(revoked)
+}

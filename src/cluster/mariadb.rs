@@ -455,11 +455,20 @@ pub(super) async fn version(host: &str, port: u16, password: &str) -> Result<Str
     ))
 }
 
+/// `kill-session` on the lock's server `node` (its `SessionEnd` in the services' table).
+pub(super) async fn end_client_sessions(
+    endpoints: &super::Endpoints,
+    node: &super::Node,
+) -> Result<usize, String> {
+    let password = endpoints.password.as_deref().unwrap_or_default();
+    end_sessions_at(&node.host, node.port, password).await
+}
+
 /// Ends every client session of the lock user on the server at `host:port` but the one
 /// this opens (`KILL CONNECTION`): the sessions' GET_LOCK locks go with them, while the
 /// clients still believe they hold them. Returns how many it ended; a session that ended by
 /// itself between the list and its kill is not counted.
-pub async fn end_client_sessions(host: &str, port: u16, password: &str) -> Result<usize, String> {
+pub async fn end_sessions_at(host: &str, port: u16, password: &str) -> Result<usize, String> {
     let mut conn = connect(host, port, password).await?;
     let ended = async {
         let ids: Vec<u64> = conn

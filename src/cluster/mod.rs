@@ -87,7 +87,7 @@ pub use failover::{Failover, Happened, Leaders, RoleWatch};
 pub use hosts::{parse_targets, Acted};
 pub use logs::LogCursor;
 pub use mariadb::{
-    client_opts as mariadb_client_opts, end_client_sessions as mariadb_end_client_sessions,
+    client_opts as mariadb_client_opts, end_sessions_at as mariadb_end_client_sessions,
     Programs as MariadbPrograms, MARIADBD_ENV, MARIADB_DATABASE, MARIADB_USER,
 };
 pub use postgres::{client_config as pg_client_config, PG_DATABASE, PG_USER};
@@ -99,7 +99,7 @@ pub use registry::{
 };
 pub use replication::Replica;
 pub use sentinel::{MASTER_NAME, SENTINEL_FAILOVER_MS};
-pub use services::{service, Service, SERVICES};
+pub use services::{service, EndSessions, Service, SessionEnd, SERVICES};
 pub use ssh::{NodeEntry, SshTarget};
 pub use version::{server_versions, ServerVersion};
 

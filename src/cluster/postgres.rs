@@ -404,3 +404,52 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         storage,
     ))
 }
+
+/// `kill-session` on the server: `pg_terminate_backend` of every client backend but this
+/// request's own, which ends their sessions and frees their session locks (advisory locks,
+/// a transaction's row locks). All are signalled in one statement before any is waited
+/// for: terminated and waited for one by one (PostgreSQL checks every 100 ms), the sessions
+/// would end over most of a second, and a client whose session still lived could take a
+/// lock the first ones freed before their holders had heard. Then each is waited for, up to
+/// a second (PostgreSQL 14 and later), so that the fault is recorded once the locks are
+/// free. Returns how many backends it signalled.
+pub(super) async fn end_client_sessions(
+    endpoints: &super::Endpoints,
+    node: &super::Node,
+) -> Result<usize, String> {
+    let password = endpoints.password.as_deref().unwrap_or_default();
+    let config = client_config(&node.host, node.port, password);
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| format!("{}: cannot connect: {e}", node.name))?;
+    let driver = tokio::spawn(connection);
+    let ended = async {
+        let row = client
+            .query_one(
+                // In the aggregate's FILTER, not the WHERE: the planner may order a
+                // WHERE's conditions as it likes, and ours must be left out first.
+                "SELECT coalesce(array_agg(pid) FILTER (WHERE pg_terminate_backend(pid)), '{}') \
+                 FROM pg_stat_activity \
+                 WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await?;
+        let pids: Vec<i32> = row.try_get(0)?;
+        client
+            .execute(
+                "SELECT pg_terminate_backend(pid, 1000) FROM unnest($1::int[]) AS pid",
+                &[&pids],
+            )
+            .await?;
+        Ok::<_, tokio_postgres::Error>(pids.len())
+    }
+    .await
+    .map_err(|e| match e.as_db_error() {
+        Some(db) => format!("{}: pg_terminate_backend: {}", node.name, db.message()),
+        None => format!("{}: pg_terminate_backend: {e}", node.name),
+    });
+    drop(client);
+    let _ = driver.await;
+    ended
+}

@@ -227,3 +227,22 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         storage,
     ))
 }
+
+/// `kill-session` on lock server `node`: `CLIENT KILL TYPE normal SKIPME yes`, which closes
+/// every ordinary client connection but this one (not a replica's link, not a primary's
+/// link to its replicas). Returns how many it closed. Never the storage server: the nemesis
+/// names lock servers only.
+pub(super) async fn end_client_sessions(
+    endpoints: &super::Endpoints,
+    node: &super::Node,
+) -> Result<usize, String> {
+    let mut conn = super::probe::connect_to(&node.host, node.port, endpoints.password.as_deref())
+        .await
+        .map_err(|e| format!("{}: cannot connect: {e}", node.name))?;
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"][..])
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| format!("{}: CLIENT KILL: {e}", node.name))?;
+    Ok(usize::try_from(killed).unwrap_or(0))
+}

@@ -8,13 +8,34 @@ use std::pin::Pin;
 
 use super::error::ClusterError;
 use super::version::Speaks;
-use super::{Cluster, ClusterSpec, Topology};
+use super::{Cluster, ClusterSpec, Endpoints, Node, Topology};
 
 /// Starts a service's nodes (and the storage server) for a run.
 pub type Start =
     for<'a> fn(
         &'a ClusterSpec,
     ) -> Pin<Box<dyn Future<Output = Result<Cluster, ClusterError>> + Send + 'a>>;
+
+/// Asks lock server `node` (of `endpoints`) to end its clients' sessions, its own request's
+/// excepted: how many it ended, or why it could not.
+pub type EndSessions =
+    for<'a> fn(
+        &'a Endpoints,
+        &'a Node,
+    ) -> Pin<Box<dyn Future<Output = Result<usize, String>> + Send + 'a>>;
+
+/// How the `kill-session` fault ends the sessions a service's locks belong to (a session
+/// lock is freed with its session: the silent-reconnect hazard). Every row must say: there is
+/// no default, so a new service that leaves it out does not compile.
+#[derive(Clone, Copy)]
+pub enum SessionEnd {
+    /// The server ends them when asked, node by node (`CLIENT KILL`, `pg_terminate_backend`,
+    /// a lease revoked).
+    Ask(EndSessions),
+    /// Nothing can end them but their expiry: the fault cuts a worker off from every server
+    /// for longer than the session timeout (a partition), then heals.
+    CutOff,
+}
 
 /// What lockaudit knows of one lock service on one topology.
 pub struct Service {
@@ -66,6 +87,8 @@ pub struct Service {
     /// servers take the machine's cores when they start and elect (three JVMs), and cells
     /// beside them would find what starved clients do rather than what their locks do.
     pub audit_alone: bool,
+    /// How `kill-session` ends its clients' sessions.
+    pub sessions: SessionEnd,
 }
 
 /// A Redis topology's entry: any Redis lock runs on it; `failover` and `failover_moves_to`
@@ -98,6 +121,9 @@ const fn redis(
         },
         restarts_on_data: false,
         audit_alone: false,
+        sessions: SessionEnd::Ask(|endpoints, node| {
+            Box::pin(super::redis::end_client_sessions(endpoints, node))
+        }),
     }
 }
 
@@ -138,6 +164,9 @@ pub const SERVICES: [Service; 9] = [
         failover_min_ms: 0,
         restarts_on_data: true,
         audit_alone: false,
+        sessions: SessionEnd::Ask(|endpoints, node| {
+            Box::pin(super::postgres::end_client_sessions(endpoints, node))
+        }),
     },
     Service {
         topology: Topology::Etcd,
@@ -160,6 +189,10 @@ pub const SERVICES: [Service; 9] = [
         failover_min_ms: 0,
         restarts_on_data: true,
         audit_alone: false,
+        // A session is a lease: revoking every lease ends every session's keys.
+        sessions: SessionEnd::Ask(|endpoints, node| {
+            Box::pin(super::etcd::end_client_sessions(endpoints, node))
+        }),
     },
     Service {
         topology: Topology::Zookeeper,
@@ -184,6 +217,9 @@ pub const SERVICES: [Service; 9] = [
         failover_min_ms: 0,
         restarts_on_data: true,
         audit_alone: true,
+        // No request ends another client's session: it expires once its client is heard
+        // of no more for the session timeout.
+        sessions: SessionEnd::CutOff,
     },
     Service {
         topology: Topology::Mariadb,
@@ -206,6 +242,9 @@ pub const SERVICES: [Service; 9] = [
         // InnoDB recovers its log: a killed server comes back with every committed row.
         restarts_on_data: true,
         audit_alone: false,
+        sessions: SessionEnd::Ask(|endpoints, node| {
+            Box::pin(super::mariadb::end_client_sessions(endpoints, node))
+        }),
     },
 ];
 

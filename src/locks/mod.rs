@@ -298,9 +298,9 @@ pub struct LockOptions {
     pub run_dir: Option<std::path::PathBuf>,
     /// The history's process number of this client incarnation (the adapter's `client`).
     pub process: u64,
-    /// `mariadb-get-lock`: when the client's session is gone, open a new one silently and
-    /// carry on, as a connection pool does (true), rather than report each lock it held
-    /// lost (false, the default).
+    /// The session locks (`Algorithm::session_locks`): a statement that finds its session
+    /// ended opens a new one and goes on, telling nobody, as a connection pool does; off,
+    /// the loss of a held lock is a `lost` notice.
     pub reconnect: bool,
     /// Called with each step name as the client reaches it.
     #[serde(skip)]

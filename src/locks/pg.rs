@@ -6,6 +6,9 @@
 //! them when the session ends, whether the client released them, was killed, or was retired
 //! after an `info` (dropping the client closes the connection).
 
+use std::time::Instant;
+
+use tokio::sync::watch;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
@@ -24,12 +27,20 @@ CREATE TABLE IF NOT EXISTS lockaudit_counters (key text PRIMARY KEY, value bigin
 /// EXISTS` of one table can fail on the catalog's unique index.
 const SCHEMA_LOCK: i64 = 0x6c6f_636b_6175_6469; // "lockaudi"
 
+/// A session: its client, and when its connection ended (None while it lives), which its
+/// driver task sets as it ends: the server closed it (`pg_terminate_backend`, a crash) or
+/// it broke.
+pub(crate) struct Session {
+    pub client: Client,
+    pub ended: watch::Receiver<Option<Instant>>,
+}
+
 /// A session on the lock's server (`nodes[0]`), the schema made sure of, within the
 /// options' time limit.
 pub(crate) async fn session(
     endpoints: &Endpoints,
     options: &LockOptions,
-) -> Result<Client, LockError> {
+) -> Result<Session, LockError> {
     let node = endpoints
         .nodes
         .first()
@@ -40,17 +51,21 @@ pub(crate) async fn session(
     let address = format!("{}:{}", node.host, node.port);
     let connect = async {
         let (client, connection) = config.connect(NoTls).await?;
-        tokio::spawn(connection);
+        let (tell, ended) = watch::channel(None);
+        tokio::spawn(async move {
+            let _ = connection.await;
+            let _ = tell.send(Some(Instant::now()));
+        });
         client
             .batch_execute(&format!(
                 "SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {SCHEMA}"
             ))
             .await?;
-        Ok::<_, tokio_postgres::Error>(client)
+        Ok::<_, tokio_postgres::Error>(Session { client, ended })
     };
     // The schema in one implicit transaction: the advisory lock is held until it commits.
     match tokio::time::timeout(options.op_timeout() * 3, connect).await {
-        Ok(Ok(client)) => Ok(client),
+        Ok(Ok(session)) => Ok(session),
         Ok(Err(e)) if e.code() == Some(&SqlState::INVALID_PASSWORD) => {
             Err(LockError::Auth(format!("PostgreSQL at {address}: {e}")))
         }

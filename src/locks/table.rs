@@ -61,6 +61,10 @@ pub struct Algorithm {
     /// Its built-in workload, `workloads/<name>.toml` compiled in (None: a pseudo-algorithm,
     /// which needs a workload file of its own).
     pub workload: Option<&'static str>,
+    /// Whether its locks belong to the client's database session and end with it, so that
+    /// a workload chooses (`reconnect`) between a client that notices a lost session and
+    /// one that opens a new one silently, as a connection pool does.
+    pub session_locks: bool,
 }
 
 /// Whether an algorithm has a property a workload may ask for.
@@ -98,8 +102,9 @@ pub(crate) enum Connect {
     Redis(fn(Conn, LockOptions) -> Client),
     /// RedLock's masters: every node of an independent topology, else the one primary.
     Masters(fn(Vec<Conn>, LockOptions) -> Result<Client, LockError>),
-    /// A session on the PostgreSQL server, the schema made sure of.
-    Postgres(fn(tokio_postgres::Client, LockOptions) -> Client),
+    /// A session on the PostgreSQL server, the schema made sure of (and the endpoints, to
+    /// open the next one).
+    Postgres(fn(pg::Session, LockOptions, &Endpoints) -> Client),
     /// A client of every etcd member.
     Etcd(fn(etcd_client::Client, LockOptions) -> Client),
     /// A session on the ZooKeeper ensemble (and the endpoints, to open the next one).
@@ -139,7 +144,11 @@ impl Connect {
             Connect::Masters(new) => {
                 new(redlock_masters(endpoints, options).await?, options.clone())?
             }
-            Connect::Postgres(new) => new(pg::session(endpoints, options).await?, options.clone()),
+            Connect::Postgres(new) => new(
+                pg::session(endpoints, options).await?,
+                options.clone(),
+                endpoints,
+            ),
             Connect::Etcd(new) => new(
                 etcd_lease::connect(endpoints, options).await?,
                 options.clone(),
@@ -188,6 +197,7 @@ const REDIS: Algorithm = Algorithm {
     client_clock: ClientClock::Never,
     not_on_cluster: None,
     own_cluster_client: false,
+    session_locks: false,
     workload: None,
 };
 
@@ -285,15 +295,16 @@ pub const TABLE: &[Algorithm] = &[
     Algorithm {
         name: "pg-advisory",
         steps: pg_advisory::STEPS,
-        connect: Connect::Postgres(|s, o| Box::new(pg_advisory::PgAdvisory::new(s, o))),
+        connect: Connect::Postgres(|s, o, e| Box::new(pg_advisory::PgAdvisory::new(s, o, e))),
         shared_mode: Declared::Yes,
+        session_locks: true,
         workload: Some(include_str!("../../workloads/pg-advisory.toml")),
         ..POSTGRES
     },
     Algorithm {
         name: "pg-row",
         steps: pg_row::STEPS,
-        connect: Connect::Postgres(|s, o| Box::new(pg_row::PgRow::new(s, o))),
+        connect: Connect::Postgres(|s, o, _| Box::new(pg_row::PgRow::new(s.client, o))),
         keeps_counter: true,
         shared_mode: Declared::Yes,
         workload: Some(include_str!("../../workloads/pg-row.toml")),
@@ -302,14 +313,14 @@ pub const TABLE: &[Algorithm] = &[
     Algorithm {
         name: "pg-lock-column",
         steps: pg_lock_column::STEPS,
-        connect: Connect::Postgres(|s, o| Box::new(pg_lock_column::PgLockColumn::new(s, o))),
+        connect: Connect::Postgres(|s, o, _| Box::new(pg_lock_column::PgLockColumn::new(s.client, o))),
         workload: Some(include_str!("../../workloads/pg-lock-column.toml")),
         ..POSTGRES
     },
     Algorithm {
         name: "pg-version",
         steps: pg_version::STEPS,
-        connect: Connect::Postgres(|s, o| Box::new(pg_version::PgVersion::new(s, o))),
+        connect: Connect::Postgres(|s, o, _| Box::new(pg_version::PgVersion::new(s.client, o))),
         keeps_counter: true,
         optimistic: true,
         workload: Some(include_str!("../../workloads/pg-version.toml")),
@@ -360,6 +371,7 @@ pub const TABLE: &[Algorithm] = &[
         waits: true,
         // Fenced by its row in lockaudit_fence, incremented by each holder.
         own_tokens: true,
+        session_locks: true,
         workload: Some(include_str!("../../workloads/mariadb-get-lock.toml")),
         ..REDIS
     },

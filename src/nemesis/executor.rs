@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, Notify};
 
 use nix::sys::signal::Signal;
 
-use crate::cluster::{self, Cluster, Endpoints, Failover, Happened, Leaders};
+use crate::cluster::{self, Cluster, Endpoints, Failover, Happened, Leaders, SessionEnd};
 use crate::workload::controls::WorkerCommand;
 
 use super::journal::Journal;
@@ -391,6 +391,7 @@ impl Executor {
                     }
                 }
             }
+            FaultKind::KillSession => self.end_sessions(fault, targets, journal).await,
             FaultKind::Partition | FaultKind::Latency | FaultKind::Failover => {
                 let Some(network) = targets.network.as_deref_mut() else {
                     tracing::warn!("{}: no network of proxies in this run", fault.kind.name());
@@ -583,11 +584,16 @@ impl Executor {
                 }
                 record(journal, happened);
             }
-            FaultKind::Partition | FaultKind::Latency | FaultKind::Failover => {
+            // Sessions ended by the server are gone for good: nothing to heal.
+            FaultKind::KillSession if fault.duration_ms == 0 || !cut_off(fault) => {}
+            FaultKind::Partition
+            | FaultKind::Latency
+            | FaultKind::Failover
+            | FaultKind::KillSession => {
                 if let Some(network) = targets.network.as_deref_mut() {
                     let errors = network
                         .end(
-                            fault,
+                            &as_partition(fault),
                             targets.workers,
                             targets.cluster.as_deref_mut(),
                             journal,
@@ -597,6 +603,58 @@ impl Executor {
                         failed("heal", link, e);
                     }
                 }
+            }
+        }
+    }
+
+    /// `kill-session`: each target server ends its clients' sessions (a `kill-session` event
+    /// per server, with how many it ended), or, where sessions end only by expiry, the
+    /// worker is cut off from every server (a `partition`, healed at the fault's end). It
+    /// acted if it ended a session, or cut a worker off.
+    async fn end_sessions<W: Workers>(
+        &mut self,
+        fault: &PlannedFault,
+        targets: &mut Targets<'_, W>,
+        journal: &Journal,
+    ) -> bool {
+        if targets.cluster.is_none() {
+            return false;
+        }
+        match cluster::service(targets.endpoints.topology).sessions {
+            SessionEnd::Ask(end) => {
+                let mut ended = 0;
+                for name in &fault.targets {
+                    let Some(node) = targets.endpoints.node(name) else {
+                        continue;
+                    };
+                    match end(targets.endpoints, node).await {
+                        Ok(n) => {
+                            journal.fault(
+                                "kill-session",
+                                std::slice::from_ref(name),
+                                &[],
+                                extra(&[("sessions", json!(n))]),
+                            );
+                            ended += n;
+                        }
+                        Err(e) => tracing::warn!("kill-session: {e}"),
+                    }
+                }
+                ended > 0
+            }
+            SessionEnd::CutOff => {
+                let Some(network) = targets.network.as_deref_mut() else {
+                    tracing::warn!("kill-session: no network of proxies in this run");
+                    return false;
+                };
+                network
+                    .begin(
+                        &as_partition(fault),
+                        targets.workers,
+                        targets.cluster.as_deref_mut(),
+                        journal,
+                    )
+                    .await
             }
         }
     }
@@ -718,6 +776,25 @@ impl Executor {
         }
         Ok(())
     }
+}
+
+/// Whether a `kill-session` is a cut (its targets a worker and the servers: a service whose
+/// sessions end only by expiry).
+fn cut_off(fault: &PlannedFault) -> bool {
+    fault
+        .targets
+        .first()
+        .is_some_and(|t| t.starts_with("worker-"))
+}
+
+/// A `kill-session` by cut as the partition of its worker from its servers that it is.
+fn as_partition(fault: &PlannedFault) -> PlannedFault {
+    let mut cut = fault.clone();
+    if cut.kind == FaultKind::KillSession {
+        cut.kind = FaultKind::Partition;
+        cut.link = super::schedule::Link::Clients;
+    }
+    cut
 }
 
 /// The nodes a fault on several at once acted on; the others' errors are logged (as

@@ -291,6 +291,32 @@ fn decide(
             }
             targets
         }
+        // A session that ends only by expiry: one worker cut off from every server.
+        FaultKind::KillSession
+            if matches!(
+                crate::cluster::service(stage.topology).sessions,
+                crate::cluster::SessionEnd::CutOff
+            ) =>
+        {
+            let cut = match &spec.target {
+                Some(t) if !t.starts_with("worker-") => {
+                    return Err(format!(
+                        "kill-session: on {} sessions end by expiry, so its target is the worker to cut off (worker-<n>), not \"{t}\"",
+                        crate::cluster::service(stage.topology).name
+                    ))
+                }
+                _ => worker(rng)?,
+            };
+            let mut targets = vec![cut];
+            targets.extend(stage.servers.iter().cloned());
+            targets
+        }
+        FaultKind::KillSession if spec.target.as_deref().is_some_and(|t| t.starts_with("worker-")) => {
+            return Err(format!(
+                "kill-session: its target is a server whose clients' sessions end (servers: {}), not a worker",
+                stage.servers.join(", ")
+            ))
+        }
         _ if kind.targets_workers() => vec![worker(rng)?],
         _ => match &spec.target {
             Some(t) => {
@@ -599,6 +625,64 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_kill_session_acts_on_a_server_or_cuts_a_worker_off_from_all() {
+        let s = Schedule::preset(
+            "kill-sessions",
+            &Workload {
+                ttl_ms: 1000,
+                topology: Topology::Postgres,
+            },
+        )
+        .unwrap();
+        let pg = Stage {
+            topology: Topology::Postgres,
+            ..stage(1)
+        };
+        let p = plan(&s, &pg).unwrap();
+        assert!(p.len() >= 5, "{}", p.len());
+        assert!(p
+            .iter()
+            .all(|f| f.targets == ["master-0"] && f.duration_ms == 0));
+        let zk = Stage {
+            topology: Topology::Zookeeper,
+            servers: (0..3).map(|i| format!("zk-{i}")).collect(),
+            ttl_ms: 2000,
+            ..stage(1)
+        };
+        let s = Schedule::preset(
+            "kill-sessions",
+            &Workload {
+                ttl_ms: 2000,
+                topology: Topology::Zookeeper,
+            },
+        )
+        .unwrap();
+        let p = plan(&s, &zk).unwrap();
+        assert!(!p.is_empty());
+        for f in &p {
+            assert!(f.targets[0].starts_with("worker-"), "{:?}", f.targets);
+            assert_eq!(f.targets[1..], ["zk-0", "zk-1", "zk-2"]);
+            assert!(f.duration_ms > 2000);
+        }
+        // A worker where sessions end on the server's word, a server where they expire:
+        // each refused, naming what it takes.
+        let at_worker = Schedule::from_toml(
+            "[[fault]]\nat = \"1s\"\nkind = \"kill-session\"\ntarget = \"worker-0\"\n",
+            "n.toml",
+        )
+        .unwrap();
+        let e = plan(&at_worker, &pg).unwrap_err();
+        assert!(e.contains("not a worker"), "{e}");
+        let at_server = Schedule::from_toml(
+            "[[fault]]\nat = \"1s\"\nkind = \"kill-session\"\ntarget = \"zk-1\"\n",
+            "n.toml",
+        )
+        .unwrap();
+        let e = plan(&at_server, &zk).unwrap_err();
+        assert!(e.contains("worker-<n>"), "{e}");
     }
 
     #[test]

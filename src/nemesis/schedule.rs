@@ -55,10 +55,16 @@ pub enum FaultKind {
     /// Arm a crash point in a worker: the first of its clients to reach step `point` kills
     /// it. Waits up to `duration` for that, then disarms; the worker restarts at once.
     CrashPoint,
+    /// The server ends its clients' sessions, and the session locks with them, while the
+    /// clients live on (`cluster::SessionEnd`): `CLIENT KILL` on `count` Redis servers,
+    /// `pg_terminate_backend` on PostgreSQL, every etcd lease revoked, at once; on
+    /// ZooKeeper, a worker cut off from every server for `duration` (past its session
+    /// timeout), then healed.
+    KillSession,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 11] = [
         FaultKind::KillClient,
         FaultKind::PauseClient,
         FaultKind::KillServer,
@@ -69,6 +75,7 @@ impl FaultKind {
         FaultKind::Partition,
         FaultKind::Latency,
         FaultKind::CrashPoint,
+        FaultKind::KillSession,
     ];
 
     pub fn name(self) -> &'static str {
@@ -83,6 +90,7 @@ impl FaultKind {
             FaultKind::Partition => "partition",
             FaultKind::Latency => "latency",
             FaultKind::CrashPoint => "crash-point",
+            FaultKind::KillSession => "kill-session",
         }
     }
 
@@ -102,7 +110,7 @@ impl FaultKind {
 }
 
 /// The kinds' names, for an unknown one's error.
-const KIND_NAMES: [&str; 10] = [
+const KIND_NAMES: [&str; 11] = [
     "kill-client",
     "pause-client",
     "kill-server",
@@ -113,6 +121,7 @@ const KIND_NAMES: [&str; 10] = [
     "partition",
     "latency",
     "crash-point",
+    "kill-session",
 ];
 
 /// By name; an old name (`kill-redis`) is read as its new one, with a notice
@@ -176,6 +185,7 @@ pub struct FaultSpec {
     #[serde(default)]
     pub at: Option<Millis>,
     /// `worker-<n>`, or a server's name (`master-0`, `replica-1`); default: random.
+    /// kill-session: a server, or on ZooKeeper the worker cut off.
     #[serde(default)]
     pub target: Option<String>,
     /// How long it lasts (a kill: until the restart); default per kind, from the TTL.
@@ -187,7 +197,8 @@ pub struct FaultSpec {
     /// kill-server: restart with the data it had (AOF on), instead of empty.
     #[serde(default)]
     pub persist: bool,
-    /// Servers hit at once (kill-server, pause-server, partition, clock-jump); default 1.
+    /// Servers hit at once (kill-server, pause-server, partition, clock-jump, kill-session);
+    /// default 1.
     #[serde(default)]
     pub count: Option<usize>,
     /// partition, latency: the servers the worker is cut off from (default: `count` at
@@ -433,6 +444,25 @@ impl Schedule {
                     }),
                 });
             }
+            "kill-sessions" => {
+                let mut end = FaultSpec::new(FaultKind::KillSession);
+                let every = match crate::cluster::service(workload.topology).sessions {
+                    // A session expires only after its timeout (the ttl): the worker is cut
+                    // off past it, as a pause is, with room for another to take the lock.
+                    crate::cluster::SessionEnd::CutOff => {
+                        end = end.lasting(outlast.0, outlast.1);
+                        (outlast.1 + 500, outlast.1 + 1500)
+                    }
+                    // An instant. About one to two TTLs apart: holds last a fraction of
+                    // the TTL, so most kills find clients holding, and they hit several
+                    // times a run.
+                    crate::cluster::SessionEnd::Ask(_) => {
+                        end = end.lasting(0, 0);
+                        (ttl + 500, 2 * ttl + 1000)
+                    }
+                };
+                Some(mix(every, vec![end]))
+            }
             "pause-servers" => Some(mix(
                 (outlast.1 + 500, outlast.1 + 1500),
                 vec![FaultSpec::new(FaultKind::PauseServer).lasting(outlast.0, outlast.1)],
@@ -489,7 +519,9 @@ impl Schedule {
             "mix" => {
                 let mut faults: Vec<FaultSpec> = Vec::new();
                 for preset in PRESETS {
-                    if matches!(preset, "none" | "mix") {
+                    // kill-sessions came after the mix's expectations were measured: it has
+                    // its own column.
+                    if matches!(preset, "none" | "mix" | "kill-sessions") {
                         continue;
                     }
                     if preset == "failover" && !has_replicas(workload.topology) {
@@ -580,7 +612,9 @@ fn check_fault(fault: &FaultSpec) -> Result<(), String> {
     }
     if let Some(target) = &fault.target {
         let worker = target.starts_with("worker-");
-        if kind.targets_workers() != worker {
+        // kill-session names a server, or on ZooKeeper the worker to cut off: the plan
+        // checks which against the run.
+        if kind != FaultKind::KillSession && kind.targets_workers() != worker {
             return Err(format!(
                 "field `target`: \"{target}\" is not a {}",
                 if kind.targets_workers() {
@@ -688,6 +722,58 @@ mod tests {
         assert_eq!(failover.topology_for(Topology::Independent), None);
         let pause = Schedule::preset("pause-clients", &workload()).unwrap();
         assert_eq!(pause.topology_for(Topology::Single), None);
+    }
+
+    #[test]
+    fn kill_sessions_ends_them_at_an_instant_or_by_a_cut_past_the_session() {
+        let faults = |topology| {
+            let w = Workload {
+                ttl_ms: 2000,
+                topology,
+            };
+            let s = Schedule::preset("kill-sessions", &w).unwrap();
+            s.validate().unwrap();
+            let random = s.random.unwrap();
+            (random.every, random.faults)
+        };
+        for topology in [Topology::Single, Topology::Postgres, Topology::Etcd] {
+            let (every, faults) = faults(topology);
+            assert_eq!(faults.len(), 1);
+            assert_eq!(faults[0].kind, FaultKind::KillSession);
+            assert_eq!(faults[0].duration.unwrap().max.0, 0, "{topology:?}");
+            // Several times a run, each after the holders had time to take locks again.
+            assert!(every.min.0 >= 2000 && every.max.0 <= 6000, "{every:?}");
+        }
+        // ZooKeeper's sessions end by expiry only: cut off past the session timeout.
+        let (_, faults) = faults(Topology::Zookeeper);
+        assert!(faults[0].duration.unwrap().min.0 > 2000);
+        // Not in the mix, whose expectations were measured without it.
+        let mix = Schedule::preset("mix", &workload()).unwrap();
+        assert!(!mix.kinds().contains(&FaultKind::KillSession));
+        assert!(mix.kinds().contains(&FaultKind::KillClient));
+        // A fault that can act on every service.
+        for topology in [Topology::Single, Topology::Postgres, Topology::Zookeeper] {
+            assert_eq!(
+                cannot_act(FaultKind::KillSession, "set-nx-px", topology),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn a_kill_session_names_a_server_or_a_worker() {
+        let s = Schedule::from_toml(
+            "[[fault]]\nat = \"2s\"\nkind = \"kill-session\"\ntarget = \"master-0\"\n\n[[fault]]\nat = \"4s\"\nkind = \"kill-session\"\ntarget = \"worker-1\"\nduration = \"5s\"\n",
+            "n.toml",
+        )
+        .unwrap();
+        assert_eq!(s.kinds(), vec![FaultKind::KillSession]);
+        let e = Schedule::from_toml(
+            "[[fault]]\nat = \"2s\"\nkind = \"kill-session\"\noffset = \"1s\"\n",
+            "n.toml",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("field `offset`"), "{e}");
     }
 
     #[test]

@@ -652,7 +652,12 @@ async fn drive(
         .iter()
         .any(|k| matches!(k, FaultKind::Partition | FaultKind::Latency))
         || (kinds.contains(&FaultKind::Failover)
-            && cluster::service(endpoints.topology).primary_by_hand);
+            && cluster::service(endpoints.topology).primary_by_hand)
+        || (kinds.contains(&FaultKind::KillSession)
+            && matches!(
+                cluster::service(endpoints.topology).sessions,
+                cluster::SessionEnd::CutOff
+            ));
     let (mut network, worker_endpoints) = if needs_network {
         let (network, per_worker) = Network::start(endpoints, spec.workers, true)
             .await

@@ -190,10 +190,10 @@ pub struct WorkloadSpec {
     /// section at the notice and makes no further write in that hold, as one that heeds
     /// its library does.
     pub write_after_lost: bool,
-    /// `mariadb-get-lock` only: when a client's session is gone, it opens a new one
-    /// silently and carries on, as a connection pool does (its holder keeps working after
-    /// its lock went with the old session). False (the default): it reports each lock it
-    /// held lost (a `lost` notice), and its holder leaves the critical section.
+    /// The session locks only (`pg-advisory`, `mariadb-get-lock`): when the client's
+    /// session is gone, it opens a new one and carries on without a word, as a connection
+    /// pool does (its lock went with the old session). By default it notices: a `lost`
+    /// notice for each lock it held, and its holder leaves the critical section.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub reconnect: bool,
     /// An operation not answered within this is indeterminate (`info`).
@@ -583,9 +583,10 @@ impl WorkloadSpec {
                 quoted(&locks::builtins_where(|a| a.waits))
             ));
         }
-        if self.reconnect && locks::service(&self.algorithm) != Some(Topology::Mariadb) {
+        if self.reconnect && !locks::algorithm(&self.algorithm).is_some_and(|a| a.session_locks) {
             return Err(format!(
-                "field `reconnect`: only for algorithm = \"mariadb-get-lock\" (this workload's algorithm is \"{}\")",
+                "field `reconnect`: only for the locks that belong to a session, {} (this workload's algorithm is \"{}\")",
+                quoted(&locks::builtins_where(|a| a.session_locks)),
                 self.algorithm
             ));
         }
@@ -1213,6 +1214,23 @@ mod shared_and_fair_tests {
         assert!(error.contains("field `scripts.read_acquire`"), "{error}");
         let error = refusal(&["read_renew"], "");
         assert!(error.contains("field `scripts.read_renew`"), "{error}");
+    }
+
+    #[test]
+    fn only_pg_advisory_reconnects_and_the_error_names_the_line() {
+        let spec =
+            WorkloadSpec::from_toml("algorithm = \"pg-advisory\"\nreconnect = true\n", "w.toml")
+                .unwrap();
+        assert!(spec.reconnect);
+        assert!(!WorkloadSpec::default().reconnect);
+        let e = WorkloadSpec::from_toml(
+            "algorithm = \"pg-row\"\nkeys = 2\nreconnect = true\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.to_string().contains("field `reconnect`"), "{e}");
+        assert!(e.to_string().contains("pg-row"), "{e}");
     }
 
     #[test]
