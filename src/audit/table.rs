@@ -255,8 +255,8 @@ fn short_nemesis(nemesis: &str) -> &str {
         "pause-clients" => "pause-cl",
         "kill-servers" => "kill-sv",
         "pause-servers" => "pause-sv",
-        "clock-jump" => "clk-jump",
-        "clock-skew" => "clk-skew",
+        "clock-jump" => "jump",
+        "clock-skew" => "skew",
         "crash-points" => "crash-pt",
         "kill-sessions" => "kill-ss",
         // The row must fit in 120 columns with every preset.

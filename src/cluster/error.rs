@@ -3,7 +3,8 @@
 use std::io;
 use std::path::PathBuf;
 
-use super::process::SignalError;
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
 
 /// A cluster that could not be set up or driven.
 ///
@@ -160,4 +161,18 @@ impl ClusterError {
             source,
         }
     }
+}
+
+/// Why a signal could not be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum SignalError {
+    #[error("{name} (pid {pid}) is no longer running")]
+    Gone { name: String, pid: u32 },
+    #[error("cannot send {signal} to {name} (pid {pid}): {source}")]
+    Failed {
+        name: String,
+        pid: u32,
+        signal: Signal,
+        source: Errno,
+    },
 }

@@ -81,7 +81,7 @@ pub use binaries::{etcd as etcd_binary, postgres_bin_dir, ETCD_ENV, POSTGRES_BIN
 pub use binaries::{zookeeper as zookeeper_program, ZOOKEEPER_ENV};
 pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Libfaketime, Preload, LIBFAKETIME_ENV};
-pub use error::ClusterError;
+pub use error::{ClusterError, SignalError};
 pub use exit::Exit;
 pub use failover::{Failover, Happened, Leaders, RoleWatch};
 pub use hosts::{parse_targets, Acted};
@@ -91,7 +91,7 @@ pub use mariadb::{
     Programs as MariadbPrograms, MARIADBD_ENV, MARIADB_DATABASE, MARIADB_USER,
 };
 pub use postgres::{client_config as pg_client_config, PG_DATABASE, PG_USER};
-pub use process::{ChildGuard, Proc, SignalError};
+pub use process::{ChildGuard, Proc};
 pub use procfs::{is_live, process_tree};
 pub use registry::{
     register_child, registered_pids, shutting_down, signal as signal_child, spawn_foreign,

@@ -7,26 +7,11 @@ use std::io;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
 use nix::sys::signal::Signal;
 
-use super::error::ClusterError;
+use super::error::{ClusterError, SignalError};
 use super::exit::Exit;
 use super::registry;
-
-/// Why a signal could not be sent.
-#[derive(Debug, thiserror::Error)]
-pub enum SignalError {
-    #[error("{name} (pid {pid}) is no longer running")]
-    Gone { name: String, pid: u32 },
-    #[error("cannot send {signal} to {name} (pid {pid}): {source}")]
-    Failed {
-        name: String,
-        pid: u32,
-        signal: Signal,
-        source: Errno,
-    },
-}
 
 /// One started process, here or on a host (`machine`): its pid, its end, the signals a
 /// nemesis sends it.

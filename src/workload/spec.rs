@@ -1217,7 +1217,7 @@ mod shared_and_fair_tests {
     }
 
     #[test]
-    fn only_pg_advisory_reconnects_and_the_error_names_the_line() {
+    fn a_lock_that_is_not_a_session_s_refuses_reconnect_naming_the_line() {
         let spec =
             WorkloadSpec::from_toml("algorithm = \"pg-advisory\"\nreconnect = true\n", "w.toml")
                 .unwrap();
@@ -1304,7 +1304,7 @@ mod shared_and_fair_tests {
     }
 
     #[test]
-    fn reconnect_is_only_for_mariadb_get_lock_and_runs_on_mariadb() {
+    fn reconnect_is_only_for_the_session_locks_and_mariadb_get_lock_runs_on_mariadb() {
         let spec = WorkloadSpec::from_toml(
             "algorithm = \"mariadb-get-lock\"\nreconnect = true\nwait = \"200ms\"\n",
             "w.toml",
@@ -1317,7 +1317,7 @@ mod shared_and_fair_tests {
                 .unwrap_err()
                 .to_string();
         assert!(
-            error.contains("field `reconnect`: only for algorithm = \"mariadb-get-lock\""),
+            error.contains("field `reconnect`: only for the locks that belong to a session, \"pg-advisory\" or \"mariadb-get-lock\" (this workload's algorithm is \"set-nx-px\")"),
             "{error}"
         );
         // Off, it is not written back.
