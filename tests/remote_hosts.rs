@@ -85,6 +85,17 @@ fn remote_spec(bed: &TestBed, topology: Topology, n: usize, dir: &Path) -> Clust
     spec
 }
 
+/// Makes `dir` and the hosts' folder in it passable by others (0711): a database's data
+/// goes beside the run's folder there, where the host's `postgres` user must pass, as it
+/// may through /tmp, the default.
+fn passable_hosts_folder(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let pass = std::fs::Permissions::from_mode(0o711);
+    std::fs::set_permissions(dir, pass.clone()).unwrap();
+    std::fs::create_dir_all(dir.join("hosts")).unwrap();
+    std::fs::set_permissions(dir.join("hosts"), pass).unwrap();
+}
+
 /// `lockaudit <command>` with its lock servers on the bed's first `hosts` hosts: the bed's
 /// key, a folder of the test's own on the hosts (they share this file system) and `out`,
 /// trusting the bed's new host key.
@@ -469,7 +480,7 @@ async fn an_unreachable_host_or_a_refused_key_is_named_in_the_error() {
 /// `lockaudit audit` over five namespace hosts: RedLock's masters on the five, and
 /// set-nx-px's primary and two replicas on three of them, reach what the local audit
 /// expects (overlaps inside a live lease under kill-servers and clock-jump; an overlap under
-/// failover); a PostgreSQL cell, which cannot run on hosts, is not applicable rather than
+/// failover); a MariaDB cell, which cannot run on hosts yet, is not applicable rather than
 /// run on this machine; and nothing of any cell is left on the hosts.
 #[test]
 fn an_audit_over_five_hosts_finds_redlocks_and_the_failovers_overlaps() {
@@ -478,11 +489,12 @@ fn an_audit_over_five_hosts_finds_redlocks_and_the_failovers_overlaps() {
         return;
     };
     let dir = common::RunDir::new();
+    passable_hosts_folder(dir.path());
     let out = dir.path().join("audit");
     let mut cmd = lockaudit_on_hosts("audit", &bed, 5, dir.path(), &out);
     cmd.args([
         "--cells",
-        "redlock:kill-servers,redlock:clock-jump,set-nx-px:failover,pg-row:none",
+        "redlock:kill-servers,redlock:clock-jump,set-nx-px:failover,pg-advisory:kill-servers,mariadb-get-lock:none",
         // Each must-find cell stops once it has found its overlap. Over the hosts, clients
         // acquire a few times a second, not dozens, so a grant on a bare quorum that the
         // restarted pair breaks comes later than on this machine: a CI run's
@@ -509,6 +521,7 @@ fn an_audit_over_five_hosts_finds_redlocks_and_the_failovers_overlaps() {
         ("redlock", "kill-servers", 5),
         ("redlock", "clock-jump", 5),
         ("set-nx-px", "failover", 3),
+        ("pg-advisory", "kill-servers", 1),
     ] {
         let c = cell(algorithm, nemesis);
         assert_eq!(c["status"], "pass", "{c}");
@@ -528,7 +541,15 @@ fn an_audit_over_five_hosts_finds_redlocks_and_the_failovers_overlaps() {
             "{algorithm} × {nemesis}: {} overlaps, {inside} inside a live lease",
             overlaps.len()
         );
-        assert!(!overlaps.is_empty(), "{algorithm} × {nemesis}: {c}");
+        if algorithm == "pg-advisory" {
+            // Its client notices a crash (lost-lock rather than an overlap); what matters
+            // here is that the nemesis crashed it on its host and it recovered there from
+            // its WAL.
+            let log = std::fs::read_to_string(run.join("redis/master-0.log")).unwrap();
+            assert!(log.contains("database system was interrupted"), "{log}");
+        } else {
+            assert!(!overlaps.is_empty(), "{algorithm} × {nemesis}: {c}");
+        }
         if algorithm == "redlock" {
             assert!(inside > 0, "{algorithm} × {nemesis}: {c}");
         }
@@ -539,9 +560,12 @@ fn an_audit_over_five_hosts_finds_redlocks_and_the_failovers_overlaps() {
         }
         assert!(run.join("redis/master-0.log").is_file());
     }
-    let pg = cell("pg-row", "none");
-    assert_eq!(pg["status"], "n/a", "{pg}");
-    assert!(pg["why"].as_str().unwrap().contains("on hosts"), "{pg}");
+    let mariadb = cell("mariadb-get-lock", "none");
+    assert_eq!(mariadb["status"], "n/a", "{mariadb}");
+    assert!(
+        mariadb["why"].as_str().unwrap().contains("on hosts"),
+        "{mariadb}"
+    );
     let md = std::fs::read_to_string(out.join("audit.md")).unwrap();
     assert!(md.contains(&bed.url(4)), "the hosts named in audit.md");
     for i in 0..5 {
@@ -601,6 +625,94 @@ fn a_replicated_set_nx_px_over_three_hosts_finds_the_failover_overlap() {
             bed.leftovers(i)
         );
     }
+}
+
+/// PostgreSQL on a host, written once with the local one: it runs there as the host's
+/// `postgres` user on the host's address, a pause stops its backends too, a crash keeps
+/// every committed row (WAL replay) and a lost disk none, and nothing of it (its private
+/// data folder included) is left on the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgresql_on_a_host_pauses_crashes_recovers_and_leaves_nothing() {
+    let Some(bed) = TestBed::new("postgresql on a host", 1) else {
+        return;
+    };
+    let dir = common::RunDir::new();
+    passable_hosts_folder(dir.path());
+    let spec = remote_spec(&bed, Topology::Postgres, 1, dir.path());
+    let begun = Instant::now();
+    let mut cluster = cluster::start(&spec).await.expect("PostgreSQL on the host");
+    println!("PostgreSQL on a host ready in {:?}", begun.elapsed());
+    let e = cluster.endpoints();
+    let node = e.nodes[0].clone();
+    assert_eq!(
+        (node.name.as_str(), node.host.as_str()),
+        ("master-0", bed.hosts[0].addr.as_str())
+    );
+    let password = e.password.clone().unwrap();
+    let connect = || async {
+        let mut config = cluster::pg_client_config(&node.host, node.port, &password);
+        config.connect_timeout(Duration::from_secs(2));
+        let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client
+    };
+    let client = connect().await;
+    client
+        .batch_execute("CREATE TABLE t (v int); INSERT INTO t VALUES (1)")
+        .await
+        .unwrap();
+    let data: String = client
+        .query_one("SELECT current_setting('data_directory')", &[])
+        .await
+        .map(|r| r.get(0))
+        .unwrap();
+    // The host shares this file system.
+    let owner = std::fs::metadata(&data)
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap();
+    assert_ne!(
+        owner, 0,
+        "its data is the host's postgres user's, not root's"
+    );
+
+    // A pause stops the postmaster and its backends: a query waits until the resume.
+    let pid = cluster.pid("master-0").unwrap();
+    cluster.signal("master-0", Signal::SIGSTOP).unwrap();
+    let stopped = Instant::now();
+    let query = tokio::spawn(async move {
+        client
+            .query_one("SELECT count(*) FROM t", &[])
+            .await
+            .map(|r| r.get::<_, i64>(0))
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!query.is_finished(), "answered while paused");
+    cluster.signal("master-0", Signal::SIGCONT).unwrap();
+    assert_eq!(query.await.unwrap().unwrap(), 1);
+    assert!(stopped.elapsed() >= Duration::from_millis(500));
+
+    cluster.kill("master-0").unwrap();
+    cluster.restart("master-0").await.unwrap();
+    assert_ne!(cluster.pid("master-0"), Some(pid), "a new postmaster");
+    let rows: i64 = connect()
+        .await
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1, "the committed row replayed from the WAL");
+    cluster.kill("master-0").unwrap();
+    cluster.restart_empty("master-0").await.unwrap();
+    let gone = connect()
+        .await
+        .query_one("SELECT count(*) FROM t", &[])
+        .await;
+    assert!(gone.is_err(), "a fresh initdb has no table t");
+    cluster.shutdown().await;
+    // Its log came back into the run folder.
+    let log = std::fs::read_to_string(dir.path().join("redis/master-0.log")).unwrap();
+    assert!(log.contains("database system is ready"), "{log}");
+    assert_nothing_left(&bed, 1, dir.path());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1076,7 +1076,7 @@ mod tests {
     fn a_cell_whose_topology_cannot_run_on_hosts_is_not_run_here_instead() {
         let mut options = AuditOptions::new(PathBuf::from("out"));
         options.nodes = vec!["ssh://root@10.77.0.2".into()];
-        let spec = workload_of(&options, "pg-row").unwrap();
+        let spec = workload_of(&options, "mariadb-get-lock").unwrap();
         assert_eq!(
             spec.nodes, options.nodes,
             "the hosts reach every cell's workload"
@@ -1085,7 +1085,7 @@ mod tests {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let cell = runtime.block_on(run_cell(
             &options,
-            "pg-row",
+            "mariadb-get-lock",
             spec,
             "none",
             dir.path(),
@@ -1096,7 +1096,7 @@ mod tests {
             .why
             .as_deref()
             .unwrap()
-            .contains("postgres topology on hosts"));
+            .contains("mariadb topology on hosts"));
     }
 
     #[test]

@@ -128,6 +128,25 @@ pub struct ZooKeeperOnHost {
     pub classpath: String,
 }
 
+/// The folder of PostgreSQL's `postgres` and `initdb` on the host of `ssh`: Debian's newest
+/// `/usr/lib/postgresql/<version>/bin`, else the folder of `postgres` on its PATH. An error
+/// names the host and the package to install.
+pub fn postgres_on_host(ssh: &Ssh) -> Result<String, ClusterError> {
+    let found = ssh.run(
+        "look for PostgreSQL on",
+        "for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do \
+         [ -x \"$d/postgres\" ] && [ -x \"$d/initdb\" ] && echo \"$d\" && exit 0; done; \
+         p=$(command -v postgres) && dirname \"$p\"; true",
+    )?;
+    match found.stdout.lines().next().map(str::trim) {
+        Some(dir) if !dir.is_empty() => Ok(dir.to_string()),
+        _ => Err(ssh.error(
+            "run PostgreSQL",
+            "no postgres and initdb there: install Debian's postgresql on the host (`apt-get install postgresql`)",
+        )),
+    }
+}
+
 /// ZooKeeper on the host of `ssh`: the host's own `java` and `zookeeper_jar` settings, else
 /// `java` on its PATH and Debian's jar, both checked there in one command. An error names
 /// the host and what it lacks.

@@ -14,6 +14,22 @@ use super::on_exit::{self, Registration};
 use super::ssh::Ssh;
 use crate::shell::quote;
 
+/// The command that removes the run's folder `remote_dir` from a host, and the private
+/// folder beside it that holds a database's data (owned by the database's user, who must
+/// reach it where the run's folder is the login user's alone).
+pub(super) fn remove_command(remote_dir: &str) -> String {
+    format!(
+        "rm -rf {} {}",
+        crate::shell::quote(remote_dir),
+        crate::shell::quote(&scratch_dir(remote_dir))
+    )
+}
+
+/// The private folder beside the run's folder on a host (`remove_command`).
+pub(super) fn scratch_dir(remote_dir: &str) -> String {
+    format!("{remote_dir}-scratch")
+}
+
 /// One server's log on its host.
 #[derive(Debug, Clone)]
 pub struct HostLog {
@@ -61,7 +77,7 @@ fn split(mut out: &[u8], count: usize) -> Option<Vec<Vec<u8>>> {
 
 fn rescue(logs: &[HostLog], hosts: &[Arc<Ssh>], remote_dir: &str, local: &Path, by: Instant) {
     let fetched = fetch(logs, hosts, local, by);
-    let rm = format!("rm -rf {}", quote(remote_dir));
+    let rm = remove_command(remote_dir);
     let complete: Vec<bool> = fetched.iter().map(|f| matches!(f, Some(Ok(_)))).collect();
     let removed = each_host(hosts, by, move |i, ssh| {
         complete[i].then(|| {

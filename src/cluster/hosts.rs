@@ -18,10 +18,11 @@ use super::binaries::{self, SentinelBinary};
 use super::clock::{FakeClock, Libfaketime, Preload};
 use super::cut::{self, Cut};
 use super::error::ClusterError;
-use super::host_logs::{self, HostLog};
+use super::host_logs::{self, remove_command, scratch_dir, HostLog};
 use super::machine::{Machine, OnHost};
 use super::on_exit;
 use super::ports::PortChoice;
+use super::postgres::{PgConfig, PgServer};
 use super::sentinel::{self, SentinelSetup};
 use super::server::{self, ClusterMode, ServerConfig};
 use super::service::ServiceNode;
@@ -156,7 +157,8 @@ pub async fn start(
         | Topology::Cluster => {
             start_redis(&mut hosts, spec, base, password, lock_nodes, primaries).await?
         }
-        Topology::Postgres | Topology::Mariadb => {
+        Topology::Postgres => start_postgres(&mut hosts, base, password).await?,
+        Topology::Mariadb => {
             return Err(ClusterError::InvalidSpec(format!(
                 "{:?} is not yet started on hosts",
                 spec.topology
@@ -391,6 +393,53 @@ async fn start_members(
     };
     tracing::info!(elapsed = ?begun.elapsed(), topology = ?spec.topology, "members on hosts ready");
     Ok(nodes)
+}
+
+/// PostgreSQL's one server on the first host, as here (`postgres::start`): run as the
+/// host's `postgres` user when the login is root, its data in the private folder beside the
+/// run's (handed to that user), its log in the run's folder; listening on the host's
+/// address at `base`.
+async fn start_postgres(
+    hosts: &mut Hosts,
+    base: u16,
+    password: &str,
+) -> Result<Vec<Box<dyn ServiceNode>>, ClusterError> {
+    let on = machine(hosts, 0);
+    let bin_dir = binaries::postgres_on_host(&on.ssh)?;
+    let run_as = on.unprivileged("postgres", &["postgres", "nobody"])?;
+    let scratch = scratch_dir(&hosts.remote_dir);
+    let quoted = crate::shell::quote(&scratch);
+    let mut script = format!("umask 077 && mkdir -p {quoted}");
+    if let Some(user) = &run_as {
+        // Its data goes beside the run's folder: that user must pass through every folder
+        // above it, as here (`RunAs::reaches`).
+        script.push_str(&format!(
+            " && {{ runuser -u {user} -- test -x {parent} || {{ echo \"{user} cannot pass through $(dirname {quoted}) on this host: set remote_dir to a folder others may pass through\" >&2; exit 1; }}; }}",
+            user = crate::shell::quote(&user.name),
+            parent = crate::shell::quote(
+                Path::new(&scratch)
+                    .parent()
+                    .unwrap_or(Path::new("/"))
+                    .to_string_lossy()
+                    .as_ref()
+            ),
+        ));
+    }
+    on.ssh.run("make the database's folder", &script)?;
+    let dir = PathBuf::from(&hosts.remote_dir);
+    let name = "master-0";
+    hosts.on_interrupt(vec![host_log(hosts, 0, name)]);
+    let config = PgConfig {
+        name: name.into(),
+        bin_dir: bin_dir.into(),
+        dir: PathBuf::from(scratch).join(name),
+        log: dir.join(format!("{name}.log")),
+        password: password.to_string(),
+        run_as,
+        machine: Arc::new(on),
+    };
+    let server = PgServer::start(config, PortChoice::Fixed(base), None).await?;
+    Ok(vec![Box::new(server)])
 }
 
 /// `work` on each of `items` (with its place) at once, a thread each: each is a handshake
@@ -686,10 +735,7 @@ impl Hosts {
     /// has a fresh random token), a server that failed to start included.
     fn remove_files(&mut self) {
         for ssh in &self.connections {
-            if let Err(e) = ssh.run(
-                "remove the run folder",
-                &format!("rm -rf {}", crate::shell::quote(&self.remote_dir)),
-            ) {
+            if let Err(e) = ssh.run("remove the run folder", &remove_command(&self.remote_dir)) {
                 tracing::warn!("{e}");
             }
         }

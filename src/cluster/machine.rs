@@ -115,6 +115,10 @@ impl Launch {
 pub trait Machine: Debug + Send + Sync {
     /// The address its servers bind and clients reach them on.
     fn addr(&self) -> &str;
+    /// Whether it is this machine (its processes' pids are ours to look up in /proc).
+    fn is_local(&self) -> bool {
+        false
+    }
     /// Runs `launch`'s preparation, then starts it in the foreground (stdin /dev/null,
     /// stdout and stderr appended to its log), owned by lockaudit.
     async fn spawn(&self, launch: &Launch) -> Result<Box<dyn Proc>, ClusterError>;
@@ -124,6 +128,34 @@ pub trait Machine: Debug + Send + Sync {
     fn write_private(&self, path: &Path, contents: &[u8]) -> Result<(), ClusterError>;
     /// The file's bytes.
     fn read(&self, path: &Path) -> Result<Vec<u8>, ClusterError>;
+    /// Removes the file, if it is there.
+    fn remove_file(&self, path: &Path) -> Result<(), ClusterError>;
+    /// Makes `path` `user`'s (a folder or file a process running as `user` must own).
+    fn hand_over(&self, path: &Path, user: &RunAs) -> Result<(), ClusterError>;
+    /// The unprivileged user `program` (a database that refuses root) runs as here: None
+    /// unless processes start as root here; else the first of `users` there is.
+    fn unprivileged(
+        &self,
+        program: &'static str,
+        users: &[&str],
+    ) -> Result<Option<RunAs>, ClusterError>;
+    /// Runs `launch` to its end (a one-shot command, `initdb`), for at most `patience`:
+    /// Ok if it exited 0, else why not (its output is in its log).
+    async fn run(&self, launch: &Launch, patience: Duration) -> Result<(), String> {
+        let mut process = self.spawn(launch).await.map_err(|e| e.to_string())?;
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            match process.try_wait() {
+                Some(Exit::Code(0)) => return Ok(()),
+                Some(other) => return Err(format!("{} failed ({other})", launch.name)),
+                None if std::time::Instant::now() >= deadline => {
+                    process.kill();
+                    return Err(format!("{} did not finish in {patience:?}", launch.name));
+                }
+                None => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    }
     /// How long a start may take to serve, given what it takes here: on a host, room for
     /// the SSH round trips on top.
     fn patience(&self, here: Duration) -> Duration {
@@ -155,6 +187,10 @@ pub const LOOPBACK: &str = "127.0.0.1";
 impl Machine for Local {
     fn addr(&self) -> &str {
         LOOPBACK
+    }
+
+    fn is_local(&self) -> bool {
+        true
     }
 
     async fn spawn(&self, launch: &Launch) -> Result<Box<dyn Proc>, ClusterError> {
@@ -213,6 +249,27 @@ impl Machine for Local {
 
     fn read(&self, path: &Path) -> Result<Vec<u8>, ClusterError> {
         std::fs::read(path).map_err(|e| ClusterError::io("read", path, e))
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<(), ClusterError> {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(ClusterError::io("remove", path, e))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn hand_over(&self, path: &Path, user: &RunAs) -> Result<(), ClusterError> {
+        user.own(path)
+    }
+
+    fn unprivileged(
+        &self,
+        program: &'static str,
+        users: &[&str],
+    ) -> Result<Option<RunAs>, ClusterError> {
+        RunAs::for_program(program, users)
     }
 
     fn start_error(
@@ -375,6 +432,7 @@ impl Machine for OnHost {
         };
         Ok(Box::new(HostProcess {
             name: launch.name.clone(),
+            tree: launch.tree,
             ssh: self.ssh.clone(),
             guard,
             pid,
@@ -421,10 +479,10 @@ impl Machine for OnHost {
             .unwrap_or_default();
         self.ssh.error(
             format!("start {node}"),
-            format!(
-                "{reason}\nlast lines of {log} on the host:\n{}",
-                tail.trim_end()
-            ),
+            match tail.trim_end() {
+                "" => format!("{reason} ({log} on the host is empty or missing)"),
+                tail => format!("{reason}\nlast lines of {log} on the host:\n{tail}"),
+            },
         )
     }
 
@@ -433,6 +491,67 @@ impl Machine for OnHost {
         self.ssh
             .run_bytes(&format!("read {path}"), &format!("cat {}", quote(&path)))
     }
+
+    fn remove_file(&self, path: &Path) -> Result<(), ClusterError> {
+        let path = path.to_string_lossy();
+        self.ssh
+            .run(
+                &format!("remove {path}"),
+                &format!("rm -f {}", quote(&path)),
+            )
+            .map(|_| ())
+    }
+
+    fn hand_over(&self, path: &Path, user: &RunAs) -> Result<(), ClusterError> {
+        let path = path.to_string_lossy();
+        self.ssh
+            .run(
+                &format!("hand {path} over to {}", user.name),
+                &format!("chown {}:{} {}", user.uid, user.gid, quote(&path)),
+            )
+            .map(|_| ())
+    }
+
+    /// As here, asked of the host in one command: its login user's uid, then each of
+    /// `users`' uid and gid (or nothing for a user it lacks).
+    fn unprivileged(
+        &self,
+        program: &'static str,
+        users: &[&str],
+    ) -> Result<Option<RunAs>, ClusterError> {
+        let mut script = String::from("id -u");
+        for user in users {
+            let user = quote(user);
+            script.push_str(&format!(
+                "; echo $(id -u {user} 2>/dev/null) $(id -g {user} 2>/dev/null)"
+            ));
+        }
+        let out = self
+            .ssh
+            .run(&format!("look for a user to run {program} as"), &script)?;
+        let mut lines = out.stdout.lines();
+        if lines.next().map(str::trim) != Some("0") {
+            return Ok(None);
+        }
+        for (name, line) in users.iter().zip(lines) {
+            let ids: Vec<u32> = line
+                .split_whitespace()
+                .filter_map(|n| n.parse().ok())
+                .collect();
+            if let [uid, gid] = ids[..] {
+                return Ok(Some(RunAs {
+                    name: name.to_string(),
+                    uid: Uid::from_raw(uid),
+                    gid: Gid::from_raw(gid),
+                    program,
+                }));
+            }
+        }
+        Err(self.ssh.error(
+            format!("run {program}"),
+            format!("the host logs in as root, {program} refuses to run as root, and the host has none of the users {}", users.join(", ")),
+        ))
+    }
 }
 
 /// The supervising shell of `launch` on a host: its preparation first (ending the script
@@ -440,23 +559,21 @@ impl Machine for OnHost {
 /// keeps the session's stdin for the watcher (an asynchronous command's stdin is
 /// /dev/null otherwise). `umask 077`: what it writes is the login user's alone.
 fn supervisor(launch: &Launch) -> String {
-    let mut prepare = String::new();
-    if !launch.prepare.is_empty() {
-        let steps: Vec<String> = launch
-            .prepare
-            .iter()
-            .map(|step| match step {
-                Prepare::Empty(dir) => format!("rm -rf {}", quote(&dir.to_string_lossy())),
-                Prepare::Make(dir) => format!("mkdir -p {}", quote(&dir.to_string_lossy())),
-                Prepare::Write(path, text) => format!(
-                    "printf '%s' {} > {}",
-                    quote(text),
-                    quote(&path.to_string_lossy())
-                ),
-            })
-            .collect();
-        prepare = format!("{} || exit 1; ", steps.join(" && "));
-    }
+    // The log's folder first: the shell's redirection into it fails without it.
+    let log_folder = Prepare::Make(launch.log.parent().unwrap_or(Path::new("/")).into());
+    let steps: Vec<String> = std::iter::once(&log_folder)
+        .chain(&launch.prepare)
+        .map(|step| match step {
+            Prepare::Empty(dir) => format!("rm -rf {}", quote(&dir.to_string_lossy())),
+            Prepare::Make(dir) => format!("mkdir -p {}", quote(&dir.to_string_lossy())),
+            Prepare::Write(path, text) => format!(
+                "printf '%s' {} > {}",
+                quote(text),
+                quote(&path.to_string_lossy())
+            ),
+        })
+        .collect();
+    let prepare = format!("{} || exit 1; ", steps.join(" && "));
     let mut run = String::new();
     if !launch.env.is_empty() || !launch.unset.is_empty() {
         run.push_str("env ");
@@ -469,7 +586,13 @@ fn supervisor(launch: &Launch) -> String {
         }
     }
     if let Some(user) = &launch.run_as {
-        run.push_str(&format!("runuser -u {} -- ", quote(&user.name)));
+        // setpriv execs the program itself (runuser would stay its parent, and the pid the
+        // nemesis signals would be runuser's), with the same ids as `RunAs::apply` here.
+        run.push_str(&format!(
+            "setpriv --reuid={uid} --regid={gid} --groups={gid} -- ",
+            uid = user.uid,
+            gid = user.gid
+        ));
     }
     run.push_str(&quote(&launch.program.to_string_lossy()));
     for arg in &launch.args {
@@ -491,6 +614,8 @@ const EXIT_WAIT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 struct HostProcess {
     name: String,
+    /// Signals reach its children too (`Launch::tree`).
+    tree: bool,
     ssh: Arc<Ssh>,
     /// The local ssh client; killing it closes the session, and the watcher kills the
     /// process.
@@ -546,15 +671,16 @@ impl Proc for HostProcess {
                 .ssh
                 .error(format!("signal {}", self.name), "it is not running"));
         }
+        let (sig, pid) = (signal.as_str().trim_start_matches("SIG"), self.pid);
+        // A tree is stopped from the top and resumed from the bottom, so that no child
+        // runs on while its parent is stopped, nor the parent before its children.
+        let script = match (self.tree, signal) {
+            (false, _) => format!("kill -{sig} {pid}"),
+            (true, Signal::SIGCONT) => format!("pkill -CONT -P {pid}; kill -CONT {pid}"),
+            (true, _) => format!("kill -{sig} {pid}; pkill -{sig} -P {pid}; true"),
+        };
         self.ssh
-            .run(
-                &format!("send {signal} to {}", self.name),
-                &format!(
-                    "kill -{} {}",
-                    signal.as_str().trim_start_matches("SIG"),
-                    self.pid
-                ),
-            )
+            .run(&format!("send {signal} to {}", self.name), &script)
             .map(|_| ())
     }
 
@@ -564,10 +690,14 @@ impl Proc for HostProcess {
         if let Some(exit) = self.try_wait() {
             return exit;
         }
-        let _ = self.ssh.run(
-            &format!("kill {}", self.name),
-            &format!("kill -CONT {pid}; kill -KILL {pid}", pid = self.pid),
-        );
+        let pid = self.pid;
+        let script = if self.tree {
+            // Its children first, held still by their parent's stop, as here (`registry`).
+            format!("kill -STOP {pid}; pkill -KILL -P {pid}; kill -CONT {pid}; kill -KILL {pid}")
+        } else {
+            format!("kill -CONT {pid}; kill -KILL {pid}")
+        };
+        let _ = self.ssh.run(&format!("kill {}", self.name), &script);
         let deadline = std::time::Instant::now() + EXIT_WAIT;
         let exit = loop {
             if let Some(exit) = self.ended() {
@@ -609,7 +739,7 @@ mod tests {
         let script = supervisor(&launch);
         assert!(
             script.starts_with(
-                "umask 077; rm -rf '/tmp/run x/etcd-1' && mkdir -p '/tmp/run x/etcd-1' && printf '%s' '2\n' > '/tmp/run x/etcd-1/myid' || exit 1; "
+                "umask 077; mkdir -p '/tmp/run x' && rm -rf '/tmp/run x/etcd-1' && mkdir -p '/tmp/run x/etcd-1' && printf '%s' '2\n' > '/tmp/run x/etcd-1/myid' || exit 1; "
             ),
             "{script}"
         );
@@ -625,9 +755,12 @@ mod tests {
             program: "postgres",
         });
         let script = supervisor(&launch);
-        assert!(script.starts_with("umask 077; exec 3<&0; env "), "{script}");
         assert!(
-            script.contains("runuser -u postgres -- /opt/etcd"),
+            script.starts_with("umask 077; mkdir -p '/tmp/run x' || exit 1; exec 3<&0; env "),
+            "{script}"
+        );
+        assert!(
+            script.contains("setpriv --reuid=104 --regid=107 --groups=107 -- /opt/etcd"),
             "{script}"
         );
     }

@@ -1,5 +1,5 @@
 //! The lock services' servers that lockaudit starts and owns: Redis's, PostgreSQL's,
-//! etcd's, ZooKeeper's, here or on SSH hosts (all but PostgreSQL's), and the guarded
+//! MariaDB's, etcd's, ZooKeeper's, here or on SSH hosts (all but MariaDB's), and the guarded
 //! resource's `storage` server.
 //!
 //! Every server runs as a child process in the foreground, bound to 127.0.0.1 on a free

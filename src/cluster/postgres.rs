@@ -20,15 +20,13 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::error::ClusterError;
 use super::instance::{Instance, NotReady};
-use super::machine::{Launch, Local};
+use super::machine::{Launch, Local, Machine, Prepare, TAIL_LINES};
 use super::ports::{self, PortChoice};
-use super::process;
 use super::scratch::ScratchDir;
 use super::{binaries, generate_password, private_folders, start_storage};
 use super::{Cluster, ClusterSpec, Topology};
@@ -42,6 +40,11 @@ pub const PG_DATABASE: &str = "postgres";
 /// From spawn to an answered connection. A fresh start takes about 0.1 s; a restart after
 /// SIGKILL replays the WAL first, and a loaded CI machine is slow at both.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Who may connect: the run's role with its password, over TCP from anywhere (the server
+/// listens on loopback here, on the host's address there).
+const HBA: &str =
+    "host all lockaudit 0.0.0.0/0 scram-sha-256\nhost all lockaudit ::/0 scram-sha-256\n";
 
 /// How long `initdb` may take (measured: about 1 s here).
 const INITDB_TIMEOUT: Duration = Duration::from_secs(120);
@@ -63,6 +66,8 @@ pub struct PgConfig {
     pub log: PathBuf,
     pub password: String,
     pub run_as: Option<RunAs>,
+    /// Where it runs: this machine, or a host.
+    pub machine: Arc<dyn Machine>,
 }
 
 impl PgConfig {
@@ -77,7 +82,7 @@ impl PgConfig {
             .arg("-p")
             .arg(port.to_string());
         for setting in [
-            "listen_addresses=127.0.0.1",
+            &format!("listen_addresses={}", self.machine.addr()),
             "unix_socket_directories=",
             "fsync=on",
             "synchronous_commit=on",
@@ -99,85 +104,47 @@ impl PgConfig {
     /// runs with fsync on.
     async fn initdb(&self) -> Result<(), ClusterError> {
         let root = self.dir.parent().unwrap_or(Path::new("/"));
-        if self.dir.exists() {
-            std::fs::remove_dir_all(&self.dir)
-                .map_err(|e| ClusterError::io("empty the data folder", &self.dir, e))?;
-        }
-        crate::private::create_dir(root)
-            .map_err(|e| ClusterError::io("create the folder", root, e))?;
-        if let Some(user) = &self.run_as {
-            user.own(root)?;
-        }
         let pwfile = root.join(format!("{}.password", self.name));
-        crate::private::write(&pwfile, &self.password)
-            .map_err(|e| ClusterError::io("write the password file", &pwfile, e))?;
+        // Its folder made private if need be (the scratch folder is already).
+        self.machine
+            .write_private(&pwfile, self.password.as_bytes())?;
         if let Some(user) = &self.run_as {
-            user.own(&pwfile)?;
+            self.machine.hand_over(root, user)?;
+            self.machine.hand_over(&pwfile, user)?;
         }
-        let result = self.run_initdb(&pwfile).await;
-        let _ = std::fs::remove_file(&pwfile);
-        result
-    }
-
-    async fn run_initdb(&self, pwfile: &Path) -> Result<(), ClusterError> {
-        let cursor = super::logs::LogCursor::at_end(&self.log);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .map_err(|e| ClusterError::io("open the log", &self.log, e))?;
-        let err = log
-            .try_clone()
-            .map_err(|e| ClusterError::io("open the log", &self.log, e))?;
         let mut pw_arg = OsString::from("--pwfile=");
-        pw_arg.push(pwfile);
-        let mut cmd = Command::new(self.bin_dir.join("initdb"));
-        cmd.arg("-D")
-            .arg(&self.dir)
-            .args(["-U", PG_USER, "--auth=scram-sha-256", "-E", "UTF8"])
-            .args(["--locale=C", "--no-sync", "--no-instructions"])
-            .arg(pw_arg)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(err));
+        pw_arg.push(&pwfile);
+        let mut launch = Launch::new(
+            &format!("{} initdb", self.name),
+            self.bin_dir.join("initdb"),
+            &self.log,
+        )
+        .arg("-D")
+        .arg(&self.dir)
+        .args(["-U", PG_USER, "--auth=scram-sha-256", "-E", "UTF8"])
+        .args(["--locale=C", "--no-sync", "--no-instructions"])
+        .arg(pw_arg);
+        launch.run_as = self.run_as.clone();
+        launch.prepare.push(Prepare::Empty(self.dir.clone()));
+        let cursor = super::logs::LogCursor::at_end(&self.log);
+        let result = self.machine.run(&launch, INITDB_TIMEOUT).await;
+        let _ = self.machine.remove_file(&pwfile);
+        result.map_err(|reason| {
+            self.machine
+                .start_error(&self.name, 0, reason, &self.log, cursor.tail(TAIL_LINES))
+        })?;
+        // initdb's admits clients from loopback only; on a host they come from the control
+        // node. The role's password (SCRAM) from anywhere, no other role, nothing else.
+        let hba = self.dir.join("pg_hba.conf");
+        self.machine.write_private(&hba, HBA.as_bytes())?;
         if let Some(user) = &self.run_as {
-            user.apply(&mut cmd);
+            self.machine.hand_over(&hba, user)?;
         }
-        let failed = |reason: String| ClusterError::StartFailed {
-            node: self.name.clone(),
-            port: 0,
-            reason,
-            log: self.log.clone(),
-            tail: cursor.tail(20),
-        };
-        // Through the registry, so that Ctrl-C while it runs ends it too.
-        let mut guard =
-            process::spawn(&format!("{} initdb", self.name), cmd).map_err(|source| {
-                ClusterError::Spawn {
-                    binary: self.bin_dir.join("initdb"),
-                    source,
-                }
-            })?;
-        let deadline = Instant::now() + INITDB_TIMEOUT;
-        loop {
-            if let Some(exit) = guard.try_wait() {
-                return match exit {
-                    super::Exit::Code(0) => Ok(()),
-                    other => Err(failed(format!("initdb failed ({other})"))),
-                };
-            }
-            if Instant::now() >= deadline {
-                guard.kill();
-                return Err(failed(format!(
-                    "initdb did not finish in {INITDB_TIMEOUT:?}"
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        Ok(())
     }
 
     async fn spawn(&self, port: u16) -> Result<Instance, ClusterError> {
-        Instance::launch(Arc::new(Local), port, &self.dir, &self.launch(port)).await
+        Instance::launch(self.machine.clone(), port, &self.dir, &self.launch(port)).await
     }
 }
 
@@ -187,8 +154,8 @@ pub struct PgServer {
     pub config: PgConfig,
     pub instance: Instance,
     /// The folder of the data, removed when the server is dropped: after `instance`, whose
-    /// drop kills the server if it still runs.
-    _scratch: ScratchDir,
+    /// drop kills the server if it still runs. (On a host it goes with the run's folder.)
+    _scratch: Option<ScratchDir>,
 }
 
 impl PgServer {
@@ -198,7 +165,7 @@ impl PgServer {
     pub async fn start(
         config: PgConfig,
         mut choice: PortChoice,
-        scratch: ScratchDir,
+        scratch: Option<ScratchDir>,
     ) -> Result<PgServer, ClusterError> {
         config.initdb().await?;
         let mut retries = 0;
@@ -294,7 +261,7 @@ async fn wait_ready(instance: &mut Instance, config: &PgConfig) -> Result<(), No
         if let Some(exit) = process.try_wait() {
             return Err(instance.exited(exit));
         }
-        let last = match probe(instance.port(), &config.password).await {
+        let last = match probe(instance.host(), instance.port(), &config.password).await {
             Ok(dir) if Path::new(&dir) == config.dir => {
                 tracing::debug!(node = config.name, elapsed = ?instance.spawned_at().elapsed(), "ready");
                 return Ok(());
@@ -313,8 +280,8 @@ async fn wait_ready(instance: &mut Instance, config: &PgConfig) -> Result<(), No
 }
 
 /// One connection: the server's data folder, or why not.
-async fn probe(port: u16, password: &str) -> Result<String, String> {
-    let config = client_config("127.0.0.1", port, password);
+async fn probe(host: &str, port: u16, password: &str) -> Result<String, String> {
+    let config = client_config(host, port, password);
     let (client, connection) = config
         .connect(tokio_postgres::NoTls)
         .await
@@ -335,8 +302,10 @@ async fn probe(port: u16, password: &str) -> Result<String, String> {
 /// ("pre-existing shared memory block is still in use"). Zombies do not count: they hold
 /// no memory, and whoever adopted them reaps them.
 fn kill_tree(instance: &mut Instance) -> Option<super::Exit> {
+    // On a host the backends are killed before their postmaster (`machine::OnHost`).
     let children = instance
         .pid()
+        .filter(|_| instance.machine().is_local())
         .map(super::procfs::children_of)
         .unwrap_or_default();
     let exit = instance.kill();
@@ -392,9 +361,10 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         log: pg_root.join("master-0.log"),
         password: password.clone(),
         run_as,
+        machine: Arc::new(Local),
     };
     // Storage is killed by its guard if this fails.
-    let database = PgServer::start(config, pg_port, scratch).await?;
+    let database = PgServer::start(config, pg_port, Some(scratch)).await?;
     tracing::info!(elapsed = ?begun.elapsed(), "postgres ready");
     Ok(Cluster::local(
         Topology::Postgres,

@@ -149,7 +149,7 @@ pub const SERVICES: [Service; 9] = [
         locks: "the database locks (pg-*)",
         start: |spec| Box::pin(super::postgres::start(spec)),
         speaks: Speaks::Postgres,
-        not_on_hosts: Some("PostgreSQL runs on this machine only"),
+        not_on_hosts: None,
         clock_jump: Some(
             "PostgreSQL's locks never expire, so its clock decides nothing (and it runs without libfaketime)",
         ),

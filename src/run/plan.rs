@@ -421,7 +421,7 @@ mod tests {
         let mut request = Request::new(Purpose::AuditCell);
         request.hosts.nodes = vec!["ssh://root@10.77.0.2".into()];
         request.out = Some(PathBuf::from("out"));
-        let spec = crate::workload::builtin::workload("pg-row").unwrap();
+        let spec = crate::workload::builtin::workload("mariadb-get-lock").unwrap();
         let plan = RunPlan::from_workload(spec.clone(), request.clone()).unwrap();
         assert_eq!(plan.spec.nodes, request.hosts.nodes);
         request.purpose = Purpose::Run;

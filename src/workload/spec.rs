@@ -909,8 +909,8 @@ retry = { attempts = 3, backoff = "25ms" }
             "{err}"
         );
         let mut bad = ok.clone();
-        bad.topology = Some(Topology::Postgres);
-        bad.algorithm = "pg-advisory".into();
+        bad.topology = Some(Topology::Mariadb);
+        bad.algorithm = "mariadb-get-lock".into();
         let err = bad.validate().unwrap_err();
         assert!(err.contains("cannot run on hosts"), "{err}");
         let mut bad = ok;
