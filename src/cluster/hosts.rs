@@ -186,15 +186,6 @@ fn machine(hosts: &Hosts, i: usize) -> OnHost {
     }
 }
 
-/// Port `base` + `i`, or an error past 65535.
-fn nth_port(base: u16, i: usize) -> Result<u16, ClusterError> {
-    u16::try_from(usize::from(base) + i).map_err(|_| {
-        ClusterError::InvalidSpec(format!(
-            "port {base} + {i} is past 65535: a lower --base-port"
-        ))
-    })
-}
-
 /// A Redis topology's servers (`redis::start`'s, at the hosts' addresses): the primaries
 /// together, then the replicas together and in sync (a replica started before its primary
 /// listens retries only once a second), a cluster formed, then a Sentinel topology's
@@ -220,7 +211,7 @@ async fn start_redis(
     let mut configs = Vec::with_capacity(lock_nodes);
     for i in 0..lock_nodes {
         let on = machine(hosts, i);
-        let port = nth_port(base, i)?;
+        let port = super::ports::nth(base, i)?;
         let name = if i < masters {
             format!("master-{i}")
         } else {
@@ -304,7 +295,7 @@ async fn start_redis(
                 None => SentinelBinary::ServerInSentinelMode(server_binary(spec, &on.ssh).into()),
             };
             placements.push((Arc::new(on) as Arc<dyn Machine>, binary));
-            choices.push(PortChoice::Fixed(nth_port(base, first + i)?));
+            choices.push(PortChoice::Fixed(super::ports::nth(base, first + i)?));
             logs.push(host_log(hosts, first + i, &format!("sentinel-{i}")));
         }
         // The sentinels' logs come back on Ctrl-C too, with the servers'.

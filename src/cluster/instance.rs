@@ -11,12 +11,67 @@ use super::error::ClusterError;
 use super::exit::Exit;
 use super::logs::LogCursor;
 use super::machine::{Launch, Machine, TAIL_LINES};
+use super::ports::PortChoice;
 use super::probe;
 use super::process::Proc;
 
 /// How long a process may take from spawn to answering an authenticated INFO. Measured
 /// starts take 11–21 ms; 5 s leaves room for a loaded CI machine without hiding a hang.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many times a start whose free port was taken before it could bind it is tried again
+/// on another free port ([`start_on_port`]).
+pub const PORT_RETRIES: usize = 3;
+
+/// A server that one process makes, as a database service starts it (PostgreSQL's,
+/// MariaDB's): [`start_on_port`] starts it the same way for both, here or on a host.
+#[async_trait::async_trait]
+pub trait OneProcess: Send + Sync {
+    fn node_name(&self) -> &str;
+    /// Starts its process on `port`.
+    async fn spawn(&self, port: u16) -> Result<Instance, ClusterError>;
+    /// Waits until it serves.
+    async fn ready(&self, instance: &mut Instance) -> Result<(), NotReady>;
+    /// Kills a start that failed (its children too, where it forks them).
+    fn kill(&self, instance: &mut Instance) {
+        instance.kill();
+    }
+}
+
+/// Starts `server` on `choice` and waits until it serves: again on another free port, up to
+/// [`PORT_RETRIES`] times, when a free one was taken before it could bind it (`PortInUse` for
+/// a fixed one, as on a restart); any other failure kills it, with its log quoted.
+pub async fn start_on_port(
+    server: &dyn OneProcess,
+    mut choice: PortChoice,
+) -> Result<Instance, ClusterError> {
+    let mut retries = 0;
+    loop {
+        let mut instance = server.spawn(choice.port()).await?;
+        match server.ready(&mut instance).await {
+            Ok(()) => return Ok(instance),
+            Err(NotReady::AddressInUse) => match choice {
+                PortChoice::Fixed(port) => {
+                    return Err(ClusterError::PortInUse {
+                        node: server.node_name().to_string(),
+                        port,
+                    })
+                }
+                PortChoice::Free(_) if retries < PORT_RETRIES => {
+                    retries += 1;
+                    choice = PortChoice::Free(super::ports::free_port()?);
+                }
+                PortChoice::Free(_) => {
+                    return Err(instance.error("its port was taken before it could bind it"))
+                }
+            },
+            Err(NotReady::Failed(reason)) => {
+                server.kill(&mut instance);
+                return Err(instance.error(reason));
+            }
+        }
+    }
+}
 
 /// Why a process is not ready.
 #[derive(Debug)]

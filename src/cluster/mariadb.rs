@@ -25,17 +25,15 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 
 use super::error::ClusterError;
-use super::instance::{Instance, NotReady};
-use super::machine::{Launch, Local};
+use super::instance::{start_on_port, Instance, NotReady, OneProcess};
+use super::machine::{Launch, Local, Machine, Prepare, TAIL_LINES};
 use super::ports::{self, PortChoice};
-use super::process;
 use super::scratch::ScratchDir;
 use super::{binaries, generate_password, private_folders, start_storage};
 use super::{Cluster, ClusterSpec, Topology};
@@ -60,9 +58,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long `mariadb-install-db` may take (measured: about 2 s here).
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// How many times a start whose free port was taken is retried on another port.
-const PORT_RETRIES: usize = 3;
 
 /// How long the readiness probe and `end_client_sessions` wait for a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -143,6 +138,8 @@ pub struct MariadbConfig {
     pub log: PathBuf,
     pub password: String,
     pub run_as: Option<RunAs>,
+    /// Where it runs.
+    pub machine: Arc<dyn Machine>,
 }
 
 impl MariadbConfig {
@@ -210,86 +207,55 @@ impl MariadbConfig {
         )
     }
 
-    /// Runs `mariadb-install-db` into a fresh data folder.
+    /// Runs `mariadb-install-db` into a fresh data folder, with the bootstrap SQL (the
+    /// password in it) in a private file that only the run's user reads, removed after.
     async fn install(&self) -> Result<(), ClusterError> {
         let root = self.root().to_path_buf();
-        if self.dir.exists() {
-            std::fs::remove_dir_all(&self.dir)
-                .map_err(|e| ClusterError::io("empty the data folder", &self.dir, e))?;
-        }
-        crate::private::create_dir(&root)
-            .map_err(|e| ClusterError::io("create the folder", &root, e))?;
-        if let Some(user) = &self.run_as {
-            user.own(&root)?;
-        }
         let sql = root.join(format!("{}.bootstrap.sql", self.name));
-        crate::private::write(&sql, self.bootstrap_sql())
-            .map_err(|e| ClusterError::io("write the bootstrap file", &sql, e))?;
+        self.machine
+            .write_private(&sql, self.bootstrap_sql().as_bytes())?;
         if let Some(user) = &self.run_as {
-            user.own(&sql)?;
+            self.machine.hand_over(&root, user)?;
+            self.machine.hand_over(&sql, user)?;
         }
-        let result = self.run_install_db(&sql).await;
-        let _ = std::fs::remove_file(&sql);
-        result
-    }
-
-    async fn run_install_db(&self, sql: &Path) -> Result<(), ClusterError> {
+        let mut launch = Launch::new(
+            &format!("{} install-db", self.name),
+            &self.programs.install_db,
+            &self.log,
+        )
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", self.dir.display()))
+        .args(["--skip-test-db", "--skip-name-resolve"])
+        .args(self.shared_settings())
+        .arg(format!("--extra-file={}", sql.display()));
+        launch.run_as = self.run_as.clone();
+        launch.prepare.push(Prepare::Empty(self.dir.clone()));
         let cursor = super::logs::LogCursor::at_end(&self.log);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .map_err(|e| ClusterError::io("open the log", &self.log, e))?;
-        let err = log
-            .try_clone()
-            .map_err(|e| ClusterError::io("open the log", &self.log, e))?;
-        let mut cmd = Command::new(&self.programs.install_db);
-        cmd.arg("--no-defaults")
-            .arg(format!("--datadir={}", self.dir.display()))
-            .args(["--skip-test-db", "--skip-name-resolve"])
-            .args(self.shared_settings())
-            .arg(format!("--extra-file={}", sql.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(err));
-        if let Some(user) = &self.run_as {
-            user.apply(&mut cmd);
-        }
-        let failed = |reason: String| ClusterError::StartFailed {
-            node: self.name.clone(),
-            port: 0,
-            reason,
-            log: self.log.clone(),
-            tail: cursor.tail(20),
-        };
-        // Through the registry, so that Ctrl-C while it runs ends it too.
-        let mut guard =
-            process::spawn(&format!("{} install-db", self.name), cmd).map_err(|source| {
-                ClusterError::Spawn {
-                    binary: self.programs.install_db.clone(),
-                    source,
-                }
-            })?;
-        let deadline = Instant::now() + INSTALL_TIMEOUT;
-        loop {
-            if let Some(exit) = guard.try_wait() {
-                return match exit {
-                    super::Exit::Code(0) => Ok(()),
-                    other => Err(failed(format!("mariadb-install-db failed ({other})"))),
-                };
-            }
-            if Instant::now() >= deadline {
-                guard.kill();
-                return Err(failed(format!(
-                    "mariadb-install-db did not finish in {INSTALL_TIMEOUT:?}"
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let result = self.machine.run(&launch, INSTALL_TIMEOUT).await;
+        let _ = self.machine.remove_file(&sql);
+        result.map_err(|reason| {
+            self.machine
+                .start_error(&self.name, 0, reason, &self.log, cursor.tail(TAIL_LINES))
+        })
     }
 
     async fn spawn(&self, port: u16) -> Result<Instance, ClusterError> {
-        Instance::launch(Arc::new(Local), port, &self.dir, &self.launch(port)).await
+        Instance::launch(self.machine.clone(), port, &self.dir, &self.launch(port)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl OneProcess for MariadbConfig {
+    fn node_name(&self) -> &str {
+        &self.name
+    }
+
+    async fn spawn(&self, port: u16) -> Result<Instance, ClusterError> {
+        MariadbConfig::spawn(self, port).await
+    }
+
+    async fn ready(&self, instance: &mut Instance) -> Result<(), NotReady> {
+        wait_ready(instance, self).await
     }
 }
 
@@ -309,42 +275,16 @@ impl MariadbServer {
     /// server (or with the error).
     pub async fn start(
         config: MariadbConfig,
-        mut choice: PortChoice,
+        choice: PortChoice,
         scratch: ScratchDir,
     ) -> Result<MariadbServer, ClusterError> {
         config.install().await?;
-        let mut retries = 0;
-        loop {
-            let mut instance = config.spawn(choice.port()).await?;
-            match wait_ready(&mut instance, &config).await {
-                Ok(()) => {
-                    return Ok(MariadbServer {
-                        config,
-                        instance,
-                        _scratch: scratch,
-                    })
-                }
-                Err(NotReady::AddressInUse) => match choice {
-                    PortChoice::Fixed(port) => {
-                        return Err(ClusterError::PortInUse {
-                            node: config.name.clone(),
-                            port,
-                        })
-                    }
-                    PortChoice::Free(_) if retries < PORT_RETRIES => {
-                        retries += 1;
-                        choice = PortChoice::Free(ports::free_port()?);
-                    }
-                    PortChoice::Free(_) => {
-                        return Err(instance.error("its port was taken before it could bind it"))
-                    }
-                },
-                Err(NotReady::Failed(reason)) => {
-                    instance.kill();
-                    return Err(instance.error(reason));
-                }
-            }
-        }
+        let instance = start_on_port(&config, choice).await?;
+        Ok(MariadbServer {
+            config,
+            instance,
+            _scratch: scratch,
+        })
     }
 
     /// Starts it again on its port. With `keep_data` on the same data folder: a crash
@@ -357,21 +297,9 @@ impl MariadbServer {
         if !keep_data {
             self.config.install().await?;
         }
-        let mut instance = self.config.spawn(self.instance.port()).await?;
-        match wait_ready(&mut instance, &self.config).await {
-            Ok(()) => {
-                self.instance = instance;
-                Ok(())
-            }
-            Err(NotReady::AddressInUse) => Err(ClusterError::PortInUse {
-                node: self.config.name.clone(),
-                port: self.instance.port(),
-            }),
-            Err(NotReady::Failed(reason)) => {
-                instance.kill();
-                Err(instance.error(reason))
-            }
-        }
+        let port = PortChoice::Fixed(self.instance.port());
+        self.instance = start_on_port(&self.config, port).await?;
+        Ok(())
     }
 }
 
@@ -536,6 +464,7 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         log: db_root.join("master-0.log"),
         password: password.clone(),
         run_as,
+        machine: Arc::new(Local),
     };
     // Storage is killed by its guard if this fails.
     let database = MariadbServer::start(config, db_port, scratch).await?;
@@ -565,6 +494,7 @@ mod tests {
             log: "/tmp/x.log".into(),
             password: "a'b\\c".into(),
             run_as: None,
+            machine: Arc::new(Local),
         };
         let sql = config.bootstrap_sql();
         assert!(sql.contains("PASSWORD('a\\'b\\\\c')"), "{sql}");

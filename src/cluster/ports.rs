@@ -69,6 +69,15 @@ pub fn plan(n: usize, base: Option<u16>) -> Result<Vec<PortChoice>, ClusterError
     }
 }
 
+/// Port `base` + `i` (node i's, from a base port), or an error past 65535.
+pub fn nth(base: u16, i: usize) -> Result<u16, ClusterError> {
+    u16::try_from(usize::from(base) + i).map_err(|_| {
+        ClusterError::InvalidSpec(format!(
+            "port {base} + {i} is past 65535: a lower --base-port"
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::error::ClusterError;
-use super::instance::{Instance, NotReady};
+use super::instance::{start_on_port, Instance, NotReady, OneProcess};
 use super::machine::{Launch, Local, Machine, Prepare, TAIL_LINES};
 use super::ports::{self, PortChoice};
 use super::scratch::ScratchDir;
@@ -48,9 +48,6 @@ const HBA: &str =
 
 /// How long `initdb` may take (measured: about 1 s here).
 const INITDB_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// How many times a start whose free port was taken is retried on another port.
-const PORT_RETRIES: usize = 3;
 
 pub use super::machine::RunAs;
 
@@ -148,6 +145,25 @@ impl PgConfig {
     }
 }
 
+#[async_trait::async_trait]
+impl OneProcess for PgConfig {
+    fn node_name(&self) -> &str {
+        &self.name
+    }
+
+    async fn spawn(&self, port: u16) -> Result<Instance, ClusterError> {
+        PgConfig::spawn(self, port).await
+    }
+
+    async fn ready(&self, instance: &mut Instance) -> Result<(), NotReady> {
+        wait_ready(instance, self).await
+    }
+
+    fn kill(&self, instance: &mut Instance) {
+        kill_tree(instance);
+    }
+}
+
 /// A started PostgreSQL server and how to start it again.
 #[derive(Debug)]
 pub struct PgServer {
@@ -164,42 +180,16 @@ impl PgServer {
     /// `config.dir` is in `scratch`, which goes with the server (or with the error).
     pub async fn start(
         config: PgConfig,
-        mut choice: PortChoice,
+        choice: PortChoice,
         scratch: Option<ScratchDir>,
     ) -> Result<PgServer, ClusterError> {
         config.initdb().await?;
-        let mut retries = 0;
-        loop {
-            let mut instance = config.spawn(choice.port()).await?;
-            match wait_ready(&mut instance, &config).await {
-                Ok(()) => {
-                    return Ok(PgServer {
-                        config,
-                        instance,
-                        _scratch: scratch,
-                    })
-                }
-                Err(NotReady::AddressInUse) => match choice {
-                    PortChoice::Fixed(port) => {
-                        return Err(ClusterError::PortInUse {
-                            node: config.name.clone(),
-                            port,
-                        })
-                    }
-                    PortChoice::Free(_) if retries < PORT_RETRIES => {
-                        retries += 1;
-                        choice = PortChoice::Free(ports::free_port()?);
-                    }
-                    PortChoice::Free(_) => {
-                        return Err(instance.error("its port was taken before it could bind it"))
-                    }
-                },
-                Err(NotReady::Failed(reason)) => {
-                    kill_tree(&mut instance);
-                    return Err(instance.error(reason));
-                }
-            }
-        }
+        let instance = start_on_port(&config, choice).await?;
+        Ok(PgServer {
+            config,
+            instance,
+            _scratch: scratch,
+        })
     }
 
     /// SIGKILL of the postmaster and its backends, reaped (see [`kill_tree`]).
@@ -217,21 +207,9 @@ impl PgServer {
         if !keep_data {
             self.config.initdb().await?;
         }
-        let mut instance = self.config.spawn(self.instance.port()).await?;
-        match wait_ready(&mut instance, &self.config).await {
-            Ok(()) => {
-                self.instance = instance;
-                Ok(())
-            }
-            Err(NotReady::AddressInUse) => Err(ClusterError::PortInUse {
-                node: self.config.name.clone(),
-                port: self.instance.port(),
-            }),
-            Err(NotReady::Failed(reason)) => {
-                kill_tree(&mut instance);
-                Err(instance.error(reason))
-            }
-        }
+        let port = PortChoice::Fixed(self.instance.port());
+        self.instance = start_on_port(&self.config, port).await?;
+        Ok(())
     }
 }
 

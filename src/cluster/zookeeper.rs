@@ -406,13 +406,7 @@ pub(super) async fn start_on(
     base: u16,
     password: &str,
 ) -> Result<Vec<ZooKeeperServer>, ClusterError> {
-    let port = |i: usize| {
-        u16::try_from(usize::from(base) + i).map_err(|_| {
-            ClusterError::InvalidSpec(format!(
-                "port {base} + {i} is past 65535: a lower --base-port"
-            ))
-        })
-    };
+    let port = |i: usize| ports::nth(base, i);
     let placed = |i: usize| &machines[i % machines.len()];
     let mut listeners = Vec::with_capacity(SERVERS);
     for i in 0..SERVERS {

@@ -144,10 +144,18 @@ mod tests {
     async fn connections_leave_from_the_range_and_skip_ports_in_use() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let upstream = listener.local_addr().unwrap();
-        // A free pair of ports below the ephemeral range, one of them taken.
-        let taken = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
-        let port = taken.local_addr().unwrap().port();
-        let ports = SourcePorts::new(port..=port.saturating_add(1));
+        // A pair of ports, the first taken and the second free a moment ago (the machine's
+        // other connections may take any port: a pair whose second is in use is skipped).
+        let (_taken, port) = (0..100)
+            .find_map(|_| {
+                let taken = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+                let port = taken.local_addr().unwrap().port();
+                let next = port.checked_add(1)?;
+                std::net::TcpListener::bind(("0.0.0.0", next)).ok()?;
+                Some((taken, port))
+            })
+            .expect("a taken port whose next one is free");
+        let ports = SourcePorts::new(port..=port + 1);
         let a = ports.connect(upstream).await;
         // The taken port is skipped: the connection comes from the next one.
         match a {
