@@ -480,8 +480,8 @@ async fn an_unreachable_host_or_a_refused_key_is_named_in_the_error() {
 /// `lockaudit audit` over five namespace hosts: RedLock's masters on the five, and
 /// set-nx-px's primary and two replicas on three of them, reach what the local audit
 /// expects (overlaps inside a live lease under kill-servers and clock-jump; an overlap under
-/// failover); a MariaDB cell, which cannot run on hosts yet, is not applicable rather than
-/// run on this machine; and nothing of any cell is left on the hosts.
+/// failover); a PostgreSQL cell crashes its server on its host; and nothing of any cell is
+/// left on the hosts.
 #[test]
 fn an_audit_over_five_hosts_finds_redlocks_and_the_failovers_overlaps() {
     let _one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
@@ -494,7 +494,7 @@ fn an_audit_over_five_hosts_finds_redlocks_and_the_failovers_overlaps() {
     let mut cmd = lockaudit_on_hosts("audit", &bed, 5, dir.path(), &out);
     cmd.args([
         "--cells",
-        "redlock:kill-servers,redlock:clock-jump,set-nx-px:failover,pg-advisory:kill-servers,mariadb-get-lock:none",
+        "redlock:kill-servers,redlock:clock-jump,set-nx-px:failover,pg-advisory:kill-servers",
         // Each must-find cell stops once it has found its overlap. Over the hosts, clients
         // acquire a few times a second, not dozens, so a grant on a bare quorum that the
         // restarted pair breaks comes later than on this machine: a CI run's
@@ -560,12 +560,6 @@ fn an_audit_over_five_hosts_finds_redlocks_and_the_failovers_overlaps() {
         }
         assert!(run.join("redis/master-0.log").is_file());
     }
-    let mariadb = cell("mariadb-get-lock", "none");
-    assert_eq!(mariadb["status"], "n/a", "{mariadb}");
-    assert!(
-        mariadb["why"].as_str().unwrap().contains("on hosts"),
-        "{mariadb}"
-    );
     let md = std::fs::read_to_string(out.join("audit.md")).unwrap();
     assert!(md.contains(&bed.url(4)), "the hosts named in audit.md");
     for i in 0..5 {
@@ -713,6 +707,63 @@ async fn postgresql_on_a_host_pauses_crashes_recovers_and_leaves_nothing() {
     let log = std::fs::read_to_string(dir.path().join("redis/master-0.log")).unwrap();
     assert!(log.contains("database system is ready"), "{log}");
     assert_nothing_left(&bed, 1, dir.path());
+}
+
+/// MariaDB on three hosts (its one server on the first), written once with the local one:
+/// it runs there as the host's `mysql` user on the host's address, a named lock dies with
+/// its session when the server crashes, the server recovers its committed rows (InnoDB),
+/// and nothing of it is left on the hosts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_on_hosts_crashes_recovers_and_leaves_nothing() {
+    use mysql_async::prelude::Queryable;
+    let Some(bed) = TestBed::new("mariadb on hosts", 3) else {
+        return;
+    };
+    let dir = common::RunDir::new();
+    passable_hosts_folder(dir.path());
+    let spec = remote_spec(&bed, Topology::Mariadb, 3, dir.path());
+    let begun = Instant::now();
+    let mut cluster = cluster::start(&spec).await.expect("MariaDB on the hosts");
+    println!("MariaDB on 3 hosts ready in {:?}", begun.elapsed());
+    let e = cluster.endpoints();
+    let node = e.nodes[0].clone();
+    assert_eq!(node.host, bed.hosts[0].addr);
+    let password = e.password.clone().unwrap();
+    let connect = || async {
+        mysql_async::Conn::new(cluster::mariadb_client_opts(
+            &node.host, node.port, &password,
+        ))
+        .await
+        .unwrap()
+    };
+    let mut conn = connect().await;
+    conn.query_drop("CREATE TABLE t (v int) ENGINE=InnoDB")
+        .await
+        .unwrap();
+    conn.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+    let held: Option<i64> = conn.query_first("SELECT GET_LOCK('k', 0)").await.unwrap();
+    assert_eq!(held, Some(1));
+    let user: Option<String> = conn.query_first("SELECT USER()").await.unwrap();
+    assert!(
+        user.unwrap().starts_with("lockaudit@"),
+        "the run's user, from this machine"
+    );
+
+    let pid = cluster.pid("master-0").unwrap();
+    cluster.kill("master-0").unwrap();
+    cluster.restart("master-0").await.unwrap();
+    assert_ne!(cluster.pid("master-0"), Some(pid), "a new server");
+    let mut other = connect().await;
+    let taken: Option<i64> = other.query_first("SELECT GET_LOCK('k', 0)").await.unwrap();
+    assert_eq!(taken, Some(1), "the crash freed the named lock");
+    let rows: Option<i64> = other.query_first("SELECT count(*) FROM t").await.unwrap();
+    assert_eq!(rows, Some(1), "the committed row recovered");
+    drop(other);
+    drop(conn);
+    cluster.shutdown().await;
+    let log = std::fs::read_to_string(dir.path().join("redis/master-0.log")).unwrap();
+    assert!(log.contains("ready for connections"), "{log}");
+    assert_nothing_left(&bed, 3, dir.path());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

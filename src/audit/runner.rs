@@ -751,15 +751,6 @@ async fn run_cell(
         Err(e) => return Cell::error(algorithm, nemesis, expected, e.to_string()),
     };
     let topology = plan.spec.topology();
-    // Servers on hosts: a topology that cannot run there is not run at all (rather than
-    // run on this machine, which would audit another deployment than the one asked for).
-    if !plan.spec.nodes.is_empty() {
-        if let Some(why) = crate::cluster::service(topology).not_on_hosts {
-            let topology = format!("{topology:?}").to_lowercase();
-            let why = format!("the {topology} topology on hosts: {why}");
-            return Cell::not_applicable(algorithm, nemesis, expected, why);
-        }
-    }
     // No fault of the preset can act here: the run would prove nothing about it. Not run,
     // and no pass.
     if let Some(why) = plan
@@ -1070,33 +1061,6 @@ mod tests {
             err.contains("--ssh-key") && err.contains("/nonexistent/key"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn a_cell_whose_topology_cannot_run_on_hosts_is_not_run_here_instead() {
-        let mut options = AuditOptions::new(PathBuf::from("out"));
-        options.nodes = vec!["ssh://root@10.77.0.2".into()];
-        let spec = workload_of(&options, "mariadb-get-lock").unwrap();
-        assert_eq!(
-            spec.nodes, options.nodes,
-            "the hosts reach every cell's workload"
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let cell = runtime.block_on(run_cell(
-            &options,
-            "mariadb-get-lock",
-            spec,
-            "none",
-            dir.path(),
-            Expectation::default(),
-        ));
-        assert_eq!(cell.status, super::super::matrix::Status::NotApplicable);
-        assert!(cell
-            .why
-            .as_deref()
-            .unwrap()
-            .contains("mariadb topology on hosts"));
     }
 
     #[test]

@@ -147,6 +147,24 @@ pub fn postgres_on_host(ssh: &Ssh) -> Result<String, ClusterError> {
     }
 }
 
+/// MariaDB's `mariadbd` and `mariadb-install-db` on the host of `ssh` (on its PATH, else
+/// where Debian puts them). An error names the host and the package to install.
+pub fn mariadb_on_host(ssh: &Ssh) -> Result<(String, String), ClusterError> {
+    let found = ssh.run(
+        "look for MariaDB on",
+        "for p in mariadbd mariadb-install-db; do command -v $p || { [ -x /usr/sbin/$p ] && echo /usr/sbin/$p; } || { [ -x /usr/bin/$p ] && echo /usr/bin/$p; } || echo -; done",
+    )?;
+    match found.stdout.split_whitespace().collect::<Vec<_>>()[..] {
+        [server, install] if server != "-" && install != "-" => {
+            Ok((server.to_string(), install.to_string()))
+        }
+        _ => Err(ssh.error(
+            "run MariaDB",
+            "no mariadbd and mariadb-install-db there: install Debian's mariadb-server on the host (`apt-get install mariadb-server`)",
+        )),
+    }
+}
+
 /// ZooKeeper on the host of `ssh`: the host's own `java` and `zookeeper_jar` settings, else
 /// `java` on its PATH and Debian's jar, both checked there in one command. An error names
 /// the host and what it lacks.

@@ -19,7 +19,9 @@ use super::clock::{FakeClock, Libfaketime, Preload};
 use super::cut::{self, Cut};
 use super::error::ClusterError;
 use super::host_logs::{self, remove_command, scratch_dir, HostLog};
+use super::machine::RunAs;
 use super::machine::{Machine, OnHost};
+use super::mariadb::{MariadbConfig, MariadbServer, Programs as MariadbPrograms};
 use super::on_exit;
 use super::ports::PortChoice;
 use super::postgres::{PgConfig, PgServer};
@@ -158,12 +160,7 @@ pub async fn start(
             start_redis(&mut hosts, spec, base, password, lock_nodes, primaries).await?
         }
         Topology::Postgres => start_postgres(&mut hosts, base, password).await?,
-        Topology::Mariadb => {
-            return Err(ClusterError::InvalidSpec(format!(
-                "{:?} is not yet started on hosts",
-                spec.topology
-            )))
-        }
+        Topology::Mariadb => start_mariadb(&mut hosts, base, password).await?,
     };
     hosts.placed = nodes
         .iter()
@@ -266,8 +263,8 @@ async fn start_redis(
         .collect();
     hosts.on_interrupt(logs);
     let replicas = configs.split_off(primaries);
-    let mut servers = server::start_all(configs, false, false).await?;
-    servers.extend(server::start_all(replicas, true, false).await?);
+    let mut servers = server::start_all(configs, false, server::Start::First).await?;
+    servers.extend(server::start_all(replicas, true, server::Start::First).await?);
     if cluster_mode {
         form_cluster(hosts, &servers, spec.shards, password).await?;
     }
@@ -386,24 +383,19 @@ async fn start_members(
     Ok(nodes)
 }
 
-/// PostgreSQL's one server on the first host, as here (`postgres::start`): run as the
-/// host's `postgres` user when the login is root, its data in the private folder beside the
-/// run's (handed to that user), its log in the run's folder; listening on the host's
-/// address at `base`.
-async fn start_postgres(
-    hosts: &mut Hosts,
-    base: u16,
-    password: &str,
-) -> Result<Vec<Box<dyn ServiceNode>>, ClusterError> {
-    let on = machine(hosts, 0);
-    let bin_dir = binaries::postgres_on_host(&on.ssh)?;
-    let run_as = on.unprivileged("postgres", &["postgres", "nobody"])?;
+/// The private folder beside the run's on the first host, for a database's data: made
+/// private, and checked passable for `run_as` (the database's unprivileged user, when the
+/// login is root), who must pass through every folder above it, as here
+/// (`RunAs::reaches`).
+fn database_folder(
+    hosts: &Hosts,
+    on: &OnHost,
+    run_as: Option<&RunAs>,
+) -> Result<PathBuf, ClusterError> {
     let scratch = scratch_dir(&hosts.remote_dir);
     let quoted = crate::shell::quote(&scratch);
     let mut script = format!("umask 077 && mkdir -p {quoted}");
-    if let Some(user) = &run_as {
-        // Its data goes beside the run's folder: that user must pass through every folder
-        // above it, as here (`RunAs::reaches`).
+    if let Some(user) = run_as {
         script.push_str(&format!(
             " && {{ runuser -u {user} -- test -x {parent} || {{ echo \"{user} cannot pass through $(dirname {quoted}) on this host: set remote_dir to a folder others may pass through\" >&2; exit 1; }}; }}",
             user = crate::shell::quote(&user.name),
@@ -417,19 +409,63 @@ async fn start_postgres(
         ));
     }
     on.ssh.run("make the database's folder", &script)?;
-    let dir = PathBuf::from(&hosts.remote_dir);
+    Ok(PathBuf::from(scratch))
+}
+
+/// PostgreSQL's one server on the first host, as here (`postgres::start`): run as the
+/// host's `postgres` user when the login is root, its data in the private folder beside the
+/// run's (handed to that user), its log in the run's folder; listening on the host's
+/// address at `base`.
+async fn start_postgres(
+    hosts: &mut Hosts,
+    base: u16,
+    password: &str,
+) -> Result<Vec<Box<dyn ServiceNode>>, ClusterError> {
+    let on = machine(hosts, 0);
+    let bin_dir = binaries::postgres_on_host(&on.ssh)?;
+    let run_as = on.unprivileged("postgres", &["postgres", "nobody"])?;
+    let scratch = database_folder(hosts, &on, run_as.as_ref())?;
     let name = "master-0";
     hosts.on_interrupt(vec![host_log(hosts, 0, name)]);
     let config = PgConfig {
         name: name.into(),
         bin_dir: bin_dir.into(),
-        dir: PathBuf::from(scratch).join(name),
-        log: dir.join(format!("{name}.log")),
+        dir: scratch.join(name),
+        log: PathBuf::from(&hosts.remote_dir).join(format!("{name}.log")),
         password: password.to_string(),
         run_as,
         machine: Arc::new(on),
     };
     let server = PgServer::start(config, PortChoice::Fixed(base), None).await?;
+    Ok(vec![Box::new(server)])
+}
+
+/// MariaDB's one server on the first host, as PostgreSQL's (`start_postgres`), as the
+/// host's `mysql` user when the login is root.
+async fn start_mariadb(
+    hosts: &mut Hosts,
+    base: u16,
+    password: &str,
+) -> Result<Vec<Box<dyn ServiceNode>>, ClusterError> {
+    let on = machine(hosts, 0);
+    let (mariadbd, install_db) = binaries::mariadb_on_host(&on.ssh)?;
+    let run_as = on.unprivileged("mariadbd", &["mysql", "nobody"])?;
+    let scratch = database_folder(hosts, &on, run_as.as_ref())?;
+    let name = "master-0";
+    hosts.on_interrupt(vec![host_log(hosts, 0, name)]);
+    let config = MariadbConfig {
+        name: name.into(),
+        programs: MariadbPrograms {
+            mariadbd: mariadbd.into(),
+            install_db: install_db.into(),
+        },
+        dir: scratch.join(name),
+        log: PathBuf::from(&hosts.remote_dir).join(format!("{name}.log")),
+        password: password.to_string(),
+        run_as,
+        machine: Arc::new(on),
+    };
+    let server = MariadbServer::start(config, PortChoice::Fixed(base), None).await?;
     Ok(vec![Box::new(server)])
 }
 
@@ -504,16 +540,9 @@ fn server_binary(spec: &ClusterSpec, ssh: &Ssh) -> String {
 }
 
 /// How many lock servers the topology has, and how many of them start as primaries (a
-/// cluster's nodes, etcd's members and ZooKeeper's servers all do); an error for a service
-/// whose row says it cannot run on hosts, and for a topology without masters.
+/// cluster's nodes, etcd's members and ZooKeeper's servers all do); an error for a
+/// topology without masters. Every service says here how it is laid out on hosts.
 pub fn layout(spec: &ClusterSpec) -> Result<(usize, usize), ClusterError> {
-    if let Some(why) = super::service(spec.topology).not_on_hosts {
-        return Err(ClusterError::Unsupported {
-            action: "run",
-            node: format!("the {:?} topology on hosts", spec.topology).to_lowercase(),
-            reason: why.into(),
-        });
-    }
     match spec.topology {
         Topology::Single => Ok((1, 1)),
         Topology::Replicated => Ok((1 + super::redis::REPLICAS, 1)),

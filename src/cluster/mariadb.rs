@@ -21,7 +21,8 @@
 //! The lock user is made at bootstrap by the SQL file `mariadb-install-db --extra-file`
 //! runs (0600, that user's, removed once it ran): the password is in no argument. Every
 //! other account (`root`, passwordless on 127.0.0.1 as Debian's bootstrap makes it) is
-//! removed there, so the port lets in the lock user only.
+//! removed there, so the port lets in the lock user only, with its password, from any
+//! address (the server binds loopback here, the host's address on a host).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -181,7 +182,7 @@ impl MariadbConfig {
             .args(self.shared_settings())
             .arg(format!("--port={port}"))
             .args([
-                "--bind-address=127.0.0.1",
+                &format!("--bind-address={}", self.machine.addr()),
                 "--skip-name-resolve",
                 "--innodb-flush-log-at-trx-commit=1",
                 "--max-connections=200",
@@ -200,7 +201,7 @@ impl MariadbConfig {
         format!(
             "DELETE FROM mysql.global_priv;\n\
              DELETE FROM mysql.proxies_priv;\n\
-             INSERT INTO mysql.global_priv VALUES ('127.0.0.1', '{MARIADB_USER}', \
+             INSERT INTO mysql.global_priv VALUES ('%', '{MARIADB_USER}', \
              JSON_OBJECT('access', 18446744073709551615, 'plugin', 'mysql_native_password', \
              'authentication_string', PASSWORD('{password}')));\n\
              CREATE DATABASE {MARIADB_DATABASE};\n"
@@ -266,7 +267,7 @@ pub struct MariadbServer {
     pub instance: Instance,
     /// The private folder, removed when the server is dropped: after `instance`, whose
     /// drop kills the server if it still runs.
-    _scratch: ScratchDir,
+    _scratch: Option<ScratchDir>,
 }
 
 impl MariadbServer {
@@ -276,7 +277,7 @@ impl MariadbServer {
     pub async fn start(
         config: MariadbConfig,
         choice: PortChoice,
-        scratch: ScratchDir,
+        scratch: Option<ScratchDir>,
     ) -> Result<MariadbServer, ClusterError> {
         config.install().await?;
         let instance = start_on_port(&config, choice).await?;
@@ -339,7 +340,7 @@ async fn wait_ready(instance: &mut Instance, config: &MariadbConfig) -> Result<(
         if let Some(exit) = guard.try_wait() {
             return Err(instance.exited(exit));
         }
-        let last = match probe(instance.port(), &config.password).await {
+        let last = match probe(instance.host(), instance.port(), &config.password).await {
             // @@datadir ends with a slash.
             Ok(dir) if Path::new(&dir) == config.dir => {
                 tracing::debug!(node = config.name, elapsed = ?instance.spawned_at().elapsed(), "ready");
@@ -359,8 +360,8 @@ async fn wait_ready(instance: &mut Instance, config: &MariadbConfig) -> Result<(
 }
 
 /// One connection: the server's data folder, or why not.
-async fn probe(port: u16, password: &str) -> Result<String, String> {
-    let mut conn = connect("127.0.0.1", port, password).await?;
+async fn probe(host: &str, port: u16, password: &str) -> Result<String, String> {
+    let mut conn = connect(host, port, password).await?;
     let dir = conn
         .query_first::<String, _>("SELECT @@datadir")
         .await
@@ -467,7 +468,7 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         machine: Arc::new(Local),
     };
     // Storage is killed by its guard if this fails.
-    let database = MariadbServer::start(config, db_port, scratch).await?;
+    let database = MariadbServer::start(config, db_port, Some(scratch)).await?;
     tracing::info!(elapsed = ?begun.elapsed(), "mariadb ready");
     Ok(Cluster::local(
         Topology::Mariadb,
@@ -507,5 +508,6 @@ mod tests {
             .collect();
         assert!(args.iter().all(|a| !a.contains("a'b")), "{args:?}");
         assert!(args.contains(&"--bind-address=127.0.0.1".to_string()));
+        assert!(sql.contains("VALUES ('%', 'lockaudit'"), "{sql}");
     }
 }

@@ -1,5 +1,5 @@
 //! The lock services' servers that lockaudit starts and owns: Redis's, PostgreSQL's,
-//! MariaDB's, etcd's, ZooKeeper's, here or on SSH hosts (all but MariaDB's), and the guarded
+//! MariaDB's, etcd's, ZooKeeper's, here or on SSH hosts, and the guarded
 //! resource's `storage` server.
 //!
 //! Every server runs as a child process in the foreground, bound to 127.0.0.1 on a free
@@ -358,7 +358,7 @@ async fn start_storage(
         cluster: None,
         machine: std::sync::Arc::new(machine::Local),
     };
-    server::start_all(vec![(config, port)], false, false)
+    server::start_all(vec![(config, port)], false, server::Start::First)
         .await?
         .pop()
         .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))

@@ -149,7 +149,7 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         replica_ports.push(next_port()?);
     }
     first.push((config("storage".into(), None, false, None)?, next_port()?));
-    let mut nodes = server::start_all(first, true, false).await?;
+    let mut nodes = server::start_all(first, true, server::Start::First).await?;
     let storage = nodes
         .pop()
         .ok_or_else(|| ClusterError::InvalidSpec("the storage node did not start".into()))?;
@@ -178,7 +178,7 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
             let primary = (LOOPBACK.to_string(), primary_port);
             replicas.push((config(name, Some(primary), true, None)?, port));
         }
-        nodes.extend(server::start_all(replicas, true, false).await?);
+        nodes.extend(server::start_all(replicas, true, server::Start::First).await?);
     }
 
     let sentinels = match sentinel_binary {

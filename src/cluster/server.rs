@@ -153,14 +153,19 @@ impl ServerConfig {
 
     /// The start on `port`: the data folder emptied first unless the data must survive (a
     /// restart with persistence; without, an old `dump.rdb` a replica wrote on a full sync
-    /// would be loaded at start and smuggle in persistence), the config written, the
-    /// server run on it under its fake clock if any.
-    pub fn launch(&self, port: u16, keep_data: bool) -> Result<Launch, ClusterError> {
+    /// would be loaded at start and smuggle in persistence), the config written (on a
+    /// restart, kept as the server left it: a replica that Sentinel moved to a new primary,
+    /// with `CONFIG REWRITE`, comes back following it, as a real server's redis.conf
+    /// would), the server run on it under its fake clock if any.
+    pub fn launch(&self, port: u16, start: Start) -> Result<Launch, ClusterError> {
         let file = self.config_file();
-        self.machine.write_private(
-            &file,
-            self.config_text(self.machine.addr(), port).as_bytes(),
-        )?;
+        if start == Start::First {
+            self.machine.write_private(
+                &file,
+                self.config_text(self.machine.addr(), port).as_bytes(),
+            )?;
+        }
+        let keep_data = matches!(start, Start::Again { keep_data: true });
         let mut launch = Launch::new(&self.name, &self.binary, &self.log).arg(&file);
         if !keep_data {
             launch.prepare.push(Prepare::Empty(self.dir.clone()));
@@ -172,10 +177,18 @@ impl ServerConfig {
         Ok(launch)
     }
 
-    async fn spawn(&self, port: u16, keep_data: bool) -> Result<Instance, ClusterError> {
-        let launch = self.launch(port, keep_data)?;
+    async fn spawn(&self, port: u16, start: Start) -> Result<Instance, ClusterError> {
+        let launch = self.launch(port, start)?;
         Instance::launch(self.machine.clone(), port, &self.dir, &launch).await
     }
+}
+
+/// Which start of a server: its first (its config written, its folder empty), or a restart
+/// (on its data or not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    First,
+    Again { keep_data: bool },
 }
 
 /// A started redis-server and how to start it again.
@@ -211,12 +224,14 @@ impl ServiceNode for Server {
                 process.kill();
             }
         }
-        let keep_data = keep_data && self.config.persistence;
+        let again = Start::Again {
+            keep_data: keep_data && self.config.persistence,
+        };
         let port = self.instance.port();
         let mut servers = start_all(
             vec![(self.config.clone(), PortChoice::Fixed(port))],
             false,
-            keep_data,
+            again,
         )
         .await?;
         match servers.pop() {
@@ -236,11 +251,11 @@ impl ServiceNode for Server {
 pub async fn start_all(
     servers: Vec<(ServerConfig, PortChoice)>,
     await_sync: bool,
-    keep_data: bool,
+    start: Start,
 ) -> Result<Vec<Server>, ClusterError> {
     let mut spawned = Vec::with_capacity(servers.len());
     for (config, choice) in servers {
-        let instance = config.spawn(choice.port(), keep_data).await?;
+        let instance = config.spawn(choice.port(), start).await?;
         spawned.push((config, choice, instance));
     }
     let mut started = Vec::with_capacity(spawned.len());
@@ -260,7 +275,7 @@ pub async fn start_all(
                         retries += 1;
                         tracing::debug!(node = config.name, port, "port taken; retrying");
                         choice = PortChoice::Free(ports::free_port()?);
-                        instance = config.spawn(choice.port(), keep_data).await?;
+                        instance = config.spawn(choice.port(), start).await?;
                     }
                     PortChoice::Free(_) => {
                         return Err(instance.error(format!(
@@ -347,7 +362,7 @@ mod tests {
             cluster: None,
             machine: Arc::new(super::super::machine::Local),
         };
-        let servers = start_all(vec![(config, PortChoice::Free(port))], true, false)
+        let servers = start_all(vec![(config, PortChoice::Free(port))], true, Start::First)
             .await
             .unwrap();
         assert_ne!(servers[0].instance.port(), port);

@@ -50,8 +50,6 @@ pub struct Service {
     pub start: Start,
     /// The protocol its servers answer their version in (run.json's `servers`).
     pub speaks: Speaks,
-    /// Why it cannot run on SSH hosts; None: it can.
-    pub not_on_hosts: Option<&'static str>,
     /// Why a jump of its servers' clocks cannot act on it; None: it can.
     pub clock_jump: Option<&'static str>,
     /// Why it cannot fail over (no replica to promote, and no election of its own); None: it
@@ -106,7 +104,6 @@ const fn redis(
         locks: "the Redis locks",
         start: |spec| Box::pin(super::redis::start(spec)),
         speaks: Speaks::Redis,
-        not_on_hosts: None,
         clock_jump: None,
         failover,
         failover_moves_to,
@@ -149,7 +146,6 @@ pub const SERVICES: [Service; 9] = [
         locks: "the database locks (pg-*)",
         start: |spec| Box::pin(super::postgres::start(spec)),
         speaks: Speaks::Postgres,
-        not_on_hosts: None,
         clock_jump: Some(
             "PostgreSQL's locks never expire, so its clock decides nothing (and it runs without libfaketime)",
         ),
@@ -175,7 +171,6 @@ pub const SERVICES: [Service; 9] = [
         locks: "the etcd locks (etcd-lock, etcd-txn) and an external adapter",
         start: |spec| Box::pin(super::etcd::start_cluster(spec)),
         speaks: Speaks::Etcd,
-        not_on_hosts: None,
         clock_jump: Some(
             "etcd times leases on Go's monotonic clock, which a wall-clock jump does not move (and libfaketime cannot move its clock: Go reads the time without libc)",
         ),
@@ -201,7 +196,6 @@ pub const SERVICES: [Service; 9] = [
         locks: "the ZooKeeper lock (zk-lock) and an external adapter",
         start: |spec| Box::pin(super::zookeeper::start_ensemble(spec)),
         speaks: Speaks::Zookeeper,
-        not_on_hosts: None,
         clock_jump: Some(
             "ZooKeeper expires sessions on the JVM's monotonic clock (its session tracker's ExpiryQueue reads System.nanoTime), which a wall-clock jump does not move: lockaudit's fake clocks move CLOCK_REALTIME only, as a real clock step does",
         ),
@@ -228,7 +222,6 @@ pub const SERVICES: [Service; 9] = [
         locks: "the MariaDB lock (mariadb-get-lock)",
         start: |spec| Box::pin(super::mariadb::start(spec)),
         speaks: Speaks::Mariadb,
-        not_on_hosts: Some("MariaDB runs on this machine only"),
         clock_jump: Some(
             "GET_LOCK's locks never expire, so MariaDB's clock decides nothing (and it runs without libfaketime)",
         ),

@@ -697,14 +697,7 @@ impl WorkloadSpec {
             }
             return Ok(());
         }
-        super::inventory::check_nodes(&self.nodes, self.ssh_key.as_deref())?;
-        match crate::cluster::service(self.topology()).not_on_hosts {
-            None => Ok(()),
-            Some(why) => Err(format!(
-                "field `nodes`: the {:?} topology cannot run on hosts: {why}",
-                self.topology()
-            )),
-        }
+        super::inventory::check_nodes(&self.nodes, self.ssh_key.as_deref())
     }
 
     /// The topology the algorithm runs on unless the workload says otherwise.
@@ -908,11 +901,6 @@ retry = { attempts = 3, backoff = "25ms" }
             err.contains("field `ssh_key`") && err.contains("/nonexistent/key"),
             "{err}"
         );
-        let mut bad = ok.clone();
-        bad.topology = Some(Topology::Mariadb);
-        bad.algorithm = "mariadb-get-lock".into();
-        let err = bad.validate().unwrap_err();
-        assert!(err.contains("cannot run on hosts"), "{err}");
         let mut bad = ok;
         bad.nodes.clear();
         assert!(bad.validate().unwrap_err().contains("only with `nodes`"));
