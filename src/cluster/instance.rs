@@ -28,13 +28,52 @@ pub const PORT_RETRIES: usize = 3;
 #[async_trait::async_trait]
 pub trait OneProcess: Send + Sync {
     fn node_name(&self) -> &str;
+    /// Its data folder, which it reports once it serves.
+    fn data_dir(&self) -> &Path;
     /// Starts its process on `port`.
     async fn spawn(&self, port: u16) -> Result<Instance, ClusterError>;
-    /// Waits until it serves.
-    async fn ready(&self, instance: &mut Instance) -> Result<(), NotReady>;
+    /// The data folder of the server at `host:port`, asked as the run's user with its
+    /// password; or why not.
+    async fn serves_folder(&self, host: &str, port: u16) -> Result<String, String>;
     /// Kills a start that failed (its children too, where it forks them).
     fn kill(&self, instance: &mut Instance) {
         instance.kill();
+    }
+}
+
+/// How long a database's start may take to serve: a restart after SIGKILL replays its log
+/// first, and a loaded CI machine is slow at both.
+const DATABASE_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Polls until the server accepts the run's user and reports its own data folder (which
+/// tells it from a stranger on the port).
+async fn wait_serving(server: &dyn OneProcess, instance: &mut Instance) -> Result<(), NotReady> {
+    let patience = instance.machine().patience(DATABASE_READY_TIMEOUT);
+    let deadline = instance.spawned_at() + patience;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let Some(process) = instance.process_mut() else {
+            return Err(NotReady::Failed("it is not running".into()));
+        };
+        if let Some(exit) = process.try_wait() {
+            return Err(instance.exited(exit));
+        }
+        let last = match server.serves_folder(instance.host(), instance.port()).await {
+            // MariaDB's @@datadir ends with a slash: compared as paths.
+            Ok(dir) if Path::new(&dir) == server.data_dir() => {
+                tracing::debug!(node = server.node_name(), elapsed = ?instance.spawned_at().elapsed(), "ready");
+                return Ok(());
+            }
+            Ok(dir) => format!("the server on its port serves another folder ({dir})"),
+            Err(e) => e,
+        };
+        if Instant::now() >= deadline {
+            return Err(NotReady::Failed(format!(
+                "no authenticated connection within {patience:?} (last: {last})"
+            )));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
     }
 }
 
@@ -48,7 +87,7 @@ pub async fn start_on_port(
     let mut retries = 0;
     loop {
         let mut instance = server.spawn(choice.port()).await?;
-        match server.ready(&mut instance).await {
+        match wait_serving(server, &mut instance).await {
             Ok(()) => return Ok(instance),
             Err(NotReady::AddressInUse) => match choice {
                 PortChoice::Fixed(port) => {

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 
 use super::error::ClusterError;
-use super::instance::{start_on_port, Instance, NotReady, OneProcess};
+use super::instance::{start_on_port, Instance, OneProcess};
 use super::machine::{Launch, Local, Machine, Prepare, TAIL_LINES};
 use super::ports::{self, PortChoice};
 use super::scratch::ScratchDir;
@@ -52,10 +52,6 @@ pub const MARIADBD_ENV: &str = "LOCKAUDIT_MARIADBD";
 /// Where Debian installs the server (not on a normal user's PATH) and its bootstrap script.
 const DEBIAN_MARIADBD: &str = "/usr/sbin/mariadbd";
 const DEBIAN_INSTALL_DB: &str = "/usr/bin/mariadb-install-db";
-
-/// From spawn to an answered connection. A fresh start takes about 0.2 s here; a restart
-/// after SIGKILL recovers InnoDB's log first, and a loaded CI machine is slow at both.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long `mariadb-install-db` may take (measured: about 2 s here).
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -255,8 +251,12 @@ impl OneProcess for MariadbConfig {
         MariadbConfig::spawn(self, port).await
     }
 
-    async fn ready(&self, instance: &mut Instance) -> Result<(), NotReady> {
-        wait_ready(instance, self).await
+    fn data_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    async fn serves_folder(&self, host: &str, port: u16) -> Result<String, String> {
+        probe(host, port, &self.password).await
     }
 }
 
@@ -326,36 +326,6 @@ async fn connect(host: &str, port: u16, password: &str) -> Result<mysql_async::C
         Ok(Ok(conn)) => Ok(conn),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no connection within {CONNECT_TIMEOUT:?}")),
-    }
-}
-
-/// Polls until the server accepts our user's password and reports our data folder.
-async fn wait_ready(instance: &mut Instance, config: &MariadbConfig) -> Result<(), NotReady> {
-    let deadline = instance.spawned_at() + READY_TIMEOUT;
-    let mut pause = Duration::from_millis(5);
-    loop {
-        let Some(guard) = instance.process_mut() else {
-            return Err(NotReady::Failed("it is not running".into()));
-        };
-        if let Some(exit) = guard.try_wait() {
-            return Err(instance.exited(exit));
-        }
-        let last = match probe(instance.host(), instance.port(), &config.password).await {
-            // @@datadir ends with a slash.
-            Ok(dir) if Path::new(&dir) == config.dir => {
-                tracing::debug!(node = config.name, elapsed = ?instance.spawned_at().elapsed(), "ready");
-                return Ok(());
-            }
-            Ok(dir) => format!("the server on its port serves another folder ({dir})"),
-            Err(e) => e,
-        };
-        if Instant::now() >= deadline {
-            return Err(NotReady::Failed(format!(
-                "no authenticated connection within {READY_TIMEOUT:?} (last: {last})"
-            )));
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(50));
     }
 }
 

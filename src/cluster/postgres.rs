@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::error::ClusterError;
-use super::instance::{start_on_port, Instance, NotReady, OneProcess};
+use super::instance::{start_on_port, Instance, OneProcess};
 use super::machine::{Launch, Local, Machine, Prepare, TAIL_LINES};
 use super::ports::{self, PortChoice};
 use super::scratch::ScratchDir;
@@ -36,10 +36,6 @@ pub const PG_USER: &str = "lockaudit";
 
 /// The database clients use: the one `initdb` makes.
 pub const PG_DATABASE: &str = "postgres";
-
-/// From spawn to an answered connection. A fresh start takes about 0.1 s; a restart after
-/// SIGKILL replays the WAL first, and a loaded CI machine is slow at both.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Who may connect: the run's role with its password, over TCP from anywhere (the server
 /// listens on loopback here, on the host's address there).
@@ -155,8 +151,12 @@ impl OneProcess for PgConfig {
         PgConfig::spawn(self, port).await
     }
 
-    async fn ready(&self, instance: &mut Instance) -> Result<(), NotReady> {
-        wait_ready(instance, self).await
+    fn data_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    async fn serves_folder(&self, host: &str, port: u16) -> Result<String, String> {
+        probe(host, port, &self.password).await
     }
 
     fn kill(&self, instance: &mut Instance) {
@@ -226,35 +226,6 @@ pub fn client_config(host: &str, port: u16, password: &str) -> tokio_postgres::C
         .application_name("lockaudit")
         .connect_timeout(Duration::from_secs(1));
     config
-}
-
-/// Polls until the server accepts our role's password and reports our data folder.
-async fn wait_ready(instance: &mut Instance, config: &PgConfig) -> Result<(), NotReady> {
-    let deadline = instance.spawned_at() + READY_TIMEOUT;
-    let mut pause = Duration::from_millis(5);
-    loop {
-        let Some(process) = instance.process_mut() else {
-            return Err(NotReady::Failed("it is not running".into()));
-        };
-        if let Some(exit) = process.try_wait() {
-            return Err(instance.exited(exit));
-        }
-        let last = match probe(instance.host(), instance.port(), &config.password).await {
-            Ok(dir) if Path::new(&dir) == config.dir => {
-                tracing::debug!(node = config.name, elapsed = ?instance.spawned_at().elapsed(), "ready");
-                return Ok(());
-            }
-            Ok(dir) => format!("the server on its port serves another folder ({dir})"),
-            Err(e) => e,
-        };
-        if Instant::now() >= deadline {
-            return Err(NotReady::Failed(format!(
-                "no authenticated connection within {READY_TIMEOUT:?} (last: {last})"
-            )));
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(50));
-    }
 }
 
 /// One connection: the server's data folder, or why not.
