@@ -412,6 +412,37 @@ fn database_folder(
     Ok(PathBuf::from(scratch))
 }
 
+/// Where a database's one server goes on hosts: the first host, the user it runs as there,
+/// its data folder in the private folder beside the run's, and its log in the run's folder.
+struct DatabaseOnHost {
+    on: OnHost,
+    run_as: Option<RunAs>,
+    dir: PathBuf,
+    log: PathBuf,
+}
+
+/// The node name of a database's one server.
+const DATABASE_NODE: &str = "master-0";
+
+/// Readies the first host for `program`'s server (run as the first of `users` there when
+/// the login is root), and registers its log for Ctrl-C.
+fn database_on_first_host(
+    hosts: &mut Hosts,
+    program: &'static str,
+    users: &[&str],
+) -> Result<DatabaseOnHost, ClusterError> {
+    let on = machine(hosts, 0);
+    let run_as = on.unprivileged(program, users)?;
+    let scratch = database_folder(hosts, &on, run_as.as_ref())?;
+    hosts.on_interrupt(vec![host_log(hosts, 0, DATABASE_NODE)]);
+    Ok(DatabaseOnHost {
+        on,
+        run_as,
+        dir: scratch.join(DATABASE_NODE),
+        log: PathBuf::from(&hosts.remote_dir).join(format!("{DATABASE_NODE}.log")),
+    })
+}
+
 /// PostgreSQL's one server on the first host, as here (`postgres::start`): run as the
 /// host's `postgres` user when the login is root, its data in the private folder beside the
 /// run's (handed to that user), its log in the run's folder; listening on the host's
@@ -421,20 +452,15 @@ async fn start_postgres(
     base: u16,
     password: &str,
 ) -> Result<Vec<Box<dyn ServiceNode>>, ClusterError> {
-    let on = machine(hosts, 0);
-    let bin_dir = binaries::postgres_on_host(&on.ssh)?;
-    let run_as = on.unprivileged("postgres", &["postgres", "nobody"])?;
-    let scratch = database_folder(hosts, &on, run_as.as_ref())?;
-    let name = "master-0";
-    hosts.on_interrupt(vec![host_log(hosts, 0, name)]);
+    let place = database_on_first_host(hosts, "postgres", &["postgres", "nobody"])?;
     let config = PgConfig {
-        name: name.into(),
-        bin_dir: bin_dir.into(),
-        dir: scratch.join(name),
-        log: PathBuf::from(&hosts.remote_dir).join(format!("{name}.log")),
+        name: DATABASE_NODE.into(),
+        bin_dir: binaries::postgres_on_host(&place.on.ssh)?.into(),
+        dir: place.dir,
+        log: place.log,
         password: password.to_string(),
-        run_as,
-        machine: Arc::new(on),
+        run_as: place.run_as,
+        machine: Arc::new(place.on),
     };
     let server = PgServer::start(config, PortChoice::Fixed(base), None).await?;
     Ok(vec![Box::new(server)])
@@ -447,23 +473,19 @@ async fn start_mariadb(
     base: u16,
     password: &str,
 ) -> Result<Vec<Box<dyn ServiceNode>>, ClusterError> {
-    let on = machine(hosts, 0);
-    let (mariadbd, install_db) = binaries::mariadb_on_host(&on.ssh)?;
-    let run_as = on.unprivileged("mariadbd", &["mysql", "nobody"])?;
-    let scratch = database_folder(hosts, &on, run_as.as_ref())?;
-    let name = "master-0";
-    hosts.on_interrupt(vec![host_log(hosts, 0, name)]);
+    let place = database_on_first_host(hosts, "mariadbd", &["mysql", "nobody"])?;
+    let (mariadbd, install_db) = binaries::mariadb_on_host(&place.on.ssh)?;
     let config = MariadbConfig {
-        name: name.into(),
+        name: DATABASE_NODE.into(),
         programs: MariadbPrograms {
             mariadbd: mariadbd.into(),
             install_db: install_db.into(),
         },
-        dir: scratch.join(name),
-        log: PathBuf::from(&hosts.remote_dir).join(format!("{name}.log")),
+        dir: place.dir,
+        log: place.log,
         password: password.to_string(),
-        run_as,
-        machine: Arc::new(on),
+        run_as: place.run_as,
+        machine: Arc::new(place.on),
     };
     let server = MariadbServer::start(config, PortChoice::Fixed(base), None).await?;
     Ok(vec![Box::new(server)])

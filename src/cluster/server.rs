@@ -10,15 +10,11 @@ use redis::aio::MultiplexedConnection;
 
 use super::clock::FakeClock;
 use super::error::ClusterError;
-use super::instance::{Instance, NotReady, READY_TIMEOUT};
+use super::instance::{Instance, NotReady, PORT_RETRIES, READY_TIMEOUT};
 use super::machine::{Launch, Machine, Prepare};
 use super::ports::{self, PortChoice};
 use super::probe;
 use super::service::ServiceNode;
-
-/// How many times a server whose free port was taken before it could bind it is started
-/// again on another port.
-const PORT_RETRIES: usize = 3;
 
 /// Everything needed to start (and restart) one redis-server.
 #[derive(Debug, Clone)]
