@@ -58,7 +58,7 @@ pub struct Entry {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FirstAnomaly {
-    pub kind: String,
+    pub kind: AnomalyKind,
     /// When it began, ms of run time.
     pub at_ms: f64,
 }
@@ -189,7 +189,7 @@ fn entry(dir: &Path, path: &Path) -> Option<Entry> {
         let at = r.first_anomaly_ns(|_| true)?;
         let first = r.anomalies.iter().find(|a| a.start == at)?;
         Some(FirstAnomaly {
-            kind: first.kind.clone(),
+            kind: first.kind,
             at_ms: at as f64 / 1e6,
         })
     });
@@ -234,8 +234,8 @@ fn entry(dir: &Path, path: &Path) -> Option<Entry> {
 /// "2 unavailable, 1 overlap" (summary order), or "nothing".
 fn found(report: &Report) -> String {
     let kinds: Vec<String> = AnomalyKind::ALL
-        .iter()
-        .map(|k| (k.as_str(), report.count(k.as_str())))
+        .into_iter()
+        .map(|k| (k, report.count(k)))
         .filter(|(_, n)| *n > 0)
         .map(|(k, n)| format!("{n} {k}"))
         .collect();
@@ -299,7 +299,7 @@ fn render(index: &Index, dir: &Path) -> String {
             verdict: e.verdict.clone(),
             found: e.found.clone(),
             first_anomaly: e.first_anomaly.as_ref().map(|f| FirstText {
-                kind: f.kind.clone(),
+                kind: f.kind.to_string(),
                 at: fmt_time((f.at_ms * 1e6) as i64),
             }),
             took: e

@@ -81,7 +81,7 @@ pub fn shrink(
     let history = build(lines, &all)?;
     let report = checker::check(&history, &options);
     let target = choose(&report.anomalies, kind)?;
-    let kind = AnomalyKind::parse(&target.kind).ok_or(ShrinkError::NoAnomaly)?;
+    let kind = target.kind;
     let units = units(&history);
     let mut oracle = Oracle {
         lines,
@@ -114,7 +114,7 @@ fn choose(anomalies: &[Anomaly], kind: Option<AnomalyKind>) -> Result<Anomaly, S
     if anomalies.is_empty() {
         return Err(ShrinkError::NoAnomaly);
     }
-    let wanted = |a: &Anomaly| kind.is_none_or(|k| a.kind == k.as_str());
+    let wanted = |a: &Anomaly| kind.is_none_or(|k| a.kind == k);
     let chosen = episodes(anomalies)
         .iter()
         .flat_map(|e| e.anomalies.iter().map(|&i| &anomalies[i]))
@@ -296,8 +296,7 @@ impl Oracle<'_> {
             a.kind == target.kind
                 && a.key == target.key
                 && a.start == target.start
-                && (a.kind != AnomalyKind::Overlap.as_str()
-                    || a.lease_expired == target.lease_expired)
+                && (a.kind != AnomalyKind::Overlap || a.lease_expired == target.lease_expired)
                 && a.indices.iter().all(|&i| {
                     lines
                         .get(i as usize)
@@ -464,7 +463,7 @@ mod tests {
         report
             .checks
             .values()
-            .filter_map(|c| c.counts.get(kind.as_str()))
+            .filter_map(|c| c.counts.get(&kind))
             .sum()
     }
 

@@ -31,7 +31,7 @@ use lockaudit::checker::{check, CheckOptions};
 use lockaudit::history::reader::read_jsonl;
 use lockaudit::history::threaded::read_jsonl_threaded;
 use lockaudit::history::Event;
-use lockaudit::report::Report;
+use lockaudit::report::{AnomalyKind, Report};
 use lockaudit::synth::{self, SynthConfig};
 use naive::{Analysis, Finding, Options};
 use rand::rngs::StdRng;
@@ -88,7 +88,7 @@ fn real_findings(report: &Report, analysis: &Analysis) -> Vec<Finding> {
             .filter(|i| is_acquire_ok(line(i)))
             .collect();
         let mut f = Finding {
-            kind: a.kind.clone(),
+            kind: a.kind.to_string(),
             key: a.key.clone(),
             events: acquire_oks.clone(),
             processes: a.processes.clone(),
@@ -129,7 +129,7 @@ fn real_findings(report: &Report, analysis: &Analysis) -> Vec<Finding> {
                 let group = duplicates
                     .entry((a.key.clone(), token))
                     .or_insert_with(|| Finding {
-                        kind: a.kind.clone(),
+                        kind: a.kind.to_string(),
                         key: a.key.clone(),
                         events: Vec::new(),
                         processes: Vec::new(),
@@ -593,7 +593,7 @@ fn more_histories_agree() {
 #[test]
 fn synth_histories_agree() {
     let seed = base_seed();
-    let kinds: Vec<Option<&str>> = std::iter::once(None)
+    let kinds: Vec<Option<AnomalyKind>> = std::iter::once(None)
         .chain(synth::INJECTABLE.iter().copied().map(Some))
         .collect();
     let cases = (0..cases()).map(move |i| {
@@ -611,7 +611,7 @@ fn synth_histories_agree() {
                 options.starvation_ns,
             );
         }
-        let name = format!("synth-{seed}-{i}-{}", kind.unwrap_or("none"));
+        let name = format!("synth-{seed}-{i}-{}", kind.map_or("none", |k| k.as_str()));
         (name, jsonl(&events), options)
     });
     run_cases("synth", cases);

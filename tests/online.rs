@@ -20,7 +20,7 @@ use lockaudit::checker::online::{reported_early, same_violation, OnlineChecker};
 use lockaudit::checker::{check, CheckOptions};
 use lockaudit::history::reader::read_jsonl;
 use lockaudit::history::{Event, EventType, History, OpF, OpType, RecordedLine};
-use lockaudit::report::{Anomaly, Report};
+use lockaudit::report::{Anomaly, AnomalyKind, Report};
 use lockaudit::synth::{self, SynthConfig};
 
 /// What the final verdict's `lost-update` says of two acknowledged increments of one value.
@@ -96,7 +96,9 @@ fn agrees(name: &str, text: &str, options: &CheckOptions) -> Result<bool, String
         ));
     }
     for (cut, early) in &reported {
-        if early.kind == "unavailable" && longer_lease_came_later(&history, &early.key, *cut) {
+        if early.kind == AnomalyKind::Unavailable
+            && longer_lease_came_later(&history, &early.key, *cut)
+        {
             // The one rule that can move (`proven_early`): a lease longer than any asked
             // for or seen up to the cut lengthened what an `info` acquire blocks.
             continue;
@@ -120,9 +122,9 @@ fn agrees(name: &str, text: &str, options: &CheckOptions) -> Result<bool, String
         // leave an `unavailable` to the final verdict.
         // A lost update is proven early by two acknowledged increments of one value only;
         // a final read below the count waits for the end.
-        let early_kind = match anomaly.kind.as_str() {
-            "unavailable" => false,
-            "lost-update" => increments_only && anomaly.explanation.contains(DUPLICATES),
+        let early_kind = match anomaly.kind {
+            AnomalyKind::Unavailable => false,
+            AnomalyKind::LostUpdate => increments_only && anomaly.explanation.contains(DUPLICATES),
             kind => reported_early(kind, increments_only),
         };
         if early_kind && !reported.iter().any(|(_, a)| same_anomaly(a, anomaly)) {
@@ -255,7 +257,7 @@ fn synth_histories_with_each_violation() {
                     options.starvation_bound_ns,
                 );
             }
-            let name = format!("synth-{seed}-{}", kind.unwrap_or("none"));
+            let name = format!("synth-{seed}-{}", kind.map_or("none", |k| k.as_str()));
             cases.push((name, jsonl(&events), options.clone()));
         }
     }
@@ -430,7 +432,7 @@ fn counter_histories_with_lost_updates_of_every_shape() {
             "{name}"
         );
         for anomaly in report.anomalies {
-            if anomaly.kind == "lost-update" {
+            if anomaly.kind == AnomalyKind::LostUpdate {
                 if anomaly.explanation.contains(DUPLICATES) {
                     duplicates += 1;
                 } else {

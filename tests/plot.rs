@@ -704,7 +704,7 @@ fn a_pause_run_page_shows_the_worst_episodes_first_and_every_link_resolves() {
     let worst = report
         .anomalies
         .iter()
-        .map(|a| anomaly_rank(&a.kind, a.lease_expired))
+        .map(|a| anomaly_rank(a.kind.as_str(), a.lease_expired))
         .min()
         .expect("anomalies in report.json");
     assert_eq!(

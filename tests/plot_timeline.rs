@@ -11,7 +11,7 @@ use lockaudit::history::compact::KeyId;
 use lockaudit::history::History;
 use lockaudit::plot::model::{self, bar, mark, Model, Source, View, XScale};
 use lockaudit::plot::timeline::{draw_timelines, Picture, ProcessGroups, TimelineOptions};
-use lockaudit::report::Report;
+use lockaudit::report::{AnomalyKind, Report};
 
 fn reference(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -171,7 +171,7 @@ fn overlap_in_lease_draws_files_that_decode_and_parse() {
 fn the_red_region_sits_at_the_overlap() {
     let (history, report) = load("overlap-in-lease.jsonl");
     let overlap = &report.anomalies[0];
-    assert_eq!(overlap.kind, "overlap");
+    assert_eq!(overlap.kind, AnomalyKind::Overlap);
     let dir = tempfile::tempdir().expect("temp dir");
     for p in draw(&history, &report, &ProcessGroups::none(), dir.path()) {
         let (png, _) = check_files(&p);
@@ -259,7 +259,7 @@ fn stale_write_shows_the_pause_the_writes_and_the_anomaly() {
         .iter()
         .find(|p| {
             p.anomaly
-                .is_some_and(|a| report.anomalies[a].kind == "stale-write")
+                .is_some_and(|a| report.anomalies[a].kind == AnomalyKind::StaleWrite)
         })
         .expect("a zoom of the stale write");
     let a = &report.anomalies[zoom.anomaly.unwrap_or(0)];
@@ -596,7 +596,7 @@ fn check_big(
     let overlap = report
         .anomalies
         .iter()
-        .position(|a| a.kind == "overlap")
+        .position(|a| a.kind == AnomalyKind::Overlap)
         .expect("the injected overlap is found");
     let timeline = pictures
         .iter()

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use lockaudit::checker::{check, CheckOptions};
 use lockaudit::history::reader::read_jsonl;
 use lockaudit::history::Event;
-use lockaudit::report::Report;
+use lockaudit::report::{AnomalyKind, Report};
 use lockaudit::synth::{generate, inject, write_jsonl, Injection, SynthConfig};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -165,7 +165,7 @@ fn assert_no_queue_jump(config: &SynthConfig) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn assert_caught(kind: &str, config: &SynthConfig, seed: u64) -> Result<(), TestCaseError> {
+fn assert_caught(kind: AnomalyKind, config: &SynthConfig, seed: u64) -> Result<(), TestCaseError> {
     let mut events = generate(config);
     let options = CheckOptions::default();
     let Some(injection) = inject(
@@ -177,10 +177,10 @@ fn assert_caught(kind: &str, config: &SynthConfig, seed: u64) -> Result<(), Test
     ) else {
         return Err(TestCaseError::reject("no place to inject"));
     };
-    let report = check_through_reader(kind, &events)?;
+    let report = check_through_reader(kind.as_str(), &events)?;
     let result = judge(kind, &injection, &report);
     if let Err(message) = result {
-        let path = failure_file(kind, &events);
+        let path = failure_file(kind.as_str(), &events);
         return Err(TestCaseError::fail(format!(
             "{message}\ninjected: {injection:?}\nhistory: {}\nreport:\n{}",
             path.display(),
@@ -190,7 +190,7 @@ fn assert_caught(kind: &str, config: &SynthConfig, seed: u64) -> Result<(), Test
     Ok(())
 }
 
-fn judge(kind: &str, injection: &Injection, report: &Report) -> Result<(), String> {
+fn judge(kind: AnomalyKind, injection: &Injection, report: &Report) -> Result<(), String> {
     if report.is_valid() {
         return Err(format!("the injected {kind} was not found (report valid)"));
     }
@@ -214,7 +214,7 @@ fn judge(kind: &str, injection: &Injection, report: &Report) -> Result<(), Strin
             anomaly.key, injection.key
         ));
     }
-    if kind == "overlap" && anomaly.lease_expired != Some(false) {
+    if kind == AnomalyKind::Overlap && anomaly.lease_expired != Some(false) {
         return Err(format!(
             "the overlap began inside the earlier holder's lease, but lease_expired is {:?}",
             anomaly.lease_expired
@@ -223,7 +223,7 @@ fn judge(kind: &str, injection: &Injection, report: &Report) -> Result<(), Strin
     if let Some(other) = report
         .anomalies
         .iter()
-        .find(|a| a.kind != kind && !injection.implies.contains(&a.kind.as_str()))
+        .find(|a| a.kind != kind && !injection.implies.contains(&a.kind))
     {
         return Err(format!(
             "an unrelated {} anomaly: {}",
@@ -297,55 +297,55 @@ proptest! {
 
     #[test]
     fn an_injected_overlap_is_caught(config in configs(), seed in any::<u64>()) {
-        assert_caught("overlap", &config, seed)?;
+        assert_caught(AnomalyKind::Overlap, &config, seed)?;
     }
 
     #[test]
     fn an_injected_lost_lock_is_caught(config in configs(), seed in any::<u64>()) {
-        assert_caught("lost-lock", &config, seed)?;
+        assert_caught(AnomalyKind::LostLock, &config, seed)?;
     }
 
     #[test]
     fn an_injected_stale_write_is_caught(config in configs(), seed in any::<u64>()) {
         let config = SynthConfig { writes: true, ..config };
-        assert_caught("stale-write", &config, seed)?;
+        assert_caught(AnomalyKind::StaleWrite, &config, seed)?;
     }
 
     #[test]
     fn an_injected_duplicate_token_is_caught(config in configs(), seed in any::<u64>()) {
         let config = SynthConfig { fenced: true, ..config };
-        assert_caught("duplicate-token", &config, seed)?;
+        assert_caught(AnomalyKind::DuplicateToken, &config, seed)?;
     }
 
     #[test]
     fn an_injected_token_order_is_caught(config in configs(), seed in any::<u64>()) {
         let config = SynthConfig { fenced: true, ..config };
-        assert_caught("token-order", &config, seed)?;
+        assert_caught(AnomalyKind::TokenOrder, &config, seed)?;
     }
 
     #[test]
     fn an_injected_lost_update_is_caught(config in configs(), seed in any::<u64>()) {
         let config = SynthConfig { writes: true, ..config };
-        assert_caught("lost-update", &config, seed)?;
+        assert_caught(AnomalyKind::LostUpdate, &config, seed)?;
     }
 
     #[test]
     fn an_injected_unavailable_is_caught(config in configs(), seed in any::<u64>()) {
-        assert_caught("unavailable", &config, seed)?;
+        assert_caught(AnomalyKind::Unavailable, &config, seed)?;
     }
 
     #[test]
     fn an_injected_bad_lease_is_caught(config in configs(), seed in any::<u64>()) {
-        assert_caught("bad-lease", &config, seed)?;
+        assert_caught(AnomalyKind::BadLease, &config, seed)?;
     }
 
     #[test]
     fn an_injected_unfair_grant_is_caught(config in configs(), seed in any::<u64>()) {
-        assert_caught("unfair", &config, seed)?;
+        assert_caught(AnomalyKind::Unfair, &config, seed)?;
     }
 
     #[test]
     fn an_injected_starvation_is_caught(config in configs(), seed in any::<u64>()) {
-        assert_caught("starvation", &config, seed)?;
+        assert_caught(AnomalyKind::Starvation, &config, seed)?;
     }
 }

@@ -1113,8 +1113,9 @@ fn set_nx_px_under_the_hosts_sentinels_failover_finds_only_what_a_failover_may_c
     let spec = lockaudit::workload::WorkloadSpec::from_file(&workload).unwrap();
     let allowed = &spec.expect["failover"];
     for kind in &kinds {
+        let kind: lockaudit::report::AnomalyKind = kind.parse().unwrap();
         assert!(
-            allowed.must.contains(kind) || allowed.may.contains(kind),
+            allowed.must.contains(&kind) || allowed.may.contains(&kind),
             "{kind} is not expected of set-nx-px under failover"
         );
     }
@@ -2330,8 +2331,9 @@ fn zk_lock_over_three_hosts_with_the_leader_killed_finds_only_what_a_correct_loc
     let spec = lockaudit::workload::WorkloadSpec::from_file(&workload).unwrap();
     let allowed = &spec.expect["failover"];
     for kind in &kinds {
+        let kind: lockaudit::report::AnomalyKind = kind.parse().unwrap();
         assert!(
-            allowed.must.contains(kind) || allowed.may.contains(kind),
+            allowed.must.contains(&kind) || allowed.may.contains(&kind),
             "{kind} is not expected of zk-lock under failover"
         );
     }

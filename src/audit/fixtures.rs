@@ -1,21 +1,18 @@
 //! Matrices for the renderers' tests.
 
-use std::collections::BTreeMap;
-
 use super::matrix::{Cell, Matrix};
+use crate::report::named;
 use crate::workload::expect::Expectation;
 
 pub const NEMESES: [&str; 12] = crate::nemesis::PRESETS;
 pub const ALGORITHMS: [&str; crate::locks::ALGORITHMS.len()] = crate::locks::ALGORITHMS;
 
-pub fn found(kinds: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    kinds.iter().map(|(k, n)| (k.to_string(), *n)).collect()
-}
+pub use crate::report::counted as found;
 
 pub fn expect(must: &[&str], may: &[&str]) -> Expectation {
     Expectation {
-        must: must.iter().map(|s| s.to_string()).collect(),
-        may: may.iter().map(|s| s.to_string()).collect(),
+        must: named(must),
+        may: named(may),
         ..Expectation::default()
     }
 }

@@ -11,6 +11,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use super::matrix::{Cell, Matrix, Status};
 use super::paths::relative_to;
 use super::text::{duration_text, one_line, seconds_text};
+use crate::report::AnomalyKind;
 
 #[derive(Template)]
 #[template(path = "audit/audit.html")]
@@ -161,11 +162,11 @@ impl Matrix {
 
 /// "ok", "valid", the kinds found (with ✗ when the cell differs), "ERR", "n/a".
 fn cell_text(cell: &Cell) -> String {
-    let kinds: Vec<&str> = cell.kinds().into_iter().map(|(k, _)| k).collect();
+    let kinds: Vec<AnomalyKind> = cell.kinds().into_iter().map(|(k, _)| k).collect();
     let found = if kinds.is_empty() {
         cell.nothing_found_text().to_string()
     } else {
-        kinds.join(", ")
+        AnomalyKind::join(&kinds, ", ")
     };
     match cell.status {
         Status::Pass => found,

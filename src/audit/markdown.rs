@@ -201,7 +201,7 @@ fn md_kinds(cell: &Cell) -> String {
     }
     kinds
         .iter()
-        .map(|(k, _)| md_text(k))
+        .map(|(k, _)| md_text(k.as_str()))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::AnomalyKind;
+use crate::report::{AnomalyKind, KindCounts};
 use crate::run::record::Phases;
 use crate::workload::expect::Expectation;
 
@@ -70,7 +70,7 @@ pub struct Cell {
     pub why: Option<String>,
     /// Anomaly counts by kind (kinds with a count of zero are left out).
     #[serde(default)]
-    pub found: BTreeMap<String, u64>,
+    pub found: KindCounts,
     #[serde(default)]
     pub expected: Expectation,
     /// The cell's run folder (`history.jsonl`, `report.json`, `index.html`, ...).
@@ -121,9 +121,9 @@ impl Cell {
         algorithm: impl Into<String>,
         nemesis: impl Into<String>,
         expected: Expectation,
-        found: BTreeMap<String, u64>,
+        found: KindCounts,
     ) -> Cell {
-        let found: BTreeMap<String, u64> = found.into_iter().filter(|(_, n)| *n > 0).collect();
+        let found: KindCounts = found.into_iter().filter(|(_, n)| *n > 0).collect();
         let why = expected.differs(&found);
         let status = if why.is_some() {
             Status::Differs
@@ -217,20 +217,13 @@ impl Cell {
         }
     }
 
-    /// The kinds found with their counts, in `AnomalyKind` order, then any other kind.
-    pub(super) fn kinds(&self) -> Vec<(&str, u64)> {
-        let mut kinds: Vec<(&str, u64)> = AnomalyKind::ALL
-            .iter()
-            .filter_map(|k| self.found.get(k.as_str()).map(|n| (k.as_str(), *n)))
-            .collect();
-        kinds.extend(
-            self.found
-                .iter()
-                .filter(|(k, _)| AnomalyKind::parse(k).is_none())
-                .map(|(k, n)| (k.as_str(), *n)),
-        );
-        kinds.retain(|(_, n)| *n > 0);
-        kinds
+    /// The kinds found with their counts, in `AnomalyKind::ALL`'s order.
+    pub(super) fn kinds(&self) -> Vec<(AnomalyKind, u64)> {
+        AnomalyKind::ALL
+            .into_iter()
+            .filter_map(|k| self.found.get(&k).map(|n| (k, *n)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
     }
 
     /// "overlap ×2, stale-write ×1" or "nothing".
@@ -250,10 +243,16 @@ impl Cell {
     pub(super) fn expected_text(&self) -> String {
         let mut parts = Vec::new();
         if !self.expected.must.is_empty() {
-            parts.push(format!("must {}", self.expected.must.join(", ")));
+            parts.push(format!(
+                "must {}",
+                AnomalyKind::join(&self.expected.must, ", ")
+            ));
         }
         if !self.expected.may.is_empty() {
-            parts.push(format!("may {}", self.expected.may.join(", ")));
+            parts.push(format!(
+                "may {}",
+                AnomalyKind::join(&self.expected.may, ", ")
+            ));
         }
         if parts.is_empty() {
             "a valid run".into()

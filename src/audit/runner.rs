@@ -18,7 +18,7 @@ use crate::checker::CheckOptions;
 use crate::cluster::on_exit;
 use crate::locks::ALGORITHMS;
 use crate::nemesis::PRESETS;
-use crate::report::Report;
+use crate::report::{AnomalyKind, KindCounts, Report};
 use crate::run::plan::{Hosts, Overrides, Purpose, Request, WorkloadSource};
 use crate::run::{run, RunError, RunPlan, StopWhen};
 use crate::units::Millis;
@@ -181,7 +181,7 @@ pub const DEFAULT_VALID_CELL_MS: u64 = 4_000;
 pub struct Reach {
     pub algorithm: String,
     pub nemesis: String,
-    pub must: Vec<String>,
+    pub must: Vec<AnomalyKind>,
     pub runs: usize,
     /// Runs that met the expectation.
     pub passed: usize,
@@ -374,8 +374,8 @@ fn cell_request(options: &AuditOptions, nemesis: Option<&str>, dir: PathBuf) -> 
 fn expectation(spec: &WorkloadSpec, nemesis: &str, fenced: bool) -> Expectation {
     let mut e = spec.expect.get(nemesis).cloned().unwrap_or_default();
     if fenced {
-        e.must.retain(|k| k != "stale-write");
-        e.may.retain(|k| k != "stale-write");
+        e.must.retain(|&k| k != AnomalyKind::StaleWrite);
+        e.may.retain(|&k| k != AnomalyKind::StaleWrite);
     }
     e
 }
@@ -386,7 +386,7 @@ fn expectation(spec: &WorkloadSpec, nemesis: &str, fenced: bool) -> Expectation 
 /// release that frees nothing shows under six presets, but it is one flaw).
 fn quick_cells(
     cells: Vec<(String, String)>,
-    must: impl Fn(&str, &str) -> Vec<String>,
+    must: impl Fn(&str, &str) -> Vec<AnomalyKind>,
 ) -> Vec<(String, String)> {
     let without_faults = |algorithm: &str| {
         if cells.iter().any(|(a, n)| a == algorithm && n == "none") {
@@ -879,7 +879,7 @@ fn judge_run(
             let inside = report
                 .anomalies
                 .iter()
-                .any(|a| a.kind == "overlap" && a.lease_expired == Some(false));
+                .any(|a| a.kind == AnomalyKind::Overlap && a.lease_expired == Some(false));
             if expected.inside_lease && !inside {
                 let why = "no overlap inside a lease (every overlap began after the earlier holder's lease ran out)";
                 cell.why = Some(match cell.why.take() {
@@ -911,44 +911,49 @@ fn judge_run(
 }
 
 /// Anomaly counts by kind, all of them (listed or not).
-fn found_kinds(report: &Report) -> BTreeMap<String, u64> {
-    crate::report::AnomalyKind::ALL
-        .iter()
-        .map(|k| (k.to_string(), report.count(k.as_str())))
+fn found_kinds(report: &Report) -> KindCounts {
+    AnomalyKind::ALL
+        .into_iter()
+        .map(|k| (k, report.count(k)))
         .filter(|(_, n)| *n > 0)
         .collect()
 }
 
-/// When the first anomaly of a kind the cell must find began (any kind if it must find
-/// none), in ms of run time.
 /// When `report` had proven every kind `expected` must find (`Cell::proven_ms`): for each,
 /// its first anomaly's proof (an overlap's start, another kind's end), the latest of those;
 /// an expectation of an overlap inside a lease counts only such overlaps.
 fn proven_ms(report: &Report, expected: &Expectation) -> Option<f64> {
     let mut proven = None;
-    for kind in &expected.must {
+    for &kind in &expected.must {
         let end = report
             .anomalies
             .iter()
-            .filter(|a| &a.kind == kind)
+            .filter(|a| a.kind == kind)
             .filter(|a| {
-                !(expected.inside_lease && kind == "overlap") || a.lease_expired == Some(false)
+                !(expected.inside_lease && kind == AnomalyKind::Overlap)
+                    || a.lease_expired == Some(false)
             })
             // An overlap is proven when the second holder's grant returns, the earlier
             // one's release not asked for yet; the others once the history has shown all
             // of it (a lost update's final read, an unavailable stretch's end).
-            .map(|a| if a.kind == "overlap" { a.start } else { a.end })
+            .map(|a| {
+                if a.kind == AnomalyKind::Overlap {
+                    a.start
+                } else {
+                    a.end
+                }
+            })
             .min()?;
         proven = proven.max(Some(end));
     }
     proven.map(|ns| ns as f64 / 1e6)
 }
 
+/// When the first anomaly of a kind the cell must find began (any kind if it must find
+/// none), in ms of run time.
 fn first_anomaly_ms(report: &Report, expected: &Expectation) -> Option<f64> {
     report
-        .first_anomaly_ns(|kind| {
-            expected.must.is_empty() || expected.must.iter().any(|k| k == kind)
-        })
+        .first_anomaly_ns(|kind| expected.must.is_empty() || expected.must.contains(&kind))
         .map(|ns| ns as f64 / 1e6)
 }
 
@@ -970,7 +975,7 @@ pub fn reach_markdown(reach: &[Reach], time_limit: Millis) -> String {
             "| {} | {} | {} | {}/{} | {} | {} | {} | {} |\n",
             r.algorithm,
             r.nemesis,
-            r.must.join(", "),
+            AnomalyKind::join(&r.must, ", "),
             r.passed,
             r.runs,
             fmt(r.median_first_ms()),
@@ -1003,7 +1008,7 @@ mod tests {
             cell("px", "kill-servers"),
             cell("only-faulted", "kill-clients"),
         ];
-        let must = |a: &str, n: &str| -> Vec<String> {
+        let must = |a: &str, n: &str| -> Vec<AnomalyKind> {
             let kinds: &[&str] = match (a, n) {
                 ("getset", "partition") => &[],
                 ("getset", "pause-clients") => &["unavailable", "overlap"],
@@ -1013,7 +1018,7 @@ mod tests {
                 ("only-faulted", _) => &["unavailable"],
                 _ => &[],
             };
-            kinds.iter().map(|k| k.to_string()).collect()
+            crate::report::named(kinds)
         };
         assert_eq!(
             quick_cells(cells.clone(), must),
@@ -1069,16 +1074,15 @@ mod tests {
         spec.expect.insert(
             "pause-clients".into(),
             Expectation {
-                must: vec!["overlap".into(), "stale-write".into()],
-                may: vec!["stale-write".into(), "lost-update".into()],
+                must: vec![AnomalyKind::Overlap, AnomalyKind::StaleWrite],
+                may: vec![AnomalyKind::StaleWrite, AnomalyKind::LostUpdate],
                 ..Expectation::default()
             },
         );
         let e = expectation(&spec, "pause-clients", true);
-        assert_eq!(e.must, vec!["overlap"]);
-        assert_eq!(e.may, vec!["lost-update"]);
-        let found: BTreeMap<String, u64> =
-            [("overlap".to_string(), 3), ("stale-write".to_string(), 1)].into();
+        assert_eq!(e.must, vec![AnomalyKind::Overlap]);
+        assert_eq!(e.may, vec![AnomalyKind::LostUpdate]);
+        let found: KindCounts = [(AnomalyKind::Overlap, 3), (AnomalyKind::StaleWrite, 1)].into();
         assert!(e.differs(&found).expect("differs").contains("stale-write"));
         assert_eq!(expectation(&spec, "pause-clients", false).must.len(), 2);
     }
@@ -1096,7 +1100,7 @@ mod tests {
                     "set-nx-px",
                     nemesis,
                     Expectation::default(),
-                    [("overlap".to_string(), overlap)].into(),
+                    [(AnomalyKind::Overlap, overlap)].into(),
                 ));
             }
             m
@@ -1156,7 +1160,7 @@ mod tests {
     fn a_proof_is_complete_when_every_must_kind_has_been_proven() {
         let anomaly = |kind: &str, start_ms: i64, end_ms: i64, expired: Option<bool>| {
             crate::report::Anomaly {
-                kind: kind.into(),
+                kind: kind.parse().unwrap(),
                 key: "k".into(),
                 processes: vec![],
                 indices: vec![],
@@ -1178,7 +1182,7 @@ mod tests {
             ..Report::default()
         };
         let must = |kinds: &[&str], inside_lease: bool| Expectation {
-            must: kinds.iter().map(|k| k.to_string()).collect(),
+            must: crate::report::named(kinds),
             inside_lease,
             ..Expectation::default()
         };

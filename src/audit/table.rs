@@ -1,7 +1,6 @@
 //! The terminal table of an audit: a row per algorithm, a column per nemesis, abbreviated as
 //! far as needed to fit the terminal, a legend, the cells that did not pass, and the counts.
 
-use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use comfy_table::{ContentLineStyle, LineStyle, Table, TableStyle};
@@ -138,13 +137,13 @@ impl Matrix {
         parts
             .push("n/a = not applicable (no fault of the preset can act: not run, no pass)".into());
         let mut kinds: Vec<String> = Vec::new();
-        for kind in AnomalyKind::ALL.map(AnomalyKind::as_str) {
+        for kind in AnomalyKind::ALL {
             let short = short_kind(kind, level);
             let used = self.cells.iter().any(|c| {
                 matches!(c.status, Status::Pass | Status::Differs)
-                    && c.found.get(kind).is_some_and(|n| *n > 0)
+                    && c.found.get(&kind).is_some_and(|n| *n > 0)
             });
-            if used && short != kind {
+            if used && short != kind.as_str() {
                 kinds.push(format!("{short} = {kind}"));
             }
         }
@@ -217,7 +216,7 @@ fn cell_text(cell: &Cell, level: Level) -> String {
             } else {
                 kinds
                     .iter()
-                    .map(|(k, _)| short_kind(k, level))
+                    .map(|(k, _)| short_kind(*k, level))
                     .collect::<Vec<_>>()
                     .join(joiner)
             };
@@ -231,21 +230,24 @@ fn cell_text(cell: &Cell, level: Level) -> String {
 }
 
 /// An anomaly kind for the terminal table.
-fn short_kind(kind: &str, level: Level) -> Cow<'_, str> {
+fn short_kind(kind: AnomalyKind, level: Level) -> &'static str {
     let (word, code) = match kind {
-        "overlap" => ("overlap", "OV"),
-        "lost-lock" => ("lost-lock", "LL"),
-        "stale-write" => ("stale", "SW"),
-        "token-order" => ("tok-order", "TO"),
-        "duplicate-token" => ("dup-token", "DT"),
-        "starvation" => ("starved", "ST"),
-        "bad-lease" => ("bad-lease", "BL"),
-        "unavailable" => ("unavail", "UN"),
-        "unfair" => ("unfair", "UF"),
-        "lost-update" => ("lost-upd", "LU"),
-        other => return Cow::Borrowed(other),
+        AnomalyKind::Overlap => ("overlap", "OV"),
+        AnomalyKind::LostLock => ("lost-lock", "LL"),
+        AnomalyKind::StaleWrite => ("stale", "SW"),
+        AnomalyKind::TokenOrder => ("tok-order", "TO"),
+        AnomalyKind::DuplicateToken => ("dup-token", "DT"),
+        AnomalyKind::Starvation => ("starved", "ST"),
+        AnomalyKind::BadLease => ("bad-lease", "BL"),
+        AnomalyKind::Unavailable => ("unavail", "UN"),
+        AnomalyKind::Unfair => ("unfair", "UF"),
+        AnomalyKind::LostUpdate => ("lost-upd", "LU"),
     };
-    Cow::Borrowed(if level == Level::Codes { code } else { word })
+    if level == Level::Codes {
+        code
+    } else {
+        word
+    }
 }
 
 /// A nemesis preset's column header when space is short.

@@ -20,7 +20,7 @@
 //! if the two then held together; ties (grants at one instant) are not overtaking.
 
 use crate::history::compact::{KeyId, ProcessId};
-use crate::report::{Anomaly, KeyStats};
+use crate::report::{Anomaly, AnomalyKind, KeyStats};
 use crate::units::{fmt_span, fmt_time};
 
 use super::findings::{Findings, Names};
@@ -107,7 +107,7 @@ fn jumps(
     jumped.sort_by_key(|&(_, b)| (waits[b].ok, waits[b].ok_index));
     for (a, b) in jumped {
         let (waiting, jumper) = (waits[a], waits[b]);
-        findings.add("unfair", || {
+        findings.add(AnomalyKind::Unfair, || {
             describe(names, key, &waiting, &jumper, options.fairness_tolerance_ns)
         });
     }
@@ -118,7 +118,7 @@ fn describe(names: &Names, key: KeyId, waiting: &Wait, jumper: &Wait, tolerance:
     let process = |p| names.process(p);
     let key_name = names.history.key_name(key).to_string();
     Anomaly {
-        kind: "unfair".into(),
+        kind: AnomalyKind::Unfair,
         key: key_name.clone(),
         processes: vec![process(waiting.process), process(jumper.process)],
         indices: vec![

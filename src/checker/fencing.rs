@@ -11,7 +11,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::history::compact::{KeyId, Op, OpF, OpType, ProcessId};
-use crate::report::Anomaly;
+use crate::report::{Anomaly, AnomalyKind};
 use crate::units::fmt_time;
 
 use super::findings::{Findings, Names};
@@ -35,8 +35,8 @@ fn duplicate_tokens(names: &Names, findings: &mut Findings) {
             continue;
         }
         let earlier = &holds[first];
-        findings.add("duplicate-token", || Anomaly {
-            kind: "duplicate-token".into(),
+        findings.add(AnomalyKind::DuplicateToken, || Anomaly {
+            kind: AnomalyKind::DuplicateToken,
             key: names.key(hold),
             processes: vec![names.process(earlier.process), names.process(hold.process)],
             indices: vec![u64::from(earlier.begin_index), u64::from(hold.begin_index)],
@@ -66,7 +66,9 @@ fn token_order(names: &Names, findings: &mut Findings) {
     }
     for key in (0..keys).filter(|&key| tokened[key]) {
         for cycle in precedence::token_order_cycles(holds, per_key.of(key as KeyId)) {
-            findings.add("token-order", || describe_token_cycle(names, &cycle));
+            findings.add(AnomalyKind::TokenOrder, || {
+                describe_token_cycle(names, &cycle)
+            });
         }
     }
 }
@@ -105,7 +107,7 @@ fn describe_token_cycle(names: &Names, cycle: &[Step]) -> Anomaly {
         .max()
         .unwrap_or(start);
     Anomaly {
-        kind: "token-order".into(),
+        kind: AnomalyKind::TokenOrder,
         key: names.key(members[0]),
         processes,
         indices: members
@@ -196,7 +198,7 @@ fn stale_writes(names: &Names, findings: &mut Findings) {
                     continue;
                 };
                 if let Some(witness) = write.after {
-                    findings.add("stale-write", || {
+                    findings.add(AnomalyKind::StaleWrite, || {
                         describe_stale(names, op, &write, &witness)
                     });
                 }
@@ -241,7 +243,7 @@ fn describe_stale(names: &Names, ok: &Op, write: &PendingWrite, witness: &Accept
         ),
     ];
     Anomaly {
-        kind: "stale-write".into(),
+        kind: AnomalyKind::StaleWrite,
         key: names.key(stale),
         processes: vec![names.process(stale.process), names.process(later.process)],
         indices: vec![

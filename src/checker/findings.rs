@@ -5,14 +5,14 @@ use std::collections::BTreeMap;
 
 use crate::history::compact::ProcessId;
 use crate::history::History;
-use crate::report::Anomaly;
+use crate::report::{Anomaly, AnomalyKind, KindCounts};
 
 use super::holds::{Hold, Holds};
 
 pub struct Findings {
     limit: usize,
     anomalies: Vec<Anomaly>,
-    counts: BTreeMap<&'static str, u64>,
+    counts: KindCounts,
 }
 
 impl Findings {
@@ -25,7 +25,7 @@ impl Findings {
     }
 
     /// Counts one anomaly of `kind`; `make` builds it if it is among the first `limit`.
-    pub fn add(&mut self, kind: &'static str, make: impl FnOnce() -> Anomaly) {
+    pub fn add(&mut self, kind: AnomalyKind, make: impl FnOnce() -> Anomaly) {
         let count = self.counts.entry(kind).or_insert(0);
         *count += 1;
         if *count as usize <= self.limit {
@@ -41,11 +41,11 @@ impl Findings {
     /// counted, and of each kind only as many listed as the limit still leaves room for.
     pub fn append(&mut self, later: Findings) {
         let limit = self.limit as u64;
-        let mut listed: BTreeMap<String, u64> = (self.counts.iter())
-            .map(|(kind, &n)| (kind.to_string(), n.min(limit)))
+        let mut listed: KindCounts = (self.counts.iter())
+            .map(|(&kind, &n)| (kind, n.min(limit)))
             .collect();
         for anomaly in later.anomalies {
-            let n = listed.entry(anomaly.kind.clone()).or_insert(0);
+            let n = listed.entry(anomaly.kind).or_insert(0);
             if *n < limit {
                 *n += 1;
                 self.anomalies.push(anomaly);
@@ -56,7 +56,7 @@ impl Findings {
         }
     }
 
-    pub fn into_parts(self) -> (Vec<Anomaly>, BTreeMap<&'static str, u64>) {
+    pub fn into_parts(self) -> (Vec<Anomaly>, KindCounts) {
         (self.anomalies, self.counts)
     }
 }
@@ -105,11 +105,11 @@ impl Names<'_> {
 #[cfg(test)]
 mod tests {
     use super::Findings;
-    use crate::report::Anomaly;
+    use crate::report::{Anomaly, AnomalyKind};
 
-    fn anomaly(kind: &str, n: usize) -> Anomaly {
+    fn anomaly(kind: AnomalyKind, n: usize) -> Anomaly {
         Anomaly {
-            kind: kind.to_string(),
+            kind,
             key: "k".into(),
             processes: vec![],
             indices: vec![n as u64],
@@ -126,24 +126,17 @@ mod tests {
     /// in the same order, and the same counts.
     #[test]
     fn appending_is_finding_in_one_list() {
-        let kinds = [
-            "overlap",
-            "overlap",
-            "unfair",
-            "overlap",
-            "unfair",
-            "unfair",
-            "lost-lock",
-        ];
+        use AnomalyKind::{LostLock, Overlap, Unfair};
+        let kinds = [Overlap, Overlap, Unfair, Overlap, Unfair, Unfair, LostLock];
         for limit in 0..4 {
             let mut whole = Findings::new(limit);
-            for (n, kind) in kinds.iter().enumerate() {
+            for (n, &kind) in kinds.iter().enumerate() {
                 whole.add(kind, || anomaly(kind, n));
             }
             let whole = whole.into_parts();
             for split in 0..=kinds.len() {
                 let (mut first, mut second) = (Findings::new(limit), Findings::new(limit));
-                for (n, kind) in kinds.iter().enumerate() {
+                for (n, &kind) in kinds.iter().enumerate() {
                     let part = if n < split { &mut first } else { &mut second };
                     part.add(kind, || anomaly(kind, n));
                 }

@@ -5,7 +5,7 @@
 //! counted from the invoke and a ttl from the request, which may go out later: a lease counts
 //! as longer only when it ends after the grant + the ttl.
 
-use crate::report::Anomaly;
+use crate::report::{Anomaly, AnomalyKind};
 use crate::units::{fmt_span, fmt_time};
 
 use super::findings::{Findings, Names};
@@ -13,7 +13,7 @@ use super::holds::ms_to_ns;
 
 pub fn check(names: &Names, findings: &mut Findings) {
     for bad in &names.holds.bad_leases {
-        findings.add("bad-lease", || {
+        findings.add(AnomalyKind::BadLease, || {
             let key = names.history.key_name(bad.key).to_string();
             let latency = bad.ok.saturating_sub(bad.invoke);
             let mut problems = Vec::new();
@@ -38,7 +38,7 @@ pub fn check(names: &Names, findings: &mut Findings) {
                 ));
             }
             Anomaly {
-                kind: "bad-lease".into(),
+                kind: AnomalyKind::BadLease,
                 key: key.clone(),
                 processes: vec![names.process(bad.process)],
                 indices: vec![u64::from(bad.invoke_index), u64::from(bad.ok_index)],

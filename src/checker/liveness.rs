@@ -15,7 +15,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::history::compact::{flags, KeyId, OpF, OpType, ProcessId};
-use crate::report::{Anomaly, KeyStats, Percentiles};
+use crate::report::{Anomaly, AnomalyKind, KeyStats, Percentiles};
 use crate::units::{fmt_span, fmt_time};
 
 use super::fairness::Wait;
@@ -571,7 +571,7 @@ fn unavailable(
         if during.is_empty() {
             return;
         }
-        findings.add("unavailable", || {
+        findings.add(AnomalyKind::Unavailable, || {
             let freed = freed_by.map_or(Freed::Never, |b| sources.freed(b));
             let mut processes: Vec<u64> = during.iter().map(|a| names.process(a.process)).collect();
             processes.sort_unstable();
@@ -601,7 +601,7 @@ fn unavailable(
                 None => format!("the end of the history at {}", fmt_time(end)),
             };
             Anomaly {
-                kind: "unavailable".into(),
+                kind: AnomalyKind::Unavailable,
                 key: key_name.to_string(),
                 processes,
                 indices,
@@ -767,14 +767,14 @@ fn starvation(
         if others.is_empty() {
             continue;
         }
-        findings.add("starvation", || {
+        findings.add(AnomalyKind::Starvation, || {
             let starved = names.process(streak.process);
             let mut winners: Vec<u64> = others.iter().map(|s| names.process(s.1)).collect();
             winners.sort_unstable();
             winners.dedup();
             let processes = std::iter::once(starved).chain(winners).collect();
             Anomaly {
-                kind: "starvation".into(),
+                kind: AnomalyKind::Starvation,
                 key: names.history.key_name(key).to_string(),
                 processes,
                 indices: vec![u64::from(streak.first_index), u64::from(streak.last_index)],

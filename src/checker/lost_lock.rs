@@ -6,7 +6,7 @@
 //! lock any time up to then, so a lease that ran out during the call excuses it.
 
 use crate::history::compact::OpF;
-use crate::report::Anomaly;
+use crate::report::{Anomaly, AnomalyKind};
 use crate::units::{fmt_span, fmt_time};
 
 use super::findings::{Findings, Names};
@@ -21,7 +21,7 @@ pub fn check(names: &Names, findings: &mut Findings) -> Vec<u64> {
             expected[hold.key as usize] += 1;
             continue;
         }
-        findings.add("lost-lock", || {
+        findings.add(AnomalyKind::LostLock, || {
             let what = if loss.f == OpF::Renew { "renew" } else { "release" };
             let lease = match loss.lease_end {
                 Some(end) => format!(
@@ -32,7 +32,7 @@ pub fn check(names: &Names, findings: &mut Findings) -> Vec<u64> {
                 None => "it had no lease, so only a release could free it".to_string(),
             };
             Anomaly {
-                kind: "lost-lock".into(),
+                kind: AnomalyKind::LostLock,
                 key: names.key(hold),
                 processes: vec![names.process(hold.process)],
                 indices: vec![

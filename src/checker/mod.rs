@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use crate::history::{History, OpF, OpType};
-use crate::report::{CheckResult, PerKey, Report, Stats};
+use crate::report::{AnomalyKind, CheckResult, PerKey, Report, Stats};
 
 use findings::{Findings, Names};
 use register::Seen;
@@ -54,17 +54,24 @@ impl Default for CheckOptions {
 }
 
 /// Which check reports which anomaly kinds.
-const CHECKS: [(&str, &[&str]); 7] = [
-    ("mutual-exclusion", &["overlap"]),
-    ("lease", &["bad-lease"]),
-    ("lost-lock", &["lost-lock"]),
+const CHECKS: [(&str, &[AnomalyKind]); 7] = [
+    ("mutual-exclusion", &[AnomalyKind::Overlap]),
+    ("lease", &[AnomalyKind::BadLease]),
+    ("lost-lock", &[AnomalyKind::LostLock]),
     (
         "fencing",
-        &["stale-write", "token-order", "duplicate-token"],
+        &[
+            AnomalyKind::StaleWrite,
+            AnomalyKind::TokenOrder,
+            AnomalyKind::DuplicateToken,
+        ],
     ),
-    ("liveness", &["unavailable", "starvation"]),
-    ("fairness", &["unfair"]),
-    ("register", &["lost-update"]),
+    (
+        "liveness",
+        &[AnomalyKind::Unavailable, AnomalyKind::Starvation],
+    ),
+    ("fairness", &[AnomalyKind::Unfair]),
+    ("register", &[AnomalyKind::LostUpdate]),
 ];
 
 /// Runs `step`, logging how long it took and the peak memory so far at debug level
@@ -205,13 +212,13 @@ fn check_seen(
             valid: true,
             ..CheckResult::default()
         };
-        for kind in kinds {
-            let count = counts.get(kind).copied().unwrap_or(0);
-            result.counts.insert(kind.to_string(), count);
+        for &kind in kinds {
+            let count = counts.get(&kind).copied().unwrap_or(0);
+            result.counts.insert(kind, count);
             result.valid &= count == 0;
             let listed = count.min(options.anomaly_limit as u64);
             if count > listed {
-                omitted.insert(kind.to_string(), count - listed);
+                omitted.insert(kind, count - listed);
             }
         }
         result.figures = figures.remove(name).unwrap_or_default();

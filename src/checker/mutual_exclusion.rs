@@ -4,7 +4,7 @@
 //! excludes everyone. Each overlap says whether the earlier holder's lease had already run out
 //! when it began: a lease-expiry hazard, or the lock itself failed.
 
-use crate::report::Anomaly;
+use crate::report::{Anomaly, AnomalyKind};
 use crate::units::{fmt_span, fmt_time};
 
 use super::findings::{Findings, Names};
@@ -29,7 +29,9 @@ pub fn check(names: &Names, findings: &mut Findings) {
             if earlier.end > hold.begin {
                 let readers = earlier.shared && hold.shared;
                 if earlier.process != hold.process && !readers && earlier.overlaps(hold) {
-                    findings.add("overlap", || describe(names, a, earlier, id as u32, hold));
+                    findings.add(AnomalyKind::Overlap, || {
+                        describe(names, a, earlier, id as u32, hold)
+                    });
                 }
                 before = a;
             } else if before == NONE {
@@ -86,7 +88,7 @@ fn describe(
     indices.extend(earlier.end_index.map(u64::from));
     indices.extend(later.end_index.map(u64::from));
     Anomaly {
-        kind: "overlap".into(),
+        kind: AnomalyKind::Overlap,
         key: names.key(later),
         processes: vec![names.process(earlier.process), names.process(later.process)],
         indices,

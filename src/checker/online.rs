@@ -37,14 +37,14 @@ pub const SETTLE_NS: i64 = 500_000_000;
 /// One rule can still move: an `info` acquire blocks its key for the longest lease seen, so
 /// a longer lease granted after the horizon lengthens the block and can shorten a free
 /// stretch reported as `unavailable`. The run says so if that ever happens.
-pub fn proven_early(kind: &str) -> bool {
-    AnomalyKind::parse(kind).is_some_and(|k| !k.only_at_the_end())
+pub fn proven_early(kind: AnomalyKind) -> bool {
+    !kind.only_at_the_end()
 }
 
 /// Whether an anomaly of `kind` found up to the horizon is reported early by a checker told
 /// that the history's writes are increments (`OnlineChecker::increments_only`) or not.
-pub fn reported_early(kind: &str, increments_only: bool) -> bool {
-    proven_early(kind) || (increments_only && kind == AnomalyKind::LostUpdate.as_str())
+pub fn reported_early(kind: AnomalyKind, increments_only: bool) -> bool {
+    proven_early(kind) || (increments_only && kind == AnomalyKind::LostUpdate)
 }
 
 /// Whether two reports of an anomaly are of the same violation. Mostly: the same kind, key
@@ -57,9 +57,9 @@ pub fn same_violation(a: &Anomaly, b: &Anomaly) -> bool {
     if a.kind != b.kind || a.key != b.key {
         return false;
     }
-    match a.kind.as_str() {
-        "token-order" => true,
-        "unavailable" => a.start <= b.end && b.start <= a.end,
+    match a.kind {
+        AnomalyKind::TokenOrder => true,
+        AnomalyKind::Unavailable => a.start <= b.end && b.start <= a.end,
         _ => a.start == b.start,
     }
 }
@@ -98,7 +98,7 @@ pub struct OnlineChecker {
     late: u64,
     /// What was reported: (kind, key, start) of the anomalies compared by start, and the
     /// latest report of each other violation (`same_violation`), with its span kept up to date.
-    reported: HashSet<(String, String, i64)>,
+    reported: HashSet<(AnomalyKind, String, i64)>,
     reported_spans: Vec<Anomaly>,
     broken: Option<Stopped>,
     max_events: u64,
@@ -244,10 +244,13 @@ impl OnlineChecker {
         let report = check_so_far(&history, &self.options, self.longest_ttl_ms);
         let mut new = Vec::new();
         for anomaly in report.anomalies {
-            if !reported_early(&anomaly.kind, self.increments_only) {
+            if !reported_early(anomaly.kind, self.increments_only) {
                 continue;
             }
-            if matches!(anomaly.kind.as_str(), "token-order" | "unavailable") {
+            if matches!(
+                anomaly.kind,
+                AnomalyKind::TokenOrder | AnomalyKind::Unavailable
+            ) {
                 match self
                     .reported_spans
                     .iter_mut()
@@ -260,11 +263,10 @@ impl OnlineChecker {
                         new.push(anomaly);
                     }
                 }
-            } else if self.reported.insert((
-                anomaly.kind.clone(),
-                anomaly.key.clone(),
-                anomaly.start,
-            )) {
+            } else if self
+                .reported
+                .insert((anomaly.kind, anomaly.key.clone(), anomaly.start))
+            {
                 new.push(anomaly);
             }
         }
@@ -338,7 +340,7 @@ mod tests {
         push(&mut online, &[line(0, 1_200, 3, "invoke", "acquire", "")]);
         let found = online.poll();
         assert_eq!(found.len(), 1, "{found:?}");
-        assert_eq!(found[0].kind, "overlap");
+        assert_eq!(found[0].kind, AnomalyKind::Overlap);
         push(&mut online, &[line(0, 1_300, 3, "fail", "acquire", "")]);
         assert!(online.poll().is_empty(), "reported twice");
         let report = online.finish().unwrap();
@@ -463,7 +465,7 @@ mod tests {
         let mut early = Vec::new();
         for t in times {
             for anomaly in online.check_until(t) {
-                assert_eq!(anomaly.kind, "lost-update", "{anomaly:?}");
+                assert_eq!(anomaly.kind, AnomalyKind::LostUpdate, "{anomaly:?}");
                 early.push((t / MS, anomaly));
             }
         }
@@ -474,7 +476,7 @@ mod tests {
         report
             .anomalies
             .iter()
-            .filter(|a| a.kind == "lost-update")
+            .filter(|a| a.kind == AnomalyKind::LostUpdate)
             .collect()
     }
 

@@ -21,7 +21,7 @@
 //! those are judged then (`Seen::SoFar`).
 
 use crate::history::compact::{flags, KeyId, OpF, OpType, ProcessId, NO_KEY};
-use crate::report::Anomaly;
+use crate::report::{Anomaly, AnomalyKind};
 use crate::units::fmt_time;
 
 use super::findings::{Findings, Names};
@@ -190,7 +190,7 @@ fn lost_updates(
     if missing <= 0 && overwritten.is_none() && duplicated.is_empty() {
         return;
     }
-    findings.add("lost-update", || {
+    findings.add(AnomalyKind::LostUpdate, || {
         let mut indices: Vec<u64> = final_read.iter().map(|r| u64::from(r.3)).collect();
         let mut processes: Vec<u64> = Vec::new();
         if let Some(w) = overwritten {
@@ -239,7 +239,7 @@ fn lost_updates(
         let start = acked_writes.iter().map(|w| w.3).min().unwrap_or(0);
         let end = final_read.map_or(last_ack, |r| r.1);
         Anomaly {
-            kind: "lost-update".into(),
+            kind: AnomalyKind::LostUpdate,
             key: key_name.to_string(),
             processes,
             indices,

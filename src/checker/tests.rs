@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::{check, CheckOptions};
 use crate::history::reader::read_jsonl;
-use crate::report::{Anomaly, Report};
+use crate::report::{Anomaly, AnomalyKind, Report};
 
 fn history_text(text: &str) -> String {
     let mut out = String::new();
@@ -60,7 +60,9 @@ fn run(text: &str) -> Report {
     run_with(text, &CheckOptions::default())
 }
 
+/// The anomalies of the kind named `kind` (a misspelt name fails the test).
 fn of_kind<'a>(report: &'a Report, kind: &str) -> Vec<&'a Anomaly> {
+    let kind: AnomalyKind = kind.parse().unwrap();
     report.anomalies.iter().filter(|a| a.kind == kind).collect()
 }
 
@@ -78,7 +80,7 @@ fn kinds(report: &Report) -> Vec<&str> {
 }
 
 fn only<'a>(report: &'a Report, kind: &str) -> &'a Anomaly {
-    let found: Vec<&Anomaly> = report.anomalies.iter().filter(|a| a.kind == kind).collect();
+    let found = of_kind(report, kind);
     assert_eq!(
         found.len(),
         1,
@@ -507,7 +509,7 @@ fn a_stale_write_accepted_after_a_later_holders_write_is_found() {
     let stale = report
         .anomalies
         .iter()
-        .find(|a| a.kind == "stale-write")
+        .find(|a| a.kind == AnomalyKind::StaleWrite)
         .unwrap();
     assert_eq!(stale.indices, vec![1, 3, 4, 5, 6, 7]);
     assert_eq!(stale.tokens, vec![33, 34]);
@@ -542,7 +544,7 @@ fn stale_writes_need_no_tokens() {
     let stale = report
         .anomalies
         .iter()
-        .find(|a| a.kind == "stale-write")
+        .find(|a| a.kind == AnomalyKind::StaleWrite)
         .unwrap();
     assert!(stale.tokens.is_empty());
 }
@@ -1441,7 +1443,7 @@ fn a_process_failing_for_longer_than_the_bound_while_others_acquire_starves() {
     let starving = report
         .anomalies
         .iter()
-        .find(|a| a.kind == "starvation")
+        .find(|a| a.kind == AnomalyKind::Starvation)
         .unwrap();
     assert_eq!(starving.processes, vec![1, 2]);
     assert!(starving.indices.contains(&2), "{starving:?}");
@@ -1455,7 +1457,10 @@ fn no_starvation_when_nobody_else_got_the_lock_or_within_the_bound() {
     );
     let report = run(&alone.replace("FINAL", "fail"));
     assert!(
-        report.anomalies.iter().all(|a| a.kind != "starvation"),
+        report
+            .anomalies
+            .iter()
+            .all(|a| a.kind != AnomalyKind::Starvation),
         "{:#?}",
         report.anomalies
     );
@@ -1464,7 +1469,10 @@ fn no_starvation_when_nobody_else_got_the_lock_or_within_the_bound() {
         ..CheckOptions::default()
     };
     let report = run_with(&STARVING.replace("FINAL", "fail"), &patient);
-    assert!(report.anomalies.iter().all(|a| a.kind != "starvation"));
+    assert!(report
+        .anomalies
+        .iter()
+        .all(|a| a.kind != AnomalyKind::Starvation));
 }
 
 #[test]
@@ -1491,7 +1499,10 @@ fn getting_another_lock_breaks_a_run_of_failures() {
 "#;
     let report = run(progressing);
     assert!(
-        report.anomalies.iter().all(|a| a.kind != "starvation"),
+        report
+            .anomalies
+            .iter()
+            .all(|a| a.kind != AnomalyKind::Starvation),
         "{:#?}",
         report.anomalies
     );
@@ -1499,7 +1510,10 @@ fn getting_another_lock_breaks_a_run_of_failures() {
     let stuck = progressing.replace("6002   1 ok     acquire j {\"lease_ms\":1000}\n    6003   1 invoke release j\n    6004   1 ok     release j\n", "6002   1 fail   acquire j\n");
     assert_ne!(stuck, progressing);
     let report = run(&stuck);
-    assert!(report.anomalies.iter().any(|a| a.kind == "starvation"));
+    assert!(report
+        .anomalies
+        .iter()
+        .any(|a| a.kind == AnomalyKind::Starvation));
 }
 
 #[test]
@@ -1525,7 +1539,10 @@ fn getting_another_lock_in_the_nanosecond_of_the_next_attempt_breaks_the_run() {
 "#;
     let report = run(text);
     assert!(
-        report.anomalies.iter().all(|a| a.kind != "starvation"),
+        report
+            .anomalies
+            .iter()
+            .all(|a| a.kind != AnomalyKind::Starvation),
         "{:#?}",
         report.anomalies
     );
@@ -1773,7 +1790,7 @@ fn a_later_acquire_granted_before_an_earlier_one_on_a_fair_lock_is_unfair() {
         "{}",
         unfair.explanation
     );
-    assert_eq!(report.checks["fairness"].counts["unfair"], 1);
+    assert_eq!(report.checks["fairness"].counts[&AnomalyKind::Unfair], 1);
     assert!(!report.checks["fairness"].valid);
 }
 
@@ -1876,7 +1893,7 @@ fn a_later_acquire_overtaking_an_earlier_waiter_on_an_unfair_lock_is_a_queue_jum
 #[test]
 fn on_a_fair_lock_the_fair_queue_jumps_are_the_unfair_ones() {
     let report = run(&queue_jump("15", "ok"));
-    assert_eq!(report.count("unfair"), 1);
+    assert_eq!(report.count(AnomalyKind::Unfair), 1);
     assert_eq!(key_stats(&report).queue_jumps, 1);
     assert_eq!(key_stats(&report).queue_jumps_fair, Some(1));
     // A fair lock kept in order: counted, and zero.
@@ -2066,7 +2083,7 @@ fn fair_queue_jumps_equal_the_unfair_count_and_a_count_by_pairs() {
             .filter(|&b| (0..n).any(|a| invokes[b] > invokes[a] + 10 && granted[a] > granted[b]))
             .count() as u64;
         let stats = key_stats(&report);
-        assert_eq!(report.count("unfair"), by_pairs, "case {case}");
+        assert_eq!(report.count(AnomalyKind::Unfair), by_pairs, "case {case}");
         assert_eq!(stats.queue_jumps_fair, Some(by_pairs), "case {case}");
         assert_eq!(stats.queue_jumps, by_pairs, "case {case}");
         total += by_pairs;

@@ -104,8 +104,8 @@ fn verdict(report: &Report) -> String {
         ),
         Some(false) => {
             let kinds: Vec<String> = crate::report::AnomalyKind::ALL
-                .iter()
-                .map(|k| (k.as_str(), report.count(k.as_str())))
+                .into_iter()
+                .map(|k| (k, report.count(k)))
                 .filter(|(_, n)| *n > 0)
                 .map(|(k, n)| format!("{n} {k}"))
                 .collect();
@@ -138,7 +138,7 @@ fn table(rows: &[Recurrence], had_report: bool, runs: usize) -> String {
         .iter()
         .map(|r| {
             [
-                r.kind.clone(),
+                r.kind.to_string(),
                 match (r.original, r.original_first_ms) {
                     (false, _) => "(new)".to_string(),
                     (true, Some(ms)) => fmt_time((ms * 1e6) as i64),
@@ -181,12 +181,13 @@ fn table(rows: &[Recurrence], had_report: bool, runs: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::AnomalyKind;
 
     #[test]
     fn the_table_says_what_came_back_and_what_is_new() {
         let rows = [
             Recurrence {
-                kind: "unavailable".into(),
+                kind: AnomalyKind::Unavailable,
                 original: true,
                 original_first_ms: Some(53.0),
                 found: 2,
@@ -194,7 +195,7 @@ mod tests {
                 first_ms: vec![50.0, 52.0],
             },
             Recurrence {
-                kind: "overlap".into(),
+                kind: AnomalyKind::Overlap,
                 original: false,
                 original_first_ms: None,
                 found: 1,

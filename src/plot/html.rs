@@ -15,7 +15,7 @@ use askama::Template;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 use crate::report::episodes::kind_rank;
-use crate::report::{episodes, Anomaly, Report, ANOMALY_KINDS};
+use crate::report::{episodes, Anomaly, AnomalyKind, Report};
 use crate::run::record::RunRecord;
 use crate::units::fmt_time;
 
@@ -472,14 +472,13 @@ fn verdict(report: &Report) -> Verdict {
             detail: why.to_string(),
         }
     } else {
-        let total: u64 = ANOMALY_KINDS.iter().map(|k| report.count(k)).sum();
-        let mut found: Vec<&str> = ANOMALY_KINDS
-            .iter()
-            .copied()
-            .filter(|k| report.count(k) > 0)
+        let total: u64 = AnomalyKind::ALL.into_iter().map(|k| report.count(k)).sum();
+        let mut found: Vec<AnomalyKind> = AnomalyKind::ALL
+            .into_iter()
+            .filter(|&k| report.count(k) > 0)
             .collect();
-        found.sort_by_key(|k| kind_rank(k));
-        let kinds = joined(found.iter().map(|k| format!("{} {}", report.count(k), k)));
+        found.sort_by_key(|&k| kind_rank(k));
+        let kinds = joined(found.iter().map(|&k| format!("{} {}", report.count(k), k)));
         let noun = if total == 1 { "anomaly" } else { "anomalies" };
         Verdict {
             class: "invalid",
@@ -491,12 +490,12 @@ fn verdict(report: &Report) -> Verdict {
 
 /// What an anomaly's `lease_expired` says, in words true of its kind.
 fn lease_note(a: &Anomaly) -> Option<&'static str> {
-    Some(match (a.kind.as_str(), a.lease_expired?) {
-        ("overlap", true) => "after the earlier holder's lease ran out",
-        ("overlap", false) => "inside the earlier holder's live lease",
-        ("lost-lock", _) => "lost before its lease ran out (or it had none)",
-        ("bad-lease", true) => "the lease was over when the grant returned",
-        ("bad-lease", false) => "a lease longer than the ttl asked for",
+    Some(match (a.kind, a.lease_expired?) {
+        (AnomalyKind::Overlap, true) => "after the earlier holder's lease ran out",
+        (AnomalyKind::Overlap, false) => "inside the earlier holder's live lease",
+        (AnomalyKind::LostLock, _) => "lost before its lease ran out (or it had none)",
+        (AnomalyKind::BadLease, true) => "the lease was over when the grant returned",
+        (AnomalyKind::BadLease, false) => "a lease longer than the ttl asked for",
         _ => return None,
     })
 }
@@ -513,11 +512,11 @@ fn time_span(a: &Anomaly) -> String {
 
 /// What to look for in the picture of anomaly `a`, where its look needs saying.
 fn picture_hint(a: &Anomaly, picture: &TimelineLink) -> Option<&'static str> {
-    match a.kind.as_str() {
-        "unfair" if picture.arrows > 0 => Some(
+    match a.kind {
+        AnomalyKind::Unfair if picture.arrows > 0 => Some(
             "In the picture, the dark red arrow starts at the pending acquire of the process that was overtaken, at the moment the other got the lock, and points at the lane of the one that jumped ahead.",
         ),
-        "overlap" if picture.shared_holds > 0 => Some(
+        AnomalyKind::Overlap if picture.shared_holds > 0 => Some(
             "In the picture, hatched light bars are readers' (shared) holds, which may run side by side; a solid bar is a writer's (exclusive) hold, which may overlap no other.",
         ),
         _ => None,
@@ -562,7 +561,7 @@ fn anomalies<'a>(page: &'a Page, out_dir: &Path) -> (Vec<EpisodeBlock<'a>>, Vec<
             number: e + 1,
             headline: episode.headline(),
             first: first + 1,
-            kind: &a.kind,
+            kind: a.kind.as_str(),
             key: &a.key,
             meta: meta.join(" · "),
             explanation: &a.explanation,
@@ -580,7 +579,7 @@ fn anomalies<'a>(page: &'a Page, out_dir: &Path) -> (Vec<EpisodeBlock<'a>>, Vec<
                 carded: e < EPISODE_CARDS,
                 kind: match lease_note(a) {
                     Some(note) => format!("{}, {note}", a.kind),
-                    None => a.kind.clone(),
+                    None => a.kind.to_string(),
                 },
                 key: &a.key,
                 time: time_span(a),
@@ -633,7 +632,7 @@ mod tests {
         let report = Report {
             valid: Some(false),
             anomalies: vec![Anomaly {
-                kind: "overlap".into(),
+                kind: AnomalyKind::Overlap,
                 key: evil.into(),
                 processes: vec![1, 2],
                 indices: vec![3, 4],
@@ -648,7 +647,7 @@ mod tests {
                 evil.to_string(),
                 CheckResult {
                     valid: false,
-                    counts: [("overlap".to_string(), 1)].into(),
+                    counts: [(AnomalyKind::Overlap, 1)].into(),
                     ..CheckResult::default()
                 },
             )]

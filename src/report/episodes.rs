@@ -37,16 +37,11 @@ pub enum Class {
     Unfair,
     OverlapAfterLease,
     LostUpdate,
-    /// A kind this version does not know (a newer report): last.
-    Other,
 }
 
 impl Class {
     pub fn of(anomaly: &Anomaly) -> Class {
-        match AnomalyKind::parse(&anomaly.kind) {
-            Some(kind) => Class::of_kind(kind, anomaly.lease_expired),
-            None => Class::Other,
-        }
+        Class::of_kind(anomaly.kind, anomaly.lease_expired)
     }
 
     /// The class of an anomaly of `kind`; for an overlap, by whether the earlier holder's
@@ -78,8 +73,8 @@ impl Class {
 }
 
 /// Where `kind` stands in the order worst first (overlaps at their worst), for lists by kind.
-pub fn kind_rank(kind: &str) -> Class {
-    AnomalyKind::parse(kind).map_or(Class::Other, |k| Class::of_kind(k, None))
+pub fn kind_rank(kind: AnomalyKind) -> Class {
+    Class::of_kind(kind, None)
 }
 
 /// Anomalies of one class close in time: what one fault caused.
@@ -87,7 +82,7 @@ pub fn kind_rank(kind: &str) -> Class {
 pub struct Episode {
     pub class: Class,
     /// The anomalies' kinds, each once, in order of first appearance.
-    pub kinds: Vec<String>,
+    pub kinds: Vec<AnomalyKind>,
     /// Positions in the anomaly list given to `episodes`, in time order.
     pub anomalies: Vec<usize>,
     /// The keys involved, sorted, each once.
@@ -110,17 +105,21 @@ impl Episode {
     pub fn headline(&self) -> String {
         let n = self.anomalies.len();
         let kind = if self.kinds.len() == 1 {
-            let kind = &self.kinds[0];
-            match (n, kind.as_str()) {
-                (1, _) => kind.clone(),
+            let kind = self.kinds[0];
+            match (n, kind) {
+                (1, _) => kind.to_string(),
                 // Adjectives and uncountables read as kinds of anomaly.
-                (_, "unavailable" | "unfair" | "starvation" | "token-order") => {
-                    format!("{kind} anomalies")
-                }
+                (
+                    _,
+                    AnomalyKind::Unavailable
+                    | AnomalyKind::Unfair
+                    | AnomalyKind::Starvation
+                    | AnomalyKind::TokenOrder,
+                ) => format!("{kind} anomalies"),
                 _ => format!("{kind}s"),
             }
         } else {
-            self.kinds.join(" / ")
+            AnomalyKind::join(&self.kinds, " / ")
         };
         let qualifier = self.class.qualifier();
         let qualifier = if qualifier.is_empty() {
@@ -182,9 +181,9 @@ pub fn episodes(anomalies: &[Anomaly]) -> Vec<Episode> {
         let a = &anomalies[i];
         let class = Class::of(a);
         let (start, end) = span(a);
-        let joins = out.last().is_some_and(|e| {
-            e.class == class && start <= e.end.saturating_add(NEAR_NS) && class != Class::Other
-        });
+        let joins = out
+            .last()
+            .is_some_and(|e| e.class == class && start <= e.end.saturating_add(NEAR_NS));
         if !joins {
             out.push(Episode {
                 class,
@@ -200,7 +199,7 @@ pub fn episodes(anomalies: &[Anomaly]) -> Vec<Episode> {
         e.anomalies.push(i);
         e.end = e.end.max(end);
         if !e.kinds.contains(&a.kind) {
-            e.kinds.push(a.kind.clone());
+            e.kinds.push(a.kind);
         }
         e.keys.push(a.key.clone());
         e.processes.extend(&a.processes);
@@ -222,7 +221,7 @@ mod tests {
 
     fn anomaly(kind: &str, key: &str, start: i64, end: i64, lease: Option<bool>) -> Anomaly {
         Anomaly {
-            kind: kind.into(),
+            kind: kind.parse().unwrap(),
             key: key.into(),
             processes: vec![start as u64 / S as u64],
             indices: vec![],

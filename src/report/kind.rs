@@ -1,4 +1,4 @@
-//! The anomaly kinds the checker reports, as one enum: its order is the order summaries,
+//! The anomaly kinds the checker reports, as one enum: `ALL`'s order is the order summaries,
 //! the page and the audit list them in, and its names (kebab-case) are the ones every JSON
 //! output, `[expect]` tables and `Anomaly::kind` use.
 
@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// One kind of anomaly. Serialized as its name (`"stale-write"`); read from a name, an
 /// unknown one refused with the known ones listed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum AnomalyKind {
     Overlap,
@@ -66,6 +66,12 @@ impl AnomalyKind {
         matches!(self, AnomalyKind::LostUpdate)
     }
 
+    /// `kinds`' names joined by `separator`: `overlap, stale-write`.
+    pub fn join(kinds: &[AnomalyKind], separator: &str) -> String {
+        let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        names.join(separator)
+    }
+
     /// The known names for messages: `overlap, bad-lease, ...`.
     pub fn known() -> String {
         ANOMALY_KINDS.join(", ")
@@ -110,12 +116,45 @@ impl TryFrom<String> for AnomalyKind {
     }
 }
 
+/// Counts by kind, as reports carry them: in name order, as JSON writes them.
+pub type KindCounts = std::collections::BTreeMap<AnomalyKind, u64>;
+
+/// Kinds order by name, as their names did when reports carried names: maps and sets of
+/// kinds (`counts`, `found`, `omitted`) list them alphabetically, byte for byte as before.
+/// `ALL` is the display order.
+impl Ord for AnomalyKind {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialOrd for AnomalyKind {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Kinds by name, for tests: `named(&["overlap"])`.
+#[cfg(test)]
+pub fn named(names: &[&str]) -> Vec<AnomalyKind> {
+    names.iter().map(|n| n.parse().expect("a kind")).collect()
+}
+
+/// Counts by kind name, for tests: `counted(&[("overlap", 2)])`.
+#[cfg(test)]
+pub fn counted(counts: &[(&str, u64)]) -> KindCounts {
+    counts
+        .iter()
+        .map(|(n, c)| (n.parse().expect("a kind"), *c))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn names_are_serde_names_and_the_order_is_the_display_order() {
+    fn names_are_serde_names_and_kinds_sort_by_name() {
         assert_eq!(
             ANOMALY_KINDS,
             [
@@ -139,7 +178,9 @@ mod tests {
         }
         let mut sorted = AnomalyKind::ALL;
         sorted.sort();
-        assert_eq!(sorted, AnomalyKind::ALL);
+        let mut names = ANOMALY_KINDS;
+        names.sort();
+        assert_eq!(sorted.map(AnomalyKind::as_str), names);
     }
 
     #[test]

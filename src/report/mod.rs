@@ -11,15 +11,16 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use episodes::{episodes, Class, Episode};
-pub use kind::{AnomalyKind, ANOMALY_KINDS};
+#[cfg(test)]
+pub use kind::{counted, named};
+pub use kind::{AnomalyKind, KindCounts, ANOMALY_KINDS};
 pub use per_key::PerKey;
 pub use summary::render_summary;
 
 /// One thing that went wrong, with the events that show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Anomaly {
-    /// One of `ANOMALY_KINDS` (an `AnomalyKind`'s name).
-    pub kind: String,
+    pub kind: AnomalyKind,
     pub key: String,
     /// The client processes involved, as numbered in the history.
     pub processes: Vec<u64>,
@@ -46,7 +47,7 @@ pub struct Anomaly {
 pub struct CheckResult {
     pub valid: bool,
     /// Anomalies found, by kind (all of them, including any left out of `anomalies`).
-    pub counts: BTreeMap<String, u64>,
+    pub counts: KindCounts,
     /// Figures particular to the check.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub figures: BTreeMap<String, serde_json::Value>,
@@ -164,7 +165,7 @@ pub struct Report {
     pub stats: Stats,
     /// Anomalies found but left out of `anomalies`, by kind.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub omitted: BTreeMap<String, u64>,
+    pub omitted: KindCounts,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
@@ -191,19 +192,19 @@ impl Report {
     }
 
     /// How many anomalies of `kind` were found, listed or not.
-    pub fn count(&self, kind: &str) -> u64 {
+    pub fn count(&self, kind: AnomalyKind) -> u64 {
         self.checks
             .values()
-            .filter_map(|c| c.counts.get(kind))
+            .filter_map(|c| c.counts.get(&kind))
             .sum()
     }
 
     /// When the first listed anomaly of a kind `wanted` accepts began, in ns of run time:
     /// the time to first anomaly of the audit, the index and `rerun`.
-    pub fn first_anomaly_ns(&self, wanted: impl Fn(&str) -> bool) -> Option<i64> {
+    pub fn first_anomaly_ns(&self, wanted: impl Fn(AnomalyKind) -> bool) -> Option<i64> {
         self.anomalies
             .iter()
-            .filter(|a| wanted(&a.kind))
+            .filter(|a| wanted(a.kind))
             .map(|a| a.start)
             .min()
     }

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::episodes::episodes;
-use super::{KeyStats, Report, ANOMALY_KINDS};
+use super::{AnomalyKind, KeyStats, Report};
 use crate::units::fmt_span;
 
 /// How many episodes the summary spells out (worst first), each with its first anomaly.
@@ -28,7 +28,7 @@ pub fn render_summary(report: &Report, source: &str) -> String {
     for warning in &report.warnings {
         let _ = writeln!(out, "warning: {warning}");
     }
-    let total: u64 = ANOMALY_KINDS.iter().map(|k| report.count(k)).sum();
+    let total: u64 = AnomalyKind::ALL.into_iter().map(|k| report.count(k)).sum();
     match report.valid {
         Some(true) => {
             let _ = writeln!(out, "VALID: no anomalies");

@@ -21,7 +21,7 @@ use crate::nemesis::network::Network;
 use crate::nemesis::schedule::cannot_act;
 use crate::nemesis::{self, FaultKind, Schedule, Stage};
 use crate::outfile;
-use crate::report::{Anomaly, Report};
+use crate::report::{Anomaly, AnomalyKind, Report};
 
 use crate::clock::{wall_ms, RunClock};
 use crate::workload::client::key_name;
@@ -457,14 +457,10 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
             checker::check(&history, &options.check)
         }
     };
-    let taken_back: Vec<&String> = found_kinds
+    let taken_back: Vec<&str> = found_kinds
         .iter()
-        .filter(|kind| {
-            report
-                .checks
-                .values()
-                .all(|c| c.counts.get(*kind).is_none_or(|n| *n == 0))
-        })
+        .filter(|&&kind| report.count(kind) == 0)
+        .map(|kind| kind.as_str())
         .collect();
     if !taken_back.is_empty() {
         crate::note!(
@@ -573,7 +569,7 @@ struct Driven {
     proven: Option<String>,
     online: Option<Finished>,
     /// The kinds the online checker reported while the run went on.
-    found_kinds: Vec<String>,
+    found_kinds: Vec<AnomalyKind>,
 }
 
 /// Spawns the workers, runs the nemesis and records until the workers finish, heals

@@ -2,7 +2,6 @@
 //! checks what has settled now and then, and sends each anomaly it proves to the controller,
 //! which counts them for the progress bar and ends the run once `StopWhen` is met.
 
-use std::collections::BTreeMap;
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -14,7 +13,7 @@ use tokio::sync::Notify;
 use crate::checker::online::{OnlineChecker, Stopped};
 use crate::checker::CheckOptions;
 use crate::history::{HistoryError, RecordedLine};
-use crate::report::{Anomaly, Report};
+use crate::report::{Anomaly, AnomalyKind, KindCounts, Report};
 
 /// The shortest time between two checks.
 const MIN_INTERVAL: Duration = Duration::from_millis(250);
@@ -109,7 +108,7 @@ pub enum StopWhen {
     /// Once an anomaly of each of `kinds` was found, and, if `inside_lease`, an overlap that
     /// began inside the earlier holder's lease (an audit cell's expectation).
     Found {
-        kinds: Vec<String>,
+        kinds: Vec<AnomalyKind>,
         inside_lease: bool,
     },
 }
@@ -135,7 +134,7 @@ impl StopWhen {
 #[derive(Default)]
 pub struct Found {
     /// Kind -> how many.
-    pub kinds: BTreeMap<String, u64>,
+    pub kinds: KindCounts,
     /// Whether an overlap began inside the earlier holder's lease (a later renewal can only
     /// lengthen a lease, so this holds in the final verdict too).
     pub overlap_inside_lease: bool,
@@ -153,7 +152,7 @@ pub fn collect_found(
     tokio::spawn(async move {
         while let Some(anomaly) = found.recv().await {
             let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
-            *state.kinds.entry(anomaly.kind.clone()).or_default() += 1;
+            *state.kinds.entry(anomaly.kind).or_default() += 1;
             state.overlap_inside_lease |= anomaly.lease_expired == Some(false);
             if state.proven.is_none() && stop_when.is_met(&state) {
                 state.proven = Some(format!(

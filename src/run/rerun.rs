@@ -96,7 +96,7 @@ impl Replay {
 /// How one kind of anomaly fared over the reruns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Recurrence {
-    pub kind: String,
+    pub kind: AnomalyKind,
     /// Whether the original found it (false: only reruns did).
     pub original: bool,
     /// When the original's first of this kind began, ms of run time.
@@ -117,27 +117,26 @@ impl Recurrence {
 /// Per kind of anomaly the original found, then per kind only reruns found, how often and
 /// how soon the reruns found it; in the order summaries use (`AnomalyKind`).
 pub fn recurrences(original: Option<&Report>, reruns: &[Report]) -> Vec<Recurrence> {
-    let kinds_of = |report: &Report| -> Vec<&'static str> {
+    let kinds_of = |report: &Report| -> Vec<AnomalyKind> {
         AnomalyKind::ALL
-            .iter()
-            .map(|k| k.as_str())
-            .filter(|k| report.count(k) > 0)
+            .into_iter()
+            .filter(|&k| report.count(k) > 0)
             .collect()
     };
-    let first_ms = |report: &Report, kind: &str| {
+    let first_ms = |report: &Report, kind: AnomalyKind| {
         report
             .first_anomaly_ns(|k| k == kind)
             .map(|ns| ns as f64 / 1e6)
     };
     let mut rows: BTreeMap<(bool, usize), Recurrence> = BTreeMap::new();
-    let mut add = |kind: &'static str, original: Option<&Report>| {
+    let mut add = |kind: AnomalyKind, original: Option<&Report>| {
         let rank = AnomalyKind::ALL
             .iter()
-            .position(|k| k.as_str() == kind)
-            .unwrap_or(usize::MAX);
+            .position(|&k| k == kind)
+            .expect("every kind is in ALL");
         rows.entry((original.is_none(), rank))
             .or_insert_with(|| Recurrence {
-                kind: kind.to_string(),
+                kind,
                 original: original.is_some(),
                 original_first_ms: original.and_then(|r| first_ms(r, kind)),
                 found: 0,
@@ -146,7 +145,7 @@ pub fn recurrences(original: Option<&Report>, reruns: &[Report]) -> Vec<Recurren
             });
     };
     let originals = original.map(kinds_of).unwrap_or_default();
-    for kind in &originals {
+    for &kind in &originals {
         add(kind, original);
     }
     for report in reruns {
@@ -159,9 +158,9 @@ pub fn recurrences(original: Option<&Report>, reruns: &[Report]) -> Vec<Recurren
     let mut rows: Vec<Recurrence> = rows.into_values().collect();
     for row in &mut rows {
         for report in reruns {
-            if report.count(&row.kind) > 0 {
+            if report.count(row.kind) > 0 {
                 row.found += 1;
-                row.first_ms.extend(first_ms(report, &row.kind));
+                row.first_ms.extend(first_ms(report, row.kind));
             }
         }
     }
@@ -177,9 +176,10 @@ mod tests {
         let mut check = CheckResult::default();
         let mut anomalies = Vec::new();
         for (kind, start_ms) in found {
-            *check.counts.entry(kind.to_string()).or_default() += 1;
+            let kind: AnomalyKind = kind.parse().unwrap();
+            *check.counts.entry(kind).or_default() += 1;
             anomalies.push(Anomaly {
-                kind: kind.to_string(),
+                kind,
                 key: "lock:0".into(),
                 processes: vec![],
                 indices: vec![],

@@ -14,13 +14,12 @@
 //! preset, field or kind would quietly turn a required flaw into "nothing expected":
 //! `check_table` refuses them, naming the line.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
 use crate::presets::{self, PRESETS};
-use crate::report::{AnomalyKind, ANOMALY_KINDS};
+use crate::report::{AnomalyKind, KindCounts, ANOMALY_KINDS};
 use crate::suggest::did_you_mean;
 use crate::tomlfile::FileError;
 
@@ -29,9 +28,9 @@ use crate::tomlfile::FileError;
 #[serde(deny_unknown_fields, default)]
 pub struct Expectation {
     /// Each of these kinds must be found at least once.
-    pub must: Vec<String>,
+    pub must: Vec<AnomalyKind>,
     /// These may be found or not (faults make them likely but not certain).
-    pub may: Vec<String>,
+    pub may: Vec<AnomalyKind>,
     /// At least one overlap must begin while the earlier holder's lease still ran: the lock
     /// itself failed, not just a holder that outlived its lease.
     pub inside_lease: bool,
@@ -42,24 +41,14 @@ pub struct Expectation {
 }
 
 impl Expectation {
-    /// Kinds that are not anomaly kinds, for the workload's validation.
-    pub fn unknown_kinds(&self) -> Vec<&str> {
-        self.must
-            .iter()
-            .chain(&self.may)
-            .map(String::as_str)
-            .filter(|k| AnomalyKind::parse(k).is_none())
-            .collect()
-    }
-
     /// Why `found` (anomaly counts by kind) differs from the expectation, or None if it
     /// meets it.
-    pub fn differs(&self, found: &BTreeMap<String, u64>) -> Option<String> {
+    pub fn differs(&self, found: &KindCounts) -> Option<String> {
         let missing: Vec<&str> = self
             .must
             .iter()
             .filter(|k| found.get(*k).copied().unwrap_or(0) == 0)
-            .map(String::as_str)
+            .map(|k| k.as_str())
             .collect();
         let surprising: Vec<String> = found
             .iter()
@@ -209,9 +198,7 @@ pub fn check_table(text: &str, name: &str) -> Result<(), FileError> {
 mod tests {
     use super::*;
 
-    fn found(kinds: &[(&str, u64)]) -> BTreeMap<String, u64> {
-        kinds.iter().map(|(k, n)| (k.to_string(), *n)).collect()
-    }
+    use crate::report::{counted as found, named};
 
     #[test]
     fn an_empty_expectation_wants_a_valid_run() {
@@ -224,8 +211,8 @@ mod tests {
     #[test]
     fn must_kinds_are_required_and_may_kinds_tolerated() {
         let e = Expectation {
-            must: vec!["overlap".into()],
-            may: vec!["stale-write".into()],
+            must: named(&["overlap"]),
+            may: named(&["stale-write"]),
             ..Expectation::default()
         };
         assert!(e.differs(&found(&[])).expect("missing").contains("overlap"));
@@ -241,12 +228,12 @@ mod tests {
     }
 
     #[test]
-    fn unknown_kinds_are_named() {
-        let e = Expectation {
-            must: vec!["overlapp".into()],
-            ..Expectation::default()
-        };
-        assert_eq!(e.unknown_kinds(), vec!["overlapp"]);
+    fn an_unknown_kind_is_no_expectation() {
+        let e = toml::from_str::<Expectation>("must = [\"overlapp\"]").unwrap_err();
+        assert!(
+            e.message().contains("\"overlapp\" is no anomaly kind"),
+            "{e}"
+        );
     }
 }
 
@@ -374,7 +361,7 @@ mod table_tests {
         assert_eq!(spec.nemesis.as_deref(), Some("pause-servers"));
         let keys: Vec<&str> = spec.expect.keys().map(String::as_str).collect();
         assert_eq!(keys, ["kill-servers", "none", "pause-servers"]);
-        assert_eq!(spec.expect["kill-servers"].must, ["overlap"]);
+        assert_eq!(spec.expect["kill-servers"].must, [AnomalyKind::Overlap]);
         // Both names of one preset would be two entries for one column.
         let error = refused("kill-servers = {}\nkill-redis = {}\n");
         assert_eq!(error.line, 7, "{error}");

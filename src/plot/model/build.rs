@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use crate::checker::holds::ReleaseOutcome;
 use crate::history::compact::{OpF, OpType, ProcessId};
+use crate::report::AnomalyKind;
 
 use super::items::{
     bar, mark, AnomalyItem, ArrowItem, Band, Cells, Model, WriteLabel, MIN_ANOMALY_PX, MIN_BAND_PX,
@@ -336,7 +337,7 @@ pub fn build(src: &Source, view: &View) -> Model {
         }) {
             arrows.push(arrow);
         }
-        if anomaly.kind == "lost-update" {
+        if anomaly.kind == AnomalyKind::LostUpdate {
             // It concerns the whole run: drawn as marks on the events it names (the final
             // read, the writes of a duplicated value), not as a region over every lane.
             let mut events: Vec<(i64, u64)> = anomaly
@@ -426,7 +427,7 @@ fn queue_jump(
     scale: &super::scale::XScale,
     lane_of: impl Fn(u64) -> Option<usize>,
 ) -> Option<ArrowItem> {
-    if anomaly.kind != "unfair" {
+    if anomaly.kind != AnomalyKind::Unfair {
         return None;
     }
     let [waiter, jumper] = anomaly.processes[..] else {

@@ -1,6 +1,6 @@
 //! Texts the pictures share.
 
-use crate::report::Anomaly;
+use crate::report::{Anomaly, AnomalyKind};
 
 /// `text`, cut to `max` characters with an ellipsis.
 pub fn shorten(text: &str, max: usize) -> String {
@@ -15,9 +15,9 @@ pub fn shorten(text: &str, max: usize) -> String {
 
 /// The label of anomaly number `n` (0-based) in pictures: `#1 overlap within lease [1, 4]`.
 pub fn anomaly_label(n: usize, a: &Anomaly) -> String {
-    let qualifier = match (a.kind.as_str(), a.lease_expired) {
-        ("overlap", Some(true)) => " after lease expiry",
-        ("overlap", Some(false)) => " within lease",
+    let qualifier = match (a.kind, a.lease_expired) {
+        (AnomalyKind::Overlap, Some(true)) => " after lease expiry",
+        (AnomalyKind::Overlap, Some(false)) => " within lease",
         _ => "",
     };
     // The first events and the last (where a stale write or a failed release usually is).
@@ -41,7 +41,7 @@ mod tests {
     #[test]
     fn labels_name_kind_and_events() {
         let a = Anomaly {
-            kind: "overlap".into(),
+            kind: AnomalyKind::Overlap,
             key: "k".into(),
             processes: vec![0, 1],
             indices: vec![1, 4, 5, 6, 9],
@@ -59,7 +59,7 @@ mod tests {
         let many = Anomaly {
             indices: (1..=9).collect(),
             lease_expired: None,
-            kind: "stale-write".into(),
+            kind: AnomalyKind::StaleWrite,
             ..a
         };
         assert_eq!(anomaly_label(1, &many), "#2 stale-write [1, 2, 3, …, 8, 9]");

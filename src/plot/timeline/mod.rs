@@ -22,7 +22,7 @@ use std::path::Path;
 use crate::checker::holds;
 use crate::history::compact::KeyId;
 use crate::history::History;
-use crate::report::{episodes, Report};
+use crate::report::{episodes, AnomalyKind, Report};
 
 use crate::plot::error::PlotError;
 use crate::plot::fonts;
@@ -260,14 +260,14 @@ pub fn draw_timelines(
 }
 
 fn summary_line(m: &Model, report: &Report, history: &History) -> String {
-    let mut kinds: Vec<(String, usize)> = Vec::new();
+    let mut kinds: Vec<(AnomalyKind, usize)> = Vec::new();
     let mut drawn: Vec<usize> = m.anomalies.iter().map(|item| item.anomaly).collect();
     drawn.dedup();
     for a in drawn {
-        let kind = &report.anomalies[a].kind;
-        match kinds.iter_mut().find(|(k, _)| k == kind) {
+        let kind = report.anomalies[a].kind;
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
             Some((_, n)) => *n += 1,
-            None => kinds.push((kind.clone(), 1)),
+            None => kinds.push((kind, 1)),
         }
     }
     let anomalies = if kinds.is_empty() {

@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use crate::history::{Event, EventType};
+use crate::report::AnomalyKind;
 use crate::synth::config::MS;
 use crate::synth::rng::Rng;
 use crate::synth::view::view;
@@ -34,7 +35,11 @@ pub fn inject_bad_lease(events: &mut [Event], seed: u64) -> Option<Injection> {
     }
     events[invoke].value = Some(json!({ "ttl_ms": ttl_ms }));
     renumber(events);
-    done("bad-lease", &hold.key, vec![invoke as u64, ok as u64])
+    done(
+        AnomalyKind::BadLease,
+        &hold.key,
+        vec![invoke as u64, ok as u64],
+    )
 }
 
 /// A release (or renew) that succeeded inside its lease fails instead ("lock not held by
@@ -70,5 +75,5 @@ pub fn inject_lost_lock(events: &mut [Event], seed: u64) -> Option<Injection> {
     e.value = None;
     e.error = Some("lock not held by us".into());
     renumber(events);
-    done("lost-lock", &key, vec![pos as u64])
+    done(AnomalyKind::LostLock, &key, vec![pos as u64])
 }

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use crate::history::{Event, EventType, Process};
+use crate::report::AnomalyKind;
 use crate::synth::config::{MS, US};
 use crate::synth::record::HELD_REASON;
 use crate::synth::rng::Rng;
@@ -118,7 +119,7 @@ pub fn inject_unavailable(
     ];
     let positions = close_tail(events, section, t.finals);
     done(
-        "unavailable",
+        AnomalyKind::Unavailable,
         &key,
         vec![positions[1] as u64, positions[3] as u64],
     )
@@ -184,7 +185,11 @@ pub fn inject_starvation(
     let positions = close_tail(events, section, t.finals);
     let first = positions[fails[0] - 1];
     let last = positions[*fails.last()?];
-    done("starvation", &key, vec![first as u64, last as u64])
+    done(
+        AnomalyKind::Starvation,
+        &key,
+        vec![first as u64, last as u64],
+    )
 }
 
 /// Two fresh processes ask for the key as a fair lock, 15 ms apart (more than the 10 ms
@@ -233,5 +238,5 @@ pub fn inject_unfair(events: &mut Vec<Event>, seed: u64) -> Option<Injection> {
     ];
     let positions = close_tail(events, section, t.finals);
     let indices = [0, 1, 2, 5].map(|i| positions[i] as u64).to_vec();
-    done("unfair", &key, indices)
+    done(AnomalyKind::Unfair, &key, indices)
 }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use serde_json::json;
 
 use crate::history::{Event, EventType, Process};
+use crate::report::AnomalyKind;
 use crate::synth::rng::Rng;
 use crate::synth::view::{payload_i64, time_order, view, HoldView};
 
@@ -56,5 +57,5 @@ pub fn inject_lost_update(events: &mut [Event], seed: u64) -> Option<Injection> 
     let value = payload_i64(&events[read], "value")?;
     events[read].value = Some(json!({ "value": value - 1 }));
     renumber(events);
-    done("lost-update", &key, vec![read as u64])
+    done(AnomalyKind::LostUpdate, &key, vec![read as u64])
 }

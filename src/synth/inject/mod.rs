@@ -16,28 +16,28 @@ pub use overlap::{inject_overlap, inject_stale_write};
 pub use tokens::{inject_duplicate_token, inject_token_order};
 
 use crate::history::Event;
+use crate::report::AnomalyKind;
 
-/// Injects one violation of `kind` (one of `INJECTABLE`); `None` if the history has no
-/// place for it (e.g. no tokens for `token-order`).
+/// Injects one violation of `kind`; `None` if the history has no place for it (e.g. no
+/// tokens for `token-order`).
 pub fn inject(
-    kind: &str,
+    kind: AnomalyKind,
     events: &mut Vec<Event>,
     seed: u64,
     liveness_bound_ns: i64,
     starvation_bound_ns: i64,
 ) -> Option<Injection> {
     match kind {
-        "overlap" => inject_overlap(events, seed),
-        "bad-lease" => inject_bad_lease(events, seed),
-        "lost-lock" => inject_lost_lock(events, seed),
-        "stale-write" => inject_stale_write(events, seed),
-        "token-order" => inject_token_order(events, seed),
-        "duplicate-token" => inject_duplicate_token(events, seed),
-        "starvation" => inject_starvation(events, seed, starvation_bound_ns),
-        "unavailable" => inject_unavailable(events, seed, liveness_bound_ns),
-        "unfair" => inject_unfair(events, seed),
-        "lost-update" => inject_lost_update(events, seed),
-        _ => None,
+        AnomalyKind::Overlap => inject_overlap(events, seed),
+        AnomalyKind::BadLease => inject_bad_lease(events, seed),
+        AnomalyKind::LostLock => inject_lost_lock(events, seed),
+        AnomalyKind::StaleWrite => inject_stale_write(events, seed),
+        AnomalyKind::TokenOrder => inject_token_order(events, seed),
+        AnomalyKind::DuplicateToken => inject_duplicate_token(events, seed),
+        AnomalyKind::Starvation => inject_starvation(events, seed, starvation_bound_ns),
+        AnomalyKind::Unavailable => inject_unavailable(events, seed, liveness_bound_ns),
+        AnomalyKind::Unfair => inject_unfair(events, seed),
+        AnomalyKind::LostUpdate => inject_lost_update(events, seed),
     }
 }
 

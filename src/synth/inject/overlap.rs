@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use crate::history::{Event, EventType};
+use crate::report::AnomalyKind;
 use crate::synth::config::{MS, US};
 use crate::synth::rng::Rng;
 use crate::synth::view::view;
@@ -42,7 +43,11 @@ pub fn inject_overlap(events: &mut Vec<Event>, seed: u64) -> Option<Injection> {
     let begin = hold.begin();
     let positions = merge(events, new);
     let begin = new_position(begin, &positions);
-    done("overlap", &key, vec![begin as u64, positions[1] as u64])
+    done(
+        AnomalyKind::Overlap,
+        &key,
+        vec![begin as u64, positions[1] as u64],
+    )
 }
 
 /// A process takes the lock just before a later hold H′ begins and, after H′'s first write
@@ -99,5 +104,9 @@ pub fn inject_stale_write(events: &mut Vec<Event>, seed: u64) -> Option<Injectio
     ];
     let positions = merge(events, new);
     let later = new_position(later_ok, &positions);
-    done("stale-write", &key, vec![positions[3] as u64, later as u64])
+    done(
+        AnomalyKind::StaleWrite,
+        &key,
+        vec![positions[3] as u64, later as u64],
+    )
 }

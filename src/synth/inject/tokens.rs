@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use crate::history::Event;
+use crate::report::AnomalyKind;
 use crate::synth::rng::Rng;
 use crate::synth::view::{view, HoldView, View};
 
@@ -46,7 +47,7 @@ pub fn inject_duplicate_token(events: &mut [Event], seed: u64) -> Option<Injecti
     renumber(events);
     let key = v.holds[a].key.clone();
     done(
-        "duplicate-token",
+        AnomalyKind::DuplicateToken,
         &key,
         vec![v.holds[a].begin() as u64, v.holds[b].begin() as u64],
     )
@@ -64,7 +65,7 @@ pub fn inject_token_order(events: &mut [Event], seed: u64) -> Option<Injection> 
     renumber(events);
     let key = v.holds[a].key.clone();
     done(
-        "token-order",
+        AnomalyKind::TokenOrder,
         &key,
         vec![v.holds[a].begin() as u64, v.holds[b].begin() as u64],
     )
