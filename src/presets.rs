@@ -9,21 +9,89 @@
 
 use std::sync::Mutex;
 
-/// The presets `--nemesis NAME` knows (each built by `nemesis::Schedule::preset`).
-pub const PRESETS: [&str; 12] = [
-    "none",
-    "kill-clients",
-    "pause-clients",
-    "kill-servers",
-    "pause-servers",
-    "failover",
-    "clock-jump",
-    "clock-skew",
-    "partition",
-    "crash-points",
-    "kill-sessions",
-    "mix",
-];
+/// A nemesis preset: a named schedule of faults, built for a workload by
+/// `nemesis::Schedule::preset`. A match over it names every preset, so a new one cannot be
+/// left out of the schedules, the audit's columns or the mix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Preset {
+    None,
+    KillClients,
+    PauseClients,
+    KillServers,
+    PauseServers,
+    Failover,
+    ClockJump,
+    ClockSkew,
+    Partition,
+    CrashPoints,
+    KillSessions,
+    Mix,
+}
+
+impl Preset {
+    /// Every preset, in the order `--nemeses` defaults to and the audit's columns follow.
+    pub const ALL: [Preset; 12] = [
+        Preset::None,
+        Preset::KillClients,
+        Preset::PauseClients,
+        Preset::KillServers,
+        Preset::PauseServers,
+        Preset::Failover,
+        Preset::ClockJump,
+        Preset::ClockSkew,
+        Preset::Partition,
+        Preset::CrashPoints,
+        Preset::KillSessions,
+        Preset::Mix,
+    ];
+
+    /// Its name, as `--nemesis` takes it and every file writes it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Preset::None => "none",
+            Preset::KillClients => "kill-clients",
+            Preset::PauseClients => "pause-clients",
+            Preset::KillServers => "kill-servers",
+            Preset::PauseServers => "pause-servers",
+            Preset::Failover => "failover",
+            Preset::ClockJump => "clock-jump",
+            Preset::ClockSkew => "clock-skew",
+            Preset::Partition => "partition",
+            Preset::CrashPoints => "crash-points",
+            Preset::KillSessions => "kill-sessions",
+            Preset::Mix => "mix",
+        }
+    }
+
+    /// The preset of current name `name` (as every name is once read); None for any other.
+    pub fn parse(name: &str) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The preset `name` names, by its current name or an old one (noticed once on
+    /// stderr); None for a schedule file or a misspelling.
+    pub fn named(name: &str) -> Option<Preset> {
+        let name = current_preset(name);
+        Preset::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+impl std::fmt::Display for Preset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The presets' names, in `Preset::ALL`'s order: for messages and suggestions.
+pub const PRESETS: [&str; Preset::ALL.len()] = {
+    let mut names = [""; Preset::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = Preset::ALL[i].name();
+        i += 1;
+    }
+    names
+};
 
 /// Presets renamed: (old name, new name). The old names are still accepted.
 const RENAMED_PRESETS: [(&str, &str); 2] = [
@@ -153,6 +221,12 @@ mod tests {
         // Every new name is a preset.
         for (_, new) in RENAMED_PRESETS {
             assert!(PRESETS.contains(&new), "{new}");
+        }
+        assert_eq!(Preset::named("kill-redis"), Some(Preset::KillServers));
+        assert_eq!(Preset::named("mix"), Some(Preset::Mix));
+        assert_eq!(Preset::named("nemesis/x.toml"), None);
+        for preset in Preset::ALL {
+            assert_eq!(Preset::named(preset.name()), Some(preset));
         }
     }
 

@@ -7,6 +7,7 @@ use comfy_table::{ContentLineStyle, LineStyle, Table, TableStyle};
 
 use super::matrix::{Cell, Matrix, Status};
 use super::text::{duration_text, one_line, seconds_text};
+use crate::presets::Preset;
 use crate::report::AnomalyKind;
 
 /// The widest the terminal table tries to stay.
@@ -250,20 +251,24 @@ fn short_kind(kind: AnomalyKind, level: Level) -> &'static str {
     }
 }
 
-/// A nemesis preset's column header when space is short.
+/// A nemesis preset's column header when space is short (a schedule file's column keeps
+/// its name).
 fn short_nemesis(nemesis: &str) -> &str {
-    match nemesis {
-        "kill-clients" => "kill-cl",
-        "pause-clients" => "pause-cl",
-        "kill-servers" => "kill-sv",
-        "pause-servers" => "pause-sv",
-        "clock-jump" => "jump",
-        "clock-skew" => "skew",
-        "crash-points" => "crash-pt",
-        "kill-sessions" => "kill-ss",
+    let Some(preset) = Preset::parse(nemesis) else {
+        return nemesis;
+    };
+    match preset {
+        Preset::KillClients => "kill-cl",
+        Preset::PauseClients => "pause-cl",
+        Preset::KillServers => "kill-sv",
+        Preset::PauseServers => "pause-sv",
+        Preset::ClockJump => "jump",
+        Preset::ClockSkew => "skew",
+        Preset::CrashPoints => "crash-pt",
+        Preset::KillSessions => "kill-ss",
         // The row must fit in 120 columns with every preset.
-        "partition" => "part",
-        other => other,
+        Preset::Partition => "part",
+        Preset::None | Preset::Failover | Preset::Mix => preset.name(),
     }
 }
 

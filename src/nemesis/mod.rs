@@ -17,4 +17,4 @@ pub mod source_ports;
 pub mod workers;
 
 pub use plan::{plan, PlannedFault, Stage};
-pub use schedule::{FaultKind, Schedule, ScheduleError, PRESETS};
+pub use schedule::{FaultKind, Preset, Schedule, ScheduleError, PRESETS};

@@ -379,6 +379,7 @@ fn decide(
 mod tests {
     use super::*;
     use crate::nemesis::schedule::Workload;
+    use crate::presets::Preset;
 
     fn stage(seed: u64) -> Stage {
         Stage {
@@ -401,7 +402,7 @@ mod tests {
 
     #[test]
     fn the_same_seed_gives_the_same_plan_and_another_seed_another() {
-        let s = Schedule::preset("mix", &workload()).unwrap();
+        let s = Schedule::preset(Preset::Mix, &workload());
         let a = plan(&s, &stage(7)).unwrap();
         let b = plan(&s, &stage(7)).unwrap();
         let c = plan(&s, &stage(8)).unwrap();
@@ -425,7 +426,7 @@ mod tests {
 
     #[test]
     fn every_step_is_armed_once_in_each_round_of_crash_points() {
-        let s = Schedule::preset("crash-points", &workload()).unwrap();
+        let s = Schedule::preset(Preset::CrashPoints, &workload());
         let steps: Vec<String> = ["a:1", "a:2", "a:3"].map(String::from).to_vec();
         for seed in 0..20 {
             let stage = Stage {
@@ -445,7 +446,7 @@ mod tests {
 
     #[test]
     fn crash_points_come_from_the_algorithm() {
-        let s = Schedule::preset("crash-points", &workload()).unwrap();
+        let s = Schedule::preset(Preset::CrashPoints, &workload());
         let p = plan(&s, &stage(3)).unwrap();
         assert!(p
             .iter()
@@ -575,7 +576,7 @@ mod tests {
     fn a_random_mix_fits_when_its_first_fault_can_happen_whole() {
         // pause-clients, TTL 1 s: from 1 s, pauses of up to 3.5 s, one after another for the
         // whole run (the last one cut short by the time limit: that is no misfit).
-        let s = Schedule::preset("pause-clients", &workload()).unwrap();
+        let s = Schedule::preset(Preset::PauseClients, &workload());
         assert!(fit(&s, "pause-clients", 1000, Topology::Single, 10_000).fits());
         assert!(fit(&s, "pause-clients", 1000, Topology::Single, 4_500).fits());
         let f = fit(&s, "pause-clients", 1000, Topology::Single, 3_000);
@@ -585,7 +586,7 @@ mod tests {
             Some("pause-clients: none of its faults fits in 3 s (they begin at 1 s and last up to 3.5 s); the schedule needs 4.5 s (use --time-limit 5s or more)")
         );
         assert!(fit(
-            &Schedule::preset("none", &workload()).unwrap(),
+            &Schedule::preset(Preset::None, &workload()),
             "none",
             1000,
             Topology::Single,
@@ -612,8 +613,9 @@ mod tests {
                 ttl_ms: spec.ttl.0,
                 topology: spec.topology(),
             };
-            for name in crate::nemesis::PRESETS {
-                let s = Schedule::preset(name, &w).unwrap();
+            for preset in Preset::ALL {
+                let name = preset.name();
+                let s = Schedule::preset(preset, &w);
                 let f = fit(&s, name, spec.ttl.0, spec.topology(), 20_000);
                 assert!(f.fits(), "{algorithm} × {name}: {:?}", f.warning());
                 // The first fault comes early: a flaw can show within seconds.
@@ -630,13 +632,12 @@ mod tests {
     #[test]
     fn a_kill_session_acts_on_a_server_or_cuts_a_worker_off_from_all() {
         let s = Schedule::preset(
-            "kill-sessions",
+            Preset::KillSessions,
             &Workload {
                 ttl_ms: 1000,
                 topology: Topology::Postgres,
             },
-        )
-        .unwrap();
+        );
         let pg = Stage {
             topology: Topology::Postgres,
             ..stage(1)
@@ -653,13 +654,12 @@ mod tests {
             ..stage(1)
         };
         let s = Schedule::preset(
-            "kill-sessions",
+            Preset::KillSessions,
             &Workload {
                 ttl_ms: 2000,
                 topology: Topology::Zookeeper,
             },
-        )
-        .unwrap();
+        );
         let p = plan(&s, &zk).unwrap();
         assert!(!p.is_empty());
         for f in &p {
@@ -694,7 +694,7 @@ mod tests {
         .unwrap();
         let p = plan(&s, &stage(1)).unwrap();
         assert_eq!(p[0].targets, vec!["worker-1", "master-0"]);
-        let s = Schedule::preset("partition", &workload()).unwrap();
+        let s = Schedule::preset(Preset::Partition, &workload());
         let p = plan(&s, &stage(1)).unwrap();
         assert!(p
             .iter()

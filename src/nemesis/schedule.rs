@@ -275,7 +275,7 @@ pub struct Schedule {
 pub type ScheduleError = FileError;
 
 /// The presets `--nemesis NAME` knows.
-pub use crate::presets::PRESETS;
+pub use crate::presets::{Preset, PRESETS};
 
 /// What presets are built from.
 #[derive(Debug, Clone)]
@@ -399,8 +399,8 @@ impl Schedule {
             .filter(|_| self.kinds().contains(&FaultKind::Failover))
     }
 
-    /// The preset called `name` for this workload, or None if there is no such preset.
-    pub fn preset(name: &str, workload: &Workload) -> Option<Schedule> {
+    /// The schedule of `preset` for this workload.
+    pub fn preset(preset: Preset, workload: &Workload) -> Schedule {
         let ttl = workload.ttl_ms.max(1);
         let independent = workload.topology == Topology::Independent;
         let mix = |every: (u64, u64), faults: Vec<FaultSpec>| RandomMix {
@@ -413,19 +413,19 @@ impl Schedule {
         };
         // A pause that outlasts the lease, with room for someone else to take the lock.
         let outlast = (ttl * 3 / 2 + 200, ttl * 3 + 500);
-        let random = match name {
-            "none" => None,
-            "kill-clients" => Some(mix(
+        let random = match preset {
+            Preset::None => None,
+            Preset::KillClients => Some(mix(
                 (1500, 3000),
                 vec![FaultSpec::new(FaultKind::KillClient).lasting(200, 800)],
             )),
-            "pause-clients" => Some(mix(
+            Preset::PauseClients => Some(mix(
                 (outlast.1 + 500, outlast.1 + 1500),
                 vec![FaultSpec::new(FaultKind::PauseClient).lasting(outlast.0, outlast.1)],
             )),
-            "kill-servers" => {
-                return Some(Schedule {
-                    name: name.into(),
+            Preset::KillServers => {
+                return Schedule {
+                    name: preset.name().into(),
                     faults: Vec::new(),
                     random: Some(if independent {
                         // RedLock loses a lock when a holder's majority shrinks below
@@ -442,9 +442,9 @@ impl Schedule {
                         kill.persist = crate::cluster::service(workload.topology).restarts_on_data;
                         mix((2000, 4000), vec![kill])
                     }),
-                });
+                };
             }
-            "kill-sessions" => {
+            Preset::KillSessions => {
                 let mut end = FaultSpec::new(FaultKind::KillSession);
                 let every = match crate::cluster::service(workload.topology).sessions {
                     // A session expires only after its timeout (the ttl): the worker is cut
@@ -463,15 +463,15 @@ impl Schedule {
                 };
                 Some(mix(every, vec![end]))
             }
-            "pause-servers" => Some(mix(
+            Preset::PauseServers => Some(mix(
                 (outlast.1 + 500, outlast.1 + 1500),
                 vec![FaultSpec::new(FaultKind::PauseServer).lasting(outlast.0, outlast.1)],
             )),
-            "failover" => Some(mix(
+            Preset::Failover => Some(mix(
                 (4000, 6000),
                 vec![FaultSpec::new(FaultKind::Failover).lasting(1000, 2000)],
             )),
-            "clock-jump" => {
+            Preset::ClockJump => {
                 let offset = Some(Offset((2 * ttl) as i64 + 1000));
                 if independent {
                     // RedLock: a jump on one master of a holder's bare quorum frees the
@@ -489,12 +489,12 @@ impl Schedule {
                     Some(mix((2500, 4000), vec![jump]))
                 }
             }
-            "clock-skew" => {
+            Preset::ClockSkew => {
                 let mut skew = FaultSpec::new(FaultKind::ClockSkew).lasting(1500, 3000);
                 skew.offset = Some(Offset((2 * ttl) as i64 + 1000));
                 Some(mix((3000, 4500), vec![skew]))
             }
-            "partition" => {
+            Preset::Partition => {
                 let mut cut = FaultSpec::new(FaultKind::Partition).lasting(outlast.0, outlast.1);
                 if independent {
                     cut.count = Some(2);
@@ -512,41 +512,46 @@ impl Schedule {
             // Every half second or so: of an algorithm's steps only some leave a lock
             // behind (setnx-expire: one of three), so the arming must be frequent for one
             // of those to come within seconds.
-            "crash-points" => Some(mix(
+            Preset::CrashPoints => Some(mix(
                 (500, 1000),
                 vec![FaultSpec::new(FaultKind::CrashPoint).lasting(500, 500)],
             )),
-            "mix" => {
+            Preset::Mix => {
                 let mut faults: Vec<FaultSpec> = Vec::new();
-                for preset in PRESETS {
-                    // kill-sessions came after the mix's expectations were measured: it has
-                    // its own column.
-                    if matches!(preset, "none" | "mix" | "kill-sessions") {
-                        continue;
-                    }
-                    if preset == "failover" && !has_replicas(workload.topology) {
-                        continue;
-                    }
-                    if let Some(s) = Schedule::preset(preset, workload) {
+                for preset in Preset::ALL {
+                    let joins = match preset {
+                        // kill-sessions came after the mix's expectations were measured: it
+                        // has its own column.
+                        Preset::None | Preset::Mix | Preset::KillSessions => false,
+                        Preset::Failover => has_replicas(workload.topology),
+                        Preset::KillClients
+                        | Preset::PauseClients
+                        | Preset::KillServers
+                        | Preset::PauseServers
+                        | Preset::ClockJump
+                        | Preset::ClockSkew
+                        | Preset::Partition
+                        | Preset::CrashPoints => true,
+                    };
+                    if joins {
+                        let s = Schedule::preset(preset, workload);
                         faults.extend(s.random.into_iter().flat_map(|r| r.faults));
                     }
                 }
                 Some(mix((1000, 2500), faults))
             }
-            _ => return None,
         };
-        Some(Schedule {
-            name: name.into(),
+        Schedule {
+            name: preset.name().into(),
             faults: Vec::new(),
             random,
-        })
+        }
     }
 
     /// A preset's name, or a schedule file.
     pub fn resolve(name_or_file: &str, workload: &Workload) -> Result<Schedule, ScheduleError> {
-        let name_or_file = crate::presets::current_preset(name_or_file);
-        if let Some(s) = Schedule::preset(name_or_file, workload) {
-            return Ok(s);
+        if let Some(preset) = Preset::named(name_or_file) {
+            return Ok(Schedule::preset(preset, workload));
         }
         match crate::presets::unknown_nemesis(name_or_file) {
             None => Schedule::from_file(Path::new(name_or_file)),
@@ -641,12 +646,13 @@ mod tests {
 
     #[test]
     fn every_preset_exists_and_validates() {
-        for name in PRESETS {
-            let s = Schedule::preset(name, &workload()).expect(name);
-            s.validate().expect(name);
-            assert_eq!(s.is_empty(), name == "none", "{name}");
+        for preset in Preset::ALL {
+            let s = Schedule::preset(preset, &workload());
+            s.validate().unwrap_or_else(|e| panic!("{preset}: {e:?}"));
+            assert_eq!(s.name, preset.name());
+            assert_eq!(s.is_empty(), preset == Preset::None, "{preset}");
         }
-        assert!(Schedule::preset("chaos", &workload()).is_none());
+        assert!(Preset::named("chaos").is_none());
     }
 
     #[test]
@@ -656,8 +662,7 @@ mod tests {
                 ttl_ms: 1000,
                 topology,
             };
-            Schedule::preset(name, &w)
-                .unwrap()
+            Schedule::preset(Preset::named(name).unwrap(), &w)
                 .cannot_act_at_all(algorithm, topology)
         };
         let why = on("failover", "redlock", Topology::Independent).unwrap();
@@ -684,7 +689,7 @@ mod tests {
         assert!(on("none", "set-nx-px", Topology::Single).is_none());
         assert!(on("mix", "set-nx-px", Topology::Single).is_none());
         let w = workload();
-        let mix = Schedule::preset("mix", &w).unwrap();
+        let mix = Schedule::preset(Preset::Mix, &w);
         let not = mix.not_applicable("set-nx-px", Topology::Single);
         assert_eq!(not.len(), 1, "{not:?}");
         assert_eq!(not[0].0, FaultKind::ClockSkew);
@@ -697,7 +702,7 @@ mod tests {
                 ttl_ms: 2000,
                 topology,
             };
-            let s = Schedule::preset("partition", &w).unwrap();
+            let s = Schedule::preset(Preset::Partition, &w);
             s.validate().unwrap();
             let faults = s.random.unwrap().faults;
             faults.iter().map(|f| f.link).collect::<Vec<_>>()
@@ -712,7 +717,7 @@ mod tests {
 
     #[test]
     fn a_failover_asks_for_replicas_where_there_are_none() {
-        let failover = Schedule::preset("failover", &workload()).unwrap();
+        let failover = Schedule::preset(Preset::Failover, &workload());
         assert_eq!(
             failover.topology_for(Topology::Single),
             Some(Topology::Replicated)
@@ -720,7 +725,7 @@ mod tests {
         assert_eq!(failover.topology_for(Topology::Replicated), None);
         assert_eq!(failover.topology_for(Topology::Sentinel), None);
         assert_eq!(failover.topology_for(Topology::Independent), None);
-        let pause = Schedule::preset("pause-clients", &workload()).unwrap();
+        let pause = Schedule::preset(Preset::PauseClients, &workload());
         assert_eq!(pause.topology_for(Topology::Single), None);
     }
 
@@ -731,7 +736,7 @@ mod tests {
                 ttl_ms: 2000,
                 topology,
             };
-            let s = Schedule::preset("kill-sessions", &w).unwrap();
+            let s = Schedule::preset(Preset::KillSessions, &w);
             s.validate().unwrap();
             let random = s.random.unwrap();
             (random.every, random.faults)
@@ -748,7 +753,7 @@ mod tests {
         let (_, faults) = faults(Topology::Zookeeper);
         assert!(faults[0].duration.unwrap().min.0 > 2000);
         // Not in the mix, whose expectations were measured without it.
-        let mix = Schedule::preset("mix", &workload()).unwrap();
+        let mix = Schedule::preset(Preset::Mix, &workload());
         assert!(!mix.kinds().contains(&FaultKind::KillSession));
         assert!(mix.kinds().contains(&FaultKind::KillClient));
         // A fault that can act on every service.
@@ -778,7 +783,7 @@ mod tests {
 
     #[test]
     fn pauses_outlast_the_lease() {
-        let s = Schedule::preset("pause-clients", &workload()).unwrap();
+        let s = Schedule::preset(Preset::PauseClients, &workload());
         let pause = &s.random.unwrap().faults[0];
         assert!(pause.duration.unwrap().min.0 > 1000);
     }

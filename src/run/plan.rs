@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::{NodeEntry, Topology};
 use crate::nemesis::schedule::Workload;
-use crate::nemesis::Schedule;
+use crate::nemesis::{Preset, Schedule};
 use crate::units::{Millis, Span};
 use crate::workload::inventory::Inventory;
 use crate::workload::WorkloadSpec;
@@ -311,7 +311,7 @@ impl RunPlan {
                 schedule
             }
             Purpose::AuditCell => {
-                if nemesis == "failover" {
+                if Preset::parse(&nemesis) == Some(Preset::Failover) {
                     if let Some(topology) =
                         crate::cluster::service(spec.topology()).failover_moves_to
                     {
