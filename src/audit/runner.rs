@@ -19,8 +19,8 @@ use crate::cluster::on_exit;
 use crate::locks::ALGORITHMS;
 use crate::nemesis::PRESETS;
 use crate::report::{AnomalyKind, KindCounts, Report};
-use crate::run::plan::{Hosts, Overrides, Purpose, Request, WorkloadSource};
-use crate::run::{run, RunError, RunPlan, StopWhen};
+use crate::run::plan::{CellRule, Hosts, Overrides, Purpose, Request, WorkloadSource};
+use crate::run::{run, RunError, RunPlan};
 use crate::units::Millis;
 use crate::workload::WorkloadSpec;
 
@@ -337,17 +337,17 @@ fn workload_of(options: &AuditOptions, algorithm: &str) -> Result<WorkloadSpec, 
         Some(path) => WorkloadSource::File(path),
         None => WorkloadSource::Builtin(algorithm.to_string()),
     };
-    let mut spec = source.load().map_err(|e| e.to_string())?;
-    // What every cell's plan applies again (the same overrides: nothing changes twice).
-    let request = cell_request(options, None, PathBuf::new());
-    request.overrides.apply(&mut spec);
-    request.hosts.apply(&mut spec, Purpose::AuditCell);
-    Ok(spec)
+    source.load().map_err(|e| e.to_string())
 }
 
-/// What every cell asks of its run's plan: the audit's time limit, fencing and hosts;
-/// `nemesis` (the preset) and the cell's folder.
-fn cell_request(options: &AuditOptions, nemesis: Option<&str>, dir: PathBuf) -> Request {
+/// What a cell asks of its run's plan: the audit's time limit, fencing and hosts; `nemesis`
+/// (the preset), the cell's folder and what the cell expects.
+fn cell_request(
+    options: &AuditOptions,
+    nemesis: Option<&str>,
+    dir: PathBuf,
+    expected: &Expectation,
+) -> Request {
     let mut request = Request::new(Purpose::AuditCell);
     request.overrides = Overrides {
         time_limit: Some(options.time_limit),
@@ -367,7 +367,28 @@ fn cell_request(options: &AuditOptions, nemesis: Option<&str>, dir: PathBuf) -> 
     request.out = Some(dir);
     request.options.check = options.check.clone();
     request.options.progress = false;
+    request.cell = Some(CellRule {
+        must: expected.must.clone(),
+        inside_lease: expected.inside_lease,
+        early_stop: options.early_stop,
+        valid_time_limit: options.valid_time_limit,
+    });
     request
+}
+
+/// A cell's run, decided as `run` decides one (`RunPlan::from_workload`); the seed is the
+/// round's, already in `spec`. A preset is asked of the run; a workload's own schedule file
+/// is its own `nemesis`.
+fn cell_plan(
+    options: &AuditOptions,
+    spec: WorkloadSpec,
+    nemesis: &str,
+    dir: &Path,
+    expected: &Expectation,
+) -> Result<RunPlan, String> {
+    let preset = PRESETS.contains(&nemesis).then_some(nemesis);
+    let request = cell_request(options, preset, dir.to_path_buf(), expected);
+    RunPlan::from_workload(spec, request).map_err(|e| e.to_string())
 }
 
 /// What a cell expects: the workload's table, and with fencing, never a stale write.
@@ -447,14 +468,16 @@ pub async fn audit(
                 options.out.join(&folder).join(nemesis)
             };
             let expected = expectation(&spec, nemesis, options.fenced);
-            let alone = crate::cluster::service(spec.topology()).audit_alone;
+            let plan = cell_plan(options, spec, nemesis, &dir, &expected);
+            let alone = (plan.as_ref())
+                .is_ok_and(|plan| crate::cluster::service(plan.spec.topology()).audit_alone);
             queue.push(CellJob {
                 alone,
                 round,
                 index,
                 algorithm: algorithm.clone(),
                 nemesis: nemesis.clone(),
-                spec,
+                plan,
                 dir,
                 expected,
             });
@@ -534,12 +557,10 @@ pub async fn audit(
                     },
                 );
             }
-            let options = shared.clone();
             running.spawn(async move {
                 let mut cell = run_cell(
-                    &options,
                     &job.algorithm,
-                    job.spec,
+                    job.plan,
                     &job.nemesis,
                     &job.dir,
                     job.expected.clone(),
@@ -717,7 +738,8 @@ struct CellJob {
     index: usize,
     algorithm: String,
     nemesis: String,
-    spec: WorkloadSpec,
+    /// The cell's run, or why it cannot be planned.
+    plan: Result<RunPlan, String>,
     dir: PathBuf,
     expected: Expectation,
 }
@@ -733,49 +755,24 @@ struct RoundResult {
 
 /// One cell: the workload under the preset, judged.
 async fn run_cell(
-    options: &AuditOptions,
     row: &str,
-    spec: WorkloadSpec,
+    plan: Result<RunPlan, String>,
     nemesis: &str,
     dir: &Path,
     expected: Expectation,
 ) -> Cell {
     let algorithm = row.to_string();
-    // The cell's run, decided as `run` decides one (`run::plan`); the seed is the round's,
-    // already in `spec`.
-    // A preset is asked of the run; a workload's own schedule file is its own `nemesis`.
-    let preset = PRESETS.contains(&nemesis).then_some(nemesis);
-    let request = cell_request(options, preset, dir.to_path_buf());
-    let mut plan = match RunPlan::from_workload(spec, request) {
+    let plan = match plan {
         Ok(plan) => plan,
-        Err(e) => return Cell::error(algorithm, nemesis, expected, e.to_string()),
+        Err(why) => return Cell::error(algorithm, nemesis, expected, why),
     };
-    let topology = plan.spec.topology();
     // No fault of the preset can act here: the run would prove nothing about it. Not run,
     // and no pass.
-    if let Some(why) = plan
-        .schedule
-        .cannot_act_at_all(&plan.spec.algorithm, topology)
-    {
+    if let Some(why) = plan.nothing_acts.clone() {
         return Cell::not_applicable(algorithm, nemesis, expected, why);
     }
     let began = Instant::now();
     let _ = std::fs::remove_dir_all(dir);
-    // A cell that must find something runs at most `time_limit` and stops as soon as it has
-    // found it: more time proves no more. A cell expected valid runs `valid_time_limit`, whole.
-    plan.options.stop_when = if expected.must.is_empty() {
-        // Long enough for the preset's first fault to happen: a valid verdict from a run
-        // the fault never reached would pass a cell that tested nothing.
-        plan.last_until_the_first_fault(options.valid_time_limit);
-        StopWhen::Never
-    } else if !options.early_stop {
-        StopWhen::Never
-    } else {
-        StopWhen::Found {
-            kinds: expected.must.clone(),
-            inside_lease: expected.inside_lease,
-        }
-    };
     let outcome = run(&plan).await;
     let seconds = began.elapsed().as_secs_f64();
     let mut cell = judge_run(algorithm, nemesis, expected, dir, seconds, outcome);

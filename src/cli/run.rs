@@ -46,17 +46,18 @@ pub fn plan(args: RunArgs) -> anyhow::Result<RunPlan> {
     };
     request.options.online_check = !args.no_online_check;
     request.options.check = args.bounds.check_options();
-    RunPlan::build(&source, request)
+    request.options.json = args.json;
+    // The run's verdict is the command's exit.
+    request.options.owns_exit = true;
+    Ok(RunPlan::build(&source, request)?)
 }
 
 /// Runs the workload the flags describe. Progress and notices go to stderr; the verdict
 /// to stdout, as text (the run folder first) or, with `--json`, as report.json's text alone
 /// (the lines that name the folder and its files then go to stderr).
 pub fn command(args: RunArgs) -> anyhow::Result<u8> {
-    let json = args.json;
-    let mut plan = plan(args)?;
-    plan.options.json = json;
-    plan.options.owns_exit = true;
+    let plan = plan(args)?;
+    let json = plan.options.json;
     for note in &plan.notes {
         note!("lockaudit: {note}");
     }

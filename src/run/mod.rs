@@ -18,8 +18,7 @@ use crate::locks;
 use crate::nemesis::executor::{self, Targets};
 use crate::nemesis::journal::Journal;
 use crate::nemesis::network::Network;
-use crate::nemesis::schedule::cannot_act;
-use crate::nemesis::{self, FaultKind, Schedule, Stage};
+use crate::nemesis::{self, FaultKind, Stage};
 use crate::outfile;
 use crate::report::{Anomaly, AnomalyKind, Report};
 
@@ -293,19 +292,11 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
 
     // Faults that cannot act on this run are said before it starts, never passed off as
     // injected and healed.
-    let topology = match &servers {
-        Servers::Existing(endpoints) => endpoints.topology,
-        Servers::Owned { .. } => spec.topology(),
-    };
-    let not_applicable: Vec<String> = schedule
-        .not_applicable(&spec.algorithm, topology)
-        .into_iter()
+    let not_applicable: Vec<String> = (plan.not_applicable.iter())
         .map(|(kind, why)| format!("{}: {why}", kind.name()))
         .collect();
     if !not_applicable.is_empty() {
-        let all = schedule
-            .cannot_act_at_all(&spec.algorithm, topology)
-            .is_some();
+        let all = plan.nothing_acts.is_some();
         crate::note!(
             "lockaudit: warning: {} of the nemesis {} can act on this run ({}); {}",
             if all { "no fault" } else { "not every fault" },
@@ -320,14 +311,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     }
 
     // A schedule whose faults cannot all happen within the time limit says so too.
-    let misfit = nemesis::plan::fit(
-        schedule,
-        spec.nemesis.as_deref().unwrap_or(&schedule.name),
-        spec.ttl.0,
-        topology,
-        spec.time_limit.0,
-    )
-    .warning();
+    let misfit = plan.misfit.clone();
     if let Some(why) = &misfit {
         crate::note!("lockaudit: warning: {why}");
     }
@@ -411,7 +395,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         ..Default::default()
     };
     let workload_began = std::time::Instant::now();
-    let result = drive(spec, schedule, dir, &endpoints, owned.as_mut(), options).await;
+    let result = drive(plan, &endpoints, owned.as_mut()).await;
     phases.workload_s = workload_began.elapsed().as_secs_f64();
     let teardown_began = std::time::Instant::now();
     if let Some(cluster) = owned {
@@ -575,13 +559,18 @@ struct Driven {
 /// Spawns the workers, runs the nemesis and records until the workers finish, heals
 /// every fault, then reads the counters.
 async fn drive(
-    spec: &WorkloadSpec,
-    schedule: &Schedule,
-    dir: &Path,
+    run_plan: &RunPlan,
     endpoints: &Endpoints,
     cluster: Option<&mut Cluster>,
-    options: &RunOptions,
 ) -> Result<Driven, RunError> {
+    let RunPlan {
+        spec,
+        schedule,
+        dir,
+        options,
+        ..
+    } = run_plan;
+    let dir = dir.as_path();
     let stage = Stage {
         workers: spec.workers,
         servers: endpoints.nodes.iter().map(|n| n.name.clone()).collect(),
@@ -593,7 +582,7 @@ async fn drive(
     };
     let mut plan = nemesis::plan(schedule, &stage).map_err(RunError::Schedule)?;
     for fault in &mut plan {
-        fault.not_applicable = cannot_act(fault.kind, &spec.algorithm, endpoints.topology);
+        fault.not_applicable = run_plan.cannot_act(fault.kind);
     }
     let planned = plan.len();
     let acting = plan.iter().filter(|f| f.not_applicable.is_none()).count();

@@ -6,18 +6,52 @@
 //!
 //! The plan is plain serde data: what is decided here can be shown, stored and compared.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{NodeEntry, Topology};
 use crate::nemesis::schedule::Workload;
-use crate::nemesis::{Preset, Schedule};
+use crate::nemesis::{FaultKind, Preset, Schedule};
+use crate::report::AnomalyKind;
+use crate::tomlfile::FileError;
 use crate::units::{Millis, Span};
 use crate::workload::inventory::Inventory;
 use crate::workload::WorkloadSpec;
 
-use super::{existing_endpoints, new_run_dir, RunOptions, Servers};
+use super::{existing_endpoints, new_run_dir, RunOptions, Servers, StopWhen};
+
+/// Why a run cannot be planned. Every message is the command line's: it names the file,
+/// line and field, or the flags that clash.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// A workload, hosts or schedule file that cannot be read or is refused (its message
+    /// names the file, the line and the field).
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The workload, as the overrides left it, is refused.
+    #[error("workload: {0}")]
+    Workload(String),
+    #[error("--redis and nodes (--node): either a Redis already running or hosts to start it on, not both")]
+    RedisAndNodes,
+    #[error("--redis: {algorithm} runs on the {service} lockaudit starts itself, not on a Redis")]
+    RedisForAnotherService {
+        algorithm: String,
+        service: &'static str,
+    },
+    #[error("--redis with topology cluster: lockaudit audits only a Redis Cluster it starts itself (drop --redis)")]
+    RedisCluster,
+    /// `--redis URL` does not name a Redis lockaudit can use.
+    #[error("{0}")]
+    RedisUrl(String),
+    /// A rerun's original folder lacks the copy of its schedule file.
+    #[error("{}: its schedule file {file} was not kept ({} is missing)", dir.display(), copy.display())]
+    ScheduleNotKept {
+        dir: PathBuf,
+        file: String,
+        copy: PathBuf,
+    },
+}
 
 /// One run, every decision made.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +74,31 @@ pub struct RunPlan {
     /// named one), so that the run says it: it is the one way to replay the run.
     #[serde(default)]
     pub seed_drawn: bool,
+    /// The schedule's kinds of fault that cannot act on this run, with why: left out of
+    /// what the nemesis does, said before the run starts and marked in `nemesis.json`.
+    #[serde(default)]
+    pub not_applicable: Vec<(FaultKind, String)>,
+    /// Why no fault of the schedule can act on this run, if none can: the run would prove
+    /// nothing about them (an audit's cell is then not run: "n/a").
+    #[serde(default)]
+    pub nothing_acts: Option<String>,
+    /// Why the schedule's faults cannot all happen within the time limit, if they cannot.
+    #[serde(default)]
+    pub misfit: Option<String>,
+}
+
+/// What an audit cell asks of its run beyond what `run` asks: when it stops, and how long
+/// a run expected valid must go on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellRule {
+    /// The kinds the cell must find (none: the cell expects a valid run).
+    pub must: Vec<AnomalyKind>,
+    /// An overlap must begin inside the earlier holder's lease.
+    pub inside_lease: bool,
+    /// Stop as soon as everything `must` names is proven (`audit --no-early-stop`: never).
+    pub early_stop: bool,
+    /// The least a cell expected valid runs: long enough for the first fault, at least.
+    pub valid_time_limit: Millis,
 }
 
 /// Where a run's workload comes from.
@@ -53,7 +112,7 @@ pub enum WorkloadSource {
 
 impl WorkloadSource {
     /// The workload, read and checked (a file's errors name its line and field).
-    pub fn load(&self) -> anyhow::Result<WorkloadSpec> {
+    pub fn load(&self) -> Result<WorkloadSpec, FileError> {
         Ok(match self {
             WorkloadSource::File(path) => WorkloadSpec::from_file(path)?,
             WorkloadSource::Builtin(algorithm) => crate::workload::builtin::workload(algorithm)?,
@@ -158,7 +217,7 @@ pub struct Hosts {
 impl Hosts {
     /// The hosts file read and merged with the flags (the flags win): the hosts (empty:
     /// none given), their key and their folder.
-    pub fn resolve(self) -> anyhow::Result<Hosts> {
+    pub fn resolve(self) -> Result<Hosts, FileError> {
         let file = match &self.file {
             Some(path) => Inventory::from_file(path)?,
             None => Default::default(),
@@ -231,9 +290,13 @@ pub struct Request {
     pub redis: Option<String>,
     pub redis_server: Option<PathBuf>,
     pub redis_sentinel: Option<PathBuf>,
-    /// The run folder (None: a new one under `results/`).
+    /// The run folder (None: a new one under `root`).
     pub out: Option<PathBuf>,
+    /// Where a new run folder is made when `out` names none.
+    pub root: PathBuf,
     pub options: RunOptions,
+    /// An audit cell's rule (None for `run` and `rerun`).
+    pub cell: Option<CellRule>,
 }
 
 impl Request {
@@ -246,7 +309,9 @@ impl Request {
             redis_server: None,
             redis_sentinel: None,
             out: None,
+            root: PathBuf::from("results"),
             options: RunOptions::default(),
+            cell: None,
         }
     }
 }
@@ -257,7 +322,7 @@ impl RunPlan {
     /// `run` without `--seed`, of a workload that names no seed, gets a fresh one
     /// ([`fresh_seed`]; `seed_drawn`): runs differ unless asked not to, and each records
     /// its seed. An audit cell keeps the audit's seed.
-    pub fn build(source: &WorkloadSource, mut request: Request) -> anyhow::Result<RunPlan> {
+    pub fn build(source: &WorkloadSource, mut request: Request) -> Result<RunPlan, PlanError> {
         let spec = source.load()?;
         let draw = request.purpose == Purpose::Run
             && request.overrides.seed.is_none()
@@ -273,7 +338,7 @@ impl RunPlan {
     /// The plan of a run of `spec` (a workload already loaded, as the audit loads each
     /// once for its expectations), as `request` asks. The errors are the command line's:
     /// `workload: field ...`, a hosts file's line, the schedule file's line.
-    pub fn from_workload(mut spec: WorkloadSpec, request: Request) -> anyhow::Result<RunPlan> {
+    pub fn from_workload(mut spec: WorkloadSpec, request: Request) -> Result<RunPlan, PlanError> {
         let Request {
             purpose,
             overrides,
@@ -282,16 +347,17 @@ impl RunPlan {
             redis_server,
             redis_sentinel,
             out,
-            options,
+            root,
+            mut options,
+            cell,
         } = request;
         overrides.apply(&mut spec);
         hosts.resolve()?.apply(&mut spec, purpose);
         if redis.is_some() && !spec.nodes.is_empty() {
-            anyhow::bail!("--redis and nodes (--node): either a Redis already running or hosts to start it on, not both");
+            return Err(PlanError::RedisAndNodes);
         }
         if purpose == Purpose::Run {
-            spec.validate()
-                .map_err(|e| anyhow::anyhow!("workload: {e}"))?;
+            spec.validate().map_err(PlanError::Workload)?;
         }
         let mut notes = Vec::new();
         let nemesis = spec.nemesis.clone().unwrap_or_else(|| "none".to_string());
@@ -324,27 +390,45 @@ impl RunPlan {
         // A lock of another service (PostgreSQL, MariaDB, etcd, ZooKeeper) would take the
         // Redis for its own server and fail to connect only after the clients' 30 s.
         if let Some(service) = crate::locks::service(&spec.algorithm).filter(|_| redis.is_some()) {
-            anyhow::bail!(
-                "--redis: {} runs on the {} lockaudit starts itself, not on a Redis",
-                spec.algorithm,
-                crate::cluster::service(service).name
-            );
+            return Err(PlanError::RedisForAnotherService {
+                algorithm: spec.algorithm.clone(),
+                service: crate::cluster::service(service).name,
+            });
         }
         if redis.is_some() && spec.topology == Some(Topology::Cluster) {
-            anyhow::bail!(
-                "--redis with topology cluster: lockaudit audits only a Redis Cluster it starts itself (drop --redis)"
-            );
+            return Err(PlanError::RedisCluster);
         }
         let servers = match &redis {
-            Some(url) => {
-                Servers::Existing(existing_endpoints(url).map_err(|e| anyhow::anyhow!(e))?)
-            }
+            Some(url) => Servers::Existing(existing_endpoints(url).map_err(PlanError::RedisUrl)?),
             None => Servers::Owned {
                 redis_server,
                 redis_sentinel,
             },
         };
-        let dir = out.unwrap_or_else(|| new_run_dir(Path::new("results"), &spec));
+        let dir = out.unwrap_or_else(|| new_run_dir(&root, &spec));
+        // Which faults can act here, on the topology the run will have.
+        let topology = match &servers {
+            Servers::Existing(endpoints) => endpoints.topology,
+            Servers::Owned { .. } => spec.topology(),
+        };
+        let not_applicable = schedule.not_applicable(&spec.algorithm, topology);
+        let nothing_acts = schedule.cannot_act_at_all(&spec.algorithm, topology);
+        if let Some(cell) = cell {
+            options.stop_when = cell_stop(&cell);
+            if cell.must.is_empty() {
+                // Long enough for the schedule's first fault to happen: a valid verdict
+                // from a run the fault never reached would pass a cell that tested nothing.
+                spec.time_limit = time_to_first_fault(&spec, &schedule, cell.valid_time_limit);
+            }
+        }
+        let misfit = crate::nemesis::plan::fit(
+            &schedule,
+            spec.nemesis.as_deref().unwrap_or(&schedule.name),
+            spec.ttl.0,
+            topology,
+            spec.time_limit.0,
+        )
+        .warning();
         Ok(RunPlan {
             spec,
             schedule,
@@ -353,43 +437,63 @@ impl RunPlan {
             options,
             notes,
             seed_drawn: false,
+            not_applicable,
+            nothing_acts,
+            misfit,
         })
+    }
+
+    /// Why faults of `kind` cannot act on this run; None if they can.
+    pub fn cannot_act(&self, kind: FaultKind) -> Option<String> {
+        (self.not_applicable.iter())
+            .find(|(k, _)| *k == kind)
+            .map(|(_, why)| why.clone())
     }
 
     /// The schedule's name as the run tells it: the `nemesis` the workload names, or none.
     pub fn nemesis_name(&self) -> &str {
         self.spec.nemesis.as_deref().unwrap_or("none")
     }
+}
 
-    /// Lengthens the run, if needed, to `at_least` or until the schedule's first fault can
-    /// happen, whichever is longer: a valid verdict from a run the fault never reached
-    /// would prove nothing about it (an audit cell expected valid).
-    pub fn last_until_the_first_fault(&mut self, at_least: Millis) {
-        let topology = self
-            .schedule
-            .topology_for(self.spec.topology())
-            .unwrap_or(self.spec.topology());
-        let fit = crate::nemesis::plan::fit(
-            &self.schedule,
-            self.nemesis_name(),
-            self.spec.ttl.0,
-            topology,
-            at_least.0,
-        );
-        let needed = if fit.fits() { 0 } else { fit.needs_ms };
-        self.spec.time_limit = Millis(at_least.0.max(needed));
+/// When an audit cell's run stops: once it has proven what the cell must find, unless the
+/// audit asks for whole runs; a cell expected valid runs its whole time.
+fn cell_stop(cell: &CellRule) -> StopWhen {
+    if cell.must.is_empty() || !cell.early_stop {
+        StopWhen::Never
+    } else {
+        StopWhen::Found {
+            kinds: cell.must.clone(),
+            inside_lease: cell.inside_lease,
+        }
     }
 }
 
+/// `at_least`, or longer if the schedule's first fault can only happen later.
+fn time_to_first_fault(spec: &WorkloadSpec, schedule: &Schedule, at_least: Millis) -> Millis {
+    let topology = schedule
+        .topology_for(spec.topology())
+        .unwrap_or(spec.topology());
+    let fit = crate::nemesis::plan::fit(
+        schedule,
+        spec.nemesis.as_deref().unwrap_or("none"),
+        spec.ttl.0,
+        topology,
+        at_least.0,
+    );
+    let needed = if fit.fits() { 0 } else { fit.needs_ms };
+    Millis(at_least.0.max(needed))
+}
+
 /// The schedule the workload names (a preset, or a file), for its ttl and topology.
-fn schedule_of(spec: &WorkloadSpec) -> anyhow::Result<Schedule> {
-    Ok(Schedule::resolve(
+fn schedule_of(spec: &WorkloadSpec) -> Result<Schedule, FileError> {
+    Schedule::resolve(
         spec.nemesis.as_deref().unwrap_or("none"),
         &Workload {
             ttl_ms: spec.ttl.0,
             topology: spec.topology(),
         },
-    )?)
+    )
 }
 
 #[cfg(test)]
@@ -424,5 +528,63 @@ mod tests {
         let spec = crate::workload::builtin::workload("mariadb-get-lock").unwrap();
         let plan = RunPlan::from_workload(spec, request.clone()).unwrap();
         assert_eq!(plan.spec.nodes, request.hosts.nodes);
+    }
+
+    fn cell(algorithm: &str, nemesis: &str, must: &[AnomalyKind]) -> RunPlan {
+        let mut request = Request::new(Purpose::AuditCell);
+        request.overrides.nemesis = Some(nemesis.into());
+        request.overrides.time_limit = Some(Millis(20_000));
+        request.out = Some(PathBuf::from("out"));
+        request.cell = Some(CellRule {
+            must: must.to_vec(),
+            inside_lease: true,
+            early_stop: true,
+            valid_time_limit: Millis(500),
+        });
+        let spec = crate::workload::builtin::workload(algorithm).unwrap();
+        RunPlan::from_workload(spec, request).unwrap()
+    }
+
+    /// The plan decides how a cell's run stops, how long a valid one lasts, and whether any
+    /// fault can act: the audit only reads it.
+    #[test]
+    fn an_audit_cell_s_stop_length_and_faults_are_decided_in_its_plan() {
+        let must = cell("setnx-del", "kill-clients", &[AnomalyKind::Unavailable]);
+        assert_eq!(
+            must.options.stop_when,
+            StopWhen::Found {
+                kinds: vec![AnomalyKind::Unavailable],
+                inside_lease: true
+            }
+        );
+        assert_eq!(must.spec.time_limit, Millis(20_000));
+        assert_eq!(must.nothing_acts, None);
+        // Expected valid: never stopped early, and long enough for the first fault (at 1 s)
+        // however short the valid time limit asked.
+        let valid = cell("set-nx-px", "kill-clients", &[]);
+        assert_eq!(valid.options.stop_when, StopWhen::Never);
+        assert!(
+            valid.spec.time_limit.0 > 1000,
+            "{:?}",
+            valid.spec.time_limit
+        );
+        assert_eq!(valid.misfit, None);
+        // RedLock's masters have no replicas: a failover can never act.
+        let redlock = cell("redlock", "failover", &[]);
+        let why = redlock.nothing_acts.clone().expect("no fault acts");
+        assert!(why.contains("no replicas"), "{why}");
+        let failover = redlock
+            .cannot_act(FaultKind::Failover)
+            .expect("failover cannot act");
+        assert_eq!(format!("failover: {failover}"), why);
+    }
+
+    #[test]
+    fn a_rerun_s_folder_is_made_under_the_root_it_asks_for() {
+        let mut request = Request::new(Purpose::Run);
+        request.root = PathBuf::from("elsewhere");
+        request.overrides.seed = Some(1);
+        let plan = RunPlan::build(&WorkloadSource::Builtin("set-nx-px".into()), request).unwrap();
+        assert_eq!(plan.dir.parent(), Some(std::path::Path::new("elsewhere")));
     }
 }

@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::{median, AnomalyKind, Report};
 
-use super::new_run_dir;
-use super::plan::{Purpose, Request, RunPlan, WorkloadSource};
+use super::plan::{PlanError, Purpose, Request, RunPlan, WorkloadSource};
 use super::record::{RunRecord, SCHEDULE_COPY};
 
 /// A run folder read for replaying.
@@ -69,27 +68,25 @@ impl Replay {
 
     /// The plan of one rerun, into a new folder under `root`: the recorded workload (its
     /// seed included), its schedule file's copy, the recorded checker options.
-    pub fn plan(&self, root: &Path) -> anyhow::Result<RunPlan> {
+    pub fn plan(&self, root: &Path) -> Result<RunPlan, PlanError> {
         let mut request = Request::new(Purpose::Run);
         if let Some(record) = &self.record {
             if record.schedule_file {
                 let copy = self.dir.join(SCHEDULE_COPY);
                 if !copy.is_file() {
-                    anyhow::bail!(
-                        "{}: its schedule file {} was not kept ({} is missing)",
-                        self.dir.display(),
-                        record.nemesis,
-                        copy.display()
-                    );
+                    return Err(PlanError::ScheduleNotKept {
+                        dir: self.dir.clone(),
+                        file: record.nemesis.clone(),
+                        copy,
+                    });
                 }
                 request.overrides.nemesis = Some(copy.display().to_string());
             }
             request.options = record.options.clone();
         }
+        request.root = root.to_path_buf();
         let source = WorkloadSource::File(self.dir.join("workload.toml"));
-        let mut plan = RunPlan::build(&source, request)?;
-        plan.dir = new_run_dir(root, &plan.spec);
-        Ok(plan)
+        RunPlan::build(&source, request)
     }
 }
 
