@@ -26,27 +26,56 @@ impl Matrix {
     }
 
     fn markdown(&self, base: Option<&Path>) -> String {
-        let link = |cell: &Cell| {
-            cell.report_page().map(|page| {
-                let target = match base {
-                    Some(base) => relative_to(&page, base),
-                    None => page,
-                };
-                url_path(&target)
-            })
+        let mut md = Markdown {
+            matrix: self,
+            base,
+            out: String::new(),
         };
-        let mut out = String::new();
+        md.verdict();
+        md.table();
+        md.first_anomalies();
+        md.differences();
+        md.not_applicable();
+        md.legend();
+        md.out
+    }
+}
+
+/// `audit.md` as it is written: the matrix, the folder links are relative to (None: as
+/// stored), and the text so far.
+struct Markdown<'a> {
+    matrix: &'a Matrix,
+    base: Option<&'a Path>,
+    out: String,
+}
+
+impl Markdown<'_> {
+    /// The link to a cell's report, if it has one.
+    fn link(&self, cell: &Cell) -> Option<String> {
+        cell.report_page().map(|page| {
+            let target = match self.base {
+                Some(base) => relative_to(&page, base),
+                None => page,
+            };
+            url_path(&target)
+        })
+    }
+
+    /// The title, the verdict line, and what the audit was cut short by and ran on.
+    fn verdict(&mut self) {
+        let m = self.matrix;
+        let out = &mut self.out;
         let _ = writeln!(out, "# lockaudit audit\n");
         let _ = writeln!(
             out,
             "**{}** — {}. Started {}, took {}, seed {}.\n",
-            if self.passed() { "PASSED" } else { "FAILED" },
-            self.counts_text(),
-            md_text(&self.started_wall),
-            duration_text(self.seconds),
-            self.seed
+            if m.passed() { "PASSED" } else { "FAILED" },
+            m.counts_text(),
+            md_text(&m.started_wall),
+            duration_text(m.seconds),
+            m.seed
         );
-        if let Some(signal) = &self.interrupted {
+        if let Some(signal) = &m.interrupted {
             let _ = writeln!(
                 out,
                 "Interrupted by {}: the cells that finished, and those cut short (errors, \
@@ -54,30 +83,37 @@ impl Matrix {
                 md_text(signal)
             );
         }
-        if let Some(phases) = self.phases_text() {
+        if let Some(phases) = m.phases_text() {
             let _ = writeln!(out, "{}.\n", md_text(&phases));
         }
-        if !self.hosts.is_empty() {
-            let hosts: Vec<String> = self.hosts.iter().map(|h| md_text(h)).collect();
+        if !m.hosts.is_empty() {
+            let hosts: Vec<String> = m.hosts.iter().map(|h| md_text(h)).collect();
             let _ = writeln!(out, "Lock servers on hosts: {}.\n", hosts.join(", "));
         }
+    }
 
-        let table_head = |out: &mut String| {
-            let _ = write!(out, "| algorithm |");
-            for nemesis in &self.nemeses {
-                let _ = write!(out, " {} |", md_text(nemesis));
-            }
-            let _ = write!(out, "\n|---|");
-            for _ in &self.nemeses {
-                let _ = write!(out, "---|");
-            }
-            out.push('\n');
-        };
-        table_head(&mut out);
-        for algorithm in &self.algorithms {
-            let _ = write!(out, "| {} |", md_text(algorithm));
-            for nemesis in &self.nemeses {
-                let text = match self.cell(algorithm, nemesis) {
+    /// A table's header: a column per nemesis.
+    fn table_head(&mut self) {
+        let out = &mut self.out;
+        let _ = write!(out, "| algorithm |");
+        for nemesis in &self.matrix.nemeses {
+            let _ = write!(out, " {} |", md_text(nemesis));
+        }
+        let _ = write!(out, "\n|---|");
+        for _ in &self.matrix.nemeses {
+            let _ = write!(out, "---|");
+        }
+        out.push('\n');
+    }
+
+    /// The matrix: a row per algorithm, each cell linking to its run's report.
+    fn table(&mut self) {
+        let m = self.matrix;
+        self.table_head();
+        for algorithm in &m.algorithms {
+            let _ = write!(self.out, "| {} |", md_text(algorithm));
+            for nemesis in &m.nemeses {
+                let text = match m.cell(algorithm, nemesis) {
                     // Not asked for (`--cells`, `--quick`): left blank.
                     None => String::new(),
                     Some(cell) => {
@@ -88,39 +124,48 @@ impl Matrix {
                             Status::Untested => "**untested**".to_string(),
                             Status::Pass => md_kinds(cell),
                         };
-                        match link(cell) {
+                        match self.link(cell) {
                             Some(url) => format!("[{text}]({url})"),
                             None => text,
                         }
                     }
                 };
+                let _ = write!(self.out, " {text} |");
+            }
+            self.out.push('\n');
+        }
+    }
+
+    /// The time to first anomaly, as a second table, when any cell knows it.
+    fn first_anomalies(&mut self) {
+        let m = self.matrix;
+        if !m.cells.iter().any(|c| c.first_anomaly_ms.is_some()) {
+            return;
+        }
+        let _ = writeln!(self.out, "\n## Time to first anomaly\n");
+        self.table_head();
+        let out = &mut self.out;
+        for algorithm in &m.algorithms {
+            let _ = write!(out, "| {} |", md_text(algorithm));
+            for nemesis in &m.nemeses {
+                let text = match m.cell(algorithm, nemesis) {
+                    None => String::new(),
+                    Some(c) => c
+                        .first_anomaly_ms
+                        .map_or("–".to_string(), |ms| seconds_text(ms / 1e3)),
+                };
                 let _ = write!(out, " {text} |");
             }
             out.push('\n');
         }
+    }
 
-        if self.cells.iter().any(|c| c.first_anomaly_ms.is_some()) {
-            let _ = writeln!(out, "\n## Time to first anomaly\n");
-            table_head(&mut out);
-            for algorithm in &self.algorithms {
-                let _ = write!(out, "| {} |", md_text(algorithm));
-                for nemesis in &self.nemeses {
-                    let text = match self.cell(algorithm, nemesis) {
-                        None => String::new(),
-                        Some(c) => c
-                            .first_anomaly_ms
-                            .map_or("–".to_string(), |ms| seconds_text(ms / 1e3)),
-                    };
-                    let _ = write!(out, " {text} |");
-                }
-                out.push('\n');
-            }
-        }
-
-        let _ = writeln!(out, "\n## Differences\n");
-        let failures = self.failures();
+    /// Each cell that did not meet its expectation, and why.
+    fn differences(&mut self) {
+        let _ = writeln!(self.out, "\n## Differences\n");
+        let failures = self.matrix.failures();
         if failures.is_empty() {
-            let _ = writeln!(out, "None: every cell that ran met its expectation.");
+            let _ = writeln!(self.out, "None: every cell that ran met its expectation.");
         }
         for cell in failures {
             let label = match cell.status {
@@ -129,7 +174,7 @@ impl Matrix {
                 _ => "differs",
             };
             let _ = write!(
-                out,
+                self.out,
                 "- **{} × {}** ({label}): {}. Found {}; expected {}.",
                 md_text(&cell.algorithm),
                 md_text(&cell.nemesis),
@@ -138,35 +183,46 @@ impl Matrix {
                 md_text(&cell.expected_text())
             );
             if let Some(ms) = cell.first_anomaly_ms {
-                let _ = write!(out, " First anomaly at {}.", seconds_text(ms / 1e3));
+                let _ = write!(self.out, " First anomaly at {}.", seconds_text(ms / 1e3));
             }
-            if let Some(url) = link(cell) {
-                let _ = write!(out, " [report]({url})");
+            if let Some(url) = self.link(cell) {
+                let _ = write!(self.out, " [report]({url})");
             }
-            out.push('\n');
+            self.out.push('\n');
         }
+    }
+
+    /// The cells not run because no fault of their preset can act on them.
+    fn not_applicable(&mut self) {
         let not_applicable: Vec<&Cell> = self
+            .matrix
             .ordered_cells()
             .into_iter()
             .filter(|c| c.status == Status::NotApplicable)
             .collect();
-        if !not_applicable.is_empty() {
-            let _ = writeln!(out, "\n## Not applicable\n");
+        if not_applicable.is_empty() {
+            return;
+        }
+        let out = &mut self.out;
+        let _ = writeln!(out, "\n## Not applicable\n");
+        let _ = writeln!(
+            out,
+            "No fault of the preset can act on these cells, so they were not run: they pass nothing.\n"
+        );
+        for cell in not_applicable {
             let _ = writeln!(
                 out,
-                "No fault of the preset can act on these cells, so they were not run: they pass nothing.\n"
+                "- {} × {}: {}",
+                md_text(&cell.algorithm),
+                md_text(&cell.nemesis),
+                md_text(&one_line(cell.why_text()))
             );
-            for cell in not_applicable {
-                let _ = writeln!(
-                    out,
-                    "- {} × {}: {}",
-                    md_text(&cell.algorithm),
-                    md_text(&cell.nemesis),
-                    md_text(&one_line(cell.why_text()))
-                );
-            }
         }
+    }
 
+    fn legend(&mut self) {
+        let m = self.matrix;
+        let out = &mut self.out;
         let _ = writeln!(out, "\n## Legend\n");
         let _ = writeln!(
             out,
@@ -176,10 +232,9 @@ impl Matrix {
              - **ERR**: the run could not be carried out\n\
              - **n/a**: not applicable, not run: no fault of the preset can act (see Not applicable)"
         );
-        if self
-            .algorithms
+        if m.algorithms
             .iter()
-            .any(|a| self.nemeses.iter().any(|n| self.cell(a, n).is_none()))
+            .any(|a| m.nemeses.iter().any(|n| m.cell(a, n).is_none()))
         {
             let _ = writeln!(out, "- blank: a cell not asked for (`--cells`, `--quick`)");
         }
@@ -188,7 +243,6 @@ impl Matrix {
             "\nEach cell that ran links to its run's report. Anomaly kinds: {}.",
             AnomalyKind::known()
         );
-        out
     }
 }
 

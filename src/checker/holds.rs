@@ -223,123 +223,115 @@ pub fn derive(history: &History) -> Holds {
         .iter()
         .filter(|op| op.f == OpF::Acquire && op.ty == OpType::Ok)
         .count();
-    let mut out = Holds {
-        // Sized once: growing a vector of a million holds would copy it again and again.
-        holds: Vec::with_capacity(acquisitions),
-        op_hold: vec![NO_HOLD; ops.len()],
-        history_end: history.time_span().1,
-        ..Holds::default()
+    let mut derivation = Derivation {
+        ops,
+        out: Holds {
+            // Sized once: growing a vector of a million holds would copy it again and again.
+            holds: Vec::with_capacity(acquisitions),
+            op_hold: vec![NO_HOLD; ops.len()],
+            history_end: history.time_span().1,
+            ..Holds::default()
+        },
+        held: vec![Vec::new(); history.processes.len()],
+        pending: vec![None; history.processes.len()],
     };
-    let mut held: Vec<Held> = vec![Vec::new(); history.processes.len()];
-    let mut pending: Vec<Option<Pending>> = vec![None; history.processes.len()];
 
     for (position, op) in ops.iter().enumerate() {
         if op.process == NEMESIS {
             let fault = &history.faults[op.a as usize];
             if fault.name == "kill" {
-                for &p in &fault.processes {
-                    for (_, hold, _) in held[p as usize].drain(..) {
-                        let h = &mut out.holds[hold as usize];
-                        h.end = op.time;
-                        h.end_index = Some(op.index);
-                        h.end_cause = HoldEnd::Killed;
-                    }
-                }
+                derivation.kill(op, &fault.processes);
             }
             continue;
         }
-        let p = op.process as usize;
-        let current = held[p].iter().position(|&(key, _, _)| key == op.key);
-
         if op.ty == OpType::Invoke {
-            let hold = current.map_or(NO_HOLD, |i| held[p][i].1);
-            let mut nested_release = false;
-            if op.f == OpF::Release {
-                if let Some(i) = current {
-                    let entry = &mut held[p][i];
-                    entry.2 -= 1;
-                    if entry.2 == 0 {
-                        let h = &mut out.holds[hold as usize];
-                        h.end = op.time;
-                        h.end_index = Some(op.index);
-                        h.end_cause = HoldEnd::Released;
-                        held[p].swap_remove(i);
-                    } else {
-                        nested_release = true;
-                    }
+            derivation.invoke(position, op);
+        } else {
+            derivation.complete(position, op);
+        }
+    }
+
+    derivation.out.renewals.sort_by_key(|r| r.hold);
+    derivation.unfinished_acquires();
+    derivation.out
+}
+
+/// Where in `held` the hold of `key` is, if the process holds it.
+fn position_of(held: &Held, key: KeyId) -> Option<usize> {
+    held.iter().position(|&(k, _, _)| k == key)
+}
+
+/// What `derive` keeps while it walks the ops.
+struct Derivation<'a> {
+    ops: &'a [Op],
+    out: Holds,
+    /// Per process.
+    held: Vec<Held>,
+    /// Per process.
+    pending: Vec<Option<Pending>>,
+}
+
+impl Derivation<'_> {
+    /// A nemesis `kill` ends every hold of the processes it lists.
+    fn kill(&mut self, op: &Op, processes: &[ProcessId]) {
+        for &p in processes {
+            for (_, hold, _) in self.held[p as usize].drain(..) {
+                let h = &mut self.out.holds[hold as usize];
+                h.end = op.time;
+                h.end_index = Some(op.index);
+                h.end_cause = HoldEnd::Killed;
+            }
+        }
+    }
+
+    /// An invoke belongs to the process's hold of its key, if any; a release ends that hold
+    /// unless it only unwinds one level of nesting.
+    fn invoke(&mut self, position: usize, op: &Op) {
+        let p = op.process as usize;
+        let current = position_of(&self.held[p], op.key);
+        let hold = current.map_or(NO_HOLD, |i| self.held[p][i].1);
+        let mut nested_release = false;
+        if op.f == OpF::Release {
+            if let Some(i) = current {
+                let entry = &mut self.held[p][i];
+                entry.2 -= 1;
+                if entry.2 == 0 {
+                    let h = &mut self.out.holds[hold as usize];
+                    h.end = op.time;
+                    h.end_index = Some(op.index);
+                    h.end_cause = HoldEnd::Released;
+                    self.held[p].swap_remove(i);
+                } else {
+                    nested_release = true;
                 }
             }
-            pending[p] = Some(Pending {
-                position,
-                hold,
-                nested_release,
-            });
-            out.op_hold[position] = hold;
-            continue;
         }
+        self.pending[p] = Some(Pending {
+            position,
+            hold,
+            nested_release,
+        });
+        self.out.op_hold[position] = hold;
+    }
 
-        // A completion: it belongs to the hold its invoke belonged to.
-        let Some(invoke) = pending[p].take() else {
-            continue; // validated away by the reader; nothing to attribute
+    /// A completion: it belongs to the hold its invoke belonged to.
+    fn complete(&mut self, position: usize, op: &Op) {
+        let p = op.process as usize;
+        let Some(invoke) = self.pending[p].take() else {
+            return; // validated away by the reader; nothing to attribute
         };
-        let invoke_op = &ops[invoke.position];
+        let invoke_op = &self.ops[invoke.position];
         let hold = invoke.hold;
+        let out = &mut self.out;
         out.op_hold[position] = hold;
 
         match (op.f, op.ty) {
-            (OpF::Acquire, OpType::Ok) => {
-                let lease_end = op
-                    .lease_ms()
-                    .map(|ms| invoke_op.time.saturating_add(ms_to_ns(ms)));
-                let bad = bad_lease(invoke_op, op);
-                if let Some(bad) = bad {
-                    out.bad_leases.push(bad);
-                }
-                if let Some(i) = current {
-                    // Reentrant: nest, and the new promise sets the lease as a renew does.
-                    let (_, nested_into, count) = &mut held[p][i];
-                    *count += 1;
-                    let nested_into = *nested_into;
-                    out.op_hold[position] = nested_into;
-                    out.holds[nested_into as usize].shared &= invoke_op.flags & flags::SHARED != 0;
-                    set_lease(
-                        &mut out,
-                        nested_into,
-                        (invoke_op.time, invoke_op.index),
-                        lease_end,
-                        op.lease_ms(),
-                    );
-                } else {
-                    let id = out.holds.len() as u32;
-                    out.holds.push(Hold {
-                        key: op.key,
-                        process: op.process,
-                        acquire_invoke: invoke_op.time,
-                        acquire_invoke_index: invoke_op.index,
-                        begin: op.time,
-                        begin_index: op.index,
-                        end: OPEN,
-                        end_index: None,
-                        end_cause: HoldEnd::Open,
-                        release: ReleaseOutcome::None,
-                        token: op.token(),
-                        lease_ms: op.lease_ms(),
-                        initial_lease_end: lease_end,
-                        lease_end,
-                        lease_end_possible: lease_end,
-                        lease_set_index: invoke_op.index,
-                        dead_grant: bad.is_some_and(|b| b.dead),
-                        shared: invoke_op.flags & flags::SHARED != 0,
-                    });
-                    held[p].push((op.key, id, 1));
-                    out.op_hold[position] = id;
-                }
-            }
+            (OpF::Acquire, OpType::Ok) => self.acquired(position, invoke_op, op),
             (OpF::Acquire, OpType::Info) => {
-                if let Some(i) = current {
+                if let Some(i) = position_of(&self.held[p], op.key) {
                     // A nested acquire that may have renewed the lease.
-                    let hold = held[p][i].1;
-                    possibly_extend_lease(&mut out, hold, invoke_op.time, invoke_op.index);
+                    let hold = self.held[p][i].1;
+                    possibly_extend_lease(out, hold, invoke_op.time, invoke_op.index);
                 }
                 // Like any acquire that ended `info` (nested ones too: the format makes no
                 // exception), it may take effect as late as its completion, or a heal.
@@ -357,7 +349,7 @@ pub fn derive(history: &History) -> Holds {
                 if let Some(ms) = op.lease_ms() {
                     let end = invoke_op.time.saturating_add(ms_to_ns(ms));
                     set_lease(
-                        &mut out,
+                        out,
                         hold,
                         (invoke_op.time, invoke_op.index),
                         Some(end),
@@ -366,7 +358,7 @@ pub fn derive(history: &History) -> Holds {
                 }
             }
             (OpF::Renew, OpType::Info) if hold != NO_HOLD => {
-                possibly_extend_lease(&mut out, hold, invoke_op.time, invoke_op.index);
+                possibly_extend_lease(out, hold, invoke_op.time, invoke_op.index);
             }
             (OpF::Renew | OpF::Release, OpType::Fail) if hold != NO_HOLD => {
                 out.losses.push(LockLoss {
@@ -381,7 +373,7 @@ pub fn derive(history: &History) -> Holds {
             _ => {}
         }
         if op.f == OpF::Release && hold != NO_HOLD && !invoke.nested_release {
-            out.holds[hold as usize].release = match op.ty {
+            self.out.holds[hold as usize].release = match op.ty {
                 OpType::Ok => ReleaseOutcome::Ok {
                     time: op.time,
                     index: op.index,
@@ -398,25 +390,76 @@ pub fn derive(history: &History) -> Holds {
         }
     }
 
-    out.renewals.sort_by_key(|r| r.hold);
+    /// An acquire `ok`: a new hold, or one more level of the holder's.
+    fn acquired(&mut self, position: usize, invoke_op: &Op, op: &Op) {
+        let p = op.process as usize;
+        let out = &mut self.out;
+        let lease_end = op
+            .lease_ms()
+            .map(|ms| invoke_op.time.saturating_add(ms_to_ns(ms)));
+        let bad = bad_lease(invoke_op, op);
+        if let Some(bad) = bad {
+            out.bad_leases.push(bad);
+        }
+        if let Some(i) = position_of(&self.held[p], op.key) {
+            // Reentrant: nest, and the new promise sets the lease as a renew does.
+            let (_, nested_into, count) = &mut self.held[p][i];
+            *count += 1;
+            let nested_into = *nested_into;
+            out.op_hold[position] = nested_into;
+            out.holds[nested_into as usize].shared &= invoke_op.flags & flags::SHARED != 0;
+            set_lease(
+                out,
+                nested_into,
+                (invoke_op.time, invoke_op.index),
+                lease_end,
+                op.lease_ms(),
+            );
+        } else {
+            let id = out.holds.len() as u32;
+            out.holds.push(Hold {
+                key: op.key,
+                process: op.process,
+                acquire_invoke: invoke_op.time,
+                acquire_invoke_index: invoke_op.index,
+                begin: op.time,
+                begin_index: op.index,
+                end: OPEN,
+                end_index: None,
+                end_cause: HoldEnd::Open,
+                release: ReleaseOutcome::None,
+                token: op.token(),
+                lease_ms: op.lease_ms(),
+                initial_lease_end: lease_end,
+                lease_end,
+                lease_end_possible: lease_end,
+                lease_set_index: invoke_op.index,
+                dead_grant: bad.is_some_and(|b| b.dead),
+                shared: invoke_op.flags & flags::SHARED != 0,
+            });
+            self.held[p].push((op.key, id, 1));
+            out.op_hold[position] = id;
+        }
+    }
 
-    // Acquires still under way when the history ended may have taken the lock too.
-    for (p, pending) in pending.iter().enumerate() {
-        if let Some(invoke) = pending {
-            let op = &ops[invoke.position];
-            if op.f == OpF::Acquire && held[p].iter().all(|&(key, _, _)| key != op.key) {
-                out.uncertain_acquires.push(UncertainAcquire {
-                    key: op.key,
-                    process: op.process,
-                    invoke: op.time,
-                    invoke_index: op.index,
-                    completion: out.history_end,
-                    completion_index: NEVER_ENDED,
-                });
+    /// Acquires still under way when the history ended may have taken the lock too.
+    fn unfinished_acquires(&mut self) {
+        for (p, pending) in self.pending.iter().enumerate() {
+            if let Some(invoke) = pending {
+                let op = &self.ops[invoke.position];
+                if op.f == OpF::Acquire && self.held[p].iter().all(|&(key, _, _)| key != op.key) {
+                    self.out.uncertain_acquires.push(UncertainAcquire {
+                        key: op.key,
+                        process: op.process,
+                        invoke: op.time,
+                        invoke_index: op.index,
+                        completion: self.out.history_end,
+                        completion_index: NEVER_ENDED,
+                    });
+                }
             }
         }
     }
-    out
 }
 
 /// A renew ok or a nested acquire ok: the lease now runs to `end` (None: the lock no

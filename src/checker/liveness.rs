@@ -348,9 +348,63 @@ pub fn check(
             .chain(names.holds.uncertain_acquires.iter().map(|u| u.key)),
     );
     let mut blocks = Grouped::new(block_counts, NO_BLOCK);
-    let mut attempts = Grouped::new(attempt_counts(history), NO_ATTEMPT);
+    let mut stats = hold_blocks(names, &mut blocks);
     let mut longest_lease: Vec<Option<i64>> = vec![lease_floor_ms; keys];
-    let mut stats: Vec<KeyStats> = vec![KeyStats::default(); keys];
+    let attempts = gather_attempts(names, &mut longest_lease);
+    let faults = server_faults(history);
+    uncertain_blocks(names, &faults, &longest_lease, &mut blocks);
+    let sources = Sources {
+        names,
+        faults: &faults,
+        longest_lease: &longest_lease,
+    };
+    // Each key's blocks and attempts are now in the order put (attempts: by completion).
+    let progress = progress_by_process(&attempts, history.processes.len());
+
+    // The waits that ended in a first acquisition, key after key (for the fairness check).
+    let mut waits: Vec<Wait> = Vec::new();
+    let mut wait_starts: Vec<u32> = Vec::with_capacity(keys + 1);
+    let mut scratch = Scratch::default();
+    for (key, stat) in stats.iter_mut().enumerate() {
+        let key = key as KeyId;
+        let key_blocks = blocks.of_mut(key);
+        // Stable: ties in the order gathered, holds first.
+        key_blocks.sort_by_key(|b| b.start);
+        let key_blocks = blocks.of(key);
+        let key_attempts = attempts.of(key);
+        // A key nobody ever acquired gives no ground either way: not judged.
+        if stat.holds > 0 {
+            unavailable(
+                &sources,
+                options,
+                key,
+                key_blocks,
+                key_attempts,
+                (history_start, history_end),
+                stat,
+                findings,
+            );
+        }
+        wait_starts.push(waits.len() as u32);
+        starvation(
+            names,
+            options,
+            key,
+            key_attempts,
+            &progress,
+            stat,
+            &mut scratch,
+            &mut waits,
+            findings,
+        );
+    }
+    wait_starts.push(waits.len() as u32);
+    (stats, Grouped::from_parts(waits, wait_starts))
+}
+
+/// Puts the block of each hold, and returns the per-key figures counted from the holds.
+fn hold_blocks(names: &Names, blocks: &mut Grouped<Block>) -> Vec<KeyStats> {
+    let mut stats: Vec<KeyStats> = vec![KeyStats::default(); names.history.keys.len()];
     for (id, hold) in names.holds.holds.iter().enumerate() {
         let (free, _) = free_from(hold);
         blocks.put(
@@ -371,9 +425,17 @@ pub fn check(
             }
         }
     }
+    stats
+}
+
+/// Every client's attempts to acquire, grouped by key in completion order; raises
+/// `longest_lease` of each key to the longest lease an acquire was granted on it.
+fn gather_attempts(names: &Names, longest_lease: &mut [Option<i64>]) -> Grouped<Attempt> {
+    let history = names.history;
+    let mut attempts = Grouped::new(attempt_counts(history), NO_ATTEMPT);
     // Each process's pending acquire invoke, as its position in `ops` (`NONE`: none): 4
     // bytes a process, where a history of indeterminate acquires has a process every two
-    // events.
+    // events. Dropped on return: it is not needed past here, where the check peaks.
     const NONE: u32 = u32::MAX;
     let mut invokes: Vec<u32> = vec![NONE; history.processes.len()];
     for (position, op) in history.ops.iter().enumerate() {
@@ -416,11 +478,20 @@ pub fn check(
             },
         );
     }
-    // Not needed further: 4 bytes a process, at the check's peak otherwise.
-    drop(invokes);
-    let faults = server_faults(history);
+    attempts
+}
+
+/// Puts the block of each acquire that may have taken the lock: after the holds' (ties
+/// sort holds first) and once the attempts are gathered, since such a block lasts as long
+/// as the longest lease seen on its key.
+fn uncertain_blocks(
+    names: &Names,
+    faults: &[ServerFault],
+    longest_lease: &[Option<i64>],
+    blocks: &mut Grouped<Block>,
+) {
     for (id, uncertain) in names.holds.uncertain_acquires.iter().enumerate() {
-        let (free, _) = uncertain_free(uncertain, &faults, &longest_lease);
+        let (free, _) = uncertain_free(uncertain, faults, longest_lease);
         blocks.put(
             uncertain.key,
             Block {
@@ -431,69 +502,26 @@ pub fn check(
             },
         );
     }
-    let sources = Sources {
-        names,
-        faults: &faults,
-        longest_lease: &longest_lease,
-    };
-    // Each key's blocks and attempts are now in the order put (attempts: by completion).
+}
 
-    // Each process's successful acquisitions of any key, in time order: a process that gets
-    // somewhere is not starving, so they break its runs of failures.
-    // (time, index): one process's events are in that order in the file, so it places an
-    // acquisition between two attempts even when all three share a nanosecond.
-    // Grouped by process rather than a vector per process: a history may have a million.
+/// Each process's successful acquisitions of any key, in time order: a process that gets
+/// somewhere is not starving, so they break its runs of failures.
+/// (time, index): one process's events are in that order in the file, so it places an
+/// acquisition between two attempts even when all three share a nanosecond.
+/// Grouped by process rather than a vector per process: a history may have a million.
+fn progress_by_process(attempts: &Grouped<Attempt>, processes: usize) -> Grouped<(i64, u32)> {
     let acquired = || attempts.all().iter().filter(|a| a.ty == OpType::Ok);
     let mut progress = Grouped::new(
-        grouped::counts(history.processes.len(), acquired().map(|a| a.process)),
+        grouped::counts(processes, acquired().map(|a| a.process)),
         (0i64, 0u32),
     );
     for a in acquired() {
         progress.put(a.process, (a.completion, a.completion_index));
     }
-    for process in 0..history.processes.len() as ProcessId {
+    for process in 0..processes as ProcessId {
         progress.of_mut(process).sort_unstable();
     }
-
-    // The waits that ended in a first acquisition, key after key (for the fairness check).
-    let mut waits: Vec<Wait> = Vec::new();
-    let mut wait_starts: Vec<u32> = Vec::with_capacity(keys + 1);
-    let mut scratch = Scratch::default();
-    for (key, stat) in stats.iter_mut().enumerate() {
-        let key = key as KeyId;
-        let key_blocks = blocks.of_mut(key);
-        // Stable: ties in the order gathered, holds first.
-        key_blocks.sort_by_key(|b| b.start);
-        let key_blocks = blocks.of(key);
-        let key_attempts = attempts.of(key);
-        // A key nobody ever acquired gives no ground either way: not judged.
-        if stat.holds > 0 {
-            unavailable(
-                &sources,
-                options,
-                key,
-                key_blocks,
-                key_attempts,
-                (history_start, history_end),
-                stat,
-                findings,
-            );
-        }
-        wait_starts.push(waits.len() as u32);
-        starvation(
-            names,
-            options,
-            key,
-            key_attempts,
-            &progress,
-            stat,
-            &mut scratch,
-            &mut waits,
-            findings,
-        );
-    }
-    wait_starts.push(waits.len() as u32);
-    (stats, Grouped::from_parts(waits, wait_starts))
+    progress
 }
 
 const NO_BLOCK: Block = Block {
@@ -661,152 +689,194 @@ fn starvation(
     grants: &mut Vec<Wait>,
     findings: &mut Findings,
 ) {
-    // Whether `process` acquired anything (any key) strictly between `after` and `before`.
-    let progressed = |process: ProcessId, after: (i64, u32), before: (i64, u32)| {
-        let times = progress.of(process);
-        let i = times.partition_point(|&t| t <= after);
-        times.get(i).is_some_and(|&t| t < before)
-    };
-    let Scratch {
-        successes,
-        streaks,
-        waits,
-        waits_by_mode,
-        per_process,
-        ends,
-    } = scratch;
-    successes.clear();
-    streaks.clear();
-    waits.clear();
-    waits_by_mode.iter_mut().for_each(Vec::clear);
-    per_process.clear();
-    ends.clear();
-    successes.extend(
+    scratch.clear();
+    scratch.successes.extend(
         attempts
             .iter()
             .filter(|a| a.ty == OpType::Ok)
             .map(|a| (a.completion, a.process)),
     );
     for attempt in attempts {
-        *per_process.entry(attempt.process).or_insert(0) += u64::from(attempt.ty == OpType::Ok);
+        *scratch.per_process.entry(attempt.process).or_insert(0) +=
+            u64::from(attempt.ty == OpType::Ok);
         match attempt.ty {
             OpType::Fail => {
                 stats.failed_attempts += 1;
-                // A run of failures is broken by the process getting another lock meanwhile.
-                if let Some(streak) = streaks.get(&attempt.process) {
-                    if progressed(
-                        attempt.process,
-                        (streak.last_fail, streak.last_index),
-                        (attempt.invoke, attempt.invoke_index),
-                    ) {
-                        ends.extend(streaks.remove(&attempt.process));
-                    }
-                }
-                let streak = streaks.entry(attempt.process).or_insert(Streak {
-                    process: attempt.process,
-                    start: attempt.invoke,
-                    first_index: attempt.invoke_index,
-                    last_fail: attempt.completion,
-                    last_index: attempt.completion_index,
-                    failures: 0,
-                });
-                streak.last_fail = attempt.completion;
-                streak.last_index = attempt.completion_index;
-                streak.failures += 1;
+                scratch.failed(attempt, progress);
             }
             OpType::Ok => {
                 stats.acquisitions += 1;
-                let streak = streaks.remove(&attempt.process);
-                let (started, started_index) = streak
-                    .as_ref()
-                    .map_or((attempt.invoke, attempt.invoke_index), |s| {
-                        (s.start, s.first_index)
-                    });
-                let wait = attempt.completion.saturating_sub(started) as f64 / 1e6;
-                waits.push(wait);
-                let shared = attempt.flags & flags::SHARED != 0;
-                waits_by_mode[usize::from(shared)].push(wait);
-                if attempt.began {
-                    // A fair acquire that failed left the lock's queue: its retry queues
-                    // anew, so a fair wait begins at its own invoke (see fairness.rs).
-                    let fair = attempt.flags & flags::FAIR != 0;
-                    let (since, since_index) = if fair {
-                        (attempt.invoke, attempt.invoke_index)
-                    } else {
-                        (started, started_index)
-                    };
-                    grants.push(Wait {
-                        process: attempt.process,
-                        since,
-                        since_index,
-                        ok: attempt.completion,
-                        ok_index: attempt.completion_index,
-                        fair,
-                    });
-                }
-                ends.extend(streak);
+                scratch.acquired(attempt, grants);
             }
             _ => {
                 stats.indeterminate_attempts += 1;
-                ends.extend(streaks.remove(&attempt.process));
+                scratch
+                    .ends
+                    .extend(scratch.streaks.remove(&attempt.process));
             }
         }
     }
-    ends.extend(streaks.drain().map(|(_, streak)| streak));
-    ends.sort_unstable_by_key(|s| (s.start, s.first_index));
-    for &streak in ends.iter() {
-        if streak.last_fail.saturating_sub(streak.start) <= options.starvation_bound_ns {
-            continue;
-        }
-        let from = successes.partition_point(|s| s.0 <= streak.start);
-        let others: Vec<&(i64, ProcessId)> = successes[from..]
-            .iter()
-            .take_while(|s| s.0 < streak.last_fail)
-            .filter(|s| s.1 != streak.process)
-            .collect();
-        if others.is_empty() {
-            continue;
-        }
-        findings.add(AnomalyKind::Starvation, || {
-            let starved = names.process(streak.process);
-            let mut winners: Vec<u64> = others.iter().map(|s| names.process(s.1)).collect();
-            winners.sort_unstable();
-            winners.dedup();
-            let processes = std::iter::once(starved).chain(winners).collect();
-            Anomaly {
-                kind: AnomalyKind::Starvation,
-                key: names.history.key_name(key).to_string(),
-                processes,
-                indices: vec![u64::from(streak.first_index), u64::from(streak.last_index)],
-                explanation: format!(
-                    "process {} tried to acquire {} for {} ({} failed attempts, from {} to {}) while other processes acquired it {} times (starvation bound {}).",
-                    names.process(streak.process),
-                    names.history.key_name(key),
-                    fmt_span(streak.last_fail.saturating_sub(streak.start)),
-                    streak.failures,
-                    fmt_time(streak.start),
-                    fmt_time(streak.last_fail),
-                    others.len(),
-                    fmt_span(options.starvation_bound_ns)
-                ),
-                start: streak.start,
-                end: streak.last_fail,
-                lease_expired: None,
-                tokens: Vec::new(),
-                cycle: Vec::new(),
+    scratch.report_starved(names, options, key, findings);
+    scratch.wait_figures(attempts, stats);
+}
+
+/// Whether `process` acquired anything (any key) strictly between `after` and `before`.
+fn progressed(
+    progress: &Grouped<(i64, u32)>,
+    process: ProcessId,
+    after: (i64, u32),
+    before: (i64, u32),
+) -> bool {
+    let times = progress.of(process);
+    let i = times.partition_point(|&t| t <= after);
+    times.get(i).is_some_and(|&t| t < before)
+}
+
+impl Scratch {
+    fn clear(&mut self) {
+        self.successes.clear();
+        self.streaks.clear();
+        self.waits.clear();
+        self.waits_by_mode.iter_mut().for_each(Vec::clear);
+        self.per_process.clear();
+        self.ends.clear();
+    }
+
+    /// A failed attempt begins or lengthens its process's run of failures.
+    fn failed(&mut self, attempt: &Attempt, progress: &Grouped<(i64, u32)>) {
+        // A run of failures is broken by the process getting another lock meanwhile.
+        if let Some(streak) = self.streaks.get(&attempt.process) {
+            if progressed(
+                progress,
+                attempt.process,
+                (streak.last_fail, streak.last_index),
+                (attempt.invoke, attempt.invoke_index),
+            ) {
+                self.ends.extend(self.streaks.remove(&attempt.process));
             }
+        }
+        let streak = self.streaks.entry(attempt.process).or_insert(Streak {
+            process: attempt.process,
+            start: attempt.invoke,
+            first_index: attempt.invoke_index,
+            last_fail: attempt.completion,
+            last_index: attempt.completion_index,
+            failures: 0,
         });
+        streak.last_fail = attempt.completion;
+        streak.last_index = attempt.completion_index;
+        streak.failures += 1;
     }
-    stats.wait_ms = Percentiles::of(waits);
-    let [exclusive, shared] = waits_by_mode;
-    let by_mode = |waits: &mut Vec<f64>| (!waits.is_empty()).then(|| Percentiles::of(waits));
-    stats.wait_ms_by_mode.exclusive = by_mode(exclusive);
-    stats.wait_ms_by_mode.shared = by_mode(shared);
-    // Filled in by the fairness check; `Some` marks a key with fair-marked acquires.
-    if attempts.iter().any(|a| a.flags & flags::FAIR != 0) {
-        stats.queue_jumps_fair = Some(0);
+
+    /// A successful attempt ends its process's run of failures: the wait from the run's
+    /// first attempt (or its own invoke) is counted, and a first acquisition is a grant.
+    fn acquired(&mut self, attempt: &Attempt, grants: &mut Vec<Wait>) {
+        let streak = self.streaks.remove(&attempt.process);
+        let (started, started_index) = streak
+            .as_ref()
+            .map_or((attempt.invoke, attempt.invoke_index), |s| {
+                (s.start, s.first_index)
+            });
+        let wait = attempt.completion.saturating_sub(started) as f64 / 1e6;
+        self.waits.push(wait);
+        let shared = attempt.flags & flags::SHARED != 0;
+        self.waits_by_mode[usize::from(shared)].push(wait);
+        if attempt.began {
+            // A fair acquire that failed left the lock's queue: its retry queues
+            // anew, so a fair wait begins at its own invoke (see fairness.rs).
+            let fair = attempt.flags & flags::FAIR != 0;
+            let (since, since_index) = if fair {
+                (attempt.invoke, attempt.invoke_index)
+            } else {
+                (started, started_index)
+            };
+            grants.push(Wait {
+                process: attempt.process,
+                since,
+                since_index,
+                ok: attempt.completion,
+                ok_index: attempt.completion_index,
+                fair,
+            });
+        }
+        self.ends.extend(streak);
     }
-    stats.fairness = jain_index(per_process.values().copied());
+
+    /// Reports each run of failures longer than the starvation bound during which other
+    /// processes acquired the key.
+    fn report_starved(
+        &mut self,
+        names: &Names,
+        options: &CheckOptions,
+        key: KeyId,
+        findings: &mut Findings,
+    ) {
+        let Scratch {
+            successes,
+            streaks,
+            ends,
+            ..
+        } = self;
+        ends.extend(streaks.drain().map(|(_, streak)| streak));
+        ends.sort_unstable_by_key(|s| (s.start, s.first_index));
+        for &streak in ends.iter() {
+            if streak.last_fail.saturating_sub(streak.start) <= options.starvation_bound_ns {
+                continue;
+            }
+            let from = successes.partition_point(|s| s.0 <= streak.start);
+            let others: Vec<&(i64, ProcessId)> = successes[from..]
+                .iter()
+                .take_while(|s| s.0 < streak.last_fail)
+                .filter(|s| s.1 != streak.process)
+                .collect();
+            if others.is_empty() {
+                continue;
+            }
+            findings.add(AnomalyKind::Starvation, || {
+                let starved = names.process(streak.process);
+                let mut winners: Vec<u64> = others.iter().map(|s| names.process(s.1)).collect();
+                winners.sort_unstable();
+                winners.dedup();
+                let processes = std::iter::once(starved).chain(winners).collect();
+                Anomaly {
+                    kind: AnomalyKind::Starvation,
+                    key: names.history.key_name(key).to_string(),
+                    processes,
+                    indices: vec![u64::from(streak.first_index), u64::from(streak.last_index)],
+                    explanation: format!(
+                        "process {} tried to acquire {} for {} ({} failed attempts, from {} to {}) while other processes acquired it {} times (starvation bound {}).",
+                        names.process(streak.process),
+                        names.history.key_name(key),
+                        fmt_span(streak.last_fail.saturating_sub(streak.start)),
+                        streak.failures,
+                        fmt_time(streak.start),
+                        fmt_time(streak.last_fail),
+                        others.len(),
+                        fmt_span(options.starvation_bound_ns)
+                    ),
+                    start: streak.start,
+                    end: streak.last_fail,
+                    lease_expired: None,
+                    tokens: Vec::new(),
+                    cycle: Vec::new(),
+                }
+            });
+        }
+    }
+
+    /// The key's waits and fairness figures.
+    fn wait_figures(&mut self, attempts: &[Attempt], stats: &mut KeyStats) {
+        stats.wait_ms = Percentiles::of(&mut self.waits);
+        let [exclusive, shared] = &mut self.waits_by_mode;
+        let by_mode = |waits: &mut Vec<f64>| (!waits.is_empty()).then(|| Percentiles::of(waits));
+        stats.wait_ms_by_mode.exclusive = by_mode(exclusive);
+        stats.wait_ms_by_mode.shared = by_mode(shared);
+        // Filled in by the fairness check; `Some` marks a key with fair-marked acquires.
+        if attempts.iter().any(|a| a.flags & flags::FAIR != 0) {
+            stats.queue_jumps_fair = Some(0);
+        }
+        stats.fairness = jain_index(self.per_process.values().copied());
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use crate::history::{History, OpF, OpType};
-use crate::report::{AnomalyKind, CheckResult, PerKey, Report, Stats};
+use crate::report::{AnomalyKind, CheckResult, KeyStats, KindCounts, PerKey, Report, Stats};
 
 use findings::{Findings, Names};
 use register::Seen;
@@ -115,60 +115,127 @@ fn check_seen(
         history,
         holds: &holds,
     };
+    let Ran {
+        findings,
+        expected_losses,
+        mut key_stats,
+        counters,
+    } = run_checks(&names, options, lease_floor_ms, seen);
+
+    for (stats, expected) in key_stats.iter_mut().zip(expected_losses) {
+        stats.expected_losses = expected;
+    }
+    let figures = figures(&holds, &key_stats, options, counters);
+
+    let (mut anomalies, counts) = findings.into_parts();
+    anomalies.sort_by_key(|a| (a.start, a.indices.first().copied()));
+    let (checks, omitted) = check_results(&counts, figures, options);
+
+    let (start, end) = history.time_span();
+    // The figures stay in key-id order: `PerKey` sorts the names only when asked to.
+    let per_key = PerKey::from_parts(history.keys.clone(), key_stats);
+    let (valid, unknown) = verdict(history, &checks, holds.holds.len());
+    Report {
+        valid,
+        unknown,
+        anomalies,
+        checks,
+        stats: Stats {
+            events: history.ops.len() as u64,
+            processes: history.processes.len() as u64,
+            keys: history.keys.len() as u64,
+            faults: history.faults.len() as u64,
+            time_span_ns: [start, end],
+            per_key,
+        },
+        omitted,
+        warnings: history.warnings.clone(),
+    }
+}
+
+/// What the checks found and counted, their findings joined.
+struct Ran {
+    findings: Findings,
+    /// Per key, the locks lost as the lost-lock check expects.
+    expected_losses: Vec<u64>,
+    key_stats: Vec<KeyStats>,
+    /// The register check's (counters checked, keys skipped).
+    counters: (u64, u64),
+}
+
+fn run_checks(
+    names: &Names,
+    options: &CheckOptions,
+    lease_floor_ms: Option<i64>,
+    seen: Seen,
+) -> Ran {
     // Three groups of checks, each with its own findings, joined in this order: the report
     // is the same whether the liveness group runs on a thread of its own or not.
     let safety = |findings: &mut Findings| {
         timed("mutual-exclusion", || {
-            mutual_exclusion::check(&names, findings)
+            mutual_exclusion::check(names, findings)
         });
-        timed("lease", || lease::check(&names, findings));
-        let expected_losses = timed("lost-lock", || lost_lock::check(&names, findings));
-        timed("fencing", || fencing::check(&names, findings));
+        timed("lease", || lease::check(names, findings));
+        let expected_losses = timed("lost-lock", || lost_lock::check(names, findings));
+        timed("fencing", || fencing::check(names, findings));
         expected_losses
     };
     let progress = |findings: &mut Findings| {
         let (mut key_stats, mut waits) = timed("liveness", || {
-            liveness::check(&names, options, lease_floor_ms, findings)
+            liveness::check(names, options, lease_floor_ms, findings)
         });
         timed("fairness", || {
-            fairness::check(&names, options, &mut waits, &mut key_stats, findings)
+            fairness::check(names, options, &mut waits, &mut key_stats, findings)
         });
         key_stats
     };
     let writes =
-        |findings: &mut Findings| timed("register", || register::check(&names, seen, findings));
+        |findings: &mut Findings| timed("register", || register::check(names, seen, findings));
     let limit = options.anomaly_limit;
     let (mut findings, mut progress_findings, mut write_findings) = (
         Findings::new(limit),
         Findings::new(limit),
         Findings::new(limit),
     );
-    let (expected_losses, mut key_stats, (counters_checked, counters_skipped)) =
-        if options.threads >= 2 {
-            std::thread::scope(|scope| {
-                let beside = scope.spawn(|| progress(&mut progress_findings));
-                let expected_losses = safety(&mut findings);
-                let counters = writes(&mut write_findings);
-                let key_stats = match beside.join() {
-                    Ok(key_stats) => key_stats,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                };
-                (expected_losses, key_stats, counters)
-            })
-        } else {
-            (
-                safety(&mut findings),
-                progress(&mut progress_findings),
-                writes(&mut write_findings),
-            )
-        };
+    let (expected_losses, key_stats, counters) = if options.threads >= 2 {
+        std::thread::scope(|scope| {
+            let beside = scope.spawn(|| progress(&mut progress_findings));
+            let expected_losses = safety(&mut findings);
+            let counters = writes(&mut write_findings);
+            let key_stats = match beside.join() {
+                Ok(key_stats) => key_stats,
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
+            (expected_losses, key_stats, counters)
+        })
+    } else {
+        (
+            safety(&mut findings),
+            progress(&mut progress_findings),
+            writes(&mut write_findings),
+        )
+    };
     findings.append(progress_findings);
     findings.append(write_findings);
-
-    for (stats, expected) in key_stats.iter_mut().zip(expected_losses) {
-        stats.expected_losses = expected;
+    Ran {
+        findings,
+        expected_losses,
+        key_stats,
+        counters,
     }
-    let mut figures: BTreeMap<&str, BTreeMap<String, serde_json::Value>> = BTreeMap::new();
+}
+
+/// Each check's figures, by check name.
+type Figures = BTreeMap<&'static str, BTreeMap<String, serde_json::Value>>;
+
+/// Each check's figures.
+fn figures(
+    holds: &holds::Holds,
+    key_stats: &[KeyStats],
+    options: &CheckOptions,
+    (counters_checked, counters_skipped): (u64, u64),
+) -> Figures {
+    let mut figures = Figures::new();
     let tokened = holds.holds.iter().filter(|h| h.token.is_some()).count();
     figures
         .entry("mutual-exclusion")
@@ -202,9 +269,16 @@ fn check_seen(
         .entry("register")
         .or_default()
         .insert("keys_skipped".into(), json!(counters_skipped));
+    figures
+}
 
-    let (mut anomalies, counts) = findings.into_parts();
-    anomalies.sort_by_key(|a| (a.start, a.indices.first().copied()));
+/// Each check's result from the counts of its anomaly kinds, and how many of each kind
+/// the anomaly limit left unlisted.
+fn check_results(
+    counts: &KindCounts,
+    mut figures: Figures,
+    options: &CheckOptions,
+) -> (BTreeMap<String, CheckResult>, KindCounts) {
     let mut checks = BTreeMap::new();
     let mut omitted = BTreeMap::new();
     for (name, kinds) in CHECKS {
@@ -224,11 +298,16 @@ fn check_seen(
         result.figures = figures.remove(name).unwrap_or_default();
         checks.insert(name.to_string(), result);
     }
+    (checks, omitted)
+}
 
-    let (start, end) = history.time_span();
-    // The figures stay in key-id order: `PerKey` sorts the names only when asked to.
-    let per_key = PerKey::from_parts(history.keys.clone(), key_stats);
-    let acquisitions = holds.holds.len();
+/// The report's `valid` and `unknown`: invalid if any check is; unknown if nothing was
+/// exercised (`acquisitions`: the holds).
+fn verdict(
+    history: &History,
+    checks: &BTreeMap<String, CheckResult>,
+    acquisitions: usize,
+) -> (Option<bool>, Option<String>) {
     // An optimistic algorithm (pg-version, watch-multi) takes no lock: its acknowledged
     // conditional writes of the counter are what was exercised, and lost-update judges them.
     let acknowledged_writes = history
@@ -236,7 +315,7 @@ fn check_seen(
         .iter()
         .filter(|op| op.f == OpF::Write && op.ty == OpType::Ok)
         .count();
-    let (valid, unknown) = if !checks.values().all(|c| c.valid) {
+    if !checks.values().all(|c| c.valid) {
         (Some(false), None)
     } else if acquisitions == 0 && acknowledged_writes == 0 {
         // Exit 0 promises that a lock was exercised and held up: with no acquire that took
@@ -252,22 +331,6 @@ fn check_seen(
         (None, Some(why))
     } else {
         (Some(true), None)
-    };
-    Report {
-        valid,
-        unknown,
-        anomalies,
-        checks,
-        stats: Stats {
-            events: history.ops.len() as u64,
-            processes: history.processes.len() as u64,
-            keys: history.keys.len() as u64,
-            faults: history.faults.len() as u64,
-            time_span_ns: [start, end],
-            per_key,
-        },
-        omitted,
-        warnings: history.warnings.clone(),
     }
 }
 
