@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 use askama::Template;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
+use crate::history::FaultBand;
 use crate::report::episodes::kind_rank;
 use crate::report::{episodes, Anomaly, Report, ANOMALY_KINDS};
 use crate::run::record::RunRecord;
 use crate::units::fmt_time;
 
-use super::bands::FaultBand;
 use super::charts::ChartFiles;
 use super::error::PlotError;
 use super::model::shorten;

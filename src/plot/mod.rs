@@ -1,6 +1,5 @@
 //! Pictures of a run: timelines, latency and rate and fairness charts, and the HTML report.
 
-mod bands;
 pub mod charts;
 mod error;
 pub mod fonts;
@@ -15,7 +14,7 @@ use crate::checker::{self, CheckOptions};
 use crate::history;
 use crate::report::Report;
 
-pub use bands::{fault_bands, FaultBand};
+use crate::history::fault_bands;
 pub use error::PlotError;
 pub use groups::ProcessGroups;
 
