@@ -327,7 +327,7 @@ impl RunPlan {
             anyhow::bail!(
                 "--redis: {} runs on the {} lockaudit starts itself, not on a Redis",
                 spec.algorithm,
-                crate::cluster::service(service).name
+                service.service_name()
             );
         }
         if redis.is_some() && spec.topology == Some(Topology::Cluster) {

@@ -13,7 +13,7 @@ use crate::report::{median, AnomalyKind, Report};
 
 use super::new_run_dir;
 use super::plan::{Purpose, Request, RunPlan, WorkloadSource};
-use super::record::{RunRecord, SCHEDULE_COPY};
+use crate::run_record::{RunRecord, RUN_JSON, SCHEDULE_COPY};
 
 /// A run folder read for replaying.
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ impl Replay {
                 dir.display()
             ));
         }
-        let record = if dir.join(super::record::RUN_JSON).is_file() {
+        let record = if dir.join(RUN_JSON).is_file() {
             Some(RunRecord::read(dir)?)
         } else {
             None

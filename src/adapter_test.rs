@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use super::external::{shown_line, Adapter, Line, Reply};
-use crate::cluster::{self, ClusterSpec, Endpoints, Topology};
+use crate::cluster::{self, ClusterSpec};
+use crate::locks::external::{shown_line, Adapter, Line, Reply};
+use crate::topology::{Endpoints, Topology};
 
 /// One line of the checklist.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,7 +239,8 @@ pub async fn check_adapter(
     notice_ttl_ms: u64,
 ) -> Vec<Check> {
     let mut list = Checklist(Vec::new());
-    let init = |client: u64| super::external::init_request(client, endpoints, options.clone());
+    let init =
+        |client: u64| crate::locks::external::init_request(client, endpoints, options.clone());
 
     let (mut a, mut a_watch) = match start(argv, dir, "a") {
         Ok(a) => a,
