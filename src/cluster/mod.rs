@@ -28,7 +28,8 @@
 //!   readiness;
 //! - `hosts`, `ssh`, `cut`, `host_logs`: what only hosts have: the connections, where each
 //!   node is placed, links cut with iptables, logs brought back and files removed;
-//! - this file: the topologies, [`start`] and [`Cluster`], which reaches every node by name.
+//! - this file: [`start`] and [`Cluster`], which reaches every node by name (what the
+//!   topologies are, and how a client reaches their servers, is `crate::topology`).
 
 mod ask;
 mod binaries;

@@ -32,14 +32,14 @@ pub enum Topology {
     /// (`replica-<shards + i>` follows `master-<i>`), slots split evenly, failover decided
     /// by the cluster itself after `cluster::CLUSTER_NODE_TIMEOUT_MS`.
     Cluster,
-    /// Three etcd members (`etcd-0`..`etcd-2`, see `etcd`), for the etcd locks and an
+    /// Three etcd members (`etcd-0`..`etcd-2`, see `cluster::etcd`), for the etcd locks and an
     /// external adapter over an etcd library; the guarded resource's storage server is
     /// still a Redis.
     Etcd,
-    /// Three ZooKeeper servers (`zk-0`..`zk-2`, see `zookeeper`), for the ZooKeeper lock and
+    /// Three ZooKeeper servers (`zk-0`..`zk-2`, see `cluster::zookeeper`), for the ZooKeeper lock and
     /// an external adapter over a ZooKeeper library; storage is still a Redis.
     Zookeeper,
-    /// One MariaDB server (`master-0`, see `mariadb`), for the MariaDB lock; storage is
+    /// One MariaDB server (`master-0`, see `cluster::mariadb`), for the MariaDB lock; storage is
     /// still a Redis.
     Mariadb,
 }
