@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Prints lockaudit's module graph: which top-level module imports which, and every import
-circle between modules or files (`use crate::..` and `use super::..`, test modules left out).
-Exits 1 if there is a circle, so it can guard the one-way architecture.
+circle between modules or files (`use crate::..` and `use super::..`, test modules left out),
+and any arrow of FORBIDDEN. Exits 1 if there is a circle or a forbidden arrow, so it can guard
+the one-way architecture.
 
     python3 .ci/module_graph.py [src]
 """
@@ -9,6 +10,16 @@ import collections
 import os
 import re
 import sys
+
+# Arrows that point the wrong way although they make no circle (yet): pictures come from
+# files, not from the controller that writes them; a history's fault intervals are the
+# history's, not the drawing's. Still to come: ("locks", "cluster") and ("workload",
+# "cluster"), once the fake clocks (`cluster::FakeClock`, `Preload`) and the hosts' entries
+# (`cluster::NodeEntry`) have left `cluster` (clients reach servers through `topology`).
+FORBIDDEN = [
+    ("plot", "run"),
+    ("shrink", "plot"),
+]
 
 root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "src")
 files = {}
@@ -103,9 +114,16 @@ def connect(v):
 for v in list(graph):
     if v not in index:
         connect(v)
+forbidden = [(a, b) for a, b in FORBIDDEN if b in top.get(a, ())]
+if forbidden:
+    print("forbidden arrows:")
+    for a, b in forbidden:
+        files_ = sorted("/".join(f) for f, bs in edges.items() if f[0] == a and any(t[0] == b for t in bs))
+        print(f"  {a} -> {b} ({', '.join(files_)})")
 if circles:
     print("import circles:")
     for c in circles:
         print("  " + " <-> ".join(c))
+if circles or forbidden:
     sys.exit(1)
-print("no import circle")
+print("no import circle, no forbidden arrow")

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::audit::Matrix;
 use crate::plot::html::relative_url;
 use crate::report::{AnomalyKind, Report};
-use crate::run::record::RunRecord;
+use crate::run_record::RunRecord;
 use crate::units::fmt_time;
 
 /// What `index.json` holds.
@@ -338,7 +338,7 @@ fn what(e: &Entry) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::record::RUN_JSON;
+    use crate::run_record::RUN_JSON;
 
     fn run_folder(root: &Path, name: &str, started: &str, valid: Option<bool>) -> PathBuf {
         let dir = root.join(name);

@@ -3,6 +3,7 @@
 //! The pipeline: a history (`history`) flows into the checks (`checker`), which produce a
 //! report (`report`). Each stage's output is plain serde data.
 
+pub mod adapter_test;
 pub mod audit;
 pub mod checker;
 pub mod cli;
@@ -19,6 +20,7 @@ pub mod presets;
 pub mod private;
 pub mod report;
 pub mod run;
+pub mod run_record;
 pub mod shell;
 pub mod shrink;
 pub mod streams;
@@ -26,5 +28,6 @@ pub mod suggest;
 pub mod synth;
 pub mod sys;
 pub mod tomlfile;
+pub mod topology;
 pub mod units;
 pub mod workload;

@@ -782,7 +782,7 @@ mod tests {
             .collect();
         assert_eq!(spans, expected, "fault_spans");
 
-        let bands: Vec<(Vec<u32>, i64, i64)> = crate::plot::fault_bands(&history)
+        let bands: Vec<(Vec<u32>, i64, i64)> = crate::history::fault_bands(&history)
             .into_iter()
             .map(|b| (b.indices, b.start, b.end))
             .collect();

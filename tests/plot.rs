@@ -530,7 +530,8 @@ fn bad_input_exits_2() {
 /// and take most of the time of a full `plot` in a debug build.)
 #[test]
 fn a_200k_event_history_charts_within_a_size_bound() {
-    use lockaudit::plot::{charts, fault_bands, html};
+    use lockaudit::history::fault_bands;
+    use lockaudit::plot::{charts, html};
 
     let dir = common::RunDir::new();
     let path = dir.path().join("synth.jsonl");

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::report::{AnomalyKind, KindCounts};
-use crate::run::record::Phases;
+use crate::run_record::Phases;
 use crate::workload::expect::Expectation;
 
 /// How one cell came out.

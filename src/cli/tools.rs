@@ -30,7 +30,7 @@ pub fn adapter_test(args: AdapterTestArgs) -> anyhow::Result<u8> {
         redis_sentinel,
         argv,
     } = args;
-    use crate::locks::adapter_test::Setup;
+    use crate::adapter_test::Setup;
     let mut setup = Setup {
         redis_server,
         redis_sentinel,
@@ -79,8 +79,8 @@ pub fn adapter_test(args: AdapterTestArgs) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let checks = runtime.block_on(crate::locks::adapter_test::run(&argv, &setup))?;
-    let passed = crate::locks::adapter_test::passed(&checks);
+    let checks = runtime.block_on(crate::adapter_test::run(&argv, &setup))?;
+    let passed = crate::adapter_test::passed(&checks);
     let mut text: String = checks.iter().map(|c| c.line() + "\n").collect();
     text += if passed {
         "adapter-test: passed\n"

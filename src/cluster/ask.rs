@@ -2,15 +2,9 @@
 
 use std::time::Duration;
 
-use super::{Endpoints, Node};
+pub use crate::topology::node_url;
 
-/// The Redis URL of `node`, with the run's password.
-pub fn node_url(node: &Node, password: Option<&str>) -> String {
-    match password {
-        Some(pw) => format!("redis://:{pw}@{}:{}/", node.host, node.port),
-        None => format!("redis://{}:{}/", node.host, node.port),
-    }
-}
+use super::Endpoints;
 
 /// The primary's address as the sentinels name it now, asking each in turn (with the data
 /// nodes' password, then without: sentinels may or may not share it), each within `timeout`.

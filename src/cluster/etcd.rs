@@ -30,16 +30,10 @@ use super::peer_links::{PeerLinks, PeerProxy};
 use super::ports;
 use super::service::ServiceNode;
 use super::{Cluster, ClusterSpec, Topology};
+pub use crate::topology::etcd::{connect, MIN_LEASE_MS, USER};
 
 /// Members of the cluster: the smallest that survives the loss of one.
 pub const MEMBERS: usize = 3;
-
-/// The shortest lease the members grant: etcd raises any shorter TTL to 1.5 election
-/// timeouts (1 s here), in whole seconds.
-pub const MIN_LEASE_MS: u64 = 2000;
-
-/// The user the run's clients authenticate as.
-pub const USER: &str = "root";
 
 /// How long a start may take until a leader is elected and every member answers. Measured
 /// starts take about a second (the first election waits out one election timeout); a loaded
@@ -657,23 +651,6 @@ pub async fn leader(members: &[(String, String, u16)]) -> Option<String> {
         .into_iter()
         .find(|(_, leads)| *leads)
         .map(|(name, _)| name)
-}
-
-/// A client of the members at `endpoints` (`http://host:port`), as [`USER`] when given a
-/// password, each request limited to `timeout`.
-pub async fn connect(
-    endpoints: &[String],
-    password: Option<&str>,
-    timeout: Duration,
-) -> Result<etcd_client::Client, etcd_client::Error> {
-    let mut options = etcd_client::ConnectOptions::new()
-        .with_timeout(timeout)
-        .with_connect_timeout(timeout)
-        .with_auto_token_refresh(true);
-    if let Some(password) = password {
-        options = options.with_user(USER, password);
-    }
-    etcd_client::Client::connect(endpoints, Some(options)).await
 }
 
 /// `root` with the run's password, then authentication on: from now on every request needs

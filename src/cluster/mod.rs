@@ -28,7 +28,8 @@
 //!   readiness;
 //! - `hosts`, `ssh`, `cut`, `host_logs`: what only hosts have: the connections, where each
 //!   node is placed, links cut with iptables, logs brought back and files removed;
-//! - this file: the topologies, [`start`] and [`Cluster`], which reaches every node by name.
+//! - this file: [`start`] and [`Cluster`], which reaches every node by name (what the
+//!   topologies are, and how a client reaches their servers, is `crate::topology`).
 
 mod ask;
 mod binaries;
@@ -76,6 +77,7 @@ use rand::Rng;
 
 use crate::private;
 
+pub use crate::topology::{Endpoints, Node, Topology};
 pub use ask::{ask_sentinels, node_url};
 pub use binaries::{etcd as etcd_binary, postgres_bin_dir, ETCD_ENV, POSTGRES_BIN_ENV};
 pub use binaries::{zookeeper as zookeeper_program, ZOOKEEPER_ENV};
@@ -107,37 +109,6 @@ use hosts::Hosts;
 use instance::Instance;
 use server::{Server, ServerConfig};
 use service::ServiceNode;
-
-/// How the lock's servers are arranged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Topology {
-    /// One master.
-    Single,
-    /// One primary and two asynchronous replicas.
-    Replicated,
-    /// Replicated, watched by three redis-sentinel processes (master name `lockaudit`).
-    Sentinel,
-    /// N independent masters (RedLock); N is `ClusterSpec::masters`.
-    Independent,
-    /// One PostgreSQL server (`master-0`), for the database locks; the guarded resource's
-    /// storage server is still a Redis.
-    Postgres,
-    /// A Redis Cluster: `ClusterSpec::shards` masters (`master-<i>`), one replica each
-    /// (`replica-<shards + i>` follows `master-<i>`), slots split evenly, failover decided
-    /// by the cluster itself after `CLUSTER_NODE_TIMEOUT_MS`.
-    Cluster,
-    /// Three etcd members (`etcd-0`..`etcd-2`, see `etcd`), for the etcd locks and an
-    /// external adapter over an etcd library; the guarded resource's storage server is
-    /// still a Redis.
-    Etcd,
-    /// Three ZooKeeper servers (`zk-0`..`zk-2`, see `zookeeper`), for the ZooKeeper lock and
-    /// an external adapter over a ZooKeeper library; storage is still a Redis.
-    Zookeeper,
-    /// One MariaDB server (`master-0`, see `mariadb`), for the MariaDB lock; storage is
-    /// still a Redis.
-    Mariadb,
-}
 
 /// `cluster-node-timeout` of `Topology::Cluster`: short, so that a dead master is replaced
 /// within a few seconds of a run (Redis's default, 15 s, would outlast most runs).
@@ -187,36 +158,6 @@ pub struct ClusterSpec {
     pub accept_new_host_keys: bool,
 }
 
-/// A server's address and role.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Node {
-    /// `master-0`, `replica-1`, `sentinel-2`, `storage`.
-    pub name: String,
-    pub host: String,
-    pub port: u16,
-    /// The OS process id (for the nemesis); None for servers lockaudit did not start.
-    pub pid: Option<u32>,
-}
-
-/// Where clients connect: plain data, handed to workers and adapters.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Endpoints {
-    pub topology: Topology,
-    /// The lock's servers: all masters for `Independent`; the primary first, then replicas;
-    /// for `Cluster` every node as started, masters first (roles change with failovers).
-    pub nodes: Vec<Node>,
-    pub sentinels: Vec<Node>,
-    pub master_name: Option<String>,
-    /// The separate server holding the guarded resource.
-    pub storage: Node,
-    pub password: Option<String>,
-    /// With the lock's servers on other hosts: this machine's address as they see it (None
-    /// for local servers). The nemesis then cuts the links between servers with iptables on
-    /// their hosts rather than with its proxies.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub control_addr: Option<String>,
-}
-
 impl ClusterSpec {
     /// A spec with the defaults: 5 masters for `Independent`, binaries from PATH, no
     /// persistence, free ports. Prefer it to a struct literal: fields may be added.
@@ -245,43 +186,6 @@ impl Default for ClusterSpec {
     fn default() -> Self {
         ClusterSpec::new(Topology::Single, PathBuf::new())
     }
-}
-
-impl Endpoints {
-    /// The node called `name` among the lock's servers, the sentinels and storage.
-    pub fn node(&self, name: &str) -> Option<&Node> {
-        self.nodes
-            .iter()
-            .chain(&self.sentinels)
-            .chain(std::iter::once(&self.storage))
-            .find(|n| n.name == name)
-    }
-
-    /// A `redis://` URL for `node`, with the password percent-encoded (a generated one is
-    /// alphanumeric, but a password of servers given with `--redis` may be anything).
-    pub fn url(&self, node: &Node) -> String {
-        match &self.password {
-            Some(pw) => format!(
-                "redis://:{}@{}:{}/",
-                percent_encode(pw),
-                node.host,
-                node.port
-            ),
-            None => format!("redis://{}:{}/", node.host, node.port),
-        }
-    }
-}
-
-/// Every byte but RFC 3986's unreserved characters as `%XX`.
-fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// Length of the generated password: 32 alphanumerics, about 190 bits.

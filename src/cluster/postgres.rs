@@ -30,12 +30,7 @@ use super::ports::{self, PortChoice};
 use super::scratch::ScratchDir;
 use super::{binaries, generate_password, private_folders, start_storage};
 use super::{Cluster, ClusterSpec, Topology};
-
-/// The role clients log in as (a superuser: it creates its own tables).
-pub const PG_USER: &str = "lockaudit";
-
-/// The database clients use: the one `initdb` makes.
-pub const PG_DATABASE: &str = "postgres";
+pub use crate::topology::postgres::{client_config, PG_DATABASE, PG_USER};
 
 /// Who may connect: the run's role with its password, over TCP from anywhere (the server
 /// listens on loopback here, on the host's address there).
@@ -211,21 +206,6 @@ impl PgServer {
         self.instance = start_on_port(&self.config, port).await?;
         Ok(())
     }
-}
-
-/// Connection settings for a client of the server at `host:port` (the readiness probe,
-/// the locks): role, password, database, a connect timeout.
-pub fn client_config(host: &str, port: u16, password: &str) -> tokio_postgres::Config {
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host(host)
-        .port(port)
-        .user(PG_USER)
-        .password(password)
-        .dbname(PG_DATABASE)
-        .application_name("lockaudit")
-        .connect_timeout(Duration::from_secs(1));
-    config
 }
 
 /// One connection: the server's data folder, or why not.

@@ -37,16 +37,10 @@ pub enum SessionEnd {
     CutOff,
 }
 
-/// What lockaudit knows of one lock service on one topology.
+/// What lockaudit knows of one lock service on one topology; how messages name it and its
+/// locks, and which locks run on it, are its topology's (`Topology::service_name`, ...).
 pub struct Service {
     pub topology: Topology,
-    /// How messages name it.
-    pub name: &'static str,
-    /// Whether its topology runs only the locks made for it (PostgreSQL's, etcd's), rather
-    /// than any lock of its service (every Redis lock runs on every Redis topology).
-    pub own_locks_only: bool,
-    /// How messages name the locks that run on it.
-    pub locks: &'static str,
     pub start: Start,
     /// The protocol its servers answer their version in (run.json's `servers`).
     pub speaks: Speaks,
@@ -59,9 +53,6 @@ pub struct Service {
     /// just as well on a topology that can (a single Redis: a primary with two replicas);
     /// None: it stays, and a failover is not applicable to it.
     pub failover_moves_to: Option<Topology>,
-    /// Whether an external adapter may run on it (wrapping a lock library of the service;
-    /// its `init` names the nodes).
-    pub external_adapters: bool,
     /// Whether its clients find the primary by asking the nodes that watch the servers
     /// (Sentinel), so that no per-worker proxy of the nemesis can stand between them.
     pub clients_ask_watchers: bool,
@@ -99,15 +90,11 @@ const fn redis(
     let sentinel = matches!(topology, Topology::Sentinel);
     Service {
         topology,
-        name: "Redis",
-        own_locks_only: false,
-        locks: "the Redis locks",
         start: |spec| Box::pin(super::redis::start(spec)),
         speaks: Speaks::Redis,
         clock_jump: None,
         failover,
         failover_moves_to,
-        external_adapters: true,
         clients_ask_watchers: sentinel,
         primary_by_hand: matches!(topology, Topology::Replicated),
         elects_leader: false,
@@ -141,9 +128,6 @@ pub const SERVICES: [Service; 9] = [
     redis(Topology::Cluster, None, None),
     Service {
         topology: Topology::Postgres,
-        name: "PostgreSQL",
-        own_locks_only: true,
-        locks: "the database locks (pg-*)",
         start: |spec| Box::pin(super::postgres::start(spec)),
         speaks: Speaks::Postgres,
         clock_jump: Some(
@@ -153,7 +137,6 @@ pub const SERVICES: [Service; 9] = [
             "lockaudit's PostgreSQL is a single server, with no replica to fail over to",
         ),
         failover_moves_to: None,
-        external_adapters: false,
         clients_ask_watchers: false,
         primary_by_hand: false,
         elects_leader: false,
@@ -166,9 +149,6 @@ pub const SERVICES: [Service; 9] = [
     },
     Service {
         topology: Topology::Etcd,
-        name: "etcd",
-        own_locks_only: true,
-        locks: "the etcd locks (etcd-lock, etcd-txn) and an external adapter",
         start: |spec| Box::pin(super::etcd::start_cluster(spec)),
         speaks: Speaks::Etcd,
         clock_jump: Some(
@@ -177,7 +157,6 @@ pub const SERVICES: [Service; 9] = [
         // Raft elects a new leader: the failover kills the leader of the moment.
         failover: None,
         failover_moves_to: None,
-        external_adapters: true,
         clients_ask_watchers: false,
         primary_by_hand: false,
         elects_leader: true,
@@ -191,9 +170,6 @@ pub const SERVICES: [Service; 9] = [
     },
     Service {
         topology: Topology::Zookeeper,
-        name: "ZooKeeper",
-        own_locks_only: true,
-        locks: "the ZooKeeper lock (zk-lock) and an external adapter",
         start: |spec| Box::pin(super::zookeeper::start_ensemble(spec)),
         speaks: Speaks::Zookeeper,
         clock_jump: Some(
@@ -202,7 +178,6 @@ pub const SERVICES: [Service; 9] = [
         // The ensemble elects a new leader: the failover kills the leader of the moment.
         failover: None,
         failover_moves_to: None,
-        external_adapters: true,
         clients_ask_watchers: false,
         primary_by_hand: false,
         // Zab elects one; the servers' quorum and election links run through peer proxies
@@ -217,9 +192,6 @@ pub const SERVICES: [Service; 9] = [
     },
     Service {
         topology: Topology::Mariadb,
-        name: "MariaDB",
-        own_locks_only: true,
-        locks: "the MariaDB lock (mariadb-get-lock)",
         start: |spec| Box::pin(super::mariadb::start(spec)),
         speaks: Speaks::Mariadb,
         clock_jump: Some(
@@ -227,7 +199,6 @@ pub const SERVICES: [Service; 9] = [
         ),
         failover: Some("lockaudit's MariaDB is a single server, with no replica to fail over to"),
         failover_moves_to: None,
-        external_adapters: false,
         clients_ask_watchers: false,
         primary_by_hand: false,
         elects_leader: false,
@@ -297,11 +268,13 @@ mod tests {
                 );
                 assert!(to.failover.is_none(), "{:?} cannot fail over", to.topology);
                 assert_eq!(
-                    from.name, to.name,
+                    from.topology.service_name(),
+                    to.topology.service_name(),
                     "{:?} to {:?}",
-                    from.topology, to.topology
+                    from.topology,
+                    to.topology
                 );
-                assert!(!from.own_locks_only && !to.own_locks_only);
+                assert!(!from.topology.own_locks_only() && !to.topology.own_locks_only());
             }
         }
     }

@@ -5,26 +5,12 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+pub use crate::topology::ServerVersion;
 
 use super::{Endpoints, Node};
 
 /// How long one server may take to say its version.
 const ASK_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// One server and the version it reported (or why it reported none).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServerVersion {
-    /// `master-0`, `sentinel-1`, `storage`, `etcd-2`, ...
-    pub name: String,
-    /// `redis 7.0.15`, `postgres 16.2`, `etcd 3.5.16`, `zookeeper 3.8.4`,
-    /// `mariadb 10.11.19-MariaDB-0+deb12u1`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// Why there is no version (it did not answer in time, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
 
 /// The protocol a server speaks, as its service's row says (`Service::speaks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

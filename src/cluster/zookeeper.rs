@@ -56,20 +56,12 @@ use super::ports;
 use super::service::ServiceNode;
 use super::zk_election::ElectionHello;
 use super::{Cluster, ClusterSpec, Topology};
+pub use crate::topology::zookeeper::{
+    connect_string, digest, MAX_SESSION_MS, MIN_SESSION_MS, TICK_MS, USER,
+};
 
 /// Servers of the ensemble: the smallest that survives the loss of one.
 pub const SERVERS: usize = 3;
-
-/// The digest user the run's clients authenticate as, with the run's password.
-pub const USER: &str = "lockaudit";
-
-/// The servers' tick, the unit of every ZooKeeper timeout.
-pub const TICK_MS: u64 = 200;
-
-/// The shortest and longest session the servers grant (ZooKeeper's defaults: 2 and 20
-/// ticks). A client asking for less or more gets the bound.
-pub const MIN_SESSION_MS: u64 = 2 * TICK_MS;
-pub const MAX_SESSION_MS: u64 = 20 * TICK_MS;
 
 /// How long a start may take until a leader is elected and every server serves, here or
 /// on a host. Three JVMs starting at once take 2-4 s on a quiet machine; a loaded CI
@@ -671,11 +663,6 @@ pub async fn leader(servers: &[(String, String, u16)]) -> Option<String> {
         .map(|(name, _)| name)
 }
 
-/// What a client adds as `digest` auth to be the run's user: `user:password`.
-pub fn digest(password: &str) -> String {
-    format!("{USER}:{password}")
-}
-
 /// Gives the root znode to the run's digest user (`password`) alone, through the servers at
 /// `connect` (a connect string): from now on only a client authenticated as [`USER`] can
 /// read, create or delete at the root, and the run's clients give each znode they create
@@ -695,15 +682,6 @@ pub async fn restrict_to_the_run(connect: &str, password: &str) -> Result<(), St
         .await
         .map_err(|e| format!("set the root znode's ACL: {e}"))?;
     Ok(())
-}
-
-/// The connect string of `servers` (`127.0.0.1:p0,127.0.0.1:p1,...`), as clients take it.
-pub fn connect_string<'a>(hosts_ports: impl IntoIterator<Item = (&'a str, u16)>) -> String {
-    hosts_ports
-        .into_iter()
-        .map(|(host, port)| format!("{host}:{port}"))
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// `Topology::Zookeeper`: the Redis storage server and three ZooKeeper servers (configs,

@@ -110,6 +110,18 @@ pub struct EventRef<'a> {
     pub wrong: &'a [WrongMember],
 }
 
+/// A client event as `push_client` checks it: where it is, whose, what and on which key.
+struct ClientEvent<'e> {
+    line: u64,
+    /// The process's number in the file, and its id.
+    number: u64,
+    process: ProcessId,
+    f: OpF,
+    key: KeyId,
+    key_name: &'e str,
+    time: i64,
+}
+
 /// What the builder remembers of a process to check its next event, kept to 40 bytes: a
 /// history may have millions of processes, and each event looks up its own at random, so
 /// the smaller these are, the more of them the cache holds.
@@ -427,9 +439,16 @@ impl HistoryBuilder {
             return Err(self.error(line, "key", "missing (required for client events)".into()));
         };
         let key = self.intern_key(key_name);
-        let process = self.intern_process(number);
-        let state = self.states[process as usize];
-
+        let client = ClientEvent {
+            line,
+            number,
+            process: self.intern_process(number),
+            f,
+            key,
+            key_name,
+            time: event.time,
+        };
+        let state = self.states[client.process as usize];
         if state.last_time != i64::MIN {
             let last = state.last_time;
             if event.time < last {
@@ -444,126 +463,164 @@ impl HistoryBuilder {
             }
         }
         if ty == OpType::Invoke {
-            if state.retired_line != 0 {
-                let retired = state.retired_line;
-                return Err(self.error(
-                    line,
-                    "process",
-                    format!(
-                        "process {number} was retired by its info completion at line {retired} and may not be used again"
-                    ),
-                ));
-            }
-            // Ordered by (time, index), this invoke comes after a kill timed no later.
-            let killed = match state.killed {
-                true => self.killed.get(&process).copied(),
-                false => None,
-            };
-            if let Some((time, killed)) = killed.filter(|&(t, _)| t <= event.time) {
-                return Err(self.error(
-                    line,
-                    "process",
-                    format!(
-                        "process {number} was killed at line {killed} (at {time}) and may not be used again"
-                    ),
-                ));
-            }
-            if let Some(pending) = state.pending {
-                return Err(self.error(
-                    line,
-                    "type",
-                    format!(
-                        "process {number} invokes {} while its {} invoked at line {} is still pending",
-                        f.name(),
-                        pending.name(),
-                        state.invoke_line
-                    ),
-                ));
-            }
+            self.check_invoke(&client, &state)?;
         } else {
-            let Some(pending) = state.pending else {
-                return Err(self.error(
-                    line,
-                    "type",
-                    format!(
-                        "{} completion of {} by process {number} with no invoke pending",
-                        event.ty.name(),
-                        f.name()
-                    ),
-                ));
-            };
-            if pending != f {
-                return Err(self.error(
-                    line,
-                    "f",
-                    format!(
-                        "completion of {} does not match the pending {} invoked at line {}",
-                        f.name(),
-                        pending.name(),
-                        state.invoke_line
-                    ),
-                ));
-            }
-            if state.pending_key != key {
-                return Err(self.error(
-                    line,
-                    "key",
-                    format!(
-                        "completion names key \"{key_name}\" but the {} invoked at line {} named \"{}\"",
-                        f.name(),
-                        state.invoke_line,
-                        self.history.keys[state.pending_key as usize]
-                    ),
-                ));
-            }
-            if event.time < state.invoke_time {
-                return Err(self.error(
-                    line,
-                    "time",
-                    format!(
-                        "completion at {} is earlier than its invoke at {} (line {})",
-                        event.time, state.invoke_time, state.invoke_line
-                    ),
-                ));
-            }
+            self.check_completion(&client, &state, event.ty)?;
         }
+        self.advance(&client, ty);
+        self.check_members(line, f, ty, event.wrong)?;
+        let op = self.client_op(&client, index, ty, &event.payload)?;
+        self.history.ops.push(op);
+        Ok(())
+    }
 
-        let state = &mut self.states[process as usize];
-        state.last_time = event.time;
+    /// An invoke by a process that may still invoke (neither retired nor killed) and has
+    /// nothing pending.
+    fn check_invoke(&self, c: &ClientEvent, state: &ProcessState) -> Result<(), HistoryError> {
+        let (line, number) = (c.line, c.number);
+        if state.retired_line != 0 {
+            let retired = state.retired_line;
+            return Err(self.error(
+                line,
+                "process",
+                format!(
+                    "process {number} was retired by its info completion at line {retired} and may not be used again"
+                ),
+            ));
+        }
+        // Ordered by (time, index), this invoke comes after a kill timed no later.
+        let killed = match state.killed {
+            true => self.killed.get(&c.process).copied(),
+            false => None,
+        };
+        if let Some((time, killed)) = killed.filter(|&(t, _)| t <= c.time) {
+            return Err(self.error(
+                line,
+                "process",
+                format!(
+                    "process {number} was killed at line {killed} (at {time}) and may not be used again"
+                ),
+            ));
+        }
+        if let Some(pending) = state.pending {
+            return Err(self.error(
+                line,
+                "type",
+                format!(
+                    "process {number} invokes {} while its {} invoked at line {} is still pending",
+                    c.f.name(),
+                    pending.name(),
+                    state.invoke_line
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A completion (of type `ty`) of the operation its process has pending, on the same
+    /// key, no earlier than its invoke.
+    fn check_completion(
+        &self,
+        c: &ClientEvent,
+        state: &ProcessState,
+        ty: EventType,
+    ) -> Result<(), HistoryError> {
+        let (line, number, f) = (c.line, c.number, c.f);
+        let Some(pending) = state.pending else {
+            return Err(self.error(
+                line,
+                "type",
+                format!(
+                    "{} completion of {} by process {number} with no invoke pending",
+                    ty.name(),
+                    f.name()
+                ),
+            ));
+        };
+        if pending != f {
+            return Err(self.error(
+                line,
+                "f",
+                format!(
+                    "completion of {} does not match the pending {} invoked at line {}",
+                    f.name(),
+                    pending.name(),
+                    state.invoke_line
+                ),
+            ));
+        }
+        if state.pending_key != c.key {
+            return Err(self.error(
+                line,
+                "key",
+                format!(
+                    "completion names key \"{}\" but the {} invoked at line {} named \"{}\"",
+                    c.key_name,
+                    f.name(),
+                    state.invoke_line,
+                    self.history.keys[state.pending_key as usize]
+                ),
+            ));
+        }
+        if c.time < state.invoke_time {
+            return Err(self.error(
+                line,
+                "time",
+                format!(
+                    "completion at {} is earlier than its invoke at {} (line {})",
+                    c.time, state.invoke_time, state.invoke_line
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The process's state after the event: its time, what it has pending, whether an info
+    /// completion retired it.
+    fn advance(&mut self, c: &ClientEvent, ty: OpType) {
+        let state = &mut self.states[c.process as usize];
+        state.last_time = c.time;
         if ty == OpType::Invoke {
-            state.invoke_time = event.time;
-            state.invoke_line = line;
-            state.pending = Some(f);
-            state.pending_key = key;
+            state.invoke_time = c.time;
+            state.invoke_line = c.line;
+            state.pending = Some(c.f);
+            state.pending_key = c.key;
         } else {
             state.pending = None;
         }
         if ty == OpType::Info {
-            state.retired_line = line;
+            state.retired_line = c.line;
         }
+    }
 
-        let payload = &event.payload;
+    /// The event as an op: `a` carries the token; `b` the ttl asked for on an acquire
+    /// invoke, the lease on an acquire or renew ok, the value of a read or write. Members an
+    /// event does not use are ignored (see `Payload`).
+    fn client_op(
+        &self,
+        c: &ClientEvent,
+        index: u32,
+        ty: OpType,
+        payload: &Payload,
+    ) -> Result<Op, HistoryError> {
+        let f = c.f;
         let mut op = Op {
-            time: event.time,
+            time: c.time,
             a: 0,
             b: 0,
             index,
-            process,
-            key,
+            process: c.process,
+            key: c.key,
             ty,
             f,
             flags: 0,
         };
-        // `a` carries the token; `b` the ttl asked for on an acquire invoke, the lease on an
-        // acquire or renew ok, the value of a read or write. Members an event does not use
-        // are ignored (see `Payload`).
-        self.check_members(line, f, ty, event.wrong)?;
         match (f, ty) {
             (OpF::Acquire, OpType::Invoke) => {
                 if let Some(ttl) = payload.ttl_ms {
                     if ttl < 0 {
                         return Err(self.error(
-                            line,
+                            c.line,
                             "value.ttl_ms",
                             format!("must be >= 0, found {ttl}"),
                         ));
@@ -586,7 +643,7 @@ impl HistoryBuilder {
                 if let Some(lease) = payload.lease_ms {
                     if lease < 0 {
                         return Err(self.error(
-                            line,
+                            c.line,
                             "value.lease_ms",
                             format!("must be >= 0, found {lease}"),
                         ));
@@ -612,8 +669,7 @@ impl HistoryBuilder {
             }
             _ => {}
         }
-        self.history.ops.push(op);
-        Ok(())
+        Ok(op)
     }
 
     /// The event added last, with its fault if it is a nemesis event.

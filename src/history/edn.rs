@@ -750,12 +750,14 @@ mod tests {
 
     #[test]
     fn value_members_the_op_does_not_use_are_ignored() {
-        let text = "[{:process 0, :type :invoke, :f :acquire, :time 1, :value {:ttl-ms 5, :token \"x\"}}\n\
-                     {:process 0, :type :ok, :f :acquire, :time 2, \
-                      :value {:token 3, :processes :all, :mode 7, :targets 1}}\n\
-                     {:process :nemesis, :type :info, :f :kill, :time 3, \
-                      :value {:processes [0], :token \"t\", :lease-ms []}}]";
-        let history = read(text).unwrap();
+        // One event a line (lines 1 to 3).
+        let text = [
+            r#"[{:process 0, :type :invoke, :f :acquire, :time 1, :value {:ttl-ms 5, :token "x"}}"#,
+            r#"{:process 0, :type :ok, :f :acquire, :time 2, :value {:token 3, :processes :all, :mode 7, :targets 1}}"#,
+            r#"{:process :nemesis, :type :info, :f :kill, :time 3, :value {:processes [0], :token "t", :lease-ms []}}]"#,
+        ]
+        .join("\n");
+        let history = read(&text).unwrap();
         assert_eq!(history.ops[1].token(), Some(3));
         assert_eq!(history.faults[0].processes, vec![0]);
         let (line, field, message) =

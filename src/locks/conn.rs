@@ -26,7 +26,7 @@ use redis::{
 };
 
 use super::{Acquired, LockError, Outcome};
-use crate::cluster::Node;
+use crate::topology::Node;
 
 /// Why a request did not return a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,7 +241,8 @@ impl Conn {
             .collect::<Result<Vec<_>, _>>()?;
         let mut real = None;
         for n in nodes {
-            real = crate::cluster::sharded::named_ports(&n.host, n.port, password, timeout).await;
+            real = crate::topology::redis_cluster::named_ports(&n.host, n.port, password, timeout)
+                .await;
             if real.is_some() {
                 break;
             }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
 
 use super::{LockError, LockOptions, Outcome};
-use crate::cluster::{etcd, Endpoints};
+use crate::topology::{etcd, Endpoints};
 
 /// A client of every member of the run's etcd cluster (the endpoints' lock nodes), each
 /// request limited to the options' time limit.

@@ -52,7 +52,8 @@ use tokio::sync::mpsc;
 use std::collections::HashMap;
 
 use super::{Acquired, LockClient, LockError, LockOptions, Mode, Notice, NoticeKind, Outcome};
-use crate::cluster::{Endpoints, FakeClock};
+use crate::cluster::FakeClock;
+use crate::topology::Endpoints;
 
 /// The named steps (crash points).
 pub(crate) const STEPS: &[&str] = &["external:after-acquire", "external:before-release"];

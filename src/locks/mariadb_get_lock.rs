@@ -38,7 +38,8 @@ use tokio::sync::{mpsc, Mutex};
 use tokio::task::JoinHandle;
 
 use super::{Acquired, LockClient, LockError, LockOptions, Notice, NoticeKind, Outcome};
-use crate::cluster::{mariadb_client_opts, Endpoints};
+use crate::topology::mariadb::client_opts as mariadb_client_opts;
+use crate::topology::Endpoints;
 
 /// The named steps (crash points).
 pub(crate) const STEPS: &[&str] = &[

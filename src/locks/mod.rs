@@ -15,7 +15,6 @@
 //! counted from the start of the `acquire` / `renew` call and are lower bounds: the key
 //! cannot expire before them as long as the server's clock runs true.
 
-pub mod adapter_test;
 mod conn;
 mod etcd_lease;
 mod etcd_lock;
@@ -50,7 +49,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
-use crate::cluster::{Endpoints, Topology};
+use crate::topology::{Endpoints, Topology};
 use conn::Conn;
 pub use lua_script::LuaScripts;
 pub use table::{

@@ -13,7 +13,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
 use super::{Acquired, LockError, LockOptions, Outcome};
-use crate::cluster::{pg_client_config, Endpoints};
+use crate::topology::postgres::client_config as pg_client_config;
+use crate::topology::Endpoints;
 
 /// The rows of `pg-row` (the locked row is the guarded counter), the flags of
 /// `pg-lock-column`, and the versioned counters of `pg-version`.

@@ -32,7 +32,7 @@ use async_trait::async_trait;
 
 use super::pg::{acquire_error, key_hash, outcome_error, session, Session};
 use super::{Acquired, LockClient, LockOptions, Mode, Notice, NoticeKind, Outcome};
-use crate::cluster::Endpoints;
+use crate::topology::Endpoints;
 
 /// The named steps (crash points).
 pub(crate) const STEPS: &[&str] = &["pg-advisory:after-lock", "pg-advisory:before-unlock"];

@@ -10,7 +10,7 @@
 //! of [`PSEUDO`]: known to `connect` and described the same way, but not built-ins (they
 //! have no workload of their own to audit, so they are not in `ALGORITHMS`).
 
-use crate::cluster::{Endpoints, Topology};
+use crate::topology::{Endpoints, Topology};
 
 use super::conn::Conn;
 use super::{
@@ -503,7 +503,7 @@ pub fn default_topology(algorithm: &str) -> Topology {
 
 /// How messages name a service's topology: `PostgreSQL (topology "postgres")`.
 pub fn service_name(topology: Topology) -> String {
-    let service = crate::cluster::service(topology).name;
+    let service = topology.service_name();
     let name = serde_json::to_value(topology)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))

@@ -33,7 +33,7 @@
 //! After an expired session the next acquire opens a new one, as Curator does, within the
 //! acquire's time limit; every step is bounded by the operation's time limit.
 //!
-//! Each session authenticates as the run's digest user (`cluster::zookeeper::USER`, the
+//! Each session authenticates as the run's digest user (`topology::zookeeper::USER`, the
 //! run's password) and creates its znodes for that user alone (`creator_all`): the
 //! ensemble's root is the run's, and another local user can neither read nor write them.
 //!
@@ -50,7 +50,7 @@ use async_trait::async_trait;
 use zookeeper_client as zk;
 
 use super::{Acquired, LockClient, LockError, LockOptions, Outcome};
-use crate::cluster::{zookeeper, Endpoints};
+use crate::topology::{zookeeper, Endpoints};
 
 /// The named steps (crash points).
 pub(crate) const STEPS: &[&str] = &["zk-lock:after-lock", "zk-lock:before-release"];

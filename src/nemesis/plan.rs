@@ -302,7 +302,7 @@ fn decide(
                 Some(t) if !t.starts_with("worker-") => {
                     return Err(format!(
                         "kill-session: on {} sessions end by expiry, so its target is the worker to cut off (worker-<n>), not \"{t}\"",
-                        crate::cluster::service(stage.topology).name
+                        stage.topology.service_name()
                     ))
                 }
                 _ => worker(rng)?,

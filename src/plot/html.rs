@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 use askama::Template;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
+use crate::history::FaultBand;
 use crate::report::episodes::kind_rank;
 use crate::report::{episodes, Anomaly, AnomalyKind, Report};
-use crate::run::record::RunRecord;
+use crate::run_record::{RunRecord, SCHEDULE_COPY};
 use crate::units::fmt_time;
 
-use super::bands::FaultBand;
 use super::charts::ChartFiles;
 use super::error::PlotError;
 use super::model::shorten;
@@ -413,7 +413,7 @@ fn reproduce(page: &Page, dir: &Path) -> Reproduce {
     let mut run = format!("lockaudit run {workload}");
     // A schedule file is replayed from the folder's copy, not from where it was named.
     if record.is_some_and(|r| r.schedule_file) {
-        let copy = dir.join(crate::run::record::SCHEDULE_COPY);
+        let copy = dir.join(SCHEDULE_COPY);
         run.push_str(&format!(
             " --nemesis {}",
             crate::shell::quote(&copy.display().to_string())

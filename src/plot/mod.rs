@@ -1,6 +1,5 @@
 //! Pictures of a run: timelines, latency and rate and fairness charts, and the HTML report.
 
-mod bands;
 pub mod charts;
 mod error;
 pub mod fonts;
@@ -15,7 +14,7 @@ use crate::checker::{self, CheckOptions};
 use crate::history;
 use crate::report::Report;
 
-pub use bands::{fault_bands, FaultBand};
+use crate::history::fault_bands;
 pub use error::PlotError;
 pub use groups::ProcessGroups;
 
@@ -114,7 +113,7 @@ pub fn plot(target: &Path) -> Result<PlotSummary, PlotError> {
     };
     let workload = read_optional("workload.toml")?;
     let endpoints = read_optional("endpoints.json")?;
-    let record = run_dir.and_then(|d| crate::run::record::RunRecord::read(d).ok());
+    let record = run_dir.and_then(|d| crate::run_record::RunRecord::read(d).ok());
     let raw_files = run_dir.map(raw_files).unwrap_or_default();
 
     std::fs::create_dir_all(&out_dir).map_err(|e| PlotError::io(&out_dir, e))?;
@@ -197,8 +196,8 @@ fn raw_files(dir: &Path) -> Vec<PathBuf> {
         "history.jsonl",
         "report.json",
         "workload.toml",
-        crate::run::record::RUN_JSON,
-        crate::run::record::SCHEDULE_COPY,
+        crate::run_record::RUN_JSON,
+        crate::run_record::SCHEDULE_COPY,
         "nemesis.json",
     ];
     let mut files: Vec<PathBuf> = fixed

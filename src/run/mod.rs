@@ -10,7 +10,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::{mpsc, watch, Notify};
 
-use crate::checker::{self, CheckOptions};
+use crate::checker;
 use crate::cluster::{self, Cluster, ClusterSpec, Endpoints};
 use crate::fleet::{Fleet, FleetError};
 use crate::history::{self, Event, EventType, RecordedLine};
@@ -21,6 +21,7 @@ use crate::nemesis::network::Network;
 use crate::nemesis::{self, FaultKind, Stage};
 use crate::outfile;
 use crate::report::{Anomaly, AnomalyKind, Report};
+use crate::run_record::{Phases, RunRecord, RUN_JSON, SCHEDULE_COPY};
 
 use crate::clock::{wall_ms, RunClock};
 use crate::workload::client::key_name;
@@ -29,9 +30,10 @@ use crate::workload::spec::WorkloadSpec;
 use crate::workload::worker::WorkerConfig;
 
 pub use existing::{existing_endpoints, preflight, PREFLIGHT_TIMEOUT};
-pub use online::StopWhen;
 use online::{collect_found, Finished, Found, Online};
 pub use plan::RunPlan;
+// A run's options are part of its record (run.json); they are the run's own API too.
+pub use crate::run_record::{RunOptions, StopWhen};
 use recorder::{record_and_forward, Counts};
 
 mod adapter_logs;
@@ -43,41 +45,6 @@ pub mod record;
 pub mod recorder;
 pub mod rerun;
 pub mod unstarted;
-
-/// How a run is watched while it goes on.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RunOptions {
-    pub stop_when: StopWhen,
-    /// Check the history while it is recorded (the verdict is the same without; only
-    /// `StopWhen` and the progress bar's anomalies need it).
-    pub online_check: bool,
-    /// The checker's bounds, for the verdict and for checking online.
-    pub check: CheckOptions,
-    /// The progress bar, or its lines where no terminal shows it. Off for an audit's cells,
-    /// which run side by side: the audit prints a line per cell instead.
-    pub progress: bool,
-    /// A run cut short by a signal prints its verdict as report.json's text (`--json`)
-    /// rather than the summary. How the verdict is shown, not what ran: not recorded.
-    #[serde(skip)]
-    pub json: bool,
-    /// The run's verdict is the command's exit (`lockaudit run`): once report.json is
-    /// written, a signal changes neither. Not for an audit's cell, whose audit goes on.
-    #[serde(skip)]
-    pub owns_exit: bool,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            stop_when: StopWhen::Never,
-            online_check: true,
-            check: CheckOptions::default(),
-            progress: true,
-            json: false,
-            owns_exit: false,
-        }
-    }
-}
 
 /// Why a run could not be carried out (exit 3), as opposed to what it found.
 #[derive(Debug, thiserror::Error)]
@@ -102,7 +69,7 @@ pub enum RunError {
 pub struct RunOutcome {
     pub dir: PathBuf,
     /// Where the run's wall time went (also in `run.json`).
-    pub phases: record::Phases,
+    pub phases: Phases,
     pub report: Report,
     /// `report.json`'s text, as written: what `--json` prints.
     pub report_json: String,
@@ -275,11 +242,11 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     // What ran, for a person and for `rerun`: the workload above, run.json, and the
     // schedule file's text as it was (the file may change or not be there for a rerun).
     let began = std::time::Instant::now();
-    let mut record = record::RunRecord::of(plan);
-    let record_path = dir.join(record::RUN_JSON);
+    let mut record = RunRecord::of(plan);
+    let record_path = dir.join(RUN_JSON);
     record.write(dir).map_err(io_error(&record_path))?;
     if record.schedule_file {
-        let copy = dir.join(record::SCHEDULE_COPY);
+        let copy = dir.join(SCHEDULE_COPY);
         let text = std::fs::read(&record.nemesis).map_err(|e| RunError::Io {
             path: record.nemesis.clone(),
             error: e,
@@ -370,10 +337,12 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
                 );
                 outfile::write(&dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
                     .map_err(io_error(dir))?;
-            } else if cluster::service(cluster_spec.topology).own_locks_only {
-                let service = cluster::service(cluster_spec.topology);
+            } else if cluster_spec.topology.own_locks_only() {
                 let ms = begun.elapsed().as_millis();
-                crate::note!("lockaudit: {} ready in {ms} ms", service.name);
+                crate::note!(
+                    "lockaudit: {} ready in {ms} ms",
+                    cluster_spec.topology.service_name()
+                );
                 outfile::write(&dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
                     .map_err(io_error(dir))?;
             }
@@ -390,7 +359,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     crate::private::write(&dir.join("endpoints.json"), endpoints_text)
         .map_err(io_error(&dir.join("endpoints.json")))?;
 
-    let mut phases = record::Phases {
+    let mut phases = Phases {
         setup_s: began.elapsed().as_secs_f64(),
         ..Default::default()
     };

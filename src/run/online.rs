@@ -13,7 +13,8 @@ use tokio::sync::Notify;
 use crate::checker::online::{OnlineChecker, Stopped};
 use crate::checker::CheckOptions;
 use crate::history::{HistoryError, RecordedLine};
-use crate::report::{Anomaly, AnomalyKind, KindCounts, Report};
+use crate::report::{Anomaly, KindCounts, Report};
+use crate::run_record::StopWhen;
 
 /// The shortest time between two checks.
 const MIN_INTERVAL: Duration = Duration::from_millis(250);
@@ -95,22 +96,6 @@ impl Online {
             late_events: 0,
         })
     }
-}
-
-/// When a run may end before its time limit: once the history proves what it was run for.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum StopWhen {
-    /// Never: the run takes its whole time limit.
-    #[default]
-    Never,
-    /// At the first anomaly of any kind (`run --stop-on-anomaly`).
-    FirstAnomaly,
-    /// Once an anomaly of each of `kinds` was found, and, if `inside_lease`, an overlap that
-    /// began inside the earlier holder's lease (an audit cell's expectation).
-    Found {
-        kinds: Vec<AnomalyKind>,
-        inside_lease: bool,
-    },
 }
 
 impl StopWhen {

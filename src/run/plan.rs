@@ -392,7 +392,7 @@ impl RunPlan {
         if let Some(service) = crate::locks::service(&spec.algorithm).filter(|_| redis.is_some()) {
             return Err(PlanError::RedisForAnotherService {
                 algorithm: spec.algorithm.clone(),
-                service: crate::cluster::service(service).name,
+                service: service.service_name(),
             });
         }
         if redis.is_some() && spec.topology == Some(Topology::Cluster) {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::report::{median, AnomalyKind, Report};
 
 use super::plan::{PlanError, Purpose, Request, RunPlan, WorkloadSource};
-use super::record::{RunRecord, SCHEDULE_COPY};
+use crate::run_record::{RunRecord, RUN_JSON, SCHEDULE_COPY};
 
 /// A run folder read for replaying.
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ impl Replay {
                 dir.display()
             ));
         }
-        let record = if dir.join(super::record::RUN_JSON).is_file() {
+        let record = if dir.join(RUN_JSON).is_file() {
             Some(RunRecord::read(dir)?)
         } else {
             None

@@ -15,12 +15,12 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use crate::cluster::Endpoints;
 use crate::history::{Event, EventType};
 use crate::locks::{
     self, Acquired, CounterError, CounterWrite, LockClient, LockError, LockOptions, Mode, Notice,
     NoticeKind, Outcome,
 };
+use crate::topology::Endpoints;
 
 use super::controls::Controls;
 use super::resource::{Resource, Storage, WriteResult};

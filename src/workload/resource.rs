@@ -9,7 +9,7 @@ use std::sync::Arc;
 use redis::aio::MultiplexedConnection;
 use redis::Script;
 
-use crate::cluster::{node_url, Node};
+use crate::topology::{node_url, Node};
 
 /// Sets the value unless the token is below the highest accepted; 1 accepted, 0 rejected.
 const FENCED_WRITE: &str = r#"

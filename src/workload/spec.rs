@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::expect::Expectation;
-use crate::cluster::Topology;
 use crate::locks::{self, LuaScripts};
 use crate::presets::unknown_nemesis;
 use crate::tomlfile::{self, FileError};
+use crate::topology::Topology;
 use crate::units::{Millis, Span};
 
 /// How a client keeps trying for a lock inside one acquire (the algorithm's own policy).
@@ -455,16 +455,16 @@ impl WorkloadSpec {
             return Err("field `ttl`: must be longer than 0ms".into());
         }
         if locks::service(&self.algorithm) == Some(Topology::Etcd)
-            && self.ttl.0 < crate::cluster::etcd::MIN_LEASE_MS
+            && self.ttl.0 < crate::topology::etcd::MIN_LEASE_MS
         {
             // etcd would raise the lease to its minimum: a grant longer than the ttl asked.
             return Err(format!(
                 "field `ttl`: etcd grants no lease shorter than {} ms (1.5 election timeouts of the members lockaudit starts, in whole seconds); ask for at least that",
-                crate::cluster::etcd::MIN_LEASE_MS
+                crate::topology::etcd::MIN_LEASE_MS
             ));
         }
         if locks::service(&self.algorithm) == Some(Topology::Zookeeper) {
-            use crate::cluster::zookeeper::{MAX_SESSION_MS, MIN_SESSION_MS};
+            use crate::topology::zookeeper::{MAX_SESSION_MS, MIN_SESSION_MS};
             // The servers would grant their bound instead: a lease other than the ttl asked.
             if !(MIN_SESSION_MS..=MAX_SESSION_MS).contains(&self.ttl.0) {
                 return Err(format!(
@@ -659,14 +659,13 @@ impl WorkloadSpec {
             // `init` names the members).
             Some(t)
                 if service.is_none()
-                    && crate::cluster::service(t).own_locks_only
-                    && !(crate::cluster::service(t).external_adapters
-                        && self.algorithm == locks::EXTERNAL) =>
+                    && t.own_locks_only()
+                    && !(t.external_adapters() && self.algorithm == locks::EXTERNAL) =>
             {
                 Err(format!(
                     "field `topology`: {} is for {}, not {}",
                     locks::service_name(t),
-                    crate::cluster::service(t).locks,
+                    t.locks(),
                     self.algorithm
                 ))
             }

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncBufReadExt;
 
-use crate::cluster::{Endpoints, FakeClock, Preload};
+use crate::cluster::{FakeClock, Preload};
+use crate::topology::Endpoints;
 
 use super::client::{Client, ClientPlan};
 use super::controls::{Controls, WorkerCommand};

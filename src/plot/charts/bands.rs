@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::plot::bands::FaultBand;
+use crate::history::FaultBand;
 
 use super::chart::{err, font};
 use super::format::secs;

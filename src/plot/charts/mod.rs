@@ -24,8 +24,7 @@ mod rate;
 
 use std::path::Path;
 
-use crate::history::History;
-use crate::plot::bands::FaultBand;
+use crate::history::{FaultBand, History};
 use crate::plot::error::PlotError;
 use crate::plot::fonts;
 use crate::report::Report;

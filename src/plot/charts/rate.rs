@@ -4,8 +4,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::history::compact::{OpF, OpType, NEMESIS};
-use crate::history::History;
-use crate::plot::bands::FaultBand;
+use crate::history::{FaultBand, History};
 
 use super::axis::TimeAxis;
 use super::bands::{draw_fault_bands, fault_legend};

@@ -3,8 +3,7 @@
 use std::collections::HashMap;
 
 use crate::history::compact::ProcessId;
-use crate::history::History;
-use crate::plot::bands::fault_bands;
+use crate::history::{fault_bands, History};
 
 use super::labels::shorten;
 

@@ -17,23 +17,44 @@ pub(super) struct Extras {
     pub(super) arrows: bool,
 }
 
+/// A swatch's height in pixels.
+const SWATCH_H: i32 = 14;
+
 /// Draws the legend from row `y`; returns the row below it.
 pub(super) fn legend(scene: &mut Scene, mut y: i32, width: i32, extras: Extras) -> i32 {
-    #[derive(Clone, Copy)]
-    enum Swatch {
-        Bar(RGBColor, f64, f64),
-        Shared,
-        Arrow,
-        Tick(RGBColor),
-        Line(RGBColor),
-        Faint(RGBColor),
-        Triangle(RGBColor),
-        Cross,
-        Diamond(RGBColor),
-        Band(RGBColor),
-        Anomaly,
+    let mut x = 12;
+    for (swatch, text) in entries(extras) {
+        let w = 24 + 6 + text_width(text, SMALL_SIZE) + 18;
+        if x + w > width - 12 {
+            x = 12;
+            y += ROW + 4;
+        }
+        swatch.draw(scene, x, y);
+        scene.text(text, x + 30, y, SMALL_SIZE, TEXT);
+        x += w;
     }
-    let mut items: Vec<(Swatch, &str)> = vec![(
+    y + ROW + 4
+}
+
+/// What an entry's sample looks like.
+#[derive(Clone, Copy)]
+enum Swatch {
+    Bar(RGBColor, f64, f64),
+    Shared,
+    Arrow,
+    Tick(RGBColor),
+    Line(RGBColor),
+    Faint(RGBColor),
+    Triangle(RGBColor),
+    Cross,
+    Diamond(RGBColor),
+    Band(RGBColor),
+    Anomaly,
+}
+
+/// The legend's entries, in order: a sample and what it means.
+fn entries(extras: Extras) -> Vec<(Swatch, &'static str)> {
+    let mut items: Vec<(Swatch, &'static str)> = vec![(
         Swatch::Bar(HOLD, 0.3, 0.92),
         if extras.shared {
             "hold (write, exclusive): acquire ok → release invoke"
@@ -93,16 +114,15 @@ pub(super) fn legend(scene: &mut Scene, mut y: i32, width: i32, extras: Extras) 
             "queue jump (unfair): from the waiter overtaken to who got the lock",
         ));
     }
-    let mut x = 12;
-    let h = 14;
-    for (swatch, text) in items {
-        let w = 24 + 6 + text_width(text, SMALL_SIZE) + 18;
-        if x + w > width - 12 {
-            x = 12;
-            y += ROW + 4;
-        }
+    items
+}
+
+impl Swatch {
+    /// Draws the sample in the 24 × 14 pixels at (`x`, `y`).
+    fn draw(self, scene: &mut Scene, x: i32, y: i32) {
+        let h = SWATCH_H;
         let at = |f: f64| y + (h as f64 * f) as i32;
-        match swatch {
+        match self {
             Swatch::Bar(c, a, b) => scene.fill(x, at(a), x + 24, at(b), c, 1.0),
             Swatch::Shared => {
                 let (y0, y1) = (at(0.3), at(0.92));
@@ -164,8 +184,5 @@ pub(super) fn legend(scene: &mut Scene, mut y: i32, width: i32, extras: Extras) 
                 scene.fill(x + 22, y, x + 24, y + h, ANOMALY, 1.0);
             }
         }
-        scene.text(text, x + 30, y, SMALL_SIZE, TEXT);
-        x += w;
     }
-    y + ROW + 4
 }

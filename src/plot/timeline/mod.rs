@@ -22,7 +22,7 @@ use std::path::Path;
 use crate::checker::holds;
 use crate::history::compact::KeyId;
 use crate::history::History;
-use crate::report::{episodes, AnomalyKind, Report};
+use crate::report::{episodes, Anomaly, AnomalyKind, Report};
 
 use crate::plot::error::PlotError;
 use crate::plot::fonts;
@@ -76,19 +76,70 @@ pub fn draw_timelines(
         return Ok(Vec::new());
     }
     let holds = holds::derive(history);
+    let (chosen, key_note) = choose_keys(history, report, options.max_keys);
+    // Zooms go to the worst episodes, one each (on its first anomaly), not to the first
+    // anomalies by time.
+    let zooms: Vec<usize> = episodes(&report.anomalies)
+        .iter()
+        .take(options.zooms)
+        .map(|e| e.first())
+        .collect();
+    let mut needed: Vec<KeyId> = chosen.iter().map(|&k| k as KeyId).collect();
+    for &a in &zooms {
+        if let Some(k) = key_id(history, &report.anomalies[a].key) {
+            needed.push(k as KeyId);
+        }
+    }
+    needed.sort_unstable();
+    needed.dedup();
+    let src = Source::new(history, &holds, report, groups, &needed);
+    let width = options.width.max(400);
 
-    // Which keys get a whole-run picture.
+    let (first, last) = history.time_span();
+    let pad = ((last - first) / 100).max(1_000_000);
+    let frame = Frame {
+        src: &src,
+        out_dir,
+        max_lanes: options.max_lanes,
+        width,
+        left: if groups.is_none() { 96 } else { 176 },
+        right: width as i32 - 24,
+        // Not before the run began (time 0), unless the history does.
+        whole: ((first - pad).max(first.min(0)), last + pad),
+    };
+    let mut pictures = Vec::new();
+    for &k in &chosen {
+        pictures.push(frame.whole_run(k, key_note.as_deref())?);
+    }
+    for &a in &zooms {
+        pictures.push(frame.zoom(a)?);
+    }
+    Ok(pictures)
+}
+
+/// The position of the key called `name` in `history.keys`.
+fn key_id(history: &History, name: &str) -> Option<usize> {
+    history.keys.iter().position(|k| k == name)
+}
+
+/// The keys that get a whole-run picture (keys with anomalies first, by their first
+/// anomaly, then the busiest; at most `max_keys`), and the note saying so if some are left
+/// out.
+fn choose_keys(
+    history: &History,
+    report: &Report,
+    max_keys: usize,
+) -> (Vec<usize>, Option<String>) {
     let mut busy = vec![0u64; history.keys.len()];
     for op in &history.ops {
         if let Some(n) = busy.get_mut(op.key as usize) {
             *n += 1;
         }
     }
-    let key_id = |name: &str| history.keys.iter().position(|k| k == name);
     let mut chosen: Vec<usize> = Vec::new();
     let mut anomaly_keys = 0usize;
     for a in &report.anomalies {
-        if let Some(k) = key_id(&a.key) {
+        if let Some(k) = key_id(history, &a.key) {
             if !chosen.contains(&k) {
                 chosen.push(k);
                 anomaly_keys += 1;
@@ -101,7 +152,7 @@ pub fn draw_timelines(
     rest.sort_by_key(|&k| (std::cmp::Reverse(busy[k]), k));
     chosen.extend(rest);
     let keys_with_ops = chosen.len();
-    chosen.truncate(options.max_keys.max(1));
+    chosen.truncate(max_keys.max(1));
     let mut key_note = None;
     if keys_with_ops > chosen.len() {
         let left_anomalous = anomaly_keys.saturating_sub(chosen.len());
@@ -116,34 +167,27 @@ pub fn draw_timelines(
             }
         ));
     }
+    (chosen, key_note)
+}
 
-    // Zooms go to the worst episodes, one each (on its first anomaly), not to the first
-    // anomalies by time.
-    let zooms: Vec<usize> = episodes(&report.anomalies)
-        .iter()
-        .take(options.zooms)
-        .map(|e| e.first())
-        .collect();
-    let mut needed: Vec<KeyId> = chosen.iter().map(|&k| k as KeyId).collect();
-    for &a in &zooms {
-        if let Some(k) = key_id(&report.anomalies[a].key) {
-            needed.push(k as KeyId);
-        }
-    }
-    needed.sort_unstable();
-    needed.dedup();
-    let src = Source::new(history, &holds, report, groups, &needed);
-    let width = options.width.max(400);
-    let left = if groups.is_none() { 96 } else { 176 };
-    let right = width as i32 - 24;
+/// What every picture of one history shares: its source, where it goes, its width and
+/// columns, and the whole run's span.
+struct Frame<'a> {
+    src: &'a Source<'a>,
+    out_dir: &'a Path,
+    max_lanes: usize,
+    width: u32,
+    /// The lanes' first and last pixel columns.
+    left: i32,
+    right: i32,
+    /// The whole run, with a margin, ns.
+    whole: (i64, i64),
+}
 
-    let (first, last) = history.time_span();
-    let pad = ((last - first) / 100).max(1_000_000);
-    // Not before the run began (time 0), unless the history does.
-    let whole = ((first - pad).max(first.min(0)), last + pad);
-
-    let mut pictures = Vec::new();
-    for &k in &chosen {
+impl Frame<'_> {
+    /// The picture of key `k` over the whole run, `key_note` first among its notes.
+    fn whole_run(&self, k: usize, key_note: Option<&str>) -> Result<Picture, PlotError> {
+        let (history, report, whole) = (self.src.history, self.src.report, self.whole);
         let name = &history.keys[k];
         let anomalies: Vec<usize> = report
             .anomalies
@@ -154,14 +198,14 @@ pub fn draw_timelines(
             .collect();
         let view = View {
             key: name,
-            scale: XScale::new(whole.0, whole.1, left, right),
+            scale: XScale::new(whole.0, whole.1, self.left, self.right),
             active_only: false,
-            max_lanes: options.max_lanes,
+            max_lanes: self.max_lanes,
             anomalies,
         };
-        let mut m = model::build(&src, &view);
-        if let Some(note) = &key_note {
-            m.notes.insert(0, note.clone());
+        let mut m = model::build(self.src, &view);
+        if let Some(note) = key_note {
+            m.notes.insert(0, note.to_string());
         }
         let stem = format!("timeline-{}", file_safe(name));
         let title = format!(
@@ -170,24 +214,52 @@ pub fn draw_timelines(
             seconds(whole.1, 2)
         );
         let subtitle = summary_line(&m, report, history);
-        pictures.push(draw_picture(
+        draw_picture(
             &m,
             Texts {
                 title,
                 subtitle: vec![subtitle],
             },
-            out_dir,
+            self.out_dir,
             &stem,
             None,
-            width,
-        )?);
+            self.width,
+        )
     }
 
-    for &a in &zooms {
+    /// The zoomed picture of anomaly `a`, with the anomalies of its key in the window.
+    fn zoom(&self, a: usize) -> Result<Picture, PlotError> {
+        let report = self.src.report;
         let anomaly = &report.anomalies[a];
-        // The anomaly's span, widened to its events that lie near it (an event far away,
-        // such as the acquire of a hold that began long before, would shrink the anomaly to
-        // a sliver: its hold runs in from the left edge instead).
+        let (t0, t1) = self.zoom_window(anomaly);
+        let view = View {
+            key: &anomaly.key,
+            scale: XScale::new(t0, t1, self.left, self.right),
+            active_only: true,
+            max_lanes: self.max_lanes,
+            anomalies: report
+                .anomalies
+                .iter()
+                .enumerate()
+                .filter(|(i, b)| *i == a || (b.key == anomaly.key && b.start <= t1 && b.end >= t0))
+                .map(|(i, _)| i)
+                .collect(),
+        };
+        let m = model::build(self.src, &view);
+        draw_picture(
+            &m,
+            zoom_texts(a, anomaly, (t0, t1), self.width),
+            self.out_dir,
+            &format!("zoom-{}", a + 1),
+            Some(a),
+            self.width,
+        )
+    }
+
+    /// The anomaly's span, widened to its events that lie near it (an event far away, such
+    /// as the acquire of a hold that began long before, would shrink the anomaly to a
+    /// sliver: its hold runs in from the left edge instead), with a margin.
+    fn zoom_window(&self, anomaly: &Anomaly) -> (i64, i64) {
         let (start, end) = (
             anomaly.start.min(anomaly.end),
             anomaly.start.max(anomaly.end),
@@ -195,7 +267,7 @@ pub fn draw_timelines(
         let reach = end.saturating_sub(start).max(1_000_000).saturating_mul(2);
         let (mut lo, mut hi) = (start, end);
         for &i in &anomaly.indices {
-            if let Some(t) = src.time_of(i) {
+            if let Some(t) = self.src.time_of(i) {
                 if t >= start - reach && t <= end + reach {
                     lo = lo.min(t);
                     hi = hi.max(t);
@@ -206,57 +278,40 @@ pub fn draw_timelines(
         let min_window = 2_000_000;
         let pad = (span / 5).max((min_window - span) / 2).max(100_000);
         // Not before the run's first event nor after its last (with the whole run's margin).
-        let (t0, t1) = ((lo - pad).max(whole.0), (hi + pad).min(whole.1));
-        let view = View {
-            key: &anomaly.key,
-            scale: XScale::new(t0, t1, left, right),
-            active_only: true,
-            max_lanes: options.max_lanes,
-            anomalies: report
-                .anomalies
-                .iter()
-                .enumerate()
-                .filter(|(i, b)| *i == a || (b.key == anomaly.key && b.start <= t1 && b.end >= t0))
-                .map(|(i, _)| i)
-                .collect(),
-        };
-        let m = model::build(&src, &view);
-        let title = format!(
-            "Anomaly #{}: {} on {}, events {}; zoomed to {} – {} s",
-            a + 1,
-            anomaly.kind,
-            anomaly.key,
-            anomaly
-                .indices
-                .iter()
-                .map(|i| i.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            seconds(t0, 3),
-            seconds(t1, 3)
-        );
-        let mut subtitle = wrap(&anomaly.explanation, ((width as f64) / 7.2) as usize, 3);
-        if !anomaly.tokens.is_empty() {
-            subtitle.push(format!(
-                "tokens: {}",
-                anomaly
-                    .tokens
-                    .iter()
-                    .map(|t| t.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        pictures.push(draw_picture(
-            &m,
-            Texts { title, subtitle },
-            out_dir,
-            &format!("zoom-{}", a + 1),
-            Some(a),
-            width,
-        )?);
+        ((lo - pad).max(self.whole.0), (hi + pad).min(self.whole.1))
     }
-    Ok(pictures)
+}
+
+/// A zoom's title (the anomaly, its events, the window) and subtitle (its explanation,
+/// wrapped, and its tokens).
+fn zoom_texts(a: usize, anomaly: &Anomaly, (t0, t1): (i64, i64), width: u32) -> Texts {
+    let title = format!(
+        "Anomaly #{}: {} on {}, events {}; zoomed to {} – {} s",
+        a + 1,
+        anomaly.kind,
+        anomaly.key,
+        anomaly
+            .indices
+            .iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        seconds(t0, 3),
+        seconds(t1, 3)
+    );
+    let mut subtitle = wrap(&anomaly.explanation, ((width as f64) / 7.2) as usize, 3);
+    if !anomaly.tokens.is_empty() {
+        subtitle.push(format!(
+            "tokens: {}",
+            anomaly
+                .tokens
+                .iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Texts { title, subtitle }
 }
 
 fn summary_line(m: &Model, report: &Report, history: &History) -> String {

@@ -1,7 +1,7 @@
 //! The nemesis faults of a history as stretches of the run's clock, as every picture and the
 //! page show them.
 
-use crate::history::{fault_spans, History};
+use super::{fault_spans, History};
 
 /// A nemesis fault as a stretch of the run's clock: a `pause` until its `resume`, a
 /// `partition` until its `heal`, a `kill` until its `restart`; a fault with no end (a clock

@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use super::external::{shown_line, Adapter, Line, Reply};
-use crate::cluster::{self, ClusterSpec, Endpoints, Topology};
+use crate::cluster::{self, ClusterError, ClusterSpec};
+use crate::locks::external::{shown_line, Adapter, Line, Reply};
+use crate::topology::{Endpoints, Topology};
 
 /// One line of the checklist.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,16 +100,31 @@ impl Default for Setup {
     }
 }
 
+/// Why the checklist could not be run (its checks are the adapter's verdict, not an error).
+/// Neither carries a `source`: the message says the cause once.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterTestError {
+    #[error("cannot create {}: {error}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot start the servers: {0}")]
+    Servers(ClusterError),
+}
+
 /// Starts the servers of `setup` (the binaries default from PATH) in a temporary folder,
 /// runs the checks against `argv`, stops the servers.
-pub async fn run(argv: &[String], setup: &Setup) -> anyhow::Result<Vec<Check>> {
+pub async fn run(argv: &[String], setup: &Setup) -> Result<Vec<Check>, AdapterTestError> {
     let dir = std::env::temp_dir().join(format!(
         "lockaudit-adapter-test-{}-{:x}",
         std::process::id(),
         rand::random::<u32>()
     ));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|error| AdapterTestError::CreateDir {
+        path: dir.clone(),
+        error,
+    })?;
     let mut spec = ClusterSpec::new(setup.topology, &dir);
     spec.masters = setup.masters;
     spec.redis_server = setup.redis_server.clone();
@@ -121,7 +137,7 @@ pub async fn run(argv: &[String], setup: &Setup) -> anyhow::Result<Vec<Check>> {
             cluster.shutdown().await;
             Ok(checks)
         }
-        Err(e) => Err(anyhow::anyhow!("cannot start the servers: {e}")),
+        Err(e) => Err(AdapterTestError::Servers(e)),
     };
     let _ = std::fs::remove_dir_all(&dir);
     checks
@@ -238,7 +254,8 @@ pub async fn check_adapter(
     notice_ttl_ms: u64,
 ) -> Vec<Check> {
     let mut list = Checklist(Vec::new());
-    let init = |client: u64| super::external::init_request(client, endpoints, options.clone());
+    let init =
+        |client: u64| crate::locks::external::init_request(client, endpoints, options.clone());
 
     let (mut a, mut a_watch) = match start(argv, dir, "a") {
         Ok(a) => a,
@@ -265,9 +282,8 @@ pub async fn check_adapter(
         return list.0;
     }
 
-    let acquire = json!({ "type": "acquire", "key": KEY, "ttl_ms": TTL_MS, "wait_ms": 0 });
     let sent = Instant::now();
-    let took = expect(&mut a, acquire.clone(), "ok")
+    let took = expect(&mut a, acquire(), "ok")
         .await
         .and_then(|r| ok_shape(&r, true));
     if took.is_ok() {
@@ -275,114 +291,33 @@ pub async fn check_adapter(
     }
     list.add("acquire of a free key → ok with token, lease_ms", took);
 
-    let (mut b, mut b_watch) = match start(argv, dir, "b") {
+    let (b, b_watch) = match start(argv, dir, "b") {
         Ok((b, watch)) => (Ok(b), Some(watch)),
         Err(e) => (Err(e), None),
     };
-    let second = match b.as_mut() {
-        Ok(b) => match expect(b, init(1), "init_ok").await {
-            Ok(_) => expect(b, acquire.clone(), "fail")
-                .await
-                .map(|r| format!("{}", r.body.get("error").unwrap_or(&Value::Null))),
-            Err(e) => Err(format!("the second client's init: {e}")),
-        },
-        Err(e) => Err(e.clone()),
+    let mut clients = Clients {
+        a,
+        a_watch,
+        b,
+        b_watch,
     };
-    list.add("a second client's acquire of the held key → fail", second);
-
-    // Not only the adapter's own bookkeeping: the lock must refuse another client's release.
-    let release = json!({ "type": "release", "key": KEY });
-    let foreign = match b.as_mut() {
-        Ok(b) => expect(b, release.clone(), "fail")
-            .await
-            .map(|r| format!("{}", r.body.get("error").unwrap_or(&Value::Null))),
-        Err(e) => Err(e.clone()),
-    };
-    list.add(
-        "a second client's release of the key the first holds → fail",
-        foreign,
-    );
-    let still = match b.as_mut() {
-        Ok(b) => expect(b, acquire.clone(), "fail")
-            .await
-            .map(|_| "the first client still holds it".to_string()),
-        Err(e) => Err(e.clone()),
-    };
-    list.add(
-        "after that release, the second client's acquire → still fail",
-        still,
-    );
-
-    let renew = json!({ "type": "renew", "key": KEY, "ttl_ms": TTL_MS });
-    match a.request(renew, PATIENCE).await {
-        Ok(r) if r.ty == "ok" => {
-            list.add(
-                "renew of the held key → ok with lease_ms",
-                ok_shape(&r, false),
-            );
-        }
-        Ok(r) if r.ty == "error" => list.skip(
-            "renew",
-            format!(
-                "not supported ({})",
-                r.body.get("error").unwrap_or(&Value::Null)
-            ),
-        ),
-        Ok(r) => {
-            list.add(
-                "renew of the held key → ok with lease_ms",
-                Err(format!("got {}", Value::Object(r.body))),
-            );
-        }
-        Err(e) => {
-            list.add("renew of the held key → ok with lease_ms", Err(e));
-        }
-    }
-
-    let released = expect(&mut a, release.clone(), "ok")
-        .await
-        .map(|_| String::new());
-    list.add("release of the held key → ok", released);
-
-    let again = expect(&mut a, release.clone(), "fail")
-        .await
-        .map(|r| format!("{}", r.body.get("error").unwrap_or(&Value::Null)));
-    list.add("release of a key not held → fail", again);
-
-    let sent = Instant::now();
-    let retaken = match b.as_mut() {
-        Ok(b) => match expect(b, acquire.clone(), "ok").await {
-            Ok(r) => match ok_shape(&r, true) {
-                Ok(shape) => expect(b, release.clone(), "ok").await.map(|_| shape),
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(e),
-        },
-        Err(e) => Err(e.clone()),
-    };
-    // Took it, whatever the shape of the reply: its notices may name the key.
-    if let (Ok(_), Some(watch)) = (&retaken, b_watch.as_mut()) {
-        watch.took(KEY, sent);
-    }
-    list.add(
-        "after the release, the second client acquires and releases → ok",
-        retaken,
-    );
-
-    let shared = match b.as_mut() {
-        Ok(b) => shared_mode(&mut a, b).await,
+    clients.second_is_refused(&mut list, init(1)).await;
+    clients.renew(&mut list).await;
+    clients.release_twice(&mut list).await;
+    clients.second_retakes(&mut list).await;
+    let shared = match clients.b.as_mut() {
+        Ok(b) => shared_mode(&mut clients.a, b).await,
         Err(e) => Err(e.clone()),
     };
     list.add(
         "a shared acquire (mode \"shared\") → error, or shared by a second client",
         shared,
     );
-
-    match b.as_mut() {
+    match clients.b.as_mut() {
         Ok(b) => {
             let mut notices = Notices {
-                a: &mut a,
-                a_watch: &mut a_watch,
+                a: &mut clients.a,
+                a_watch: &mut clients.a_watch,
                 b,
                 endpoints,
                 ttl_ms: notice_ttl_ms,
@@ -393,35 +328,156 @@ pub async fn check_adapter(
             list.add(RENEWAL, Err(e.clone()));
         }
     }
-
     let unknown = json!({ "type": "frobnicate", "key": KEY });
-    let refused = expect(&mut a, unknown, "error")
+    let refused = expect(&mut clients.a, unknown, "error")
         .await
         .map(|r| format!("{}", r.body.get("error").unwrap_or(&Value::Null)));
     list.add("an unknown request → error", refused);
-
-    // The lines written until now; a notice written later is not waited for.
-    let mut form = Vec::new();
-    let mut counts = Vec::new();
-    for (who, watch) in [("first", Some(&mut a_watch)), ("second", b_watch.as_mut())] {
-        let Some(watch) = watch else { continue };
-        watch.drain();
-        let (problems, count) = watch.judge(who);
-        form.extend(problems);
-        counts.push(format!("{who} client {count}"));
-    }
-    let form = if form.is_empty() {
-        Ok(counts.join("; "))
-    } else {
-        Err(form.join("; "))
-    };
-    list.add(
-        "every notice (a line without in_reply_to) → renewed or lost, for a key the client holds or held, with lease_ms an integer ≥ 0 or null, error a string",
-        form,
-    );
+    clients.judge_notices(&mut list);
 
     // Both adapters are SIGKILLed as they drop.
     list.0
+}
+
+/// An acquire of the checklist's key that does not wait.
+fn acquire() -> Value {
+    json!({ "type": "acquire", "key": KEY, "ttl_ms": TTL_MS, "wait_ms": 0 })
+}
+
+/// A release of the checklist's key.
+fn release() -> Value {
+    json!({ "type": "release", "key": KEY })
+}
+
+/// The `error` of a reply, as shown in a check's detail.
+fn error_of(reply: &Reply) -> String {
+    format!("{}", reply.body.get("error").unwrap_or(&Value::Null))
+}
+
+/// The two clients of the checklist and what each wrote: the first, whose adapter started
+/// and said hello, and the second, or why its adapter did not start.
+struct Clients {
+    a: Adapter,
+    a_watch: Watch,
+    b: Result<Adapter, String>,
+    b_watch: Option<Watch>,
+}
+
+impl Clients {
+    /// While the first client holds the key, the second (said hello with `init`) is refused
+    /// it, cannot release it, and is still refused it after trying.
+    async fn second_is_refused(&mut self, list: &mut Checklist, init: Value) {
+        let second = match self.b.as_mut() {
+            Ok(b) => match expect(b, init, "init_ok").await {
+                Ok(_) => expect(b, acquire(), "fail").await.map(|r| error_of(&r)),
+                Err(e) => Err(format!("the second client's init: {e}")),
+            },
+            Err(e) => Err(e.clone()),
+        };
+        list.add("a second client's acquire of the held key → fail", second);
+
+        // Not only the adapter's own bookkeeping: the lock must refuse another client's
+        // release.
+        let foreign = match self.b.as_mut() {
+            Ok(b) => expect(b, release(), "fail").await.map(|r| error_of(&r)),
+            Err(e) => Err(e.clone()),
+        };
+        list.add(
+            "a second client's release of the key the first holds → fail",
+            foreign,
+        );
+        let still = match self.b.as_mut() {
+            Ok(b) => expect(b, acquire(), "fail")
+                .await
+                .map(|_| "the first client still holds it".to_string()),
+            Err(e) => Err(e.clone()),
+        };
+        list.add(
+            "after that release, the second client's acquire → still fail",
+            still,
+        );
+    }
+
+    /// The first client renews the key it holds, or says it cannot (skipped).
+    async fn renew(&mut self, list: &mut Checklist) {
+        const NAME: &str = "renew of the held key → ok with lease_ms";
+        let renew = json!({ "type": "renew", "key": KEY, "ttl_ms": TTL_MS });
+        match self.a.request(renew, PATIENCE).await {
+            Ok(r) if r.ty == "ok" => {
+                list.add(NAME, ok_shape(&r, false));
+            }
+            Ok(r) if r.ty == "error" => {
+                list.skip("renew", format!("not supported ({})", error_of(&r)));
+            }
+            Ok(r) => {
+                list.add(NAME, Err(format!("got {}", Value::Object(r.body))));
+            }
+            Err(e) => {
+                list.add(NAME, Err(e));
+            }
+        }
+    }
+
+    /// The first client releases the key, then is refused a release of it again.
+    async fn release_twice(&mut self, list: &mut Checklist) {
+        let released = expect(&mut self.a, release(), "ok")
+            .await
+            .map(|_| String::new());
+        list.add("release of the held key → ok", released);
+        let again = expect(&mut self.a, release(), "fail")
+            .await
+            .map(|r| error_of(&r));
+        list.add("release of a key not held → fail", again);
+    }
+
+    /// The second client takes the key now free and releases it.
+    async fn second_retakes(&mut self, list: &mut Checklist) {
+        let sent = Instant::now();
+        let retaken = match self.b.as_mut() {
+            Ok(b) => match expect(b, acquire(), "ok").await {
+                Ok(r) => match ok_shape(&r, true) {
+                    Ok(shape) => expect(b, release(), "ok").await.map(|_| shape),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e.clone()),
+        };
+        // Took it, whatever the shape of the reply: its notices may name the key.
+        if let (Ok(_), Some(watch)) = (&retaken, self.b_watch.as_mut()) {
+            watch.took(KEY, sent);
+        }
+        list.add(
+            "after the release, the second client acquires and releases → ok",
+            retaken,
+        );
+    }
+
+    /// Every line either client wrote until now without `in_reply_to`, judged as a notice;
+    /// a notice written later is not waited for.
+    fn judge_notices(&mut self, list: &mut Checklist) {
+        let mut form = Vec::new();
+        let mut counts = Vec::new();
+        for (who, watch) in [
+            ("first", Some(&mut self.a_watch)),
+            ("second", self.b_watch.as_mut()),
+        ] {
+            let Some(watch) = watch else { continue };
+            watch.drain();
+            let (problems, count) = watch.judge(who);
+            form.extend(problems);
+            counts.push(format!("{who} client {count}"));
+        }
+        let form = if form.is_empty() {
+            Ok(counts.join("; "))
+        } else {
+            Err(form.join("; "))
+        };
+        list.add(
+            "every notice (a line without in_reply_to) → renewed or lost, for a key the client holds or held, with lease_ms an integer ≥ 0 or null, error a string",
+            form,
+        );
+    }
 }
 
 /// A shared acquire by `a`: `error` passes (the adapter has no shared mode and says so); `ok`
