@@ -97,7 +97,7 @@ pub use registry::{
     register_child, registered_pids, shutting_down, signal as signal_child, spawn_foreign,
     unregister_child,
 };
-pub use replication::Replica;
+pub use replication::{Replica, ReplicaError};
 pub use sentinel::{MASTER_NAME, SENTINEL_FAILOVER_MS};
 pub use services::{service, EndSessions, Service, SessionEnd, SERVICES};
 pub use ssh::{NodeEntry, SshTarget};

@@ -16,5 +16,5 @@ pub mod schedule;
 pub mod source_ports;
 pub mod workers;
 
-pub use plan::{plan, PlannedFault, Stage};
+pub use plan::{plan, PlanError, PlannedFault, Stage};
 pub use schedule::{FaultKind, Schedule, ScheduleError, PRESETS};
