@@ -17,4 +17,4 @@ pub mod source_ports;
 pub mod workers;
 
 pub use plan::{plan, PlanError, PlannedFault, Stage};
-pub use schedule::{FaultKind, Schedule, ScheduleError, PRESETS};
+pub use schedule::{FaultKind, FaultRule, InvalidSchedule, Schedule, ScheduleError, PRESETS};
