@@ -825,7 +825,13 @@ impl Executor {
         if journal.clock.now() >= targets.workers.deadline_ns() || cluster::shutting_down() {
             return Ok(());
         }
-        if targets.workers.restart(w).await? {
+        // Kept as its words: a heal that failed is recorded with why, whatever failed.
+        if targets
+            .workers
+            .restart(w)
+            .await
+            .map_err(|e| e.to_string())?
+        {
             journal.fault("restart", &[worker_name(w)], &[], Map::new());
         }
         Ok(())
@@ -1068,6 +1074,7 @@ mod tests {
         async fn reap(&mut self, worker: usize) -> Remains {
             self.kill(worker).await
         }
+        type RestartError = String;
         async fn restart(&mut self, worker: usize) -> Result<bool, String> {
             if self.states[worker] != WorkerState::Dead {
                 return Ok(false);
