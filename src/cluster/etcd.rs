@@ -755,7 +755,7 @@ pub(super) async fn start_cluster(spec: &ClusterSpec) -> Result<Cluster, Cluster
 pub(super) async fn end_client_sessions(
     endpoints: &super::Endpoints,
     node: &super::Node,
-) -> Result<usize, String> {
+) -> Result<usize, super::SessionsError> {
     let url = format!("http://{}:{}", node.host, node.port);
     let mut client = connect(
         &[url],
@@ -763,11 +763,18 @@ pub(super) async fn end_client_sessions(
         Duration::from_secs(2),
     )
     .await
-    .map_err(|e| format!("{}: cannot connect: {e}", node.name))?;
+    .map_err(|e| super::SessionsError::Connect {
+        node: node.name.clone(),
+        reason: e.to_string(),
+    })?;
     let leases = client
         .leases()
         .await
-        .map_err(|e| format!("{}: LeaseLeases: {e}", node.name))?;
+        .map_err(|e| super::SessionsError::Refused {
+            node: node.name.clone(),
+            request: "LeaseLeases".into(),
+            reason: e.to_string(),
+        })?;
     let mut revoked = 0;
     for lease in leases.leases() {
         if client.lease_revoke(lease.id()).await.is_ok() {

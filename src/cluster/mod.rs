@@ -81,7 +81,7 @@ pub use binaries::{etcd as etcd_binary, postgres_bin_dir, ETCD_ENV, POSTGRES_BIN
 pub use binaries::{zookeeper as zookeeper_program, ZOOKEEPER_ENV};
 pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Libfaketime, Preload, LIBFAKETIME_ENV};
-pub use error::{ClusterError, SignalError};
+pub use error::{ClusterError, SessionsError, SignalError};
 pub use exit::Exit;
 pub use failover::{Failover, Happened, Leaders, RoleWatch};
 pub use hosts::{parse_targets, Acted};
