@@ -76,14 +76,14 @@ use rand::Rng;
 
 use crate::private;
 
-pub use ask::{ask_sentinels, node_url};
+pub use ask::{ask_sentinels, node_url, NoPrimaryNamed, SentinelAnswer};
 pub use binaries::{etcd as etcd_binary, postgres_bin_dir, ETCD_ENV, POSTGRES_BIN_ENV};
 pub use binaries::{zookeeper as zookeeper_program, ZOOKEEPER_ENV};
 pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Libfaketime, Preload, LIBFAKETIME_ENV};
 pub use error::{ClusterError, SessionsError, SignalError};
 pub use exit::Exit;
-pub use failover::{Failover, Happened, Leaders, RoleWatch};
+pub use failover::{Failover, FailoverError, Happened, Leaders, RoleWatch};
 pub use hosts::{parse_targets, Acted};
 pub use logs::LogCursor;
 pub use mariadb::{
