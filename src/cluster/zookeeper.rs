@@ -796,8 +796,14 @@ mod tests {
         assert_eq!(parse_mode(follower), Ok(Mode::Follower));
         assert_eq!(parse_mode("Mode: leader\n"), Ok(Mode::Leader));
         let not = "This ZooKeeper instance is not currently serving requests\n";
-        assert_eq!(parse_mode(not).unwrap_err(), not.trim());
-        assert!(parse_mode("Mode: standalone\n").is_err());
+        assert_eq!(
+            parse_mode(not).unwrap_err(),
+            ModeError::NoMode(not.trim().into())
+        );
+        assert_eq!(
+            parse_mode("Mode: standalone\n").unwrap_err().to_string(),
+            "mode standalone"
+        );
     }
 
     #[test]

@@ -154,7 +154,10 @@ impl Checklist {
 
 /// Sends `request`, expects a reply of type `want`.
 async fn expect(adapter: &mut Adapter, request: Value, want: &str) -> Result<Reply, String> {
-    let reply = adapter.request(request, PATIENCE).await?;
+    let reply = adapter
+        .request(request, PATIENCE)
+        .await
+        .map_err(|e| e.to_string())?;
     if reply.ty == want {
         Ok(reply)
     } else {
@@ -220,7 +223,8 @@ fn ok_shape(reply: &Reply, token: bool) -> Result<String, String> {
 
 fn start(argv: &[String], dir: &Path, name: &str) -> Result<(Adapter, Watch), String> {
     let log = dir.join(format!("adapter-{name}.log"));
-    let (adapter, tap) = Adapter::spawn_tapped(argv, None, Some(&log))?;
+    let (adapter, tap) =
+        Adapter::spawn_tapped(argv, None, Some(&log)).map_err(|e| e.to_string())?;
     let watch = Watch {
         tap,
         lines: Vec::new(),
@@ -335,7 +339,10 @@ pub async fn check_adapter(
             );
         }
         Err(e) => {
-            list.add("renew of the held key → ok with lease_ms", Err(e));
+            list.add(
+                "renew of the held key → ok with lease_ms",
+                Err(e.to_string()),
+            );
         }
     }
 
@@ -431,7 +438,10 @@ async fn shared_mode(a: &mut Adapter, b: &mut Adapter) -> Result<String, String>
     let acquire =
         json!({ "type": "acquire", "key": KEY, "ttl_ms": TTL_MS, "wait_ms": 0, "mode": "shared" });
     let release = json!({ "type": "release", "key": KEY, "mode": "shared" });
-    let first = a.request(acquire.clone(), PATIENCE).await?;
+    let first = a
+        .request(acquire.clone(), PATIENCE)
+        .await
+        .map_err(|e| e.to_string())?;
     match first.ty.as_str() {
         "error" => {
             return Ok(format!(
