@@ -33,10 +33,10 @@ pub enum FleetError {
     #[error("cannot find the lockaudit binary: {0}")]
     NoBinary(std::io::Error),
     /// Workers are this program again: gone if it was rebuilt or removed meanwhile.
-    #[error("cannot start a worker ({}): {source}", exe.display())]
+    #[error("cannot start a worker ({}): {error}", exe.display())]
     Spawn {
         exe: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The worker's `stdin` or `stdout` was not piped.
     #[error("a worker has no {0}")]
@@ -212,7 +212,7 @@ impl Fleet {
         // Registered as it is spawned, and refused once a Ctrl-C has begun the shutdown:
         // no worker starts after the cleanup has stopped the others.
         let mut child = cluster::spawn_foreign(|| command.spawn(), Child::id)
-            .map_err(|source| FleetError::Spawn { exe, source })?;
+            .map_err(|error| FleetError::Spawn { exe, error })?;
         let pid = child.id();
         let mut stdin = child.stdin.take().ok_or(FleetError::NoPipe("stdin"))?;
         let line = serde_json::to_string(&config).map_err(FleetError::Config)? + "\n";

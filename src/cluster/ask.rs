@@ -31,11 +31,11 @@ pub enum SentinelAnswer {
         port: u16,
         master: String,
     },
-    #[error("{host}:{port}: {source}")]
+    #[error("{host}:{port}: {error}")]
     Failed {
         host: String,
         port: u16,
-        source: redis::RedisError,
+        error: redis::RedisError,
     },
     /// `within` as the units module writes a span (`1 s`).
     #[error("{host}:{port}: no answer in {within}")]
@@ -78,7 +78,7 @@ pub async fn ask_sentinels(
                     port,
                     master: master.clone(),
                 },
-                Ok(Err(source)) => SentinelAnswer::Failed { host, port, source },
+                Ok(Err(error)) => SentinelAnswer::Failed { host, port, error },
                 Err(_) => SentinelAnswer::NoAnswer {
                     host,
                     port,

@@ -14,19 +14,19 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(15);
 /// Why a replica could not be re-pointed, promoted or seen in sync; each names the server.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicaError {
-    #[error("{name}: {source}")]
+    #[error("{name}: {error}")]
     Connect {
         name: String,
-        source: redis::RedisError,
+        error: redis::RedisError,
     },
     #[error("{name}: no answer in 2 s")]
     NoAnswer { name: String },
     /// A command it refused or did not answer: `REPLICAOF`, `REPLICAOF NO ONE`, `INFO`.
-    #[error("{name}: {command}: {source}")]
+    #[error("{name}: {command}: {error}")]
     Command {
         name: String,
         command: &'static str,
-        source: redis::RedisError,
+        error: redis::RedisError,
     },
     #[error("{name} did not sync with the primary in {secs} s")]
     NotInSync { name: String, secs: u64 },
@@ -48,9 +48,9 @@ impl Replica {
             Some(pw) => format!("redis://:{pw}@{ip}:{port}/"),
             None => format!("redis://{ip}:{port}/"),
         };
-        let connect = |source| ReplicaError::Connect {
+        let connect = |error| ReplicaError::Connect {
             name: self.name.clone(),
-            source,
+            error,
         };
         let client = redis::Client::open(url).map_err(connect)?;
         tokio::time::timeout(
@@ -65,10 +65,10 @@ impl Replica {
     }
 
     fn refused(&self, command: &'static str) -> impl Fn(redis::RedisError) -> ReplicaError + '_ {
-        move |source| ReplicaError::Command {
+        move |error| ReplicaError::Command {
             name: self.name.clone(),
             command,
-            source,
+            error,
         }
     }
 

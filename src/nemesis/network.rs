@@ -65,12 +65,12 @@ type CutLink = (String, String);
 /// Why the proxies could not be set up, or a manual failover not made.
 #[derive(Debug, thiserror::Error)]
 pub enum NetworkError {
-    #[error("{node}: bad address {host}:{port}: {source}")]
+    #[error("{node}: bad address {host}:{port}: {error}")]
     BadAddress {
         node: String,
         host: String,
         port: u16,
-        source: std::net::AddrParseError,
+        error: std::net::AddrParseError,
     },
     #[error(transparent)]
     SourcePorts(#[from] source_ports::TooManyWorkers),
@@ -87,11 +87,11 @@ pub enum NetworkError {
 fn address(node: &Node) -> Result<SocketAddr, NetworkError> {
     format!("{}:{}", node.host, node.port)
         .parse()
-        .map_err(|source| NetworkError::BadAddress {
+        .map_err(|error| NetworkError::BadAddress {
             node: node.name.clone(),
             host: node.host.clone(),
             port: node.port,
-            source,
+            error,
         })
 }
 
