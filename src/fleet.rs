@@ -34,10 +34,7 @@ pub enum FleetError {
     NoBinary(std::io::Error),
     /// Workers are this program again: gone if it was rebuilt or removed meanwhile.
     #[error("cannot start a worker ({}): {error}", exe.display())]
-    Spawn {
-        exe: PathBuf,
-        error: std::io::Error,
-    },
+    Spawn { exe: PathBuf, error: std::io::Error },
     /// The worker's `stdin` or `stdout` was not piped.
     #[error("a worker has no {0}")]
     NoPipe(&'static str),
