@@ -751,14 +751,14 @@ impl Cluster {
             busiest.ok_or_else(|| unsupported("no master answers".into()))?;
         let replica_port = sharded::replica_of(host, *port, &self.password)
             .await
-            .map_err(unsupported)?;
+            .map_err(|e| unsupported(e.to_string()))?;
         let (replica, replica_host, _) = nodes
             .iter()
             .find(|(_, _, p)| *p == replica_port)
             .ok_or_else(|| unsupported(format!("no node of ours on port {replica_port}")))?;
         sharded::cut_replication(replica_host, replica_port, &self.password)
             .await
-            .map_err(unsupported)?;
+            .map_err(|e| unsupported(e.to_string()))?;
         Ok((master.clone(), replica.clone()))
     }
 
@@ -772,10 +772,10 @@ impl Cluster {
             .ok_or_else(|| ClusterError::UnknownNode(replica.to_string()))?;
         sharded::takeover(&host, port, &self.password)
             .await
-            .map_err(|reason| ClusterError::Unsupported {
+            .map_err(|e| ClusterError::Unsupported {
                 action: "promote",
                 node: replica.to_string(),
-                reason,
+                reason: e.to_string(),
             })
     }
 

@@ -122,7 +122,8 @@ impl PgConfig {
         let cursor = super::logs::LogCursor::at_end(&self.log);
         let result = self.machine.run(&launch, INITDB_TIMEOUT).await;
         let _ = self.machine.remove_file(&pwfile);
-        result.map_err(|reason| {
+        result.map_err(|e| {
+            let reason = e.to_string();
             self.machine
                 .start_error(&self.name, 0, reason, &self.log, cursor.tail(TAIL_LINES))
         })?;

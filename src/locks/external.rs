@@ -197,7 +197,8 @@ pub enum AdapterError {
     #[error("adapter {program}: {failure}{}", stderr_said(tail))]
     Failed {
         program: String,
-        failure: ProtocolError,
+        /// Boxed: a reply's fields make it large, and every `Result` would carry that.
+        failure: Box<ProtocolError>,
         tail: String,
     },
 }
@@ -370,7 +371,7 @@ impl Adapter {
     pub fn failed(&self, failure: ProtocolError) -> AdapterError {
         AdapterError::Failed {
             program: self.program.clone(),
-            failure,
+            failure: Box::new(failure),
             tail: self.stderr_tail(),
         }
     }
