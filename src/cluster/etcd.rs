@@ -682,10 +682,10 @@ async fn enable_auth(members: &[EtcdMember], password: &str) -> Result<(), Clust
     let endpoints: Vec<String> = members.iter().map(|m| m.config.endpoint()).collect();
     authenticate(&endpoints, password)
         .await
-        .map_err(|reason| ClusterError::StartFailed {
+        .map_err(|e| ClusterError::StartFailed {
             node: member_name(0),
             port: members.first().map(|m| m.config.client_port).unwrap_or(0),
-            reason,
+            reason: e.to_string(),
             log: members
                 .first()
                 .map(|m| m.config.log.clone())
@@ -694,9 +694,21 @@ async fn enable_auth(members: &[EtcdMember], password: &str) -> Result<(), Clust
         })
 }
 
+/// A step of turning authentication on that the members refused.
+#[derive(Debug, thiserror::Error)]
+#[error("{step}: {error}")]
+pub(super) struct AuthStepFailed {
+    /// `connect`, `add the user root`, ...
+    step: &'static str,
+    error: etcd_client::Error,
+}
+
 /// `root` with `password` and authentication on, through the members at `endpoints`.
-pub(super) async fn authenticate(endpoints: &[String], password: &str) -> Result<(), String> {
-    let failed = |what: &str, e: etcd_client::Error| format!("{what}: {e}");
+pub(super) async fn authenticate(
+    endpoints: &[String],
+    password: &str,
+) -> Result<(), AuthStepFailed> {
+    let failed = |step, error| AuthStepFailed { step, error };
     let mut client = connect(endpoints, None, Duration::from_secs(5))
         .await
         .map_err(|e| failed("connect", e))?;
