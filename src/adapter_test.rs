@@ -170,7 +170,10 @@ impl Checklist {
 
 /// Sends `request`, expects a reply of type `want`.
 async fn expect(adapter: &mut Adapter, request: Value, want: &str) -> Result<Reply, String> {
-    let reply = adapter.request(request, PATIENCE).await?;
+    let reply = adapter
+        .request(request, PATIENCE)
+        .await
+        .map_err(|e| e.to_string())?;
     if reply.ty == want {
         Ok(reply)
     } else {
@@ -236,7 +239,8 @@ fn ok_shape(reply: &Reply, token: bool) -> Result<String, String> {
 
 fn start(argv: &[String], dir: &Path, name: &str) -> Result<(Adapter, Watch), String> {
     let log = dir.join(format!("adapter-{name}.log"));
-    let (adapter, tap) = Adapter::spawn_tapped(argv, None, Some(&log))?;
+    let (adapter, tap) =
+        Adapter::spawn_tapped(argv, None, Some(&log)).map_err(|e| e.to_string())?;
     let watch = Watch {
         tap,
         lines: Vec::new(),
@@ -413,7 +417,7 @@ impl Clients {
                 list.add(NAME, Err(format!("got {}", Value::Object(r.body))));
             }
             Err(e) => {
-                list.add(NAME, Err(e));
+                list.add(NAME, Err(e.to_string()));
             }
         }
     }
@@ -487,7 +491,10 @@ async fn shared_mode(a: &mut Adapter, b: &mut Adapter) -> Result<String, String>
     let acquire =
         json!({ "type": "acquire", "key": KEY, "ttl_ms": TTL_MS, "wait_ms": 0, "mode": "shared" });
     let release = json!({ "type": "release", "key": KEY, "mode": "shared" });
-    let first = a.request(acquire.clone(), PATIENCE).await?;
+    let first = a
+        .request(acquire.clone(), PATIENCE)
+        .await
+        .map_err(|e| e.to_string())?;
     match first.ty.as_str() {
         "error" => {
             return Ok(format!(

@@ -27,13 +27,35 @@ use crate::workload::controls::WorkerCommand;
 use crate::workload::sink::WorkerNote;
 use crate::workload::worker::WorkerConfig;
 
-/// Why the fleet could not start a worker.
+/// Why the fleet could not start a worker, or its clients could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
+    #[error("cannot find the lockaudit binary: {0}")]
+    NoBinary(std::io::Error),
+    /// Workers are this program again: gone if it was rebuilt or removed meanwhile.
+    #[error("cannot start a worker ({}): {error}", exe.display())]
+    Spawn { exe: PathBuf, error: std::io::Error },
+    /// The worker's `stdin` or `stdout` was not piped.
+    #[error("a worker has no {0}")]
+    NoPipe(&'static str),
     #[error("{0}")]
-    Setup(String),
+    Config(serde_json::Error),
+    #[error("cannot configure a worker: {0}")]
+    Configure(std::io::Error),
     #[error("cannot write the run folder {path}: {error}")]
     Io { path: String, error: std::io::Error },
+    /// A client of the worker could not start: why, in the worker's words.
+    #[error("{worker}: {why}")]
+    NotReady { worker: String, why: String },
+    #[error("{worker}'s clients were not ready within {secs} s")]
+    ReadyTimeout { worker: String, secs: u64 },
+    /// The worker ended first: its log and the log's last lines, on one line.
+    #[error("{worker} ended before its clients were ready ({}: {tail})", log.display())]
+    EndedBeforeReady {
+        worker: String,
+        log: PathBuf,
+        tail: String,
+    },
 }
 
 /// What the pump has seen of one worker's logical processes.
@@ -186,25 +208,16 @@ impl Fleet {
             .process_group(0);
         // Registered as it is spawned, and refused once a Ctrl-C has begun the shutdown:
         // no worker starts after the cleanup has stopped the others.
-        let mut child = cluster::spawn_foreign(|| command.spawn(), Child::id).map_err(|e| {
-            // Workers are this program again: gone if it was rebuilt or removed meanwhile.
-            FleetError::Setup(format!("cannot start a worker ({}): {e}", exe.display()))
-        })?;
+        let mut child = cluster::spawn_foreign(|| command.spawn(), Child::id)
+            .map_err(|error| FleetError::Spawn { exe, error })?;
         let pid = child.id();
-        let mut stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| FleetError::Setup("a worker has no stdin".into()))?;
-        let line =
-            serde_json::to_string(&config).map_err(|e| FleetError::Setup(e.to_string()))? + "\n";
+        let mut stdin = child.stdin.take().ok_or(FleetError::NoPipe("stdin"))?;
+        let line = serde_json::to_string(&config).map_err(FleetError::Config)? + "\n";
         stdin
             .write_all(line.as_bytes())
             .await
-            .map_err(|e| FleetError::Setup(format!("cannot configure a worker: {e}")))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| FleetError::Setup("a worker has no stdout".into()))?;
+            .map_err(FleetError::Configure)?;
+        let stdout = child.stdout.take().ok_or(FleetError::NoPipe("stdout"))?;
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let (changed, changes) = watch::channel(());
         let task = tokio::spawn(pump(
@@ -236,27 +249,27 @@ impl Fleet {
     /// Waits until every worker has connected its clients (`WorkerConfig::await_go`), for
     /// at most `limit`. The error says which worker could not, and why: a client's own
     /// error, the worker's end, or the time it took.
-    pub async fn await_ready(&mut self, limit: Duration) -> Result<(), String> {
+    pub async fn await_ready(&mut self, limit: Duration) -> Result<(), FleetError> {
         let until = tokio::time::Instant::now() + limit;
         for (w, handle) in self.workers.iter_mut().enumerate() {
-            let name = worker_name(w);
+            let worker = worker_name(w);
             let waited = wait_for(handle, until, |ledger| ledger.ready.is_some()).await;
             let ready = lock(&handle.ledger).ready.clone();
             match (waited, ready) {
                 (_, Some(Ok(_))) => {}
-                (_, Some(Err(why))) => return Err(format!("{name}: {why}")),
+                (_, Some(Err(why))) => return Err(FleetError::NotReady { worker, why }),
                 (Waited::TimedOut, None) => {
-                    return Err(format!(
-                        "{name}'s clients were not ready within {} s",
-                        limit.as_secs()
-                    ))
+                    return Err(FleetError::ReadyTimeout {
+                        worker,
+                        secs: limit.as_secs(),
+                    })
                 }
                 (_, None) => {
-                    return Err(format!(
-                        "{name} ended before its clients were ready ({}: {})",
-                        handle.log.path().display(),
-                        handle.log.tail(5).replace('\n', " | ")
-                    ))
+                    return Err(FleetError::EndedBeforeReady {
+                        worker,
+                        log: handle.log.path().to_path_buf(),
+                        tail: handle.log.tail(5).replace('\n', " | "),
+                    })
                 }
             }
         }
@@ -439,6 +452,7 @@ async fn wait_for(
 
 /// How the nemesis acts on the workers.
 impl Workers for Fleet {
+    type RestartError = FleetError;
     /// Resumes every paused worker (the run's end heals every fault).
     fn resume_all(&mut self) -> Vec<usize> {
         (0..self.workers.len())
@@ -527,7 +541,7 @@ impl Workers for Fleet {
     }
     /// Starts a dead worker again with the same slots and fresh process numbers. False if
     /// it was not dead (a crash was already followed by a restart).
-    async fn restart(&mut self, worker: usize) -> Result<bool, String> {
+    async fn restart(&mut self, worker: usize) -> Result<bool, FleetError> {
         let Some(handle) = self.workers.get(worker) else {
             return Ok(false);
         };
@@ -539,7 +553,7 @@ impl Workers for Fleet {
         if let Some(max) = max {
             config.first_generation = max / config.total_slots.max(1) + 1;
         }
-        let mut fresh = self.spawn(config).await.map_err(|e| e.to_string())?;
+        let mut fresh = self.spawn(config).await?;
         // Keep the high-water mark, so a second restart also gets fresh numbers.
         lock(&fresh.ledger).max_process = max;
         std::mem::swap(&mut self.workers[worker], &mut fresh);
@@ -588,8 +602,7 @@ fn worker_exe() -> Result<PathBuf, FleetError> {
     if let Some(exe) = std::env::var_os(WORKER_EXE_ENV) {
         return Ok(PathBuf::from(exe));
     }
-    std::env::current_exe()
-        .map_err(|e| FleetError::Setup(format!("cannot find the lockaudit binary: {e}")))
+    std::env::current_exe().map_err(FleetError::NoBinary)
 }
 
 /// Signals a worker and its process group (the adapters it started): the worker through the

@@ -94,23 +94,41 @@ pub fn update_after(dir: &Path) {
     }
 }
 
+/// Why the index could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("cannot list {}: {error}", dir.display())]
+    List { dir: PathBuf, error: std::io::Error },
+    #[error("{0}")]
+    Json(serde_json::Error),
+    #[error("cannot write {}: {error}", path.display())]
+    Write {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
+
 /// Writes `dir/index.html` and `dir/index.json` from its folders; returns their paths.
-pub fn write(dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn write(dir: &Path) -> Result<Vec<PathBuf>, IndexError> {
     let index = scan(dir)?;
     let html_path = dir.join("index.html");
     let json_path = dir.join("index.json");
-    let json = serde_json::to_string_pretty(&index).map_err(|e| e.to_string())? + "\n";
-    crate::outfile::write(&json_path, json)
-        .map_err(|e| format!("cannot write {}: {e}", json_path.display()))?;
-    crate::outfile::write(&html_path, render(&index, dir))
-        .map_err(|e| format!("cannot write {}: {e}", html_path.display()))?;
+    let json = serde_json::to_string_pretty(&index).map_err(IndexError::Json)? + "\n";
+    let written = |path: &Path| {
+        let path = path.to_path_buf();
+        move |error| IndexError::Write { path, error }
+    };
+    crate::outfile::write(&json_path, json).map_err(written(&json_path))?;
+    crate::outfile::write(&html_path, render(&index, dir)).map_err(written(&html_path))?;
     Ok(vec![html_path, json_path])
 }
 
 /// Every run and audit folder directly in `dir`, newest first.
-pub fn scan(dir: &Path) -> Result<Index, String> {
-    let listing =
-        std::fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+pub fn scan(dir: &Path) -> Result<Index, IndexError> {
+    let listing = std::fs::read_dir(dir).map_err(|error| IndexError::List {
+        dir: dir.to_path_buf(),
+        error,
+    })?;
     let mut entries: Vec<Entry> = listing
         .flatten()
         .map(|e| e.path())

@@ -4,8 +4,17 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+/// Text that is no duration, with humantime's reason and examples of what is.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("\"{text}\" is not a duration ({reason}); write e.g. \"250ms\", \"30s\" or \"2m\"")]
+pub struct BadDuration {
+    /// As given, trimmed.
+    pub text: String,
+    pub reason: humantime::DurationError,
+}
+
 /// Parses a duration such as `"250ms"`, `"30s"`, `"1m 30s"` or `"1.5s"`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, BadDuration> {
     let text = text.trim();
     // humantime takes no fractions; "1.5s" is common enough to accept.
     if let Some(seconds) = text.strip_suffix('s') {
@@ -15,8 +24,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             }
         }
     }
-    humantime::parse_duration(text).map_err(|e| {
-        format!("\"{text}\" is not a duration ({e}); write e.g. \"250ms\", \"30s\" or \"2m\"")
+    humantime::parse_duration(text).map_err(|reason| BadDuration {
+        text: text.to_string(),
+        reason,
     })
 }
 
@@ -69,8 +79,8 @@ impl<'de> Deserialize<'de> for Millis {
 }
 
 impl std::str::FromStr for Millis {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
+    type Err = BadDuration;
+    fn from_str(text: &str) -> Result<Self, BadDuration> {
         parse_duration(text).map(|d| Millis(d.as_millis() as u64))
     }
 }
@@ -135,7 +145,12 @@ mod tests {
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("10us").unwrap(), Duration::from_micros(10));
-        assert!(parse_duration("soon").unwrap_err().contains("\"soon\""));
+        let e = parse_duration("soon").unwrap_err();
+        assert_eq!(e.text, "soon");
+        assert!(
+            e.to_string().starts_with("\"soon\" is not a duration ("),
+            "{e}"
+        );
         assert!(parse_duration("-1s").is_err());
     }
 

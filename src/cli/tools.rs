@@ -115,7 +115,7 @@ pub fn index(args: IndexArgs) -> anyhow::Result<u8> {
     if !args.dir.is_dir() {
         anyhow::bail!("{}: no such folder", args.dir.display());
     }
-    let paths = crate::index::write(&args.dir).map_err(anyhow::Error::msg)?;
+    let paths = crate::index::write(&args.dir)?;
     let text: String = paths.iter().map(|p| format!("{}\n", p.display())).collect();
     print_out(&text)?;
     Ok(0)

@@ -163,6 +163,22 @@ impl ClusterError {
     }
 }
 
+/// Why a lock server could not end its clients' sessions (`kill-session`). The reason is
+/// in the words of the service's client library (each has its own error type).
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    #[error("{node}: cannot connect: {reason}")]
+    Connect { node: String, reason: String },
+    /// The request that lists or ends them failed: `CLIENT KILL`, `pg_terminate_backend`,
+    /// `LeaseLeases`, `KILL CONNECTION 12`.
+    #[error("{node}: {request}: {reason}")]
+    Refused {
+        node: String,
+        request: String,
+        reason: String,
+    },
+}
+
 /// Why a signal could not be sent.
 #[derive(Debug, thiserror::Error)]
 pub enum SignalError {

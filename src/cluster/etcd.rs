@@ -659,10 +659,10 @@ async fn enable_auth(members: &[EtcdMember], password: &str) -> Result<(), Clust
     let endpoints: Vec<String> = members.iter().map(|m| m.config.endpoint()).collect();
     authenticate(&endpoints, password)
         .await
-        .map_err(|reason| ClusterError::StartFailed {
+        .map_err(|e| ClusterError::StartFailed {
             node: member_name(0),
             port: members.first().map(|m| m.config.client_port).unwrap_or(0),
-            reason,
+            reason: e.to_string(),
             log: members
                 .first()
                 .map(|m| m.config.log.clone())
@@ -671,9 +671,21 @@ async fn enable_auth(members: &[EtcdMember], password: &str) -> Result<(), Clust
         })
 }
 
+/// A step of turning authentication on that the members refused.
+#[derive(Debug, thiserror::Error)]
+#[error("{step}: {error}")]
+pub(super) struct AuthStepFailed {
+    /// `connect`, `add the user root`, ...
+    step: &'static str,
+    error: etcd_client::Error,
+}
+
 /// `root` with `password` and authentication on, through the members at `endpoints`.
-pub(super) async fn authenticate(endpoints: &[String], password: &str) -> Result<(), String> {
-    let failed = |what: &str, e: etcd_client::Error| format!("{what}: {e}");
+pub(super) async fn authenticate(
+    endpoints: &[String],
+    password: &str,
+) -> Result<(), AuthStepFailed> {
+    let failed = |step, error| AuthStepFailed { step, error };
     let mut client = connect(endpoints, None, Duration::from_secs(5))
         .await
         .map_err(|e| failed("connect", e))?;
@@ -732,7 +744,7 @@ pub(super) async fn start_cluster(spec: &ClusterSpec) -> Result<Cluster, Cluster
 pub(super) async fn end_client_sessions(
     endpoints: &super::Endpoints,
     node: &super::Node,
-) -> Result<usize, String> {
+) -> Result<usize, super::SessionsError> {
     let url = format!("http://{}:{}", node.host, node.port);
     let mut client = connect(
         &[url],
@@ -740,11 +752,18 @@ pub(super) async fn end_client_sessions(
         Duration::from_secs(2),
     )
     .await
-    .map_err(|e| format!("{}: cannot connect: {e}", node.name))?;
+    .map_err(|e| super::SessionsError::Connect {
+        node: node.name.clone(),
+        reason: e.to_string(),
+    })?;
     let leases = client
         .leases()
         .await
-        .map_err(|e| format!("{}: LeaseLeases: {e}", node.name))?;
+        .map_err(|e| super::SessionsError::Refused {
+            node: node.name.clone(),
+            request: "LeaseLeases".into(),
+            reason: e.to_string(),
+        })?;
     let mut revoked = 0;
     for lease in leases.leases() {
         if client.lease_revoke(lease.id()).await.is_ok() {

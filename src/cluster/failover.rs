@@ -21,7 +21,23 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::{ask_sentinels, etcd, sharded, zookeeper, Cluster, Endpoints, Topology};
+use super::{ask_sentinels, etcd, sharded, zookeeper, Cluster, ClusterError, Endpoints, Topology};
+
+/// Why a failover the cluster makes by itself could not begin.
+#[derive(Debug, thiserror::Error)]
+pub enum FailoverError {
+    #[error("the sentinels name no primary")]
+    NoPrimary,
+    #[error("no server says it leads")]
+    NoLeader,
+    #[error("{leader} could not be killed")]
+    LeaderNotKilled { leader: String },
+    #[error("the {topology:?} topology does not fail over by itself")]
+    NotByItself { topology: Topology },
+    /// Lagging a Redis Cluster's replica, or pausing the Sentinel primary, failed.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+}
 
 /// A failover under way, as [`Cluster::begin_failover`] began it.
 #[derive(Debug, Clone)]
@@ -66,13 +82,10 @@ impl Cluster {
     }
 
     /// Begins a failover (see the module's list): what to end later and what happened.
-    pub async fn begin_failover(&mut self) -> Result<(Failover, Vec<Happened>), String> {
+    pub async fn begin_failover(&mut self) -> Result<(Failover, Vec<Happened>), FailoverError> {
         match self.topology {
             Topology::Cluster => {
-                let (master, replica) = self
-                    .lag_busiest_replica()
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let (master, replica) = self.lag_busiest_replica().await?;
                 let happened = Happened::new(
                     "partition",
                     vec![master.clone(), replica.clone()],
@@ -83,24 +96,21 @@ impl Cluster {
             Topology::Sentinel => {
                 let primary = sentinel_primary(&self.endpoints())
                     .await
-                    .ok_or("the sentinels name no primary")?;
-                self.signal(&primary, nix::sys::signal::Signal::SIGSTOP)
-                    .map_err(|e| e.to_string())?;
+                    .ok_or(FailoverError::NoPrimary)?;
+                self.signal(&primary, nix::sys::signal::Signal::SIGSTOP)?;
                 let happened = Happened::new("pause", vec![primary.clone()], &[]);
                 Ok((Failover::PausedPrimary(primary), vec![happened]))
             }
             Topology::Etcd | Topology::Zookeeper => {
-                let leader = self.leader().await.ok_or("no server says it leads")?;
+                let leader = self.leader().await.ok_or(FailoverError::NoLeader)?;
                 let killed = self.kill_many(std::slice::from_ref(&leader));
                 if killed.is_empty() {
-                    return Err(format!("{leader} could not be killed"));
+                    return Err(FailoverError::LeaderNotKilled { leader });
                 }
                 let happened = Happened::new("kill", killed, &[("leader", json!(true))]);
                 Ok((Failover::KilledLeader(leader), vec![happened]))
             }
-            other => Err(format!(
-                "the {other:?} topology does not fail over by itself"
-            )),
+            topology => Err(FailoverError::NotByItself { topology }),
         }
     }
 

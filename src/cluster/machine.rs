@@ -64,6 +64,30 @@ pub enum Prepare {
     Write(PathBuf, String),
 }
 
+/// Why a one-shot command (`initdb`) did not do its work; its output is in its log.
+#[derive(Debug, thiserror::Error)]
+pub enum OneShotError {
+    #[error("{0}")]
+    Spawn(ClusterError),
+    #[error("{name} failed ({exit})")]
+    Failed { name: String, exit: Exit },
+    #[error("{name} did not finish in {patience:?}")]
+    TooLong { name: String, patience: Duration },
+}
+
+/// A folder the unprivileged user cannot pass through, on the way to where its data goes.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{program} must run as the unprivileged user `{user}` (lockaudit runs as root) and cannot enter {} (mode {mode:o}), where its data would go: set TMPDIR to a folder others may pass through",
+    folder.display()
+)]
+pub struct FolderClosed {
+    pub program: &'static str,
+    pub user: String,
+    pub folder: PathBuf,
+    pub mode: u32,
+}
+
 /// An unprivileged user a process runs as: a database that refuses to run as root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunAs {
@@ -141,16 +165,24 @@ pub trait Machine: Debug + Send + Sync {
     ) -> Result<Option<RunAs>, ClusterError>;
     /// Runs `launch` to its end (a one-shot command, `initdb`), for at most `patience`:
     /// Ok if it exited 0, else why not (its output is in its log).
-    async fn run(&self, launch: &Launch, patience: Duration) -> Result<(), String> {
-        let mut process = self.spawn(launch).await.map_err(|e| e.to_string())?;
+    async fn run(&self, launch: &Launch, patience: Duration) -> Result<(), OneShotError> {
+        let mut process = self.spawn(launch).await.map_err(OneShotError::Spawn)?;
         let deadline = std::time::Instant::now() + patience;
         loop {
             match process.try_wait() {
                 Some(Exit::Code(0)) => return Ok(()),
-                Some(other) => return Err(format!("{} failed ({other})", launch.name)),
+                Some(exit) => {
+                    return Err(OneShotError::Failed {
+                        name: launch.name.clone(),
+                        exit,
+                    })
+                }
                 None if std::time::Instant::now() >= deadline => {
                     process.kill();
-                    return Err(format!("{} did not finish in {patience:?}", launch.name));
+                    return Err(OneShotError::TooLong {
+                        name: launch.name.clone(),
+                        patience,
+                    });
                 }
                 None => tokio::time::sleep(Duration::from_millis(10)).await,
             }
@@ -350,20 +382,19 @@ impl RunAs {
 
     /// Why this user cannot reach into `folder` (the first of it and the folders above it
     /// that it may not pass through), or Ok.
-    pub fn reaches(&self, folder: &Path) -> Result<(), String> {
+    pub fn reaches(&self, folder: &Path) -> Result<(), FolderClosed> {
         use std::os::unix::fs::PermissionsExt;
         for folder in folder.ancestors() {
             let Ok(meta) = std::fs::metadata(folder) else {
                 continue;
             };
             if !self.passes(&meta) {
-                return Err(format!(
-                    "{} must run as the unprivileged user `{}` (lockaudit runs as root) and cannot enter {} (mode {:o}), where its data would go: set TMPDIR to a folder others may pass through",
-                    self.program,
-                    self.name,
-                    folder.display(),
-                    meta.permissions().mode() & 0o7777
-                ));
+                return Err(FolderClosed {
+                    program: self.program,
+                    user: self.name.clone(),
+                    folder: folder.to_path_buf(),
+                    mode: meta.permissions().mode() & 0o7777,
+                });
             }
         }
         Ok(())

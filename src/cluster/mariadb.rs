@@ -225,7 +225,8 @@ impl MariadbConfig {
         let cursor = super::logs::LogCursor::at_end(&self.log);
         let result = self.machine.run(&launch, INSTALL_TIMEOUT).await;
         let _ = self.machine.remove_file(&sql);
-        result.map_err(|reason| {
+        result.map_err(|e| {
+            let reason = e.to_string();
             self.machine
                 .start_error(&self.name, 0, reason, &self.log, cursor.tail(TAIL_LINES))
         })
@@ -338,17 +339,41 @@ pub(super) async fn version(host: &str, port: u16, password: &str) -> Result<Str
 pub(super) async fn end_client_sessions(
     endpoints: &super::Endpoints,
     node: &super::Node,
-) -> Result<usize, String> {
+) -> Result<usize, super::SessionsError> {
     let password = endpoints.password.as_deref().unwrap_or_default();
-    end_sessions_at(&node.host, node.port, password).await
+    end_sessions(&node.name, &node.host, node.port, password).await
 }
 
 /// Ends every client session of the lock user on the server at `host:port` but the one
 /// this opens (`KILL CONNECTION`): the sessions' GET_LOCK locks go with them, while the
 /// clients still believe they hold them. Returns how many it ended; a session that ended by
-/// itself between the list and its kill is not counted.
-pub async fn end_sessions_at(host: &str, port: u16, password: &str) -> Result<usize, String> {
-    let mut conn = connect(host, port, password).await?;
+/// itself between the list and its kill is not counted. Errors name the server `host:port`.
+pub async fn end_sessions_at(
+    host: &str,
+    port: u16,
+    password: &str,
+) -> Result<usize, super::SessionsError> {
+    end_sessions(&format!("{host}:{port}"), host, port, password).await
+}
+
+async fn end_sessions(
+    node: &str,
+    host: &str,
+    port: u16,
+    password: &str,
+) -> Result<usize, super::SessionsError> {
+    let mut conn =
+        connect(host, port, password)
+            .await
+            .map_err(|reason| super::SessionsError::Connect {
+                node: node.to_string(),
+                reason,
+            })?;
+    let refused = |request: String, e: mysql_async::Error| super::SessionsError::Refused {
+        node: node.to_string(),
+        request,
+        reason: e.to_string(),
+    };
     let ended = async {
         let ids: Vec<u64> = conn
             .exec(
@@ -357,14 +382,14 @@ pub async fn end_sessions_at(host: &str, port: u16, password: &str) -> Result<us
                 (MARIADB_USER,),
             )
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| refused("PROCESSLIST".into(), e))?;
         let mut ended = 0;
         for id in ids {
             match conn.query_drop(format!("KILL CONNECTION {id}")).await {
                 Ok(()) => ended += 1,
                 // ER_NO_SUCH_THREAD: it ended meanwhile.
                 Err(mysql_async::Error::Server(e)) if e.code == 1094 => {}
-                Err(e) => return Err(format!("KILL CONNECTION {id}: {e}")),
+                Err(e) => return Err(refused(format!("KILL CONNECTION {id}"), e)),
             }
         }
         Ok(ended)

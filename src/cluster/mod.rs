@@ -78,14 +78,14 @@ use rand::Rng;
 use crate::private;
 
 pub use crate::topology::{Endpoints, Node, Topology};
-pub use ask::{ask_sentinels, node_url};
+pub use ask::{ask_sentinels, node_url, NoPrimaryNamed, SentinelAnswer};
 pub use binaries::{etcd as etcd_binary, postgres_bin_dir, ETCD_ENV, POSTGRES_BIN_ENV};
 pub use binaries::{zookeeper as zookeeper_program, ZOOKEEPER_ENV};
 pub use cleanup::install_cleanup_handlers;
 pub use clock::{FakeClock, Libfaketime, Preload, LIBFAKETIME_ENV};
-pub use error::{ClusterError, SignalError};
+pub use error::{ClusterError, SessionsError, SignalError};
 pub use exit::Exit;
-pub use failover::{Failover, Happened, Leaders, RoleWatch};
+pub use failover::{Failover, FailoverError, Happened, Leaders, RoleWatch};
 pub use hosts::{parse_targets, Acted};
 pub use logs::LogCursor;
 pub use mariadb::{
@@ -99,7 +99,7 @@ pub use registry::{
     register_child, registered_pids, shutting_down, signal as signal_child, spawn_foreign,
     unregister_child,
 };
-pub use replication::Replica;
+pub use replication::{Replica, ReplicaError};
 pub use sentinel::{MASTER_NAME, SENTINEL_FAILOVER_MS};
 pub use services::{service, EndSessions, Service, SessionEnd, SERVICES};
 pub use ssh::{NodeEntry, SshTarget};
@@ -655,14 +655,14 @@ impl Cluster {
             busiest.ok_or_else(|| unsupported("no master answers".into()))?;
         let replica_port = sharded::replica_of(host, *port, &self.password)
             .await
-            .map_err(unsupported)?;
+            .map_err(|e| unsupported(e.to_string()))?;
         let (replica, replica_host, _) = nodes
             .iter()
             .find(|(_, _, p)| *p == replica_port)
             .ok_or_else(|| unsupported(format!("no node of ours on port {replica_port}")))?;
         sharded::cut_replication(replica_host, replica_port, &self.password)
             .await
-            .map_err(unsupported)?;
+            .map_err(|e| unsupported(e.to_string()))?;
         Ok((master.clone(), replica.clone()))
     }
 
@@ -676,10 +676,10 @@ impl Cluster {
             .ok_or_else(|| ClusterError::UnknownNode(replica.to_string()))?;
         sharded::takeover(&host, port, &self.password)
             .await
-            .map_err(|reason| ClusterError::Unsupported {
+            .map_err(|e| ClusterError::Unsupported {
                 action: "promote",
                 node: replica.to_string(),
-                reason,
+                reason: e.to_string(),
             })
     }
 

@@ -117,7 +117,8 @@ impl PgConfig {
         let cursor = super::logs::LogCursor::at_end(&self.log);
         let result = self.machine.run(&launch, INITDB_TIMEOUT).await;
         let _ = self.machine.remove_file(&pwfile);
-        result.map_err(|reason| {
+        result.map_err(|e| {
+            let reason = e.to_string();
             self.machine
                 .start_error(&self.name, 0, reason, &self.log, cursor.tail(TAIL_LINES))
         })?;
@@ -315,13 +316,17 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
 pub(super) async fn end_client_sessions(
     endpoints: &super::Endpoints,
     node: &super::Node,
-) -> Result<usize, String> {
+) -> Result<usize, super::SessionsError> {
     let password = endpoints.password.as_deref().unwrap_or_default();
     let config = client_config(&node.host, node.port, password);
-    let (client, connection) = config
-        .connect(tokio_postgres::NoTls)
-        .await
-        .map_err(|e| format!("{}: cannot connect: {e}", node.name))?;
+    let (client, connection) =
+        config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .map_err(|e| super::SessionsError::Connect {
+                node: node.name.clone(),
+                reason: e.to_string(),
+            })?;
     let driver = tokio::spawn(connection);
     let ended = async {
         let row = client
@@ -344,9 +349,13 @@ pub(super) async fn end_client_sessions(
         Ok::<_, tokio_postgres::Error>(pids.len())
     }
     .await
-    .map_err(|e| match e.as_db_error() {
-        Some(db) => format!("{}: pg_terminate_backend: {}", node.name, db.message()),
-        None => format!("{}: pg_terminate_backend: {e}", node.name),
+    .map_err(|e| super::SessionsError::Refused {
+        node: node.name.clone(),
+        request: "pg_terminate_backend".into(),
+        reason: match e.as_db_error() {
+            Some(db) => db.message().to_string(),
+            None => e.to_string(),
+        },
     });
     drop(client);
     let _ = driver.await;

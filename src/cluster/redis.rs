@@ -298,14 +298,21 @@ impl Servers<'_> {
 pub(super) async fn end_client_sessions(
     endpoints: &super::Endpoints,
     node: &super::Node,
-) -> Result<usize, String> {
+) -> Result<usize, super::SessionsError> {
     let mut conn = super::probe::connect_to(&node.host, node.port, endpoints.password.as_deref())
         .await
-        .map_err(|e| format!("{}: cannot connect: {e}", node.name))?;
+        .map_err(|e| super::SessionsError::Connect {
+            node: node.name.clone(),
+            reason: e.to_string(),
+        })?;
     let killed: i64 = redis::cmd("CLIENT")
         .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"][..])
         .query_async(&mut conn)
         .await
-        .map_err(|e| format!("{}: CLIENT KILL: {e}", node.name))?;
+        .map_err(|e| super::SessionsError::Refused {
+            node: node.name.clone(),
+            request: "CLIENT KILL".into(),
+            reason: e.to_string(),
+        })?;
     Ok(usize::try_from(killed).unwrap_or(0))
 }

@@ -23,9 +23,9 @@ pub struct ScratchDir {
 impl ScratchDir {
     /// A new folder `lockaudit-<what>-XXXXXX` in the first of `$TMPDIR` and /tmp that
     /// `reachable` accepts (it returns why not, which the error repeats when neither is).
-    pub fn create(
+    pub fn create<E: std::fmt::Display>(
         what: &str,
-        reachable: impl Fn(&Path) -> Result<(), String>,
+        reachable: impl Fn(&Path) -> Result<(), E>,
     ) -> Result<ScratchDir, ClusterError> {
         let mut bases = vec![std::env::temp_dir()];
         if bases[0] != Path::new("/tmp") {
@@ -35,7 +35,7 @@ impl ScratchDir {
         let Some(base) = bases.iter().find(|base| match reachable(base) {
             Ok(()) => true,
             Err(why) => {
-                refused.push(why);
+                refused.push(why.to_string());
                 false
             }
         }) else {
@@ -96,7 +96,7 @@ mod tests {
 
     #[test]
     fn it_is_private_and_gone_once_dropped() {
-        let scratch = ScratchDir::create("test", |_| Ok(())).unwrap();
+        let scratch = ScratchDir::create("test", |_| Ok::<(), String>(())).unwrap();
         let path = scratch.path().to_path_buf();
         assert!(path.is_absolute());
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;

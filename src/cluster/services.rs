@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use super::error::ClusterError;
+use super::error::{ClusterError, SessionsError};
 use super::version::Speaks;
 use super::{Cluster, ClusterSpec, Endpoints, Node, Topology};
 
@@ -22,7 +22,7 @@ pub type EndSessions =
     for<'a> fn(
         &'a Endpoints,
         &'a Node,
-    ) -> Pin<Box<dyn Future<Output = Result<usize, String>> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Result<usize, SessionsError>> + Send + 'a>>;
 
 /// How the `kill-session` fault ends the sessions a service's locks belong to (a session
 /// lock is freed with its session: the silent-reconnect hazard). Every row must say: there is

@@ -169,23 +169,46 @@ pub async fn is_master(host: &str, port: u16, password: &str) -> Option<bool> {
         .map(|flags| flags.split(',').any(|f| f == "master"))
 }
 
+/// Why a Redis Cluster node could not be asked, or did not say what was needed.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeQueryError {
+    /// No connection, or the command failed.
+    #[error("{host}:{port}: {error}")]
+    Redis {
+        host: String,
+        port: u16,
+        error: redis::RedisError,
+    },
+    #[error("the master is not in its own CLUSTER NODES")]
+    MasterNotListed,
+    #[error("{host}:{port} has no replica")]
+    NoReplica { host: String, port: u16 },
+}
+
 async fn query<T: redis::FromRedisValue>(
     host: &str,
     port: u16,
     password: &str,
     cmd: &redis::Cmd,
-) -> Result<T, String> {
+) -> Result<T, NodeQueryError> {
+    let failed = |error| NodeQueryError::Redis {
+        host: host.to_string(),
+        port,
+        error,
+    };
     let mut conn = probe::connect_to(host, port, Some(password))
         .await
-        .map_err(|e| format!("{host}:{port}: {e}"))?;
-    cmd.query_async(&mut conn)
-        .await
-        .map_err(|e| format!("{host}:{port}: {e}"))
+        .map_err(failed)?;
+    cmd.query_async(&mut conn).await.map_err(failed)
 }
 
 /// The port of the replica following the master on `host:master_port`, as that master
 /// sees it (ports are unique in a run, also across hosts).
-pub async fn replica_of(host: &str, master_port: u16, password: &str) -> Result<u16, String> {
+pub async fn replica_of(
+    host: &str,
+    master_port: u16,
+    password: &str,
+) -> Result<u16, NodeQueryError> {
     let mut nodes = redis::cmd("CLUSTER");
     nodes.arg("NODES");
     let text: String = query(host, master_port, password, &nodes).await?;
@@ -193,23 +216,26 @@ pub async fn replica_of(host: &str, master_port: u16, password: &str) -> Result<
     let me = lines
         .iter()
         .find(|l| l.port == master_port)
-        .ok_or("the master is not in its own CLUSTER NODES")?;
+        .ok_or(NodeQueryError::MasterNotListed)?;
     lines
         .iter()
         .find(|l| !l.master && l.master_id.as_deref() == Some(me.id.as_str()))
         .map(|l| l.port)
-        .ok_or_else(|| format!("{host}:{master_port} has no replica"))
+        .ok_or_else(|| NodeQueryError::NoReplica {
+            host: host.to_string(),
+            port: master_port,
+        })
 }
 
 /// Keys held by the node on `host:port` (DBSIZE).
-pub async fn dbsize(host: &str, port: u16, password: &str) -> Result<i64, String> {
+pub async fn dbsize(host: &str, port: u16, password: &str) -> Result<i64, NodeQueryError> {
     query(host, port, password, &redis::cmd("DBSIZE")).await
 }
 
 /// Makes the replica on `host:port` lag: its master link is dropped and its reconnects are
 /// refused (a wrong `masterauth`), while its master goes on acknowledging writes. Nothing
 /// changes for clients, which never talk to the replica.
-pub async fn cut_replication(host: &str, port: u16, password: &str) -> Result<(), String> {
+pub async fn cut_replication(host: &str, port: u16, password: &str) -> Result<(), NodeQueryError> {
     let mut auth = redis::cmd("CONFIG");
     auth.arg("SET")
         .arg("masterauth")
@@ -223,7 +249,7 @@ pub async fn cut_replication(host: &str, port: u16, password: &str) -> Result<()
 /// Promotes the replica on `host:port` at once with whatever it has (`CLUSTER FAILOVER
 /// TAKEOVER`: no agreement with its master or the other masters, as after a partition),
 /// then lets it authenticate to masters again.
-pub async fn takeover(host: &str, port: u16, password: &str) -> Result<(), String> {
+pub async fn takeover(host: &str, port: u16, password: &str) -> Result<(), NodeQueryError> {
     let mut failover = redis::cmd("CLUSTER");
     failover.arg("FAILOVER").arg("TAKEOVER");
     let promoted = query::<()>(host, port, password, &failover).await;

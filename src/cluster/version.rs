@@ -49,6 +49,8 @@ pub async fn server_versions(endpoints: &Endpoints) -> Vec<ServerVersion> {
     futures_util::future::join_all(asks).await
 }
 
+/// The version, or why not in words: what run.json's `error` says, whichever client library
+/// failed (so a String, not a type of its own).
 async fn ask(node: &Node, speaks: Speaks, password: Option<&str>) -> Result<String, String> {
     match speaks {
         Speaks::Redis => {
@@ -85,7 +87,10 @@ async fn ask(node: &Node, speaks: Speaks, password: Option<&str>) -> Result<Stri
             Ok(format!("etcd {}", status.version()))
         }
         Speaks::Zookeeper => {
-            zookeeper_version(&super::zookeeper::srvr_at(&node.host, node.port).await?)
+            let reply = super::zookeeper::srvr_at(&node.host, node.port)
+                .await
+                .map_err(|e| e.to_string())?;
+            zookeeper_version(&reply)
         }
         Speaks::Mariadb => {
             super::mariadb::version(&node.host, node.port, password.unwrap_or("")).await

@@ -460,7 +460,7 @@ pub(super) async fn start_on(
         .map_err(|reason| ClusterError::Remote {
             host: connect.clone(),
             action: "give the root znode to the run's user".into(),
-            reason,
+            reason: reason.to_string(),
         })?;
     Ok(servers)
 }
@@ -565,6 +565,42 @@ pub enum Mode {
     Follower,
 }
 
+/// Why `srvr` got no reply. Plain data (`PartialEq`): callers compare a mode asked with the
+/// one they expect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SrvrError {
+    /// Connecting, writing the word or reading the reply failed, in the socket's words.
+    #[error("{0}")]
+    Io(String),
+    #[error("no answer to srvr within 1s")]
+    NoAnswer,
+}
+
+/// Why a server's mode is not leader or follower.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModeError {
+    #[error(transparent)]
+    Srvr(#[from] SrvrError),
+    /// It answers but does not serve: `standalone`, or electing (`mode` is what it says).
+    #[error("mode {0}")]
+    NotServing(String),
+    /// A reply with no `Mode:` line (`This ZooKeeper instance is not currently serving
+    /// requests`): its first 120 characters.
+    #[error("{0}")]
+    NoMode(String),
+}
+
+/// Why the root znode could not be given to the run's user.
+#[derive(Debug, thiserror::Error)]
+pub enum RestrictError {
+    #[error("no session within 10s")]
+    NoSession,
+    #[error("connect: {0}")]
+    Connect(zk::Error),
+    #[error("set the root znode's ACL: {0}")]
+    SetAcl(zk::Error),
+}
+
 /// Polls the server until it serves as leader or follower (it has joined a quorum and
 /// synced with its leader).
 async fn wait_serving(instance: &mut Instance, port: u16) -> Result<Mode, String> {
@@ -596,36 +632,32 @@ async fn wait_serving(instance: &mut Instance, port: u16) -> Result<Mode, String
 
 /// Asks the server on `port` with the four-letter word `srvr` what it is. Err while it does
 /// not serve (no quorum yet, or syncing), or does not answer within a second.
-pub async fn mode(port: u16) -> Result<Mode, String> {
+pub async fn mode(port: u16) -> Result<Mode, ModeError> {
     mode_at("127.0.0.1", port).await
 }
 
 /// [`mode`] of the server at `host:port` (on a host).
-pub async fn mode_at(host: &str, port: u16) -> Result<Mode, String> {
+pub async fn mode_at(host: &str, port: u16) -> Result<Mode, ModeError> {
     parse_mode(&srvr_at(host, port).await?)
 }
 
 /// The reply to `srvr` of the server at `host:port` (also on a host, for its version);
 /// Err if it gave none within a second.
-pub async fn srvr_at(host: &str, port: u16) -> Result<String, String> {
+pub async fn srvr_at(host: &str, port: u16) -> Result<String, SrvrError> {
     let ask = async {
-        let mut stream = tokio::net::TcpStream::connect((host, port))
-            .await
-            .map_err(|e| e.to_string())?;
-        stream.write_all(b"srvr").await.map_err(|e| e.to_string())?;
+        let mut stream = tokio::net::TcpStream::connect((host, port)).await?;
+        stream.write_all(b"srvr").await?;
         let mut reply = String::new();
-        stream
-            .read_to_string(&mut reply)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<String, String>(reply)
+        stream.read_to_string(&mut reply).await?;
+        Ok::<String, std::io::Error>(reply)
     };
     tokio::time::timeout(Duration::from_secs(1), ask)
         .await
-        .map_err(|_| "no answer to srvr within 1s".to_string())?
+        .map_err(|_| SrvrError::NoAnswer)?
+        .map_err(|e| SrvrError::Io(e.to_string()))
 }
 
-fn parse_mode(reply: &str) -> Result<Mode, String> {
+fn parse_mode(reply: &str) -> Result<Mode, ModeError> {
     match reply
         .lines()
         .find_map(|l| l.strip_prefix("Mode:"))
@@ -633,8 +665,8 @@ fn parse_mode(reply: &str) -> Result<Mode, String> {
     {
         Some("leader") => Ok(Mode::Leader),
         Some("follower") => Ok(Mode::Follower),
-        Some(other) => Err(format!("mode {other}")),
-        None => Err(reply.trim().chars().take(120).collect()),
+        Some(other) => Err(ModeError::NotServing(other.to_string())),
+        None => Err(ModeError::NoMode(reply.trim().chars().take(120).collect())),
     }
 }
 
@@ -667,20 +699,20 @@ pub async fn leader(servers: &[(String, String, u16)]) -> Option<String> {
 /// `connect` (a connect string): from now on only a client authenticated as [`USER`] can
 /// read, create or delete at the root, and the run's clients give each znode they create
 /// the same ACL.
-pub async fn restrict_to_the_run(connect: &str, password: &str) -> Result<(), String> {
+pub async fn restrict_to_the_run(connect: &str, password: &str) -> Result<(), RestrictError> {
     let connecting = zk::Client::connector()
         .with_auth("digest", digest(password).as_bytes())
         .with_session_timeout(Duration::from_millis(MAX_SESSION_MS))
         .connect(connect);
     let client = tokio::time::timeout(Duration::from_secs(10), connecting)
         .await
-        .map_err(|_| "no session within 10s".to_string())?
-        .map_err(|e| format!("connect: {e}"))?;
+        .map_err(|_| RestrictError::NoSession)?
+        .map_err(RestrictError::Connect)?;
     let root_acl: &[zk::Acl] = &zk::Acls::creator_all();
     client
         .set_acl("/", root_acl, None)
         .await
-        .map_err(|e| format!("set the root znode's ACL: {e}"))?;
+        .map_err(RestrictError::SetAcl)?;
     Ok(())
 }
 
@@ -713,7 +745,7 @@ pub(super) async fn start_ensemble(spec: &ClusterSpec) -> Result<Cluster, Cluste
             ClusterError::StartFailed {
                 node: first.name.clone(),
                 port: first.client_port,
-                reason,
+                reason: reason.to_string(),
                 log: first.log.clone(),
                 tail: String::new(),
             }
@@ -742,8 +774,14 @@ mod tests {
         assert_eq!(parse_mode(follower), Ok(Mode::Follower));
         assert_eq!(parse_mode("Mode: leader\n"), Ok(Mode::Leader));
         let not = "This ZooKeeper instance is not currently serving requests\n";
-        assert_eq!(parse_mode(not).unwrap_err(), not.trim());
-        assert!(parse_mode("Mode: standalone\n").is_err());
+        assert_eq!(
+            parse_mode(not).unwrap_err(),
+            ModeError::NoMode(not.trim().into())
+        );
+        assert_eq!(
+            parse_mode("Mode: standalone\n").unwrap_err().to_string(),
+            "mode standalone"
+        );
     }
 
     #[test]

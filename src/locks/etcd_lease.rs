@@ -37,17 +37,36 @@ pub(crate) async fn connect(
     Ok(client)
 }
 
-/// `request`, given `timeout`: its answer, or why none came, in words naming `what` (an
-/// error etcd returned, or no answer in time).
+/// Why an etcd request got no answer a lock client can use, naming the request (`txn`,
+/// `lease grant`); the history records it as the operation's error text.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EtcdRequestError {
+    #[error("{what}: {error}")]
+    Failed {
+        what: &'static str,
+        error: etcd_client::Error,
+    },
+    #[error("{what}: no answer within {timeout:?}")]
+    NoAnswer {
+        what: &'static str,
+        timeout: Duration,
+    },
+    /// A lease grant etcd answered with a TTL of 0, and why.
+    #[error("lease grant refused: {0}")]
+    GrantRefused(String),
+}
+
+/// `request`, given `timeout`: its answer, or why none came, naming `what` (an error etcd
+/// returned, or no answer in time).
 pub(crate) async fn within<T>(
-    what: &str,
+    what: &'static str,
     timeout: Duration,
     request: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
-) -> Result<T, String> {
+) -> Result<T, EtcdRequestError> {
     match tokio::time::timeout(timeout, request).await {
         Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(e)) => Err(format!("{what}: {e}")),
-        Err(_) => Err(format!("{what}: no answer within {timeout:?}")),
+        Ok(Err(error)) => Err(EtcdRequestError::Failed { what, error }),
+        Err(_) => Err(EtcdRequestError::NoAnswer { what, timeout }),
     }
 }
 
@@ -72,7 +91,7 @@ impl Lease {
         client: &mut Client,
         ttl_seconds: i64,
         timeout: Duration,
-    ) -> Result<Lease, String> {
+    ) -> Result<Lease, EtcdRequestError> {
         let granted = within(
             "lease grant",
             timeout,
@@ -80,7 +99,7 @@ impl Lease {
         )
         .await?;
         if granted.ttl() <= 0 {
-            return Err(format!("lease grant refused: {}", granted.error()));
+            return Err(EtcdRequestError::GrantRefused(granted.error().to_string()));
         }
         Ok(Lease {
             id: granted.id(),

@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_client::{Client, LockOptions as EtcdLockOptions};
 
-use super::etcd_lease::{ttl_seconds, within, Lease};
+use super::etcd_lease::{ttl_seconds, within, EtcdRequestError, Lease};
 use super::{Acquired, LockClient, LockOptions, Outcome};
 
 /// The named steps (crash points).
@@ -64,7 +64,7 @@ pub(crate) async fn create_revision(
     client: &mut Client,
     key: &[u8],
     timeout: Duration,
-) -> Result<Option<i64>, String> {
+) -> Result<Option<i64>, EtcdRequestError> {
     let reply = within("reading the lock key", timeout, client.get(key, None)).await?;
     Ok(reply.kvs().first().map(|kv| kv.create_revision()))
 }
@@ -76,7 +76,7 @@ impl LockClient for EtcdLock {
         let lease = match Lease::grant(&mut self.client, ttl_seconds(&self.options), timeout).await
         {
             Ok(lease) => lease,
-            Err(why) => return Acquired::Fail(why),
+            Err(why) => return Acquired::Fail(why.to_string()),
         };
         let wait = self.wait();
         let locked = tokio::time::timeout(
@@ -111,7 +111,7 @@ impl LockClient for EtcdLock {
                 }
                 Err(why) => {
                     let _ = lease.revoke(&mut self.client, timeout).await;
-                    return Acquired::Info(why);
+                    return Acquired::Info(why.to_string());
                 }
             }
         } else {
@@ -133,7 +133,7 @@ impl LockClient for EtcdLock {
         let timeout = self.options.op_timeout();
         let outcome = match within("unlock", timeout, self.client.unlock(held.key.clone())).await {
             Ok(_) => Outcome::Ok { lease_ms: None },
-            Err(why) => Outcome::Info(why),
+            Err(why) => Outcome::Info(why.to_string()),
         };
         // The lease carries nothing else; it would expire anyway.
         let _ = held.lease.revoke(&mut self.client, timeout).await;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 
-use super::etcd_lease::{ttl_seconds, within, Lease};
+use super::etcd_lease::{ttl_seconds, within, EtcdRequestError, Lease};
 use super::{random_id, Acquired, LockClient, LockOptions, Outcome};
 
 /// The named steps (crash points).
@@ -49,7 +49,7 @@ impl EtcdTxn {
         key: &str,
         value: &str,
         lease: i64,
-    ) -> Result<Option<i64>, String> {
+    ) -> Result<Option<i64>, EtcdRequestError> {
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
             .and_then([TxnOp::put(
@@ -73,7 +73,7 @@ impl LockClient for EtcdTxn {
         let lease = match Lease::grant(&mut self.client, ttl_seconds(&self.options), timeout).await
         {
             Ok(lease) => lease,
-            Err(why) => return Acquired::Fail(why),
+            Err(why) => return Acquired::Fail(why.to_string()),
         };
         let value = random_id();
         let young = Duration::from_millis(u64::try_from(lease.ttl_ms / 2).unwrap_or(0));
@@ -121,7 +121,7 @@ impl LockClient for EtcdTxn {
         let outcome = match within("txn", timeout, self.client.txn(txn)).await {
             Ok(reply) if reply.succeeded() => Outcome::Ok { lease_ms: None },
             Ok(_) => Outcome::Fail("the lock key is no longer ours".into()),
-            Err(why) => Outcome::Info(why),
+            Err(why) => Outcome::Info(why.to_string()),
         };
         let _ = held.lease.revoke(&mut self.client, timeout).await;
         outcome

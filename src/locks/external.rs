@@ -121,10 +121,101 @@ impl Reply {
     }
 }
 
+/// What went wrong with a request, a reply or a notice (docs/src/reference/protocol.md),
+/// before the adapter's name and the tail of its stderr are added ([`AdapterError::Failed`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("no reply within {0} ms")]
+    Timeout(u128),
+    #[error("not an object: {0}")]
+    NotAnObject(Value),
+    /// Writing the request failed, in the pipe's words.
+    #[error("cannot write the request (exited?): {0}")]
+    Write(String),
+    #[error("exited ({0}) without replying")]
+    Exited(std::process::ExitStatus),
+    #[error("closed its stdout without replying")]
+    Closed,
+    /// Reading its stdout failed, in the pipe's words.
+    #[error("cannot read its reply: {0}")]
+    Read(String),
+    #[error("a reply line longer than {0} bytes")]
+    TooLong(usize),
+    #[error("a `{ty}` notice without a string `key`: {shown:?}")]
+    NoticeWithoutKey { ty: String, shown: String },
+    #[error("a `renewed` notice whose {field}: {shown:?}")]
+    BadRenewed { field: FieldError, shown: String },
+    /// `shown`: the line as [`shown_line`] quotes it.
+    #[error("a reply that is not JSON ({reason}): {shown}")]
+    NotJson { reason: String, shown: String },
+    #[error("a reply that is not a JSON object: {shown}")]
+    NotObject { shown: String },
+    #[error("a reply with in_reply_to {got} to request {id}: {shown}")]
+    WrongId { got: Value, id: u64, shown: String },
+    #[error("a reply without a string `type`: {shown}")]
+    NoType { shown: String },
+    #[error("answered init with {ty:?}: {error}")]
+    InitRefused { ty: String, error: String },
+    /// An `error` reply, which stops the run.
+    #[error("error reply: {0}")]
+    ErrorReply(String),
+    #[error("a reply of unknown type {0:?}")]
+    UnknownType(String),
+    #[error(transparent)]
+    Field(FieldError),
+}
+
+/// A field of an `ok` reply or a `renewed` notice that the protocol does not allow.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FieldError {
+    /// `lease_ms` or `valid_ms`.
+    #[error("`{field}` {value} is not an integer ≥ 0")]
+    NotNonNegative { field: &'static str, value: Value },
+    #[error("`token` {0} is not an integer or null")]
+    Token(Value),
+}
+
+/// Why an adapter could not be started, or can go on no more. Once a request failed, every
+/// later one fails with the same error (`Clone`, so the reasons from the system are kept
+/// as their words).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AdapterError {
+    #[error("algorithm \"external\" without an adapter (LockOptions::adapter)")]
+    NoAdapter,
+    #[error("the adapter's argv is empty")]
+    EmptyArgv,
+    #[error("cannot open the adapter log {}: {reason}", path.display())]
+    Log { path: PathBuf, reason: String },
+    #[error("cannot start the adapter: program {program:?} not found (argv {argv:?})")]
+    NotFound { program: String, argv: Vec<String> },
+    #[error("cannot start the adapter {argv:?}: {reason}")]
+    Spawn { argv: Vec<String>, reason: String },
+    /// Its `stdin` or `stdout` was not piped.
+    #[error("the adapter has no {0}")]
+    NoPipe(&'static str),
+    /// A request that failed, the adapter named by its command line (the script, not only
+    /// the interpreter), with the last lines of its stderr (empty: none).
+    #[error("adapter {program}: {failure}{}", stderr_said(tail))]
+    Failed {
+        program: String,
+        /// Boxed: a reply's fields make it large, and every `Result` would carry that.
+        failure: Box<ProtocolError>,
+        tail: String,
+    },
+}
+
+fn stderr_said(tail: &str) -> String {
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; its stderr: {tail}")
+    }
+}
+
 /// What the stdout reader passes on for the pending request: a line that is not a notice
 /// (checked against the request by `parse_reply`), or why reading failed. The channel
 /// closes at the end of the adapter's output.
-type ReplyLine = Result<Vec<u8>, String>;
+type ReplyLine = Result<Vec<u8>, ProtocolError>;
 
 /// A line the adapter wrote, as read (without its `\n`), and when: what
 /// [`Adapter::spawn_tapped`] passes on, so that `adapter-test` can judge the notices by the
@@ -146,7 +237,7 @@ pub struct Adapter {
     log: Option<PathBuf>,
     program: String,
     /// Set by the first protocol failure: nothing more is sent.
-    broken: Option<String>,
+    broken: Option<AdapterError>,
 }
 
 impl Adapter {
@@ -158,7 +249,7 @@ impl Adapter {
         cwd: Option<&Path>,
         log: Option<&Path>,
         clock: Option<&FakeClock>,
-    ) -> Result<Adapter, String> {
+    ) -> Result<Adapter, AdapterError> {
         Adapter::start(argv, cwd, log, clock, None)
     }
 
@@ -168,7 +259,7 @@ impl Adapter {
         argv: &[String],
         cwd: Option<&Path>,
         log: Option<&Path>,
-    ) -> Result<(Adapter, mpsc::UnboundedReceiver<Line>), String> {
+    ) -> Result<(Adapter, mpsc::UnboundedReceiver<Line>), AdapterError> {
         let (tap, lines) = mpsc::unbounded_channel();
         Adapter::start(argv, cwd, log, None, Some(tap)).map(|adapter| (adapter, lines))
     }
@@ -179,17 +270,18 @@ impl Adapter {
         log: Option<&Path>,
         clock: Option<&FakeClock>,
         tap: Option<mpsc::UnboundedSender<Line>>,
-    ) -> Result<Adapter, String> {
-        let (program, args) = argv
-            .split_first()
-            .ok_or_else(|| "the adapter's argv is empty".to_string())?;
+    ) -> Result<Adapter, AdapterError> {
+        let (program, args) = argv.split_first().ok_or(AdapterError::EmptyArgv)?;
         let stderr = match log {
             Some(path) => Stdio::from(
                 std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
                     .open(path)
-                    .map_err(|e| format!("cannot open the adapter log {}: {e}", path.display()))?,
+                    .map_err(|e| AdapterError::Log {
+                        path: path.to_path_buf(),
+                        reason: e.to_string(),
+                    })?,
             ),
             None => Stdio::null(),
         };
@@ -215,13 +307,19 @@ impl Adapter {
         }
         let mut child = command.spawn().map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
-                format!("cannot start the adapter: program {program:?} not found (argv {argv:?})")
+                AdapterError::NotFound {
+                    program: program.clone(),
+                    argv: argv.to_vec(),
+                }
             } else {
-                format!("cannot start the adapter {argv:?}: {e}")
+                AdapterError::Spawn {
+                    argv: argv.to_vec(),
+                    reason: e.to_string(),
+                }
             }
         })?;
-        let stdin = child.stdin.take().ok_or("the adapter has no stdin")?;
-        let stdout = child.stdout.take().ok_or("the adapter has no stdout")?;
+        let stdin = child.stdin.take().ok_or(AdapterError::NoPipe("stdin"))?;
+        let stdout = child.stdout.take().ok_or(AdapterError::NoPipe("stdout"))?;
         let (reply_tx, replies) = mpsc::unbounded_channel();
         let (notice_tx, notices) = mpsc::unbounded_channel();
         let program = command_line(argv);
@@ -270,41 +368,46 @@ impl Adapter {
             .join(" | ")
     }
 
-    /// `what` with the stderr tail appended, naming the adapter by its command line (the
-    /// script, not only the interpreter).
-    pub fn with_tail(&self, what: &str) -> String {
-        let tail = self.stderr_tail();
-        if tail.is_empty() {
-            format!("adapter {}: {what}", self.program)
-        } else {
-            format!("adapter {}: {what}; its stderr: {tail}", self.program)
+    /// `failure` with the stderr tail, naming the adapter by its command line.
+    pub fn failed(&self, failure: ProtocolError) -> AdapterError {
+        AdapterError::Failed {
+            program: self.program.clone(),
+            failure: Box::new(failure),
+            tail: self.stderr_tail(),
         }
+    }
+
+    /// `failure` with the stderr tail, which every later request fails with too.
+    fn break_with(&mut self, failure: ProtocolError) -> AdapterError {
+        let why = self.failed(failure);
+        self.broken = Some(why.clone());
+        why
     }
 
     /// Sends `request` (an object without `id`; the id is added) and reads its reply within
     /// `timeout`. Any failure marks the adapter broken and returns why (stderr tail
     /// included).
-    pub async fn request(&mut self, request: Value, timeout: Duration) -> Result<Reply, String> {
+    pub async fn request(
+        &mut self,
+        request: Value,
+        timeout: Duration,
+    ) -> Result<Reply, AdapterError> {
         if let Some(why) = &self.broken {
             return Err(why.clone());
         }
         let result = match tokio::time::timeout(timeout, self.exchange(request)).await {
             Ok(result) => result,
-            Err(_) => Err(format!("no reply within {} ms", timeout.as_millis())),
+            Err(_) => Err(ProtocolError::Timeout(timeout.as_millis())),
         };
-        result.map_err(|what| {
-            let why = self.with_tail(&what);
-            self.broken = Some(why.clone());
-            why
-        })
+        result.map_err(|failure| self.break_with(failure))
     }
 
-    async fn exchange(&mut self, request: Value) -> Result<Reply, String> {
+    async fn exchange(&mut self, request: Value) -> Result<Reply, ProtocolError> {
         let id = self.next_id;
         self.next_id += 1;
         let mut object = match request {
             Value::Object(o) => o,
-            other => return Err(format!("not an object: {other}")),
+            other => return Err(ProtocolError::NotAnObject(other)),
         };
         object.insert("id".into(), json!(id));
         let mut line = Value::Object(object).to_string();
@@ -312,11 +415,11 @@ impl Adapter {
         self.stdin
             .write_all(line.as_bytes())
             .await
-            .map_err(|e| format!("cannot write the request (exited?): {e}"))?;
+            .map_err(|e| ProtocolError::Write(e.to_string()))?;
         self.stdin
             .flush()
             .await
-            .map_err(|e| format!("cannot write the request (exited?): {e}"))?;
+            .map_err(|e| ProtocolError::Write(e.to_string()))?;
         let raw = match self.replies.recv().await {
             Some(Ok(raw)) => raw,
             Some(Err(e)) => return Err(e),
@@ -325,8 +428,8 @@ impl Adapter {
                 let status =
                     tokio::time::timeout(Duration::from_millis(100), self.child.wait()).await;
                 return Err(match status {
-                    Ok(Ok(s)) => format!("exited ({s}) without replying"),
-                    _ => "closed its stdout without replying".to_string(),
+                    Ok(Ok(s)) => ProtocolError::Exited(s),
+                    _ => ProtocolError::Closed,
                 });
             }
         };
@@ -350,17 +453,15 @@ impl Adapter {
         endpoints: &Endpoints,
         options: Value,
         timeout: Duration,
-    ) -> Result<Hello, String> {
+    ) -> Result<Hello, AdapterError> {
         let request = init_request(client, endpoints, options);
         let reply = self.request(request, timeout).await?;
         if reply.ty != "init_ok" {
-            let why = self.with_tail(&format!(
-                "answered init with {:?}: {}",
-                reply.ty,
-                reply.error_text()
-            ));
-            self.broken = Some(why.clone());
-            return Err(why);
+            let error = reply.error_text();
+            return Err(self.break_with(ProtocolError::InitRefused {
+                ty: reply.ty,
+                error,
+            }));
         }
         Ok(Hello {
             name: reply
@@ -405,13 +506,13 @@ pub fn init_request(client: u64, endpoints: &Endpoints, options: Value) -> Value
 async fn read_line_bounded(
     reader: &mut BufReader<ChildStdout>,
     max: usize,
-) -> Result<Option<Vec<u8>>, String> {
+) -> Result<Option<Vec<u8>>, ProtocolError> {
     let mut line = Vec::new();
     loop {
         let buf = reader
             .fill_buf()
             .await
-            .map_err(|e| format!("cannot read its reply: {e}"))?;
+            .map_err(|e| ProtocolError::Read(e.to_string()))?;
         if buf.is_empty() {
             return Ok(None);
         }
@@ -420,7 +521,7 @@ async fn read_line_bounded(
                 line.extend_from_slice(&buf[..i]);
                 reader.consume(i + 1);
                 if line.len() > max {
-                    return Err(format!("a reply line longer than {max} bytes"));
+                    return Err(ProtocolError::TooLong(max));
                 }
                 return Ok(Some(line));
             }
@@ -429,7 +530,7 @@ async fn read_line_bounded(
                 line.extend_from_slice(buf);
                 reader.consume(n);
                 if line.len() > max {
-                    return Err(format!("a reply line longer than {max} bytes"));
+                    return Err(ProtocolError::TooLong(max));
                 }
             }
         }
@@ -484,7 +585,7 @@ async fn read_stdout(
 /// Whether a line is a notice (a JSON object with no `in_reply_to` and `type` `renewed` or
 /// `lost`): None if not; the notice (with a warning about its lease, if any), or why it
 /// cannot be one, if so.
-fn notice_of(raw: &[u8]) -> Option<Result<(NoticeKind, Option<String>), String>> {
+fn notice_of(raw: &[u8]) -> Option<Result<(NoticeKind, Option<String>), ProtocolError>> {
     let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(raw) else {
         return None;
     };
@@ -497,9 +598,7 @@ fn notice_of(raw: &[u8]) -> Option<Result<(NoticeKind, Option<String>), String>>
     }
     let shown: String = String::from_utf8_lossy(raw).chars().take(200).collect();
     let Some(key) = body.get("key").and_then(Value::as_str).map(str::to_string) else {
-        return Some(Err(format!(
-            "a `{ty}` notice without a string `key`: {shown:?}"
-        )));
+        return Some(Err(ProtocolError::NoticeWithoutKey { ty, shown }));
     };
     let notice = Reply { ty, body };
     if notice.ty == "lost" {
@@ -513,7 +612,7 @@ fn notice_of(raw: &[u8]) -> Option<Result<(NoticeKind, Option<String>), String>>
     Some(
         lease_checked(&notice, Duration::ZERO)
             .map(|(lease_ms, warning)| (NoticeKind::Renewed { key, lease_ms }, warning))
-            .map_err(|e| format!("a `renewed` notice whose {e}: {shown:?}")),
+            .map_err(|field| ProtocolError::BadRenewed { field, shown }),
     )
 }
 
@@ -529,25 +628,27 @@ pub(crate) fn shown_line(raw: &[u8]) -> String {
 }
 
 /// Checks a reply line: a JSON object answering `id`, with a string `type`.
-fn parse_reply(raw: &[u8], id: u64) -> Result<Reply, String> {
+fn parse_reply(raw: &[u8], id: u64) -> Result<Reply, ProtocolError> {
     let shown = || shown_line(raw);
-    let value: Value = serde_json::from_slice(raw)
-        .map_err(|e| format!("a reply that is not JSON ({e}): {}", shown()))?;
+    let value: Value = serde_json::from_slice(raw).map_err(|e| ProtocolError::NotJson {
+        reason: e.to_string(),
+        shown: shown(),
+    })?;
     let Value::Object(body) = value else {
-        return Err(format!("a reply that is not a JSON object: {}", shown()));
+        return Err(ProtocolError::NotObject { shown: shown() });
     };
     match body.get("in_reply_to").and_then(Value::as_u64) {
         Some(n) if n == id => {}
         _ => {
-            return Err(format!(
-                "a reply with in_reply_to {} to request {id}: {}",
-                body.get("in_reply_to").unwrap_or(&Value::Null),
-                shown()
-            ))
+            return Err(ProtocolError::WrongId {
+                got: body.get("in_reply_to").cloned().unwrap_or(Value::Null),
+                id,
+                shown: shown(),
+            })
         }
     }
     let Some(ty) = body.get("type").and_then(Value::as_str).map(str::to_string) else {
-        return Err(format!("a reply without a string `type`: {}", shown()));
+        return Err(ProtocolError::NoType { shown: shown() });
     };
     Ok(Reply { ty, body })
 }
@@ -561,13 +662,16 @@ fn parse_reply(raw: &[u8], id: u64) -> Result<Reply, String> {
 fn lease_checked(
     reply: &Reply,
     elapsed: Duration,
-) -> Result<(Option<i64>, Option<String>), String> {
+) -> Result<(Option<i64>, Option<String>), FieldError> {
     if reply.body.get("lease_ms").is_none() {
         if let Some(v) = reply.body.get("valid_ms") {
-            let valid = v
-                .as_i64()
-                .filter(|n| *n >= 0)
-                .ok_or_else(|| format!("`valid_ms` {v} is not an integer ≥ 0"))?;
+            let valid =
+                v.as_i64()
+                    .filter(|n| *n >= 0)
+                    .ok_or_else(|| FieldError::NotNonNegative {
+                        field: "valid_ms",
+                        value: v.clone(),
+                    })?;
             // Whole milliseconds, rounded up: the lock was valid at least that long after
             // the request.
             let took = elapsed.as_micros().div_ceil(1000);
@@ -585,7 +689,10 @@ fn lease_checked(
         return if n >= 0 {
             Ok((Some(n), None))
         } else {
-            Err(format!("`lease_ms` {v} is not an integer ≥ 0"))
+            Err(FieldError::NotNonNegative {
+                field: "lease_ms",
+                value: v.clone(),
+            })
         };
     }
     // Beyond i64: a u64, or (past u64) a float with no fraction, as serde_json reads it.
@@ -599,17 +706,20 @@ fn lease_checked(
         );
         return Ok((Some(i64::MAX), Some(warning)));
     }
-    Err(format!("`lease_ms` {v} is not an integer ≥ 0"))
+    Err(FieldError::NotNonNegative {
+        field: "lease_ms",
+        value: v.clone(),
+    })
 }
 
 /// A token from an `ok` reply: null / absent, or an integer.
-fn token_of(reply: &Reply) -> Result<Option<i64>, String> {
+fn token_of(reply: &Reply) -> Result<Option<i64>, FieldError> {
     match reply.body.get("token") {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
             .as_i64()
             .map(Some)
-            .ok_or_else(|| format!("`token` {v} is not an integer or null")),
+            .ok_or_else(|| FieldError::Token(v.clone())),
     }
 }
 
@@ -668,11 +778,10 @@ impl External {
         endpoints: &Endpoints,
         options: LockOptions,
     ) -> Result<External, LockError> {
-        let argv = options.adapter.clone().ok_or_else(|| {
-            LockError::Adapter(
-                "algorithm \"external\" without an adapter (LockOptions::adapter)".into(),
-            )
-        })?;
+        let argv = options
+            .adapter
+            .clone()
+            .ok_or(LockError::Adapter(AdapterError::NoAdapter))?;
         let log = options
             .run_dir
             .as_ref()
@@ -719,15 +828,20 @@ impl External {
             .max(Duration::from_millis(1))
     }
 
-    /// Sends a request; the reply, or the `info` error text.
+    /// Sends a request; the reply, or the `info` error text (what the history records).
     async fn call(&mut self, request: Value) -> Result<Reply, String> {
         let timeout = self.timeout();
-        let reply = self.adapter.request(request, timeout).await?;
+        let reply = self
+            .adapter
+            .request(request, timeout)
+            .await
+            .map_err(|e| e.to_string())?;
         if reply.ty == "error" {
-            let message = self
+            let error = self
                 .adapter
-                .with_tail(&format!("error reply: {}", reply.error_text()));
-            self.fatal(&message);
+                .failed(ProtocolError::ErrorReply(reply.error_text()));
+            let message = error.to_string();
+            self.fatal(error);
             return Err(message);
         }
         Ok(reply)
@@ -736,8 +850,9 @@ impl External {
     /// An `error` reply: docs/src/reference/protocol.md stops the run. In a worker (a run folder is known) the
     /// worker logs the message and exits shortly, after the `info` is recorded; elsewhere
     /// the caller gets the `info`.
-    fn fatal(&mut self, message: &str) {
-        self.adapter.broken = Some(message.to_string());
+    fn fatal(&mut self, error: AdapterError) {
+        let message = error.to_string();
+        self.adapter.broken = Some(error);
         tracing::error!("stopping: {message}");
         if self.options.run_dir.is_some() {
             eprintln!("{GIVE_UP_PREFIX}{message}");
@@ -757,9 +872,8 @@ impl External {
             other => {
                 let why = self
                     .adapter
-                    .with_tail(&format!("a reply of unknown type {other:?}"));
-                self.adapter.broken = Some(why.clone());
-                Err(NotOk::Info(why))
+                    .break_with(ProtocolError::UnknownType(other.to_string()));
+                Err(NotOk::Info(why.to_string()))
             }
         }
     }
@@ -769,10 +883,11 @@ impl External {
         warn_in_log(&self.adapter.program, self.adapter.log.as_deref(), what);
     }
 
-    fn protocol_failure(&mut self, what: String) -> String {
-        let why = self.adapter.with_tail(&what);
-        self.adapter.broken = Some(why.clone());
-        why
+    /// The `info` text of a reply whose fields break the protocol; the adapter is broken.
+    fn protocol_failure(&mut self, field: FieldError) -> String {
+        self.adapter
+            .break_with(ProtocolError::Field(field))
+            .to_string()
     }
 }
 
@@ -914,20 +1029,29 @@ mod tests {
         assert_eq!(lease_checked(&ok, Duration::ZERO), Ok((Some(10), None)));
         assert_eq!(token_of(&ok), Ok(None));
         let e = parse_reply(br#"{"in_reply_to":3,"type":"ok"}"#, 4).unwrap_err();
-        assert!(e.contains("in_reply_to 3 to request 4"), "{e}");
+        assert!(matches!(e, ProtocolError::WrongId { id: 4, .. }), "{e}");
+        assert!(e.to_string().contains("in_reply_to 3 to request 4"), "{e}");
         let e = parse_reply(b"hello", 4).unwrap_err();
-        assert!(e.contains("not JSON"), "{e}");
+        assert!(matches!(e, ProtocolError::NotJson { .. }), "{e}");
+        assert!(e.to_string().contains("not JSON"), "{e}");
         let e = parse_reply(br#"[1]"#, 4).unwrap_err();
-        assert!(e.contains("not a JSON object"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "a reply that is not a JSON object: \"[1]\"",
+            "{e}"
+        );
         let e = parse_reply(br#"{"in_reply_to":4}"#, 4).unwrap_err();
-        assert!(e.contains("type"), "{e}");
+        assert!(matches!(e, ProtocolError::NoType { .. }), "{e}");
         let bad = parse_reply(
             br#"{"in_reply_to":4,"type":"ok","token":"x","lease_ms":-1}"#,
             4,
         )
         .unwrap();
-        assert!(token_of(&bad).is_err());
-        assert!(lease_checked(&bad, Duration::ZERO).is_err());
+        assert_eq!(token_of(&bad), Err(FieldError::Token(json!("x"))));
+        assert_eq!(
+            lease_checked(&bad, Duration::ZERO).unwrap_err().to_string(),
+            "`lease_ms` -1 is not an integer ≥ 0"
+        );
     }
 
     #[test]
@@ -985,7 +1109,13 @@ mod tests {
         let r = reply(r#"{"in_reply_to":1,"type":"ok","lease_ms":null}"#);
         assert_eq!(lease_checked(&r, took), Ok((None, None)));
         let r = reply(r#"{"in_reply_to":1,"type":"ok","valid_ms":-5}"#);
-        assert!(lease_checked(&r, took).unwrap_err().contains("valid_ms"));
+        assert!(matches!(
+            lease_checked(&r, took),
+            Err(FieldError::NotNonNegative {
+                field: "valid_ms",
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -1026,10 +1156,16 @@ mod tests {
             )))
         );
         let no_key = notice_of(br#"{"type":"lost"}"#).unwrap().unwrap_err();
-        assert!(no_key.contains("without a string `key`"), "{no_key}");
+        assert!(
+            no_key.to_string().contains("without a string `key`"),
+            "{no_key}"
+        );
         let bad_lease = notice_of(br#"{"type":"renewed","key":"k","lease_ms":-5}"#)
             .unwrap()
             .unwrap_err();
-        assert!(bad_lease.contains("`lease_ms` -5"), "{bad_lease}");
+        assert_eq!(
+            bad_lease.to_string(),
+            r#"a `renewed` notice whose `lease_ms` -5 is not an integer ≥ 0: "{\"type\":\"renewed\",\"key\":\"k\",\"lease_ms\":-5}""#
+        );
     }
 }

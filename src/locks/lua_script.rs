@@ -201,13 +201,36 @@ fn token_of(v: Option<&Value>) -> Option<Option<i64>> {
     }
 }
 
+/// A script's reply outside the convention: the history's `info` quotes it, and what the
+/// convention would have taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the {script} script returned {reply}, which the convention does not know ({convention})")]
+pub(crate) struct Unconventional {
+    /// `acquire`, `release`, `renew`.
+    script: &'static str,
+    /// The reply as `show` writes it.
+    reply: String,
+    convention: &'static str,
+}
+
+impl Unconventional {
+    fn of(script: &'static str, reply: &Value, convention: &'static str) -> Self {
+        Unconventional {
+            script,
+            reply: show(reply),
+            convention,
+        }
+    }
+}
+
 /// Reads an acquire script's reply: `Ok(Some)` taken, `Ok(None)` not taken, `Err` outside
 /// the convention (the message quotes the reply).
-pub(crate) fn decode_acquire(v: &Value) -> Result<Option<Grant>, String> {
+pub(crate) fn decode_acquire(v: &Value) -> Result<Option<Grant>, Unconventional> {
     let outside = || {
-        format!(
-            "the acquire script returned {}, which the convention does not know (1 / OK / {{1, token, lease_ms}}: taken; 0 / nil / {{0, ...}}: not taken)",
-            show(v)
+        Unconventional::of(
+            "acquire",
+            v,
+            "1 / OK / {1, token, lease_ms}: taken; 0 / nil / {0, ...}: not taken",
         )
     };
     if is_no(v) {
@@ -234,25 +257,27 @@ pub(crate) fn decode_acquire(v: &Value) -> Result<Option<Grant>, String> {
 }
 
 /// Reads a release script's reply: `Ok(true)` released, `Ok(false)` not ours.
-pub(crate) fn decode_release(v: &Value) -> Result<bool, String> {
+pub(crate) fn decode_release(v: &Value) -> Result<bool, Unconventional> {
     if is_no(v) {
         Ok(false)
     } else if is_yes(v) {
         Ok(true)
     } else {
-        Err(format!(
-            "the release script returned {}, which the convention does not know (1 / OK: released; 0 / nil: not ours)",
-            show(v)
+        Err(Unconventional::of(
+            "release",
+            v,
+            "1 / OK: released; 0 / nil: not ours",
         ))
     }
 }
 
 /// Reads a renew script's reply: `Ok(Some)` renewed, `Ok(None)` not ours.
-pub(crate) fn decode_renew(v: &Value) -> Result<Option<Lease>, String> {
+pub(crate) fn decode_renew(v: &Value) -> Result<Option<Lease>, Unconventional> {
     let outside = || {
-        format!(
-            "the renew script returned {}, which the convention does not know (1 / OK / {{1, lease_ms}}: renewed; 0 / nil / {{0, ...}}: not ours)",
-            show(v)
+        Unconventional::of(
+            "renew",
+            v,
+            "1 / OK / {1, lease_ms}: renewed; 0 / nil / {0, ...}: not ours",
         )
     };
     if is_no(v) {
@@ -491,7 +516,7 @@ impl LockClient for LuaScript {
                         };
                     }
                     Ok(None) => continue,
-                    Err(m) => Acquired::Info(m),
+                    Err(m) => Acquired::Info(m.to_string()),
                 },
                 Err(e) => e.before_write(),
             };
@@ -530,7 +555,7 @@ impl LockClient for LuaScript {
                     self.holds.remove(key);
                     Outcome::Fail("the release script found the lock not ours".into())
                 }
-                Err(m) => Outcome::Info(m),
+                Err(m) => Outcome::Info(m.to_string()),
             },
             Err(e) => e.outcome(),
         }
@@ -551,7 +576,7 @@ impl LockClient for LuaScript {
                     lease_ms: self.lease_ms(lease, start, sent),
                 },
                 Ok(None) => Outcome::Fail("the renew script found the lock not ours".into()),
-                Err(m) => Outcome::Info(m),
+                Err(m) => Outcome::Info(m.to_string()),
             },
             Err(e) => e.outcome(),
         }
@@ -632,7 +657,8 @@ mod tests {
     fn acquire_replies_outside_the_convention_are_errors_that_quote_them() {
         // Redisson's own script answers the holder's PTTL when busy: never "taken".
         let e = decode_acquire(&Value::Int(59_000)).unwrap_err();
-        assert!(e.contains("59000"), "{e}");
+        assert_eq!(e.script, "acquire");
+        assert!(e.to_string().contains("59000"), "{e}");
         for v in [
             Value::Int(-1),
             bulk("yes"),
@@ -659,7 +685,10 @@ mod tests {
         assert_eq!(decode_release(&Value::Int(0)), Ok(false));
         assert_eq!(decode_release(&Value::Nil), Ok(false));
         let e = decode_release(&Value::Int(2)).unwrap_err();
-        assert!(e.contains("release script returned 2"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "the release script returned 2, which the convention does not know (1 / OK: released; 0 / nil: not ours)"
+        );
         assert!(decode_release(&Value::Array(vec![Value::Int(1)])).is_err());
 
         assert_eq!(decode_renew(&Value::Int(1)), Ok(Some(Lease::Ttl)));

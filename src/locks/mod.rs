@@ -462,7 +462,7 @@ pub enum LockError {
     Auth(String),
     /// `external`: the adapter could not be started or did not complete its `init`.
     #[error("external adapter: {0}")]
-    Adapter(String),
+    Adapter(external::AdapterError),
 }
 
 /// Builds a client of `algorithm` on `endpoints`.

@@ -263,112 +263,11 @@ impl Executor {
     ) {
         let done = match fault.kind {
             FaultKind::KillClient => self.kill_worker(fault, targets, journal).await,
-            FaultKind::PauseClient => {
-                let Some(w) = target_worker(fault) else {
-                    return;
-                };
-                let ok = targets.workers.pause(w);
-                if ok {
-                    journal.fault(
-                        "pause",
-                        &fault.targets,
-                        &targets.workers.processes(w),
-                        Map::new(),
-                    );
-                }
-                ok
+            FaultKind::PauseClient | FaultKind::CrashPoint | FaultKind::ClockSkew => {
+                self.begin_on_worker(fault, targets, journal).await
             }
-            FaultKind::CrashPoint => {
-                let (Some(w), Some(point)) = (target_worker(fault), fault.point.clone()) else {
-                    return;
-                };
-                if targets.workers.state(w) != Some(WorkerState::Running)
-                    || self.armed.contains_key(&w)
-                {
-                    return;
-                }
-                let ok = targets
-                    .workers
-                    .command(
-                        w,
-                        &WorkerCommand::Arm {
-                            point: point.clone(),
-                        },
-                    )
-                    .await;
-                if ok {
-                    self.armed.insert(w, point);
-                }
-                ok
-            }
-            FaultKind::ClockSkew => {
-                let Some(w) = target_worker(fault) else {
-                    return;
-                };
-                let ok = targets
-                    .workers
-                    .command(
-                        w,
-                        &WorkerCommand::Skew {
-                            ms: fault.offset_ms,
-                        },
-                    )
-                    .await;
-                if ok {
-                    journal.fault(
-                        "clock",
-                        &fault.targets,
-                        &targets.workers.processes(w),
-                        extra(&[("offset_ms", json!(fault.offset_ms))]),
-                    );
-                }
-                ok
-            }
-            FaultKind::KillServer => {
-                let Some(cluster) = targets.cluster.as_deref_mut() else {
-                    return;
-                };
-                let killed = cluster.kill_many(&fault.targets);
-                if !killed.is_empty() {
-                    journal.fault("kill", &killed, &[], Map::new());
-                }
-                self.on[i] = killed;
-                !self.on[i].is_empty()
-            }
-            FaultKind::PauseServer => {
-                let Some(cluster) = targets.cluster.as_deref_mut() else {
-                    return;
-                };
-                let paused = succeeded(
-                    "pause-server",
-                    false,
-                    cluster.signal_many(&fault.targets, Signal::SIGSTOP),
-                );
-                if !paused.is_empty() {
-                    journal.fault("pause", &paused, &[], Map::new());
-                }
-                self.on[i] = paused;
-                !self.on[i].is_empty()
-            }
-            FaultKind::ClockJump => {
-                let Some(cluster) = targets.cluster.as_deref_mut() else {
-                    return;
-                };
-                let moved = succeeded(
-                    "clock-jump",
-                    true,
-                    cluster.set_clock_offset_many(&fault.targets, fault.offset_ms),
-                );
-                if !moved.is_empty() {
-                    journal.fault(
-                        "clock",
-                        &moved,
-                        &[],
-                        extra(&[("offset_ms", json!(fault.offset_ms))]),
-                    );
-                }
-                self.on[i] = moved;
-                !self.on[i].is_empty()
+            FaultKind::KillServer | FaultKind::PauseServer | FaultKind::ClockJump => {
+                self.begin_on_servers(i, fault, targets, journal)
             }
             FaultKind::Failover
                 if targets
@@ -376,20 +275,7 @@ impl Executor {
                     .as_deref()
                     .is_some_and(Cluster::fails_over_itself) =>
             {
-                let Some(cluster) = targets.cluster.as_deref_mut() else {
-                    return;
-                };
-                match cluster.begin_failover().await {
-                    Ok((failover, happened)) => {
-                        record(journal, happened);
-                        self.failovers.insert(i, failover);
-                        true
-                    }
-                    Err(e) => {
-                        tracing::warn!("failover: {e}");
-                        false
-                    }
-                }
+                self.begin_own_failover(i, targets, journal).await
             }
             FaultKind::KillSession => self.end_sessions(fault, targets, journal).await,
             FaultKind::Partition | FaultKind::Latency | FaultKind::Failover => {
@@ -414,6 +300,142 @@ impl Executor {
         }
     }
 
+    /// `pause-client`, `crash-point` (armed, not yet reached) and `clock-skew`: a signal or a
+    /// command to the target worker. Whether it acted.
+    async fn begin_on_worker<W: Workers>(
+        &mut self,
+        fault: &PlannedFault,
+        targets: &mut Targets<'_, W>,
+        journal: &Journal,
+    ) -> bool {
+        let Some(w) = target_worker(fault) else {
+            return false;
+        };
+        match fault.kind {
+            FaultKind::PauseClient => {
+                let ok = targets.workers.pause(w);
+                if ok {
+                    journal.fault(
+                        "pause",
+                        &fault.targets,
+                        &targets.workers.processes(w),
+                        Map::new(),
+                    );
+                }
+                ok
+            }
+            FaultKind::CrashPoint => {
+                let Some(point) = fault.point.clone() else {
+                    return false;
+                };
+                if targets.workers.state(w) != Some(WorkerState::Running)
+                    || self.armed.contains_key(&w)
+                {
+                    return false;
+                }
+                let ok = targets
+                    .workers
+                    .command(
+                        w,
+                        &WorkerCommand::Arm {
+                            point: point.clone(),
+                        },
+                    )
+                    .await;
+                if ok {
+                    self.armed.insert(w, point);
+                }
+                ok
+            }
+            FaultKind::ClockSkew => {
+                let ok = targets
+                    .workers
+                    .command(
+                        w,
+                        &WorkerCommand::Skew {
+                            ms: fault.offset_ms,
+                        },
+                    )
+                    .await;
+                if ok {
+                    journal.fault(
+                        "clock",
+                        &fault.targets,
+                        &targets.workers.processes(w),
+                        extra(&[("offset_ms", json!(fault.offset_ms))]),
+                    );
+                }
+                ok
+            }
+            _ => unreachable!("{} is no fault on one worker", fault.kind.name()),
+        }
+    }
+
+    /// `kill-server`, `pause-server` and `clock-jump`: each target server that it acted on is
+    /// kept in `on[i]`, for the fault's end to heal. Whether it acted on any.
+    fn begin_on_servers<W: Workers>(
+        &mut self,
+        i: usize,
+        fault: &PlannedFault,
+        targets: &mut Targets<'_, W>,
+        journal: &Journal,
+    ) -> bool {
+        let Some(cluster) = targets.cluster.as_deref_mut() else {
+            return false;
+        };
+        let (name, acted_on, extra_fields) = match fault.kind {
+            FaultKind::KillServer => ("kill", cluster.kill_many(&fault.targets), Map::new()),
+            FaultKind::PauseServer => (
+                "pause",
+                succeeded(
+                    "pause-server",
+                    false,
+                    cluster.signal_many(&fault.targets, Signal::SIGSTOP),
+                ),
+                Map::new(),
+            ),
+            FaultKind::ClockJump => (
+                "clock",
+                succeeded(
+                    "clock-jump",
+                    true,
+                    cluster.set_clock_offset_many(&fault.targets, fault.offset_ms),
+                ),
+                extra(&[("offset_ms", json!(fault.offset_ms))]),
+            ),
+            _ => unreachable!("{} is no fault on servers", fault.kind.name()),
+        };
+        if !acted_on.is_empty() {
+            journal.fault(name, &acted_on, &[], extra_fields);
+        }
+        self.on[i] = acted_on;
+        !self.on[i].is_empty()
+    }
+
+    /// A `failover` of a cluster that fails over by itself (a Redis Cluster, etcd): the
+    /// cluster begins it, and its end (`end_own_failover`) finishes it.
+    async fn begin_own_failover<W: Workers>(
+        &mut self,
+        i: usize,
+        targets: &mut Targets<'_, W>,
+        journal: &Journal,
+    ) -> bool {
+        let Some(cluster) = targets.cluster.as_deref_mut() else {
+            return false;
+        };
+        match cluster.begin_failover().await {
+            Ok((failover, happened)) => {
+                record(journal, happened);
+                self.failovers.insert(i, failover);
+                true
+            }
+            Err(e) => {
+                tracing::warn!("failover: {e}");
+                false
+            }
+        }
+    }
+
     /// Heals fault `i`. A heal that fails is recorded as nothing: the fault stays in force
     /// on that target, and the failure is kept for the run's verdict (`unhealed`).
     async fn end<W: Workers>(
@@ -426,40 +448,78 @@ impl Executor {
         if !std::mem::take(&mut self.begun[i]) {
             return;
         }
-        let kind = fault.kind.name();
         let nodes = std::mem::take(&mut self.on[i]);
-        let mut failed = |heal: &'static str, target: String, error: String| {
-            push_failure(
-                &mut self.unhealed,
-                HealFailure {
-                    fault: Some(kind),
-                    heal,
-                    target,
-                    error,
-                },
-            )
+        match fault.kind {
+            FaultKind::KillClient
+            | FaultKind::PauseClient
+            | FaultKind::CrashPoint
+            | FaultKind::ClockSkew => self.end_on_worker(fault, targets, journal).await,
+            FaultKind::KillServer | FaultKind::PauseServer | FaultKind::ClockJump => {
+                self.end_on_servers(fault, nodes, targets, journal).await
+            }
+            FaultKind::Failover if self.failovers.contains_key(&i) => {
+                self.end_own_failover(i, fault, targets, journal).await
+            }
+            // Sessions ended by the server are gone for good: nothing to heal.
+            FaultKind::KillSession if fault.duration_ms == 0 || !cut_off(fault) => {}
+            FaultKind::Partition
+            | FaultKind::Latency
+            | FaultKind::Failover
+            | FaultKind::KillSession => {
+                if let Some(network) = targets.network.as_deref_mut() {
+                    let errors = network
+                        .end(
+                            &as_partition(fault),
+                            targets.workers,
+                            targets.cluster.as_deref_mut(),
+                            journal,
+                        )
+                        .await;
+                    for (link, e) in errors {
+                        self.heal_failed(fault, "heal", link, e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keeps a heal of `fault` that failed for the run's verdict.
+    fn heal_failed(
+        &mut self,
+        fault: &PlannedFault,
+        heal: &'static str,
+        target: String,
+        error: String,
+    ) {
+        push_failure(
+            &mut self.unhealed,
+            HealFailure {
+                fault: Some(fault.kind.name()),
+                heal,
+                target,
+                error,
+            },
+        );
+    }
+
+    /// The end of a fault on one worker: a killed one started again, a paused one resumed,
+    /// a crash point nobody reached disarmed, a skewed clock put back.
+    async fn end_on_worker<W: Workers>(
+        &mut self,
+        fault: &PlannedFault,
+        targets: &mut Targets<'_, W>,
+        journal: &Journal,
+    ) {
+        let Some(w) = target_worker(fault) else {
+            return;
         };
         match fault.kind {
             FaultKind::KillClient => {
-                let Some(w) = target_worker(fault) else {
-                    return;
-                };
                 if let Err(e) = self.restart_worker(w, targets, journal).await {
-                    push_failure(
-                        &mut self.unhealed,
-                        HealFailure {
-                            fault: Some(kind),
-                            heal: "restart",
-                            target: worker_name(w),
-                            error: e,
-                        },
-                    );
+                    self.heal_failed(fault, "restart", worker_name(w), e);
                 }
             }
             FaultKind::PauseClient => {
-                let Some(w) = target_worker(fault) else {
-                    return;
-                };
                 if targets.workers.resume(w) {
                     journal.fault(
                         "resume",
@@ -469,7 +529,8 @@ impl Executor {
                     );
                 } else if targets.workers.state(w) == Some(WorkerState::Paused) {
                     // Not resumed, and not dead (a kill ends a pause too): SIGCONT failed.
-                    failed(
+                    self.heal_failed(
+                        fault,
                         "resume",
                         worker_name(w),
                         "SIGCONT failed: it is still stopped".into(),
@@ -477,18 +538,12 @@ impl Executor {
                 }
             }
             FaultKind::CrashPoint => {
-                let Some(w) = target_worker(fault) else {
-                    return;
-                };
                 // Still armed: nobody reached the step in time.
                 if self.armed.remove(&w).is_some() {
                     targets.workers.command(w, &WorkerCommand::Disarm).await;
                 }
             }
             FaultKind::ClockSkew => {
-                let Some(w) = target_worker(fault) else {
-                    return;
-                };
                 if targets
                     .workers
                     .command(w, &WorkerCommand::Skew { ms: 0 })
@@ -507,22 +562,37 @@ impl Executor {
                 {
                     // A worker that died, or finished its run (its input closed, its exit
                     // not reaped yet), took its skewed clock with it; a live one kept it.
-                    failed(
+                    self.heal_failed(
+                        fault,
                         "clock 0",
                         worker_name(w),
                         "the command to put its clock back did not reach it".into(),
                     );
                 }
             }
+            _ => unreachable!("{} is no fault on one worker", fault.kind.name()),
+        }
+    }
+
+    /// The end of a fault on servers, on the `nodes` its beginning acted on: restarted,
+    /// resumed, clocks put back.
+    async fn end_on_servers<W: Workers>(
+        &mut self,
+        fault: &PlannedFault,
+        nodes: Vec<String>,
+        targets: &mut Targets<'_, W>,
+        journal: &Journal,
+    ) {
+        let Some(cluster) = targets.cluster.as_deref_mut() else {
+            return;
+        };
+        match fault.kind {
             FaultKind::KillServer => {
-                let Some(cluster) = targets.cluster.as_deref_mut() else {
-                    return;
-                };
                 let mut restarted = Vec::new();
                 for (name, result) in cluster.restart_many(&nodes, fault.persist).await {
                     match result {
                         Ok(()) => restarted.push(name),
-                        Err(e) => failed("restart", name, e.to_string()),
+                        Err(e) => self.heal_failed(fault, "restart", name, e.to_string()),
                     }
                 }
                 if !restarted.is_empty() {
@@ -535,16 +605,13 @@ impl Executor {
                 }
             }
             FaultKind::PauseServer => {
-                let Some(cluster) = targets.cluster.as_deref_mut() else {
-                    return;
-                };
                 let acted = cluster.signal_many(&nodes, Signal::SIGCONT);
                 let (resumed, errors) = split("resume", acted);
                 for (name, e) in errors {
                     // Killed by another fault meanwhile (reaped: no pid): its kill ended the
                     // pause. Anything else is a resume that failed.
                     if cluster.pid(&name).is_some() {
-                        failed("resume", name, e);
+                        self.heal_failed(fault, "resume", name, e);
                     }
                 }
                 if !resumed.is_empty() {
@@ -552,59 +619,46 @@ impl Executor {
                 }
             }
             FaultKind::ClockJump => {
-                let Some(cluster) = targets.cluster.as_deref_mut() else {
-                    return;
-                };
                 let (healed, errors) =
                     split("clock-jump heal", cluster.set_clock_offset_many(&nodes, 0));
                 for (name, e) in errors {
-                    failed("clock 0", name, e);
+                    self.heal_failed(fault, "clock 0", name, e);
                 }
                 if !healed.is_empty() {
                     journal.fault("clock", &healed, &[], extra(&[("offset_ms", json!(0))]));
                 }
             }
-            FaultKind::Failover if self.failovers.contains_key(&i) => {
-                let (Some(failover), Some(cluster)) =
-                    (self.failovers.remove(&i), targets.cluster.as_deref_mut())
-                else {
-                    return;
-                };
-                let heal = match failover {
-                    Failover::PausedPrimary(_) => "resume",
-                    _ => "restart",
-                };
-                let (happened, errors) = cluster.end_failover(failover).await;
-                for (name, e) in errors {
-                    failed(heal, name, e);
-                }
-                // A promotion made here is recorded here: the role watch must not again.
-                for h in happened.iter().filter(|h| h.f == "failover") {
-                    h.targets.iter().for_each(|t| self.leaders.promoted(t));
-                }
-                record(journal, happened);
-            }
-            // Sessions ended by the server are gone for good: nothing to heal.
-            FaultKind::KillSession if fault.duration_ms == 0 || !cut_off(fault) => {}
-            FaultKind::Partition
-            | FaultKind::Latency
-            | FaultKind::Failover
-            | FaultKind::KillSession => {
-                if let Some(network) = targets.network.as_deref_mut() {
-                    let errors = network
-                        .end(
-                            &as_partition(fault),
-                            targets.workers,
-                            targets.cluster.as_deref_mut(),
-                            journal,
-                        )
-                        .await;
-                    for (link, e) in errors {
-                        failed("heal", link, e);
-                    }
-                }
-            }
+            _ => unreachable!("{} is no fault on servers", fault.kind.name()),
         }
+    }
+
+    /// The end of a failover the cluster made by itself: the old primary or leader resumed
+    /// or restarted, and the promotions seen recorded.
+    async fn end_own_failover<W: Workers>(
+        &mut self,
+        i: usize,
+        fault: &PlannedFault,
+        targets: &mut Targets<'_, W>,
+        journal: &Journal,
+    ) {
+        let (Some(failover), Some(cluster)) =
+            (self.failovers.remove(&i), targets.cluster.as_deref_mut())
+        else {
+            return;
+        };
+        let heal = match failover {
+            Failover::PausedPrimary(_) => "resume",
+            _ => "restart",
+        };
+        let (happened, errors) = cluster.end_failover(failover).await;
+        for (name, e) in errors {
+            self.heal_failed(fault, heal, name, e);
+        }
+        // A promotion made here is recorded here: the role watch must not again.
+        for h in happened.iter().filter(|h| h.f == "failover") {
+            h.targets.iter().for_each(|t| self.leaders.promoted(t));
+        }
+        record(journal, happened);
     }
 
     /// `kill-session`: each target server ends its clients' sessions (a `kill-session` event
@@ -771,7 +825,13 @@ impl Executor {
         if journal.clock.now() >= targets.workers.deadline_ns() || cluster::shutting_down() {
             return Ok(());
         }
-        if targets.workers.restart(w).await? {
+        // Kept as its words: a heal that failed is recorded with why, whatever failed.
+        if targets
+            .workers
+            .restart(w)
+            .await
+            .map_err(|e| e.to_string())?
+        {
             journal.fault("restart", &[worker_name(w)], &[], Map::new());
         }
         Ok(())
@@ -1014,6 +1074,7 @@ mod tests {
         async fn reap(&mut self, worker: usize) -> Remains {
             self.kill(worker).await
         }
+        type RestartError = String;
         async fn restart(&mut self, worker: usize) -> Result<bool, String> {
             if self.states[worker] != WorkerState::Dead {
                 return Ok(false);

@@ -16,5 +16,7 @@ pub mod schedule;
 pub mod source_ports;
 pub mod workers;
 
-pub use plan::{plan, PlannedFault, Stage};
-pub use schedule::{FaultKind, Preset, Schedule, ScheduleError, PRESETS};
+pub use plan::{plan, PlanError, PlannedFault, Stage};
+pub use schedule::{
+    FaultKind, FaultRule, InvalidSchedule, Preset, Schedule, ScheduleError, PRESETS,
+};

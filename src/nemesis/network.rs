@@ -23,11 +23,11 @@ use std::time::Duration;
 
 use serde_json::{json, Map};
 
-use crate::cluster::{service, Cluster, Endpoints, Node, Replica, Topology};
+use crate::cluster::{service, Cluster, Endpoints, Node, Replica, ReplicaError, Topology};
 
 use super::journal::Journal;
 use super::plan::PlannedFault;
-use super::proxy::Proxy;
+use super::proxy::{Proxy, ProxyError};
 use super::schedule::{FaultKind, Link};
 use super::source_ports::{self, SourcePorts};
 use super::workers::Workers;
@@ -62,13 +62,37 @@ pub struct Network {
 /// A link cut on the hosts: (the server or worker that lost it, the server it led to).
 type CutLink = (String, String);
 
-fn address(node: &Node) -> Result<SocketAddr, String> {
-    format!("{}:{}", node.host, node.port).parse().map_err(|e| {
-        format!(
-            "{}: bad address {}:{}: {e}",
-            node.name, node.host, node.port
-        )
-    })
+/// Why the proxies could not be set up, or a manual failover not made.
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkError {
+    #[error("{node}: bad address {host}:{port}: {error}")]
+    BadAddress {
+        node: String,
+        host: String,
+        port: u16,
+        error: std::net::AddrParseError,
+    },
+    #[error(transparent)]
+    SourcePorts(#[from] source_ports::TooManyWorkers),
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
+    #[error(transparent)]
+    Replica(#[from] ReplicaError),
+    #[error("no primary")]
+    NoPrimary,
+    #[error("no replica to promote")]
+    NoReplica,
+}
+
+fn address(node: &Node) -> Result<SocketAddr, NetworkError> {
+    format!("{}:{}", node.host, node.port)
+        .parse()
+        .map_err(|error| NetworkError::BadAddress {
+            node: node.name.clone(),
+            host: node.host.clone(),
+            port: node.port,
+            error,
+        })
 }
 
 impl Network {
@@ -79,7 +103,7 @@ impl Network {
         endpoints: &Endpoints,
         workers: usize,
         replication: bool,
-    ) -> Result<(Network, Vec<Endpoints>), String> {
+    ) -> Result<(Network, Vec<Endpoints>), NetworkError> {
         let mut servers = BTreeMap::new();
         for node in &endpoints.nodes {
             servers.insert(node.name.clone(), address(node)?);
@@ -113,8 +137,7 @@ impl Network {
                                 .await
                         }
                         None => Proxy::start(&name, upstream).await,
-                    }
-                    .map_err(|e| e.to_string())?;
+                    }?;
                     node.host = "127.0.0.1".into();
                     node.port = proxy.port();
                     proxies.insert(node.name.clone(), proxy);
@@ -126,9 +149,8 @@ impl Network {
         if replication && service(endpoints.topology).primary_by_hand && !network.on_hosts {
             let primary = network.primary.clone().unwrap_or_default();
             for name in network.servers.keys().cloned().collect::<Vec<_>>() {
-                let proxy = Proxy::start(&format!("{name}>primary"), network.servers[&primary])
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let proxy =
+                    Proxy::start(&format!("{name}>primary"), network.servers[&primary]).await?;
                 network.replication.insert(name.clone(), proxy);
                 if name != primary {
                     network.replicate_through_proxy(&name).await?;
@@ -154,15 +176,15 @@ impl Network {
 
     /// Makes the server follow the primary through its replication proxy, or on hosts the
     /// primary itself.
-    async fn replicate_through_proxy(&self, name: &str) -> Result<(), String> {
+    async fn replicate_through_proxy(&self, name: &str) -> Result<(), NetworkError> {
         let primary = match self.replication.get(name) {
             Some(proxy) => SocketAddr::from(([127, 0, 0, 1], proxy.port())),
             None => {
-                let primary = self.primary.as_deref().ok_or("no primary")?;
+                let primary = self.primary.as_deref().ok_or(NetworkError::NoPrimary)?;
                 self.servers[primary]
             }
         };
-        self.replica(name).follow(primary).await
+        Ok(self.replica(name).follow(primary).await?)
     }
 
     /// The proxies a network fault acts on, and the names it records.
@@ -494,14 +516,14 @@ impl Network {
     /// Promotes the first replica: `REPLICAOF NO ONE` on it, every client address of the
     /// primary moved to it (their connections reset, as when a virtual IP moves), and the
     /// other servers made its replicas through their replication proxies.
-    async fn promote(&mut self, journal: &Journal) -> Result<(), String> {
-        let old = self.primary.clone().ok_or("no primary")?;
+    async fn promote(&mut self, journal: &Journal) -> Result<(), NetworkError> {
+        let old = self.primary.clone().ok_or(NetworkError::NoPrimary)?;
         let new = self
             .servers
             .keys()
             .find(|n| **n != old)
             .cloned()
-            .ok_or("no replica to promote")?;
+            .ok_or(NetworkError::NoReplica)?;
         self.replica(&new).promote().await?;
         let new_addr = self.servers[&new];
         for front in &self.front {

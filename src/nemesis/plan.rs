@@ -190,9 +190,48 @@ pub fn fit(
     }
 }
 
+/// Why a schedule cannot be planned on this run: it names what the run does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("the random mix has no faults")]
+    EmptyMix,
+    #[error("{fault}: this run has no servers to fault")]
+    NoServers { fault: &'static str },
+    /// A `target` or `servers` entry that is no worker or server of this run.
+    #[error(
+        "{fault}: no {role} \"{name}\" in this run (workers: worker-0..worker-{last_worker}; servers: {servers})"
+    )]
+    UnknownTarget {
+        fault: &'static str,
+        /// `worker` or `server`.
+        role: &'static str,
+        name: String,
+        last_worker: usize,
+        /// The run's servers, comma-separated.
+        servers: String,
+    },
+    /// `kill-session` on a service whose sessions end by expiry names a server.
+    #[error(
+        "kill-session: on {service} sessions end by expiry, so its target is the worker to cut off (worker-<n>), not \"{target}\""
+    )]
+    SessionTargetNotWorker {
+        service: &'static str,
+        target: String,
+    },
+    /// `kill-session` on a service that ends sessions names a worker.
+    #[error(
+        "kill-session: its target is a server whose clients' sessions end (servers: {servers}), not a worker"
+    )]
+    SessionTargetNotServer { servers: String },
+    #[error("crash-point: \"{point}\" is no step of this algorithm (steps: {steps})")]
+    UnknownStep { point: String, steps: String },
+    #[error("crash-point: the algorithm names no steps")]
+    NoSteps,
+}
+
 /// Decides every fault of `schedule` on `stage`, in order of start. Faults whose start is
 /// not before the time limit are dropped; the executor heals the others by then.
-pub fn plan(schedule: &Schedule, stage: &Stage) -> Result<Vec<PlannedFault>, String> {
+pub fn plan(schedule: &Schedule, stage: &Stage) -> Result<Vec<PlannedFault>, PlanError> {
     let mut rng = StdRng::seed_from_u64(stage.seed ^ 0x6E65_6D65_7369_7321);
     let mut deck = Vec::new();
     let mut faults = Vec::new();
@@ -205,10 +244,7 @@ pub fn plan(schedule: &Schedule, stage: &Stage) -> Result<Vec<PlannedFault>, Str
     if let Some(random) = &schedule.random {
         let mut at = random.start.0;
         while at < stage.time_limit_ms {
-            let spec = random
-                .faults
-                .choose(&mut rng)
-                .ok_or_else(|| "the random mix has no faults".to_string())?;
+            let spec = random.faults.choose(&mut rng).ok_or(PlanError::EmptyMix)?;
             faults.push(decide(spec, at, stage, &mut rng, &mut deck)?);
             at += draw(&mut rng, random.every).max(1);
         }
@@ -221,136 +257,20 @@ fn draw(rng: &mut StdRng, span: Span) -> u64 {
     rng.random_range(span.min.0..=span.max.0.max(span.min.0))
 }
 
-/// `deck`: the crash points still to come in this round (see below).
+/// `deck`: the crash points still to come in this round (see `crash_point`).
 fn decide(
     spec: &FaultSpec,
     at_ms: u64,
     stage: &Stage,
     rng: &mut StdRng,
     deck: &mut Vec<String>,
-) -> Result<PlannedFault, String> {
+) -> Result<PlannedFault, PlanError> {
     let kind = spec.kind;
     let duration = spec
         .duration
         .unwrap_or_else(|| default_duration(kind, stage.ttl_ms));
-    let count = spec.count.unwrap_or(1);
-    let pick_servers = |rng: &mut StdRng| -> Result<Vec<String>, String> {
-        if stage.servers.is_empty() {
-            return Err(format!("{}: this run has no servers to fault", kind.name()));
-        }
-        let mut picked: Vec<String> = stage
-            .servers
-            .choose_multiple(rng, count.min(stage.servers.len()))
-            .cloned()
-            .collect();
-        picked.sort();
-        Ok(picked)
-    };
-    let check = |name: &String, worker: bool| -> Result<(), String> {
-        let known = if worker {
-            (0..stage.workers).any(|w| format!("worker-{w}") == *name)
-        } else {
-            stage.servers.contains(name)
-        };
-        if known {
-            return Ok(());
-        }
-        Err(format!(
-            "{}: no {} \"{name}\" in this run (workers: worker-0..worker-{}; servers: {})",
-            kind.name(),
-            if worker { "worker" } else { "server" },
-            stage.workers.saturating_sub(1),
-            stage.servers.join(", ")
-        ))
-    };
-    let worker = |rng: &mut StdRng| -> Result<String, String> {
-        match &spec.target {
-            Some(t) => check(t, true).map(|()| t.clone()),
-            None => Ok(format!(
-                "worker-{}",
-                rng.random_range(0..stage.workers.max(1))
-            )),
-        }
-    };
-    let targets = match kind {
-        // The primary of the moment.
-        FaultKind::Failover => Vec::new(),
-        // The replication link: the replicas of the primary of the moment.
-        FaultKind::Partition | FaultKind::Latency if spec.link == Link::Replication => Vec::new(),
-        // A link between clients and servers: one worker, some servers.
-        FaultKind::Partition | FaultKind::Latency => {
-            let mut targets = vec![worker(rng)?];
-            match &spec.servers {
-                Some(servers) => {
-                    for s in servers {
-                        check(s, false)?;
-                    }
-                    targets.extend(servers.iter().cloned());
-                }
-                None => targets.extend(pick_servers(rng)?),
-            }
-            targets
-        }
-        // A session that ends only by expiry: one worker cut off from every server.
-        FaultKind::KillSession
-            if matches!(
-                crate::cluster::service(stage.topology).sessions,
-                crate::cluster::SessionEnd::CutOff
-            ) =>
-        {
-            let cut = match &spec.target {
-                Some(t) if !t.starts_with("worker-") => {
-                    return Err(format!(
-                        "kill-session: on {} sessions end by expiry, so its target is the worker to cut off (worker-<n>), not \"{t}\"",
-                        stage.topology.service_name()
-                    ))
-                }
-                _ => worker(rng)?,
-            };
-            let mut targets = vec![cut];
-            targets.extend(stage.servers.iter().cloned());
-            targets
-        }
-        FaultKind::KillSession if spec.target.as_deref().is_some_and(|t| t.starts_with("worker-")) => {
-            return Err(format!(
-                "kill-session: its target is a server whose clients' sessions end (servers: {}), not a worker",
-                stage.servers.join(", ")
-            ))
-        }
-        _ if kind.targets_workers() => vec![worker(rng)?],
-        _ => match &spec.target {
-            Some(t) => {
-                check(t, false)?;
-                vec![t.clone()]
-            }
-            None => pick_servers(rng)?,
-        },
-    };
-    let point = match (kind, &spec.point) {
-        (FaultKind::CrashPoint, Some(point)) => {
-            if !stage.crash_points.contains(point) {
-                return Err(format!(
-                    "crash-point: \"{point}\" is no step of this algorithm (steps: {})",
-                    stage.crash_points.join(", ")
-                ));
-            }
-            Some(point.clone())
-        }
-        // Every step once per round, in a random order (drawn without replacement): the
-        // step that shows the algorithm's flaw comes within its first few crash points,
-        // never left out by chance for a whole run.
-        (FaultKind::CrashPoint, None) => {
-            if deck.is_empty() {
-                if stage.crash_points.is_empty() {
-                    return Err("crash-point: the algorithm names no steps".to_string());
-                }
-                deck.extend(stage.crash_points.iter().cloned());
-                deck.shuffle(rng);
-            }
-            deck.pop()
-        }
-        _ => None,
-    };
+    let targets = Picker { spec, stage }.targets(rng)?;
+    let point = crash_point(spec, stage, rng, deck)?;
     let mut duration_ms = draw(rng, duration);
     if kind == FaultKind::Failover {
         duration_ms = duration_ms.max(crate::cluster::service(stage.topology).failover_min_ms);
@@ -372,6 +292,160 @@ fn decide(
         }),
         link: spec.link,
         not_applicable: None,
+    })
+}
+
+/// Chooses a fault's targets among the stage's workers and servers.
+struct Picker<'a> {
+    spec: &'a FaultSpec,
+    stage: &'a Stage,
+}
+
+impl Picker<'_> {
+    fn targets(&self, rng: &mut StdRng) -> Result<Vec<String>, PlanError> {
+        let (spec, stage) = (self.spec, self.stage);
+        Ok(match spec.kind {
+            // The primary of the moment.
+            FaultKind::Failover => Vec::new(),
+            // The replication link: the replicas of the primary of the moment.
+            FaultKind::Partition | FaultKind::Latency if spec.link == Link::Replication => {
+                Vec::new()
+            }
+            // A link between clients and servers: one worker, some servers.
+            FaultKind::Partition | FaultKind::Latency => {
+                let mut targets = vec![self.worker(rng)?];
+                match &spec.servers {
+                    Some(servers) => {
+                        for s in servers {
+                            self.check(s, false)?;
+                        }
+                        targets.extend(servers.iter().cloned());
+                    }
+                    None => targets.extend(self.servers(rng)?),
+                }
+                targets
+            }
+            // A session that ends only by expiry: one worker cut off from every server.
+            FaultKind::KillSession
+                if matches!(
+                    crate::cluster::service(stage.topology).sessions,
+                    crate::cluster::SessionEnd::CutOff
+                ) =>
+            {
+                let cut = match &spec.target {
+                    Some(t) if !t.starts_with("worker-") => {
+                        return Err(PlanError::SessionTargetNotWorker {
+                            service: stage.topology.service_name(),
+                            target: t.clone(),
+                        })
+                    }
+                    _ => self.worker(rng)?,
+                };
+                let mut targets = vec![cut];
+                targets.extend(stage.servers.iter().cloned());
+                targets
+            }
+            FaultKind::KillSession
+                if spec
+                    .target
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with("worker-")) =>
+            {
+                return Err(PlanError::SessionTargetNotServer {
+                    servers: stage.servers.join(", "),
+                })
+            }
+            kind if kind.targets_workers() => vec![self.worker(rng)?],
+            _ => match &spec.target {
+                Some(t) => {
+                    self.check(t, false)?;
+                    vec![t.clone()]
+                }
+                None => self.servers(rng)?,
+            },
+        })
+    }
+
+    /// `count` servers (1 unless said), drawn.
+    fn servers(&self, rng: &mut StdRng) -> Result<Vec<String>, PlanError> {
+        let servers = &self.stage.servers;
+        if servers.is_empty() {
+            return Err(PlanError::NoServers {
+                fault: self.spec.kind.name(),
+            });
+        }
+        let count = self.spec.count.unwrap_or(1);
+        let mut picked: Vec<String> = servers
+            .choose_multiple(rng, count.min(servers.len()))
+            .cloned()
+            .collect();
+        picked.sort();
+        Ok(picked)
+    }
+
+    /// The worker named by `target`, or one drawn.
+    fn worker(&self, rng: &mut StdRng) -> Result<String, PlanError> {
+        match &self.spec.target {
+            Some(t) => self.check(t, true).map(|()| t.clone()),
+            None => Ok(format!(
+                "worker-{}",
+                rng.random_range(0..self.stage.workers.max(1))
+            )),
+        }
+    }
+
+    /// Whether `name` is a worker (or a server) of this run.
+    fn check(&self, name: &String, worker: bool) -> Result<(), PlanError> {
+        let stage = self.stage;
+        let known = if worker {
+            (0..stage.workers).any(|w| format!("worker-{w}") == *name)
+        } else {
+            stage.servers.contains(name)
+        };
+        if known {
+            return Ok(());
+        }
+        Err(PlanError::UnknownTarget {
+            fault: self.spec.kind.name(),
+            role: if worker { "worker" } else { "server" },
+            name: name.clone(),
+            last_worker: stage.workers.saturating_sub(1),
+            servers: stage.servers.join(", "),
+        })
+    }
+}
+
+/// A crash point's step: the one named, or the next of `deck`.
+fn crash_point(
+    spec: &FaultSpec,
+    stage: &Stage,
+    rng: &mut StdRng,
+    deck: &mut Vec<String>,
+) -> Result<Option<String>, PlanError> {
+    Ok(match (spec.kind, &spec.point) {
+        (FaultKind::CrashPoint, Some(point)) => {
+            if !stage.crash_points.contains(point) {
+                return Err(PlanError::UnknownStep {
+                    point: point.clone(),
+                    steps: stage.crash_points.join(", "),
+                });
+            }
+            Some(point.clone())
+        }
+        // Every step once per round, in a random order (drawn without replacement): the
+        // step that shows the algorithm's flaw comes within its first few crash points,
+        // never left out by chance for a whole run.
+        (FaultKind::CrashPoint, None) => {
+            if deck.is_empty() {
+                if stage.crash_points.is_empty() {
+                    return Err(PlanError::NoSteps);
+                }
+                deck.extend(stage.crash_points.iter().cloned());
+                deck.shuffle(rng);
+            }
+            deck.pop()
+        }
+        _ => None,
     })
 }
 
@@ -421,7 +495,14 @@ mod tests {
         )
         .unwrap();
         let e = plan(&s, &stage(1)).unwrap_err();
-        assert!(e.contains("worker-9"), "{e}");
+        assert!(
+            matches!(&e, PlanError::UnknownTarget { role: "worker", name, .. } if name == "worker-9"),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "pause-client: no worker \"worker-9\" in this run (workers: worker-0..worker-1; servers: master-0)"
+        );
     }
 
     #[test]
@@ -456,7 +537,13 @@ mod tests {
             "n.toml",
         )
         .unwrap();
-        assert!(plan(&s, &stage(1)).unwrap_err().contains("x:y"));
+        assert_eq!(
+            plan(&s, &stage(1)).unwrap_err(),
+            PlanError::UnknownStep {
+                point: "x:y".into(),
+                steps: "setnx-expire:after-setnx".into()
+            }
+        );
     }
 
     #[test]
@@ -675,14 +762,16 @@ mod tests {
         )
         .unwrap();
         let e = plan(&at_worker, &pg).unwrap_err();
-        assert!(e.contains("not a worker"), "{e}");
+        assert!(matches!(e, PlanError::SessionTargetNotServer { .. }), "{e}");
+        assert!(e.to_string().contains("not a worker"), "{e}");
         let at_server = Schedule::from_toml(
             "[[fault]]\nat = \"1s\"\nkind = \"kill-session\"\ntarget = \"zk-1\"\n",
             "n.toml",
         )
         .unwrap();
         let e = plan(&at_server, &zk).unwrap_err();
-        assert!(e.contains("worker-<n>"), "{e}");
+        assert!(matches!(e, PlanError::SessionTargetNotWorker { .. }), "{e}");
+        assert!(e.to_string().contains("worker-<n>"), "{e}");
     }
 
     #[test]

@@ -303,39 +303,36 @@ impl Schedule {
         }
         schedule
             .validate()
-            .map_err(|message| FileError::whole(name, message))?;
+            .map_err(|e| FileError::whole(name, e.to_string()))?;
         Ok(schedule)
     }
 
     /// Checks what the types cannot say.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidSchedule> {
         for (i, fault) in self.faults.iter().enumerate() {
+            let (number, kind) = (i + 1, fault.kind.name());
             if fault.at.is_none() {
-                return Err(format!(
-                    "fault {} ({}): field `at` is missing: a fixed fault needs a time",
-                    i + 1,
-                    fault.kind.name()
-                ));
+                return Err(InvalidSchedule::MissingAt { number, kind });
             }
-            check_fault(fault)
-                .map_err(|e| format!("fault {} ({}): {e}", i + 1, fault.kind.name()))?;
+            check_fault(fault).map_err(|rule| InvalidSchedule::Fault { number, kind, rule })?;
         }
         if let Some(random) = &self.random {
             if random.faults.is_empty() {
-                return Err("random: field `faults` is empty".into());
+                return Err(InvalidSchedule::EmptyMix);
             }
             if random.every.min.0 == 0 {
-                return Err("random: field `every` must be longer than 0ms".into());
+                return Err(InvalidSchedule::ZeroEvery);
             }
-            for (i, fault) in random.faults.iter().enumerate() {
+            for (index, fault) in random.faults.iter().enumerate() {
+                let kind = fault.kind.name();
                 if fault.at.is_some() {
-                    return Err(format!(
-                        "random.faults[{i}] ({}): field `at` belongs to [[fault]], not to the random mix",
-                        fault.kind.name()
-                    ));
+                    return Err(InvalidSchedule::AtInMix { index, kind });
                 }
-                check_fault(fault)
-                    .map_err(|e| format!("random.faults[{i}] ({}): {e}", fault.kind.name()))?;
+                check_fault(fault).map_err(|rule| InvalidSchedule::MixFault {
+                    index,
+                    kind,
+                    rule,
+                })?;
             }
         }
         Ok(())
@@ -592,42 +589,96 @@ pub fn has_replicas(topology: Topology) -> bool {
     crate::cluster::service(topology).failover.is_none()
 }
 
-fn check_fault(fault: &FaultSpec) -> Result<(), String> {
+/// A schedule that breaks a rule its types cannot say; the fault at fault is named by its
+/// place (`fault 2`, `random.faults[0]`) and kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidSchedule {
+    #[error("fault {number} ({kind}): field `at` is missing: a fixed fault needs a time")]
+    MissingAt { number: usize, kind: &'static str },
+    /// A `[[fault]]`, numbered from 1.
+    #[error("fault {number} ({kind}): {rule}")]
+    Fault {
+        number: usize,
+        kind: &'static str,
+        rule: FaultRule,
+    },
+    #[error("random: field `faults` is empty")]
+    EmptyMix,
+    #[error("random: field `every` must be longer than 0ms")]
+    ZeroEvery,
+    #[error(
+        "random.faults[{index}] ({kind}): field `at` belongs to [[fault]], not to the random mix"
+    )]
+    AtInMix { index: usize, kind: &'static str },
+    /// A fault of the random mix, indexed from 0.
+    #[error("random.faults[{index}] ({kind}): {rule}")]
+    MixFault {
+        index: usize,
+        kind: &'static str,
+        rule: FaultRule,
+    },
+}
+
+/// A fault whose fields do not go together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultRule {
+    /// A field the fault's kind does not take (`offset` on a kill).
+    #[error("field `{field}` is only for {kinds}")]
+    FieldNotFor {
+        field: &'static str,
+        /// The kinds that take it, in words.
+        kinds: &'static str,
+    },
+    #[error("a fault on the replication link takes no `target` or `servers`: it cuts the replicas of the primary of the moment (etcd: the leader of the moment from the other members)")]
+    ReplicationTargets,
+    #[error("field `count` must be at least 1")]
+    ZeroCount,
+    /// A worker named where a server is wanted, or the other way round.
+    #[error("field `target`: \"{target}\" is not a {wanted}")]
+    WrongTarget {
+        target: String,
+        /// `worker (worker-<n>)` or `server (master-<n>, replica-<n>)`.
+        wanted: &'static str,
+    },
+}
+
+fn check_fault(fault: &FaultSpec) -> Result<(), FaultRule> {
     let kind = fault.kind;
+    let not_for = |field, kinds| Err(FaultRule::FieldNotFor { field, kinds });
     if fault.offset.is_some() && !matches!(kind, FaultKind::ClockJump | FaultKind::ClockSkew) {
-        return Err("field `offset` is only for clock-jump and clock-skew".into());
+        return not_for("offset", "clock-jump and clock-skew");
     }
     if fault.point.is_some() && kind != FaultKind::CrashPoint {
-        return Err("field `point` is only for crash-point".into());
+        return not_for("point", "crash-point");
     }
     if fault.latency.is_some() && kind != FaultKind::Latency {
-        return Err("field `latency` is only for latency".into());
+        return not_for("latency", "latency");
     }
     if fault.servers.is_some() && !matches!(kind, FaultKind::Partition | FaultKind::Latency) {
-        return Err("field `servers` is only for partition and latency".into());
+        return not_for("servers", "partition and latency");
     }
     if fault.link == Link::Replication && (fault.target.is_some() || fault.servers.is_some()) {
-        return Err("a fault on the replication link takes no `target` or `servers`: it cuts the replicas of the primary of the moment (etcd: the leader of the moment from the other members)".into());
+        return Err(FaultRule::ReplicationTargets);
     }
     if fault.persist && kind != FaultKind::KillServer {
-        return Err("field `persist` is only for kill-server".into());
+        return not_for("persist", "kill-server");
     }
     if fault.count == Some(0) {
-        return Err("field `count` must be at least 1".into());
+        return Err(FaultRule::ZeroCount);
     }
     if let Some(target) = &fault.target {
         let worker = target.starts_with("worker-");
         // kill-session names a server, or on ZooKeeper the worker to cut off: the plan
         // checks which against the run.
         if kind != FaultKind::KillSession && kind.targets_workers() != worker {
-            return Err(format!(
-                "field `target`: \"{target}\" is not a {}",
-                if kind.targets_workers() {
+            return Err(FaultRule::WrongTarget {
+                target: target.clone(),
+                wanted: if kind.targets_workers() {
                     "worker (worker-<n>)"
                 } else {
                     "server (master-<n>, replica-<n>)"
-                }
-            ));
+                },
+            });
         }
     }
     Ok(())
@@ -779,6 +830,32 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("field `offset`"), "{e}");
+    }
+
+    #[test]
+    fn a_broken_rule_names_the_fault_by_its_place_and_kind() {
+        let mut s = Schedule::from_toml(
+            "[[fault]]\nat = \"1s\"\nkind = \"kill-server\"\n\n[[fault]]\nat = \"2s\"\nkind = \"pause-client\"\n",
+            "n.toml",
+        )
+        .unwrap();
+        s.faults[1].persist = true;
+        let e = s.validate().unwrap_err();
+        assert_eq!(
+            e,
+            InvalidSchedule::Fault {
+                number: 2,
+                kind: "pause-client",
+                rule: FaultRule::FieldNotFor {
+                    field: "persist",
+                    kinds: "kill-server"
+                }
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "fault 2 (pause-client): field `persist` is only for kill-server"
+        );
     }
 
     #[test]

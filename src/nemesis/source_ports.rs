@@ -31,21 +31,30 @@ fn ephemeral_start() -> u16 {
         .unwrap_or(32_768)
 }
 
+/// `workers` that do not fit below the ephemeral ports, [`MIN_PER_WORKER`] ports each.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{workers} workers need {MIN_PER_WORKER} source ports each between {FIRST} and \
+     the first ephemeral port {ephemeral} (net.ipv4.ip_local_port_range) for \
+     client partitions on hosts"
+)]
+pub struct TooManyWorkers {
+    pub workers: usize,
+    /// The first ephemeral port of this machine.
+    pub ephemeral: u16,
+}
+
 /// One range per worker, between [`FIRST`] and the ephemeral ports; an error naming the
 /// numbers when `workers` do not fit.
-pub fn ranges(workers: usize) -> Result<Vec<RangeInclusive<u16>>, String> {
+pub fn ranges(workers: usize) -> Result<Vec<RangeInclusive<u16>>, TooManyWorkers> {
     plan(workers, ephemeral_start())
 }
 
-fn plan(workers: usize, ephemeral: u16) -> Result<Vec<RangeInclusive<u16>>, String> {
+fn plan(workers: usize, ephemeral: u16) -> Result<Vec<RangeInclusive<u16>>, TooManyWorkers> {
     let room = usize::from(ephemeral.saturating_sub(FIRST));
     let each = (room / workers.max(1)).min(usize::from(PER_WORKER));
     if each < usize::from(MIN_PER_WORKER) {
-        return Err(format!(
-            "{workers} workers need {MIN_PER_WORKER} source ports each between {FIRST} and \
-             the first ephemeral port {ephemeral} (net.ipv4.ip_local_port_range) for \
-             client partitions on hosts"
-        ));
+        return Err(TooManyWorkers { workers, ephemeral });
     }
     Ok((0..workers)
         .map(|w| {
@@ -137,7 +146,14 @@ mod tests {
         assert_eq!(r[0], 10_000..=10_226);
         assert!(*r[99].end() < 32_768);
         let err = plan(4, 10_040).unwrap_err();
-        assert!(err.contains("ip_local_port_range"), "{err}");
+        assert_eq!(
+            err,
+            TooManyWorkers {
+                workers: 4,
+                ephemeral: 10_040
+            }
+        );
+        assert!(err.to_string().contains("ip_local_port_range"), "{err}");
     }
 
     #[tokio::test]

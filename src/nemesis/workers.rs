@@ -79,8 +79,10 @@ pub trait Workers {
     fn kill(&mut self, worker: usize) -> impl Future<Output = Remains>;
     /// Accounts for a worker that ended by itself (a crash point): what it left behind.
     fn reap(&mut self, worker: usize) -> impl Future<Output = Remains>;
+    /// Why a worker could not be started again.
+    type RestartError: std::fmt::Display;
     /// Starts a dead worker again with fresh process numbers. Ok(false): it was not dead.
-    fn restart(&mut self, worker: usize) -> impl Future<Output = Result<bool, String>>;
+    fn restart(&mut self, worker: usize) -> impl Future<Output = Result<bool, Self::RestartError>>;
     /// Sends a command to the worker. False if it is not running.
     fn command(&mut self, worker: usize, command: &WorkerCommand) -> impl Future<Output = bool>;
     /// Whether the worker has ended, or is ending: a command that could not be written to

@@ -549,7 +549,8 @@ async fn drive(
         seed: spec.seed,
         topology: endpoints.topology,
     };
-    let mut plan = nemesis::plan(schedule, &stage).map_err(RunError::Schedule)?;
+    let mut plan =
+        nemesis::plan(schedule, &stage).map_err(|e| RunError::Schedule(e.to_string()))?;
     for fault in &mut plan {
         fault.not_applicable = run_plan.cannot_act(fault.kind);
     }

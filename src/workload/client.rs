@@ -87,6 +87,24 @@ struct ConnectError {
     adapter: bool,
 }
 
+/// Why a client could not make its first incarnation, naming it (`client 3`). `why` is
+/// the last attempt's reason, in words: a lock client's error or the storage server's.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectFirstError {
+    /// Trying again cannot help: the workload's scripts, an unknown algorithm.
+    #[error("{client}: {why}")]
+    Lasting { client: String, why: String },
+    /// An external adapter that failed its start three times.
+    #[error("{client}: {why} (3 tries)")]
+    AdapterGaveUp { client: String, why: String },
+    #[error("{client} could not connect within {secs} s: {why}")]
+    TimedOut {
+        client: String,
+        secs: u64,
+        why: String,
+    },
+}
+
 /// The client's current identity.
 struct Incarnation {
     process: u64,
@@ -173,19 +191,21 @@ impl Client {
     /// at once, and an adapter that failed its start three times
     /// (its library missing, say) gives up then: a slow start may deserve a second try,
     /// a broken one does not deserve thirty seconds of them.
-    pub async fn connect_first(&mut self, limit: Duration) -> Result<(), String> {
+    pub async fn connect_first(&mut self, limit: Duration) -> Result<(), ConnectFirstError> {
         let until = tokio::time::Instant::now() + limit;
-        let name = format!("client {}", self.plan.slot);
+        let client = format!("client {}", self.plan.slot);
         let mut adapter_failures = 0;
         loop {
             let left = until.saturating_duration_since(tokio::time::Instant::now());
             let why = match tokio::time::timeout(left, self.connect()).await {
                 Ok(Ok(())) => return Ok(()),
-                Ok(Err(e)) if e.lasting => return Err(format!("{name}: {}", e.why)),
+                Ok(Err(e)) if e.lasting => {
+                    return Err(ConnectFirstError::Lasting { client, why: e.why })
+                }
                 Ok(Err(e)) if e.adapter => {
                     adapter_failures += 1;
                     if adapter_failures >= 3 {
-                        return Err(format!("{name}: {} (3 tries)", e.why));
+                        return Err(ConnectFirstError::AdapterGaveUp { client, why: e.why });
                     }
                     e.why
                 }
@@ -193,10 +213,11 @@ impl Client {
                 Err(_) => "its connection did not complete".to_string(),
             };
             if tokio::time::Instant::now() + Duration::from_millis(100) >= until {
-                return Err(format!(
-                    "{name} could not connect within {} s: {why}",
-                    limit.as_secs()
-                ));
+                return Err(ConnectFirstError::TimedOut {
+                    client,
+                    secs: limit.as_secs(),
+                    why,
+                });
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

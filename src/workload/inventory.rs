@@ -45,17 +45,28 @@ impl Inventory {
         if self.nodes.is_empty() {
             return Err(FileError::whole(name, "field `nodes`: no host"));
         }
-        check_nodes(&self.nodes, self.ssh_key.as_deref()).map_err(|e| FileError::whole(name, e))
+        check_nodes(&self.nodes, self.ssh_key.as_deref())
+            .map_err(|e| FileError::whole(name, e.to_string()))
     }
+}
+
+/// Hosts that cannot be used, naming the field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum NodesError {
+    /// An entry that names no host.
+    #[error("field `nodes`: {0}")]
+    Nodes(crate::cluster::ClusterError),
+    #[error("field `ssh_key`: {} is not a file", .0.display())]
+    KeyNotAFile(std::path::PathBuf),
 }
 
 /// The checks a hosts file and a workload's `nodes` share: every entry names a host, and
 /// every key given (the run's, a host's own) is a file. Errors name the field.
-pub fn check_nodes(nodes: &[NodeEntry], ssh_key: Option<&Path>) -> Result<(), String> {
-    crate::cluster::parse_targets(nodes).map_err(|e| format!("field `nodes`: {e}"))?;
+pub fn check_nodes(nodes: &[NodeEntry], ssh_key: Option<&Path>) -> Result<(), NodesError> {
+    crate::cluster::parse_targets(nodes).map_err(NodesError::Nodes)?;
     let own = nodes.iter().flat_map(|n| n.ssh_key.as_deref());
     match ssh_key.into_iter().chain(own).find(|key| !key.is_file()) {
-        Some(key) => Err(format!("field `ssh_key`: {} is not a file", key.display())),
+        Some(key) => Err(NodesError::KeyNotAFile(key.to_path_buf())),
         None => Ok(()),
     }
 }

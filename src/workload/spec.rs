@@ -689,6 +689,7 @@ impl WorkloadSpec {
             return Ok(());
         }
         super::inventory::check_nodes(&self.nodes, self.ssh_key.as_deref())
+            .map_err(|e| e.to_string())
     }
 
     /// The topology the algorithm runs on unless the workload says otherwise.

@@ -15,7 +15,7 @@ use tokio::io::AsyncBufReadExt;
 use crate::cluster::{FakeClock, Preload};
 use crate::topology::Endpoints;
 
-use super::client::{Client, ClientPlan};
+use super::client::{Client, ClientPlan, ConnectFirstError};
 use super::controls::{Controls, WorkerCommand};
 use super::resource::Storage;
 use super::sink::{EventSink, WorkerNote};
@@ -55,32 +55,50 @@ pub struct WorkerConfig {
 /// starts eight Python adapters slowly.
 pub const CONNECT_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Why a worker stopped before its clients were done.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// Its config could not be read from stdin, or its events not written to stdout.
+    #[error(transparent)]
+    Pipe(#[from] std::io::Error),
+    #[error("worker: bad config from the controller: {0}")]
+    Config(serde_json::Error),
+    #[error("worker: cannot set up the adapters' clock: {0}")]
+    Clock(crate::cluster::ClusterError),
+}
+
+/// Why the clients could not all start: what the worker tells the controller
+/// (`WorkerNote::NotReady`).
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error(transparent)]
+    Client(#[from] ConnectFirstError),
+    #[error("a client's start failed: {0}")]
+    Join(tokio::task::JoinError),
+}
+
 /// Runs the worker: reads its config from stdin, streams events to stdout until its clients
 /// are done or stdin closes.
-pub async fn run_worker() -> anyhow::Result<()> {
+pub async fn run_worker() -> Result<(), WorkerError> {
     run_worker_in(None).await
 }
 
 /// `run_worker` for the run folder `run` (`lockaudit worker --run DIR`), where external lock
 /// clients' adapters run and log.
-pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> Result<(), WorkerError> {
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
     let mut line = String::new();
     stdin.read_line(&mut line).await?;
-    let config: WorkerConfig = serde_json::from_str(&line)
-        .map_err(|e| anyhow::anyhow!("worker: bad config from the controller: {e}"))?;
+    let config: WorkerConfig = serde_json::from_str(&line).map_err(WorkerError::Config)?;
 
     let sink = Arc::new(EventSink::default());
-    let adapter_clock =
-        match (&config.adapter_clock, &run) {
-            (Some(preload), Some(dir)) => {
-                let file = dir.join(format!("adapter-clock-{}.faketime", config.worker));
-                Some(FakeClock::create(preload.clone(), file).map_err(|e| {
-                    anyhow::anyhow!("worker: cannot set up the adapters' clock: {e}")
-                })?)
-            }
-            _ => None,
-        };
+    let adapter_clock = match (&config.adapter_clock, &run) {
+        (Some(preload), Some(dir)) => {
+            let file = dir.join(format!("adapter-clock-{}.faketime", config.worker));
+            Some(FakeClock::create(preload.clone(), file).map_err(WorkerError::Clock)?)
+        }
+        _ => None,
+    };
     let controls = Arc::new(Controls::new(config.base_ns, adapter_clock));
     let storage = Storage::new(
         &config.endpoints.storage,
@@ -147,7 +165,8 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
             if config.await_go {
                 clients = match connect_all(clients).await {
                     Ok(clients) => clients,
-                    Err(why) => {
+                    Err(e) => {
+                        let why = e.to_string();
                         let _ = sink.note(&WorkerNote::NotReady { why });
                         return;
                     }
@@ -180,7 +199,7 @@ pub async fn run_worker_in(run: Option<std::path::PathBuf>) -> anyhow::Result<()
 
 /// Connects every client at once, each within `CONNECT_LIMIT`; the first error if any
 /// could not.
-async fn connect_all(clients: Vec<Client>) -> Result<Vec<Client>, String> {
+async fn connect_all(clients: Vec<Client>) -> Result<Vec<Client>, StartError> {
     let mut connecting = tokio::task::JoinSet::new();
     for (i, mut client) in clients.into_iter().enumerate() {
         connecting.spawn(async move {
@@ -190,7 +209,7 @@ async fn connect_all(clients: Vec<Client>) -> Result<Vec<Client>, String> {
     }
     let mut connected = Vec::new();
     while let Some(joined) = connecting.join_next().await {
-        let (i, client, result) = joined.map_err(|e| format!("a client's start failed: {e}"))?;
+        let (i, client, result) = joined.map_err(StartError::Join)?;
         // The first to fail says why; the others are dropped with the worker.
         result?;
         connected.push((i, client));
