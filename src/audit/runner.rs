@@ -456,33 +456,7 @@ pub async fn audit(
     }
     // Every (round, cell) is a job; `jobs` of them run side by side, each in its own folder
     // with its own servers, so no verdict depends on another cell's.
-    let mut queue = Vec::new();
-    for round in 0..options.repeat {
-        for (index, (algorithm, nemesis)) in cells.iter().enumerate() {
-            let mut spec = specs[algorithm].clone();
-            spec.seed = options.seed + round as u64;
-            let folder = row_folder(algorithm);
-            let dir = if options.repeat > 1 {
-                options.out.join(&folder).join(format!("{nemesis}-{round}"))
-            } else {
-                options.out.join(&folder).join(nemesis)
-            };
-            let expected = expectation(&spec, nemesis, options.fenced);
-            let plan = cell_plan(options, spec, nemesis, &dir, &expected);
-            let alone = (plan.as_ref())
-                .is_ok_and(|plan| crate::cluster::service(plan.spec.topology()).audit_alone);
-            queue.push(CellJob {
-                alone,
-                round,
-                index,
-                algorithm: algorithm.clone(),
-                nemesis: nemesis.clone(),
-                plan,
-                dir,
-                expected,
-            });
-        }
-    }
+    let mut queue = cell_jobs(options, &cells, &specs);
     let total = queue.len();
     // Cells that must run alone go first, back to back, so the machine is drained for them
     // once rather than at every turn; the matrix keeps its order all the same.
@@ -538,25 +512,7 @@ pub async fn audit(
             let Some(job) = queue.next() else { break };
             alone_running = job.alone;
             let started_s = audit_began.elapsed().as_secs_f64();
-            {
-                let mut progress = lock(&progress);
-                let round = &mut progress.rounds[job.round];
-                round.began.get_or_insert_with(Instant::now);
-                round.started_wall.get_or_insert_with(|| {
-                    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-                });
-                progress.running.insert(
-                    (job.round, job.index),
-                    Running {
-                        algorithm: job.algorithm.clone(),
-                        nemesis: job.nemesis.clone(),
-                        dir: job.dir.clone(),
-                        expected: job.expected.clone(),
-                        began: Instant::now(),
-                        started_s,
-                    },
-                );
-            }
+            lock(&progress).started(&job, started_s);
             running.spawn(async move {
                 let mut cell = run_cell(
                     &job.algorithm,
@@ -585,27 +541,7 @@ pub async fn audit(
         progress.running.remove(&(round, index));
         done += 1;
         announce(done, total, &cell);
-        let entry = progress
-            .reach
-            .entry((cell.algorithm.clone(), cell.nemesis.clone()))
-            .or_insert_with(|| Reach {
-                algorithm: cell.algorithm.clone(),
-                nemesis: cell.nemesis.clone(),
-                must: expected.must.clone(),
-                ..Reach::default()
-            });
-        if cell.status != super::matrix::Status::NotApplicable {
-            entry.runs += 1;
-            entry.passed += usize::from(!cell.status.fails());
-            if let Some(ms) = cell.first_anomaly_ms.filter(|_| !expected.must.is_empty()) {
-                entry.first_anomaly_ms.push(ms);
-            }
-            if let Some(ms) = cell.proven_ms.filter(|_| !cell.status.fails()) {
-                entry.proven_ms.push(ms);
-            }
-        }
-        progress.rounds[round].ended = Some(Instant::now());
-        progress.rounds[round].cells[index] = Some(cell);
+        progress.finished(round, index, &expected, cell);
     }
     // A row whose every cell's run could not start has an empty folder left: its cells'
     // own were removed (`run::unstarted`). Only now, with no cell making one beside it.
@@ -614,6 +550,42 @@ pub async fn audit(
     }
     let audit = lock(&progress).assemble(options, audit_began, None);
     Ok(audit)
+}
+
+/// Every (round, cell) of the audit as a job: its run planned, its folder, what it expects.
+fn cell_jobs(
+    options: &AuditOptions,
+    cells: &[(String, String)],
+    specs: &BTreeMap<String, WorkloadSpec>,
+) -> Vec<CellJob> {
+    let mut queue = Vec::new();
+    for round in 0..options.repeat {
+        for (index, (algorithm, nemesis)) in cells.iter().enumerate() {
+            let mut spec = specs[algorithm].clone();
+            spec.seed = options.seed + round as u64;
+            let folder = row_folder(algorithm);
+            let dir = if options.repeat > 1 {
+                options.out.join(&folder).join(format!("{nemesis}-{round}"))
+            } else {
+                options.out.join(&folder).join(nemesis)
+            };
+            let expected = expectation(&spec, nemesis, options.fenced);
+            let plan = cell_plan(options, spec, nemesis, &dir, &expected);
+            let alone = (plan.as_ref())
+                .is_ok_and(|plan| crate::cluster::service(plan.spec.topology()).audit_alone);
+            queue.push(CellJob {
+                alone,
+                round,
+                index,
+                algorithm: algorithm.clone(),
+                nemesis: nemesis.clone(),
+                plan,
+                dir,
+                expected,
+            });
+        }
+    }
+    queue
 }
 
 fn lock(progress: &Mutex<Progress>) -> std::sync::MutexGuard<'_, Progress> {
@@ -641,6 +613,51 @@ struct Running {
 }
 
 impl Progress {
+    /// A cell's run begins: its round has begun, and an interruption marks it as cut short.
+    fn started(&mut self, job: &CellJob, started_s: f64) {
+        let round = &mut self.rounds[job.round];
+        round.began.get_or_insert_with(Instant::now);
+        round.started_wall.get_or_insert_with(|| {
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+        });
+        self.running.insert(
+            (job.round, job.index),
+            Running {
+                algorithm: job.algorithm.clone(),
+                nemesis: job.nemesis.clone(),
+                dir: job.dir.clone(),
+                expected: job.expected.clone(),
+                began: Instant::now(),
+                started_s,
+            },
+        );
+    }
+
+    /// A cell has ended: in its round's matrix, and counted in its reach.
+    fn finished(&mut self, round: usize, index: usize, expected: &Expectation, cell: Cell) {
+        let entry = self
+            .reach
+            .entry((cell.algorithm.clone(), cell.nemesis.clone()))
+            .or_insert_with(|| Reach {
+                algorithm: cell.algorithm.clone(),
+                nemesis: cell.nemesis.clone(),
+                must: expected.must.clone(),
+                ..Reach::default()
+            });
+        if cell.status != super::matrix::Status::NotApplicable {
+            entry.runs += 1;
+            entry.passed += usize::from(!cell.status.fails());
+            if let Some(ms) = cell.first_anomaly_ms.filter(|_| !expected.must.is_empty()) {
+                entry.first_anomaly_ms.push(ms);
+            }
+            if let Some(ms) = cell.proven_ms.filter(|_| !cell.status.fails()) {
+                entry.proven_ms.push(ms);
+            }
+        }
+        self.rounds[round].ended = Some(Instant::now());
+        self.rounds[round].cells[index] = Some(cell);
+    }
+
     /// The audit of the cells that ended; `interrupted` by that signal, with the cells
     /// under way too, each marked as cut short by it.
     fn assemble(

@@ -5,42 +5,39 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::mpsc;
 
 use crate::checker;
 use crate::cluster::{self, Cluster, ClusterSpec, Endpoints};
-use crate::fleet::{Fleet, FleetError};
+use crate::fleet::FleetError;
 use crate::history::{self, Event, EventType, RecordedLine};
 use crate::locks;
-use crate::nemesis::executor::{self, Targets};
-use crate::nemesis::journal::Journal;
-use crate::nemesis::network::Network;
-use crate::nemesis::{self, FaultKind, Stage};
+use crate::nemesis::FaultKind;
 use crate::outfile;
-use crate::report::{Anomaly, AnomalyKind, Report};
+use crate::report::{AnomalyKind, Report};
 use crate::run_record::{Phases, RunRecord, RUN_JSON, SCHEDULE_COPY};
 
 use crate::clock::{wall_ms, RunClock};
 use crate::workload::client::key_name;
 use crate::workload::resource::Resource;
 use crate::workload::spec::WorkloadSpec;
-use crate::workload::worker::WorkerConfig;
 
 pub use existing::{existing_endpoints, preflight, PREFLIGHT_TIMEOUT};
-use online::{collect_found, Finished, Found, Online};
 pub use plan::RunPlan;
 // A run's options are part of its record (run.json); they are the run's own API too.
 pub use crate::run_record::{RunOptions, StopWhen};
-use recorder::{record_and_forward, Counts};
+use recorder::Counts;
 
 mod adapter_logs;
+mod drive;
+use drive::{drive, Driven};
+use online::Finished;
 mod existing;
 mod interrupted;
 pub mod online;
 pub mod plan;
+mod progress;
 pub mod record;
 pub mod recorder;
 pub mod rerun;
@@ -226,131 +223,23 @@ pub async fn run(plan: &RunPlan) -> Result<RunOutcome, RunError> {
 
 async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     let RunPlan {
-        spec,
         schedule,
         dir,
         options,
         ..
     } = plan;
     let dir = dir.as_path();
-    let servers = plan.servers.clone();
-    // Private to this user from the start: it holds the servers' password (endpoints.json).
-    crate::private::create_run_dir(dir).map_err(io_error(dir))?;
-    let spec_text = toml::to_string_pretty(spec).map_err(|e| RunError::Setup(e.to_string()))?;
-    outfile::write(&dir.join("workload.toml"), spec_text)
-        .map_err(io_error(&dir.join("workload.toml")))?;
-    // What ran, for a person and for `rerun`: the workload above, run.json, and the
-    // schedule file's text as it was (the file may change or not be there for a rerun).
     let began = std::time::Instant::now();
-    let mut record = RunRecord::of(plan);
+    let mut record = write_what_runs(plan)?;
     let record_path = dir.join(RUN_JSON);
-    record.write(dir).map_err(io_error(&record_path))?;
-    if record.schedule_file {
-        let copy = dir.join(SCHEDULE_COPY);
-        let text = std::fs::read(&record.nemesis).map_err(|e| RunError::Io {
-            path: record.nemesis.clone(),
-            error: e,
-        })?;
-        if Path::new(&record.nemesis) != copy {
-            outfile::write(&copy, text).map_err(io_error(&copy))?;
-        }
-    }
-    let kinds = schedule.kinds();
-
-    // Faults that cannot act on this run are said before it starts, never passed off as
-    // injected and healed.
-    let not_applicable: Vec<String> = (plan.not_applicable.iter())
-        .map(|(kind, why)| format!("{}: {why}", kind.name()))
-        .collect();
-    if !not_applicable.is_empty() {
-        let all = plan.nothing_acts.is_some();
-        crate::note!(
-            "lockaudit: warning: {} of the nemesis {} can act on this run ({}); {}",
-            if all { "no fault" } else { "not every fault" },
-            schedule.name,
-            not_applicable.join("; "),
-            if all {
-                "it runs without faults, and proves nothing about them"
-            } else {
-                "those faults are left out (marked in nemesis.json)"
-            }
-        );
-    }
-
-    // A schedule whose faults cannot all happen within the time limit says so too.
-    let misfit = plan.misfit.clone();
-    if let Some(why) = &misfit {
-        crate::note!("lockaudit: warning: {why}");
-    }
-    // What the run could not do, for report.json (the checker judges the history only).
-    let warnings: Vec<String> = not_applicable
-        .iter()
-        .map(|why| format!("a fault that cannot act on this run was left out: {why}"))
-        .chain(misfit)
-        .collect();
+    let (not_applicable, warnings) = announce_faults(plan);
     // Ctrl-C or SIGTERM: once every child is stopped, the history recorded so far is
     // checked and its report written, marked interrupted. `finishing` keeps that and this
     // function's own report from being written at once.
     let finishing = Arc::new(Mutex::new(false));
     let _interrupted = interrupted::register(dir, options, &warnings, finishing.clone());
 
-    let mut owned = None;
-    let endpoints = match servers {
-        Servers::Existing(mut endpoints) => {
-            if let Some(kind) = kinds.iter().find(|k| !k.targets_workers()) {
-                return Err(RunError::Setup(format!(
-                    "the nemesis {} needs servers lockaudit starts itself; with --redis only client faults are possible",
-                    kind.name()
-                )));
-            }
-            preflight(&mut endpoints, PREFLIGHT_TIMEOUT)
-                .await
-                .map_err(RunError::Setup)?;
-            crate::note!(
-                "lockaudit: using a Redis it did not start ({}:{}): server-side faults are unavailable",
-                endpoints.nodes[0].host, endpoints.nodes[0].port
-            );
-            endpoints
-        }
-        Servers::Owned {
-            redis_server,
-            redis_sentinel,
-        } => {
-            let mut cluster_spec = ClusterSpec::new(spec.topology(), dir);
-            cluster_spec.masters = spec.masters;
-            cluster_spec.redis_server = redis_server;
-            cluster_spec.redis_sentinel = redis_sentinel;
-            cluster_spec.persistence = schedule.needs_persistence();
-            cluster_spec.fake_clocks = kinds.contains(&FaultKind::ClockJump);
-            cluster_spec.hosts = cluster::parse_targets(&spec.nodes)?;
-            cluster_spec.ssh_key = spec.ssh_key.clone();
-            cluster_spec.remote_dir = spec.remote_dir.clone();
-            cluster_spec.accept_new_host_keys = spec.accept_new_host_keys;
-            let begun = std::time::Instant::now();
-            let cluster = cluster::start(&cluster_spec).await?;
-            if cluster_spec.topology == cluster::Topology::Cluster {
-                // Forming a cluster takes seconds, not milliseconds: say how long, and keep it.
-                let ms = begun.elapsed().as_millis();
-                crate::note!(
-                    "lockaudit: Redis Cluster of {} masters with a replica each ready in {ms} ms",
-                    cluster_spec.shards
-                );
-                outfile::write(&dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
-                    .map_err(io_error(dir))?;
-            } else if cluster_spec.topology.own_locks_only() {
-                let ms = begun.elapsed().as_millis();
-                crate::note!(
-                    "lockaudit: {} ready in {ms} ms",
-                    cluster_spec.topology.service_name()
-                );
-                outfile::write(&dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
-                    .map_err(io_error(dir))?;
-            }
-            let endpoints = cluster.endpoints();
-            owned = Some(cluster);
-            endpoints
-        }
-    };
+    let (endpoints, mut owned) = start_servers(plan).await?;
     record.servers = cluster::server_versions(&endpoints).await;
     record.write(dir).map_err(io_error(&record_path))?;
     let endpoints_text =
@@ -394,32 +283,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
             "{late} events reached the online checker after it had judged their time; the verdict below is on every event"
         );
     }
-    // The online checker has every event the file has, in its order: its final verdict is
-    // `check` on the file (tests/online.rs). Without it, or should it have stopped, the file
-    // is read.
-    let report = match online.map(|o| o.report) {
-        Some(Ok(report)) => report,
-        other => {
-            if let Some(Err(e)) = other {
-                tracing::warn!("online checking stopped ({e}); reading the history back");
-            }
-            let history_path = dir.join("history.jsonl");
-            let history = history::read_file(&history_path).map_err(|e| {
-                RunError::Setup(format!("the recorded history does not read back: {e}"))
-            })?;
-            checker::check(&history, &options.check)
-        }
-    };
-    let taken_back: Vec<&str> = found_kinds
-        .iter()
-        .filter(|&&kind| report.count(kind) == 0)
-        .map(|kind| kind.as_str())
-        .collect();
-    if !taken_back.is_empty() {
-        crate::note!(
-            "lockaudit: warning: reported while the run went on but not in the final verdict: {taken_back:?} (a lease granted later lengthened a block; the final verdict is on every event)"
-        );
-    }
+    let report = final_report(online, dir, options, &found_kinds)?;
     // A run whose faults never acted tested nothing about them: valid as the history is,
     // it is no pass (exit 3), and an audit counts its cell as untested.
     let untested = (acting > 0 && faults_acted == 0 && report.valid == Some(true)).then(|| {
@@ -428,23 +292,8 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
             schedule.name
         )
     });
-    // An adapter that crashed or printed a traceback: named, with its trace's last lines,
-    // for the verdict alone would not say the harness or the library broke.
-    // The first few are named; a library that fails every time needs no more.
     let mut warnings = warnings;
-    let troubles = adapter_logs::troubles(dir);
-    for trouble in troubles.iter().take(3) {
-        crate::note!("lockaudit: warning: an adapter failed: {}", trouble.text());
-        warnings.push(format!("an adapter failed: {}", trouble.text()));
-    }
-    if troubles.len() > 3 {
-        let more = format!(
-            "{} more adapters failed the same way or another (their adapter-*.log)",
-            troubles.len() - 3
-        );
-        crate::note!("lockaudit: warning: {more}");
-        warnings.push(more);
-    }
+    warnings.extend(adapter_troubles(dir));
     // The checker judges the history; what the run could not do is the run's to add.
     let report_text =
         report_json(&report, &warnings, None, untested.as_deref()).map_err(RunError::Setup)?;
@@ -484,6 +333,188 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     })
 }
 
+/// Makes the run folder and writes what runs, for a person and for `rerun`: the workload
+/// as it runs, run.json, and the schedule file's text as it was (the file may change or not
+/// be there for a rerun).
+fn write_what_runs(plan: &RunPlan) -> Result<RunRecord, RunError> {
+    let dir = plan.dir.as_path();
+    // Private to this user from the start: it holds the servers' password (endpoints.json).
+    crate::private::create_run_dir(dir).map_err(io_error(dir))?;
+    let spec_text =
+        toml::to_string_pretty(&plan.spec).map_err(|e| RunError::Setup(e.to_string()))?;
+    outfile::write(&dir.join("workload.toml"), spec_text)
+        .map_err(io_error(&dir.join("workload.toml")))?;
+    let record = RunRecord::of(plan);
+    record.write(dir).map_err(io_error(&dir.join(RUN_JSON)))?;
+    if record.schedule_file {
+        let copy = dir.join(SCHEDULE_COPY);
+        let text = std::fs::read(&record.nemesis).map_err(|e| RunError::Io {
+            path: record.nemesis.clone(),
+            error: e,
+        })?;
+        if Path::new(&record.nemesis) != copy {
+            outfile::write(&copy, text).map_err(io_error(&copy))?;
+        }
+    }
+    Ok(record)
+}
+
+/// Says, before the run starts, which of its faults cannot act (never passed off as
+/// injected and healed) and whether the schedule fits its time. Returns those faults
+/// ("kind: why") and what report.json adds for them (the checker judges the history only).
+fn announce_faults(plan: &RunPlan) -> (Vec<String>, Vec<String>) {
+    let not_applicable: Vec<String> = (plan.not_applicable.iter())
+        .map(|(kind, why)| format!("{}: {why}", kind.name()))
+        .collect();
+    if !not_applicable.is_empty() {
+        let all = plan.nothing_acts.is_some();
+        crate::note!(
+            "lockaudit: warning: {} of the nemesis {} can act on this run ({}); {}",
+            if all { "no fault" } else { "not every fault" },
+            plan.schedule.name,
+            not_applicable.join("; "),
+            if all {
+                "it runs without faults, and proves nothing about them"
+            } else {
+                "those faults are left out (marked in nemesis.json)"
+            }
+        );
+    }
+    if let Some(why) = &plan.misfit {
+        crate::note!("lockaudit: warning: {why}");
+    }
+    let warnings = not_applicable
+        .iter()
+        .map(|why| format!("a fault that cannot act on this run was left out: {why}"))
+        .chain(plan.misfit.clone())
+        .collect();
+    (not_applicable, warnings)
+}
+
+/// The servers the run's clients use: a Redis already running (checked first), or the
+/// cluster lockaudit starts and owns.
+async fn start_servers(plan: &RunPlan) -> Result<(Endpoints, Option<Cluster>), RunError> {
+    let (spec, schedule, dir) = (&plan.spec, &plan.schedule, plan.dir.as_path());
+    let kinds = schedule.kinds();
+    match plan.servers.clone() {
+        Servers::Existing(mut endpoints) => {
+            if let Some(kind) = kinds.iter().find(|k| !k.targets_workers()) {
+                return Err(RunError::Setup(format!(
+                    "the nemesis {} needs servers lockaudit starts itself; with --redis only client faults are possible",
+                    kind.name()
+                )));
+            }
+            preflight(&mut endpoints, PREFLIGHT_TIMEOUT)
+                .await
+                .map_err(RunError::Setup)?;
+            crate::note!(
+                "lockaudit: using a Redis it did not start ({}:{}): server-side faults are unavailable",
+                endpoints.nodes[0].host, endpoints.nodes[0].port
+            );
+            Ok((endpoints, None))
+        }
+        Servers::Owned {
+            redis_server,
+            redis_sentinel,
+        } => {
+            let mut cluster_spec = ClusterSpec::new(spec.topology(), dir);
+            cluster_spec.masters = spec.masters;
+            cluster_spec.redis_server = redis_server;
+            cluster_spec.redis_sentinel = redis_sentinel;
+            cluster_spec.persistence = schedule.needs_persistence();
+            cluster_spec.fake_clocks = kinds.contains(&FaultKind::ClockJump);
+            cluster_spec.hosts = cluster::parse_targets(&spec.nodes)?;
+            cluster_spec.ssh_key = spec.ssh_key.clone();
+            cluster_spec.remote_dir = spec.remote_dir.clone();
+            cluster_spec.accept_new_host_keys = spec.accept_new_host_keys;
+            let begun = std::time::Instant::now();
+            let cluster = cluster::start(&cluster_spec).await?;
+            if cluster_spec.topology == cluster::Topology::Cluster {
+                // Forming a cluster takes seconds, not milliseconds: say how long, and keep it.
+                let ms = begun.elapsed().as_millis();
+                crate::note!(
+                    "lockaudit: Redis Cluster of {} masters with a replica each ready in {ms} ms",
+                    cluster_spec.shards
+                );
+                outfile::write(&dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
+                    .map_err(io_error(dir))?;
+            } else if cluster_spec.topology.own_locks_only() {
+                let ms = begun.elapsed().as_millis();
+                crate::note!(
+                    "lockaudit: {} ready in {ms} ms",
+                    cluster_spec.topology.service_name()
+                );
+                outfile::write(&dir.join("cluster-start-ms.txt"), format!("{ms}\n"))
+                    .map_err(io_error(dir))?;
+            }
+            Ok((cluster.endpoints(), Some(cluster)))
+        }
+    }
+}
+
+/// The verdict on every event. The online checker has every event the file has, in its
+/// order: its final verdict is `check` on the file (tests/online.rs). Without it, or
+/// should it have stopped, the file is read. A kind reported while the run went on that
+/// the verdict takes back is said.
+fn final_report(
+    online: Option<Finished>,
+    dir: &Path,
+    options: &RunOptions,
+    found_kinds: &[AnomalyKind],
+) -> Result<Report, RunError> {
+    if let Some(late) = online.as_ref().map(|o| o.late_events).filter(|&n| n > 0) {
+        tracing::warn!(
+            "{late} events reached the online checker after it had judged their time; the verdict below is on every event"
+        );
+    }
+    let report = match online.map(|o| o.report) {
+        Some(Ok(report)) => report,
+        other => {
+            if let Some(Err(e)) = other {
+                tracing::warn!("online checking stopped ({e}); reading the history back");
+            }
+            let history_path = dir.join("history.jsonl");
+            let history = history::read_file(&history_path).map_err(|e| {
+                RunError::Setup(format!("the recorded history does not read back: {e}"))
+            })?;
+            checker::check(&history, &options.check)
+        }
+    };
+    let taken_back: Vec<&str> = found_kinds
+        .iter()
+        .filter(|&&kind| report.count(kind) == 0)
+        .map(|kind| kind.as_str())
+        .collect();
+    if !taken_back.is_empty() {
+        crate::note!(
+            "lockaudit: warning: reported while the run went on but not in the final verdict: {taken_back:?} (a lease granted later lengthened a block; the final verdict is on every event)"
+        );
+    }
+    Ok(report)
+}
+
+/// An adapter that crashed or printed a traceback: named, with its trace's last lines, for
+/// the verdict alone would not say the harness or the library broke. The first few are
+/// named; a library that fails every time needs no more. Said, and returned for
+/// report.json's warnings.
+fn adapter_troubles(dir: &Path) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let troubles = adapter_logs::troubles(dir);
+    for trouble in troubles.iter().take(3) {
+        crate::note!("lockaudit: warning: an adapter failed: {}", trouble.text());
+        warnings.push(format!("an adapter failed: {}", trouble.text()));
+    }
+    if troubles.len() > 3 {
+        let more = format!(
+            "{} more adapters failed the same way or another (their adapter-*.log)",
+            troubles.len() - 3
+        );
+        crate::note!("lockaudit: warning: {more}");
+        warnings.push(more);
+    }
+    warnings
+}
+
 /// `report.json`'s text: the checker's report, with the run's `warnings`, for a run cut
 /// short by a signal `"interrupted": "SIGINT"`, and for a run whose faults never acted
 /// `"untested": why`.
@@ -506,340 +537,6 @@ fn report_json(
         }
     }
     Ok(serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n")
-}
-
-/// What `drive` leaves for the run's outcome.
-struct Driven {
-    counts: Counts,
-    /// Seconds the clients took to connect, before the run's clock started.
-    ready_s: f64,
-    /// How many faults took effect on the running workload.
-    faults_acted: usize,
-    stopped: Option<String>,
-    unhealed: Vec<String>,
-    planned: usize,
-    acting: usize,
-    proven: Option<String>,
-    online: Option<Finished>,
-    /// The kinds the online checker reported while the run went on.
-    found_kinds: Vec<AnomalyKind>,
-}
-
-/// Spawns the workers, runs the nemesis and records until the workers finish, heals
-/// every fault, then reads the counters.
-async fn drive(
-    run_plan: &RunPlan,
-    endpoints: &Endpoints,
-    cluster: Option<&mut Cluster>,
-) -> Result<Driven, RunError> {
-    let RunPlan {
-        spec,
-        schedule,
-        dir,
-        options,
-        ..
-    } = run_plan;
-    let dir = dir.as_path();
-    let stage = Stage {
-        workers: spec.workers,
-        servers: endpoints.nodes.iter().map(|n| n.name.clone()).collect(),
-        ttl_ms: spec.ttl.0,
-        crash_points: crash_points_of(spec),
-        time_limit_ms: spec.time_limit.0,
-        seed: spec.seed,
-        topology: endpoints.topology,
-    };
-    let mut plan =
-        nemesis::plan(schedule, &stage).map_err(|e| RunError::Schedule(e.to_string()))?;
-    for fault in &mut plan {
-        fault.not_applicable = run_plan.cannot_act(fault.kind);
-    }
-    let planned = plan.len();
-    let acting = plan.iter().filter(|f| f.not_applicable.is_none()).count();
-    let plan_text =
-        serde_json::to_string_pretty(&plan).map_err(|e| RunError::Setup(e.to_string()))?;
-    outfile::write(&dir.join("nemesis.json"), plan_text + "\n")
-        .map_err(io_error(&dir.join("nemesis.json")))?;
-
-    check_scripts(spec, endpoints).await?;
-
-    let deadline_ns = (spec.time_limit.0 as i64) * 1_000_000;
-    let (events, received) = mpsc::unbounded_channel::<RecordedLine>();
-    let (counts_tx, counts_rx) = watch::channel(Counts::default());
-    let history_path = dir.join("history.jsonl");
-    let (found_tx, found_rx) = mpsc::unbounded_channel::<Anomaly>();
-    let online = options.online_check.then(|| {
-        Online::start(
-            &history_path.display().to_string(),
-            options.check.clone(),
-            found_tx,
-        )
-    });
-    let found = Arc::new(Mutex::new(Found::default()));
-    let stop = Arc::new(Notify::new());
-    // A recorder that cannot write (a full disk) stops the run at once, and says why: the
-    // workers would otherwise go on with nothing recorded.
-    let write_failed: Arc<Mutex<Option<String>>> = Arc::default();
-    let recorder = tokio::spawn({
-        let path = history_path.clone();
-        let forward = online.as_ref().map(Online::lines);
-        let (stop, write_failed) = (stop.clone(), write_failed.clone());
-        async move {
-            let recorded = record_and_forward(&path, received, counts_tx, forward).await;
-            if let Err(e) = &recorded {
-                *write_failed.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some(format!("cannot write {}: {e}", path.display()));
-                stop.notify_one();
-            }
-            recorded
-        }
-    });
-    let collector = collect_found(
-        found_rx,
-        options.stop_when.clone(),
-        found.clone(),
-        stop.clone(),
-    );
-
-    // Proxies between clients and servers, when a fault needs them.
-    let kinds = schedule.kinds();
-    let needs_network = kinds
-        .iter()
-        .any(|k| matches!(k, FaultKind::Partition | FaultKind::Latency))
-        || (kinds.contains(&FaultKind::Failover)
-            && cluster::service(endpoints.topology).primary_by_hand)
-        || (kinds.contains(&FaultKind::KillSession)
-            && matches!(
-                cluster::service(endpoints.topology).sessions,
-                cluster::SessionEnd::CutOff
-            ));
-    let (mut network, worker_endpoints) = if needs_network {
-        let (network, per_worker) = Network::start(endpoints, spec.workers, true)
-            .await
-            .map_err(|e| RunError::Setup(format!("cannot set up the proxies: {e}")))?;
-        (Some(network), per_worker)
-    } else {
-        (None, vec![endpoints.clone(); spec.workers])
-    };
-
-    // An external adapter's clock can only be skewed through a preloaded wall clock.
-    let adapter_clock =
-        if spec.algorithm == crate::locks::EXTERNAL && kinds.contains(&FaultKind::ClockSkew) {
-            Some(cluster::Preload::find().map_err(|e| {
-                RunError::Setup(format!(
-                    "clock-skew on an external adapter needs its wall clock faked: {e}"
-                ))
-            })?)
-        } else {
-            None
-        };
-
-    let total = spec.clients as u64;
-    let configs = (0..spec.workers)
-        .map(|w| WorkerConfig {
-            worker: w,
-            slots: (0..total)
-                .filter(|s| (*s as usize) % spec.workers == w)
-                .collect(),
-            total_slots: total,
-            spec: spec.clone(),
-            endpoints: worker_endpoints[w].clone(),
-            // Set by `go`, once every client is ready.
-            base_ns: 0,
-            deadline_ns,
-            first_generation: 0,
-            adapter_clock: adapter_clock.clone(),
-            await_go: true,
-        })
-        .collect();
-    let connecting = std::time::Instant::now();
-    let (mut fleet, mut exits) = Fleet::start(dir, configs, events.clone()).await?;
-    // The clients connect first (an adapter answers its `init`); the run's clock, and with
-    // it the schedule's faults and the time limit, starts once all have. A client that
-    // cannot start stops the run here, before any fault.
-    fleet
-        .await_ready(crate::workload::worker::CONNECT_LIMIT + Duration::from_secs(5))
-        .await
-        .map_err(|why| RunError::Setup(format!("the clients could not start: {why}")))?;
-    let ready_s = connecting.elapsed().as_secs_f64();
-    if options.progress {
-        crate::note!(
-            "lockaudit: {} clients ready in {} ms",
-            spec.clients,
-            (ready_s * 1000.0).round()
-        );
-    }
-    let clock = RunClock::start();
-    fleet.go(clock.base_ns).await;
-
-    let progress = if options.progress {
-        progress_bar(spec)
-    } else {
-        ProgressBar::hidden()
-    };
-    // Where the bar cannot show (stderr is no terminal: a CI log, a pipe), a line on stderr
-    // every few seconds says the run goes on, and how far: progress, never on stdout, which
-    // carries the verdict only.
-    // An optimistic lock acquires nothing: its progress is its writes.
-    let optimistic = locks::is_optimistic(&spec.algorithm);
-    let mut lines = (options.progress && progress.is_hidden())
-        .then(|| ProgressLines::new(options.online_check, optimistic));
-    let watch_progress = {
-        let progress = progress.clone();
-        let mut counts = counts_rx.clone();
-        let found = found.clone();
-        tokio::spawn(async move {
-            loop {
-                let c = *counts.borrow_and_update();
-                let now_ns = clock.now().max(0);
-                progress.set_position((now_ns / 1_000_000) as u64);
-                let anomalies = {
-                    let found = found.lock().unwrap_or_else(|p| p.into_inner());
-                    found
-                        .kinds
-                        .iter()
-                        .map(|(kind, n)| format!("{kind} ×{n}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                if let Some(line) = lines.as_mut().and_then(|l| l.due(now_ns, &c, &anomalies)) {
-                    crate::note!("{line}");
-                }
-                progress.set_message(format!(
-                    "{}{}",
-                    c.progress(optimistic),
-                    if anomalies.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" · found: {anomalies}")
-                    }
-                ));
-                tokio::select! {
-                    changed = counts.changed() => if changed.is_err() { break },
-                    () = tokio::time::sleep(Duration::from_millis(200)) => {}
-                }
-            }
-        })
-    };
-
-    let journal = Journal::new(events.clone(), clock);
-    let stopped;
-    let mut unhealed;
-    {
-        let mut targets = Targets {
-            workers: &mut fleet,
-            endpoints,
-            cluster,
-            network: network.as_mut(),
-        };
-        let executed = executor::execute_until(
-            &plan,
-            &mut targets,
-            &journal,
-            &mut exits,
-            spec.time_limit.0,
-            &stop,
-        )
-        .await;
-        (stopped, unhealed) = (executed.stopped, executed.unhealed);
-        if cluster::shutting_down() {
-            // Ctrl-C: the cleanup handler is stopping every child and ends the process next.
-            // Shutting down is no fault: nothing more is healed, read or recorded.
-            std::future::pending::<()>().await;
-        }
-        executor::heal_all(&mut targets, &journal, &mut unhealed).await;
-    }
-    let proven = found
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .proven
-        .clone();
-    let write_failed = write_failed
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    let early = if let Some(why) = stopped.as_ref().or(write_failed.as_ref()) {
-        crate::note!("lockaudit: stopping the run: {why}");
-        true
-    } else if let Some(what) = &proven {
-        progress.suspend(|| {
-            crate::note!("lockaudit: proven ({what}): stopping the run, healing every fault")
-        });
-        true
-    } else {
-        false
-    };
-
-    // Clients stop starting cycles at the deadline and finish the one under way; give them
-    // the longest a cycle can take (none when the run stops early), then stop the workers,
-    // every one recording nothing more before any connection closes.
-    let grace =
-        Duration::from_millis(spec.hold.max.0 + spec.think.max.0 + 4 * spec.op_timeout.0 + 1000);
-    let left = (Duration::from_millis(spec.time_limit.0) + grace)
-        .saturating_sub(Duration::from_nanos(clock.now().max(0) as u64));
-    let deaths = fleet
-        .finish(if early { Duration::ZERO } else { left })
-        .await;
-    for death in deaths {
-        tracing::warn!(
-            "{}: {}",
-            crate::nemesis::workers::worker_name(death.worker),
-            death.cause
-        );
-        let died = death.remains.death_ns(death.earliest_ns);
-        let cause = serde_json::Map::from_iter([("cause".to_string(), death.cause.into())]);
-        executor::record_kill(&journal, death.worker, &death.remains, cause, died);
-    }
-    let faults_acted = journal.faults_acted();
-
-    if let Some(network) = network {
-        network.stop().await;
-    }
-    // A number no client used: the fleet's ledgers have read every worker's output by now,
-    // whereas the recorder's counts may still lag behind its queue (a client retired just
-    // before the end could then share its number with the final reads).
-    let max_process = fleet
-        .max_process()
-        .unwrap_or(0)
-        .max(counts_rx.borrow().max_process);
-    final_reads(spec, endpoints, clock, max_process + 1, &events).await;
-    drop(journal);
-    drop(events);
-    drop(fleet);
-    let counts = recorder
-        .await
-        .map_err(|e| RunError::Setup(format!("the recorder failed: {e}")))?
-        .map_err(io_error(&history_path))?;
-    watch_progress.abort();
-    progress.finish_and_clear();
-    let online = match online {
-        Some(online) => Some(
-            tokio::task::spawn_blocking(move || online.finish())
-                .await
-                .map_err(|e| RunError::Setup(format!("the online checker failed: {e}")))?,
-        ),
-        None => None,
-    };
-    collector.abort();
-    let found_kinds = found
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .kinds
-        .keys()
-        .cloned()
-        .collect();
-    Ok(Driven {
-        counts,
-        ready_s,
-        faults_acted,
-        stopped,
-        unhealed: unhealed.iter().map(ToString::to_string).collect(),
-        planned,
-        acting,
-        proven,
-        online,
-        found_kinds,
-    })
 }
 
 /// A workload's own Lua scripts must compile before any worker starts: a client that
@@ -958,67 +655,9 @@ fn send_event(events: &mpsc::UnboundedSender<RecordedLine>, event: &Event) {
     let _ = events.send(RecordedLine::from_event(event));
 }
 
-/// How often a progress line is printed when the bar cannot show.
-const PROGRESS_LINE_EVERY_NS: i64 = 5_000_000_000;
-
-/// The progress lines of a run whose bar is hidden: one every [`PROGRESS_LINE_EVERY_NS`] of
-/// run time.
-///
-/// ```text
-/// progress: 5s, 4121 events, 1012 acquisitions, 3 failed, 0 indeterminate; anomalies so far: none
-/// ```
-///
-/// An optimistic lock's line counts its writes instead (`Counts::progress`).
-struct ProgressLines {
-    next_ns: i64,
-    online_check: bool,
-    optimistic: bool,
-}
-
-impl ProgressLines {
-    fn new(online_check: bool, optimistic: bool) -> ProgressLines {
-        ProgressLines {
-            next_ns: PROGRESS_LINE_EVERY_NS,
-            online_check,
-            optimistic,
-        }
-    }
-
-    /// The line to print at `now_ns` of run time, if one is due; `anomalies` is what the
-    /// online checker found so far ("overlap ×2, ...", empty for none).
-    fn due(&mut self, now_ns: i64, counts: &Counts, anomalies: &str) -> Option<String> {
-        if now_ns < self.next_ns {
-            return None;
-        }
-        while self.next_ns <= now_ns {
-            self.next_ns += PROGRESS_LINE_EVERY_NS;
-        }
-        let anomalies = match (self.online_check, anomalies.is_empty()) {
-            (false, _) => "anomalies: checked at the end (--no-online-check)".to_string(),
-            (true, true) => "anomalies so far: none".to_string(),
-            (true, false) => format!("anomalies so far: {anomalies}"),
-        };
-        Some(format!(
-            "progress: {}s, {} events, {}; {anomalies}",
-            now_ns / 1_000_000_000,
-            counts.events,
-            counts.progress(self.optimistic)
-        ))
-    }
-}
-
-fn progress_bar(spec: &WorkloadSpec) -> ProgressBar {
-    let bar = ProgressBar::new(spec.time_limit.0);
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {elapsed:>4} [{bar:30}] {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    bar
-}
-
 #[cfg(test)]
 mod tests {
+    use super::progress::ProgressLines;
     use super::*;
 
     #[test]

@@ -256,6 +256,8 @@ impl Sim {
         Some(Value::Object(v))
     }
 
+    // One arm per step of a client, as the generated histories' shape reads best.
+    #[allow(clippy::too_many_lines)]
     fn act(&mut self, s: usize, now: i64) {
         let process = self.slots[s].process;
         match self.slots[s].state.clone() {
@@ -567,6 +569,7 @@ impl Sim {
 }
 
 /// A random history of a possibly faulty lock, and the bounds to check it with.
+#[allow(clippy::too_many_lines)]
 pub fn generate(seed: u64) -> (Vec<Event>, Bounds) {
     let mut rng = StdRng::seed_from_u64(seed);
     let nkeys = rng.random_range(1..=3);
