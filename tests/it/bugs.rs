@@ -4,7 +4,7 @@
 //! stops finding a known bug fails the build. (The rates over ten seeds are measured, not
 //! tested: docs/src/guide/known-bugs.md.)
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! bounds (latency added, an answer withheld for a while) or generous ratios, so a loaded
 //! machine makes them slower, not flaky.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

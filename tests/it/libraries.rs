@@ -7,7 +7,7 @@
 //! must be installed (`bash .ci/run` does); without them these tests fail, saying what to
 //! install.
 
-mod common;
+use crate::common;
 use common::{
     require_etcd, require_go_etcd, require_node_etcd3, require_node_redlock, require_python,
     require_zookeeper,

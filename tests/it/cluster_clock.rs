@@ -371,7 +371,11 @@ fn missing_or_unloadable_libfaketime_fails_the_start() {
     for (path, mode) in cases {
         let exe = std::env::current_exe().unwrap();
         let out = Command::new(exe)
-            .args(["libfaketime_child", "--exact", "--nocapture"])
+            .arg(crate::common::test_name(
+                module_path!(),
+                "libfaketime_child",
+            ))
+            .args(["--exact", "--nocapture"])
             .env(CHILD_ENV, mode)
             .env(cluster::LIBFAKETIME_ENV, &path)
             .output()

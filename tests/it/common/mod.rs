@@ -1,6 +1,4 @@
 //! Helpers shared by the integration tests that run `lockaudit` and read its run folder.
-// Each test crate uses the helpers it needs.
-#![allow(dead_code)]
 
 pub mod netns;
 
@@ -502,4 +500,12 @@ pub fn require_curator() {
         java && jars && built,
         "this test needs the Curator adapter built (java {java}, jars {jars}, built {built}): `apt-get install openjdk-17-jdk-headless libcurator-recipes-java zookeeper`, then `sh examples/adapters/curator/build.sh` (bash .ci/run does both)"
     );
+}
+
+/// The name libtest knows the test `name` of the module `module` (`module_path!()`) by, to
+/// run that one test in a child copy of this binary (`--exact`): the path without the crate
+/// (`run::helper`).
+pub fn test_name(module: &str, name: &str) -> String {
+    let path = module.split_once("::").map_or("", |(_, path)| path);
+    format!("{path}::{name}")
 }

@@ -4,7 +4,7 @@
 //! crash, and leaves no process and no data behind; the lock excludes, waits, dies with its
 //! session, and a lost session is a `lost` notice or, with `reconnect`, a new session.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -423,7 +423,7 @@ fn spawn_helper(
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
         .args([
-            "helper_process",
+            &crate::common::test_name(module_path!(), "helper_process"),
             "--exact",
             "--nocapture",
             "--test-threads=1",

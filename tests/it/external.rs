@@ -2,7 +2,7 @@
 //! redis-server: the redis-py example's verdicts, protocol failures becoming `info` with no
 //! adapter left behind, and `lockaudit adapter-test`.
 
-mod common;
+use crate::common;
 use common::{
     acquire_fair_marks, acquire_ttls, assert_exit, kinds, overlapping_shared_holds, report,
 };

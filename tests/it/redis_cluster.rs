@@ -107,7 +107,7 @@ async fn a_cluster_forms_routes_and_promotes_a_replica() {
     }
 }
 
-mod common;
+use crate::common;
 
 fn lockaudit() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_lockaudit"))

@@ -9,7 +9,7 @@
 //! fixed waits are a fault's own duration. The last tests run the real binary end to end:
 //! Ctrl-C in the middle of a fault, and a short random mix of faults.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;

@@ -6,7 +6,7 @@
 //! `pause-clients` (overlap), as the built-in `set-nx-px` does, and the rw-lock example
 //! without faults (valid, readers sharing).
 
-mod common;
+use crate::common;
 use common::{
     acquire_fair_marks, acquire_ttls, assert_exit, kinds, overlapping_shared_holds, report,
 };

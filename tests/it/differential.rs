@@ -21,8 +21,8 @@
 //! checkers still disagree the same way) and written to `target/tmp/differential/`; the
 //! failure prints both verdicts.
 
-mod faulty;
-mod naive;
+use crate::faulty;
+use crate::naive;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! Tried for real as another user (`setpriv` to `nobody`, and to `postgres`), which needs
 //! root: without it each test prints a SKIPPED line and returns.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! Each test runs the real binary on a workload from `workloads/` with a short time limit,
 //! then asserts the verdict and that nothing it started is left running.
 
-mod common;
+use crate::common;
 use common::{acquire_ttls, assert_exit, kinds, report};
 
 use std::path::{Path, PathBuf};
@@ -1546,7 +1546,7 @@ fn a_failed_tests_run_folder_is_kept_and_named() {
     let output = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "helper_a_failing_test_with_a_run_folder",
+            &common::test_name(module_path!(), "helper_a_failing_test_with_a_run_folder"),
             "--nocapture",
         ])
         .env("LOCKAUDIT_KEPT_RUN_HELPER", "1")
@@ -1563,8 +1563,9 @@ fn a_failed_tests_run_folder_is_kept_and_named() {
     let history = std::fs::read_to_string(kept.join("history.jsonl"));
     std::fs::remove_dir_all(&kept).unwrap();
     assert_eq!(kept.parent(), Some(common::kept_runs().as_path()));
+    // Named after the test's path, `::` as `-`.
     assert!(
-        name.starts_with("helper_a_failing_test_with_a_run_folder-"),
+        name.starts_with("run-helper_a_failing_test_with_a_run_folder-"),
         "{name}"
     );
     assert_eq!(history.unwrap(), "the history\n");

@@ -2,7 +2,7 @@
 //! only with the password, keeps a committed row through SIGKILL and a restart (crash
 //! recovery from the WAL), pauses with its backends, and leaves no process behind.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -147,7 +147,8 @@ fn a_killed_controller_leaves_no_postgres() {
     common::require_postgres();
     let (dir, data) = (common::RunDir::new(), data_base());
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "helper_postgres_process", "--nocapture"])
+        .arg(common::test_name(module_path!(), "helper_postgres_process"))
+        .args(["--exact", "--nocapture"])
         .env("LOCKAUDIT_PG_TEST_HELPER", dir.path())
         // A SIGKILLed controller cannot remove the server's data: it goes with `data`.
         .env("TMPDIR", data.path())

@@ -12,7 +12,7 @@
 //!    only for two acknowledged increments of one value, and only where every write is an
 //!    increment, as in a run: `OnlineChecker::increments_only`).
 
-mod faulty;
+use crate::faulty;
 
 use std::path::{Path, PathBuf};
 

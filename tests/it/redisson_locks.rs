@@ -4,7 +4,7 @@
 //! stopped polling once its wait time is over; and `lockaudit run` of each built-in workload
 //! is valid without faults.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! `lockaudit audit` end to end on small matrices, against real redis-server: the files it
 //! writes, and its exit code following the workloads' expectations.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! verdict and `--json` on stdout, progress and notices on stderr; a reader that leaves
 //! early; and the folder of a run that could not start.
 
-mod common;
+use crate::common;
 
 use std::io::BufRead;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! and on a synthetic history of 200k events. (The timelines have their own tests in
 //! tests/plot_timeline.rs.)
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! its lock at its lease's end and answers every operation within its time limit; a short
 //! run under client pauses records acquires and renewals.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

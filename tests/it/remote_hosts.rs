@@ -2,7 +2,7 @@
 //! scripts/netns-hosts.sh): real sshd in each, reached with the test's key. Needs root and
 //! network namespaces: skipped (SKIPPED printed) where `ip netns add` is not permitted.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

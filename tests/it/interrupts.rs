@@ -3,7 +3,7 @@
 //! cleans up from; an interrupted audit writes its matrix with the cut cell marked; a
 //! signal after the verdict changes neither the report nor the exit.
 
-mod common;
+use crate::common;
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};

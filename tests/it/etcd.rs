@@ -6,7 +6,7 @@
 //! off from the others through the members' peer proxies is replaced, serves no read, and
 //! rejoins when healed.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
