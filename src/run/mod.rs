@@ -442,7 +442,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
         );
     }
     // The online checker has every event the file has, in its order: its final verdict is
-    // `check` on the file (tests/online.rs). Without it, or should it have stopped, the file
+    // `check` on the file (tests/it/online.rs). Without it, or should it have stopped, the file
     // is read.
     let report = match online.map(|o| o.report) {
         Some(Ok(report)) => report,
