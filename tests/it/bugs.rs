@@ -5,16 +5,13 @@
 //! tested: docs/src/guide/known-bugs.md.)
 
 use crate::common;
+use crate::common::root;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use lockaudit::nemesis::Schedule;
 use lockaudit::workload::WorkloadSpec;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// The catalogue's entries, in name order.
 fn entries() -> Vec<PathBuf> {

@@ -514,8 +514,8 @@ fn children_die_when_lockaudit_is_sigkilled() {
     assert_gone_within(&ids, true, Duration::from_secs(2));
 }
 
-/// A measurement, not a test: `cargo test --release --test cluster -- --ignored
-/// --nocapture start_to_ready_times`.
+/// A measurement, not a test: `cargo test --release --test it
+/// cluster::start_to_ready_times -- --ignored --nocapture`.
 #[tokio::test]
 #[ignore]
 async fn start_to_ready_times() {
@@ -616,8 +616,8 @@ async fn sentinels_fail_over_by_hand() {
 }
 
 /// A measurement of what the nemesis will rely on: SIGSTOP of the primary until the
-/// sentinels agree on a new one. `cargo test --test cluster -- --ignored --nocapture
-/// sentinels_fail_over_a_paused_primary`.
+/// sentinels agree on a new one. `cargo test --test it
+/// cluster::sentinels_fail_over_a_paused_primary -- --ignored --nocapture`.
 #[tokio::test]
 #[ignore]
 async fn sentinels_fail_over_a_paused_primary() {

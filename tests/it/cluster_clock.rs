@@ -5,6 +5,7 @@
 //! checks bracket a server's `TIME` between two readings of the system clock, so they hold
 //! however slow the machine is.
 
+use crate::common::eventually;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -62,19 +63,6 @@ async fn assert_skew(conn: &mut MultiplexedConnection, expected_ms: i64, what: &
         low - SLACK_MS <= expected_ms && expected_ms <= high + SLACK_MS,
         "{what}: clock {low}..={high} ms from the system clock, expected {expected_ms}"
     );
-}
-
-/// Polls `check` every 10 ms until it holds; panics after `within`.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    while !check().await {
-        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 fn maps_libfaketime(pid: u32) -> bool {

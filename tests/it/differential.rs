@@ -1,14 +1,14 @@
 //! Differential tests: the real checker (`lockaudit::checker::check`) against a second,
-//! deliberately naive one written independently from the format's rules (`tests/naive/`).
+//! deliberately naive one written independently from the format's rules (`tests/it/naive/`).
 //! Both must report the same anomalies on
 //!
 //! 1. every history in `history/` that is not a bad input;
 //! 2. the recorded runs of real Redis in `history/runs/`;
 //! 3. random histories of `lockaudit::synth` (a correct lock, and each injected violation);
-//! 4. random histories of a possibly faulty lock (`tests/faulty/`).
+//! 4. random histories of a possibly faulty lock (`tests/it/faulty/`).
 //!
 //! What is compared: each anomaly in a normalised form (`naive::Finding`, described in
-//! `tests/naive/mod.rs`): kind, key, the event indices that identify it (the holds'
+//! `tests/it/naive/mod.rs`): kind, key, the event indices that identify it (the holds'
 //! beginning acquire `ok`s and the failing or stale operation's completion), the processes,
 //! and per kind a detail (overlap: `lease_expired`; unavailable: the free stretch's start
 //! and end; duplicate-token: the token, with one finding per token standing for every extra
@@ -21,6 +21,7 @@
 //! checkers still disagree the same way) and written to `target/tmp/differential/`; the
 //! failure prints both verdicts.
 
+use crate::common::jsonl;
 use crate::faulty;
 use crate::naive;
 
@@ -30,7 +31,6 @@ use std::path::{Path, PathBuf};
 use lockaudit::checker::{check, CheckOptions};
 use lockaudit::history::reader::read_jsonl;
 use lockaudit::history::threaded::read_jsonl_threaded;
-use lockaudit::history::Event;
 use lockaudit::report::Report;
 use lockaudit::synth::{self, SynthConfig};
 use naive::{Analysis, Finding, Options};
@@ -504,12 +504,6 @@ fn histories_in(dir: &Path) -> Vec<(String, String, Options)> {
         out.push((stem.to_string(), text, options));
     }
     out
-}
-
-fn jsonl(events: &[Event]) -> String {
-    let mut bytes = Vec::new();
-    synth::write_jsonl(events, &mut bytes).expect("writing to memory");
-    String::from_utf8(bytes).expect("UTF-8")
 }
 
 /// A random, small synth configuration.

@@ -20,7 +20,7 @@
 //! - A `console` command `lockaudit check ...` runs for real from the repository's root, and
 //!   its stdout must be exactly what the block shows.
 //!
-//! `LOCKAUDIT_BLESS=1 cargo test --test docs` rewrites docs/src/reference/cli.md from the
+//! `LOCKAUDIT_BLESS=1 cargo test --test it docs::` rewrites docs/src/reference/cli.md from the
 //! binary's help; without it, any difference fails.
 
 use std::fs;
@@ -314,8 +314,8 @@ fn cli_reference() -> String {
     cli.build();
     let mut out = String::from(
         "# The command line\n\n\
-         Every subcommand's `--help`, as the binary prints it (`tests/docs.rs` checks that\n\
-         this page is the binary's own help; `LOCKAUDIT_BLESS=1 cargo test --test docs`\n\
+         Every subcommand's `--help`, as the binary prints it (`tests/it/docs.rs` checks that\n\
+         this page is the binary's own help; `LOCKAUDIT_BLESS=1 cargo test --test it docs::`\n\
          rewrites it). What the subcommands are for: [Runs, reruns, the index and\n\
          checks](../guide/commands.md).\n",
     );
@@ -352,7 +352,7 @@ fn the_command_line_reference_is_the_binarys_help() {
     assert!(
         page == expected,
         "docs/src/reference/cli.md differs from the binary's help: run \
-         `LOCKAUDIT_BLESS=1 cargo test --test docs` and commit the page"
+         `LOCKAUDIT_BLESS=1 cargo test --test it docs::` and commit the page"
     );
 }
 

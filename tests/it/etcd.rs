@@ -7,6 +7,7 @@
 //! rejoins when healed.
 
 use crate::common;
+use crate::common::{alive, until};
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -20,10 +21,6 @@ fn urls(endpoints: &Endpoints) -> Vec<String> {
         .iter()
         .map(|n| format!("http://{}:{}", n.host, n.port))
         .collect()
-}
-
-fn alive(pids: &[u32]) -> usize {
-    pids.iter().filter(|&&p| cluster::is_live(p)).count()
 }
 
 async fn client(algorithm: &str, endpoints: &Endpoints, fenced: bool) -> Box<dyn LockClient> {
@@ -170,22 +167,6 @@ async fn etcd_locks_exclude_while_the_lease_lives_and_hand_on_after_it() {
         let third = a.acquire(&key).await;
         assert!(token(&third).unwrap() > second_token, "{algorithm}");
         assert!(matches!(a.release(&key).await, Outcome::Ok { .. }));
-    }
-}
-
-/// Polls `check` every 100 ms until it gives Some, or panics naming `what` at the deadline.
-async fn until<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let end = Instant::now() + deadline;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < end, "not within {deadline:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

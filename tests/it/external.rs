@@ -3,6 +3,7 @@
 //! adapter left behind, and `lockaudit adapter-test`.
 
 use crate::common;
+use crate::common::root;
 use common::{
     acquire_fair_marks, acquire_ttls, assert_exit, kinds, overlapping_shared_holds, report,
 };
@@ -12,10 +13,6 @@ use std::process::Command;
 
 use lockaudit::history::{self, OpF, OpType};
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Fails the test, saying what to install, without python3 and redis-py.
 fn require_redis_py() {

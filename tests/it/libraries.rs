@@ -8,12 +8,13 @@
 //! install.
 
 use crate::common;
+use crate::common::root;
 use common::{
     require_etcd, require_go_etcd, require_node_etcd3, require_node_redlock, require_python,
     require_zookeeper,
 };
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// The Python workloads: python-redis-lock without expiry and with auto-renewal, pottery
@@ -47,10 +48,6 @@ const NODE: [&str; 2] = [
 
 /// etcd's own Go client (clientv3/concurrency 3.4.23) on lockaudit's etcd cluster.
 const GO: [&str; 1] = ["examples/adapters/go-etcd/go-etcd.toml"];
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn require_libraries() {
     require_python(&["redis", "redis_lock", "pottery", "etcd3", "kazoo"]);

@@ -1,5 +1,5 @@
 //! The built-in lock algorithms against real redis-server processes (no mocks; rw-lock and
-//! fair-lock have tests/redisson_locks.rs): each excludes a second client while held, frees
+//! fair-lock have tests/it/redisson_locks.rs): each excludes a second client while held, frees
 //! on release (except `lua-getset`, whose release frees nothing), expires, renews, nests,
 //! fences, and shows the flaw its seed is known for.
 //!

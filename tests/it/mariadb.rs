@@ -5,6 +5,7 @@
 //! session, and a lost session is a `lost` notice or, with `reconnect`, a new session.
 
 use crate::common;
+use crate::common::{data_base, processes_mentioning};
 
 use std::time::{Duration, Instant};
 
@@ -332,32 +333,6 @@ async fn a_lost_session_is_a_lost_notice_or_with_reconnect_a_new_session() {
 
 fn lockaudit() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_lockaudit"))
-}
-
-/// A folder for a run's `TMPDIR`, where its server keeps its data: others may pass through
-/// it (as root the server runs as the `mysql` user), and the server's command line names
-/// it, which tells its process from other tests'.
-fn data_base() -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-        .expect("chmod the temporary folder");
-    dir
-}
-
-/// Live processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|&pid| cluster::is_live(pid))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
-        })
-        .collect()
 }
 
 #[test]

@@ -10,6 +10,7 @@
 //! Ctrl-C in the middle of a fault, and a short random mix of faults.
 
 use crate::common;
+use crate::common::{eventually, signal};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -58,19 +59,6 @@ async fn sleep_until_run(clock: RunClock, run_ms: u64) {
     let left = ms(run_ms) - clock.now();
     if left > 0 {
         tokio::time::sleep(Duration::from_nanos(left as u64)).await;
-    }
-}
-
-/// Polls `check` every 10 ms until it holds; panics after `within`.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    while !check().await {
-        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -1606,10 +1594,6 @@ fn leftovers(out: &Path, pids: &[u32]) -> Vec<String> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-fn signal(pid: u32, signal: nix::sys::signal::Signal) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).expect("signal");
 }
 
 #[test]

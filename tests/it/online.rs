@@ -12,6 +12,7 @@
 //!    only for two acknowledged increments of one value, and only where every write is an
 //!    increment, as in a run: `OnlineChecker::increments_only`).
 
+use crate::common::{jsonl, root};
 use crate::faulty;
 
 use std::path::{Path, PathBuf};
@@ -28,16 +29,6 @@ const DUPLICATES: &str = "written by more than one acknowledged increment";
 
 /// How many cuts each history is judged at (all its event times, if it has fewer).
 const CUTS: usize = 60;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn jsonl(events: &[Event]) -> String {
-    let mut bytes = Vec::new();
-    synth::write_jsonl(events, &mut bytes).expect("writing to memory");
-    String::from_utf8(bytes).expect("UTF-8")
-}
 
 fn same_anomaly(a: &Anomaly, b: &Anomaly) -> bool {
     same_violation(a, b)

@@ -1,8 +1,9 @@
 //! `lockaudit plot`: the charts, the HTML page and the command, on the reference histories
 //! and on a synthetic history of 200k events. (The timelines have their own tests in
-//! tests/plot_timeline.rs.)
+//! tests/it/plot_timeline.rs.)
 
 use crate::common;
+use crate::common::reference;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -16,12 +17,6 @@ use lockaudit::report::Report;
 
 fn lockaudit() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lockaudit"))
-}
-
-fn reference(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("history")
-        .join(name)
 }
 
 /// Copies a reference history into a fresh folder (plotting writes next to its input).
@@ -526,7 +521,7 @@ fn bad_input_exits_2() {
 }
 
 /// The charts and the page of a 200k-event history stay small. (Only the parts this file
-/// tests: the timelines of the same history have their own bound in tests/plot_timeline.rs,
+/// tests: the timelines of the same history have their own bound in tests/it/plot_timeline.rs,
 /// and take most of the time of a full `plot` in a debug build.)
 #[test]
 fn a_200k_event_history_charts_within_a_size_bound() {
@@ -608,7 +603,7 @@ fn lockaudit_run_draws_its_pictures() {
         .expect("run lockaudit run");
     let stdout = String::from_utf8_lossy(&output.stdout);
     // Valid or not (a worker stalled past its lease on a busy machine is found, rightly;
-    // `tests/run.rs` holds the run without faults to valid): the page shows the verdict of
+    // `tests/it/run.rs` holds the run without faults to valid): the page shows the verdict of
     // report.json.
     assert!(
         matches!(output.status.code(), Some(0 | 1)),
@@ -648,8 +643,8 @@ fn lockaudit_run_draws_its_pictures() {
 /// report first, as `check` prints them; the episodes' zoomed pictures exist, and every
 /// local link and picture of the page points at a file that exists or an element of the
 /// page. (A live pause run finds whichever anomalies its pauses happen to cause, or none when
-/// no pause catches a holder; the runs that must find them are in tests/lua_scripts.rs and
-/// tests/external.rs. Here the history is fixed, so the classes to order are always there.)
+/// no pause catches a holder; the runs that must find them are in tests/it/lua_scripts.rs and
+/// tests/it/external.rs. Here the history is fixed, so the classes to order are always there.)
 #[test]
 fn a_pause_run_page_shows_the_worst_episodes_first_and_every_link_resolves() {
     let dir = common::RunDir::new();

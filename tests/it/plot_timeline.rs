@@ -2,7 +2,8 @@
 //! the red anomaly region sits where the anomaly happened, labels are real glyphs, and big
 //! histories stay small on disk.
 
-use std::path::{Path, PathBuf};
+use crate::common::reference;
+use std::path::Path;
 use std::time::Instant;
 
 use ab_glyph::{Font, FontRef};
@@ -12,12 +13,6 @@ use lockaudit::history::History;
 use lockaudit::plot::model::{self, bar, mark, Model, Source, View, XScale};
 use lockaudit::plot::timeline::{draw_timelines, Picture, ProcessGroups, TimelineOptions};
 use lockaudit::report::Report;
-
-fn reference(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("history")
-        .join(name)
-}
 
 fn load(name: &str) -> (History, Report) {
     let history = lockaudit::history::read_file(&reference(name)).expect("reference history reads");
@@ -634,7 +629,7 @@ fn a_200k_event_history_draws_within_size_bounds() {
     let (_, _, _) = check_big(&history, &report, &options, "200k events, 200 keys");
 }
 
-/// `cargo test --release --test plot_timeline -- --ignored --nocapture`
+/// `cargo test --release --test it plot_timeline::a_million -- --ignored --nocapture`
 #[test]
 #[ignore = "a benchmark: a million events"]
 fn a_million_event_history_draws_in_seconds() {

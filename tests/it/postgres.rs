@@ -3,6 +3,7 @@
 //! recovery from the WAL), pauses with its backends, and leaves no process behind.
 
 use crate::common;
+use crate::common::{alive, data_base, processes_mentioning};
 
 use std::time::Duration;
 
@@ -19,11 +20,6 @@ async fn client(endpoints: &Endpoints, password: &str) -> Result<tokio_postgres:
         .map_err(|e| e.to_string())?;
     tokio::spawn(connection);
     Ok(client)
-}
-
-/// How many of `pids` still live (not gone, not zombies).
-fn alive(pids: &[u32]) -> usize {
-    pids.iter().filter(|&&p| cluster::is_live(p)).count()
 }
 
 #[tokio::test]
@@ -372,17 +368,6 @@ fn run(
         .expect("run lockaudit")
 }
 
-/// A folder for a run's `TMPDIR`, where its server keeps its data: others may pass through
-/// it (as root the server runs as the `postgres` user), and the server's command line names
-/// it, which tells its processes from other tests'.
-fn data_base() -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-        .expect("chmod the temporary folder");
-    dir
-}
-
 /// Asserts that the run whose server kept its data in `data` left no process and no data.
 fn assert_no_server_left(data: &std::path::Path) {
     let left = processes_mentioning(&data.display().to_string());
@@ -393,21 +378,6 @@ fn assert_no_server_left(data: &std::path::Path) {
         .map(|e| e.path())
         .collect();
     assert!(kept.is_empty(), "the server's data is left: {kept:?}");
-}
-
-/// Live processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|&pid| cluster::is_live(pid))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
-        })
-        .collect()
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The test bed of namespace hosts (tests/common/netns.rs, the same as
+//! The test bed of namespace hosts (tests/it/common/netns.rs, the same as
 //! scripts/netns-hosts.sh): real sshd in each, reached with the test's key. Needs root and
 //! network namespaces: skipped (SKIPPED printed) where `ip netns add` is not permitted.
 

@@ -4,6 +4,7 @@
 //! then asserts the verdict and that nothing it started is left running.
 
 use crate::common;
+use crate::common::signal;
 use common::{acquire_ttls, assert_exit, kinds, report};
 
 use std::path::{Path, PathBuf};
@@ -236,10 +237,6 @@ fn wait_for_recording(out: &Path, child: &mut std::process::Child) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn signal(pid: u32, signal: nix::sys::signal::Signal) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).expect("signal");
 }
 
 /// `lockaudit check` accepts the history (exit 0, 1 or 3 for a history too short to prove

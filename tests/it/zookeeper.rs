@@ -7,6 +7,7 @@
 //! run under client pauses records acquires and renewals.
 
 use crate::common;
+use crate::common::{alive, until};
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -14,10 +15,6 @@ use std::time::{Duration, Instant};
 use lockaudit::cluster::{self, zookeeper, ClusterSpec, Endpoints, Topology};
 use lockaudit::locks::{self, zk_lock, Acquired, LockClient, LockOptions, Outcome};
 use nix::sys::signal::Signal;
-
-fn alive(pids: &[u32]) -> usize {
-    pids.iter().filter(|&&p| cluster::is_live(p)).count()
-}
 
 fn servers(endpoints: &Endpoints) -> Vec<(String, String, u16)> {
     endpoints
@@ -97,22 +94,6 @@ async fn a_killed_leader_is_replaced_by_another() {
     assert!(ended.iter().any(|h| h.f == "restart"), "{ended:?}");
     assert!(unhealed.is_empty(), "{unhealed:?}");
     assert!(cluster.pid(&before).is_some());
-}
-
-/// Polls `check` every 100 ms until it gives Some, or panics naming `what` at the deadline.
-async fn until<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let end = Instant::now() + deadline;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < end, "not within {deadline:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// The servers' own quorum and election ports, from their configs in `dir` (each config

@@ -4,7 +4,11 @@ pub mod netns;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::time::{Duration, Instant};
 
+use lockaudit::cluster;
+use lockaudit::history::Event;
+use lockaudit::synth;
 use serde_json::Value;
 
 /// The run folder's `report.json`.
@@ -508,4 +512,87 @@ pub fn require_curator() {
 pub fn test_name(module: &str, name: &str) -> String {
     let path = module.split_once("::").map_or("", |(_, path)| path);
     format!("{path}::{name}")
+}
+
+/// The repository's root, where `lockaudit` finds workloads/, history/ and examples/.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn alive(pids: &[u32]) -> usize {
+    pids.iter().filter(|&&p| cluster::is_live(p)).count()
+}
+
+/// Live processes whose command line mentions `needle`.
+pub fn processes_mentioning(needle: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|&pid| cluster::is_live(pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+/// A folder for a run's `TMPDIR`, where its server keeps its data: others may pass through
+/// it (as root PostgreSQL and MariaDB run as their own users), and the server's command
+/// line names it, which tells its processes from other tests'.
+pub fn data_base() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod the temporary folder");
+    dir
+}
+
+/// Polls `check` every 100 ms until it gives Some, or panics naming `what` at the deadline.
+pub async fn until<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = Instant::now() + deadline;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < end, "not within {deadline:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Polls `check` every 10 ms until it holds; panics after `within`.
+pub async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    while !check().await {
+        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Sends `signal` to the process `pid`.
+pub fn signal(pid: u32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).expect("signal");
+}
+
+/// `events` as a JSONL history.
+pub fn jsonl(events: &[Event]) -> String {
+    let mut bytes = Vec::new();
+    synth::write_jsonl(events, &mut bytes).expect("writing to memory");
+    String::from_utf8(bytes).expect("UTF-8")
+}
+
+/// A reference history of `history/` by its file name.
+pub fn reference(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("history")
+        .join(name)
 }

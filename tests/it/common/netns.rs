@@ -63,7 +63,7 @@ impl TestBed {
     /// `n` hosts, or None (SKIPPED printed) where namespaces cannot be made. `test` names
     /// the test in the SKIPPED line.
     pub fn new(test: &str, n: usize) -> Option<TestBed> {
-        // Probe with a namespace of our own name (tests of one binary run in parallel):
+        // Probe with a namespace of our own name (the tests of a process run in parallel):
         // the one permission the bed needs. Only a refusal skips; any other failure fails.
         static PROBES: AtomicUsize = AtomicUsize::new(0);
         let probe = format!(
@@ -82,7 +82,7 @@ impl TestBed {
         let sshd = sshd_binary();
 
         // A free bridge index: `ip link add` is atomic, so parallel tests (and other test
-        // binaries) each get their own bridge and subnet 10.77.<index>.0/24. Index 0 is left
+        // processes) each get their own bridge and subnet 10.77.<index>.0/24. Index 0 is left
         // to the script.
         let index = (1..=250)
             .find(|i| run("ip", &["link", "add", &format!("lab{i}"), "type", "bridge"]).is_ok())

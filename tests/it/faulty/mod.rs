@@ -1,4 +1,4 @@
-//! Random histories of a possibly faulty lock, for `tests/differential.rs`.
+//! Random histories of a possibly faulty lock, for `tests/it/differential.rs`.
 //!
 //! A small simulation: client slots take per-key locks from a lock server that may be
 //! correct or faulty (it grants a held lock, reports leases that are over or longer than

@@ -1,11 +1,11 @@
-//! A second, deliberately naive checker, used only by tests (`tests/differential.rs`).
+//! A second, deliberately naive checker, used only by tests (`tests/it/differential.rs`).
 //!
 //! Written from the format's rules (docs/src/reference/history.md, "What the checker derives"
 //! and "Anomalies"), not from `src/checker/`: it reads the JSON lines
 //! with serde_json into plain structs, keeps everything in vectors, compares every pair it
 //! needs to (quadratic and worse is fine: histories here are small) and does its arithmetic
 //! in i128, so that nothing can wrap. It reports each anomaly in a normalised form
-//! (`Finding`) that `tests/differential.rs` also derives from the real checker's report.
+//! (`Finding`) that `tests/it/differential.rs` also derives from the real checker's report.
 //!
 //! Where the format's rules leave a choice, it takes the one that page states, and these (each checked
 //! against the rules when the two checkers first disagreed on it):
