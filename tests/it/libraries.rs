@@ -57,7 +57,8 @@ fn require_libraries() {
     require_go_etcd();
 }
 
-/// Each test starts servers and a dozen interpreters: one at a time.
+/// Each test starts servers and a dozen interpreters: one at a time (`.ci/run` gives them a
+/// process of their own, where no test waits for its turn on a thread others could use).
 static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn lockaudit(args: &[&str]) -> (Option<i32>, String) {
