@@ -6,11 +6,12 @@
 //! Every test starts its own servers through `lockaudit::cluster`, so tests run in parallel
 //! and a failing one leaves nothing behind (the cluster's guard ends its servers on drop).
 
+use crate::common::redis_locks::{assert_fail, assert_ok, client, lease, pttl};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockaudit::cluster::{self, Cluster, ClusterSpec, Endpoints, Topology};
-use lockaudit::locks::{self, Acquired, LockClient, LockError, LockOptions, Outcome};
+use lockaudit::locks::{self, Acquired, LockError, LockOptions, Outcome};
 use nix::sys::signal::Signal;
 use redis::aio::MultiplexedConnection;
 
@@ -44,17 +45,6 @@ fn opts(ttl_ms: u64) -> LockOptions {
     }
 }
 
-async fn client(
-    algorithm: &str,
-    endpoints: &Endpoints,
-    options: &LockOptions,
-) -> Box<dyn LockClient> {
-    match locks::connect(algorithm, endpoints, options).await {
-        Ok(c) => c,
-        Err(e) => panic!("{algorithm}: connect: {e}"),
-    }
-}
-
 /// A plain connection to lock node `i`, to look at what the algorithm left in Redis.
 async fn raw(endpoints: &Endpoints, i: usize) -> MultiplexedConnection {
     let node = &endpoints.nodes[i];
@@ -69,34 +59,11 @@ async fn raw(endpoints: &Endpoints, i: usize) -> MultiplexedConnection {
         .expect("raw connection")
 }
 
-async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
-    redis::cmd("PTTL")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .expect("PTTL")
-}
-
-fn lease(a: &Acquired) -> Option<i64> {
-    match a {
-        Acquired::Ok { lease_ms, .. } => *lease_ms,
-        other => panic!("expected ok, got {other:?}"),
-    }
-}
-
 fn token(a: &Acquired) -> i64 {
     match a {
         Acquired::Ok { token: Some(t), .. } => *t,
         other => panic!("expected ok with a token, got {other:?}"),
     }
-}
-
-fn assert_ok(a: &Acquired, what: &str) {
-    assert!(matches!(a, Acquired::Ok { .. }), "{what}: {a:?}");
-}
-
-fn assert_fail(a: &Acquired, what: &str) {
-    assert!(matches!(a, Acquired::Fail(_)), "{what}: {a:?}");
 }
 
 const RELEASED: Outcome = Outcome::Ok { lease_ms: None };

@@ -7,6 +7,7 @@
 //! without faults (valid, readers sharing).
 
 use crate::common;
+use crate::common::redis_locks::{assert_fail, assert_ok, lease, pttl, raw, start};
 use common::{
     acquire_fair_marks, acquire_ttls, assert_exit, kinds, overlapping_shared_holds, report,
 };
@@ -16,25 +17,13 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lockaudit::cluster::{self, Cluster, ClusterSpec, Endpoints, Topology};
+use lockaudit::cluster::Endpoints;
 use lockaudit::locks::{
     self, Acquired, LockClient, LockError, LockOptions, LuaScripts, Mode, Outcome,
 };
 use lockaudit::workload::WorkloadSpec;
 use redis::aio::MultiplexedConnection;
 use serde_json::Value;
-
-struct Servers {
-    cluster: Cluster,
-    _dir: common::RunDir,
-}
-
-async fn start() -> Servers {
-    let dir = common::RunDir::new();
-    let spec = ClusterSpec::new(Topology::Single, dir.path());
-    let cluster = cluster::start(&spec).await.expect("start redis-server");
-    Servers { cluster, _dir: dir }
-}
 
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -67,27 +56,6 @@ async fn client(endpoints: &Endpoints, options: &LockOptions) -> Box<dyn LockCli
     }
 }
 
-async fn raw(endpoints: &Endpoints) -> MultiplexedConnection {
-    let node = &endpoints.nodes[0];
-    let url = match &endpoints.password {
-        Some(pw) => format!("redis://:{pw}@{}:{}/", node.host, node.port),
-        None => format!("redis://{}:{}/", node.host, node.port),
-    };
-    redis::Client::open(url)
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection")
-}
-
-async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
-    redis::cmd("PTTL")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .expect("PTTL")
-}
-
 /// The hold count of `owner` in a reentrant lock's hash.
 async fn holds(conn: &mut MultiplexedConnection, key: &str, owner: &str) -> Option<i64> {
     redis::cmd("HGET")
@@ -96,21 +64,6 @@ async fn holds(conn: &mut MultiplexedConnection, key: &str, owner: &str) -> Opti
         .query_async(conn)
         .await
         .expect("HGET")
-}
-
-fn lease(a: &Acquired) -> Option<i64> {
-    match a {
-        Acquired::Ok { lease_ms, .. } => *lease_ms,
-        other => panic!("expected ok, got {other:?}"),
-    }
-}
-
-fn assert_ok(a: &Acquired, what: &str) {
-    assert!(matches!(a, Acquired::Ok { .. }), "{what}: {a:?}");
-}
-
-fn assert_fail(a: &Acquired, what: &str) {
-    assert!(matches!(a, Acquired::Fail(_)), "{what}: {a:?}");
 }
 
 fn assert_not_ours(o: &Outcome, what: &str) {

@@ -5,25 +5,12 @@
 //! is valid without faults.
 
 use crate::common;
+use crate::common::redis_locks::{client, raw, start};
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lockaudit::cluster::{self, Cluster, ClusterSpec, Endpoints, Topology};
-use lockaudit::locks::{self, Acquired, LockClient, LockOptions, Mode, Outcome};
-use redis::aio::MultiplexedConnection;
-
-struct Servers {
-    cluster: Cluster,
-    _dir: common::RunDir,
-}
-
-async fn start() -> Servers {
-    let dir = common::RunDir::new();
-    let spec = ClusterSpec::new(Topology::Single, dir.path());
-    let cluster = cluster::start(&spec).await.expect("start redis-server");
-    Servers { cluster, _dir: dir }
-}
+use lockaudit::locks::{Acquired, LockOptions, Mode, Outcome};
 
 fn opts(ttl_ms: u64, owner: &str) -> LockOptions {
     LockOptions {
@@ -33,30 +20,6 @@ fn opts(ttl_ms: u64, owner: &str) -> LockOptions {
         client_id: owner.into(),
         ..LockOptions::default()
     }
-}
-
-async fn client(
-    algorithm: &str,
-    endpoints: &Endpoints,
-    options: &LockOptions,
-) -> Box<dyn LockClient> {
-    match locks::connect(algorithm, endpoints, options).await {
-        Ok(c) => c,
-        Err(e) => panic!("{algorithm}: connect: {e}"),
-    }
-}
-
-async fn raw(endpoints: &Endpoints) -> MultiplexedConnection {
-    let node = &endpoints.nodes[0];
-    let url = match &endpoints.password {
-        Some(pw) => format!("redis://:{pw}@{}:{}/", node.host, node.port),
-        None => format!("redis://{}:{}/", node.host, node.port),
-    };
-    redis::Client::open(url)
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection")
 }
 
 fn ok(a: &Acquired, what: &str) {

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests that run `lockaudit` and read its run folder.
 
 pub mod netns;
+pub mod redis_locks;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
