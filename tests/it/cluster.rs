@@ -442,7 +442,7 @@ fn spawn_helper(
             let status = child.wait();
             panic!("the helper ended before starting its cluster: {status:?}");
         }
-        // With one test thread the harness prints "test helper_process ... " first.
+        // With one test thread the harness prints "test cluster::helper_process ... " first.
         if let Some((_, pids)) = line.trim().split_once("PIDS ") {
             let pids = pids.split(' ').map(|p| p.parse().unwrap()).collect();
             return (child, out, pids);
