@@ -25,7 +25,7 @@ servers=(redis-server redis-sentinel redis-tools faketime postgresql mariadb-ser
 # Rust's binaries.
 build_tools=(protobuf-compiler gcc libc6-dev)
 # The tests' own: SSH hosts in network namespaces (sshd, iptables, ip), and mold, which links
-# the two dozen test binaries in a fraction of ld's time.
+# the test binaries in a fraction of ld's time.
 test_tools=(openssh-server iptables iproute2)
 # Go and etcd's own Go client (3.4.23, under /usr/share/gocode), which build the go-etcd
 # adapter (examples/adapters/go-etcd/build.sh) offline.

@@ -11,7 +11,7 @@
 # this machine's file system, so redis-server and faketime installed here are there too.
 #
 # Environment: PREFIX (default `la`; names: ${PREFIX}h1.. for namespaces and veths),
-# SUBNET (default 10.77.0). Tests use their own prefixes and subnets (tests/common/netns.rs).
+# SUBNET (default 10.77.0). Tests use their own prefixes and subnets (tests/it/common/netns.rs).
 set -euo pipefail
 
 PREFIX=${PREFIX:-la}

@@ -32,7 +32,7 @@ pub const SETTLE_NS: i64 = 500_000_000;
 /// events end them, a pending acquire takes no part until it completes, and each such kind
 /// is judged from operations completed before the horizon. That is every kind but
 /// `AnomalyKind::only_at_the_end`. (Tested on every reference history, the recorded runs and generated
-/// histories: `tests/online.rs`.)
+/// histories: `tests/it/online.rs`.)
 ///
 /// One rule can still move: an `info` acquire blocks its key for the longest lease seen, so
 /// a longer lease granted after the horizon lengthens the block and can shorten a free

@@ -453,7 +453,7 @@ async fn start_servers(plan: &RunPlan) -> Result<(Endpoints, Option<Cluster>), R
 }
 
 /// The verdict on every event. The online checker has every event the file has, in its
-/// order: its final verdict is `check` on the file (tests/online.rs). Without it, or
+/// order: its final verdict is `check` on the file (tests/it/online.rs). Without it, or
 /// should it have stopped, the file is read. A kind reported while the run went on that
 /// the verdict takes back is said.
 fn final_report(
