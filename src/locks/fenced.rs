@@ -108,16 +108,8 @@ impl LockClient for Fenced {
         self.inner.try_notice()
     }
 
-    /// An optimistic algorithm takes no lock and no token: it runs as it is, its counter
-    /// its own (`counter_with_lock`).
-    fn optimistic(&self) -> bool {
-        self.inner.optimistic()
-    }
-
-    fn keeps_counter(&self) -> bool {
-        self.inner.optimistic() && self.inner.keeps_counter()
-    }
-
+    // An optimistic algorithm takes no lock and no token: it runs as it is, its counter its
+    // own (`locks::counter_with_lock`).
     async fn read_counter(&mut self, key: &str) -> Result<Option<i64>, super::CounterError> {
         self.inner.read_counter(key).await
     }

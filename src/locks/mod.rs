@@ -201,25 +201,12 @@ pub trait LockClient: Send {
     fn try_notice(&mut self) -> Option<Notice> {
         None
     }
-    /// Whether the algorithm takes no lock at all (optimistic concurrency: pg-version,
-    /// watch-multi): the client loop then only reads the counter and writes it
-    /// conditionally (`read_counter`, `write_counter`, which must keep the counter), and
-    /// retries a write refused for a conflict. `acquire` and `release` are never called.
-    fn optimistic(&self) -> bool {
-        false
-    }
-    /// Whether the guarded counter lives with the lock (pg-row: the locked row itself,
-    /// read and updated inside the lock's transaction), so that the client loop and the
-    /// run's final reads use `read_counter` and `write_counter` instead of the storage
-    /// server. See [`keeps_counter`] for the same by name.
-    fn keeps_counter(&self) -> bool {
-        false
-    }
-    /// The counter of `key` (None: never written), when `keeps_counter`.
+    /// The counter of `key` (None: never written), for an algorithm whose table entry says
+    /// it keeps the counter (`keeps_counter`, `counter_with_lock`).
     async fn read_counter(&mut self, _key: &str) -> Result<Option<i64>, CounterError> {
         Err(CounterError::Refused("this lock keeps no counter".into()))
     }
-    /// Writes the counter of `key`, when `keeps_counter`.
+    /// Writes the counter of `key`, where `read_counter` reads it.
     async fn write_counter(&mut self, _key: &str, _value: i64) -> CounterWrite {
         CounterWrite::Unknown("this lock keeps no counter".into())
     }

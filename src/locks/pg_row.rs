@@ -137,10 +137,6 @@ impl LockClient for PgRow {
         self.commit(key).await
     }
 
-    fn keeps_counter(&self) -> bool {
-        true
-    }
-
     /// Inside the lock's transaction when one is open; else (the run's final reads) on its
     /// own, seeing what was committed.
     async fn read_counter(&mut self, key: &str) -> Result<Option<i64>, CounterError> {

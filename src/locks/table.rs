@@ -35,9 +35,15 @@ pub struct Algorithm {
     pub steps: &'static [&'static str],
     /// How `connect` builds its client.
     pub(crate) connect: Connect,
-    /// Its clients keep the guarded counter themselves (`LockClient::keeps_counter`).
+    /// The guarded counter lives with the lock (pg-row: the locked row itself, read and
+    /// updated inside the lock's transaction): the client loop and the run's final reads
+    /// use its client's `read_counter` and `write_counter` instead of the storage server
+    /// (unless fenced: `counter_with_lock`).
     pub keeps_counter: bool,
-    /// It takes no lock at all (`LockClient::optimistic`).
+    /// It takes no lock at all (optimistic concurrency: pg-version, watch-multi): the client
+    /// loop only reads the counter and writes it conditionally (`read_counter`,
+    /// `write_counter`), and retries a write refused for a conflict; `acquire` and `release`
+    /// are never called.
     pub optimistic: bool,
     /// Whether it has a shared (read) mode, which a workload's `read_share` needs.
     pub shared_mode: Declared,
@@ -444,13 +450,12 @@ pub fn known_algorithms() -> String {
     format!("{}, {SCRIPTED}, {EXTERNAL}", ALGORITHMS.join(", "))
 }
 
-/// Whether `algorithm`'s clients keep the guarded counter themselves
-/// (`LockClient::keeps_counter`).
+/// Whether `algorithm`'s clients keep the guarded counter themselves (`keeps_counter`).
 pub fn keeps_counter(algorithm: &str) -> bool {
     self::algorithm(algorithm).is_some_and(|a| a.keeps_counter)
 }
 
-/// Whether `algorithm` takes no lock (`LockClient::optimistic`).
+/// Whether `algorithm` takes no lock (`optimistic`).
 pub fn is_optimistic(algorithm: &str) -> bool {
     self::algorithm(algorithm).is_some_and(|a| a.optimistic)
 }

@@ -59,20 +59,12 @@ impl LockClient for WatchMulti {
         None
     }
 
-    fn optimistic(&self) -> bool {
-        true
-    }
-
     async fn acquire(&mut self, _key: &str) -> Acquired {
         Acquired::Fail("watch-multi takes no lock (optimistic)".into())
     }
 
     async fn release(&mut self, _key: &str) -> Outcome {
         Outcome::Fail("watch-multi takes no lock (optimistic)".into())
-    }
-
-    fn keeps_counter(&self) -> bool {
-        true
     }
 
     async fn read_counter(&mut self, key: &str) -> Result<Option<i64>, CounterError> {

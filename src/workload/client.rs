@@ -110,6 +110,9 @@ struct Incarnation {
     process: u64,
     lock: Box<dyn LockClient>,
     resource: Resource,
+    /// The guarded counter is the lock's own (`locks::counter_with_lock`), not on the
+    /// storage server.
+    counter_with_lock: bool,
 }
 
 pub struct Client {
@@ -282,6 +285,10 @@ impl Client {
             process: self.process(),
             lock,
             resource,
+            counter_with_lock: crate::locks::counter_with_lock(
+                &self.plan.spec.algorithm,
+                self.plan.spec.fenced,
+            ),
         });
         Ok(())
     }
@@ -476,7 +483,7 @@ impl Client {
             Mode::Exclusive
         };
 
-        if self.me.as_ref().is_some_and(|me| me.lock.optimistic()) {
+        if self.me.is_some() && crate::locks::is_optimistic(&self.plan.spec.algorithm) {
             self.optimistic(process, &key).await;
             let pause = draw(&mut self.rng, self.plan.spec.think);
             self.idle(pause).await;
@@ -593,7 +600,7 @@ impl Client {
         }
     }
 
-    /// An optimistic algorithm's cycle (`LockClient::optimistic`): no lock, only the
+    /// An optimistic algorithm's cycle (`locks::is_optimistic`): no lock, only the
     /// read-modify-write of the counter, its write conditional on the value read being
     /// current; a conflict (`fail`: certainly not written) is retried from the read, as
     /// often as the workload's retry policy allows. The history then holds reads and
@@ -728,7 +735,7 @@ impl Client {
 /// The guarded counter of `key`: on the storage server, or kept by the lock itself (pg-row's
 /// locked row, read inside its transaction).
 async fn read_counter(me: &mut Incarnation, key: &str) -> Result<Option<i64>, CounterError> {
-    if me.lock.keeps_counter() {
+    if me.counter_with_lock {
         return me.lock.read_counter(key).await;
     }
     me.resource
@@ -744,7 +751,7 @@ async fn write_counter(
     token: Option<i64>,
     value: i64,
 ) -> Result<WriteResult, String> {
-    if !me.lock.keeps_counter() {
+    if !me.counter_with_lock {
         return me
             .resource
             .write(key, token, value)
