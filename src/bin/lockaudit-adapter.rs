@@ -191,10 +191,10 @@ async fn handle(state: &mut Option<State>, req: &Value) -> Value {
                 Err(e) => return json!({ "type": "fail", "error": e }),
             };
             // Never a lock of another kind than asked for: the protocol's `error`.
-            if mode == Mode::Shared && !client.shared() {
+            if mode == Mode::Shared && !locks::takes_shared(&algorithm, client.as_ref()) {
                 return json!({ "type": "error", "error": format!("mode \"shared\": the built-in {algorithm} has no shared mode (rw-lock has)") });
             }
-            if req["fair"] == json!(true) && !client.fair() {
+            if req["fair"] == json!(true) && !locks::is_fair(&algorithm, client.as_ref()) {
                 return json!({ "type": "error", "error": format!("fair: the built-in {algorithm} is not fair (fair-lock is)") });
             }
             match client.acquire_mode(&key, mode).await {

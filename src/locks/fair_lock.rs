@@ -310,10 +310,6 @@ impl LockClient for FairLock {
         Some(self.options.ttl())
     }
 
-    fn fair(&self) -> bool {
-        true
-    }
-
     fn wait_ms(&self) -> Option<i64> {
         (self.options.wait_ms > 0).then(|| i64::try_from(self.options.wait_ms).unwrap_or(i64::MAX))
     }

@@ -54,9 +54,10 @@ use conn::Conn;
 pub use lua_script::LuaScripts;
 pub use table::{
     algorithm, builtins_where, counter_with_lock, crash_points, default_topology, has_shared_mode,
-    ignores_client_clock, is_known_algorithm, is_optimistic, keeps_counter, known_algorithms,
-    on_cluster, on_postgres, own_tokens, service, service_name, shared_mode_builtins, Algorithm,
-    ClientClock, Declared, ALGORITHMS, EXTERNAL, PSEUDO, SCRIPTED, TABLE,
+    ignores_client_clock, is_fair, is_known_algorithm, is_optimistic, keeps_counter,
+    known_algorithms, on_cluster, on_postgres, own_tokens, service, service_name,
+    shared_mode_builtins, takes_shared, Algorithm, ClientClock, Declared, ALGORITHMS, EXTERNAL,
+    PSEUDO, SCRIPTED, TABLE,
 };
 
 /// How an acquire ended.
@@ -158,12 +159,15 @@ pub trait LockClient: Send {
             Mode::Shared => Outcome::Fail("this lock has no shared mode".into()),
         }
     }
-    /// Whether `acquire_mode` takes `Mode::Shared` (a read-write lock).
+    /// Whether `acquire_mode` takes `Mode::Shared`, for a lock whose table entry leaves it to
+    /// the workload or the adapter (`lua`, `external`); a built-in's is its entry's
+    /// `shared_mode` (`locks::takes_shared`).
     fn shared(&self) -> bool {
         false
     }
     /// Whether the lock promises first-come-first-served order among waiting acquires (the
-    /// acquire invoke's `fair`).
+    /// acquire invoke's `fair`), for a lock whose table entry leaves it to the workload or
+    /// the adapter; a built-in's is its entry's `fair` (`locks::is_fair`).
     fn fair(&self) -> bool {
         false
     }

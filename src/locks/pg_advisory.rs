@@ -174,10 +174,6 @@ impl LockClient for PgAdvisory {
         None
     }
 
-    fn shared(&self) -> bool {
-        true
-    }
-
     async fn acquire(&mut self, key: &str) -> Acquired {
         self.take(key, Mode::Exclusive).await
     }

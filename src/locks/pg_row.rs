@@ -117,10 +117,6 @@ impl LockClient for PgRow {
         None
     }
 
-    fn shared(&self) -> bool {
-        true
-    }
-
     async fn acquire(&mut self, key: &str) -> Acquired {
         self.take(key, Mode::Exclusive).await
     }

@@ -287,10 +287,6 @@ impl LockClient for RwLock {
         Some(self.options.ttl())
     }
 
-    fn shared(&self) -> bool {
-        true
-    }
-
     async fn acquire(&mut self, key: &str) -> Acquired {
         self.acquire_mode(key, Mode::Exclusive).await
     }

@@ -467,6 +467,30 @@ pub fn counter_with_lock(algorithm: &str, fenced: bool) -> bool {
     keeps_counter(algorithm) && (!fenced || is_optimistic(algorithm))
 }
 
+/// Whether `lock`, a client of `algorithm`, takes shared acquires: as its table entry
+/// declares, or, where the entry leaves it to the workload or the adapter, as the client says.
+pub fn takes_shared(algorithm: &str, lock: &dyn LockClient) -> bool {
+    declared(algorithm, |a| a.shared_mode, || lock.shared())
+}
+
+/// Whether `lock`, a client of `algorithm`, promises first-come-first-served order, as
+/// `takes_shared` decides a shared mode.
+pub fn is_fair(algorithm: &str, lock: &dyn LockClient) -> bool {
+    declared(algorithm, |a| a.fair, || lock.fair())
+}
+
+fn declared(
+    algorithm: &str,
+    property: impl Fn(&Algorithm) -> Declared,
+    by_client: impl Fn() -> bool,
+) -> bool {
+    match self::algorithm(algorithm).map(property) {
+        Some(Declared::Yes) => true,
+        Some(Declared::No) => false,
+        Some(Declared::ByWorkload) | None => by_client(),
+    }
+}
+
 /// The built-ins with a shared (read) mode, which a workload's `read_share` needs.
 pub fn shared_mode_builtins() -> Vec<&'static str> {
     builtins_where(|a| a.shared_mode == Declared::Yes)

@@ -641,7 +641,7 @@ impl Client {
         let asked = self
             .me
             .as_ref()
-            .and_then(|me| asked(me.lock.as_ref(), mode));
+            .and_then(|me| asked(&self.plan.spec.algorithm, me.lock.as_ref(), mode));
         self.invoke(process, "acquire", key, asked).await;
         let Some(me) = self.me.as_mut() else {
             return Taken::Retired;
@@ -769,7 +769,7 @@ async fn write_counter(
 /// the lock has one; `mode` `shared` for a reader (absent: exclusive); `fair` for a lock that
 /// promises arrival order; `wait_ms` for a lock whose acquire waits that long. None when
 /// there is nothing to say (a plain `setnx-del` acquire).
-fn asked(lock: &dyn LockClient, mode: Mode) -> Option<serde_json::Value> {
+fn asked(algorithm: &str, lock: &dyn LockClient, mode: Mode) -> Option<serde_json::Value> {
     let mut payload = serde_json::Map::new();
     if let Some(ttl) = lock.ttl_ms() {
         payload.insert("ttl_ms".into(), json!(ttl));
@@ -777,7 +777,7 @@ fn asked(lock: &dyn LockClient, mode: Mode) -> Option<serde_json::Value> {
     if mode == Mode::Shared {
         payload.insert("mode".into(), json!("shared"));
     }
-    if lock.fair() {
+    if crate::locks::is_fair(algorithm, lock) {
         payload.insert("fair".into(), json!(true));
     }
     if let Some(wait) = lock.wait_ms() {
