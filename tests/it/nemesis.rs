@@ -800,7 +800,6 @@ async fn crash_point_kills_the_worker_between_setnx_and_expire() {
     let conn = connect_node(&endpoints, "master-0").await;
 
     let observe = async {
-        let mut conn = conn.clone();
         let (k, _) = rec
             .wait_for(secs(5), "the crash", |e| find_nemesis(e, 0, "kill", any))
             .await;
@@ -820,14 +819,6 @@ async fn crash_point_kills_the_worker_between_setnx_and_expire() {
                 (!keys.is_empty()).then_some(keys)
             })
             .await;
-        let mut stuck = Vec::new();
-        for key in keys {
-            let ttl: i64 = conn.ttl(&key).await.unwrap();
-            if ttl == -1 {
-                stuck.push(key);
-            }
-        }
-        assert!(!stuck.is_empty(), "no lock key left without expiry");
         let (_, restart) = rec
             .wait_for(secs(5), "the restart", |e| {
                 find_nemesis(e, k, "restart", any)
@@ -842,7 +833,7 @@ async fn crash_point_kills_the_worker_between_setnx_and_expire() {
                 .cloned()
         })
         .await;
-        stuck
+        keys
     };
     let mut on = Targets {
         workers: &mut fleet,
@@ -850,18 +841,24 @@ async fn crash_point_kills_the_worker_between_setnx_and_expire() {
         cluster: Some(&mut cluster),
         network: None,
     };
-    let (_, stuck) = tokio::join!(execute(&plan, &mut on, &journal, &mut exits, 1600), observe);
+    let (_, killed_keys) =
+        tokio::join!(execute(&plan, &mut on, &journal, &mut exits, 1600), observe);
     assert!(fleet.pid(0).is_some_and(|p| p != old_pid), "not restarted");
-    // Well past the 1 s TTL, the lock is still there and never expires.
-    let mut conn = conn.clone();
-    for key in &stuck {
-        let ttl: i64 = conn.ttl(key).await.unwrap();
-        assert_eq!(ttl, -1, "{key}");
-        let value: Option<String> = conn.get(key).await.unwrap();
-        assert_eq!(value.as_deref(), Some("1"), "{key}");
-    }
+    // Once every client has ended its last cycle (none is between its own SETNX and EXPIRE,
+    // when a key it holds has no expiry for an instant), and well past the 1 s TTL: the lock
+    // the crashed client took is still there and never expires.
     drop(journal);
     finish_fleet(fleet).await;
+    let mut conn = conn.clone();
+    let mut stuck = Vec::new();
+    for key in killed_keys {
+        if conn.ttl::<_, i64>(&key).await.unwrap() == -1 {
+            let value: Option<String> = conn.get(&key).await.unwrap();
+            assert_eq!(value.as_deref(), Some("1"), "{key}");
+            stuck.push(key);
+        }
+    }
+    assert!(!stuck.is_empty(), "no lock key left without expiry");
     let events = rec.finish().await;
     cluster.shutdown().await;
 
