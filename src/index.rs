@@ -163,7 +163,11 @@ fn entry(dir: &Path, path: &Path) -> Option<Entry> {
                 matrix.started_wall.clone()
             },
             algorithm: Some(matrix.algorithms.join(", ")),
-            nemesis: Some(matrix.nemeses.join(", ")),
+            nemesis: Some(
+                (matrix.nemeses.iter().map(|n| n.name()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
             topology: None,
             seed: Some(matrix.seed),
             verdict: if matrix.passed() { "passed" } else { "failed" }.into(),
@@ -224,7 +228,7 @@ fn entry(dir: &Path, path: &Path) -> Option<Entry> {
             .or_else(|| field("algorithm")),
         nemesis: record
             .as_ref()
-            .map(|r| r.nemesis.clone())
+            .map(|r| r.nemesis.to_string())
             .or_else(|| field("nemesis"))
             .or_else(|| Some("none".into())),
         topology: record

@@ -9,6 +9,8 @@
 
 use std::sync::Mutex;
 
+use serde::{Deserialize, Serialize};
+
 /// A nemesis preset: a named schedule of faults, built for a workload by
 /// `nemesis::Schedule::preset`. A match over it names every preset, so a new one cannot be
 /// left out of the schedules, the audit's columns or the mix.
@@ -77,6 +79,180 @@ impl Preset {
 }
 
 impl std::fmt::Display for Preset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a run's faults are, as a workload's `nemesis` or `--nemesis` names them: a preset,
+/// or a schedule file. Read and written as the preset's name or the file's path; an old
+/// preset name is read as its new one (noticed once).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum Nemesis {
+    Preset(Preset),
+    /// A schedule file's path (`nemesis/*.toml`), absolute once its workload is read.
+    File(String),
+}
+
+impl Nemesis {
+    /// The preset `name` names (by its current or an old name), else the schedule file.
+    pub fn named(name: &str) -> Nemesis {
+        Preset::named(name).map_or_else(|| Nemesis::File(name.to_string()), Nemesis::Preset)
+    }
+
+    /// The preset's name or the file's path, as the user wrote it (an old name renewed).
+    pub fn name(&self) -> &str {
+        match self {
+            Nemesis::Preset(preset) => preset.name(),
+            Nemesis::File(path) => path,
+        }
+    }
+
+    /// The preset, or None for a schedule file.
+    pub fn preset(&self) -> Option<Preset> {
+        match self {
+            Nemesis::Preset(preset) => Some(*preset),
+            Nemesis::File(_) => None,
+        }
+    }
+
+    /// The audit column it is: the preset, or the schedule file by its name without
+    /// `.toml` (`schedules/cut-past-session.toml` is `cut-past-session`).
+    pub fn column(&self) -> Column {
+        match self {
+            Nemesis::Preset(preset) => Column::Preset(*preset),
+            Nemesis::File(path) => Column::Schedule(file_column(path)),
+        }
+    }
+}
+
+impl From<String> for Nemesis {
+    fn from(name: String) -> Nemesis {
+        Nemesis::named(&name)
+    }
+}
+
+impl From<Nemesis> for String {
+    fn from(nemesis: Nemesis) -> String {
+        nemesis.name().to_string()
+    }
+}
+
+impl std::fmt::Display for Nemesis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A column of an audit's matrix, and the key of a workload's `[expect]` entry: a preset,
+/// or a workload's own schedule file by its name. Read and written as that name; ordered
+/// by it, so a map of columns is written in the order a map of names was.
+#[derive(Debug, Clone, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum Column {
+    Preset(Preset),
+    Schedule(String),
+}
+
+impl Column {
+    /// The preset `name` names (by its current or an old name), else a schedule's column.
+    pub fn named(name: &str) -> Column {
+        Preset::named(name).map_or_else(|| Column::Schedule(name.to_string()), Column::Preset)
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Column::Preset(preset) => preset.name(),
+            Column::Schedule(name) => name,
+        }
+    }
+
+    /// The preset, or None for a schedule file's column.
+    pub fn preset(&self) -> Option<Preset> {
+        match self {
+            Column::Preset(preset) => Some(*preset),
+            Column::Schedule(_) => None,
+        }
+    }
+}
+
+/// No faults: the column a default (empty) cell stands in.
+impl Default for Column {
+    fn default() -> Column {
+        Column::Preset(Preset::None)
+    }
+}
+
+impl From<Preset> for Column {
+    fn from(preset: Preset) -> Column {
+        Column::Preset(preset)
+    }
+}
+
+impl From<String> for Column {
+    fn from(name: String) -> Column {
+        Column::named(&name)
+    }
+}
+
+impl From<&Column> for Column {
+    fn from(column: &Column) -> Column {
+        column.clone()
+    }
+}
+
+impl From<&str> for Column {
+    fn from(name: &str) -> Column {
+        Column::named(name)
+    }
+}
+
+impl From<Column> for String {
+    fn from(column: Column) -> String {
+        column.name().to_string()
+    }
+}
+
+impl PartialEq for Column {
+    fn eq(&self, other: &Column) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl std::hash::Hash for Column {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+/// A map keyed by columns is looked up by name (`expect["failover"]`): equality, order and
+/// hash are the name's.
+impl std::borrow::Borrow<str> for Column {
+    fn borrow(&self) -> &str {
+        self.name()
+    }
+}
+
+impl PartialEq<str> for Column {
+    fn eq(&self, name: &str) -> bool {
+        self.name() == name
+    }
+}
+
+impl PartialOrd for Column {
+    fn partial_cmp(&self, other: &Column) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Column {
+    fn cmp(&self, other: &Column) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl std::fmt::Display for Column {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -198,8 +374,15 @@ pub fn schedule_column(nemesis: &str) -> Option<String> {
     if is_preset(nemesis) {
         return None;
     }
-    let name = std::path::Path::new(nemesis).file_name()?.to_str()?;
-    Some(name.strip_suffix(".toml").unwrap_or(name).to_string())
+    Some(file_column(nemesis))
+}
+
+/// A schedule file's column: its file name without `.toml`.
+fn file_column(path: &str) -> String {
+    let name = (std::path::Path::new(path).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or(path);
+    name.strip_suffix(".toml").unwrap_or(name).to_string()
 }
 
 #[cfg(test)]
@@ -228,6 +411,48 @@ mod tests {
         for preset in Preset::ALL {
             assert_eq!(Preset::named(preset.name()), Some(preset));
         }
+    }
+
+    #[test]
+    fn a_nemesis_is_a_preset_or_a_file_and_reads_and_writes_as_its_name() {
+        let read = |json: &str| serde_json::from_str::<Nemesis>(json).unwrap();
+        assert_eq!(
+            read("\"kill-clients\""),
+            Nemesis::Preset(Preset::KillClients)
+        );
+        assert_eq!(read("\"kill-redis\""), Nemesis::Preset(Preset::KillServers));
+        let file = read("\"nemesis/pause-long.toml\"");
+        assert_eq!(file, Nemesis::File("nemesis/pause-long.toml".into()));
+        assert_eq!(file.preset(), None);
+        assert_eq!(
+            serde_json::to_string(&file).unwrap(),
+            "\"nemesis/pause-long.toml\""
+        );
+        assert_eq!(
+            serde_json::to_string(&Nemesis::Preset(Preset::KillServers)).unwrap(),
+            "\"kill-servers\""
+        );
+        // Its audit column: the preset, or the file's name.
+        assert_eq!(file.column(), Column::Schedule("pause-long".into()));
+        assert_eq!(read("\"none\"").column(), Column::Preset(Preset::None));
+    }
+
+    #[test]
+    fn columns_compare_order_and_look_up_by_name() {
+        let mut map = std::collections::BTreeMap::new();
+        map.insert(Column::Schedule("cut-long".into()), 1);
+        map.insert(Column::Preset(Preset::None), 2);
+        map.insert(Column::Preset(Preset::ClockJump), 3);
+        let keys: Vec<&str> = map.keys().map(Column::name).collect();
+        assert_eq!(keys, ["clock-jump", "cut-long", "none"]);
+        assert_eq!(map["cut-long"], 1);
+        assert_eq!(Column::named("none"), Column::Preset(Preset::None));
+        assert_eq!(
+            Column::named("cut-long"),
+            Column::Schedule("cut-long".into())
+        );
+        let json = serde_json::to_string(&map).unwrap();
+        assert_eq!(json, r#"{"clock-jump":3,"cut-long":1,"none":2}"#);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::checker::CheckOptions;
+use crate::presets::Nemesis;
 use crate::report::AnomalyKind;
 use crate::topology::ServerVersion;
 
@@ -45,8 +46,8 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<Phases>,
     pub algorithm: String,
-    /// A preset's name or the schedule file as named (kept as `schedule.toml`).
-    pub nemesis: String,
+    /// A preset, or the schedule file as named (kept as `schedule.toml`).
+    pub nemesis: Nemesis,
     /// Whether `nemesis` names a file, copied into the folder as [`SCHEDULE_COPY`].
     #[serde(default)]
     pub schedule_file: bool,

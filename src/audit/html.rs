@@ -94,7 +94,7 @@ impl Matrix {
                     .nemeses
                     .iter()
                     .map(|nemesis| {
-                        self.cell(algorithm, nemesis).map(|cell| CellView {
+                        self.cell(algorithm, nemesis.name()).map(|cell| CellView {
                             class: match cell.status {
                                 Status::Pass => "pass",
                                 Status::Differs => "differs",
@@ -147,7 +147,7 @@ impl Matrix {
             took: duration_text(self.seconds),
             seed: self.seed,
             hosts: self.hosts.join(", "),
-            nemeses: self.nemeses.clone(),
+            nemeses: self.nemeses.iter().map(|n| n.name().to_string()).collect(),
             rows,
             differences,
             not_applicable,

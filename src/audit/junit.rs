@@ -59,7 +59,7 @@ fn write_case(w: &mut Writer<Vec<u8>>, cell: &Cell) -> io::Result<()> {
     w.create_element("testcase")
         .with_attributes([
             ("classname", xml_chars(&cell.algorithm).as_ref()),
-            ("name", &xml_chars(&cell.nemesis)),
+            ("name", &xml_chars(cell.nemesis.name())),
             ("time", &format!("{:.3}", cell.seconds)),
         ])
         .write_inner_content(|w| {

@@ -97,7 +97,7 @@ impl Markdown<'_> {
         let out = &mut self.out;
         let _ = write!(out, "| algorithm |");
         for nemesis in &self.matrix.nemeses {
-            let _ = write!(out, " {} |", md_text(nemesis));
+            let _ = write!(out, " {} |", md_text(nemesis.name()));
         }
         let _ = write!(out, "\n|---|");
         for _ in &self.matrix.nemeses {
@@ -113,7 +113,7 @@ impl Markdown<'_> {
         for algorithm in &m.algorithms {
             let _ = write!(self.out, "| {} |", md_text(algorithm));
             for nemesis in &m.nemeses {
-                let text = match m.cell(algorithm, nemesis) {
+                let text = match m.cell(algorithm, nemesis.name()) {
                     // Not asked for (`--cells`, `--quick`): left blank.
                     None => String::new(),
                     Some(cell) => {
@@ -148,7 +148,7 @@ impl Markdown<'_> {
         for algorithm in &m.algorithms {
             let _ = write!(out, "| {} |", md_text(algorithm));
             for nemesis in &m.nemeses {
-                let text = match m.cell(algorithm, nemesis) {
+                let text = match m.cell(algorithm, nemesis.name()) {
                     None => String::new(),
                     Some(c) => c
                         .first_anomaly_ms
@@ -177,7 +177,7 @@ impl Markdown<'_> {
                 self.out,
                 "- **{} × {}** ({label}): {}. Found {}; expected {}.",
                 md_text(&cell.algorithm),
-                md_text(&cell.nemesis),
+                md_text(cell.nemesis.name()),
                 md_text(&one_line(cell.why_text())),
                 md_text(&cell.found_text()),
                 md_text(&cell.expected_text())
@@ -214,7 +214,7 @@ impl Markdown<'_> {
                 out,
                 "- {} × {}: {}",
                 md_text(&cell.algorithm),
-                md_text(&cell.nemesis),
+                md_text(cell.nemesis.name()),
                 md_text(&one_line(cell.why_text()))
             );
         }
@@ -234,7 +234,7 @@ impl Markdown<'_> {
         );
         if m.algorithms
             .iter()
-            .any(|a| m.nemeses.iter().any(|n| m.cell(a, n).is_none()))
+            .any(|a| m.nemeses.iter().any(|n| m.cell(a, n.name()).is_none()))
         {
             let _ = writeln!(out, "- blank: a cell not asked for (`--cells`, `--quick`)");
         }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::presets::Column;
 use crate::report::{AnomalyKind, KindCounts};
 use crate::run_record::Phases;
 use crate::workload::expect::Expectation;
@@ -62,7 +63,7 @@ impl Status {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
     pub algorithm: String,
-    pub nemesis: String,
+    pub nemesis: Column,
     pub status: Status,
     /// Differs: how (from [`Expectation::differs`]); Error: the error; n/a: why no fault of
     /// the preset can act.
@@ -119,7 +120,7 @@ impl Cell {
     /// empty: set the fields, or use [`Cell::with_run`].
     pub fn judge(
         algorithm: impl Into<String>,
-        nemesis: impl Into<String>,
+        nemesis: impl Into<Column>,
         expected: Expectation,
         found: KindCounts,
     ) -> Cell {
@@ -153,7 +154,7 @@ impl Cell {
     /// A cell whose run could not be carried out.
     pub fn error(
         algorithm: impl Into<String>,
-        nemesis: impl Into<String>,
+        nemesis: impl Into<Column>,
         expected: Expectation,
         error: impl Into<String>,
     ) -> Cell {
@@ -167,7 +168,7 @@ impl Cell {
     /// A cell whose run was valid but none of whose faults acted, and why.
     pub fn untested(
         algorithm: impl Into<String>,
-        nemesis: impl Into<String>,
+        nemesis: impl Into<Column>,
         expected: Expectation,
         why: impl Into<String>,
     ) -> Cell {
@@ -182,7 +183,7 @@ impl Cell {
     /// "failover needs replicas").
     pub fn not_applicable(
         algorithm: impl Into<String>,
-        nemesis: impl Into<String>,
+        nemesis: impl Into<Column>,
         expected: Expectation,
         reason: impl Into<String>,
     ) -> Cell {
@@ -308,7 +309,7 @@ pub struct Matrix {
     /// Row order.
     pub algorithms: Vec<String>,
     /// Column order.
-    pub nemeses: Vec<String>,
+    pub nemeses: Vec<Column>,
     pub cells: Vec<Cell>,
     /// When the audit began, RFC 3339 wall time.
     #[serde(default)]
@@ -343,7 +344,7 @@ impl Matrix {
     pub fn cell(&self, algorithm: &str, nemesis: &str) -> Option<&Cell> {
         self.cells
             .iter()
-            .find(|c| c.algorithm == algorithm && c.nemesis == nemesis)
+            .find(|c| c.algorithm == algorithm && c.nemesis == *nemesis)
     }
 
     /// True when every cell passed or was not applicable: a cell that differs from its

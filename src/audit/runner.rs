@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::checker::CheckOptions;
 use crate::cluster::on_exit;
 use crate::locks::ALGORITHMS;
-use crate::nemesis::PRESETS;
+use crate::presets::{Column, Nemesis, Preset};
 use crate::report::{AnomalyKind, KindCounts, Report};
 use crate::run::plan::{CellRule, Hosts, Overrides, Purpose, Request, WorkloadSource};
 use crate::run::{run, RunError, RunPlan};
@@ -32,12 +32,12 @@ use super::Expectation;
 #[derive(Debug, Clone)]
 pub struct AuditOptions {
     pub algorithms: Vec<String>,
-    pub nemeses: Vec<String>,
+    pub nemeses: Vec<Preset>,
     /// Whether `nemeses` was asked for (`--nemeses`). If not, a workload file that names
     /// its own `nemesis` (a bug's reproduction, say) is audited under that one alone.
     pub nemeses_asked: bool,
     /// Only these (algorithm, nemesis) cells instead of the whole cross product.
-    pub cells: Option<Vec<(String, String)>>,
+    pub cells: Option<Vec<(String, Column)>>,
     /// A folder of `<algorithm>.toml` workloads that override the built-in ones (a file
     /// missing there: the built-in workload). None: the built-in workloads.
     pub workloads: Option<PathBuf>,
@@ -78,7 +78,7 @@ impl AuditOptions {
     pub fn new(out: PathBuf) -> AuditOptions {
         AuditOptions {
             algorithms: ALGORITHMS.iter().map(|s| s.to_string()).collect(),
-            nemeses: PRESETS.iter().map(|s| s.to_string()).collect(),
+            nemeses: Preset::ALL.to_vec(),
             nemeses_asked: false,
             cells: None,
             workloads: None,
@@ -102,7 +102,7 @@ impl AuditOptions {
     }
 
     /// The cells to run, in order.
-    pub fn cell_list(&self) -> Vec<(String, String)> {
+    pub fn cell_list(&self) -> Vec<(String, Column)> {
         match &self.cells {
             Some(cells) => cells.clone(),
             None => self
@@ -113,7 +113,7 @@ impl AuditOptions {
                     None => self
                         .nemeses
                         .iter()
-                        .map(|n| (a.clone(), n.clone()))
+                        .map(|&n| (a.clone(), Column::Preset(n)))
                         .collect(),
                 })
                 .collect(),
@@ -122,7 +122,7 @@ impl AuditOptions {
 
     /// Checks the names before anything runs.
     pub fn validate(&self) -> Result<(), String> {
-        let (algorithms, nemeses): (Vec<String>, Vec<String>) =
+        let (algorithms, nemeses): (Vec<String>, Vec<Column>) =
             self.cell_list().into_iter().unzip();
         // The flag the names came from, for the message.
         let (rows, columns) = match self.cells {
@@ -142,7 +142,8 @@ impl AuditOptions {
             if own_column(a).as_ref() == Some(n) {
                 continue;
             }
-            if let Some(why) = unknown_preset(n) {
+            if n.preset().is_none() {
+                let why = crate::presets::unknown_preset(n.name());
                 return Err(format!("{columns}: {why}"));
             }
         }
@@ -180,7 +181,7 @@ pub const DEFAULT_VALID_CELL_MS: u64 = 4_000;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Reach {
     pub algorithm: String,
-    pub nemesis: String,
+    pub nemesis: Column,
     pub must: Vec<AnomalyKind>,
     pub runs: usize,
     /// Runs that met the expectation.
@@ -276,11 +277,6 @@ pub fn unknown_row(row: &str) -> Option<String> {
     })
 }
 
-/// Why `column` is no nemesis preset (an audit's columns are presets only), or None.
-pub fn unknown_preset(column: &str) -> Option<String> {
-    (!PRESETS.contains(&column)).then(|| crate::presets::unknown_preset(column))
-}
-
 /// Expands each folder among `rows` (`--algorithms examples/bugs/`) into the workload files
 /// in it, `*.toml` in name order; the other rows stay as they are.
 pub fn expand_folders(rows: Vec<String>) -> Result<Vec<String>, String> {
@@ -312,12 +308,12 @@ pub fn expand_folders(rows: Vec<String>) -> Result<Vec<String>, String> {
 /// The column of a workload file that names its own `nemesis`: the preset, or its schedule
 /// file's name (`WorkloadSpec::own_schedule_column`). None for a built-in algorithm, a file
 /// that names none, or one that does not read (its row says why when it runs).
-fn own_column(row: &str) -> Option<String> {
+fn own_column(row: &str) -> Option<Column> {
     if !is_workload_file(row) {
         return None;
     }
     let spec = WorkloadSpec::from_file(Path::new(row)).ok()?;
-    spec.own_schedule_column().or(spec.nemesis)
+    spec.nemesis.map(|n| n.column())
 }
 
 /// Reads the workload of a row: a workload file; or `<workloads>/<algorithm>.toml` when
@@ -344,7 +340,7 @@ fn workload_of(options: &AuditOptions, algorithm: &str) -> Result<WorkloadSpec, 
 /// (the preset), the cell's folder and what the cell expects.
 fn cell_request(
     options: &AuditOptions,
-    nemesis: Option<&str>,
+    nemesis: Option<Preset>,
     dir: PathBuf,
     expected: &Expectation,
 ) -> Request {
@@ -352,7 +348,7 @@ fn cell_request(
     request.overrides = Overrides {
         time_limit: Some(options.time_limit),
         fenced: options.fenced,
-        nemesis: nemesis.map(str::to_string),
+        nemesis: nemesis.map(Nemesis::Preset),
         ..Overrides::default()
     };
     request.hosts = Hosts {
@@ -382,17 +378,16 @@ fn cell_request(
 fn cell_plan(
     options: &AuditOptions,
     spec: WorkloadSpec,
-    nemesis: &str,
+    nemesis: &Column,
     dir: &Path,
     expected: &Expectation,
 ) -> Result<RunPlan, String> {
-    let preset = PRESETS.contains(&nemesis).then_some(nemesis);
-    let request = cell_request(options, preset, dir.to_path_buf(), expected);
+    let request = cell_request(options, nemesis.preset(), dir.to_path_buf(), expected);
     RunPlan::from_workload(spec, request).map_err(|e| e.to_string())
 }
 
 /// What a cell expects: the workload's table, and with fencing, never a stale write.
-fn expectation(spec: &WorkloadSpec, nemesis: &str, fenced: bool) -> Expectation {
+fn expectation(spec: &WorkloadSpec, nemesis: &Column, fenced: bool) -> Expectation {
     let mut e = spec.expect.get(nemesis).cloned().unwrap_or_default();
     if fenced {
         e.must.retain(|&k| k != AnomalyKind::StaleWrite);
@@ -406,12 +401,13 @@ fn expectation(spec: &WorkloadSpec, nemesis: &str, fenced: bool) -> Expectation 
 /// find already: the flaw shows without faults, and a fault adds no other (lua-getset's
 /// release that frees nothing shows under six presets, but it is one flaw).
 fn quick_cells(
-    cells: Vec<(String, String)>,
-    must: impl Fn(&str, &str) -> Vec<AnomalyKind>,
-) -> Vec<(String, String)> {
+    cells: Vec<(String, Column)>,
+    must: impl Fn(&str, &Column) -> Vec<AnomalyKind>,
+) -> Vec<(String, Column)> {
+    let none = Column::Preset(Preset::None);
     let without_faults = |algorithm: &str| {
-        if cells.iter().any(|(a, n)| a == algorithm && n == "none") {
-            must(algorithm, "none")
+        if cells.iter().any(|(a, n)| a == algorithm && *n == none) {
+            must(algorithm, &none)
         } else {
             Vec::new()
         }
@@ -424,7 +420,7 @@ fn quick_cells(
                 return false;
             }
             let shown = without_faults(algorithm);
-            nemesis == "none" || shown.is_empty() || !kinds.iter().all(|k| shown.contains(k))
+            *nemesis == none || shown.is_empty() || !kinds.iter().all(|k| shown.contains(k))
         })
         .cloned()
         .collect()
@@ -555,7 +551,7 @@ pub async fn audit(
 /// Every (round, cell) of the audit as a job: its run planned, its folder, what it expects.
 fn cell_jobs(
     options: &AuditOptions,
-    cells: &[(String, String)],
+    cells: &[(String, Column)],
     specs: &BTreeMap<String, WorkloadSpec>,
 ) -> Vec<CellJob> {
     let mut queue = Vec::new();
@@ -567,7 +563,7 @@ fn cell_jobs(
             let dir = if options.repeat > 1 {
                 options.out.join(&folder).join(format!("{nemesis}-{round}"))
             } else {
-                options.out.join(&folder).join(nemesis)
+                options.out.join(&folder).join(nemesis.name())
             };
             let expected = expectation(&spec, nemesis, options.fenced);
             let plan = cell_plan(options, spec, nemesis, &dir, &expected);
@@ -597,7 +593,7 @@ struct Progress {
     rounds: Vec<RoundResult>,
     /// The cells under way, by (round, place in the matrix).
     running: BTreeMap<(usize, usize), Running>,
-    reach: BTreeMap<(String, String), Reach>,
+    reach: BTreeMap<(String, Column), Reach>,
     /// Set by the interruption, which has taken the matrix: nothing is added any more.
     frozen: bool,
 }
@@ -605,7 +601,7 @@ struct Progress {
 /// A cell under way.
 struct Running {
     algorithm: String,
-    nemesis: String,
+    nemesis: Column,
     dir: PathBuf,
     expected: Expectation,
     began: Instant,
@@ -754,7 +750,7 @@ struct CellJob {
     /// Its place in the matrix.
     index: usize,
     algorithm: String,
-    nemesis: String,
+    nemesis: Column,
     /// The cell's run, or why it cannot be planned.
     plan: Result<RunPlan, String>,
     dir: PathBuf,
@@ -774,7 +770,7 @@ struct RoundResult {
 async fn run_cell(
     row: &str,
     plan: Result<RunPlan, String>,
-    nemesis: &str,
+    nemesis: &Column,
     dir: &Path,
     expected: Expectation,
 ) -> Cell {
@@ -810,7 +806,7 @@ async fn run_cell(
 /// The cell of a run's outcome, judged against what it expected.
 fn judge_run(
     algorithm: String,
-    nemesis: &str,
+    nemesis: &Column,
     expected: Expectation,
     dir: &Path,
     seconds: f64,
@@ -1011,7 +1007,7 @@ mod tests {
 
     #[test]
     fn the_quick_set_keeps_one_cell_per_flaw() {
-        let cell = |a: &str, n: &str| (a.to_string(), n.to_string());
+        let cell = |a: &str, n: &str| (a.to_string(), Column::named(n));
         let cells = vec![
             cell("getset", "none"),
             cell("getset", "kill-clients"),
@@ -1022,8 +1018,8 @@ mod tests {
             cell("px", "kill-servers"),
             cell("only-faulted", "kill-clients"),
         ];
-        let must = |a: &str, n: &str| -> Vec<AnomalyKind> {
-            let kinds: &[&str] = match (a, n) {
+        let must = |a: &str, n: &Column| -> Vec<AnomalyKind> {
+            let kinds: &[&str] = match (a, n.name()) {
                 ("getset", "partition") => &[],
                 ("getset", "pause-clients") => &["unavailable", "overlap"],
                 ("getset", _) => &["unavailable"],
@@ -1047,7 +1043,7 @@ mod tests {
             ]
         );
         // Without its `none` cell asked for, nothing stands for the flaw: every cell stays.
-        let without_none: Vec<_> = cells.into_iter().filter(|c| c.1 != "none").collect();
+        let without_none: Vec<_> = cells.into_iter().filter(|c| c.1 != *"none").collect();
         assert_eq!(quick_cells(without_none, must).len(), 5);
     }
 
@@ -1093,12 +1089,17 @@ mod tests {
                 ..Expectation::default()
             },
         );
-        let e = expectation(&spec, "pause-clients", true);
+        let e = expectation(&spec, &Column::Preset(Preset::PauseClients), true);
         assert_eq!(e.must, vec![AnomalyKind::Overlap]);
         assert_eq!(e.may, vec![AnomalyKind::LostUpdate]);
         let found: KindCounts = [(AnomalyKind::Overlap, 3), (AnomalyKind::StaleWrite, 1)].into();
         assert!(e.differs(&found).expect("differs").contains("stale-write"));
-        assert_eq!(expectation(&spec, "pause-clients", false).must.len(), 2);
+        assert_eq!(
+            expectation(&spec, &Column::Preset(Preset::PauseClients), false)
+                .must
+                .len(),
+            2
+        );
     }
 
     #[test]
@@ -1141,8 +1142,16 @@ mod tests {
             ..Expectation::default()
         };
         let dir = Path::new("/nonexistent/cell");
-        let judge =
-            |outcome| judge_run("w.toml".into(), "none", expected.clone(), dir, 1.0, outcome);
+        let judge = |outcome| {
+            judge_run(
+                "w.toml".into(),
+                &Column::default(),
+                expected.clone(),
+                dir,
+                1.0,
+                outcome,
+            )
+        };
         let stopped = |why: &str| Err(RunError::Setup(why.to_string()));
         let cell = judge(stopped(
             "adapter: error reply: acquire raised TypeError: wait()",
@@ -1227,7 +1236,8 @@ mod tests {
     fn names_are_checked() {
         let mut o = AuditOptions::new(PathBuf::from("x"));
         assert!(o.validate().is_ok());
-        o.nemeses.push("chaos".into());
+        // A column that is no preset (nor a workload's own schedule file).
+        o.cells = Some(vec![("set-nx-px".into(), Column::named("chaos"))]);
         assert!(o.validate().unwrap_err().contains("chaos"));
     }
 
@@ -1268,11 +1278,11 @@ mod tests {
         );
         assert_eq!(cells[1], (file("b-own-file.toml"), "cut-long".into()));
         // The others: every preset.
-        assert_eq!(cells.len(), 2 + 2 * PRESETS.len());
+        assert_eq!(cells.len(), 2 + 2 * Preset::ALL.len());
         assert!(o.validate().is_ok(), "{:?}", o.validate());
         // Asked for, the presets apply to every row.
         o.nemeses_asked = true;
-        assert_eq!(o.cell_list().len(), 4 * PRESETS.len());
+        assert_eq!(o.cell_list().len(), 4 * Preset::ALL.len());
         // A schedule file's name is a column of its own workload only.
         o.cells = Some(vec![("redlock".into(), "cut-long".into())]);
         assert!(o.validate().unwrap_err().contains("cut-long"));

@@ -7,7 +7,7 @@ use comfy_table::{ContentLineStyle, LineStyle, Table, TableStyle};
 
 use super::matrix::{Cell, Matrix, Status};
 use super::text::{duration_text, one_line, seconds_text};
-use crate::presets::Preset;
+use crate::presets::{Column, Preset};
 use crate::report::AnomalyKind;
 
 /// The widest the terminal table tries to stay.
@@ -99,7 +99,7 @@ impl Matrix {
     fn grid(&self, level: Level) -> Grid {
         let mut header = vec!["algorithm".to_string()];
         header.extend(self.nemeses.iter().map(|n| match level {
-            Level::Full => n.clone(),
+            Level::Full => n.to_string(),
             _ => short_nemesis(n).to_string(),
         }));
         let rows = self
@@ -107,13 +107,13 @@ impl Matrix {
             .iter()
             .map(|algorithm| {
                 let mut row = vec![algorithm.clone()];
-                row.extend(self.nemeses.iter().map(
-                    |nemesis| match self.cell(algorithm, nemesis) {
+                row.extend(self.nemeses.iter().map(|nemesis| {
+                    match self.cell(algorithm, nemesis.name()) {
                         Some(cell) => cell_text(cell, level),
                         // Not asked for: nothing to show.
                         None => String::new(),
-                    },
-                ));
+                    }
+                }));
                 row
             })
             .collect();
@@ -152,7 +152,7 @@ impl Matrix {
         if level != Level::Full {
             for nemesis in &self.nemeses {
                 let short = short_nemesis(nemesis);
-                if short != nemesis {
+                if short != nemesis.name() {
                     parts.push(format!("{short} = {nemesis}"));
                 }
             }
@@ -253,9 +253,9 @@ fn short_kind(kind: AnomalyKind, level: Level) -> &'static str {
 
 /// A nemesis preset's column header when space is short (a schedule file's column keeps
 /// its name).
-fn short_nemesis(nemesis: &str) -> &str {
-    let Some(preset) = Preset::parse(nemesis) else {
-        return nemesis;
+fn short_nemesis(nemesis: &Column) -> &str {
+    let Column::Preset(preset) = *nemesis else {
+        return nemesis.name();
     };
     match preset {
         Preset::KillClients => "kill-cl",

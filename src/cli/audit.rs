@@ -32,8 +32,7 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
             let (a, n) = cell
                 .rsplit_once(':')
                 .ok_or_else(|| anyhow::anyhow!("--cells: \"{cell}\" is not algorithm:nemesis"))?;
-            let n = crate::presets::current_preset(n);
-            cells.push((a.to_string(), n.to_string()));
+            cells.push((a.to_string(), crate::presets::Column::named(n)));
         }
         options.cells = Some(cells);
     }

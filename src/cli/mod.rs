@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::checker::CheckOptions;
+use crate::presets::{Nemesis, Preset};
 use crate::run::plan::Hosts;
 use crate::units::Millis;
 use crate::units::{nanos, parse_duration};
@@ -148,7 +149,7 @@ pub struct AuditArgs {
     pub algorithms: Vec<String>,
     // The help names every preset (nemeses_help).
     #[arg(long, value_delimiter = ',', value_parser = parse_preset, help = nemeses_help())]
-    pub nemeses: Vec<String>,
+    pub nemeses: Vec<Preset>,
     /// Only these cells, as algorithm:nemesis pairs, comma-separated (instead of every
     /// algorithm × every nemesis).
     #[arg(long, value_delimiter = ',')]
@@ -238,7 +239,7 @@ pub struct RunArgs {
     pub seed: Option<u64>,
     // The help names every preset (nemesis_help).
     #[arg(long, value_parser = parse_nemesis, help = nemesis_help())]
-    pub nemesis: Option<String>,
+    pub nemesis: Option<Nemesis>,
     /// Where the lock lives: single, replicated, sentinel, independent, cluster (a Redis
     /// Cluster of 3 masters with a replica each), postgres, etcd (3 members), zookeeper (3
     /// servers), mariadb (default: the algorithm's own; redlock: independent; pg-*: postgres;
@@ -501,11 +502,10 @@ fn parse_algorithm(text: &str) -> Result<String, String> {
 
 /// `--nemesis`: a preset (an old name as its new one) or a schedule file (whose errors come
 /// when it is read).
-fn parse_nemesis(text: &str) -> Result<String, String> {
-    known_name(
-        crate::presets::current_preset(text),
-        crate::presets::unknown_nemesis,
-    )
+fn parse_nemesis(text: &str) -> Result<Nemesis, String> {
+    let nemesis = Nemesis::named(text);
+    known_name(nemesis.name(), crate::presets::unknown_nemesis)?;
+    Ok(nemesis)
 }
 
 /// One of `--algorithms`: an algorithm or a workload file.
@@ -514,11 +514,8 @@ fn parse_row(text: &str) -> Result<String, String> {
 }
 
 /// One of `--nemeses`: a preset (an old name as its new one).
-fn parse_preset(text: &str) -> Result<String, String> {
-    known_name(
-        crate::presets::current_preset(text),
-        crate::audit::runner::unknown_preset,
-    )
+fn parse_preset(text: &str) -> Result<Preset, String> {
+    Preset::named(text).ok_or_else(|| crate::presets::unknown_preset(text))
 }
 
 /// Exit code for a run that could not be carried out (docs/src/reference/exit-codes.md).
@@ -594,9 +591,12 @@ mod tests {
 
     #[test]
     fn an_old_preset_name_on_the_command_line_is_the_new_one() {
-        assert_eq!(parse_nemesis("kill-redis").as_deref(), Ok("kill-servers"));
-        assert_eq!(parse_preset("pause-redis").as_deref(), Ok("pause-servers"));
-        assert_eq!(parse_preset("mix").as_deref(), Ok("mix"));
+        assert_eq!(
+            parse_nemesis("kill-redis"),
+            Ok(Nemesis::Preset(Preset::KillServers))
+        );
+        assert_eq!(parse_preset("pause-redis"), Ok(Preset::PauseServers));
+        assert_eq!(parse_preset("mix"), Ok(Preset::Mix));
         let why = parse_preset("pause-redsi").unwrap_err();
         assert!(why.contains("(did you mean \"pause-servers\"?)"), "{why}");
     }

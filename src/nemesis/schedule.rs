@@ -275,7 +275,7 @@ pub struct Schedule {
 pub type ScheduleError = FileError;
 
 /// The presets `--nemesis NAME` knows.
-pub use crate::presets::{Preset, PRESETS};
+pub use crate::presets::{Nemesis, Preset, PRESETS};
 
 /// What presets are built from.
 #[derive(Debug, Clone)]
@@ -545,14 +545,14 @@ impl Schedule {
         }
     }
 
-    /// A preset's name, or a schedule file.
-    pub fn resolve(name_or_file: &str, workload: &Workload) -> Result<Schedule, ScheduleError> {
-        if let Some(preset) = Preset::named(name_or_file) {
-            return Ok(Schedule::preset(preset, workload));
-        }
-        match crate::presets::unknown_nemesis(name_or_file) {
-            None => Schedule::from_file(Path::new(name_or_file)),
-            Some(why) => Err(FileError::whole(name_or_file, why)),
+    /// A preset's schedule, or a schedule file's.
+    pub fn resolve(nemesis: &Nemesis, workload: &Workload) -> Result<Schedule, ScheduleError> {
+        match nemesis {
+            Nemesis::Preset(preset) => Ok(Schedule::preset(*preset, workload)),
+            Nemesis::File(path) => match crate::presets::unknown_nemesis(path) {
+                None => Schedule::from_file(Path::new(path)),
+                Some(why) => Err(FileError::whole(path, why)),
+            },
         }
     }
 }
@@ -949,7 +949,9 @@ faults = [ { kind = "kill-client", duration = "500ms" } ]
             assert_eq!(serde_json::to_value(kind).unwrap(), name);
         }
         assert_eq!(
-            Schedule::resolve("kill-redis", &workload()).unwrap().name,
+            Schedule::resolve(&Nemesis::named("kill-redis"), &workload())
+                .unwrap()
+                .name,
             "kill-servers"
         );
     }

@@ -164,7 +164,7 @@ pub fn new_run_dir(root: &Path, spec: &WorkloadSpec) -> PathBuf {
 /// `<algorithm>-<nemesis>[-<topology>]`, safe as a file name: what a run folder's name says
 /// after its time.
 pub fn run_name(spec: &WorkloadSpec) -> String {
-    let nemesis = spec.nemesis.as_deref().unwrap_or("none");
+    let nemesis = spec.nemesis_name();
     // A schedule file by its stem: `nemesis/pause-long.toml` is `pause-long`.
     let nemesis = if nemesis.ends_with(".toml") {
         Path::new(nemesis)
@@ -348,11 +348,12 @@ fn write_what_runs(plan: &RunPlan) -> Result<RunRecord, RunError> {
     record.write(dir).map_err(io_error(&dir.join(RUN_JSON)))?;
     if record.schedule_file {
         let copy = dir.join(SCHEDULE_COPY);
-        let text = std::fs::read(&record.nemesis).map_err(|e| RunError::Io {
-            path: record.nemesis.clone(),
+        let file = record.nemesis.name();
+        let text = std::fs::read(file).map_err(|e| RunError::Io {
+            path: file.to_string(),
             error: e,
         })?;
-        if Path::new(&record.nemesis) != copy {
+        if Path::new(file) != copy {
             outfile::write(&copy, text).map_err(io_error(&copy))?;
         }
     }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::{NodeEntry, Topology};
 use crate::nemesis::schedule::Workload;
 use crate::nemesis::{FaultKind, Preset, Schedule};
+use crate::presets::Nemesis;
 use crate::report::AnomalyKind;
 use crate::tomlfile::FileError;
 use crate::units::{Millis, Span};
@@ -151,8 +152,8 @@ pub struct Overrides {
     pub hold: Option<Millis>,
     pub time_limit: Option<Millis>,
     pub seed: Option<u64>,
-    /// A preset's name or a schedule file.
-    pub nemesis: Option<String>,
+    /// A preset or a schedule file.
+    pub nemesis: Option<Nemesis>,
     pub topology: Option<Topology>,
     /// Fencing tokens (true adds them; false keeps the workload's choice).
     pub fenced: bool,
@@ -360,7 +361,7 @@ impl RunPlan {
             spec.validate().map_err(PlanError::Workload)?;
         }
         let mut notes = Vec::new();
-        let nemesis = spec.nemesis.clone().unwrap_or_else(|| "none".to_string());
+        let nemesis = spec.nemesis_name().to_string();
         let schedule = match purpose {
             Purpose::Run => {
                 let mut schedule = schedule_of(&spec)?;
@@ -377,7 +378,7 @@ impl RunPlan {
                 schedule
             }
             Purpose::AuditCell => {
-                if Preset::parse(&nemesis) == Some(Preset::Failover) {
+                if spec.nemesis == Some(Nemesis::Preset(Preset::Failover)) {
                     if let Some(topology) =
                         crate::cluster::service(spec.topology()).failover_moves_to
                     {
@@ -423,7 +424,7 @@ impl RunPlan {
         }
         let misfit = crate::nemesis::plan::fit(
             &schedule,
-            spec.nemesis.as_deref().unwrap_or(&schedule.name),
+            spec.nemesis_name(),
             spec.ttl.0,
             topology,
             spec.time_limit.0,
@@ -452,7 +453,7 @@ impl RunPlan {
 
     /// The schedule's name as the run tells it: the `nemesis` the workload names, or none.
     pub fn nemesis_name(&self) -> &str {
-        self.spec.nemesis.as_deref().unwrap_or("none")
+        self.spec.nemesis_name()
     }
 }
 
@@ -476,7 +477,7 @@ fn time_to_first_fault(spec: &WorkloadSpec, schedule: &Schedule, at_least: Milli
         .unwrap_or(spec.topology());
     let fit = crate::nemesis::plan::fit(
         schedule,
-        spec.nemesis.as_deref().unwrap_or("none"),
+        spec.nemesis_name(),
         spec.ttl.0,
         topology,
         at_least.0,
@@ -488,7 +489,9 @@ fn time_to_first_fault(spec: &WorkloadSpec, schedule: &Schedule, at_least: Milli
 /// The schedule the workload names (a preset, or a file), for its ttl and topology.
 fn schedule_of(spec: &WorkloadSpec) -> Result<Schedule, FileError> {
     Schedule::resolve(
-        spec.nemesis.as_deref().unwrap_or("none"),
+        spec.nemesis
+            .as_ref()
+            .unwrap_or(&Nemesis::Preset(Preset::None)),
         &Workload {
             ttl_ms: spec.ttl.0,
             topology: spec.topology(),
@@ -505,7 +508,7 @@ mod tests {
         let mut request = Request::new(Purpose::Run);
         request.overrides.clients = Some(2);
         request.overrides.hold = Some(Millis(7));
-        request.overrides.nemesis = Some("failover".into());
+        request.overrides.nemesis = Some(Nemesis::Preset(Preset::Failover));
         request.out = Some(PathBuf::from("out"));
         let plan = RunPlan::build(&WorkloadSource::Builtin("set-nx-px".into()), request).unwrap();
         assert_eq!(plan.spec.clients, 2);
@@ -532,7 +535,7 @@ mod tests {
 
     fn cell(algorithm: &str, nemesis: &str, must: &[AnomalyKind]) -> RunPlan {
         let mut request = Request::new(Purpose::AuditCell);
-        request.overrides.nemesis = Some(nemesis.into());
+        request.overrides.nemesis = Some(Nemesis::named(nemesis));
         request.overrides.time_limit = Some(Millis(20_000));
         request.out = Some(PathBuf::from("out"));
         request.cell = Some(CellRule {

@@ -4,6 +4,7 @@
 //! Written when the run starts, again once its servers said their versions, and at its
 //! end: an interrupted run still says what it was.
 
+use crate::presets::{Nemesis, Preset};
 use crate::run_record::{Phases, RunRecord};
 
 use super::{topology_name, RunPlan, Servers};
@@ -17,7 +18,11 @@ impl RunRecord {
     /// The record of `plan` as it starts now, named by this process's command line.
     pub fn of(plan: &RunPlan) -> RunRecord {
         let spec = &plan.spec;
-        let nemesis = plan.nemesis_name().to_string();
+        let nemesis = plan
+            .spec
+            .nemesis
+            .clone()
+            .unwrap_or(Nemesis::Preset(Preset::None));
         RunRecord {
             version: VERSION.to_string(),
             commit: COMMIT.to_string(),
@@ -30,7 +35,7 @@ impl RunRecord {
             seconds: None,
             phases: None,
             algorithm: spec.algorithm.clone(),
-            schedule_file: names_a_file(&nemesis),
+            schedule_file: nemesis.preset().is_none(),
             nemesis,
             topology: topology_name(match &plan.servers {
                 Servers::Existing(endpoints) => endpoints.topology,
@@ -50,11 +55,6 @@ impl RunRecord {
         self.seconds = Some(seconds);
         self.phases = Some(phases);
     }
-}
-
-/// Whether a `nemesis` names a schedule file rather than a preset.
-pub fn names_a_file(nemesis: &str) -> bool {
-    !crate::nemesis::PRESETS.contains(&nemesis)
 }
 
 fn now() -> String {
@@ -157,11 +157,5 @@ mod tests {
         // What holds no password stays as it was.
         assert_eq!(shown[11], "ssh://root@10.0.0.3:2222");
         assert_eq!(argv(&["--time-limit", "2s"]), ["--time-limit", "2s"]);
-    }
-
-    #[test]
-    fn a_preset_is_no_file() {
-        assert!(!names_a_file("kill-clients") && !names_a_file("none"));
-        assert!(names_a_file("nemesis/pause-long.toml"));
     }
 }

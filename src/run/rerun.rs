@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::presets::Nemesis;
 use crate::report::{median, AnomalyKind, Report};
 
 use super::plan::{PlanError, Purpose, Request, RunPlan, WorkloadSource};
@@ -76,11 +77,11 @@ impl Replay {
                 if !copy.is_file() {
                     return Err(PlanError::ScheduleNotKept {
                         dir: self.dir.clone(),
-                        file: record.nemesis.clone(),
+                        file: record.nemesis.to_string(),
                         copy,
                     });
                 }
-                request.overrides.nemesis = Some(copy.display().to_string());
+                request.overrides.nemesis = Some(Nemesis::File(copy.display().to_string()));
             }
             request.options = record.options.clone();
         }

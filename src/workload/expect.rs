@@ -240,6 +240,7 @@ mod tests {
 #[cfg(test)]
 mod table_tests {
     use super::*;
+    use crate::presets::{Column, Preset};
 
     /// A workload with `entries` under `[expect]`, which starts on line 4.
     fn workload(entries: &str) -> String {
@@ -358,10 +359,17 @@ mod table_tests {
             workload("kill-redis = { must = [\"overlap\"] }\npause-servers = {}\n")
         );
         let spec = crate::workload::WorkloadSpec::from_toml(&text, "w.toml").unwrap();
-        assert_eq!(spec.nemesis.as_deref(), Some("pause-servers"));
-        let keys: Vec<&str> = spec.expect.keys().map(String::as_str).collect();
+        assert_eq!(
+            spec.nemesis,
+            Some(crate::presets::Nemesis::Preset(Preset::PauseServers))
+        );
+        let keys: Vec<&str> = spec.expect.keys().map(Column::name).collect();
         assert_eq!(keys, ["kill-servers", "none", "pause-servers"]);
-        assert_eq!(spec.expect["kill-servers"].must, [AnomalyKind::Overlap]);
+        assert!(spec.expect.keys().all(|c| c.preset().is_some()));
+        assert_eq!(
+            spec.expect[&Column::Preset(Preset::KillServers)].must,
+            [AnomalyKind::Overlap]
+        );
         // Both names of one preset would be two entries for one column.
         let error = refused("kill-servers = {}\nkill-redis = {}\n");
         assert_eq!(error.line, 7, "{error}");

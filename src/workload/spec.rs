@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::expect::Expectation;
 use crate::locks::{self, LuaScripts};
-use crate::presets::unknown_nemesis;
+use crate::presets::{unknown_nemesis, Column, Nemesis, Preset};
 use crate::tomlfile::{self, FileError};
 use crate::topology::Topology;
 use crate::units::{Millis, Span};
@@ -201,9 +201,10 @@ pub struct WorkloadSpec {
     pub time_limit: Millis,
     pub seed: u64,
     /// The fault schedule: a preset's name or a `nemesis/*.toml` file (`--nemesis`).
-    pub nemesis: Option<String>,
-    /// Per nemesis preset, the anomaly kinds `lockaudit audit` must and may find.
-    pub expect: BTreeMap<String, Expectation>,
+    pub nemesis: Option<Nemesis>,
+    /// Per nemesis preset (or the workload's own schedule file, by its name), the anomaly
+    /// kinds `lockaudit audit` must and may find.
+    pub expect: BTreeMap<Column, Expectation>,
 }
 
 impl Default for WorkloadSpec {
@@ -271,7 +272,6 @@ impl WorkloadSpec {
         // Before the parser: a misspelt field in an entry gets its "did you mean" here.
         super::expect::check_table(text, name)?;
         let mut spec: WorkloadSpec = tomlfile::parse(text, name)?;
-        spec.rename_presets();
         let base = Path::new(name).parent().unwrap_or(Path::new(""));
         spec.read_scripts(base)
             .map_err(|(message, path)| FileError {
@@ -293,27 +293,21 @@ impl WorkloadSpec {
         Ok(spec)
     }
 
-    /// An old preset name in `nemesis` or as an `[expect]` key, as its new one (with a
-    /// notice), so that the run and the audit's columns see the new names only.
-    fn rename_presets(&mut self) {
-        use crate::presets::current_preset;
-        if let Some(nemesis) = self.nemesis.as_mut() {
-            *nemesis = current_preset(nemesis).to_string();
-        }
-        self.expect = std::mem::take(&mut self.expect)
-            .into_iter()
-            .map(|(nemesis, expectation)| (current_preset(&nemesis).to_string(), expectation))
-            .collect();
+    /// The `nemesis` it names, `none` if it names none.
+    pub fn nemesis_name(&self) -> &str {
+        self.nemesis
+            .as_ref()
+            .map_or(Preset::None.name(), Nemesis::name)
     }
 
     /// Makes a schedule file's relative path (`nemesis = "schedules/cut.toml"`) absolute
     /// against `base`, the workload's folder, as its scripts and adapter are: a workload and
     /// the schedule it was written for travel together, and read the same from any folder.
     fn resolve_schedule(&mut self, base: &Path) {
-        let Some(nemesis) = self.nemesis.as_mut() else {
+        let Some(Nemesis::File(path)) = self.nemesis.as_mut() else {
             return;
         };
-        if crate::presets::PRESETS.contains(&nemesis.as_str()) || Path::new(nemesis).is_absolute() {
+        if Path::new(path).is_absolute() {
             return;
         }
         let base = if base.as_os_str().is_empty() {
@@ -321,8 +315,8 @@ impl WorkloadSpec {
         } else {
             base
         };
-        let full = base.join(nemesis.as_str());
-        *nemesis = std::path::absolute(&full)
+        let full = base.join(path.as_str());
+        *path = std::path::absolute(&full)
             .unwrap_or(full)
             .display()
             .to_string();
@@ -331,8 +325,11 @@ impl WorkloadSpec {
     /// The column an audit gives this workload's own `nemesis` when it is a schedule file:
     /// the file's name without `.toml` (`schedules/cut-past-session.toml` is
     /// `cut-past-session`), the key of its `[expect]` entry. None for a preset or no nemesis.
-    pub fn own_schedule_column(&self) -> Option<String> {
-        crate::presets::schedule_column(self.nemesis.as_deref()?)
+    pub fn own_schedule_column(&self) -> Option<Column> {
+        match self.nemesis.as_ref()? {
+            Nemesis::Preset(_) => None,
+            file => Some(file.column()),
+        }
     }
 
     /// Makes the adapter's relative paths absolute (against `base`, the workload's folder)
@@ -426,7 +423,11 @@ impl WorkloadSpec {
         if let Some(why) = unknown_algorithm(&self.algorithm) {
             return Err(format!("field `algorithm`: {why}"));
         }
-        if let Some(why) = self.nemesis.as_deref().and_then(unknown_nemesis) {
+        if let Some(why) = self
+            .nemesis
+            .as_ref()
+            .and_then(|n| unknown_nemesis(n.name()))
+        {
             return Err(format!("field `nemesis`: {why}"));
         }
         self.validate_scripts()?;
@@ -806,13 +807,13 @@ mod tests {
         )
         .unwrap();
         assert!(
-            spec.nemesis
-                .as_deref()
-                .is_some_and(|n| Path::new(n).is_absolute() && n.ends_with("nemesis/mine.toml")),
+            spec.nemesis.as_ref().is_some_and(|n| n.preset().is_none()
+                && Path::new(n.name()).is_absolute()
+                && n.name().ends_with("nemesis/mine.toml")),
             "{:?}",
             spec.nemesis
         );
-        assert_eq!(spec.own_schedule_column().as_deref(), Some("mine"));
+        assert_eq!(spec.own_schedule_column(), Some(Column::named("mine")));
     }
 
     #[test]
@@ -823,14 +824,17 @@ mod tests {
         )
         .unwrap();
         let expected = std::path::absolute("examples/bugs/schedules/cut.toml").unwrap();
-        assert_eq!(spec.nemesis.as_deref(), expected.to_str());
+        assert_eq!(spec.nemesis.as_ref().map(Nemesis::name), expected.to_str());
         // A preset stays a preset.
         let spec = WorkloadSpec::from_toml(
             "algorithm = \"set-nx-px\"\nnemesis = \"pause-clients\"\n",
             "examples/bugs/w.toml",
         )
         .unwrap();
-        assert_eq!(spec.nemesis.as_deref(), Some("pause-clients"));
+        assert_eq!(
+            spec.nemesis,
+            Some(Nemesis::Preset(crate::presets::Preset::PauseClients))
+        );
         assert_eq!(spec.own_schedule_column(), None);
     }
 

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use lockaudit::nemesis::Schedule;
+use lockaudit::presets::Column;
 use lockaudit::workload::WorkloadSpec;
 
 /// The catalogue's entries, in name order.
@@ -58,19 +59,16 @@ fn every_entry_says_its_source_mechanism_and_command_and_what_proves_it() {
             bad.push(format!("{rel}: names no `nemesis`"));
             continue;
         };
-        let column = match spec.own_schedule_column() {
-            Some(column) => {
-                if let Err(e) = Schedule::from_file(Path::new(&nemesis)) {
-                    bad.push(format!("{rel}: its schedule: {e}"));
-                }
-                column
+        let column = nemesis.column();
+        if nemesis.preset().is_none() {
+            if let Err(e) = Schedule::from_file(Path::new(nemesis.name())) {
+                bad.push(format!("{rel}: its schedule: {e}"));
             }
-            None => nemesis,
-        };
+        }
         // One entry, keyed by that nemesis: the loader takes another preset's key too, which
         // the audit would read as "this nemesis must leave the run valid".
-        let keys: Vec<&str> = spec.expect.keys().map(String::as_str).collect();
-        if keys != [column.as_str()] {
+        let keys: Vec<&str> = spec.expect.keys().map(Column::name).collect();
+        if keys != [column.name()] {
             bad.push(format!(
                 "{rel}: [expect] must have one entry, `{column}` (its nemesis), not {keys:?}"
             ));
