@@ -331,7 +331,7 @@ fn workload_of(options: &AuditOptions, algorithm: &str) -> Result<WorkloadSpec, 
     };
     let source = match path {
         Some(path) => WorkloadSource::File(path),
-        None => WorkloadSource::Builtin(algorithm.to_string()),
+        None => WorkloadSource::Builtin(crate::locks::named(algorithm)?),
     };
     source.load().map_err(|e| e.to_string())
 }

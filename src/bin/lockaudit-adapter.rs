@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 struct State {
-    algorithm: String,
+    algorithm: &'static locks::Algorithm,
     endpoints: Endpoints,
     options: LockOptions,
     /// The client and the (ttl_ms, wait_ms) it was made for.
@@ -43,20 +43,17 @@ fn node(v: &Value, name: String) -> Node {
 
 fn init(req: &Value) -> Result<State, String> {
     let options = &req["options"];
-    let algorithm = options["algorithm"]
-        .as_str()
-        .unwrap_or("set-nx-px")
-        .to_string();
-    if !locks::ALGORITHMS.contains(&algorithm.as_str()) {
+    let name = options["algorithm"].as_str().unwrap_or("set-nx-px");
+    let Some(algorithm) = locks::TABLE.iter().find(|a| a.name == name) else {
         return Err(format!(
-            "options.algorithm {algorithm:?} is not a built-in ({})",
+            "options.algorithm {name:?} is not a built-in ({})",
             locks::ALGORITHMS.join(", ")
         ));
-    }
+    };
     // The protocol speaks acquire and release; an optimistic algorithm has neither.
-    if locks::is_optimistic(&algorithm) {
+    if algorithm.optimistic {
         return Err(format!(
-            "options.algorithm {algorithm:?} takes no lock (optimistic): there is nothing to adapt"
+            "options.algorithm {name:?} takes no lock (optimistic): there is nothing to adapt"
         ));
     }
     let topology: Topology =
@@ -125,7 +122,7 @@ impl State {
                     .unwrap_or(u32::MAX),
                 ..self.options.clone()
             };
-            let client = locks::connect(&self.algorithm, &self.endpoints, &options)
+            let client = locks::connect(self.algorithm.name, &self.endpoints, &options)
                 .await
                 .map_err(|e| format!("cannot connect: {e}"))?;
             self.client = Some((wanted, client));
@@ -160,7 +157,7 @@ async fn handle(state: &mut Option<State>, req: &Value) -> Value {
         return match init(req) {
             Ok(s) => {
                 let fencing = s.options.fenced;
-                let reentrant = locks::algorithm(&s.algorithm).is_some_and(|a| a.reentrant);
+                let reentrant = s.algorithm.reentrant;
                 let name = format!("lockaudit built-in {}", s.algorithm);
                 *state = Some(s);
                 json!({ "type": "init_ok", "name": name, "fencing": fencing, "reentrant": reentrant })
@@ -185,16 +182,16 @@ async fn handle(state: &mut Option<State>, req: &Value) -> Value {
                 return json!({ "type": "error", "error": "acquire without ttl_ms" });
             };
             let wait_ms = req["wait_ms"].as_u64().unwrap_or(0);
-            let algorithm = s.algorithm.clone();
+            let algorithm = s.algorithm;
             let client = match s.client(ttl_ms, wait_ms).await {
                 Ok(c) => c,
                 Err(e) => return json!({ "type": "fail", "error": e }),
             };
             // Never a lock of another kind than asked for: the protocol's `error`.
-            if mode == Mode::Shared && !locks::takes_shared(&algorithm, client.as_ref()) {
+            if mode == Mode::Shared && !algorithm.takes_shared(client.as_ref()) {
                 return json!({ "type": "error", "error": format!("mode \"shared\": the built-in {algorithm} has no shared mode (rw-lock has)") });
             }
-            if req["fair"] == json!(true) && !locks::is_fair(&algorithm, client.as_ref()) {
+            if req["fair"] == json!(true) && !algorithm.is_fair(client.as_ref()) {
                 return json!({ "type": "error", "error": format!("fair: the built-in {algorithm} is not fair (fair-lock is)") });
             }
             match client.acquire_mode(&key, mode).await {

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::checker::CheckOptions;
+use crate::locks::Algorithm;
 use crate::presets::{Nemesis, Preset};
 use crate::run::plan::Hosts;
 use crate::units::Millis;
@@ -215,7 +216,7 @@ pub struct RunArgs {
     pub workload: Option<PathBuf>,
     // The help names every algorithm (algorithm_help).
     #[arg(long, value_parser = parse_algorithm, help = algorithm_help())]
-    pub algorithm: Option<String>,
+    pub algorithm: Option<&'static Algorithm>,
     /// Concurrent lock clients (each a process id in the history).
     #[arg(long)]
     pub clients: Option<usize>,
@@ -496,8 +497,8 @@ fn known_name(text: &str, unknown: fn(&str) -> Option<String>) -> Result<String,
 }
 
 /// `--algorithm`: a known algorithm.
-fn parse_algorithm(text: &str) -> Result<String, String> {
-    known_name(text, crate::workload::spec::unknown_algorithm)
+fn parse_algorithm(text: &str) -> Result<&'static Algorithm, String> {
+    crate::locks::named(text)
 }
 
 /// `--nemesis`: a preset (an old name as its new one) or a schedule file (whose errors come

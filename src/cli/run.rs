@@ -4,7 +4,6 @@ use crate::note;
 use crate::report::render_summary;
 use crate::run::plan::{Overrides, Purpose, Request, RunPlan, WorkloadSource};
 use crate::run::{RunError, RunOutcome, StopWhen};
-use crate::workload::WorkloadSpec;
 
 use super::{print_out, RunArgs, EXIT_CANNOT_RUN};
 
@@ -13,11 +12,7 @@ pub fn plan(args: RunArgs) -> anyhow::Result<RunPlan> {
     // Without a file, the algorithm's own workload, built in (workloads/<algorithm>.toml).
     let source = match args.workload {
         Some(path) => WorkloadSource::File(path),
-        None => WorkloadSource::Builtin(
-            args.algorithm
-                .clone()
-                .unwrap_or_else(|| WorkloadSpec::default().algorithm),
-        ),
+        None => WorkloadSource::Builtin(args.algorithm.unwrap_or(crate::locks::DEFAULT_ALGORITHM)),
     };
     let mut request = Request::new(Purpose::Run);
     request.overrides = Overrides {
@@ -171,7 +166,7 @@ fn verdict(plan: &RunPlan, outcome: &RunOutcome) -> (String, String) {
         );
     }
     let c = outcome.counts;
-    let (done, what, failed) = c.done(crate::locks::is_optimistic(&plan.spec.algorithm));
+    let (done, what, failed) = c.done(plan.spec.algorithm.optimistic);
     text += &format!(
         "recorded: {done} {what}, {failed} failed attempts, {} indeterminate operations\n",
         c.indeterminate

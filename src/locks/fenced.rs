@@ -109,7 +109,7 @@ impl LockClient for Fenced {
     }
 
     // An optimistic algorithm takes no lock and no token: it runs as it is, its counter its
-    // own (`locks::counter_with_lock`).
+    // own (`Algorithm::counter_with_lock`).
     async fn read_counter(&mut self, key: &str) -> Result<Option<i64>, super::CounterError> {
         self.inner.read_counter(key).await
     }

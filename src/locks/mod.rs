@@ -53,11 +53,9 @@ use crate::topology::{Endpoints, Topology};
 use conn::Conn;
 pub use lua_script::LuaScripts;
 pub use table::{
-    algorithm, builtins_where, counter_with_lock, crash_points, default_topology, has_shared_mode,
-    ignores_client_clock, is_fair, is_known_algorithm, is_optimistic, keeps_counter,
-    known_algorithms, on_cluster, on_postgres, own_tokens, service, service_name,
-    shared_mode_builtins, takes_shared, Algorithm, ClientClock, Declared, ALGORITHMS, EXTERNAL,
-    PSEUDO, SCRIPTED, TABLE,
+    algorithm, builtins_where, known_algorithms, named, service_name, shared_mode_builtins,
+    Algorithm, ClientClock, Declared, ALGORITHMS, DEFAULT_ALGORITHM, EXTERNAL, PSEUDO, SCRIPTED,
+    TABLE,
 };
 
 /// How an acquire ended.
@@ -161,13 +159,13 @@ pub trait LockClient: Send {
     }
     /// Whether `acquire_mode` takes `Mode::Shared`, for a lock whose table entry leaves it to
     /// the workload or the adapter (`lua`, `external`); a built-in's is its entry's
-    /// `shared_mode` (`locks::takes_shared`).
+    /// `shared_mode` (`Algorithm::takes_shared`).
     fn shared(&self) -> bool {
         false
     }
     /// Whether the lock promises first-come-first-served order among waiting acquires (the
     /// acquire invoke's `fair`), for a lock whose table entry leaves it to the workload or
-    /// the adapter; a built-in's is its entry's `fair` (`locks::is_fair`).
+    /// the adapter; a built-in's is its entry's `fair` (`Algorithm::is_fair`).
     fn fair(&self) -> bool {
         false
     }
@@ -547,7 +545,10 @@ async fn redlock_masters(
     options: &LockOptions,
 ) -> Result<Vec<Conn>, LockError> {
     if endpoints.topology == Topology::Cluster {
-        return Err(LockError::Endpoints(on_cluster("redlock").unwrap_err()));
+        let why = (algorithm("redlock").map(Algorithm::on_cluster))
+            .and_then(Result::err)
+            .unwrap_or_default();
+        return Err(LockError::Endpoints(why));
     }
     if endpoints.topology != Topology::Independent {
         return Ok(vec![primary(endpoints, options).await?]);
@@ -632,22 +633,21 @@ mod tests {
 
     #[test]
     fn every_algorithm_has_crash_points() {
-        for a in ALGORITHMS {
-            assert!(!crash_points(a).is_empty(), "{a}");
-            for p in crash_points(a) {
-                assert!(p.starts_with(a), "{p}");
+        for a in TABLE {
+            assert!(!a.steps.is_empty(), "{a}");
+            for p in a.steps {
+                assert!(p.starts_with(a.name), "{p}");
             }
         }
     }
 
     #[test]
     fn lua_is_known_but_not_a_built_in() {
-        assert!(is_known_algorithm(SCRIPTED));
-        assert!(is_known_algorithm("redlock"));
-        assert!(!is_known_algorithm("chubby"));
+        let known = |name| algorithm(name).is_some();
+        assert!(known(SCRIPTED) && known("redlock") && !known("chubby"));
         assert!(!ALGORITHMS.contains(&SCRIPTED));
         assert_eq!(
-            crash_points(SCRIPTED),
+            algorithm(SCRIPTED).unwrap().steps,
             ["lua:after-acquire", "lua:before-release"]
         );
         let message = LockError::UnknownAlgorithm("chubby".into()).to_string();
@@ -655,9 +655,9 @@ mod tests {
             message.contains("redlock, ") && message.ends_with(", lua, external)"),
             "{message}"
         );
-        assert!(is_known_algorithm(EXTERNAL));
+        assert!(known(EXTERNAL));
         assert_eq!(
-            crash_points(EXTERNAL),
+            algorithm(EXTERNAL).unwrap().steps,
             ["external:after-acquire", "external:before-release"]
         );
     }

@@ -73,6 +73,103 @@ pub struct Algorithm {
     pub session_locks: bool,
 }
 
+/// One entry is one algorithm: two are equal when their names are.
+impl PartialEq for Algorithm {
+    fn eq(&self, other: &Algorithm) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Algorithm {}
+
+impl std::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Written as its name, as a workload file names it.
+impl serde::Serialize for Algorithm {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name)
+    }
+}
+
+/// Read from its name: the entry itself, or the unknown name refused with the nearest one.
+impl<'de> serde::Deserialize<'de> for &'static Algorithm {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        named(&name).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The entry of `name` (a built-in, `SCRIPTED` or `EXTERNAL`), or why there is none: the
+/// nearest name when one is near, else the list. `--algorithm` and a workload's
+/// `algorithm` share it.
+pub fn named(name: &str) -> Result<&'static Algorithm, String> {
+    algorithm(name).ok_or_else(|| {
+        let known: Vec<&str> = ALGORITHMS.into_iter().chain([SCRIPTED, EXTERNAL]).collect();
+        crate::suggest::unknown("algorithm", name, &known)
+    })
+}
+
+impl Algorithm {
+    /// The workload's own Lua scripts (`SCRIPTED`).
+    pub fn is_scripted(&self) -> bool {
+        self.name == SCRIPTED
+    }
+
+    /// An external program, the workload's adapter (`EXTERNAL`).
+    pub fn is_external(&self) -> bool {
+        self.name == EXTERNAL
+    }
+
+    /// Where the run's counters are, given `--fenced`: with the lock (true) or on the
+    /// storage server. Fenced, a lock writes the fenced counter on storage, so pg-row's row
+    /// stays unused; an optimistic algorithm has no token to fence with and keeps its
+    /// counter.
+    pub fn counter_with_lock(&self, fenced: bool) -> bool {
+        self.keeps_counter && (!fenced || self.optimistic)
+    }
+
+    /// Whether `lock`, one of its clients, takes shared acquires: as the entry declares,
+    /// or, where the entry leaves it to the workload or the adapter, as the client says.
+    pub fn takes_shared(&self, lock: &dyn LockClient) -> bool {
+        self.shared_mode.holds(|| lock.shared())
+    }
+
+    /// Whether `lock`, one of its clients, promises first-come-first-served order, as
+    /// `takes_shared` decides a shared mode.
+    pub fn is_fair(&self, lock: &dyn LockClient) -> bool {
+        self.fair.holds(|| lock.fair())
+    }
+
+    /// Whether it can run on a Redis Cluster, and why not.
+    pub fn on_cluster(&self) -> Result<(), String> {
+        if let Some(why) = self.not_on_cluster {
+            return Err(why.to_string());
+        }
+        match self.service {
+            Some(t) => Err(format!("{} runs on {}", self.name, service_name(t))),
+            None => Ok(()),
+        }
+    }
+
+    /// Why the clock-skew fault cannot act on its clients, or None when they read the
+    /// client's wall clock (`ClientClock::Reads`).
+    pub fn ignores_client_clock(&self) -> Option<String> {
+        match self.client_clock {
+            ClientClock::Reads => None,
+            ClientClock::NotPassed(why) => Some(why.to_string()),
+            ClientClock::Never => Some(format!(
+                "{} never reads the client's wall clock (only {} do)",
+                self.name,
+                and_list(&builtins_where(|a| a.client_clock == ClientClock::Reads))
+            )),
+        }
+    }
+}
+
 /// Whether an algorithm has a property a workload may ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Declared {
@@ -430,6 +527,37 @@ pub const ALGORITHMS: [&str; TABLE.len()] = {
     names
 };
 
+/// The algorithm a workload runs when it names none.
+pub const DEFAULT_ALGORITHM: &Algorithm = builtin("set-nx-px");
+
+/// The built-in called `name`, found while compiling (a name not in the table does not
+/// compile).
+const fn builtin(name: &str) -> &'static Algorithm {
+    let mut i = 0;
+    while i < TABLE.len() {
+        if same_name(TABLE[i].name, name) {
+            return &TABLE[i];
+        }
+        i += 1;
+    }
+    panic!("no built-in algorithm has that name")
+}
+
+const fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// The entry of `name`: a built-in, `SCRIPTED` or `EXTERNAL`.
 pub fn algorithm(name: &str) -> Option<&'static Algorithm> {
     TABLE.iter().chain(PSEUDO).find(|a| a.name == name)
@@ -440,94 +568,26 @@ pub fn builtins_where(has: impl Fn(&Algorithm) -> bool) -> Vec<&'static str> {
     TABLE.iter().filter(|a| has(a)).map(|a| a.name).collect()
 }
 
-/// Whether `connect` knows `name`: a built-in, `SCRIPTED` or `EXTERNAL`.
-pub fn is_known_algorithm(name: &str) -> bool {
-    algorithm(name).is_some()
-}
-
 /// The known algorithms for error messages: the built-ins, then `lua` and `external`.
 pub fn known_algorithms() -> String {
     format!("{}, {SCRIPTED}, {EXTERNAL}", ALGORITHMS.join(", "))
 }
 
-/// Whether `algorithm`'s clients keep the guarded counter themselves (`keeps_counter`).
-pub fn keeps_counter(algorithm: &str) -> bool {
-    self::algorithm(algorithm).is_some_and(|a| a.keeps_counter)
-}
-
-/// Whether `algorithm` takes no lock (`optimistic`).
-pub fn is_optimistic(algorithm: &str) -> bool {
-    self::algorithm(algorithm).is_some_and(|a| a.optimistic)
-}
-
-/// Where the run's counters are, given `--fenced`: with the lock (true) or on the storage
-/// server. Fenced, a lock writes the fenced counter on storage, so pg-row's row stays
-/// unused; an optimistic algorithm has no token to fence with and keeps its counter.
-pub fn counter_with_lock(algorithm: &str, fenced: bool) -> bool {
-    keeps_counter(algorithm) && (!fenced || is_optimistic(algorithm))
-}
-
-/// Whether `lock`, a client of `algorithm`, takes shared acquires: as its table entry
-/// declares, or, where the entry leaves it to the workload or the adapter, as the client says.
-pub fn takes_shared(algorithm: &str, lock: &dyn LockClient) -> bool {
-    declared(algorithm, |a| a.shared_mode, || lock.shared())
-}
-
-/// Whether `lock`, a client of `algorithm`, promises first-come-first-served order, as
-/// `takes_shared` decides a shared mode.
-pub fn is_fair(algorithm: &str, lock: &dyn LockClient) -> bool {
-    declared(algorithm, |a| a.fair, || lock.fair())
-}
-
-fn declared(
-    algorithm: &str,
-    property: impl Fn(&Algorithm) -> Declared,
-    by_client: impl Fn() -> bool,
-) -> bool {
-    match self::algorithm(algorithm).map(property) {
-        Some(Declared::Yes) => true,
-        Some(Declared::No) => false,
-        Some(Declared::ByWorkload) | None => by_client(),
+impl Declared {
+    /// Whether the property holds: declared, or as `by_client` says where it is left to
+    /// the workload or the adapter.
+    fn holds(self, by_client: impl Fn() -> bool) -> bool {
+        match self {
+            Declared::Yes => true,
+            Declared::No => false,
+            Declared::ByWorkload => by_client(),
+        }
     }
 }
 
 /// The built-ins with a shared (read) mode, which a workload's `read_share` needs.
 pub fn shared_mode_builtins() -> Vec<&'static str> {
     builtins_where(|a| a.shared_mode == Declared::Yes)
-}
-
-/// Whether `algorithm` always has a shared mode (a built-in of `shared_mode_builtins`).
-pub fn has_shared_mode(algorithm: &str) -> bool {
-    self::algorithm(algorithm).is_some_and(|a| a.shared_mode == Declared::Yes)
-}
-
-/// Whether `algorithm` can run on a Redis Cluster, and why not.
-pub fn on_cluster(algorithm: &str) -> Result<(), String> {
-    let entry = self::algorithm(algorithm);
-    if let Some(why) = entry.and_then(|a| a.not_on_cluster) {
-        return Err(why.to_string());
-    }
-    match entry.and_then(|a| a.service) {
-        Some(t) => Err(format!("{algorithm} runs on {}", service_name(t))),
-        None => Ok(()),
-    }
-}
-
-/// Whether `algorithm` runs on the PostgreSQL server lockaudit starts (`Topology::Postgres`).
-pub fn on_postgres(algorithm: &str) -> bool {
-    service(algorithm) == Some(Topology::Postgres)
-}
-
-/// The topology of the lock service `algorithm` needs when that service is not Redis
-/// (PostgreSQL, etcd); None for the Redis algorithms, which run on any Redis topology.
-pub fn service(algorithm: &str) -> Option<Topology> {
-    self::algorithm(algorithm).and_then(|a| a.service)
-}
-
-/// The topology `algorithm` runs on when the workload names none (single for an unknown
-/// name).
-pub fn default_topology(algorithm: &str) -> Topology {
-    self::algorithm(algorithm).map_or(Topology::Single, |a| a.topology)
 }
 
 /// How messages name a service's topology: `PostgreSQL (topology "postgres")`.
@@ -538,32 +598,6 @@ pub fn service_name(topology: Topology) -> String {
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
     format!("{service} (topology \"{name}\")")
-}
-
-/// Whether `algorithm`, fenced, takes its tokens from its own service (etcd's create
-/// revisions) rather than from the storage server's `INCR`.
-pub fn own_tokens(algorithm: &str) -> bool {
-    self::algorithm(algorithm).is_some_and(|a| a.own_tokens)
-}
-
-/// Why the clock-skew fault cannot act on `algorithm`'s clients, or None when they read the
-/// client's wall clock (`ClientClock::Reads`).
-pub fn ignores_client_clock(algorithm: &str) -> Option<String> {
-    match self::algorithm(algorithm).map(|a| a.client_clock) {
-        Some(ClientClock::Reads) => None,
-        Some(ClientClock::NotPassed(why)) => Some(why.to_string()),
-        Some(ClientClock::Never) | None => Some(format!(
-            "{algorithm} never reads the client's wall clock (only {} do)",
-            and_list(&builtins_where(|a| a.client_clock == ClientClock::Reads))
-        )),
-    }
-}
-
-/// Every named step `algorithm` announces through `LockOptions::on_step` (none for an
-/// unknown name). The nemesis picks a crash point from these (a worker that dies at
-/// `setnx-expire:after-setnx` leaves a lock that never expires).
-pub fn crash_points(algorithm: &str) -> &'static [&'static str] {
-    self::algorithm(algorithm).map(|a| a.steps).unwrap_or(&[])
 }
 
 /// `a, b and c`.
@@ -636,31 +670,46 @@ mod tests {
             builtins_where(|a| a.service == Some(Topology::Postgres)),
             ["pg-advisory", "pg-row", "pg-lock-column", "pg-version"]
         );
-        assert!(ALGORITHMS
+        let a = |name| algorithm(name).unwrap();
+        assert!(TABLE
             .iter()
-            .all(|a| on_postgres(a) == a.starts_with("pg-")));
-        assert_eq!(default_topology("redlock"), Topology::Independent);
-        assert_eq!(default_topology("pg-row"), Topology::Postgres);
-        assert_eq!(default_topology("etcd-txn"), Topology::Etcd);
-        assert_eq!(default_topology("set-nx-px"), Topology::Single);
-        assert_eq!(default_topology(SCRIPTED), Topology::Single);
-        assert!(counter_with_lock("pg-row", false) && !counter_with_lock("pg-row", true));
-        assert!(counter_with_lock("watch-multi", true));
-        assert!(!has_shared_mode(SCRIPTED) && !has_shared_mode("set-nx-px"));
+            .all(|a| (a.service == Some(Topology::Postgres)) == a.name.starts_with("pg-")));
+        assert_eq!(a("redlock").topology, Topology::Independent);
+        assert_eq!(a("pg-row").topology, Topology::Postgres);
+        assert_eq!(a("etcd-txn").topology, Topology::Etcd);
+        assert_eq!(a("set-nx-px").topology, Topology::Single);
+        assert_eq!(a(SCRIPTED).topology, Topology::Single);
+        assert!(a("pg-row").counter_with_lock(false) && !a("pg-row").counter_with_lock(true));
+        assert!(a("watch-multi").counter_with_lock(true));
+        assert!(a(SCRIPTED).shared_mode != Declared::Yes);
+        assert!(a("set-nx-px").shared_mode != Declared::Yes);
         assert_eq!(
-            ignores_client_clock("set-nx-px").unwrap(),
+            a("set-nx-px").ignores_client_clock().unwrap(),
             "set-nx-px never reads the client's wall clock (only setnx-getset, lua-getset and fair-lock do)"
         );
-        assert!(ignores_client_clock(EXTERNAL).is_none());
-        assert!(ignores_client_clock(SCRIPTED)
+        assert!(a(EXTERNAL).ignores_client_clock().is_none());
+        assert!(a(SCRIPTED)
+            .ignores_client_clock()
             .unwrap()
             .starts_with("a Lua-script lock is passed no client time"));
-        assert!(on_cluster("set-nx-px").is_ok() && on_cluster(EXTERNAL).is_ok());
+        assert!(a("set-nx-px").on_cluster().is_ok() && a(EXTERNAL).on_cluster().is_ok());
         assert_eq!(
-            on_cluster("pg-row").unwrap_err(),
+            a("pg-row").on_cluster().unwrap_err(),
             "pg-row runs on PostgreSQL (topology \"postgres\")"
         );
-        assert!(on_cluster("watch-multi").unwrap_err().contains("CROSSSLOT"));
-        assert!(crash_points("chubby").is_empty());
+        assert!(a("watch-multi")
+            .on_cluster()
+            .unwrap_err()
+            .contains("CROSSSLOT"));
+        assert_eq!(DEFAULT_ALGORITHM.name, "set-nx-px");
+        // Read from its name, written as it; an unknown name refused with the nearest.
+        let read: &Algorithm = serde_json::from_str("\"redlock\"").unwrap();
+        assert_eq!(read, a("redlock"));
+        assert_eq!(serde_json::to_string(read).unwrap(), "\"redlock\"");
+        let why = serde_json::from_str::<&Algorithm>("\"redlokc\"").unwrap_err();
+        assert!(
+            why.to_string().contains("did you mean \"redlock\""),
+            "{why}"
+        );
     }
 }

@@ -20,7 +20,7 @@ pub struct Stage {
     /// The lock servers' names (`master-0`, `replica-1`, ...).
     pub servers: Vec<String>,
     pub ttl_ms: u64,
-    /// The algorithm's crash points (`locks::crash_points`, plus the fencing step).
+    /// The algorithm's crash points (`Algorithm::steps`, plus the fencing step).
     pub crash_points: Vec<String>,
     pub time_limit_ms: u64,
     pub seed: u64,

@@ -23,6 +23,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::Topology;
+use crate::locks::Algorithm;
 use crate::tomlfile::{self, FileError};
 use crate::units::{Millis, Span};
 
@@ -365,7 +366,11 @@ impl Schedule {
 
     /// The kinds of fault in the schedule that cannot act on a run of `algorithm` on
     /// `topology`, each with why (see [`cannot_act`]).
-    pub fn not_applicable(&self, algorithm: &str, topology: Topology) -> Vec<(FaultKind, String)> {
+    pub fn not_applicable(
+        &self,
+        algorithm: &Algorithm,
+        topology: Topology,
+    ) -> Vec<(FaultKind, String)> {
         self.kinds()
             .into_iter()
             .filter_map(|k| cannot_act(k, algorithm, topology).map(|why| (k, why)))
@@ -374,7 +379,7 @@ impl Schedule {
 
     /// Why no fault of the schedule can act on such a run, when that is so (a schedule with
     /// no faults at all is no such case).
-    pub fn cannot_act_at_all(&self, algorithm: &str, topology: Topology) -> Option<String> {
+    pub fn cannot_act_at_all(&self, algorithm: &Algorithm, topology: Topology) -> Option<String> {
         let kinds = self.kinds();
         let not = self.not_applicable(algorithm, topology);
         (!kinds.is_empty() && not.len() == kinds.len()).then(|| {
@@ -561,21 +566,21 @@ impl Schedule {
 /// A schedule may still name such a fault; the run says so before it starts, leaves it out
 /// of what the nemesis does, and marks it in `nemesis.json`, and the audit shows a cell
 /// whose every fault is like that as not applicable ("n/a"), never as a pass.
-pub fn cannot_act(kind: FaultKind, algorithm: &str, topology: Topology) -> Option<String> {
+pub fn cannot_act(kind: FaultKind, algorithm: &Algorithm, topology: Topology) -> Option<String> {
     match kind {
         FaultKind::Failover => crate::cluster::service(topology)
             .failover
             .map(str::to_string),
         FaultKind::Partition | FaultKind::Latency
             if topology == Topology::Cluster
-                && crate::locks::algorithm(algorithm).is_some_and(|a| a.own_cluster_client) =>
+                && algorithm.own_cluster_client =>
         {
             Some(
                 "an adapter's cluster client learns the nodes' real addresses from the cluster's slot map and goes around lockaudit's per-worker proxies"
                     .to_string(),
             )
         }
-        FaultKind::ClockSkew => crate::locks::ignores_client_clock(algorithm),
+        FaultKind::ClockSkew => algorithm.ignores_client_clock(),
         FaultKind::ClockJump => crate::cluster::service(topology)
             .clock_jump
             .map(str::to_string),
@@ -713,6 +718,7 @@ mod tests {
                 ttl_ms: 1000,
                 topology,
             };
+            let algorithm = crate::locks::algorithm(algorithm).unwrap();
             Schedule::preset(Preset::named(name).unwrap(), &w)
                 .cannot_act_at_all(algorithm, topology)
         };
@@ -741,7 +747,7 @@ mod tests {
         assert!(on("mix", "set-nx-px", Topology::Single).is_none());
         let w = workload();
         let mix = Schedule::preset(Preset::Mix, &w);
-        let not = mix.not_applicable("set-nx-px", Topology::Single);
+        let not = mix.not_applicable(crate::locks::DEFAULT_ALGORITHM, Topology::Single);
         assert_eq!(not.len(), 1, "{not:?}");
         assert_eq!(not[0].0, FaultKind::ClockSkew);
     }
@@ -810,7 +816,11 @@ mod tests {
         // A fault that can act on every service.
         for topology in [Topology::Single, Topology::Postgres, Topology::Zookeeper] {
             assert_eq!(
-                cannot_act(FaultKind::KillSession, "set-nx-px", topology),
+                cannot_act(
+                    FaultKind::KillSession,
+                    crate::locks::DEFAULT_ALGORITHM,
+                    topology
+                ),
                 None
             );
         }

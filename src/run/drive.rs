@@ -14,7 +14,6 @@ use crate::clock::RunClock;
 use crate::cluster::{self, Cluster, Endpoints};
 use crate::fleet::Fleet;
 use crate::history::RecordedLine;
-use crate::locks;
 use crate::nemesis::executor::{self, Targets};
 use crate::nemesis::journal::Journal;
 use crate::nemesis::network::Network;
@@ -291,7 +290,7 @@ async fn start_clients(
 ) -> Result<(Fleet, mpsc::UnboundedReceiver<usize>, f64, RunClock), RunError> {
     let spec = &run_plan.spec;
     // An external adapter's clock can only be skewed through a preloaded wall clock.
-    let adapter_clock = if spec.algorithm == locks::EXTERNAL
+    let adapter_clock = if spec.algorithm.is_external()
         && run_plan.schedule.kinds().contains(&FaultKind::ClockSkew)
     {
         Some(cluster::Preload::find().map_err(|e| {
@@ -352,7 +351,7 @@ fn watch_progress(
     // every few seconds says the run goes on, and how far: progress, never on stdout, which
     // carries the verdict only.
     // An optimistic lock acquires nothing: its progress is its writes.
-    let optimistic = locks::is_optimistic(&run_plan.spec.algorithm);
+    let optimistic = run_plan.spec.algorithm.optimistic;
     let mut lines = (options.progress && progress.is_hidden())
         .then(|| ProgressLines::new(options.online_check, optimistic));
     let progress = progress.clone();

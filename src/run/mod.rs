@@ -174,7 +174,7 @@ pub fn run_name(spec: &WorkloadSpec) -> String {
         nemesis.into()
     };
     let mut name = format!("{}-{nemesis}", spec.algorithm);
-    let natural = locks::default_topology(&spec.algorithm);
+    let natural = spec.algorithm.topology;
     if let Some(topology) = spec.topology.filter(|t| *t != natural) {
         name.push('-');
         name.push_str(&topology_name(topology));
@@ -543,7 +543,7 @@ fn report_json(
 /// A workload's own Lua scripts must compile before any worker starts: a client that
 /// cannot load them would only retry its connection until the time limit.
 async fn check_scripts(spec: &WorkloadSpec, endpoints: &Endpoints) -> Result<(), RunError> {
-    if spec.algorithm != locks::SCRIPTED {
+    if !spec.algorithm.is_scripted() {
         return Ok(());
     }
     let options = locks::LockOptions {
@@ -552,7 +552,7 @@ async fn check_scripts(spec: &WorkloadSpec, endpoints: &Endpoints) -> Result<(),
         scripts: spec.lua_scripts(),
         ..locks::LockOptions::default()
     };
-    match locks::connect(&spec.algorithm, endpoints, &options).await {
+    match locks::connect(spec.algorithm.name, endpoints, &options).await {
         Ok(_) => Ok(()),
         Err(e @ locks::LockError::Scripts(_)) => Err(RunError::Workload(e.to_string())),
         // Unreachable servers and the like are the clients' to meet and record.
@@ -562,8 +562,7 @@ async fn check_scripts(spec: &WorkloadSpec, endpoints: &Endpoints) -> Result<(),
 
 /// The steps a crash point can name for this workload's lock client.
 fn crash_points_of(spec: &WorkloadSpec) -> Vec<String> {
-    let mut points: Vec<String> = locks::crash_points(&spec.algorithm)
-        .iter()
+    let mut points: Vec<String> = (spec.algorithm.steps.iter())
         .map(|p| p.to_string())
         .collect();
     if spec.fenced {
@@ -627,12 +626,12 @@ enum CounterReader {
 
 impl CounterReader {
     async fn connect(spec: &WorkloadSpec, endpoints: &Endpoints) -> Result<Self, String> {
-        if locks::counter_with_lock(&spec.algorithm, spec.fenced) {
+        if spec.algorithm.counter_with_lock(spec.fenced) {
             let options = locks::LockOptions {
                 op_timeout_ms: 5000,
                 ..locks::LockOptions::default()
             };
-            return locks::connect(&spec.algorithm, endpoints, &options)
+            return locks::connect(spec.algorithm.name, endpoints, &options)
                 .await
                 .map(CounterReader::Lock)
                 .map_err(|e| e.to_string());
@@ -717,7 +716,8 @@ mod tests {
         let mut lines = ProgressLines::new(true, false);
         let line = lines.due(5_000_000_000, &counts, "").expect("due");
         assert!(line.contains(", 0 acquisitions, 0 failed,"), "{line}");
-        assert!(locks::is_optimistic("watch-multi") && locks::is_optimistic("pg-version"));
-        assert!(!locks::is_optimistic("set-nx-px"));
+        let optimistic = |name| locks::algorithm(name).unwrap().optimistic;
+        assert!(optimistic("watch-multi") && optimistic("pg-version"));
+        assert!(!optimistic("set-nx-px"));
     }
 }

@@ -108,7 +108,7 @@ pub enum WorkloadSource {
     /// A workload file (`workloads/*.toml`, your own Lua scripts or adapter).
     File(PathBuf),
     /// An algorithm's built-in workload (`workloads/<algorithm>.toml`, compiled in).
-    Builtin(String),
+    Builtin(&'static crate::locks::Algorithm),
 }
 
 impl WorkloadSource {
@@ -116,7 +116,7 @@ impl WorkloadSource {
     pub fn load(&self) -> Result<WorkloadSpec, FileError> {
         Ok(match self {
             WorkloadSource::File(path) => WorkloadSpec::from_file(path)?,
-            WorkloadSource::Builtin(algorithm) => crate::workload::builtin::workload(algorithm)?,
+            WorkloadSource::Builtin(algorithm) => crate::workload::builtin::workload_of(algorithm)?,
         })
     }
 
@@ -126,9 +126,7 @@ impl WorkloadSource {
     pub fn names_seed(&self) -> bool {
         let text = match self {
             WorkloadSource::File(path) => std::fs::read_to_string(path).ok(),
-            WorkloadSource::Builtin(algorithm) => {
-                crate::workload::builtin::text(algorithm).map(str::to_string)
-            }
+            WorkloadSource::Builtin(algorithm) => algorithm.workload.map(str::to_string),
         };
         text.and_then(|t| t.parse::<toml::Table>().ok())
             .is_some_and(|table| table.contains_key("seed"))
@@ -143,7 +141,7 @@ pub fn fresh_seed() -> u64 {
 /// What flags change of a workload; None (false): the workload's own.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Overrides {
-    pub algorithm: Option<String>,
+    pub algorithm: Option<&'static crate::locks::Algorithm>,
     pub clients: Option<usize>,
     pub workers: Option<usize>,
     pub keys: Option<usize>,
@@ -390,9 +388,9 @@ impl RunPlan {
         };
         // A lock of another service (PostgreSQL, MariaDB, etcd, ZooKeeper) would take the
         // Redis for its own server and fail to connect only after the clients' 30 s.
-        if let Some(service) = crate::locks::service(&spec.algorithm).filter(|_| redis.is_some()) {
+        if let Some(service) = spec.algorithm.service.filter(|_| redis.is_some()) {
             return Err(PlanError::RedisForAnotherService {
-                algorithm: spec.algorithm.clone(),
+                algorithm: spec.algorithm.name.to_string(),
                 service: service.service_name(),
             });
         }
@@ -412,8 +410,8 @@ impl RunPlan {
             Servers::Existing(endpoints) => endpoints.topology,
             Servers::Owned { .. } => spec.topology(),
         };
-        let not_applicable = schedule.not_applicable(&spec.algorithm, topology);
-        let nothing_acts = schedule.cannot_act_at_all(&spec.algorithm, topology);
+        let not_applicable = schedule.not_applicable(spec.algorithm, topology);
+        let nothing_acts = schedule.cannot_act_at_all(spec.algorithm, topology);
         if let Some(cell) = cell {
             options.stop_when = cell_stop(&cell);
             if cell.must.is_empty() {
@@ -502,6 +500,7 @@ fn schedule_of(spec: &WorkloadSpec) -> Result<Schedule, FileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::locks::DEFAULT_ALGORITHM;
 
     #[test]
     fn flags_override_the_workload_and_the_plan_says_what_it_chose() {
@@ -510,7 +509,7 @@ mod tests {
         request.overrides.hold = Some(Millis(7));
         request.overrides.nemesis = Some(Nemesis::Preset(Preset::Failover));
         request.out = Some(PathBuf::from("out"));
-        let plan = RunPlan::build(&WorkloadSource::Builtin("set-nx-px".into()), request).unwrap();
+        let plan = RunPlan::build(&WorkloadSource::Builtin(DEFAULT_ALGORITHM), request).unwrap();
         assert_eq!(plan.spec.clients, 2);
         assert!(plan.spec.workers <= 2);
         assert_eq!(plan.spec.hold.min, Millis(7));
@@ -587,7 +586,7 @@ mod tests {
         let mut request = Request::new(Purpose::Run);
         request.root = PathBuf::from("elsewhere");
         request.overrides.seed = Some(1);
-        let plan = RunPlan::build(&WorkloadSource::Builtin("set-nx-px".into()), request).unwrap();
+        let plan = RunPlan::build(&WorkloadSource::Builtin(DEFAULT_ALGORITHM), request).unwrap();
         assert_eq!(plan.dir.parent(), Some(std::path::Path::new("elsewhere")));
     }
 }

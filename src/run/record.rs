@@ -34,7 +34,7 @@ impl RunRecord {
             ended: None,
             seconds: None,
             phases: None,
-            algorithm: spec.algorithm.clone(),
+            algorithm: spec.algorithm.name.to_string(),
             schedule_file: nemesis.preset().is_none(),
             nemesis,
             topology: topology_name(match &plan.servers {

@@ -22,10 +22,17 @@ pub fn text(algorithm: &str) -> Option<&'static str> {
 /// defaults with that algorithm for an algorithm without one (`lua` and `external`, which
 /// need a file of their own anyway).
 pub fn workload(algorithm: &str) -> Result<WorkloadSpec, SpecError> {
-    match text(algorithm) {
-        Some(text) => WorkloadSpec::from_toml(text, &source_name(algorithm)),
+    let entry =
+        locks::named(algorithm).map_err(|why| SpecError::whole(&source_name(algorithm), why))?;
+    workload_of(entry)
+}
+
+/// The workload `algorithm` runs when no file is given, as [`workload`].
+pub fn workload_of(algorithm: &'static locks::Algorithm) -> Result<WorkloadSpec, SpecError> {
+    match algorithm.workload {
+        Some(text) => WorkloadSpec::from_toml(text, &source_name(algorithm.name)),
         None => Ok(WorkloadSpec {
-            algorithm: algorithm.to_string(),
+            algorithm,
             ..WorkloadSpec::default()
         }),
     }
@@ -42,7 +49,7 @@ mod tests {
             let text = text(algorithm).unwrap();
             let spec = WorkloadSpec::from_toml(text, &source_name(algorithm))
                 .unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(spec.algorithm, algorithm);
+            assert_eq!(spec.algorithm.name, algorithm);
             assert!(!spec.expect.is_empty(), "{algorithm}: no [expect] table");
         }
     }
@@ -62,14 +69,14 @@ mod tests {
     #[test]
     fn the_builtin_is_what_an_algorithm_runs_and_others_keep_the_defaults() {
         let redlock = workload("redlock").unwrap();
-        assert_eq!(redlock.algorithm, "redlock");
+        assert_eq!(redlock.algorithm.name, "redlock");
         assert_ne!(redlock.hold, WorkloadSpec::default().hold);
         assert!(redlock.expect.contains_key("kill-servers"));
         let lua = workload("lua").unwrap();
         assert_eq!(
             lua,
             WorkloadSpec {
-                algorithm: "lua".into(),
+                algorithm: crate::locks::algorithm("lua").unwrap(),
                 ..WorkloadSpec::default()
             }
         );

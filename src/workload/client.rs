@@ -17,8 +17,8 @@ use serde_json::json;
 
 use crate::history::{Event, EventType};
 use crate::locks::{
-    self, Acquired, CounterError, CounterWrite, LockClient, LockError, LockOptions, Mode, Notice,
-    NoticeKind, Outcome,
+    self, Acquired, Algorithm, CounterError, CounterWrite, LockClient, LockError, LockOptions,
+    Mode, Notice, NoticeKind, Outcome,
 };
 use crate::topology::Endpoints;
 
@@ -110,7 +110,7 @@ struct Incarnation {
     process: u64,
     lock: Box<dyn LockClient>,
     resource: Resource,
-    /// The guarded counter is the lock's own (`locks::counter_with_lock`), not on the
+    /// The guarded counter is the lock's own (`Algorithm::counter_with_lock`), not on the
     /// storage server.
     counter_with_lock: bool,
 }
@@ -257,7 +257,7 @@ impl Client {
             adapter_clock: self.plan.controls.adapter_clock.clone(),
             ..LockOptions::default()
         };
-        let lock = match locks::connect(&spec.algorithm, &self.plan.endpoints, &options).await {
+        let lock = match locks::connect(spec.algorithm.name, &self.plan.endpoints, &options).await {
             Ok(lock) => lock,
             Err(e) => {
                 // Trying again cannot help these: the same scripts would fail the same way.
@@ -285,10 +285,7 @@ impl Client {
             process: self.process(),
             lock,
             resource,
-            counter_with_lock: crate::locks::counter_with_lock(
-                &self.plan.spec.algorithm,
-                self.plan.spec.fenced,
-            ),
+            counter_with_lock: (self.plan.spec.algorithm).counter_with_lock(self.plan.spec.fenced),
         });
         Ok(())
     }
@@ -483,7 +480,7 @@ impl Client {
             Mode::Exclusive
         };
 
-        if self.me.is_some() && crate::locks::is_optimistic(&self.plan.spec.algorithm) {
+        if self.me.is_some() && self.plan.spec.algorithm.optimistic {
             self.optimistic(process, &key).await;
             let pause = draw(&mut self.rng, self.plan.spec.think);
             self.idle(pause).await;
@@ -600,7 +597,7 @@ impl Client {
         }
     }
 
-    /// An optimistic algorithm's cycle (`locks::is_optimistic`): no lock, only the
+    /// An optimistic algorithm's cycle (`Algorithm::optimistic`): no lock, only the
     /// read-modify-write of the counter, its write conditional on the value read being
     /// current; a conflict (`fail`: certainly not written) is retried from the read, as
     /// often as the workload's retry policy allows. The history then holds reads and
@@ -641,7 +638,7 @@ impl Client {
         let asked = self
             .me
             .as_ref()
-            .and_then(|me| asked(&self.plan.spec.algorithm, me.lock.as_ref(), mode));
+            .and_then(|me| asked(self.plan.spec.algorithm, me.lock.as_ref(), mode));
         self.invoke(process, "acquire", key, asked).await;
         let Some(me) = self.me.as_mut() else {
             return Taken::Retired;
@@ -769,7 +766,7 @@ async fn write_counter(
 /// the lock has one; `mode` `shared` for a reader (absent: exclusive); `fair` for a lock that
 /// promises arrival order; `wait_ms` for a lock whose acquire waits that long. None when
 /// there is nothing to say (a plain `setnx-del` acquire).
-fn asked(algorithm: &str, lock: &dyn LockClient, mode: Mode) -> Option<serde_json::Value> {
+fn asked(algorithm: &Algorithm, lock: &dyn LockClient, mode: Mode) -> Option<serde_json::Value> {
     let mut payload = serde_json::Map::new();
     if let Some(ttl) = lock.ttl_ms() {
         payload.insert("ttl_ms".into(), json!(ttl));
@@ -777,7 +774,7 @@ fn asked(algorithm: &str, lock: &dyn LockClient, mode: Mode) -> Option<serde_jso
     if mode == Mode::Shared {
         payload.insert("mode".into(), json!("shared"));
     }
-    if crate::locks::is_fair(algorithm, lock) {
+    if algorithm.is_fair(lock) {
         payload.insert("fair".into(), json!(true));
     }
     if let Some(wait) = lock.wait_ms() {

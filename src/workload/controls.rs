@@ -13,7 +13,7 @@ use crate::cluster::FakeClock;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "kebab-case")]
 pub enum WorkerCommand {
-    /// The first client to reach this step (a name from `locks::crash_points`) kills the
+    /// The first client to reach this step (a name from `Algorithm::steps`) kills the
     /// whole worker on the spot, after writing out the events recorded so far.
     Arm {
         point: String,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::expect::Expectation;
-use crate::locks::{self, LuaScripts};
+use crate::locks::{self, Algorithm, LuaScripts};
 use crate::presets::{unknown_nemesis, Column, Nemesis, Preset};
 use crate::tomlfile::{self, FileError};
 use crate::topology::Topology;
@@ -121,8 +121,9 @@ impl ScriptFiles {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkloadSpec {
-    /// One of `locks::ALGORITHMS`, or `lua` (`locks::SCRIPTED`) with `scripts`.
-    pub algorithm: String,
+    /// One of `locks::ALGORITHMS`, or `lua` (`locks::SCRIPTED`) with `scripts`, or
+    /// `external` with `adapter`: its entry in the table, written as its name.
+    pub algorithm: &'static Algorithm,
     /// `lua` only: the lock's acquire / release / renew scripts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scripts: Option<ScriptFiles>,
@@ -210,7 +211,7 @@ pub struct WorkloadSpec {
 impl Default for WorkloadSpec {
     fn default() -> Self {
         WorkloadSpec {
-            algorithm: "set-nx-px".into(),
+            algorithm: locks::DEFAULT_ALGORITHM,
             scripts: None,
             adapter: None,
             adapter_options: None,
@@ -420,9 +421,6 @@ impl WorkloadSpec {
 
     /// Checks what the types cannot say.
     pub fn validate(&self) -> Result<(), String> {
-        if let Some(why) = unknown_algorithm(&self.algorithm) {
-            return Err(format!("field `algorithm`: {why}"));
-        }
         if let Some(why) = self
             .nemesis
             .as_ref()
@@ -455,7 +453,7 @@ impl WorkloadSpec {
         if self.ttl.0 == 0 {
             return Err("field `ttl`: must be longer than 0ms".into());
         }
-        if locks::service(&self.algorithm) == Some(Topology::Etcd)
+        if self.algorithm.service == Some(Topology::Etcd)
             && self.ttl.0 < crate::topology::etcd::MIN_LEASE_MS
         {
             // etcd would raise the lease to its minimum: a grant longer than the ttl asked.
@@ -464,7 +462,7 @@ impl WorkloadSpec {
                 crate::topology::etcd::MIN_LEASE_MS
             ));
         }
-        if locks::service(&self.algorithm) == Some(Topology::Zookeeper) {
+        if self.algorithm.service == Some(Topology::Zookeeper) {
             use crate::topology::zookeeper::{MAX_SESSION_MS, MIN_SESSION_MS};
             // The servers would grant their bound instead: a lease other than the ttl asked.
             if !(MIN_SESSION_MS..=MAX_SESSION_MS).contains(&self.ttl.0) {
@@ -479,7 +477,7 @@ impl WorkloadSpec {
     /// `scripts` goes with `algorithm = "lua"` and the other way round; each read and not
     /// empty; `watchdog` needs a renew script.
     fn validate_scripts(&self) -> Result<(), String> {
-        let lua = self.algorithm == locks::SCRIPTED;
+        let lua = self.algorithm.is_scripted();
         let Some(scripts) = &self.scripts else {
             if lua {
                 return Err(format!(
@@ -543,7 +541,7 @@ impl WorkloadSpec {
     /// `adapter` goes with `algorithm = "external"` and the other way round;
     /// `adapter_options` and `wait` only with it; `wait` shorter than `op_timeout`.
     fn validate_adapter(&self) -> Result<(), String> {
-        let external = self.algorithm == locks::EXTERNAL;
+        let external = self.algorithm.is_external();
         match &self.adapter {
             None if external => {
                 return Err(format!(
@@ -568,7 +566,7 @@ impl WorkloadSpec {
                 locks::EXTERNAL
             ));
         }
-        let waits = locks::algorithm(&self.algorithm).is_some_and(|a| a.waits);
+        let waits = self.algorithm.waits;
         if !waits && self.wait.is_some() {
             return Err(format!(
                 "field `wait`: only for algorithm = \"{}\" or {}",
@@ -576,7 +574,7 @@ impl WorkloadSpec {
                 quoted(&locks::builtins_where(|a| a.waits))
             ));
         }
-        if self.reconnect && !locks::algorithm(&self.algorithm).is_some_and(|a| a.session_locks) {
+        if self.reconnect && !self.algorithm.session_locks {
             return Err(format!(
                 "field `reconnect`: only for the locks that belong to a session, {} (this workload's algorithm is \"{}\")",
                 quoted(&locks::builtins_where(|a| a.session_locks)),
@@ -604,8 +602,7 @@ impl WorkloadSpec {
                 self.read_share
             ));
         }
-        let may_share =
-            locks::algorithm(&self.algorithm).is_some_and(|a| a.shared_mode != locks::Declared::No);
+        let may_share = self.algorithm.shared_mode != locks::Declared::No;
         if self.read_share > 0.0 && !may_share {
             return Err(format!(
                 "field `read_share`: only for a lock with a shared mode ({}, or \"{}\" / \"{}\" that declare one; this workload's algorithm is \"{}\")",
@@ -624,14 +621,14 @@ impl WorkloadSpec {
         let Some(fair) = self.fair else {
             return Ok(());
         };
-        match locks::algorithm(&self.algorithm).map(|a| a.fair) {
-            Some(locks::Declared::ByWorkload) => Ok(()),
-            Some(locks::Declared::Yes) if fair => Ok(()),
-            Some(locks::Declared::Yes) => Err(format!(
+        match self.algorithm.fair {
+            locks::Declared::ByWorkload => Ok(()),
+            locks::Declared::Yes if fair => Ok(()),
+            locks::Declared::Yes => Err(format!(
                 "field `fair`: {} is always fair (Redisson's RFairLock queues its waiters); remove `fair = false`",
                 self.algorithm
             )),
-            _ => Err(format!(
+            locks::Declared::No => Err(format!(
                 "field `fair`: only for algorithm = \"{}\" or \"{}\", which declare whether their lock is fair (\"{}\" is a built-in with a fixed order; {} the fair one)",
                 locks::SCRIPTED,
                 locks::EXTERNAL,
@@ -649,7 +646,7 @@ impl WorkloadSpec {
     /// A lock of another service than Redis runs on that service's topology, and that
     /// topology runs nothing else.
     fn validate_topology(&self) -> Result<(), String> {
-        let service = locks::service(&self.algorithm);
+        let service = self.algorithm.service;
         match self.topology {
             Some(t) if service.is_some_and(|s| s != t) => Err(format!(
                 "field `topology`: {} runs on {}, not on {t:?}",
@@ -661,7 +658,7 @@ impl WorkloadSpec {
             Some(t)
                 if service.is_none()
                     && t.own_locks_only()
-                    && !(t.external_adapters() && self.algorithm == locks::EXTERNAL) =>
+                    && !(t.external_adapters() && self.algorithm.is_external()) =>
             {
                 Err(format!(
                     "field `topology`: {} is for {}, not {}",
@@ -670,7 +667,7 @@ impl WorkloadSpec {
                     self.algorithm
                 ))
             }
-            Some(Topology::Cluster) => match locks::on_cluster(&self.algorithm) {
+            Some(Topology::Cluster) => match self.algorithm.on_cluster() {
                 Err(why) => Err(format!("field `topology`: \"cluster\": {why}")),
                 Ok(()) => Ok(()),
             },
@@ -695,8 +692,7 @@ impl WorkloadSpec {
 
     /// The topology the algorithm runs on unless the workload says otherwise.
     pub fn topology(&self) -> Topology {
-        self.topology
-            .unwrap_or_else(|| locks::default_topology(&self.algorithm))
+        self.topology.unwrap_or(self.algorithm.topology)
     }
 }
 
@@ -748,18 +744,6 @@ fn line_starting(text: &str, field: &str) -> usize {
                 .is_some_and(|rest| rest.trim_start().starts_with('='))
         })
         .map_or(0, |n| n + 1)
-}
-
-/// Why `name` is no algorithm a workload can name (with the nearest one when there is
-/// one), or None if it is one: `--algorithm` and a workload's `algorithm` share it.
-pub fn unknown_algorithm(name: &str) -> Option<String> {
-    (!locks::is_known_algorithm(name)).then(|| {
-        let known: Vec<&str> = locks::ALGORITHMS
-            .into_iter()
-            .chain([locks::SCRIPTED, locks::EXTERNAL])
-            .collect();
-        crate::suggest::unknown("algorithm", name, &known)
-    })
 }
 
 /// The 1-based line of the top-level key an error names (`field `nemesis`: ...`), 0 if it

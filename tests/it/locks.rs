@@ -604,7 +604,7 @@ async fn steps_are_announced_in_order() {
         ]
     );
     for step in &seen[..1] {
-        assert!(locks::crash_points("set-nx-px").contains(&step.as_str()));
+        assert!(locks::DEFAULT_ALGORITHM.steps.contains(&step.as_str()));
     }
 }
 
@@ -686,8 +686,16 @@ async fn watch_multi_exec_fails_after_a_concurrent_write() {
     let e = servers.endpoints();
     let mut a = client("watch-multi", &e, &opts(1000)).await;
     let mut b = client("watch-multi", &e, &opts(1000)).await;
-    assert!(lockaudit::locks::is_optimistic("watch-multi"));
-    assert!(lockaudit::locks::keeps_counter("watch-multi"));
+    assert!(
+        lockaudit::locks::algorithm("watch-multi")
+            .unwrap()
+            .optimistic
+    );
+    assert!(
+        lockaudit::locks::algorithm("watch-multi")
+            .unwrap()
+            .keeps_counter
+    );
     assert_eq!(a.read_counter("lock:0").await, Ok(None));
     assert_eq!(b.read_counter("lock:0").await, Ok(None));
     assert_eq!(a.write_counter("lock:0", 1).await, CounterWrite::Accepted);

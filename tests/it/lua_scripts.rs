@@ -34,7 +34,7 @@ fn example(name: &str) -> PathBuf {
 /// The scripts of an example workload, read as `lockaudit run` reads them.
 fn scripts_of(name: &str) -> LuaScripts {
     let spec = WorkloadSpec::from_file(&example(name)).expect("example workload reads");
-    assert_eq!(spec.algorithm, locks::SCRIPTED);
+    assert!(spec.algorithm.is_scripted());
     spec.lua_scripts().expect("scripts read")
 }
 
@@ -192,7 +192,10 @@ async fn steps_are_announced_and_fencing_wraps_a_lua_lock() {
         ]
     );
     for step in [&seen[0], &seen[2]] {
-        assert!(locks::crash_points(locks::SCRIPTED).contains(&step.as_str()));
+        assert!(locks::algorithm(locks::SCRIPTED)
+            .unwrap()
+            .steps
+            .contains(&step.as_str()));
     }
 }
 

@@ -355,7 +355,7 @@ fn use_lockaudit_as_worker() {
 /// 4 clients over `workers` processes on one key, 1 s TTL.
 fn workload(algorithm: &str, workers: usize, time_limit_ms: u64) -> WorkloadSpec {
     WorkloadSpec {
-        algorithm: algorithm.into(),
+        algorithm: lockaudit::locks::algorithm(algorithm).expect("a known algorithm"),
         clients: 4,
         workers,
         keys: 1,

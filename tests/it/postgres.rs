@@ -232,7 +232,9 @@ async fn pg_advisory_excludes_shares_and_dies_with_its_session() {
     assert!(ok(&c.acquire("lock:1").await));
     c.release("lock:0").await;
     // Readers share; a writer is refused while they read.
-    assert!(lockaudit::locks::takes_shared("pg-advisory", &*c));
+    assert!(lockaudit::locks::algorithm("pg-advisory")
+        .unwrap()
+        .takes_shared(&*c));
     assert!(ok(&a.acquire_mode("lock:2", Mode::Shared).await));
     assert!(ok(&c.acquire_mode("lock:2", Mode::Shared).await));
     let mut w = lock("pg-advisory", &e).await;
@@ -321,7 +323,7 @@ async fn pg_row_locks_the_row_and_commits_the_counter_on_release() {
         .unwrap();
     let e = cluster.endpoints();
     let (mut a, mut b) = (lock("pg-row", &e).await, lock("pg-row", &e).await);
-    assert!(lockaudit::locks::keeps_counter("pg-row"));
+    assert!(lockaudit::locks::algorithm("pg-row").unwrap().keeps_counter);
     assert!(ok(&a.acquire("lock:0").await));
     assert!(matches!(b.acquire("lock:0").await, Acquired::Fail(_)));
     assert_eq!(a.read_counter("lock:0").await, Ok(None));
@@ -383,7 +385,10 @@ fn assert_no_server_left(data: &std::path::Path) {
 #[test]
 fn every_database_lock_is_valid_without_faults_and_leaves_no_process() {
     common::require_postgres();
-    for algorithm in locks::ALGORITHMS.iter().filter(|a| locks::on_postgres(a)) {
+    for algorithm in (locks::TABLE.iter())
+        .filter(|a| a.service == Some(lockaudit::topology::Topology::Postgres))
+        .map(|a| a.name)
+    {
         let (dir, data) = (common::RunDir::new(), data_base());
         let out = dir.path().join("run");
         let output = run(algorithm, &out, data.path(), &["--time-limit", "3s"]);
@@ -637,8 +642,16 @@ async fn pg_version_writes_only_on_the_version_it_read() {
         .unwrap();
     let e = cluster.endpoints();
     let (mut a, mut b) = (lock("pg-version", &e).await, lock("pg-version", &e).await);
-    assert!(lockaudit::locks::is_optimistic("pg-version"));
-    assert!(lockaudit::locks::keeps_counter("pg-version"));
+    assert!(
+        lockaudit::locks::algorithm("pg-version")
+            .unwrap()
+            .optimistic
+    );
+    assert!(
+        lockaudit::locks::algorithm("pg-version")
+            .unwrap()
+            .keeps_counter
+    );
     assert_eq!(a.read_counter("lock:0").await, Ok(None));
     assert_eq!(b.read_counter("lock:0").await, Ok(None));
     assert_eq!(a.write_counter("lock:0", 1).await, CounterWrite::Accepted);

@@ -41,7 +41,9 @@ async fn rw_lock_readers_share_and_a_writer_excludes_both() {
     let mut a = client("rw-lock", &ep, &opts(5000, "a")).await;
     let mut b = client("rw-lock", &ep, &opts(5000, "b")).await;
     let mut w = client("rw-lock", &ep, &opts(5000, "w")).await;
-    assert!(lockaudit::locks::takes_shared("rw-lock", &*a));
+    assert!(lockaudit::locks::algorithm("rw-lock")
+        .unwrap()
+        .takes_shared(&*a));
     let key = "lock:rw";
 
     ok(&a.acquire_mode(key, Mode::Shared).await, "first reader");
@@ -183,8 +185,12 @@ async fn a_lock_without_a_shared_mode_refuses_a_shared_acquire() {
     let servers = start().await;
     let ep = servers.cluster.endpoints();
     let mut a = client("reentrant", &ep, &opts(5000, "a")).await;
-    assert!(!lockaudit::locks::takes_shared("reentrant", &*a));
-    assert!(!lockaudit::locks::is_fair("reentrant", &*a));
+    assert!(!lockaudit::locks::algorithm("reentrant")
+        .unwrap()
+        .takes_shared(&*a));
+    assert!(!lockaudit::locks::algorithm("reentrant")
+        .unwrap()
+        .is_fair(&*a));
     refused(
         &a.acquire_mode("lock:x", Mode::Shared).await,
         "shared on reentrant",
@@ -206,7 +212,9 @@ async fn fenced_rw_lock_gives_readers_tokens_too() {
     };
     let mut a = client("rw-lock", &ep, &fenced("a")).await;
     let mut b = client("rw-lock", &ep, &fenced("b")).await;
-    assert!(lockaudit::locks::takes_shared("rw-lock", &*a));
+    assert!(lockaudit::locks::algorithm("rw-lock")
+        .unwrap()
+        .takes_shared(&*a));
     let token = |x: &Acquired| match x {
         Acquired::Ok { token: Some(t), .. } => *t,
         other => panic!("no token: {other:?}"),
@@ -230,7 +238,9 @@ async fn fair_lock_grants_waiters_in_queue_order() {
     let servers = start().await;
     let ep = servers.cluster.endpoints();
     let mut holder = client("fair-lock", &ep, &fair("h", 2000)).await;
-    assert!(lockaudit::locks::is_fair("fair-lock", &*holder));
+    assert!(lockaudit::locks::algorithm("fair-lock")
+        .unwrap()
+        .is_fair(&*holder));
     assert_eq!(holder.wait_ms(), Some(2000));
     let key = "lock:fair";
     ok(&holder.acquire(key).await, "holder");
