@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 
+use crate::fake_clock::FakeClockError;
+
 /// A cluster that could not be set up or driven.
 ///
 /// The CLI maps every variant to exit code 3 ("the run could not be carried out") except
@@ -51,19 +53,9 @@ pub enum ClusterError {
         env: String,
     },
 
-    /// A shared library the spec needs (libfaketime for fake clocks) is not installed.
-    #[error(
-        "{library} not found {location}: fake clocks need it; install it with \
-         `apt-get install {package}` (or set LOCKAUDIT_LIBFAKETIME to its path)"
-    )]
-    MissingLibrary {
-        /// `libfaketime`.
-        library: String,
-        /// The Debian package that ships it.
-        package: String,
-        /// `in <the folders searched>`, or `at /the/path/given (from LOCKAUDIT_LIBFAKETIME)`.
-        location: String,
-    },
+    /// A server's fake clock could not be set up (libfaketime missing) or written.
+    #[error(transparent)]
+    Clock(#[from] FakeClockError),
 
     /// A port the caller asked for is taken.
     #[error(
@@ -191,4 +183,20 @@ pub enum SignalError {
         signal: Signal,
         source: Errno,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_libfaketime_is_a_run_that_could_not_be_carried_out() {
+        let missing =
+            crate::fake_clock::Libfaketime::find_in(Some("/nonexistent/libfaketime.so.1".into()))
+                .unwrap_err();
+        let text = missing.to_string();
+        let err = ClusterError::from(missing);
+        assert_eq!(err.to_string(), text);
+        assert_eq!(err.exit_code(), 3);
+    }
 }
