@@ -7,11 +7,12 @@ use nix::errno::Errno;
 use nix::sys::signal::Signal;
 
 use crate::fake_clock::FakeClockError;
+use crate::topology::hosts::BadHost;
 
 /// A cluster that could not be set up or driven.
 ///
 /// The CLI maps every variant to exit code 3 ("the run could not be carried out") except
-/// `InvalidSpec`, `UnknownNode` and `Unsupported`, which are bad input (exit 2): see
+/// `InvalidSpec`, `BadHost`, `UnknownNode` and `Unsupported`, which are bad input (exit 2): see
 /// [`ClusterError::exit_code`].
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -107,6 +108,10 @@ pub enum ClusterError {
     #[error("invalid cluster: {0}")]
     InvalidSpec(String),
 
+    /// A host's `ssh://` URL names no usable host.
+    #[error(transparent)]
+    BadHost(#[from] BadHost),
+
     /// No node of that name in this cluster.
     #[error("no node named `{0}` in this cluster")]
     UnknownNode(String),
@@ -140,6 +145,7 @@ impl ClusterError {
     pub fn exit_code(&self) -> i32 {
         match self {
             ClusterError::InvalidSpec(_)
+            | ClusterError::BadHost(_)
             | ClusterError::UnknownNode(_)
             | ClusterError::Unsupported { .. } => 2,
             _ => 3,
@@ -198,5 +204,16 @@ mod tests {
         let err = ClusterError::from(missing);
         assert_eq!(err.to_string(), text);
         assert_eq!(err.exit_code(), 3);
+    }
+
+    #[test]
+    fn a_bad_host_url_is_bad_input() {
+        let bad = crate::topology::hosts::SshTarget::parse("ssh://-oProxyCommand=id").unwrap_err();
+        let err = ClusterError::from(bad);
+        assert_eq!(
+            err.to_string(),
+            "invalid cluster: host `ssh://-oProxyCommand=id`: the host must be a name or an IPv4 address"
+        );
+        assert_eq!(err.exit_code(), 2);
     }
 }

@@ -30,7 +30,7 @@ use super::sentinel::{self, SentinelSetup};
 use super::server::{self, ClusterMode, ServerConfig};
 use super::service::ServiceNode;
 use super::sharded::{self, Member};
-use super::ssh::{NodeEntry, Ssh, SshOptions, SshTarget};
+use super::ssh::{Ssh, SshOptions};
 use super::{etcd, zookeeper};
 use super::{ClusterSpec, Topology};
 
@@ -839,11 +839,6 @@ fn token(len: usize) -> String {
         .map(char::from)
         .collect::<String>()
         .to_lowercase()
-}
-
-/// For messages and tests: parses `ssh://` URLs, naming the one that is wrong.
-pub fn parse_targets(nodes: &[NodeEntry]) -> Result<Vec<SshTarget>, ClusterError> {
-    nodes.iter().map(NodeEntry::target).collect()
 }
 
 #[cfg(test)]

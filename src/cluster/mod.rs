@@ -77,6 +77,7 @@ use rand::Rng;
 use crate::fake_clock::FakeClock;
 use crate::private;
 
+pub use crate::topology::hosts::{parse_targets, NodeEntry, SshTarget};
 pub use crate::topology::{Endpoints, Node, Topology};
 pub use ask::{ask_sentinels, node_url, NoPrimaryNamed, SentinelAnswer};
 pub use binaries::{etcd as etcd_binary, postgres_bin_dir, ETCD_ENV, POSTGRES_BIN_ENV};
@@ -85,7 +86,7 @@ pub use cleanup::install_cleanup_handlers;
 pub use error::{ClusterError, SessionsError, SignalError};
 pub use exit::Exit;
 pub use failover::{Failover, FailoverError, Happened, Leaders, RoleWatch};
-pub use hosts::{parse_targets, Acted};
+pub use hosts::Acted;
 pub use logs::LogCursor;
 pub use mariadb::{
     client_opts as mariadb_client_opts, end_sessions_at as mariadb_end_client_sessions,
@@ -101,7 +102,6 @@ pub use registry::{
 pub use replication::{Replica, ReplicaError};
 pub use sentinel::{MASTER_NAME, SENTINEL_FAILOVER_MS};
 pub use services::{service, EndSessions, Service, SessionEnd, SERVICES};
-pub use ssh::{NodeEntry, SshTarget};
 pub use version::{server_versions, ServerVersion};
 
 use hosts::Hosts;
