@@ -77,6 +77,7 @@ use rand::Rng;
 use crate::fake_clock::FakeClock;
 use crate::private;
 
+// The hosts are topology's data; still named here by the run plan and the audit's runner.
 pub use crate::topology::hosts::{parse_targets, NodeEntry, SshTarget};
 pub use crate::topology::{Endpoints, Node, Topology};
 pub use ask::{ask_sentinels, node_url, NoPrimaryNamed, SentinelAnswer};
