@@ -2,7 +2,7 @@
 //! records in its run.json: a red run names the code that found it. A build without git or
 //! outside a repository (a tarball, `cargo install` from a registry) says "unknown".
 //!
-//! Also compiles `src/cluster/wallclock.c`, the library external adapters' wall clocks run
+//! Also compiles `src/wallclock.c`, the library external adapters' wall clocks run
 //! under, with the C compiler Rust links with (`$CC`, else `cc`); the binary embeds it.
 
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ fn watch(path: &Path, stop: &Path) {
 
 /// `$OUT_DIR/wallclock.so`, or the build stops saying what is missing.
 fn wall_clock_library() {
-    const SOURCE: &str = "src/cluster/wallclock.c";
+    const SOURCE: &str = "src/wallclock.c";
     println!("cargo:rerun-if-changed={SOURCE}");
     println!("cargo:rerun-if-env-changed=CC");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));

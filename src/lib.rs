@@ -9,6 +9,7 @@ pub mod checker;
 pub mod cli;
 pub mod clock;
 pub mod cluster;
+pub mod fake_clock;
 pub mod fleet;
 pub mod history;
 pub mod index;

@@ -7,7 +7,8 @@
 use std::fs::{DirBuilder, File, OpenOptions, Permissions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A secret file's mode: read and write for its owner only.
 pub const FILE_MODE: u32 = 0o600;
@@ -63,6 +64,41 @@ pub fn create_file(path: &Path) -> std::io::Result<File> {
 /// Writes `contents` to `path` as [`create_file`] makes it.
 pub fn write(path: &Path, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
     create_file(path)?.write_all(contents.as_ref())
+}
+
+/// What [`replace`] could not do, to which file or folder.
+#[derive(Debug)]
+pub struct ReplaceError {
+    pub action: &'static str,
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
+/// Writes `contents` to `path` (its folder made as [`create_dir`] makes it, if missing),
+/// replacing it whole: a temporary file beside it, renamed over it, so that a reader never
+/// finds it half-written (a fake clock's offset file is read on every time call).
+pub fn replace(path: &Path, contents: &[u8]) -> Result<(), ReplaceError> {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let failed = |action, path: &Path, source| ReplaceError {
+        action,
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(folder) = path.parent().filter(|f| !f.exists()) {
+        create_dir(folder).map_err(|e| failed("create the folder", folder, e))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(
+        ".{}.{}.tmp",
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
+    ));
+    let tmp = PathBuf::from(tmp);
+    write(&tmp, contents).map_err(|e| failed("write", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        failed("replace", path, e)
+    })
 }
 
 /// Takes away whatever access others had to `path` (the group's too).

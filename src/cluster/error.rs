@@ -6,10 +6,13 @@ use std::path::PathBuf;
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 
+use crate::fake_clock::FakeClockError;
+use crate::topology::hosts::BadHost;
+
 /// A cluster that could not be set up or driven.
 ///
 /// The CLI maps every variant to exit code 3 ("the run could not be carried out") except
-/// `InvalidSpec`, `UnknownNode` and `Unsupported`, which are bad input (exit 2): see
+/// `InvalidSpec`, `BadHost`, `UnknownNode` and `Unsupported`, which are bad input (exit 2): see
 /// [`ClusterError::exit_code`].
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -51,19 +54,9 @@ pub enum ClusterError {
         env: String,
     },
 
-    /// A shared library the spec needs (libfaketime for fake clocks) is not installed.
-    #[error(
-        "{library} not found {location}: fake clocks need it; install it with \
-         `apt-get install {package}` (or set LOCKAUDIT_LIBFAKETIME to its path)"
-    )]
-    MissingLibrary {
-        /// `libfaketime`.
-        library: String,
-        /// The Debian package that ships it.
-        package: String,
-        /// `in <the folders searched>`, or `at /the/path/given (from LOCKAUDIT_LIBFAKETIME)`.
-        location: String,
-    },
+    /// A server's fake clock could not be set up (libfaketime missing) or written.
+    #[error(transparent)]
+    Clock(#[from] FakeClockError),
 
     /// A port the caller asked for is taken.
     #[error(
@@ -115,6 +108,10 @@ pub enum ClusterError {
     #[error("invalid cluster: {0}")]
     InvalidSpec(String),
 
+    /// A host's `ssh://` URL names no usable host.
+    #[error(transparent)]
+    BadHost(#[from] BadHost),
+
     /// No node of that name in this cluster.
     #[error("no node named `{0}` in this cluster")]
     UnknownNode(String),
@@ -148,6 +145,7 @@ impl ClusterError {
     pub fn exit_code(&self) -> i32 {
         match self {
             ClusterError::InvalidSpec(_)
+            | ClusterError::BadHost(_)
             | ClusterError::UnknownNode(_)
             | ClusterError::Unsupported { .. } => 2,
             _ => 3,
@@ -191,4 +189,31 @@ pub enum SignalError {
         signal: Signal,
         source: Errno,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_libfaketime_is_a_run_that_could_not_be_carried_out() {
+        let missing =
+            crate::fake_clock::Libfaketime::find_in(Some("/nonexistent/libfaketime.so.1".into()))
+                .unwrap_err();
+        let text = missing.to_string();
+        let err = ClusterError::from(missing);
+        assert_eq!(err.to_string(), text);
+        assert_eq!(err.exit_code(), 3);
+    }
+
+    #[test]
+    fn a_bad_host_url_is_bad_input() {
+        let bad = crate::topology::hosts::SshTarget::parse("ssh://-oProxyCommand=id").unwrap_err();
+        let err = ClusterError::from(bad);
+        assert_eq!(
+            err.to_string(),
+            "invalid cluster: host `ssh://-oProxyCommand=id`: the host must be a name or an IPv4 address"
+        );
+        assert_eq!(err.exit_code(), 2);
+    }
 }

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
+use crate::fake_clock::{FakeClock, Libfaketime, Preload};
+
 use super::binaries::{self, SentinelBinary};
-use super::clock::{FakeClock, Libfaketime, Preload};
 use super::cut::{self, Cut};
 use super::error::ClusterError;
 use super::host_logs::{self, remove_command, scratch_dir, HostLog};
@@ -29,7 +30,7 @@ use super::sentinel::{self, SentinelSetup};
 use super::server::{self, ClusterMode, ServerConfig};
 use super::service::ServiceNode;
 use super::sharded::{self, Member};
-use super::ssh::{NodeEntry, Ssh, SshOptions, SshTarget};
+use super::ssh::{Ssh, SshOptions};
 use super::{etcd, zookeeper};
 use super::{ClusterSpec, Topology};
 
@@ -231,11 +232,15 @@ async fn start_redis(
         let binary = server_binary(spec, &on.ssh);
         let machine: Arc<dyn Machine> = Arc::new(on);
         let fake_clock = match &preload {
-            Some(preload) => Some(FakeClock::on(
-                machine.clone(),
-                Preload::Libfaketime(preload.clone()),
-                dir.join(format!("{name}.faketime")),
-            )?),
+            // libfaketime must be at the same path on the host as here.
+            Some(preload) => {
+                let clock = FakeClock::unwritten(
+                    Preload::Libfaketime(preload.clone()),
+                    dir.join(format!("{name}.faketime")),
+                );
+                clock.set_with(0, |file, text| machine.write_private(file, text))?;
+                Some(clock)
+            }
             None => None,
         };
         configs.push((
@@ -834,11 +839,6 @@ fn token(len: usize) -> String {
         .map(char::from)
         .collect::<String>()
         .to_lowercase()
-}
-
-/// For messages and tests: parses `ssh://` URLs, naming the one that is wrong.
-pub fn parse_targets(nodes: &[NodeEntry]) -> Result<Vec<SshTarget>, ClusterError> {
-    nodes.iter().map(NodeEntry::target).collect()
 }
 
 #[cfg(test)]

@@ -17,7 +17,6 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -260,23 +259,8 @@ impl Machine for Local {
     }
 
     fn write_private(&self, path: &Path, contents: &[u8]) -> Result<(), ClusterError> {
-        static WRITES: AtomicU64 = AtomicU64::new(0);
-        if let Some(folder) = path.parent().filter(|f| !f.exists()) {
-            crate::private::create_dir(folder)
-                .map_err(|e| ClusterError::io("create the folder", folder, e))?;
-        }
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(format!(
-            ".{}.{}.tmp",
-            std::process::id(),
-            WRITES.fetch_add(1, Ordering::Relaxed)
-        ));
-        let tmp = PathBuf::from(tmp);
-        crate::private::write(&tmp, contents).map_err(|e| ClusterError::io("write", &tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            ClusterError::io("replace", path, e)
-        })
+        crate::private::replace(path, contents)
+            .map_err(|e| ClusterError::io(e.action, e.path, e.source))
     }
 
     fn read(&self, path: &Path) -> Result<Vec<u8>, ClusterError> {

@@ -34,7 +34,6 @@
 mod ask;
 mod binaries;
 mod cleanup;
-mod clock;
 mod cut;
 mod error;
 pub mod etcd;
@@ -75,18 +74,20 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use rand::Rng;
 
+use crate::fake_clock::FakeClock;
 use crate::private;
 
+// The hosts are topology's data; still named here by the run plan and the audit's runner.
+pub use crate::topology::hosts::{parse_targets, NodeEntry, SshTarget};
 pub use crate::topology::{Endpoints, Node, Topology};
 pub use ask::{ask_sentinels, node_url, NoPrimaryNamed, SentinelAnswer};
 pub use binaries::{etcd as etcd_binary, postgres_bin_dir, ETCD_ENV, POSTGRES_BIN_ENV};
 pub use binaries::{zookeeper as zookeeper_program, ZOOKEEPER_ENV};
 pub use cleanup::install_cleanup_handlers;
-pub use clock::{FakeClock, Libfaketime, Preload, LIBFAKETIME_ENV};
 pub use error::{ClusterError, SessionsError, SignalError};
 pub use exit::Exit;
 pub use failover::{Failover, FailoverError, Happened, Leaders, RoleWatch};
-pub use hosts::{parse_targets, Acted};
+pub use hosts::Acted;
 pub use logs::LogCursor;
 pub use mariadb::{
     client_opts as mariadb_client_opts, end_sessions_at as mariadb_end_client_sessions,
@@ -102,7 +103,6 @@ pub use registry::{
 pub use replication::{Replica, ReplicaError};
 pub use sentinel::{MASTER_NAME, SENTINEL_FAILOVER_MS};
 pub use services::{service, EndSessions, Service, SessionEnd, SERVICES};
-pub use ssh::{NodeEntry, SshTarget};
 pub use version::{server_versions, ServerVersion};
 
 use hosts::Hosts;
@@ -590,8 +590,10 @@ impl Cluster {
     /// Errors: `UnknownNode`; `Unsupported` for storage or a sentinel, or when the cluster
     /// was started without [`ClusterSpec::fake_clocks`].
     pub fn set_clock_offset(&self, name: &str, offset_ms: i64) -> Result<(), ClusterError> {
-        let clock = self.fake_clock(name)?;
-        clock.set(offset_ms)?;
+        let (node, clock) = self.fake_clock(name)?;
+        // On the server's machine: a host's clock file is there.
+        let machine = node.instance().machine();
+        clock.set_with(offset_ms, |file, text| machine.write_private(file, text))?;
         tracing::debug!(node = name, offset_ms, "clock moved");
         Ok(())
     }
@@ -599,17 +601,20 @@ impl Cluster {
     /// The offset last given to [`Cluster::set_clock_offset`] (0 until then); None without
     /// fake clocks, for storage, a sentinel or an unknown name.
     pub fn clock_offset_ms(&self, name: &str) -> Option<i64> {
-        self.fake_clock(name).ok().map(clock::FakeClock::offset_ms)
+        self.fake_clock(name)
+            .ok()
+            .map(|(_, clock)| clock.offset_ms())
     }
 
-    fn fake_clock(&self, name: &str) -> Result<&clock::FakeClock, ClusterError> {
+    /// The lock node `name` and its fake clock.
+    fn fake_clock(&self, name: &str) -> Result<(&dyn ServiceNode, &FakeClock), ClusterError> {
         let unsupported = |reason: &str| ClusterError::Unsupported {
             action: "set the clock of",
             node: name.to_string(),
             reason: reason.to_string(),
         };
         match self.lock_nodes().find(|n| n.instance().name() == name) {
-            Some(node) => node.fake_clock().ok_or_else(|| {
+            Some(node) => node.fake_clock().map(|clock| (node, clock)).ok_or_else(|| {
                 unsupported(
                     "the cluster was started without fake clocks (ClusterSpec::fake_clocks)",
                 )

@@ -6,13 +6,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::fake_clock::{FakeClock, Preload};
+
 use super::error::ClusterError;
 use super::machine::{Local, LOOPBACK};
 use super::ports::PortChoice;
 use super::sentinel::{self, SentinelSetup};
 use super::server::{self, Server, ServerConfig};
 use super::service::ServiceNode;
-use super::{binaries, clock, generate_password, ports, private_folders, sharded};
+use super::{binaries, generate_password, ports, private_folders, sharded};
 use super::{Cluster, ClusterSpec};
 use super::{Topology, CLUSTER_NODE_TIMEOUT_MS};
 
@@ -58,7 +60,7 @@ pub(super) async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
         password: generate_password(),
         binary: server_binary,
         preload: if spec.fake_clocks {
-            Some(clock::Preload::libfaketime()?)
+            Some(Preload::libfaketime()?)
         } else {
             None
         },
@@ -165,7 +167,7 @@ struct Servers<'a> {
     root: PathBuf,
     password: String,
     binary: PathBuf,
-    preload: Option<clock::Preload>,
+    preload: Option<Preload>,
     ports: std::vec::IntoIter<PortChoice>,
 }
 
@@ -187,7 +189,7 @@ impl Servers<'_> {
     ) -> Result<ServerConfig, ClusterError> {
         let root = &self.root;
         let fake_clock = match &self.preload {
-            Some(preload) if lock_node => Some(clock::FakeClock::create(
+            Some(preload) if lock_node => Some(FakeClock::create(
                 preload.clone(),
                 root.join(format!("{name}.faketime")),
             )?),

@@ -1,14 +1,15 @@
 //! One redis-server, here or on a host: its config, start with port retry, replication
 //! readiness.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 
-use super::clock::FakeClock;
+use crate::fake_clock::FakeClock;
+
 use super::error::ClusterError;
 use super::instance::{Instance, NotReady, PORT_RETRIES, READY_TIMEOUT};
 use super::machine::{Launch, Machine, Prepare};
@@ -284,7 +285,8 @@ pub async fn start_all(
             }
         };
         if let (Some(clock), Some(pid)) = (&config.fake_clock, instance.pid()) {
-            if !clock.is_loaded(pid) {
+            let maps = config.machine.read(Path::new(&format!("/proc/{pid}/maps")));
+            if !maps.is_ok_and(|maps| clock.is_mapped(&maps)) {
                 return Err(instance.error(format!(
                     "{} is not loaded, so its clock cannot be moved (ld.so's line in the log says why)",
                     clock.library().display()

@@ -12,7 +12,8 @@ use std::path::Path;
 
 use async_trait::async_trait;
 
-use super::clock::FakeClock;
+use crate::fake_clock::FakeClock;
+
 use super::error::ClusterError;
 use super::exit::Exit;
 use super::instance::Instance;

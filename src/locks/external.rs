@@ -25,7 +25,7 @@
 //! 3) shortly after, so that the `info` reaches the history first.
 //!
 //! Under a run that skews client clocks, the adapter starts with lockaudit's wall-clock
-//! library preloaded (`cluster::clock`) and reads its wall clock (not its monotonic clock,
+//! library preloaded (`fake_clock`) and reads its wall clock (not its monotonic clock,
 //! nor its sleeps) through the worker's offset file (`LockOptions::adapter_clock`): a
 //! library that times its lock by the time of day is skewed as it would be in an
 //! application.
@@ -52,7 +52,7 @@ use tokio::sync::mpsc;
 use std::collections::HashMap;
 
 use super::{Acquired, LockClient, LockError, LockOptions, Mode, Notice, NoticeKind, Outcome};
-use crate::cluster::FakeClock;
+use crate::fake_clock::FakeClock;
 use crate::topology::Endpoints;
 
 /// The named steps (crash points).

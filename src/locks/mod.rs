@@ -299,7 +299,7 @@ pub struct LockOptions {
     /// `external` only: the faked wall clock to start the adapter under (the worker moves
     /// it when the nemesis skews this client's clock).
     #[serde(skip)]
-    pub adapter_clock: Option<crate::cluster::FakeClock>,
+    pub adapter_clock: Option<crate::fake_clock::FakeClock>,
 }
 
 impl Default for LockOptions {

@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use crate::clock::RunClock;
 use crate::cluster::{self, Cluster, Endpoints};
+use crate::fake_clock::Preload;
 use crate::fleet::Fleet;
 use crate::history::RecordedLine;
 use crate::nemesis::executor::{self, Targets};
@@ -293,7 +294,7 @@ async fn start_clients(
     let adapter_clock = if spec.algorithm.is_external()
         && run_plan.schedule.kinds().contains(&FaultKind::ClockSkew)
     {
-        Some(cluster::Preload::find().map_err(|e| {
+        Some(Preload::find().map_err(|e| {
             RunError::Setup(format!(
                 "clock-skew on an external adapter needs its wall clock faked: {e}"
             ))

@@ -17,6 +17,7 @@ use crate::nemesis::FaultKind;
 use crate::outfile;
 use crate::report::{AnomalyKind, Report};
 use crate::run_record::{Phases, RunRecord, RUN_JSON, SCHEDULE_COPY};
+use crate::topology::hosts::parse_targets;
 
 use crate::clock::{wall_ms, RunClock};
 use crate::workload::client::key_name;
@@ -424,7 +425,7 @@ async fn start_servers(plan: &RunPlan) -> Result<(Endpoints, Option<Cluster>), R
             cluster_spec.redis_sentinel = redis_sentinel;
             cluster_spec.persistence = schedule.needs_persistence();
             cluster_spec.fake_clocks = kinds.contains(&FaultKind::ClockJump);
-            cluster_spec.hosts = cluster::parse_targets(&spec.nodes)?;
+            cluster_spec.hosts = parse_targets(&spec.nodes).map_err(cluster::ClusterError::from)?;
             cluster_spec.ssh_key = spec.ssh_key.clone();
             cluster_spec.remote_dir = spec.remote_dir.clone();
             cluster_spec.accept_new_host_keys = spec.accept_new_host_keys;

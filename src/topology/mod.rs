@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod etcd;
+pub mod hosts;
 pub mod mariadb;
 pub mod postgres;
 pub mod redis_cluster;

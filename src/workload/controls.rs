@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::RunClock;
-use crate::cluster::FakeClock;
+use crate::fake_clock::FakeClock;
 
 /// What the nemesis tells a running worker, one JSON line each on its stdin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

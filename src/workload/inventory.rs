@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::cluster::NodeEntry;
 use crate::tomlfile::{self, FileError};
+use crate::topology::hosts::{parse_targets, BadHost, NodeEntry};
 
 /// The hosts, and what their connections share.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -55,7 +55,7 @@ impl Inventory {
 pub enum NodesError {
     /// An entry that names no host.
     #[error("field `nodes`: {0}")]
-    Nodes(crate::cluster::ClusterError),
+    Nodes(BadHost),
     #[error("field `ssh_key`: {} is not a file", .0.display())]
     KeyNotAFile(std::path::PathBuf),
 }
@@ -63,7 +63,7 @@ pub enum NodesError {
 /// The checks a hosts file and a workload's `nodes` share: every entry names a host, and
 /// every key given (the run's, a host's own) is a file. Errors name the field.
 pub fn check_nodes(nodes: &[NodeEntry], ssh_key: Option<&Path>) -> Result<(), NodesError> {
-    crate::cluster::parse_targets(nodes).map_err(NodesError::Nodes)?;
+    parse_targets(nodes).map_err(NodesError::Nodes)?;
     let own = nodes.iter().flat_map(|n| n.ssh_key.as_deref());
     match ssh_key.into_iter().chain(own).find(|key| !key.is_file()) {
         Some(key) => Err(NodesError::KeyNotAFile(key.to_path_buf())),
@@ -89,7 +89,7 @@ mod tests {
              { url = \"ssh://zk\", java = \"/opt/jdk/bin/java\", zookeeper_jar = \"/opt/zk.jar\" },\n]\n",
         )
         .unwrap();
-        let targets = crate::cluster::parse_targets(&inventory.nodes).unwrap();
+        let targets = parse_targets(&inventory.nodes).unwrap();
         assert_eq!(targets[0].host, "10.77.0.2");
         assert_eq!(targets[0].ssh_key, None);
         assert_eq!(targets[1].port, Some(2222));

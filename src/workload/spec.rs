@@ -159,7 +159,7 @@ pub struct WorkloadSpec {
     /// (node i on host i mod hosts); empty: this machine. See
     /// docs/src/guide/remote-hosts.md.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub nodes: Vec<crate::cluster::NodeEntry>,
+    pub nodes: Vec<crate::topology::hosts::NodeEntry>,
     /// The private key for `nodes` (default: ssh's own keys and agent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ssh_key: Option<PathBuf>,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncBufReadExt;
 
-use crate::cluster::{FakeClock, Preload};
+use crate::fake_clock::{FakeClock, FakeClockError, Preload};
 use crate::topology::Endpoints;
 
 use super::client::{Client, ClientPlan, ConnectFirstError};
@@ -64,7 +64,7 @@ pub enum WorkerError {
     #[error("worker: bad config from the controller: {0}")]
     Config(serde_json::Error),
     #[error("worker: cannot set up the adapters' clock: {0}")]
-    Clock(crate::cluster::ClusterError),
+    Clock(FakeClockError),
 }
 
 /// Why the clients could not all start: what the worker tells the controller

@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lockaudit::cluster::{self, Cluster, ClusterError, ClusterSpec, Endpoints, Topology};
+use lockaudit::fake_clock::{FakeClockError, LIBFAKETIME_ENV};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
@@ -365,7 +366,7 @@ fn missing_or_unloadable_libfaketime_fails_the_start() {
             ))
             .args(["--exact", "--nocapture"])
             .env(CHILD_ENV, mode)
-            .env(cluster::LIBFAKETIME_ENV, &path)
+            .env(LIBFAKETIME_ENV, &path)
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -397,7 +398,11 @@ async fn libfaketime_child() {
         .expect_err("no usable libfaketime");
     match mode.as_str() {
         "missing" => assert!(
-            matches!(&err, ClusterError::MissingLibrary { package, .. } if package == "faketime"),
+            matches!(
+                &err,
+                ClusterError::Clock(FakeClockError::MissingLibrary { package, .. })
+                    if package == "faketime"
+            ),
             "{err:?}"
         ),
         _ => assert!(matches!(err, ClusterError::StartFailed { .. }), "{err:?}"),

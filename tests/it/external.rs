@@ -1097,7 +1097,7 @@ setTimeout(() => console.log(Math.round((before - real) * 1000), Math.round(perf
 
 #[test]
 fn python_and_node_adapters_under_the_fake_clock_sleep_and_see_the_skew() {
-    use lockaudit::cluster::{FakeClock, Preload};
+    use lockaudit::fake_clock::{FakeClock, Preload};
     common::require_python(&[]);
     let node = Command::new("node").arg("--version").output();
     assert!(

@@ -39,14 +39,59 @@
 //!   0.1 µs bare, measured on a loaded 2-core machine). A wait until a wall-clock deadline
 //!   (a `CLOCK_REALTIME` condition variable or `clock_nanosleep`) still ends on the real
 //!   clock; Python and Node time their waits on the monotonic clock.
+//!
+//! A clock is a description (its preload, its offset file, the offset last set) and, here,
+//! its file on this machine: a worker's adapters' clock, a local server's. A server's on a
+//! host has its file written there by `cluster` ([`FakeClock::set_with`]).
 
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use super::error::ClusterError;
-use super::machine::{Local, Machine};
+/// Why a fake clock could not be set up or moved.
+#[derive(Debug, thiserror::Error)]
+pub enum FakeClockError {
+    /// A shared library the spec needs (libfaketime for fake clocks) is not installed.
+    #[error(
+        "{library} not found {location}: fake clocks need it; install it with \
+         `apt-get install {package}` (or set LOCKAUDIT_LIBFAKETIME to its path)"
+    )]
+    MissingLibrary {
+        /// `libfaketime`.
+        library: String,
+        /// The Debian package that ships it.
+        package: String,
+        /// `in <the folders searched>`, or `at /the/path/given (from LOCKAUDIT_LIBFAKETIME)`.
+        location: String,
+    },
+
+    /// The offset file or the preloaded library could not be written.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl FakeClockError {
+    fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        FakeClockError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+impl From<crate::private::ReplaceError> for FakeClockError {
+    fn from(e: crate::private::ReplaceError) -> Self {
+        FakeClockError::io(e.action, e.path, e.source)
+    }
+}
 
 /// Environment variable that, when set, is the path of `libfaketime.so.1` to use instead of
 /// the Debian locations (for another build of the library, and for tests).
@@ -78,15 +123,15 @@ pub struct Libfaketime {
 
 impl Libfaketime {
     /// Finds libfaketime (`$LOCKAUDIT_LIBFAKETIME`, else the Debian locations) and glibc.
-    pub fn find() -> Result<Libfaketime, ClusterError> {
+    pub fn find() -> Result<Libfaketime, FakeClockError> {
         Libfaketime::find_in(std::env::var_os(LIBFAKETIME_ENV).map(PathBuf::from))
     }
 
-    fn find_in(given: Option<PathBuf>) -> Result<Libfaketime, ClusterError> {
+    pub(crate) fn find_in(given: Option<PathBuf>) -> Result<Libfaketime, FakeClockError> {
         let libfaketime = match given {
             Some(path) if path.is_file() => path,
             Some(path) => {
-                return Err(ClusterError::MissingLibrary {
+                return Err(FakeClockError::MissingLibrary {
                     library: "libfaketime".into(),
                     package: "faketime".into(),
                     location: format!("at {} (from {LIBFAKETIME_ENV})", path.display()),
@@ -96,7 +141,7 @@ impl Libfaketime {
                 .iter()
                 .map(PathBuf::from)
                 .find(|p| p.is_file())
-                .ok_or_else(|| ClusterError::MissingLibrary {
+                .ok_or_else(|| FakeClockError::MissingLibrary {
                     library: "libfaketime".into(),
                     package: "faketime".into(),
                     location: format!("in {}", LIBFAKETIME_PATHS.join(", ")),
@@ -162,7 +207,7 @@ impl Preload {
     /// nothing installed (servers find theirs with [`Libfaketime::find`]). Writes the
     /// library to `$XDG_CACHE_HOME/lockaudit` (else `~/.cache/lockaudit`), once per build,
     /// and checks that ld.so can preload it from there.
-    pub fn find() -> Result<Preload, ClusterError> {
+    pub fn find() -> Result<Preload, FakeClockError> {
         let dir = std::env::var_os("XDG_CACHE_HOME")
             .filter(|d| !d.is_empty())
             .map(PathBuf::from)
@@ -173,14 +218,14 @@ impl Preload {
     }
 
     /// Servers' libfaketime, found as [`Libfaketime::find`] does.
-    pub fn libfaketime() -> Result<Preload, ClusterError> {
+    pub fn libfaketime() -> Result<Preload, FakeClockError> {
         Libfaketime::find().map(Preload::Libfaketime)
     }
 
     /// Writes the library into `dir` as `wallclock-<hash of its bytes>.so`, unless there
     /// already: under a temporary name, then renamed, so that a running adapter keeps the
     /// copy it mapped and another lockaudit never loads a half-written one.
-    fn write_wall_clock_library(dir: &Path) -> Result<Preload, ClusterError> {
+    fn write_wall_clock_library(dir: &Path) -> Result<Preload, FakeClockError> {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         WALL_CLOCK_LIBRARY.hash(&mut hasher);
@@ -188,7 +233,7 @@ impl Preload {
         let text = library.to_string_lossy();
         // ld.so splits LD_PRELOAD at spaces and colons, and has no way to escape them.
         if text.contains([' ', ':', '\t', '\n']) {
-            return Err(ClusterError::io(
+            return Err(FakeClockError::io(
                 "preload",
                 &library,
                 std::io::Error::other(
@@ -198,13 +243,13 @@ impl Preload {
             ));
         }
         if std::fs::read(&library).ok().as_deref() != Some(WALL_CLOCK_LIBRARY) {
-            std::fs::create_dir_all(dir).map_err(|e| ClusterError::io("create", dir, e))?;
+            std::fs::create_dir_all(dir).map_err(|e| FakeClockError::io("create", dir, e))?;
             let tmp = library.with_extension(format!("so.{}.tmp", std::process::id()));
             std::fs::write(&tmp, WALL_CLOCK_LIBRARY)
-                .map_err(|e| ClusterError::io("write", &tmp, e))?;
+                .map_err(|e| FakeClockError::io("write", &tmp, e))?;
             if let Err(e) = std::fs::rename(&tmp, &library) {
                 let _ = std::fs::remove_file(&tmp);
-                return Err(ClusterError::io("replace", &library, e));
+                return Err(FakeClockError::io("replace", &library, e));
             }
         }
         // ld.so only warns and runs the program unfaked when it cannot map a preload (a
@@ -218,7 +263,7 @@ impl Preload {
         if let Ok(probe) = probe {
             let said = String::from_utf8_lossy(&probe.stderr);
             if let Some(line) = said.lines().find(|l| l.contains("LD_PRELOAD")) {
-                return Err(ClusterError::io(
+                return Err(FakeClockError::io(
                     "preload",
                     &library,
                     std::io::Error::other(format!("ld.so refused it: {line}")),
@@ -237,33 +282,27 @@ pub struct FakeClock {
     preload: Preload,
     file: PathBuf,
     offset_ms: Arc<AtomicI64>,
-    /// Where the file is: this machine, or a server's host.
-    machine: Arc<dyn Machine>,
 }
 
 impl FakeClock {
-    /// A clock at offset 0, writing its file (which a previous run may have left moved).
-    pub fn create(preload: Preload, file: PathBuf) -> Result<FakeClock, ClusterError> {
+    /// A clock at offset 0, writing its file on this machine (which a previous run may have
+    /// left moved).
+    pub fn create(preload: Preload, file: PathBuf) -> Result<FakeClock, FakeClockError> {
         // Absolute: an adapter runs in its own folder.
-        let file = std::path::absolute(&file).map_err(|e| ClusterError::io("find", &file, e))?;
-        FakeClock::on(Arc::new(Local), preload, file)
+        let file = std::path::absolute(&file).map_err(|e| FakeClockError::io("find", &file, e))?;
+        let clock = FakeClock::unwritten(preload, file);
+        clock.set(0)?;
+        Ok(clock)
     }
 
-    /// A clock at offset 0 whose file (an absolute path) is on `machine`: a server's on
-    /// its host, where libfaketime must be at the same path as here.
-    pub fn on(
-        machine: Arc<dyn Machine>,
-        preload: Preload,
-        file: PathBuf,
-    ) -> Result<FakeClock, ClusterError> {
-        let clock = FakeClock {
+    /// A clock reading `file` (an absolute path), its file not written yet: a server's on
+    /// a host, whose file `cluster` writes there with [`FakeClock::set_with`].
+    pub fn unwritten(preload: Preload, file: PathBuf) -> FakeClock {
+        FakeClock {
             preload,
             file,
             offset_ms: Arc::new(AtomicI64::new(0)),
-            machine,
-        };
-        clock.set(0)?;
-        Ok(clock)
+        }
     }
 
     /// The environment that makes the server read its time through libfaketime.
@@ -308,38 +347,45 @@ impl FakeClock {
         self.offset_ms.load(Ordering::SeqCst)
     }
 
-    /// Rewrites the file with `offset_ms`: a temporary file renamed over it, so the server
-    /// never reads a half-written one.
-    pub fn set(&self, offset_ms: i64) -> Result<(), ClusterError> {
+    /// Rewrites the file on this machine with `offset_ms`: a temporary file renamed over
+    /// it, so the program never reads a half-written one.
+    pub fn set(&self, offset_ms: i64) -> Result<(), FakeClockError> {
+        self.set_with(offset_ms, |file, text| {
+            crate::private::replace(file, text).map_err(FakeClockError::from)
+        })
+    }
+
+    /// Rewrites the file with `offset_ms` through `write` (given the file and its new
+    /// contents; it must replace the file whole), and keeps the offset once written.
+    pub fn set_with<E>(
+        &self,
+        offset_ms: i64,
+        write: impl FnOnce(&Path, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
         let text = format!("{}\n", format_offset(offset_ms));
-        self.machine.write_private(&self.file, text.as_bytes())?;
+        write(&self.file, text.as_bytes())?;
         self.offset_ms.store(offset_ms, Ordering::SeqCst);
         Ok(())
     }
 
-    /// Whether the process `pid` of its machine has the preload mapped: ld.so only warns
-    /// (on the server's stderr, which goes to its log) and runs the program unfaked when a
-    /// preload cannot be loaded.
-    pub fn is_loaded(&self, pid: u32) -> bool {
+    /// Whether a process whose `/proc/<pid>/maps` reads `maps` has the preload mapped:
+    /// ld.so only warns (on the server's stderr, which goes to its log) and runs the
+    /// program unfaked when a preload cannot be loaded.
+    pub fn is_mapped(&self, maps: &[u8]) -> bool {
         let library = self.library();
         let Some(name) = library.file_name() else {
             return false;
         };
         let name = name.to_string_lossy();
-        self.machine
-            .read(Path::new(&format!("/proc/{pid}/maps")))
-            .map(|maps| {
-                String::from_utf8_lossy(&maps)
-                    .lines()
-                    .any(|line| line.ends_with(name.as_ref()))
-            })
-            .unwrap_or(false)
+        String::from_utf8_lossy(maps)
+            .lines()
+            .any(|line| line.ends_with(name.as_ref()))
     }
 }
 
 /// Decimal seconds with three decimals and a sign: `+20.000`, `-0.250`. libfaketime reads
 /// the number with `atof`; it has no millisecond unit.
-pub(super) fn format_offset(offset_ms: i64) -> String {
+fn format_offset(offset_ms: i64) -> String {
     let sign = if offset_ms < 0 { '-' } else { '+' };
     let abs = offset_ms.unsigned_abs();
     format!("{sign}{}.{:03}", abs / 1000, abs % 1000)
@@ -366,7 +412,6 @@ mod tests {
         assert!(text.contains("apt-get install faketime"), "{text}");
         assert!(text.contains("/nonexistent/libfaketime.so.1"), "{text}");
         assert!(text.contains(LIBFAKETIME_ENV), "{text}");
-        assert_eq!(err.exit_code(), 3);
     }
 
     #[test]
