@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::cluster::reach::Unreachable;
 use crate::cluster::{self, Endpoints, Node};
 
 /// The endpoints of servers lockaudit did not start: `redis://[:password@]host:port`, or
@@ -91,6 +92,22 @@ fn sentinel_endpoints(url: &str, rest: &str) -> Result<Endpoints, String> {
     })
 }
 
+/// Why the servers lockaudit did not start cannot be used: which one, and why (the
+/// message quotes the cause, so it is not also the `source()`).
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    #[error("--redis: no server given")]
+    NoServer,
+    #[error("--redis: no sentinel given")]
+    NoSentinel,
+    #[error("--redis: cannot use {0}")]
+    Server(Unreachable),
+    #[error("--redis: cannot use the sentinel {0}")]
+    Sentinel(Unreachable),
+    #[error("--redis: cannot use the primary \"{master}\" the sentinels name: {error}")]
+    Primary { master: String, error: Unreachable },
+}
+
 /// How long each server lockaudit did not start gets to accept a connection, take the
 /// password and answer `PING` (servers are checked together: a bad `--redis` fails within a
 /// second, naming the address and the error).
@@ -100,18 +117,14 @@ pub const PREFLIGHT_TIMEOUT: Duration = Duration::from_millis(400);
 /// `redis://` URL, or every sentinel of a `sentinel://` URL and the primary they name (which
 /// then goes into `endpoints`: it also holds the guarded resource). Each must be reached,
 /// authenticated and answer `PING` within `timeout`; the error says which did not, and why.
-pub async fn preflight(endpoints: &mut Endpoints, timeout: Duration) -> Result<(), String> {
+pub async fn preflight(endpoints: &mut Endpoints, timeout: Duration) -> Result<(), PreflightError> {
     use crate::cluster::reach;
-    let cannot = |e: reach::Unreachable| format!("--redis: cannot use {e}");
     let password = endpoints.password.clone();
     if endpoints.topology != cluster::Topology::Sentinel {
-        let node = endpoints
-            .nodes
-            .first()
-            .ok_or_else(|| "--redis: no server given".to_string())?;
+        let node = endpoints.nodes.first().ok_or(PreflightError::NoServer)?;
         reach::connect_and_ping(node, password.as_deref(), timeout)
             .await
-            .map_err(cannot)?;
+            .map_err(PreflightError::Server)?;
         return Ok(());
     }
     let master = endpoints.master_name.clone().unwrap_or_default();
@@ -124,7 +137,7 @@ pub async fn preflight(endpoints: &mut Endpoints, timeout: Duration) -> Result<(
     .await;
     let mut primary = None;
     for (sentinel, answer) in endpoints.sentinels.iter().zip(answers) {
-        let named = answer.map_err(|e| format!("--redis: cannot use the sentinel {e}"))?;
+        let named = answer.map_err(PreflightError::Sentinel)?;
         match &primary {
             None => primary = Some(named),
             Some(first) if *first != named => tracing::warn!(
@@ -134,7 +147,7 @@ pub async fn preflight(endpoints: &mut Endpoints, timeout: Duration) -> Result<(
             Some(_) => {}
         }
     }
-    let (host, port) = primary.ok_or_else(|| "--redis: no sentinel given".to_string())?;
+    let (host, port) = primary.ok_or(PreflightError::NoSentinel)?;
     let primary = Node {
         name: "master-0".into(),
         host,
@@ -143,9 +156,7 @@ pub async fn preflight(endpoints: &mut Endpoints, timeout: Duration) -> Result<(
     };
     reach::connect_and_ping(&primary, password.as_deref(), timeout)
         .await
-        .map_err(|e| {
-            format!("--redis: cannot use the primary \"{master}\" the sentinels name: {e}")
-        })?;
+        .map_err(|error| PreflightError::Primary { master, error })?;
     endpoints.storage = Node {
         name: "storage".into(),
         ..primary.clone()

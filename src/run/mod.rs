@@ -23,7 +23,7 @@ use crate::workload::client::key_name;
 use crate::workload::resource::Resource;
 use crate::workload::spec::WorkloadSpec;
 
-pub use existing::{existing_endpoints, preflight, PREFLIGHT_TIMEOUT};
+pub use existing::{existing_endpoints, preflight, PreflightError, PREFLIGHT_TIMEOUT};
 pub use plan::RunPlan;
 // A run's options are part of its record (run.json); they are the run's own API too.
 pub use crate::run_record::{RunOptions, StopWhen};
@@ -52,6 +52,12 @@ pub enum RunError {
     Fleet(#[from] FleetError),
     #[error("{0}")]
     Setup(String),
+    /// Servers lockaudit did not start (`--redis`) cannot be used.
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
+    /// report.json's text could not be made.
+    #[error("{0}")]
+    ReportJson(serde_json::Error),
     #[error("cannot write {path}: {error}")]
     Io { path: String, error: std::io::Error },
     /// The schedule does not fit this run (a target it does not have): bad input.
@@ -296,7 +302,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     warnings.extend(adapter_troubles(dir));
     // The checker judges the history; what the run could not do is the run's to add.
     let report_text =
-        report_json(&report, &warnings, None, untested.as_deref()).map_err(RunError::Setup)?;
+        report_json(&report, &warnings, None, untested.as_deref()).map_err(RunError::ReportJson)?;
     let report_path = dir.join("report.json");
     // Interrupted meanwhile: the report is the interruption's to write, and the process
     // ends with it. Written: a signal no longer changes it (nor, for `run`, the exit).
@@ -404,9 +410,7 @@ async fn start_servers(plan: &RunPlan) -> Result<(Endpoints, Option<Cluster>), R
                     kind.name()
                 )));
             }
-            preflight(&mut endpoints, PREFLIGHT_TIMEOUT)
-                .await
-                .map_err(RunError::Setup)?;
+            preflight(&mut endpoints, PREFLIGHT_TIMEOUT).await?;
             crate::note!(
                 "lockaudit: using a Redis it did not start ({}:{}): server-side faults are unavailable",
                 endpoints.nodes[0].host, endpoints.nodes[0].port
@@ -523,8 +527,8 @@ fn report_json(
     warnings: &[String],
     interrupted: Option<&str>,
     untested: Option<&str>,
-) -> Result<String, String> {
-    let mut value = serde_json::to_value(report).map_err(|e| e.to_string())?;
+) -> Result<String, serde_json::Error> {
+    let mut value = serde_json::to_value(report)?;
     if let Some(object) = value.as_object_mut() {
         if !warnings.is_empty() {
             object.insert("warnings".into(), warnings.into());
@@ -536,7 +540,7 @@ fn report_json(
             object.insert("interrupted".into(), signal.into());
         }
     }
-    Ok(serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n")
+    Ok(serde_json::to_string_pretty(&value)? + "\n")
 }
 
 /// A workload's own Lua scripts must compile before any worker starts: a client that
