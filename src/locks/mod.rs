@@ -56,8 +56,8 @@ pub use table::{
     algorithm, builtins_where, counter_with_lock, crash_points, default_topology, has_shared_mode,
     ignores_client_clock, is_fair, is_known_algorithm, is_optimistic, keeps_counter,
     known_algorithms, on_cluster, on_postgres, own_tokens, service, service_name,
-    shared_mode_builtins, takes_shared, Algorithm, ClientClock, Declared, ALGORITHMS, EXTERNAL,
-    PSEUDO, SCRIPTED, TABLE,
+    shared_mode_builtins, takes_shared, Algorithm, ClientClock, Declared, NotOnCluster, ALGORITHMS,
+    EXTERNAL, PSEUDO, SCRIPTED, TABLE,
 };
 
 /// How an acquire ended.
@@ -547,7 +547,9 @@ async fn redlock_masters(
     options: &LockOptions,
 ) -> Result<Vec<Conn>, LockError> {
     if endpoints.topology == Topology::Cluster {
-        return Err(LockError::Endpoints(on_cluster("redlock").unwrap_err()));
+        return Err(LockError::Endpoints(
+            on_cluster("redlock").unwrap_err().to_string(),
+        ));
     }
     if endpoints.topology != Topology::Independent {
         return Ok(vec![primary(endpoints, options).await?]);

@@ -502,15 +502,32 @@ pub fn has_shared_mode(algorithm: &str) -> bool {
 }
 
 /// Whether `algorithm` can run on a Redis Cluster, and why not.
-pub fn on_cluster(algorithm: &str) -> Result<(), String> {
+pub fn on_cluster(algorithm: &str) -> Result<(), NotOnCluster> {
     let entry = self::algorithm(algorithm);
     if let Some(why) = entry.and_then(|a| a.not_on_cluster) {
-        return Err(why.to_string());
+        return Err(NotOnCluster::Declared(why));
     }
     match entry.and_then(|a| a.service) {
-        Some(t) => Err(format!("{algorithm} runs on {}", service_name(t))),
+        Some(service) => Err(NotOnCluster::OtherService {
+            algorithm: algorithm.to_string(),
+            service,
+        }),
         None => Ok(()),
     }
+}
+
+/// Why an algorithm cannot run on a Redis Cluster.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotOnCluster {
+    /// Its table entry says why (`Algorithm::not_on_cluster`).
+    #[error("{0}")]
+    Declared(&'static str),
+    /// It runs on a lock service other than Redis.
+    #[error("{algorithm} runs on {}", service_name(*service))]
+    OtherService {
+        algorithm: String,
+        service: Topology,
+    },
 }
 
 /// Whether `algorithm` runs on the PostgreSQL server lockaudit starts (`Topology::Postgres`).
@@ -657,10 +674,13 @@ mod tests {
             .starts_with("a Lua-script lock is passed no client time"));
         assert!(on_cluster("set-nx-px").is_ok() && on_cluster(EXTERNAL).is_ok());
         assert_eq!(
-            on_cluster("pg-row").unwrap_err(),
+            on_cluster("pg-row").unwrap_err().to_string(),
             "pg-row runs on PostgreSQL (topology \"postgres\")"
         );
-        assert!(on_cluster("watch-multi").unwrap_err().contains("CROSSSLOT"));
+        assert!(on_cluster("watch-multi")
+            .unwrap_err()
+            .to_string()
+            .contains("CROSSSLOT"));
         assert!(crash_points("chubby").is_empty());
     }
 }
