@@ -9,19 +9,65 @@ use crate::cluster::{self, Endpoints, Node};
 /// The endpoints of servers lockaudit did not start: `redis://[:password@]host:port`, or
 /// `sentinel://[:password@]host:port[,host:port...]/<master name>` for a Sentinel-watched
 /// primary (found through the sentinels when the run starts).
+///
+/// Its text, for `run::plan`, whose `PlanError::RedisUrl` still holds a String: see
+/// [`redis_url_endpoints`] for the typed error.
 pub fn existing_endpoints(url: &str) -> Result<Endpoints, String> {
+    redis_url_endpoints(url).map_err(|e| e.to_string())
+}
+
+/// Why a `--redis` URL names no servers lockaudit can use.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisUrlError {
+    #[error("--redis {url}: not a Redis URL: {error}")]
+    NotRedis {
+        url: String,
+        error: redis::RedisError,
+    },
+    #[error("--redis {url}: only tcp addresses are supported, not {address:?}")]
+    NotTcp {
+        url: String,
+        address: redis::ConnectionAddr,
+    },
+    #[error(
+        "--redis {url}: {problem} (expected sentinel://[:password@]host:port[,host:port]/master-name)"
+    )]
+    Sentinel {
+        url: String,
+        problem: SentinelUrlProblem,
+    },
+}
+
+/// What a `sentinel://` URL lacks.
+#[derive(Debug, thiserror::Error)]
+pub enum SentinelUrlProblem {
+    #[error("no master name")]
+    NoMasterName,
+    #[error("\"{0}\" has no port")]
+    NoPort(String),
+    #[error("\"{0}\" is not a port")]
+    NotAPort(String),
+}
+
+/// [`existing_endpoints`], its error typed.
+pub fn redis_url_endpoints(url: &str) -> Result<Endpoints, RedisUrlError> {
     if let Some(rest) = url.strip_prefix("sentinel://") {
-        return sentinel_endpoints(url, rest);
+        return sentinel_endpoints(rest).map_err(|problem| RedisUrlError::Sentinel {
+            url: url.to_string(),
+            problem,
+        });
     }
-    let info: redis::ConnectionInfo = url
-        .parse()
-        .map_err(|e| format!("--redis {url}: not a Redis URL: {e}"))?;
+    let info: redis::ConnectionInfo = url.parse().map_err(|error| RedisUrlError::NotRedis {
+        url: url.to_string(),
+        error,
+    })?;
     let (host, port) = match info.addr() {
         redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
         other => {
-            return Err(format!(
-                "--redis {url}: only tcp addresses are supported, not {other:?}"
-            ))
+            return Err(RedisUrlError::NotTcp {
+                url: url.to_string(),
+                address: other.clone(),
+            })
         }
     };
     let password = info.redis_settings().password().map(str::to_string);
@@ -45,13 +91,12 @@ pub fn existing_endpoints(url: &str) -> Result<Endpoints, String> {
     })
 }
 
-fn sentinel_endpoints(url: &str, rest: &str) -> Result<Endpoints, String> {
-    let bad = |why: &str| {
-        format!("--redis {url}: {why} (expected sentinel://[:password@]host:port[,host:port]/master-name)")
-    };
-    let (authority, master) = rest.split_once('/').ok_or_else(|| bad("no master name"))?;
+fn sentinel_endpoints(rest: &str) -> Result<Endpoints, SentinelUrlProblem> {
+    let (authority, master) = rest
+        .split_once('/')
+        .ok_or(SentinelUrlProblem::NoMasterName)?;
     if master.is_empty() {
-        return Err(bad("no master name"));
+        return Err(SentinelUrlProblem::NoMasterName);
     }
     let (password, hosts) = match authority.rsplit_once('@') {
         Some((credentials, hosts)) => (
@@ -64,10 +109,10 @@ fn sentinel_endpoints(url: &str, rest: &str) -> Result<Endpoints, String> {
     for (i, address) in hosts.split(',').enumerate() {
         let (host, port) = address
             .rsplit_once(':')
-            .ok_or_else(|| bad(&format!("\"{address}\" has no port")))?;
+            .ok_or_else(|| SentinelUrlProblem::NoPort(address.to_string()))?;
         let port = port
             .parse()
-            .map_err(|_| bad(&format!("\"{port}\" is not a port")))?;
+            .map_err(|_| SentinelUrlProblem::NotAPort(port.to_string()))?;
         sentinels.push(Node {
             name: format!("sentinel-{i}"),
             host: host.to_string(),
@@ -163,4 +208,34 @@ pub async fn preflight(endpoints: &mut Endpoints, timeout: Duration) -> Result<(
     };
     endpoints.nodes = vec![primary];
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redis_url_that_names_no_usable_server_says_why_and_what_was_expected() {
+        let why = |url: &str| existing_endpoints(url).unwrap_err();
+        assert!(why("http://x").starts_with("--redis http://x: not a Redis URL: "));
+        assert!(why("redis+unix:///tmp/r.sock").starts_with(
+            "--redis redis+unix:///tmp/r.sock: only tcp addresses are supported, not Unix("
+        ));
+        let expected = "(expected sentinel://[:password@]host:port[,host:port]/master-name)";
+        assert_eq!(
+            why("sentinel://h:1"),
+            format!("--redis sentinel://h:1: no master name {expected}")
+        );
+        assert_eq!(
+            why("sentinel://h:1,h/m"),
+            format!("--redis sentinel://h:1,h/m: \"h\" has no port {expected}")
+        );
+        assert_eq!(
+            why("sentinel://h:x/m"),
+            format!("--redis sentinel://h:x/m: \"x\" is not a port {expected}")
+        );
+        let endpoints = redis_url_endpoints("sentinel://:pw@a:1,b:2/m").unwrap();
+        assert_eq!(endpoints.sentinels.len(), 2);
+        assert_eq!(endpoints.password.as_deref(), Some("pw"));
+    }
 }
