@@ -616,12 +616,25 @@ async fn final_reads(
             Err(e) => {
                 let mut event =
                     Event::client(0, clock.now(), process, EventType::Info, "read", &key);
-                event.error = Some(e);
+                // What the history records of it is its words.
+                event.error = Some(e.to_string());
                 send_event(events, &event);
                 return;
             }
         }
     }
+}
+
+/// Why a final read could not be made: a client of the lock or the storage server could
+/// not connect, or the read failed. In the words of whichever failed.
+#[derive(Debug, thiserror::Error)]
+enum FinalReadError {
+    #[error("{0}")]
+    Lock(locks::LockError),
+    #[error("{0}")]
+    Counter(locks::CounterError),
+    #[error("{0}")]
+    Storage(redis::RedisError),
 }
 
 /// Where the final reads find the counters: the storage server, or the lock's own
@@ -632,7 +645,7 @@ enum CounterReader {
 }
 
 impl CounterReader {
-    async fn connect(spec: &WorkloadSpec, endpoints: &Endpoints) -> Result<Self, String> {
+    async fn connect(spec: &WorkloadSpec, endpoints: &Endpoints) -> Result<Self, FinalReadError> {
         if locks::counter_with_lock(&spec.algorithm, spec.fenced) {
             let options = locks::LockOptions {
                 op_timeout_ms: 5000,
@@ -641,19 +654,24 @@ impl CounterReader {
             return locks::connect(&spec.algorithm, endpoints, &options)
                 .await
                 .map(CounterReader::Lock)
-                .map_err(|e| e.to_string());
+                .map_err(FinalReadError::Lock);
         }
         let password = endpoints.password.as_deref();
         Resource::connect(&endpoints.storage, password, spec.fenced)
             .await
             .map(CounterReader::Storage)
-            .map_err(|e| e.to_string())
+            .map_err(FinalReadError::Storage)
     }
 
-    async fn read(&mut self, key: &str) -> Result<Option<i64>, String> {
+    async fn read(&mut self, key: &str) -> Result<Option<i64>, FinalReadError> {
         match self {
-            CounterReader::Storage(resource) => resource.read(key).await.map_err(|e| e.to_string()),
-            CounterReader::Lock(lock) => lock.read_counter(key).await.map_err(|e| e.to_string()),
+            CounterReader::Storage(resource) => {
+                resource.read(key).await.map_err(FinalReadError::Storage)
+            }
+            CounterReader::Lock(lock) => lock
+                .read_counter(key)
+                .await
+                .map_err(FinalReadError::Counter),
         }
     }
 }
