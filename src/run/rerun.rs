@@ -266,5 +266,14 @@ mod tests {
             err.contains(&dir.path().display().to_string()) && err.contains("no workload.toml"),
             "{err}"
         );
+        let given = ReplayError::ServersGiven {
+            dir: PathBuf::from("results/r"),
+            workload: PathBuf::from("results/r/workload.toml"),
+            topology: "single".into(),
+        };
+        assert_eq!(
+            given.to_string(),
+            "results/r: ran against servers lockaudit did not start (--redis); run its workload against them again: lockaudit run results/r/workload.toml --redis URL (single topology)"
+        );
     }
 }
