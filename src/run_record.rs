@@ -8,7 +8,7 @@
 //! The format alone, so that what reads a run folder (its page, the index) need not import
 //! the controller that writes it (`run::record`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -73,13 +73,30 @@ impl RunRecord {
     }
 
     /// Reads a run folder's run.json; the error names the file.
-    pub fn read(dir: &Path) -> Result<RunRecord, String> {
+    pub fn read(dir: &Path) -> Result<RunRecord, RecordError> {
         let path = dir.join(RUN_JSON);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not a run record: {e}", path.display()))
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) => return Err(RecordError::Read { path, error }),
+        };
+        serde_json::from_str(&text).map_err(|error| RecordError::Malformed { path, error })
     }
+}
+
+/// Why a run folder's run.json could not be read. The message quotes the cause, so it is
+/// not also the `source()`.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{}: cannot read: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: not a run record: {error}", path.display())]
+    Malformed {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
 }
 
 /// Where a run's wall time went, in seconds, one phase after another: what an audit that

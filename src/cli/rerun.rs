@@ -14,7 +14,7 @@ use crate::note;
 /// then on stdout per kind of anomaly how many reruns found it and the median time to its
 /// first, and the folders made.
 pub fn command(args: RerunArgs) -> anyhow::Result<u8> {
-    let replay = Replay::read(&args.run_dir).map_err(anyhow::Error::msg)?;
+    let replay = Replay::read(&args.run_dir)?;
     let root = args.out.unwrap_or_else(|| PathBuf::from("results"));
     let first = replay.plan(&root)?;
     let spec = &first.spec;

@@ -565,7 +565,7 @@ async fn wait_member(
 
 /// One connection to `endpoint`: Ok once the member knows a leader and a linearizable read
 /// through it succeeds (which needs a quorum and the member's log caught up to the read).
-pub(super) async fn probe(endpoint: &str, password: Option<&str>) -> Result<(), String> {
+async fn probe(endpoint: &str, password: Option<&str>) -> Result<(), String> {
     let mut client = connect(&[endpoint.to_string()], password, Duration::from_secs(1))
         .await
         .map_err(|e| e.to_string())?;

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use super::on_exit::{self, Registration};
 use super::ssh::Ssh;
+use super::ClusterError;
 use crate::shell::quote;
 
 /// The command that removes the run's folder `remote_dir` from a host, and the private
@@ -83,7 +84,7 @@ fn rescue(logs: &[HostLog], hosts: &[Arc<Ssh>], remote_dir: &str, local: &Path, 
         complete[i].then(|| {
             ssh.run("remove the run folder", &rm)
                 .map(|_| 0)
-                .map_err(|e| e.to_string())
+                .map_err(HostLogError::Ssh)
         })
     });
     let count: usize = fetched.iter().flatten().flatten().sum();
@@ -95,7 +96,7 @@ fn rescue(logs: &[HostLog], hosts: &[Arc<Ssh>], remote_dir: &str, local: &Path, 
     for (i, ssh) in hosts.iter().enumerate() {
         let why = match (&fetched[i], &removed[i]) {
             (Some(Ok(_)), Some(Ok(_))) => continue,
-            (Some(Err(e)), _) | (_, Some(Err(e))) => e.clone(),
+            (Some(Err(e)), _) | (_, Some(Err(e))) => e.to_string(),
             _ => "no answer in time".into(),
         };
         crate::note!(
@@ -105,28 +106,42 @@ fn rescue(logs: &[HostLog], hosts: &[Arc<Ssh>], remote_dir: &str, local: &Path, 
     }
 }
 
+/// Why a host's logs did not all come back, or its run folder stayed on it.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum HostLogError {
+    #[error(transparent)]
+    Ssh(ClusterError),
+    #[error("a log was cut short")]
+    CutShort,
+    #[error("{}: {error}", path.display())]
+    Write {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
+
 /// Each host's logs into `local`, all hosts at once: per host, how many, or why not.
 pub(super) fn fetch(
     logs: &[HostLog],
     hosts: &[Arc<Ssh>],
     local: &Path,
     by: Instant,
-) -> Vec<Option<Result<usize, String>>> {
+) -> Vec<Option<Result<usize, HostLogError>>> {
     let (logs, local) = (logs.to_vec(), local.to_path_buf());
     each_host(hosts, by, move |_, ssh| {
         let mine: Vec<&HostLog> = logs.iter().filter(|l| Arc::ptr_eq(&l.ssh, ssh)).collect();
         let paths: Vec<&str> = mine.iter().map(|l| l.path.as_str()).collect();
         let out = match ssh.run_bytes("bring the logs back", &script(&paths)) {
             Ok(out) => out,
-            Err(e) => return Some(Err(e.to_string())),
+            Err(e) => return Some(Err(HostLogError::Ssh(e))),
         };
         let Some(texts) = split(&out, mine.len()) else {
-            return Some(Err("a log was cut short".into()));
+            return Some(Err(HostLogError::CutShort));
         };
         for (log, text) in mine.iter().zip(texts) {
             let path = local.join(format!("{}.log", log.name));
-            if let Err(e) = crate::outfile::write(&path, text) {
-                return Some(Err(format!("{}: {e}", path.display())));
+            if let Err(error) = crate::outfile::write(&path, text) {
+                return Some(Err(HostLogError::Write { path, error }));
             }
         }
         Some(Ok(mine.len()))

@@ -54,8 +54,8 @@ use conn::Conn;
 pub use lua_script::LuaScripts;
 pub use table::{
     algorithm, builtins_where, known_algorithms, named, service_name, shared_mode_builtins,
-    Algorithm, ClientClock, Declared, ALGORITHMS, DEFAULT_ALGORITHM, EXTERNAL, PSEUDO, SCRIPTED,
-    TABLE,
+    Algorithm, ClientClock, Declared, NotOnCluster, ALGORITHMS, DEFAULT_ALGORITHM, EXTERNAL,
+    PSEUDO, SCRIPTED, TABLE,
 };
 
 /// How an acquire ended.
@@ -547,6 +547,7 @@ async fn redlock_masters(
     if endpoints.topology == Topology::Cluster {
         let why = (algorithm("redlock").map(Algorithm::on_cluster))
             .and_then(Result::err)
+            .map(|e| e.to_string())
             .unwrap_or_default();
         return Err(LockError::Endpoints(why));
     }

@@ -145,12 +145,15 @@ impl Algorithm {
     }
 
     /// Whether it can run on a Redis Cluster, and why not.
-    pub fn on_cluster(&self) -> Result<(), String> {
+    pub fn on_cluster(&self) -> Result<(), NotOnCluster> {
         if let Some(why) = self.not_on_cluster {
-            return Err(why.to_string());
+            return Err(NotOnCluster::Declared(why));
         }
         match self.service {
-            Some(t) => Err(format!("{} runs on {}", self.name, service_name(t))),
+            Some(service) => Err(NotOnCluster::OtherService {
+                algorithm: self.name,
+                service,
+            }),
             None => Ok(()),
         }
     }
@@ -590,6 +593,20 @@ pub fn shared_mode_builtins() -> Vec<&'static str> {
     builtins_where(|a| a.shared_mode == Declared::Yes)
 }
 
+/// Why an algorithm cannot run on a Redis Cluster.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotOnCluster {
+    /// Its table entry says why (`Algorithm::not_on_cluster`).
+    #[error("{0}")]
+    Declared(&'static str),
+    /// It runs on a lock service other than Redis.
+    #[error("{algorithm} runs on {}", service_name(*service))]
+    OtherService {
+        algorithm: &'static str,
+        service: Topology,
+    },
+}
+
 /// How messages name a service's topology: `PostgreSQL (topology "postgres")`.
 pub fn service_name(topology: Topology) -> String {
     let service = topology.service_name();
@@ -694,12 +711,13 @@ mod tests {
             .starts_with("a Lua-script lock is passed no client time"));
         assert!(a("set-nx-px").on_cluster().is_ok() && a(EXTERNAL).on_cluster().is_ok());
         assert_eq!(
-            a("pg-row").on_cluster().unwrap_err(),
+            a("pg-row").on_cluster().unwrap_err().to_string(),
             "pg-row runs on PostgreSQL (topology \"postgres\")"
         );
         assert!(a("watch-multi")
             .on_cluster()
             .unwrap_err()
+            .to_string()
             .contains("CROSSSLOT"));
         assert_eq!(DEFAULT_ALGORITHM.name, "set-nx-px");
         // Read from its name, written as it; an unknown name refused with the nearest.

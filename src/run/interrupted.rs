@@ -87,6 +87,22 @@ pub(super) fn write_verdict(
     result
 }
 
+/// Why an interrupted run has no report (the message quotes the cause).
+#[derive(Debug, thiserror::Error)]
+enum NoReport {
+    #[error("the run was interrupted before it recorded anything")]
+    NothingRecorded,
+    #[error("the history recorded so far does not read back: {0}")]
+    Unreadable(history::HistoryError),
+    #[error("{0}")]
+    Json(serde_json::Error),
+    #[error("cannot write {}: {error}", path.display())]
+    Write {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
+
 /// Checks the history recorded so far in `dir` and writes its report, marked interrupted by
 /// `signal`.
 fn write_report(
@@ -94,18 +110,21 @@ fn write_report(
     check: &CheckOptions,
     warnings: &[String],
     signal: &str,
-) -> Result<(Report, String, PathBuf), String> {
+) -> Result<(Report, String, PathBuf), NoReport> {
     let path = dir.join("history.jsonl");
     if !path.is_file() {
-        return Err("the run was interrupted before it recorded anything".into());
+        return Err(NoReport::NothingRecorded);
     }
     // The recorder flushes each batch as it writes it; a last line cut short is forgiven.
-    let history = history::read_file(&path)
-        .map_err(|e| format!("the history recorded so far does not read back: {e}"))?;
+    let history = history::read_file(&path).map_err(NoReport::Unreadable)?;
     let report = checker::check(&history, check);
-    let text = report_json(&report, warnings, Some(signal), None)?;
+    let text = report_json(&report, warnings, Some(signal), None).map_err(NoReport::Json)?;
     let report_path = dir.join("report.json");
-    outfile::write(&report_path, &text)
-        .map_err(|e| format!("cannot write {}: {e}", report_path.display()))?;
+    if let Err(error) = outfile::write(&report_path, &text) {
+        return Err(NoReport::Write {
+            path: report_path,
+            error,
+        });
+    }
     Ok((report, text, path))
 }

@@ -24,7 +24,10 @@ use crate::workload::client::key_name;
 use crate::workload::resource::Resource;
 use crate::workload::spec::WorkloadSpec;
 
-pub use existing::{existing_endpoints, preflight, PREFLIGHT_TIMEOUT};
+pub use existing::{
+    existing_endpoints, preflight, redis_url_endpoints, PreflightError, RedisUrlError,
+    PREFLIGHT_TIMEOUT,
+};
 pub use plan::RunPlan;
 // A run's options are part of its record (run.json); they are the run's own API too.
 pub use crate::run_record::{RunOptions, StopWhen};
@@ -53,6 +56,12 @@ pub enum RunError {
     Fleet(#[from] FleetError),
     #[error("{0}")]
     Setup(String),
+    /// Servers lockaudit did not start (`--redis`) cannot be used.
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
+    /// report.json's text could not be made.
+    #[error("{0}")]
+    ReportJson(serde_json::Error),
     #[error("cannot write {path}: {error}")]
     Io { path: String, error: std::io::Error },
     /// The schedule does not fit this run (a target it does not have): bad input.
@@ -297,7 +306,7 @@ async fn run_in_folder(plan: &RunPlan) -> Result<RunOutcome, RunError> {
     warnings.extend(adapter_troubles(dir));
     // The checker judges the history; what the run could not do is the run's to add.
     let report_text =
-        report_json(&report, &warnings, None, untested.as_deref()).map_err(RunError::Setup)?;
+        report_json(&report, &warnings, None, untested.as_deref()).map_err(RunError::ReportJson)?;
     let report_path = dir.join("report.json");
     // Interrupted meanwhile: the report is the interruption's to write, and the process
     // ends with it. Written: a signal no longer changes it (nor, for `run`, the exit).
@@ -406,9 +415,7 @@ async fn start_servers(plan: &RunPlan) -> Result<(Endpoints, Option<Cluster>), R
                     kind.name()
                 )));
             }
-            preflight(&mut endpoints, PREFLIGHT_TIMEOUT)
-                .await
-                .map_err(RunError::Setup)?;
+            preflight(&mut endpoints, PREFLIGHT_TIMEOUT).await?;
             crate::note!(
                 "lockaudit: using a Redis it did not start ({}:{}): server-side faults are unavailable",
                 endpoints.nodes[0].host, endpoints.nodes[0].port
@@ -525,8 +532,8 @@ fn report_json(
     warnings: &[String],
     interrupted: Option<&str>,
     untested: Option<&str>,
-) -> Result<String, String> {
-    let mut value = serde_json::to_value(report).map_err(|e| e.to_string())?;
+) -> Result<String, serde_json::Error> {
+    let mut value = serde_json::to_value(report)?;
     if let Some(object) = value.as_object_mut() {
         if !warnings.is_empty() {
             object.insert("warnings".into(), warnings.into());
@@ -538,7 +545,7 @@ fn report_json(
             object.insert("interrupted".into(), signal.into());
         }
     }
-    Ok(serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n")
+    Ok(serde_json::to_string_pretty(&value)? + "\n")
 }
 
 /// A workload's own Lua scripts must compile before any worker starts: a client that
@@ -610,12 +617,25 @@ async fn final_reads(
             Err(e) => {
                 let mut event =
                     Event::client(0, clock.now(), process, EventType::Info, "read", &key);
-                event.error = Some(e);
+                // What the history records of it is its words.
+                event.error = Some(e.to_string());
                 send_event(events, &event);
                 return;
             }
         }
     }
+}
+
+/// Why a final read could not be made: a client of the lock or the storage server could
+/// not connect, or the read failed. In the words of whichever failed.
+#[derive(Debug, thiserror::Error)]
+enum FinalReadError {
+    #[error("{0}")]
+    Lock(locks::LockError),
+    #[error("{0}")]
+    Counter(locks::CounterError),
+    #[error("{0}")]
+    Storage(redis::RedisError),
 }
 
 /// Where the final reads find the counters: the storage server, or the lock's own
@@ -626,7 +646,7 @@ enum CounterReader {
 }
 
 impl CounterReader {
-    async fn connect(spec: &WorkloadSpec, endpoints: &Endpoints) -> Result<Self, String> {
+    async fn connect(spec: &WorkloadSpec, endpoints: &Endpoints) -> Result<Self, FinalReadError> {
         if spec.algorithm.counter_with_lock(spec.fenced) {
             let options = locks::LockOptions {
                 op_timeout_ms: 5000,
@@ -635,19 +655,24 @@ impl CounterReader {
             return locks::connect(spec.algorithm.name, endpoints, &options)
                 .await
                 .map(CounterReader::Lock)
-                .map_err(|e| e.to_string());
+                .map_err(FinalReadError::Lock);
         }
         let password = endpoints.password.as_deref();
         Resource::connect(&endpoints.storage, password, spec.fenced)
             .await
             .map(CounterReader::Storage)
-            .map_err(|e| e.to_string())
+            .map_err(FinalReadError::Storage)
     }
 
-    async fn read(&mut self, key: &str) -> Result<Option<i64>, String> {
+    async fn read(&mut self, key: &str) -> Result<Option<i64>, FinalReadError> {
         match self {
-            CounterReader::Storage(resource) => resource.read(key).await.map_err(|e| e.to_string()),
-            CounterReader::Lock(lock) => lock.read_counter(key).await.map_err(|e| e.to_string()),
+            CounterReader::Storage(resource) => {
+                resource.read(key).await.map_err(FinalReadError::Storage)
+            }
+            CounterReader::Lock(lock) => lock
+                .read_counter(key)
+                .await
+                .map_err(FinalReadError::Counter),
         }
     }
 }

@@ -13,7 +13,35 @@ use crate::presets::Nemesis;
 use crate::report::{median, AnomalyKind, Report};
 
 use super::plan::{PlanError, Purpose, Request, RunPlan, WorkloadSource};
-use crate::run_record::{RunRecord, RUN_JSON, SCHEDULE_COPY};
+use crate::run_record::{RecordError, RunRecord, RUN_JSON, SCHEDULE_COPY};
+
+/// Why a run folder cannot be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("{}: no such run folder", .0.display())]
+    NoSuchFolder(PathBuf),
+    #[error("{}: not a run folder: it has no workload.toml", .0.display())]
+    NoWorkload(PathBuf),
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// Its servers were given (`--redis`), not started: a rerun cannot start them again.
+    #[error(
+        "{}: ran against servers lockaudit did not start (--redis); run its workload against \
+         them again: lockaudit run {} --redis URL ({topology} topology)",
+        dir.display(),
+        workload.display()
+    )]
+    ServersGiven {
+        dir: PathBuf,
+        workload: PathBuf,
+        topology: String,
+    },
+    #[error("{}: not a lockaudit report: {error}", path.display())]
+    NotAReport {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+}
 
 /// A run folder read for replaying.
 #[derive(Debug, Clone)]
@@ -28,16 +56,13 @@ pub struct Replay {
 
 impl Replay {
     /// Reads the run folder `dir`. The error names the path and what is missing.
-    pub fn read(dir: &Path) -> Result<Replay, String> {
+    pub fn read(dir: &Path) -> Result<Replay, ReplayError> {
         if !dir.is_dir() {
-            return Err(format!("{}: no such run folder", dir.display()));
+            return Err(ReplayError::NoSuchFolder(dir.to_path_buf()));
         }
         let workload = dir.join("workload.toml");
         if !workload.is_file() {
-            return Err(format!(
-                "{}: not a run folder: it has no workload.toml",
-                dir.display()
-            ));
+            return Err(ReplayError::NoWorkload(dir.to_path_buf()));
         }
         let record = if dir.join(RUN_JSON).is_file() {
             Some(RunRecord::read(dir)?)
@@ -45,21 +70,24 @@ impl Replay {
             None
         };
         if let Some(r) = record.as_ref().filter(|r| !r.servers_started) {
-            return Err(format!(
-                "{}: ran against servers lockaudit did not start (--redis); run its workload against them again: lockaudit run {} --redis URL ({} topology)",
-                dir.display(),
-                workload.display(),
-                r.topology
-            ));
+            return Err(ReplayError::ServersGiven {
+                dir: dir.to_path_buf(),
+                workload,
+                topology: r.topology.clone(),
+            });
         }
         let report_path = dir.join("report.json");
-        let original =
-            match std::fs::read_to_string(&report_path) {
-                Ok(text) => Some(serde_json::from_str(&text).map_err(|e| {
-                    format!("{}: not a lockaudit report: {e}", report_path.display())
-                })?),
-                Err(_) => None,
-            };
+        let original = match std::fs::read_to_string(&report_path) {
+            Ok(text) => {
+                Some(
+                    serde_json::from_str(&text).map_err(|error| ReplayError::NotAReport {
+                        path: report_path,
+                        error,
+                    })?,
+                )
+            }
+            Err(_) => None,
+        };
         Ok(Replay {
             dir: dir.to_path_buf(),
             record,
@@ -232,11 +260,21 @@ mod tests {
         let gone = dir.path().join("gone");
         assert!(Replay::read(&gone)
             .unwrap_err()
+            .to_string()
             .contains("no such run folder"));
-        let err = Replay::read(dir.path()).unwrap_err();
+        let err = Replay::read(dir.path()).unwrap_err().to_string();
         assert!(
             err.contains(&dir.path().display().to_string()) && err.contains("no workload.toml"),
             "{err}"
+        );
+        let given = ReplayError::ServersGiven {
+            dir: PathBuf::from("results/r"),
+            workload: PathBuf::from("results/r/workload.toml"),
+            topology: "single".into(),
+        };
+        assert_eq!(
+            given.to_string(),
+            "results/r: ran against servers lockaudit did not start (--redis); run its workload against them again: lockaudit run results/r/workload.toml --redis URL (single topology)"
         );
     }
 }

@@ -8,8 +8,9 @@ use plotters::prelude::*;
 
 use crate::history::FaultBand;
 
-use super::chart::{err, font};
+use super::chart::font;
 use super::format::secs;
+use crate::plot::error::DrawError;
 
 /// Nemesis fault bands (drawn at low opacity) and their labels.
 pub const FAULT_COLOR: RGBColor = RGBColor(110, 110, 110);
@@ -21,7 +22,10 @@ pub(super) fn draw_fault_bands<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     x_px: &dyn Fn(f64) -> i32,
     bands: &[FaultBand],
-) -> Result<(), String> {
+) -> Result<(), DrawError>
+where
+    DB::ErrorType: 'static,
+{
     let (width, height) = area.dim_in_pixel();
     let (width, height) = (width as i32, height as i32);
     let mut stretches: Vec<MergedBand> = Vec::new();
@@ -46,19 +50,16 @@ pub(super) fn draw_fault_bands<DB: DrawingBackend>(
         area.draw(&Rectangle::new(
             [(s.x0, 0), (s.x1.max(s.x0 + 2), height)],
             shade,
-        ))
-        .map_err(err)?;
+        ))?;
     }
     // A lone instant is a dark line; instants closer than a pixel apart merge into a band
     // shaded like a stretch (a line per fault would paint the chart grey).
     let line = FAULT_COLOR.mix(0.75).filled();
     for s in &instants {
         if s.count == 1 || s.x1 <= s.x0 + 1 {
-            area.draw(&Rectangle::new([(s.x0 - 1, 0), (s.x0 + 1, height)], line))
-                .map_err(err)?;
+            area.draw(&Rectangle::new([(s.x0 - 1, 0), (s.x0 + 1, height)], line))?;
         } else {
-            area.draw(&Rectangle::new([(s.x0 - 1, 0), (s.x1 + 1, height)], shade))
-                .map_err(err)?;
+            area.draw(&Rectangle::new([(s.x0 - 1, 0), (s.x1 + 1, height)], shade))?;
         }
     }
 
@@ -70,7 +71,7 @@ pub(super) fn draw_fault_bands<DB: DrawingBackend>(
     all.sort_by_key(|b| b.x0);
     for band in all {
         let text = band.label();
-        let (w, _) = area.estimate_text_size(&text, &style).map_err(err)?;
+        let (w, _) = area.estimate_text_size(&text, &style)?;
         let w = w as i32;
         let x = (band.x0 + 3).min(width - w - 2).max(0);
         if let Some(row) = rows.iter().position(|&end| end < x) {
@@ -80,10 +81,8 @@ pub(super) fn draw_fault_bands<DB: DrawingBackend>(
             area.draw(&Rectangle::new(
                 [(x - 2, y - 1), (x + w + 2, y + 13)],
                 WHITE.mix(0.75).filled(),
-            ))
-            .map_err(err)?;
-            area.draw(&Text::new(text, (x, y), style.clone()))
-                .map_err(err)?;
+            ))?;
+            area.draw(&Text::new(text, (x, y), style.clone()))?;
         }
     }
     Ok(())
@@ -147,13 +146,15 @@ impl MergedBand {
 pub(super) fn fault_legend<'a, DB: DrawingBackend + 'a, Y: Ranged>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, Y>>,
     bands: &[FaultBand],
-) -> Result<(), String> {
+) -> Result<(), DrawError>
+where
+    DB::ErrorType: 'static,
+{
     if bands.is_empty() {
         return Ok(());
     }
     chart
-        .draw_series(std::iter::empty::<Circle<(f64, Y::ValueType), i32>>())
-        .map_err(err)?
+        .draw_series(std::iter::empty::<Circle<(f64, Y::ValueType), i32>>())?
         .label(format!("nemesis fault ({})", bands.len()))
         .legend(|(x, y)| {
             Rectangle::new(

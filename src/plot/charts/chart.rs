@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::plot::error::PlotError;
+use crate::plot::error::{DrawError, PlotError};
 use crate::plot::fonts;
 
 /// Every chart's size in pixels.
@@ -26,7 +26,10 @@ pub struct ChartFiles {
 /// A chart that can draw itself on any plotters backend.
 pub(super) trait Chart {
     fn title(&self) -> String;
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
+    /// Draws on `root`; the backends' errors are `'static` (to be kept in a `DrawError`).
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
+    where
+        DB::ErrorType: 'static;
 }
 
 pub(super) fn render(
@@ -67,8 +70,4 @@ pub(super) fn render(
 
 pub(super) fn font(size: u32) -> FontDesc<'static> {
     (fonts::FAMILY, size).into_font()
-}
-
-pub(super) fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }

@@ -7,8 +7,9 @@ use crate::history::compact::{OpF, OpType, NEMESIS};
 use crate::history::History;
 use crate::report::Report;
 
-use super::chart::{err, font, Chart};
+use super::chart::{font, Chart};
 use super::outcome::OK_COLOR;
+use crate::plot::error::DrawError;
 
 /// At most this many bars; more processes are ranked and grouped.
 pub const FAIRNESS_BARS: usize = 120;
@@ -154,8 +155,11 @@ impl Chart for FairnessChart {
         )
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        root.fill(&WHITE).map_err(err)?;
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE)?;
         let n = self.bars.len().max(1);
         let top = self
             .bars
@@ -168,8 +172,7 @@ impl Chart for FairnessChart {
             .margin(12)
             .x_label_area_size(44)
             .y_label_area_size(72)
-            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..y_max)
-            .map_err(err)?;
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..y_max)?;
         let x_fmt = |v: &f64| {
             let i = v.round();
             if (v - i).abs() < 1e-6 && i >= 0.0 {
@@ -219,8 +222,7 @@ impl Chart for FairnessChart {
             .axis_desc_style(font(14))
             .light_line_style(RGBColor(235, 235, 235))
             .bold_line_style(RGBColor(215, 215, 215))
-            .draw()
-            .map_err(err)?;
+            .draw()?;
 
         let half = 0.38;
         chart
@@ -230,8 +232,7 @@ impl Chart for FairnessChart {
                     [(x - half, 0.0), (x + half, b.attempted)],
                     RGBColor(120, 120, 120).stroke_width(1),
                 )
-            }))
-            .map_err(err)?
+            }))?
             .label("acquire attempts (outline)")
             .legend(|(x, y)| {
                 Rectangle::new(
@@ -246,42 +247,36 @@ impl Chart for FairnessChart {
                     [(x - half, 0.0), (x + half, b.acquired)],
                     OK_COLOR.mix(0.85).filled(),
                 )
-            }))
-            .map_err(err)?
+            }))?
             .label("acquisitions (filled)")
             .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], OK_COLOR.filled()));
         if self.group > 1 {
-            chart
-                .draw_series(self.bars.iter().enumerate().map(|(i, b)| {
-                    let x = i as f64;
-                    PathElement::new(
-                        vec![(x, b.min as f64), (x, b.max as f64)],
-                        BLACK.stroke_width(1),
-                    )
-                }))
-                .map_err(err)?;
+            chart.draw_series(self.bars.iter().enumerate().map(|(i, b)| {
+                let x = i as f64;
+                PathElement::new(
+                    vec![(x, b.min as f64), (x, b.max as f64)],
+                    BLACK.stroke_width(1),
+                )
+            }))?;
         }
         // A process that tried and never acquired has no bar of its own: mark it.
-        chart
-            .draw_series(
-                self.bars
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, b)| b.max == 0)
-                    .map(|(i, _)| {
-                        EmptyElement::at((i as f64, 0.0))
-                            + Text::new("0", (-4, -16), font(12).color(&RGBColor(200, 30, 30)))
-                    }),
-            )
-            .map_err(err)?;
+        chart.draw_series(
+            self.bars
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.max == 0)
+                .map(|(i, _)| {
+                    EmptyElement::at((i as f64, 0.0))
+                        + Text::new("0", (-4, -16), font(12).color(&RGBColor(200, 30, 30)))
+                }),
+        )?;
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(180, 180, 180))
             .label_font(font(13))
-            .draw()
-            .map_err(err)?;
+            .draw()?;
         Ok(())
     }
 }

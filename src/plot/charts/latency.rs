@@ -11,9 +11,10 @@ use crate::history::{FaultBand, History};
 
 use super::axis::TimeAxis;
 use super::bands::{draw_fault_bands, fault_legend};
-use super::chart::{err, font, Chart};
+use super::chart::{font, Chart};
 use super::format::{format_ms, secs, thousands};
 use super::outcome::{Outcome, INFO_COLOR, OUTCOMES};
+use crate::plot::error::DrawError;
 
 const QUANTILE_COLOR: RGBColor = RGBColor(20, 20, 20);
 
@@ -139,8 +140,11 @@ impl Chart for LatencyChart<'_> {
         )
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        root.fill(&WHITE).map_err(err)?;
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(root)
             .caption(self.title(), font(20))
             .margin(12)
@@ -151,8 +155,7 @@ impl Chart for LatencyChart<'_> {
                 // A hair beyond the decades: plotters finds its labelled powers of ten in
                 // floating point, and would miss one that sits exactly on an end.
                 (self.y.0 * 0.999..self.y.1 * 1.001).log_scale(),
-            )
-            .map_err(err)?;
+            )?;
         let x_fmt = |v: &f64| self.axis.format(*v);
         let y_fmt = |v: &f64| format_ms(*v);
         chart
@@ -167,8 +170,7 @@ impl Chart for LatencyChart<'_> {
             .axis_desc_style(font(14))
             .light_line_style(RGBColor(235, 235, 235))
             .bold_line_style(RGBColor(215, 215, 215))
-            .draw()
-            .map_err(err)?;
+            .draw()?;
 
         let area = chart.plotting_area();
         let (x_range, _) = area.get_pixel_range();
@@ -198,8 +200,7 @@ impl Chart for LatencyChart<'_> {
                 .collect();
             let style = color.mix(0.8).filled();
             chart
-                .draw_series(kept.into_iter().map(|p| Circle::new(p, radius, style)))
-                .map_err(err)?
+                .draw_series(kept.into_iter().map(|p| Circle::new(p, radius, style)))?
                 .label(format!("{name} ({})", thousands(points.len())))
                 .legend(move |(x, y)| Circle::new((x + 7, y), 4, color.filled()));
         }
@@ -211,8 +212,7 @@ impl Chart for LatencyChart<'_> {
                     .map(|&(t, p50, p99)| (t, if pick == 0 { p50 } else { p99 }));
                 let style = QUANTILE_COLOR.stroke_width(width);
                 chart
-                    .draw_series(LineSeries::new(line, style))
-                    .map_err(err)?
+                    .draw_series(LineSeries::new(line, style))?
                     .label(label)
                     .legend(move |(x, y)| {
                         PathElement::new(
@@ -224,8 +224,7 @@ impl Chart for LatencyChart<'_> {
         }
         if self.pending > 0 {
             chart
-                .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
-                .map_err(err)?
+                .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())?
                 .label(format!(
                     "{} still pending at the end (not drawn)",
                     self.pending
@@ -238,8 +237,7 @@ impl Chart for LatencyChart<'_> {
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(180, 180, 180))
             .label_font(font(13))
-            .draw()
-            .map_err(err)?;
+            .draw()?;
         Ok(())
     }
 }

@@ -8,9 +8,10 @@ use crate::history::{FaultBand, History};
 
 use super::axis::TimeAxis;
 use super::bands::{draw_fault_bands, fault_legend};
-use super::chart::{err, font, Chart};
+use super::chart::{font, Chart};
 use super::format::{format_ms, secs, thousands};
 use super::outcome::{Outcome, OUTCOMES};
+use crate::plot::error::DrawError;
 
 /// At most this many rate buckets.
 pub const RATE_BUCKETS: i64 = 150;
@@ -129,8 +130,11 @@ impl Chart for RateChart<'_> {
         )
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        root.fill(&WHITE).map_err(err)?;
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE)?;
         let max = self
             .buckets
             .iter()
@@ -143,8 +147,7 @@ impl Chart for RateChart<'_> {
             .margin(12)
             .x_label_area_size(44)
             .y_label_area_size(72)
-            .build_cartesian_2d(self.axis.start..self.axis.end, 0f64..y_max)
-            .map_err(err)?;
+            .build_cartesian_2d(self.axis.start..self.axis.end, 0f64..y_max)?;
         let x_fmt = |v: &f64| self.axis.format(*v);
         let y_fmt = |v: &f64| {
             if y_max < 10.0 {
@@ -165,8 +168,7 @@ impl Chart for RateChart<'_> {
             .axis_desc_style(font(14))
             .light_line_style(RGBColor(235, 235, 235))
             .bold_line_style(RGBColor(215, 215, 215))
-            .draw()
-            .map_err(err)?;
+            .draw()?;
 
         let area = chart.plotting_area();
         let (x_range, _) = area.get_pixel_range();
@@ -194,8 +196,7 @@ impl Chart for RateChart<'_> {
                 ),
             };
             chart
-                .draw_series(LineSeries::new(line, color.stroke_width(width)))
-                .map_err(err)?
+                .draw_series(LineSeries::new(line, color.stroke_width(width)))?
                 .label(label)
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2))
@@ -207,8 +208,7 @@ impl Chart for RateChart<'_> {
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(180, 180, 180))
             .label_font(font(13))
-            .draw()
-            .map_err(err)?;
+            .draw()?;
         Ok(())
     }
 }

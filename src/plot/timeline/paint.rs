@@ -7,6 +7,7 @@ use plotters::element::{Polygon, Rectangle, Text};
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{Color, FontDesc, FontStyle, TextStyle};
 
+use crate::plot::error::DrawError;
 use crate::plot::fonts;
 
 use super::scene::{Fill, Scene};
@@ -81,9 +82,11 @@ pub(super) fn paint<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     scene: &Scene,
     per_glyph: bool,
-) -> Result<(), String> {
-    let err = |e: plotters::drawing::DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    root.fill(&WHITE).map_err(err)?;
+) -> Result<(), DrawError>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
     let fill = |f: &Fill| {
         root.draw(&Rectangle::new(
             [(f.x0, f.y0), (f.x1, f.y1)],
@@ -91,18 +94,16 @@ pub(super) fn paint<DB: DrawingBackend>(
         ))
     };
     for f in scene.under.iter().chain(&scene.fills) {
-        fill(f).map_err(err)?;
+        fill(f)?;
     }
     for (points, color) in &scene.polygons {
-        root.draw(&Polygon::new(points.clone(), color.filled()))
-            .map_err(err)?;
+        root.draw(&Polygon::new(points.clone(), color.filled()))?;
     }
     for f in scene.outlines.iter().chain(&scene.top_fills) {
-        fill(f).map_err(err)?;
+        fill(f)?;
     }
     for (points, color) in &scene.top_polygons {
-        root.draw(&Polygon::new(points.clone(), color.filled()))
-            .map_err(err)?;
+        root.draw(&Polygon::new(points.clone(), color.filled()))?;
     }
     for l in &scene.labels {
         let style: TextStyle = FontDesc::new(fonts::FAMILY.into(), l.size, FontStyle::Normal)
@@ -118,8 +119,7 @@ pub(super) fn paint<DB: DrawingBackend>(
             root.draw(&Rectangle::new(
                 [(x0 - 1, l.y), (x0 + w + 2, l.y + l.size as i32 + 1)],
                 WHITE.mix(0.85).filled(),
-            ))
-            .map_err(err)?;
+            ))?;
         }
         if per_glyph {
             let w = text_width(&l.text, l.size);
@@ -135,13 +135,11 @@ pub(super) fn paint<DB: DrawingBackend>(
                     &*c.encode_utf8(&mut buf),
                     (x, l.y),
                     style.clone(),
-                ))
-                .map_err(err)?;
+                ))?;
             }
         } else {
-            root.draw(&Text::new(l.text.as_str(), (l.x, l.y), style))
-                .map_err(err)?;
+            root.draw(&Text::new(l.text.as_str(), (l.x, l.y), style))?;
         }
     }
-    root.present().map_err(err)
+    Ok(root.present()?)
 }

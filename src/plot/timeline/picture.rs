@@ -958,9 +958,9 @@ fn write_picture(
         crate::outfile::write_via(
             path,
             |tmp| {
-                let draw_error = |message| PlotError::Draw {
+                let draw_error = |error| PlotError::Draw {
                     path: path.clone(),
-                    message,
+                    error,
                 };
                 if bitmap {
                     let root = BitMapBackend::new(tmp, (width, height)).into_drawing_area();
