@@ -65,7 +65,7 @@ pub struct AuditOptions {
     pub redis_sentinel: Option<PathBuf>,
     /// Hosts to run every cell's lock servers on, `ssh://[user@]host[:port]` (empty: this
     /// machine, or what a `--workloads` file names).
-    pub nodes: Vec<crate::cluster::NodeEntry>,
+    pub nodes: Vec<crate::topology::hosts::NodeEntry>,
     /// The private key for `nodes`.
     pub ssh_key: Option<PathBuf>,
     /// The folder on the hosts where each cell's run keeps its servers' files.
@@ -157,7 +157,8 @@ impl AuditOptions {
                 );
             }
         } else {
-            crate::cluster::parse_targets(&self.nodes).map_err(|e| format!("--node: {e}"))?;
+            crate::topology::hosts::parse_targets(&self.nodes)
+                .map_err(|e| format!("--node: {e}"))?;
             if let Some(key) = self.ssh_key.as_ref().filter(|k| !k.is_file()) {
                 return Err(format!("--ssh-key: {} is not a file", key.display()));
             }

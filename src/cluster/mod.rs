@@ -78,7 +78,6 @@ use crate::fake_clock::FakeClock;
 use crate::private;
 
 // The hosts are topology's data; still named here by the run plan and the audit's runner.
-pub use crate::topology::hosts::{parse_targets, NodeEntry, SshTarget};
 pub use crate::topology::{Endpoints, Node, Topology};
 pub use ask::{ask_sentinels, node_url, NoPrimaryNamed, SentinelAnswer};
 pub use binaries::{etcd as etcd_binary, postgres_bin_dir, ETCD_ENV, POSTGRES_BIN_ENV};
@@ -146,7 +145,7 @@ pub struct ClusterSpec {
     /// Hosts to run the lock's servers on, over SSH, instead of this machine (node i on
     /// host i mod hosts; a Sentinel topology's sentinels too, numbered after them); empty:
     /// all local. Storage stays local. See `hosts`.
-    pub hosts: Vec<SshTarget>,
+    pub hosts: Vec<crate::topology::hosts::SshTarget>,
     /// The private key for `hosts`; None: ssh's defaults.
     pub ssh_key: Option<PathBuf>,
     /// The folder on the hosts in which each run makes its own `lockaudit-run-<token>`

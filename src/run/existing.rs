@@ -6,16 +6,6 @@ use std::time::Duration;
 use crate::cluster::reach::Unreachable;
 use crate::cluster::{self, Endpoints, Node};
 
-/// The endpoints of servers lockaudit did not start: `redis://[:password@]host:port`, or
-/// `sentinel://[:password@]host:port[,host:port...]/<master name>` for a Sentinel-watched
-/// primary (found through the sentinels when the run starts).
-///
-/// Its text, for `run::plan`, whose `PlanError::RedisUrl` still holds a String: see
-/// [`redis_url_endpoints`] for the typed error.
-pub fn existing_endpoints(url: &str) -> Result<Endpoints, String> {
-    redis_url_endpoints(url).map_err(|e| e.to_string())
-}
-
 /// Why a `--redis` URL names no servers lockaudit can use.
 #[derive(Debug, thiserror::Error)]
 pub enum RedisUrlError {
@@ -49,7 +39,9 @@ pub enum SentinelUrlProblem {
     NotAPort(String),
 }
 
-/// [`existing_endpoints`], its error typed.
+/// The endpoints of servers lockaudit did not start: `redis://[:password@]host:port`, or
+/// `sentinel://[:password@]host:port[,host:port...]/<master name>` for a Sentinel-watched
+/// primary (found through the sentinels when the run starts).
 pub fn redis_url_endpoints(url: &str) -> Result<Endpoints, RedisUrlError> {
     if let Some(rest) = url.strip_prefix("sentinel://") {
         return sentinel_endpoints(rest).map_err(|problem| RedisUrlError::Sentinel {
@@ -216,7 +208,7 @@ mod tests {
 
     #[test]
     fn a_redis_url_that_names_no_usable_server_says_why_and_what_was_expected() {
-        let why = |url: &str| existing_endpoints(url).unwrap_err();
+        let why = |url: &str| redis_url_endpoints(url).unwrap_err().to_string();
         assert!(why("http://x").starts_with("--redis http://x: not a Redis URL: "));
         assert!(why("redis+unix:///tmp/r.sock").starts_with(
             "--redis redis+unix:///tmp/r.sock: only tcp addresses are supported, not Unix("

@@ -25,8 +25,7 @@ use crate::workload::resource::Resource;
 use crate::workload::spec::WorkloadSpec;
 
 pub use existing::{
-    existing_endpoints, preflight, redis_url_endpoints, PreflightError, RedisUrlError,
-    PREFLIGHT_TIMEOUT,
+    preflight, redis_url_endpoints, PreflightError, RedisUrlError, PREFLIGHT_TIMEOUT,
 };
 pub use plan::RunPlan;
 // A run's options are part of its record (run.json); they are the run's own API too.

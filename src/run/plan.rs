@@ -10,17 +10,18 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{NodeEntry, Topology};
 use crate::nemesis::schedule::Workload;
 use crate::nemesis::{FaultKind, Preset, Schedule};
 use crate::presets::Nemesis;
 use crate::report::AnomalyKind;
 use crate::tomlfile::FileError;
+use crate::topology::hosts::NodeEntry;
+use crate::topology::Topology;
 use crate::units::{Millis, Span};
 use crate::workload::inventory::Inventory;
 use crate::workload::WorkloadSpec;
 
-use super::{existing_endpoints, new_run_dir, RunOptions, Servers, StopWhen};
+use super::{new_run_dir, redis_url_endpoints, RunOptions, Servers, StopWhen};
 
 /// Why a run cannot be planned. Every message is the command line's: it names the file,
 /// line and field, or the flags that clash.
@@ -43,8 +44,8 @@ pub enum PlanError {
     #[error("--redis with topology cluster: lockaudit audits only a Redis Cluster it starts itself (drop --redis)")]
     RedisCluster,
     /// `--redis URL` does not name a Redis lockaudit can use.
-    #[error("{0}")]
-    RedisUrl(String),
+    #[error(transparent)]
+    RedisUrl(#[from] super::RedisUrlError),
     /// A rerun's original folder lacks the copy of its schedule file.
     #[error("{}: its schedule file {file} was not kept ({} is missing)", dir.display(), copy.display())]
     ScheduleNotKept {
@@ -398,7 +399,7 @@ impl RunPlan {
             return Err(PlanError::RedisCluster);
         }
         let servers = match &redis {
-            Some(url) => Servers::Existing(existing_endpoints(url).map_err(PlanError::RedisUrl)?),
+            Some(url) => Servers::Existing(redis_url_endpoints(url)?),
             None => Servers::Owned {
                 redis_server,
                 redis_sentinel,

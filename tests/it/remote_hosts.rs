@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::netns::TestBed;
-use lockaudit::cluster::{self, sharded, zookeeper, ClusterSpec, Endpoints, SshTarget, Topology};
+use lockaudit::cluster::{self, sharded, zookeeper, ClusterSpec, Endpoints, Topology};
+use lockaudit::topology::hosts::SshTarget;
 use nix::sys::signal::Signal;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -1851,7 +1852,7 @@ async fn a_host_uses_its_own_key_and_its_own_redis_server() {
     let inventory = lockaudit::workload::inventory::Inventory::from_file(&inventory).unwrap();
     let mut spec = ClusterSpec::new(Topology::Independent, dir.path());
     spec.masters = 2;
-    spec.hosts = cluster::parse_targets(&inventory.nodes).unwrap();
+    spec.hosts = lockaudit::topology::hosts::parse_targets(&inventory.nodes).unwrap();
     spec.ssh_key = inventory.ssh_key.clone();
     spec.accept_new_host_keys = inventory.accept_new_host_keys;
     spec.remote_dir = Some(dir.path().join("hosts"));
