@@ -28,6 +28,42 @@ use super::matrix::{Cell, Matrix};
 use super::text::duration_text;
 use super::Expectation;
 
+/// Why an audit cannot start, or stopped without a matrix. Each names the flag or the
+/// file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// A row (`--algorithms`, `--cells`) that is no algorithm, workload file or folder.
+    #[error("{flag}: {why}")]
+    UnknownRow { flag: &'static str, why: String },
+    #[error("{flag}: no workload file {file}")]
+    NoWorkloadFile { flag: &'static str, file: String },
+    /// A column (`--nemeses`, `--cells`) that is no preset.
+    #[error("{flag}: {why}")]
+    UnknownColumn { flag: &'static str, why: String },
+    #[error("--repeat must be at least 1")]
+    NoRepeat,
+    #[error("--ssh-key / --remote-dir / --accept-new-host-keys: only with --node")]
+    HostOptionsWithoutNode,
+    #[error("--node: {0}")]
+    Node(#[from] crate::topology::hosts::BadHost),
+    #[error("--ssh-key: {} is not a file", .0.display())]
+    SshKeyNotAFile(PathBuf),
+    #[error("--algorithms: cannot read the folder {folder}: {error}")]
+    CannotReadFolder {
+        folder: String,
+        error: std::io::Error,
+    },
+    #[error("--algorithms: the folder {0} has no workload file (*.toml)")]
+    EmptyFolder(String),
+    /// A row's workload that does not read (its file's place named).
+    #[error(transparent)]
+    Workload(#[from] crate::tomlfile::FileError),
+    #[error("--quick: none of these cells must find anything")]
+    NothingToQuick,
+    #[error("a cell's task failed: {0}")]
+    CellTask(#[from] tokio::task::JoinError),
+}
+
 /// What to audit.
 #[derive(Debug, Clone)]
 pub struct AuditOptions {
@@ -121,7 +157,7 @@ impl AuditOptions {
     }
 
     /// Checks the names before anything runs.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), AuditError> {
         let (algorithms, nemeses): (Vec<String>, Vec<Column>) =
             self.cell_list().into_iter().unzip();
         // The flag the names came from, for the message.
@@ -131,10 +167,13 @@ impl AuditOptions {
         };
         for a in &algorithms {
             if let Some(why) = unknown_row(a) {
-                return Err(format!("{rows}: {why}"));
+                return Err(AuditError::UnknownRow { flag: rows, why });
             }
             if is_workload_file(a) && !Path::new(a).exists() {
-                return Err(format!("{rows}: no workload file {a}"));
+                return Err(AuditError::NoWorkloadFile {
+                    flag: rows,
+                    file: a.clone(),
+                });
             }
         }
         for (a, n) in algorithms.iter().zip(&nemeses) {
@@ -144,23 +183,20 @@ impl AuditOptions {
             }
             if n.preset().is_none() {
                 let why = crate::presets::unknown_preset(n.name());
-                return Err(format!("{columns}: {why}"));
+                return Err(AuditError::UnknownColumn { flag: columns, why });
             }
         }
         if self.repeat == 0 {
-            return Err("--repeat must be at least 1".into());
+            return Err(AuditError::NoRepeat);
         }
         if self.nodes.is_empty() {
             if self.ssh_key.is_some() || self.remote_dir.is_some() || self.accept_new_host_keys {
-                return Err(
-                    "--ssh-key / --remote-dir / --accept-new-host-keys: only with --node".into(),
-                );
+                return Err(AuditError::HostOptionsWithoutNode);
             }
         } else {
-            crate::topology::hosts::parse_targets(&self.nodes)
-                .map_err(|e| format!("--node: {e}"))?;
+            crate::topology::hosts::parse_targets(&self.nodes)?;
             if let Some(key) = self.ssh_key.as_ref().filter(|k| !k.is_file()) {
-                return Err(format!("--ssh-key: {} is not a file", key.display()));
+                return Err(AuditError::SshKeyNotAFile(key.clone()));
             }
         }
         Ok(())
@@ -280,7 +316,7 @@ pub fn unknown_row(row: &str) -> Option<String> {
 
 /// Expands each folder among `rows` (`--algorithms examples/bugs/`) into the workload files
 /// in it, `*.toml` in name order; the other rows stay as they are.
-pub fn expand_folders(rows: Vec<String>) -> Result<Vec<String>, String> {
+pub fn expand_folders(rows: Vec<String>) -> Result<Vec<String>, AuditError> {
     let mut expanded = Vec::new();
     for row in rows {
         let path = Path::new(&row);
@@ -288,17 +324,17 @@ pub fn expand_folders(rows: Vec<String>) -> Result<Vec<String>, String> {
             expanded.push(row);
             continue;
         }
-        let entries = std::fs::read_dir(path)
-            .map_err(|e| format!("--algorithms: cannot read the folder {row}: {e}"))?;
+        let entries = std::fs::read_dir(path).map_err(|error| AuditError::CannotReadFolder {
+            folder: row.clone(),
+            error,
+        })?;
         let mut files: Vec<String> = entries
             .filter_map(|entry| entry.ok().map(|e| e.path()))
             .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "toml"))
             .map(|p| p.display().to_string())
             .collect();
         if files.is_empty() {
-            return Err(format!(
-                "--algorithms: the folder {row} has no workload file (*.toml)"
-            ));
+            return Err(AuditError::EmptyFolder(row));
         }
         files.sort();
         expanded.extend(files);
@@ -320,7 +356,7 @@ fn own_column(row: &str) -> Option<Column> {
 /// Reads the workload of a row: a workload file; or `<workloads>/<algorithm>.toml` when
 /// `--workloads` names a folder that has it; else the algorithm's built-in workload (the
 /// one `run --algorithm` uses).
-fn workload_of(options: &AuditOptions, algorithm: &str) -> Result<WorkloadSpec, String> {
+fn workload_of(options: &AuditOptions, algorithm: &str) -> Result<WorkloadSpec, AuditError> {
     let path = if is_workload_file(algorithm) {
         Some(PathBuf::from(algorithm))
     } else {
@@ -332,9 +368,17 @@ fn workload_of(options: &AuditOptions, algorithm: &str) -> Result<WorkloadSpec, 
     };
     let source = match path {
         Some(path) => WorkloadSource::File(path),
-        None => WorkloadSource::Builtin(crate::locks::named(algorithm)?),
+        None => match crate::locks::named(algorithm) {
+            Ok(entry) => WorkloadSource::Builtin(entry),
+            Err(why) => {
+                return Err(AuditError::UnknownRow {
+                    flag: "--algorithms",
+                    why,
+                })
+            }
+        },
     };
-    source.load().map_err(|e| e.to_string())
+    Ok(source.load()?)
 }
 
 /// What a cell asks of its run's plan: the audit's time limit, fencing and hosts; `nemesis`
@@ -434,7 +478,7 @@ pub async fn audit(
     options: &AuditOptions,
     mut announce: impl FnMut(usize, usize, &Cell),
     interrupted: impl Fn(Audit, &'static str) + Send + Sync + 'static,
-) -> Result<Audit, String> {
+) -> Result<Audit, AuditError> {
     options.validate()?;
     let mut cells = options.cell_list();
     let mut specs = BTreeMap::new();
@@ -448,7 +492,7 @@ pub async fn audit(
             expectation(&specs[algorithm], nemesis, options.fenced).must
         });
         if cells.is_empty() {
-            return Err("--quick: none of these cells must find anything".into());
+            return Err(AuditError::NothingToQuick);
         }
     }
     // Every (round, cell) is a job; `jobs` of them run side by side, each in its own folder
@@ -526,8 +570,7 @@ pub async fn audit(
         let Some(joined) = running.join_next().await else {
             break;
         };
-        let (round, index, expected, cell) =
-            joined.map_err(|e| format!("a cell's task failed: {e}"))?;
+        let (round, index, expected, cell) = joined?;
         alone_running = false;
         let mut progress = lock(&progress);
         // A cell that ends once a signal has come was cut short by it (its servers and
@@ -1062,17 +1105,18 @@ mod tests {
     fn hosts_are_checked_before_anything_runs() {
         let mut options = AuditOptions::new(PathBuf::from("out"));
         options.ssh_key = Some(PathBuf::from("/etc/hostname"));
-        assert!(options.validate().unwrap_err().contains("only with --node"));
+        let refused = |o: &AuditOptions| o.validate().unwrap_err().to_string();
+        assert!(refused(&options).contains("only with --node"));
         options.nodes = vec!["root@10.77.0.2".into()];
-        let err = options.validate().unwrap_err();
+        let err = refused(&options);
         assert!(
             err.contains("--node") && err.contains("root@10.77.0.2"),
             "{err}"
         );
         options.nodes = vec!["ssh://root@10.77.0.2".into()];
-        assert_eq!(options.validate(), Ok(()));
+        assert!(options.validate().is_ok());
         options.ssh_key = Some(PathBuf::from("/nonexistent/key"));
-        let err = options.validate().unwrap_err();
+        let err = refused(&options);
         assert!(
             err.contains("--ssh-key") && err.contains("/nonexistent/key"),
             "{err}"
@@ -1239,7 +1283,7 @@ mod tests {
         assert!(o.validate().is_ok());
         // A column that is no preset (nor a workload's own schedule file).
         o.cells = Some(vec![("set-nx-px".into(), Column::named("chaos"))]);
-        assert!(o.validate().unwrap_err().contains("chaos"));
+        assert!(o.validate().unwrap_err().to_string().contains("chaos"));
     }
 
     #[test]
@@ -1286,10 +1330,10 @@ mod tests {
         assert_eq!(o.cell_list().len(), 4 * Preset::ALL.len());
         // A schedule file's name is a column of its own workload only.
         o.cells = Some(vec![("redlock".into(), "cut-long".into())]);
-        assert!(o.validate().unwrap_err().contains("cut-long"));
+        assert!(o.validate().unwrap_err().to_string().contains("cut-long"));
         // An empty folder is named.
         let empty = tempfile::tempdir().unwrap();
         let why = expand_folders(vec![empty.path().display().to_string()]).unwrap_err();
-        assert!(why.contains("has no workload file"), "{why}");
+        assert!(why.to_string().contains("has no workload file"), "{why}");
     }
 }

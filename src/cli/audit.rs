@@ -19,8 +19,7 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
     let json = args.json;
     let mut options = AuditOptions::new(out.clone());
     if !args.algorithms.is_empty() {
-        options.algorithms = crate::audit::runner::expand_folders(args.algorithms)
-            .map_err(|e| anyhow::anyhow!(e))?;
+        options.algorithms = crate::audit::runner::expand_folders(args.algorithms)?;
     }
     if !args.nemeses.is_empty() {
         options.nemeses = args.nemeses;
@@ -56,7 +55,7 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
     (options.nodes, options.ssh_key, options.remote_dir) =
         (hosts.nodes, hosts.ssh_key, hosts.remote_dir);
     options.accept_new_host_keys = hosts.accept_new_host_keys;
-    options.validate().map_err(|e| anyhow::anyhow!(e))?;
+    options.validate()?;
     // The folder now, to look into while the cells run; with the verdict again at the end.
     note!("audit: {}", out.display());
     crate::cluster::leftovers::clean_and_keep_note_beside(&out);
