@@ -242,6 +242,38 @@ impl Reach {
     }
 }
 
+/// Each cell's reach over `rounds`, by (algorithm, nemesis): how many of its runs met their
+/// expectation, and when they found and proved what they must. A cell not applicable is
+/// no run; one cut short by a signal is left out (it reached no verdict).
+pub fn reach_of(rounds: &[Matrix]) -> Vec<Reach> {
+    let mut reach: BTreeMap<(String, Column), Reach> = BTreeMap::new();
+    for cell in rounds.iter().flat_map(|round| &round.cells) {
+        let entry = reach
+            .entry((cell.algorithm.clone(), cell.nemesis.clone()))
+            .or_insert_with(|| Reach {
+                algorithm: cell.algorithm.clone(),
+                nemesis: cell.nemesis.clone(),
+                must: cell.expected.must.clone(),
+                ..Reach::default()
+            });
+        if cell.status == super::matrix::Status::NotApplicable || cell.interrupted.is_some() {
+            continue;
+        }
+        entry.runs += 1;
+        entry.passed += usize::from(!cell.status.fails());
+        if let Some(ms) = cell
+            .first_anomaly_ms
+            .filter(|_| !cell.expected.must.is_empty())
+        {
+            entry.first_anomaly_ms.push(ms);
+        }
+        if let Some(ms) = cell.proven_ms.filter(|_| !cell.status.fails()) {
+            entry.proven_ms.push(ms);
+        }
+    }
+    reach.into_values().collect()
+}
+
 /// The audit's result: the matrix of the first round, and the reach over all rounds.
 pub struct Audit {
     pub matrix: Matrix,
@@ -253,6 +285,17 @@ pub struct Audit {
 }
 
 impl Audit {
+    /// The audit of `rounds` (matrices of the same cells, one per seed): the first round's
+    /// matrix, and each cell's reach over them all.
+    pub fn of_rounds(rounds: Vec<Matrix>, seconds: f64) -> Audit {
+        Audit {
+            matrix: rounds.first().cloned().unwrap_or_default(),
+            reach: reach_of(&rounds),
+            rounds,
+            seconds,
+        }
+    }
+
     /// One line per round (its counts, time and seed) and one for the whole audit: with
     /// `--repeat`, the matrix shows the first round only, and these say what every round did.
     ///
@@ -522,7 +565,6 @@ pub async fn audit(
     let progress = Arc::new(Mutex::new(Progress {
         rounds,
         running: BTreeMap::new(),
-        reach: BTreeMap::new(),
         frozen: false,
     }));
     // Ctrl-C or SIGTERM: once every child is stopped and the cells under way have written
@@ -564,13 +606,13 @@ pub async fn audit(
                 )
                 .await;
                 cell.started_s = Some(started_s);
-                (job.round, job.index, job.expected, cell)
+                (job.round, job.index, cell)
             });
         }
         let Some(joined) = running.join_next().await else {
             break;
         };
-        let (round, index, expected, cell) = joined?;
+        let (round, index, cell) = joined?;
         alone_running = false;
         let mut progress = lock(&progress);
         // A cell that ends once a signal has come was cut short by it (its servers and
@@ -581,7 +623,7 @@ pub async fn audit(
         progress.running.remove(&(round, index));
         done += 1;
         announce(done, total, &cell);
-        progress.finished(round, index, &expected, cell);
+        progress.finished(round, index, cell);
     }
     // A row whose every cell's run could not start has an empty folder left: its cells'
     // own were removed (`run::unstarted`). Only now, with no cell making one beside it.
@@ -632,12 +674,11 @@ fn lock(progress: &Mutex<Progress>) -> std::sync::MutexGuard<'_, Progress> {
     progress.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The audit as it goes: the rounds' cells that ended, those under way, the reach so far.
+/// The audit as it goes: the rounds' cells that ended, and those under way.
 struct Progress {
     rounds: Vec<RoundResult>,
     /// The cells under way, by (round, place in the matrix).
     running: BTreeMap<(usize, usize), Running>,
-    reach: BTreeMap<(String, Column), Reach>,
     /// Set by the interruption, which has taken the matrix: nothing is added any more.
     frozen: bool,
 }
@@ -673,27 +714,8 @@ impl Progress {
         );
     }
 
-    /// A cell has ended: in its round's matrix, and counted in its reach.
-    fn finished(&mut self, round: usize, index: usize, expected: &Expectation, cell: Cell) {
-        let entry = self
-            .reach
-            .entry((cell.algorithm.clone(), cell.nemesis.clone()))
-            .or_insert_with(|| Reach {
-                algorithm: cell.algorithm.clone(),
-                nemesis: cell.nemesis.clone(),
-                must: expected.must.clone(),
-                ..Reach::default()
-            });
-        if cell.status != super::matrix::Status::NotApplicable {
-            entry.runs += 1;
-            entry.passed += usize::from(!cell.status.fails());
-            if let Some(ms) = cell.first_anomaly_ms.filter(|_| !expected.must.is_empty()) {
-                entry.first_anomaly_ms.push(ms);
-            }
-            if let Some(ms) = cell.proven_ms.filter(|_| !cell.status.fails()) {
-                entry.proven_ms.push(ms);
-            }
-        }
+    /// A cell has ended: in its round's matrix.
+    fn finished(&mut self, round: usize, index: usize, cell: Cell) {
         self.rounds[round].ended = Some(Instant::now());
         self.rounds[round].cells[index] = Some(cell);
     }
@@ -739,12 +761,7 @@ impl Progress {
                 matrix
             })
             .collect();
-        Audit {
-            matrix: rounds[0].clone(),
-            rounds,
-            reach: self.reach.values().cloned().collect(),
-            seconds: audit_began.elapsed().as_secs_f64(),
-        }
+        Audit::of_rounds(rounds, audit_began.elapsed().as_secs_f64())
     }
 }
 
