@@ -340,6 +340,18 @@ fn the_page_explains_shared_holds_and_queue_jump_arrows_where_drawn() {
     }
 }
 
+/// A history whose times span the whole of i64 draws (a debug build checks every
+/// subtraction: the whole run's margin, the time scale and a zoom's window once overflowed).
+#[test]
+fn a_history_spanning_every_time_draws_without_overflow() {
+    let (dir, history) = copied("extreme-times.jsonl");
+    plot(&history);
+    let out = dir.path().join("extreme-times-plots");
+    for file in ["timeline-lock_a.svg", "zoom-1.svg", "index.html"] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+}
+
 #[test]
 fn a_valid_history_gets_a_green_verdict() {
     let (dir, history) = copied("independent-keys.jsonl");

@@ -23,8 +23,17 @@ impl XScale {
 
     /// The picture x coordinate of time `ns` (not clamped).
     pub fn x(&self, ns: i64) -> f64 {
-        let span = (self.t1 - self.t0) as f64;
-        self.left as f64 + (ns.saturating_sub(self.t0)) as f64 / span * self.width() as f64
+        self.left as f64 + self.since_t0(ns) / self.span() * self.width() as f64
+    }
+
+    /// Differences in i128: a history may span the whole of i64
+    /// (history/extreme-times.jsonl).
+    pub fn span(&self) -> f64 {
+        (i128::from(self.t1) - i128::from(self.t0)) as f64
+    }
+
+    fn since_t0(&self, ns: i64) -> f64 {
+        (i128::from(ns) - i128::from(self.t0)) as f64
     }
 
     /// The picture column time `ns` falls into (not clamped).
@@ -39,7 +48,7 @@ impl XScale {
     }
 
     pub fn ns_per_px(&self) -> f64 {
-        (self.t1 - self.t0) as f64 / self.width() as f64
+        self.span() / self.width() as f64
     }
 
     /// The plot-relative columns `[first, last]` that `[a, b]` covers, at least one, clipped

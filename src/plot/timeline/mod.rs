@@ -96,7 +96,8 @@ pub fn draw_timelines(
     let width = options.width.max(400);
 
     let (first, last) = history.time_span();
-    let pad = ((last - first) / 100).max(1_000_000);
+    // Saturating: a history may span the whole of i64 (history/extreme-times.jsonl).
+    let pad = (last.saturating_sub(first) / 100).max(1_000_000);
     let frame = Frame {
         src: &src,
         out_dir,
@@ -105,7 +106,10 @@ pub fn draw_timelines(
         left: if groups.is_none() { 96 } else { 176 },
         right: width as i32 - 24,
         // Not before the run began (time 0), unless the history does.
-        whole: ((first - pad).max(first.min(0)), last + pad),
+        whole: (
+            first.saturating_sub(pad).max(first.min(0)),
+            last.saturating_add(pad),
+        ),
     };
     let mut pictures = Vec::new();
     for &k in &chosen {
@@ -268,17 +272,20 @@ impl Frame<'_> {
         let (mut lo, mut hi) = (start, end);
         for &i in &anomaly.indices {
             if let Some(t) = self.src.time_of(i) {
-                if t >= start - reach && t <= end + reach {
+                if t >= start.saturating_sub(reach) && t <= end.saturating_add(reach) {
                     lo = lo.min(t);
                     hi = hi.max(t);
                 }
             }
         }
-        let span = (hi - lo).max(0);
+        let span = hi.saturating_sub(lo).max(0);
         let min_window = 2_000_000;
         let pad = (span / 5).max((min_window - span) / 2).max(100_000);
         // Not before the run's first event nor after its last (with the whole run's margin).
-        ((lo - pad).max(self.whole.0), (hi + pad).min(self.whole.1))
+        (
+            lo.saturating_sub(pad).max(self.whole.0),
+            hi.saturating_add(pad).min(self.whole.1),
+        )
     }
 }
 

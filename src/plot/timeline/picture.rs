@@ -978,7 +978,7 @@ fn write_picture(
 
 /// Tick times and labels: a round step giving about one tick per 110 pixels.
 fn time_ticks(scale: &XScale) -> Vec<(i64, String)> {
-    let span = (scale.t1 - scale.t0) as f64;
+    let span = scale.span();
     let target = (scale.width() as f64 / 110.0).max(2.0);
     let raw = span / target;
     let mag = 10f64.powf(raw.log10().floor());
