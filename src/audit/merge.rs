@@ -20,6 +20,14 @@ pub enum MergeError {
         file: PathBuf,
         error: std::io::Error,
     },
+    #[error("--merge: {}: cannot read it ({error}): shard {index} of {of} records {rounds} rounds", .file.display())]
+    NoRound {
+        file: PathBuf,
+        index: usize,
+        of: usize,
+        rounds: usize,
+        error: std::io::Error,
+    },
     #[error("--merge: {}: not an audit.json: {error}", .file.display())]
     BadJson {
         file: PathBuf,
@@ -96,8 +104,17 @@ fn read_shard(dir: &Path) -> Result<ShardRead, MergeError> {
     let (first, shard) = read_round(dir, &dir.join("audit.json"))?;
     let mut rounds = vec![first];
     for round in 1..shard.matrix.rounds {
-        let file = dir.join(format!("round-{round}")).join("audit.json");
-        let (matrix, this) = read_round(dir, &file)?;
+        let file = round_file(dir, round);
+        let (matrix, this) = read_round(dir, &file).map_err(|e| match e {
+            MergeError::NoAuditJson { error, .. } => MergeError::NoRound {
+                file: file.clone(),
+                index: shard.index,
+                of: shard.of,
+                rounds: shard.matrix.rounds,
+                error,
+            },
+            e => e,
+        })?;
         if this != shard {
             return Err(MergeError::Different {
                 a: dir.join("audit.json"),
@@ -379,7 +396,10 @@ mod tests {
         // A round missing is named.
         std::fs::remove_file(dirs[1].join("round-1/audit.json")).unwrap();
         let why = merge(&dirs).err().unwrap().to_string();
-        assert!(why.contains("s2/round-1/audit.json"), "{why}");
+        assert!(
+            why.contains("s2/round-1/audit.json") && why.contains("shard 2 of 2 records 2 rounds"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -705,6 +705,17 @@ fn shards_of_an_audit_merge_into_the_audit_run_whole() {
         stderr.contains("are shards of different audits: seed 1 and 2"),
         "{stderr}"
     );
+    // The merged audit's files would overwrite a shard's.
+    let output = lockaudit()
+        .args(["audit", "--merge"])
+        .args(&shards)
+        .arg("--out")
+        .arg(&shards[1])
+        .output()
+        .expect("runs");
+    assert_exit(&output, 2);
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is one of the shards"));
+    assert_eq!(audit_json(&shards[1])["shard"]["index"], 2);
     // --merge takes the shards' cells: no flag that chooses or runs cells.
     let output = lockaudit()
         .args(["audit", "--merge"])
