@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::shard::Shard;
 use crate::presets::Column;
 use crate::report::{AnomalyKind, KindCounts};
 use crate::run_record::Phases;
@@ -326,6 +327,10 @@ pub struct Matrix {
     /// finished, and those cut short marked `interrupted`; the others never ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<String>,
+    /// `audit --shard K/N`: which share of which whole audit this matrix holds (its cells
+    /// are that share's); `audit --merge` joins the shares. None for a whole audit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
 }
 
 impl Matrix {

@@ -7,8 +7,10 @@ mod json;
 mod junit;
 mod markdown;
 pub mod matrix;
+pub mod merge;
 mod paths;
 pub mod runner;
+pub mod shard;
 mod table;
 mod text;
 

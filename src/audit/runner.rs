@@ -25,6 +25,7 @@ use crate::units::Millis;
 use crate::workload::WorkloadSpec;
 
 use super::matrix::{Cell, Matrix};
+use super::shard::{Plan, PlannedCell, Shard, ShardSpec};
 use super::text::duration_text;
 use super::Expectation;
 
@@ -95,6 +96,9 @@ pub struct AuditOptions {
     pub quick: bool,
     /// How many cells run side by side (each with its own servers and folder).
     pub jobs: usize,
+    /// `--shard K/N`: only this share of the cells (every N-th, from the K-th on), every
+    /// round of each; its matrices record the whole audit's plan for `--merge`.
+    pub shard: Option<ShardSpec>,
     /// The audit's folder: `<algorithm>/<nemesis>[-<n>]/` per cell, and the matrix files.
     pub out: PathBuf,
     pub redis_server: Option<PathBuf>,
@@ -127,6 +131,7 @@ impl AuditOptions {
             repeat: 1,
             quick: false,
             jobs: 1,
+            shard: None,
             out,
             redis_server: None,
             redis_sentinel: None,
@@ -538,6 +543,15 @@ pub async fn audit(
             return Err(AuditError::NothingToQuick);
         }
     }
+    // A shard runs its share of the whole list; its matrices say which, of what.
+    let shard = options.shard.map(|spec| Shard {
+        index: spec.index,
+        of: spec.of,
+        matrix: plan_of(options, &cells),
+    });
+    if let Some(spec) = options.shard {
+        cells = spec.share(&cells);
+    }
     // Every (round, cell) is a job; `jobs` of them run side by side, each in its own folder
     // with its own servers, so no verdict depends on another cell's.
     let mut queue = cell_jobs(options, &cells, &specs);
@@ -563,6 +577,7 @@ pub async fn audit(
     let shared = Arc::new(options.clone());
     let audit_began = Instant::now();
     let progress = Arc::new(Mutex::new(Progress {
+        shard,
         rounds,
         running: BTreeMap::new(),
         frozen: false,
@@ -634,6 +649,31 @@ pub async fn audit(
     Ok(audit)
 }
 
+/// The whole audit's plan, as a shard records it: `cells` (after `--quick`'s choice, before
+/// the share) and the options that change a verdict.
+fn plan_of(options: &AuditOptions, cells: &[(String, Column)]) -> Plan {
+    Plan {
+        cells: cells
+            .iter()
+            .map(|(algorithm, nemesis)| PlannedCell {
+                algorithm: algorithm.clone(),
+                nemesis: nemesis.clone(),
+            })
+            .collect(),
+        seed: options.seed,
+        rounds: options.repeat,
+        time_limit_ms: options.time_limit.0,
+        valid_time_limit_ms: options.valid_time_limit.0,
+        early_stop: options.early_stop,
+        fenced: options.fenced,
+        quick: options.quick,
+        workloads: options.workloads.as_ref().map(|w| w.display().to_string()),
+        liveness_bound_ns: options.check.liveness_bound_ns,
+        starvation_bound_ns: options.check.starvation_bound_ns,
+        fairness_tolerance_ns: options.check.fairness_tolerance_ns,
+    }
+}
+
 /// Every (round, cell) of the audit as a job: its run planned, its folder, what it expects.
 fn cell_jobs(
     options: &AuditOptions,
@@ -676,6 +716,8 @@ fn lock(progress: &Mutex<Progress>) -> std::sync::MutexGuard<'_, Progress> {
 
 /// The audit as it goes: the rounds' cells that ended, and those under way.
 struct Progress {
+    /// With `--shard`, what every round's matrix records.
+    shard: Option<Shard>,
     rounds: Vec<RoundResult>,
     /// The cells under way, by (round, place in the matrix).
     running: BTreeMap<(usize, usize), Running>,
@@ -738,6 +780,7 @@ impl Progress {
                     seed: round.seed,
                     hosts: options.nodes.iter().map(|n| n.url.clone()).collect(),
                     interrupted: interrupted.map(str::to_string),
+                    shard: self.shard.clone(),
                     ..Matrix::default()
                 };
                 let mut cells = round.cells.clone();

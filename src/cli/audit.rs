@@ -10,13 +10,16 @@ use crate::note;
 
 /// Runs the matrix, prints it, writes audit.md / audit.json / audit.xml.
 pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
-    let out = args.out.unwrap_or_else(|| {
+    let out = args.out.clone().unwrap_or_else(|| {
         let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
             .to_string()
             .replace(':', "");
         PathBuf::from("results").join(format!("audit-{stamp}"))
     });
     let json = args.json;
+    if !args.merge.is_empty() {
+        return merge(&args.merge, out, json);
+    }
     let mut options = AuditOptions::new(out.clone());
     if !args.algorithms.is_empty() {
         options.algorithms = crate::audit::runner::expand_folders(args.algorithms)?;
@@ -48,6 +51,7 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
     options.repeat = args.repeat;
     options.quick = args.quick;
     options.jobs = args.jobs.map(usize::from).unwrap_or_else(default_jobs);
+    options.shard = args.shard;
     options.workloads = args.workloads;
     options.redis_server = args.redis_server;
     options.redis_sentinel = args.redis_sentinel;
@@ -113,6 +117,42 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
         Ok(audit) => audit,
         Err(e) => anyhow::bail!(e),
     };
+    if let Some(shard) = &audit.matrix.shard {
+        let (share, whole) = (audit.matrix.cells.len(), shard.matrix.cells.len());
+        note!(
+            "audit: shard {} of {}: {share} of the audit's {whole} cells{}",
+            shard.index,
+            shard.of,
+            if share == 0 {
+                " (an empty shard, written for --merge)"
+            } else {
+                ""
+            }
+        );
+    }
+    let passed = finish(&audit, &options, json)?;
+    if let Some(results) = out.parent() {
+        crate::index::update_after(results);
+    }
+    Ok(if passed { 0 } else { 1 })
+}
+
+/// `audit --merge`: the shards in `dirs` joined, written to `out` as a whole audit is, with
+/// its exit code. Shards that make no whole audit are refused before anything is written.
+fn merge(dirs: &[PathBuf], out: PathBuf, json: bool) -> anyhow::Result<u8> {
+    let (audit, plan) = crate::audit::merge::merge(dirs)?;
+    // Its files would overwrite a shard's.
+    let same = |dir: &PathBuf| std::path::absolute(dir).ok() == std::path::absolute(&out).ok();
+    if let Some(dir) = dirs.iter().find(|d| same(d)) {
+        anyhow::bail!(
+            "--out: {} is one of the shards; the merged audit needs a folder of its own",
+            dir.display()
+        );
+    }
+    note!("audit: {} shards merged into {}", dirs.len(), out.display());
+    let mut options = AuditOptions::new(out.clone());
+    options.repeat = plan.rounds;
+    options.time_limit = Millis(plan.time_limit_ms);
     let passed = finish(&audit, &options, json)?;
     if let Some(results) = out.parent() {
         crate::index::update_after(results);

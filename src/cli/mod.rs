@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::audit::shard::ShardSpec;
 use crate::checker::CheckOptions;
 use crate::locks::Algorithm;
 use crate::presets::{Nemesis, Preset};
@@ -186,6 +187,16 @@ pub struct AuditArgs {
     /// per core; 1: one after another).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: Option<u16>,
+    /// Run only shard K of N of the cells, for one of N machines: the cells at places K,
+    /// K+N, K+2N, ... of the audit's list (the same for the same flags on any machine),
+    /// every round of each. Its audit.json records the whole audit, for --merge.
+    #[arg(long, value_name = "K/N", value_parser = parse_shard)]
+    pub shard: Option<ShardSpec>,
+    /// Join the folders of the N shards of one audit (--shard K/N) into its matrix, in
+    /// --out, as the audit run on one machine would write it; refused (exit 2, nothing
+    /// written) if a shard is missing, given twice, interrupted or of another audit.
+    #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = MERGE_CONFLICTS)]
+    pub merge: Vec<PathBuf>,
     /// A folder of workload files, `<algorithm>.toml`, that override the built-in ones
     /// (an algorithm without a file there keeps its built-in workload).
     #[arg(long)]
@@ -513,6 +524,39 @@ fn parse_nemesis(text: &str) -> Result<Nemesis, String> {
 fn parse_row(text: &str) -> Result<String, String> {
     known_name(text, crate::audit::runner::unknown_row)
 }
+
+/// `--shard K/N`.
+fn parse_shard(text: &str) -> Result<ShardSpec, String> {
+    text.parse()
+}
+
+/// What `audit --merge` cannot be given: the flags that choose or run cells (the shards
+/// did that).
+const MERGE_CONFLICTS: [&str; 23] = [
+    "algorithms",
+    "nemeses",
+    "cells",
+    "time_limit",
+    "valid_time_limit",
+    "no_early_stop",
+    "liveness_bound",
+    "starvation_bound",
+    "fairness_tolerance",
+    "seed",
+    "fenced",
+    "repeat",
+    "quick",
+    "jobs",
+    "workloads",
+    "shard",
+    "redis_server",
+    "redis_sentinel",
+    "nodes",
+    "hosts",
+    "ssh_key",
+    "remote_dir",
+    "accept_new_host_keys",
+];
 
 /// One of `--nemeses`: a preset (an old name as its new one).
 fn parse_preset(text: &str) -> Result<Preset, String> {

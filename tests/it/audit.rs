@@ -606,3 +606,122 @@ fn old_preset_names_are_read_as_the_new_ones_with_a_notice() {
         assert!(!text.contains("-redis"), "{file}: {text}");
     }
 }
+
+/// Cells whose verdict every run reaches: two expected valid without faults, and three
+/// that must find what they find in 10 of 10 runs (docs/src/performance.md).
+const SHARDED_CELLS: &str =
+    "set-nx-px:none,setnx-del:kill-clients,lua-getset:none,setnx-del:none,set-nx-px:pause-clients";
+
+/// An audit of SHARDED_CELLS into `out`, with `extra` flags; its exit code checked.
+fn sharded_audit(out: &Path, extra: &[&str], code: i32) -> String {
+    let output = lockaudit()
+        .args(["audit", "--cells", SHARDED_CELLS, "--jobs", "2"])
+        .args(["--time-limit", "20s", "--valid-time-limit", "2s"])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("runs");
+    assert_exit(&output, code)
+}
+
+/// (algorithm, nemesis, status, expected) of each cell: what two real runs of the same
+/// cells share (counts and times vary).
+fn verdicts(json: &serde_json::Value) -> Vec<(String, String, String, String)> {
+    let cells = json["cells"].as_array().expect("cells");
+    cells
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].to_string();
+            (s("algorithm"), s("nemesis"), s("status"), s("expected"))
+        })
+        .collect()
+}
+
+#[test]
+fn shards_of_an_audit_merge_into_the_audit_run_whole() {
+    let dir = common::RunDir::new();
+    let whole = dir.path().join("whole");
+    sharded_audit(&whole, &[], 0);
+    let shards: Vec<_> = (1..=3).map(|k| dir.path().join(format!("s{k}"))).collect();
+    for (k, shard) in shards.iter().enumerate() {
+        sharded_audit(shard, &["--shard", &format!("{}/3", k + 1)], 0);
+    }
+    // Every 3rd cell from the k-th: 2, 2 and 1 cells.
+    let sizes: Vec<usize> = (shards.iter())
+        .map(|s| audit_json(s)["cells"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(sizes, [2, 2, 1]);
+    assert_eq!(audit_json(&shards[1])["shard"]["index"], 2);
+    assert!(audit_json(&whole).get("shard").is_none());
+
+    let merged = dir.path().join("merged");
+    let output = lockaudit()
+        .args(["audit", "--merge"])
+        .args([&shards[2], &shards[0], &shards[1]])
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .expect("runs");
+    let stdout = assert_exit(&output, 0);
+    assert!(stdout.contains("5 cells: 5 ok"), "{stdout}");
+    let json = audit_json(&merged);
+    assert_eq!(verdicts(&json), verdicts(&audit_json(&whole)));
+    assert_eq!(json["passed"], true);
+    // Every link of the merged audit.md leads into a shard's folder.
+    let md = std::fs::read_to_string(merged.join("audit.md")).expect("audit.md");
+    let targets = link_targets(&md);
+    assert_eq!(targets.len(), 5, "{md}");
+    for target in &targets {
+        assert!(target.starts_with("../s"), "{target}");
+        assert!(merged.join(target).is_file(), "{target} does not exist");
+    }
+    let xml = std::fs::read_to_string(merged.join("audit.xml")).expect("audit.xml");
+    assert!(xml.contains("tests=\"5\""), "{xml}");
+
+    // A shard missing, or of another seed: refused, nothing written.
+    let refused = dir.path().join("refused");
+    let merge = |dirs: &[&Path]| {
+        let output = lockaudit()
+            .args(["audit", "--merge"])
+            .args(dirs)
+            .arg("--out")
+            .arg(&refused)
+            .output()
+            .expect("runs");
+        assert_exit(&output, 2);
+        assert!(!refused.exists());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let stderr = merge(&[&shards[0], &shards[2]]);
+    assert!(
+        stderr.contains("shard 2 of 3 is missing: given shards 1, 3 of 3"),
+        "{stderr}"
+    );
+    let seed2 = dir.path().join("seed2");
+    sharded_audit(&seed2, &["--shard", "3/3", "--seed", "2"], 0);
+    let stderr = merge(&[&shards[0], &shards[1], &seed2]);
+    assert!(
+        stderr.contains("are shards of different audits: seed 1 and 2"),
+        "{stderr}"
+    );
+    // The merged audit's files would overwrite a shard's.
+    let output = lockaudit()
+        .args(["audit", "--merge"])
+        .args(&shards)
+        .arg("--out")
+        .arg(&shards[1])
+        .output()
+        .expect("runs");
+    assert_exit(&output, 2);
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is one of the shards"));
+    assert_eq!(audit_json(&shards[1])["shard"]["index"], 2);
+    // --merge takes the shards' cells: no flag that chooses or runs cells.
+    let output = lockaudit()
+        .args(["audit", "--merge"])
+        .arg(&shards[0])
+        .args(["--cells", "set-nx-px:none"])
+        .output()
+        .expect("runs");
+    assert_exit(&output, 2);
+}
