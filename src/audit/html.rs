@@ -160,8 +160,17 @@ impl Matrix {
     }
 }
 
-/// "ok", "valid", the kinds found (with ✗ when the cell differs), "ERR", "n/a".
+/// "ok", "valid", the kinds found (with ✗ when the cell differs), "ERR", "n/a"; over
+/// rounds, with its rate ("overlap 9/10").
 fn cell_text(cell: &Cell) -> String {
+    let text = status_text(cell);
+    match cell.rounds.as_ref().filter(|r| r.of > 0) {
+        Some(rounds) => format!("{text} {}", rounds.rate_text()),
+        None => text,
+    }
+}
+
+fn status_text(cell: &Cell) -> String {
     let kinds: Vec<AnomalyKind> = cell.kinds().into_iter().map(|(k, _)| k).collect();
     let found = if kinds.is_empty() {
         cell.nothing_found_text().to_string()
