@@ -42,6 +42,11 @@ impl Matrix {
                     w.create_element("property")
                         .with_attributes([("name", "seed"), ("value", &self.seed.to_string())])
                         .write_empty()?;
+                    if let Some(rounds) = self.rounds {
+                        w.create_element("property")
+                            .with_attributes([("name", "rounds"), ("value", &rounds.to_string())])
+                            .write_empty()?;
+                    }
                     Ok(())
                 })?;
                 for cell in self.ordered_cells() {

@@ -68,28 +68,20 @@ impl Markdown<'_> {
         let _ = writeln!(out, "# lockaudit audit\n");
         let _ = writeln!(
             out,
-            "**{}** — {}. Started {}, took {}, seed {}.\n",
+            "**{}** — {}. Started {}, took {}, {}.\n",
             if m.passed() { "PASSED" } else { "FAILED" },
             m.counts_text(),
             md_text(&m.started_wall),
             duration_text(m.seconds),
-            m.seed
+            m.seeds_text()
         );
-        if let Some(rounds) = m
-            .cells
-            .iter()
-            .filter_map(|c| c.rounds.as_ref())
-            .map(|r| r.of)
-            .max()
-        {
+        if let Some(rounds) = m.rounds {
             let _ = writeln!(
                 out,
-                "Each cell over {rounds} rounds (seeds {} to {}): the rounds that met its \
-                 expectation, of those that reached a verdict; it passes when at least its \
-                 workload's rate of them did (without a rate, every one). Each links to the \
-                 round it stands for.\n",
-                m.seed,
-                m.seed + rounds as u64 - 1
+                "Each cell over {rounds} rounds: the rounds that met its expectation, of those \
+                 that reached a verdict; it passes when at least its workload's rate of them \
+                 did (without a rate, every one). Each links to the round it stands for; every \
+                 round's own matrix is in round-0/, round-1/, ...\n"
             );
         }
         if let Some(signal) = &m.interrupted {

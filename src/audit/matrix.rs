@@ -372,8 +372,13 @@ pub struct Matrix {
     /// Wall time of the whole audit, in seconds.
     #[serde(default)]
     pub seconds: f64,
+    /// The seed of the first round (each round adds 1).
     #[serde(default)]
     pub seed: u64,
+    /// With more than one round (`audit --rounds`): how many; each cell is then over them
+    /// all (`Cell::rounds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<usize>,
     /// The hosts the lock servers ran on (`audit --node`); empty: this machine.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
@@ -393,6 +398,14 @@ impl Matrix {
             self.nemeses.push(cell.nemesis.clone());
         }
         self.cells.push(cell);
+    }
+
+    /// "seed 7", or over rounds "seeds 7 to 16".
+    pub fn seeds_text(&self) -> String {
+        match self.rounds {
+            Some(n) if n > 1 => format!("seeds {} to {}", self.seed, self.seed + n as u64 - 1),
+            _ => format!("seed {}", self.seed),
+        }
     }
 
     /// The cell of `algorithm` under `nemesis`, if there is one.

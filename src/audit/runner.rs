@@ -356,6 +356,7 @@ fn over_rounds(rounds: &[Matrix], reach: &[Reach], seconds: f64) -> Matrix {
         algorithms: grid.algorithms,
         nemeses: grid.nemeses,
         seconds,
+        rounds: Some(rounds.len()),
         interrupted: rounds.iter().find_map(|r| r.interrupted.clone()),
         ..first
     };
@@ -1537,7 +1538,11 @@ mod tests {
         assert_eq!(audit.matrix.to_json(), small.to_json());
         assert!(!small.to_json().contains("\"rounds\""));
         // Two rounds: each cell carries its rounds, in every rendering.
-        let audit = Audit::of_rounds(vec![small.clone(), small], 100.0);
+        let second = Matrix {
+            seed: 43,
+            ..small.clone()
+        };
+        let audit = Audit::of_rounds(vec![small, second], 100.0);
         let m = &audit.matrix;
         assert_eq!(m.cells.len(), 7);
         let json: serde_json::Value = serde_json::from_str(&m.to_json()).unwrap();
@@ -1565,10 +1570,10 @@ mod tests {
         );
         // The rows and columns keep the rounds' order.
         assert_eq!(m.nemeses, audit.rounds[0].nemeses);
-        assert!(
-            md.contains("Each cell over 2 rounds (seeds 42 to 43)"),
-            "{md}"
-        );
+        assert!(md.contains("took 1m 40s, seeds 42 to 43."), "{md}");
+        assert!(md.contains("Each cell over 2 rounds: "), "{md}");
+        assert!(table.contains("seeds 42 to 43: FAILED"), "{table}");
+        assert_eq!(json["rounds"], 2);
         let html = m.to_html_in(Path::new("r"));
         assert!(html.contains(">unavailable 2/2</a>"), "{html}");
         let xml = m.to_junit();
@@ -1576,6 +1581,11 @@ mod tests {
             xml.contains("rounds: met the expectation in 0 of 2 (2 needed); found: overlap 2/2"),
             "{xml}"
         );
+        assert!(
+            xml.contains(r#"<property name="rounds" value="2"/>"#),
+            "{xml}"
+        );
+        assert!(html.contains("seeds 42 to 43"), "{html}");
         assert!(!m.passed());
     }
 

@@ -81,10 +81,10 @@ impl Matrix {
         }
         let _ = writeln!(
             out,
-            "\n{} in {}, seed {}{}: {}",
+            "\n{} in {}, {}{}: {}",
             self.counts_text(),
             duration_text(self.seconds),
-            self.seed,
+            self.seeds_text(),
             if self.hosts.is_empty() {
                 String::new()
             } else {
