@@ -124,7 +124,8 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
 /// short (marked interrupted), printed and written as at a normal end, after a line saying
 /// so. The process exits with the signal's code next.
 fn interrupted(audit: Audit, signal: &str, options: &AuditOptions, json: bool) {
-    let cells = &audit.matrix.cells;
+    // Every round's cells: over rounds, the matrix has one per cell.
+    let cells: Vec<_> = audit.rounds.iter().flat_map(|r| &r.cells).collect();
     let cut = cells.iter().filter(|c| c.interrupted.is_some()).count();
     let line = format!(
         "interrupted by {signal}: {} cell(s) finished, {cut} cut short (marked interrupted)\n",
