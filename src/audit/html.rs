@@ -21,7 +21,7 @@ struct AuditHtml {
     counts: String,
     started: String,
     took: String,
-    seed: u64,
+    seeds: String,
     hosts: String,
     nemeses: Vec<String>,
     rows: Vec<Row>,
@@ -145,7 +145,7 @@ impl Matrix {
             counts: self.counts_text(),
             started: self.started_wall.clone(),
             took: duration_text(self.seconds),
-            seed: self.seed,
+            seeds: self.seeds_text(),
             hosts: self.hosts.join(", "),
             nemeses: self.nemeses.iter().map(|n| n.name().to_string()).collect(),
             rows,
@@ -160,8 +160,17 @@ impl Matrix {
     }
 }
 
-/// "ok", "valid", the kinds found (with ✗ when the cell differs), "ERR", "n/a".
+/// "ok", "valid", the kinds found (with ✗ when the cell differs), "ERR", "n/a"; over
+/// rounds, with its rate ("overlap 9/10").
 fn cell_text(cell: &Cell) -> String {
+    let text = status_text(cell);
+    match cell.rounds.as_ref().filter(|r| r.of > 0) {
+        Some(rounds) => format!("{text} {}", rounds.rate_text()),
+        None => text,
+    }
+}
+
+fn status_text(cell: &Cell) -> String {
     let kinds: Vec<AnomalyKind> = cell.kinds().into_iter().map(|(k, _)| k).collect();
     let found = if kinds.is_empty() {
         cell.nothing_found_text().to_string()

@@ -7,7 +7,7 @@ use std::io;
 use quick_xml::events::{BytesDecl, BytesText, Event};
 use quick_xml::Writer;
 
-use super::matrix::{Cell, Matrix, Status};
+use super::matrix::{Cell, CellRounds, Matrix, Status};
 use super::text::seconds_text;
 
 impl Matrix {
@@ -42,6 +42,11 @@ impl Matrix {
                     w.create_element("property")
                         .with_attributes([("name", "seed"), ("value", &self.seed.to_string())])
                         .write_empty()?;
+                    if let Some(rounds) = self.rounds {
+                        w.create_element("property")
+                            .with_attributes([("name", "rounds"), ("value", &rounds.to_string())])
+                            .write_empty()?;
+                    }
                     Ok(())
                 })?;
                 for cell in self.ordered_cells() {
@@ -84,13 +89,16 @@ fn write_case(w: &mut Writer<Vec<u8>>, cell: &Cell) -> io::Result<()> {
                 .run_dir
                 .as_ref()
                 .map_or("none".into(), |dir| dir.display().to_string());
-            let system_out = format!(
+            let mut system_out = format!(
                 "run folder: {run_folder}\nfound: {}; expected: {}; events: {}; faults: {}",
                 cell.found_text(),
                 cell.expected_text(),
                 cell.events,
                 cell.faults
             );
+            if let Some(rounds) = &cell.rounds {
+                system_out += &format!("\n{}", rounds_line(rounds));
+            }
             w.create_element("system-out")
                 .write_text_content(BytesText::new(&xml_chars(&system_out)))?;
             Ok(())
@@ -111,6 +119,9 @@ fn details(cell: &Cell) -> String {
     if let Some(ms) = cell.first_anomaly_ms {
         let _ = writeln!(text, "first anomaly at {}", seconds_text(ms / 1e3));
     }
+    if let Some(rounds) = &cell.rounds {
+        let _ = writeln!(text, "{}", rounds_line(rounds));
+    }
     match &cell.run_dir {
         Some(dir) => {
             let _ = writeln!(text, "run folder: {}", dir.display());
@@ -119,6 +130,21 @@ fn details(cell: &Cell) -> String {
         None => text.push_str("run folder: none\n"),
     }
     text
+}
+
+/// "rounds: met the expectation in 9 of 10 (9 needed); found: overlap 10/10".
+fn rounds_line(rounds: &CellRounds) -> String {
+    let mut line = format!(
+        "rounds: met the expectation in {} of {} ({} needed)",
+        rounds.met, rounds.of, rounds.required
+    );
+    if !rounds.found.is_empty() {
+        let found: Vec<String> = (rounds.found_in_order())
+            .map(|(k, n)| format!("{k} {n}/{}", rounds.of))
+            .collect();
+        line += &format!("; found: {}", found.join(", "));
+    }
+    line
 }
 
 /// Text that XML 1.0 can hold: the characters it forbids (control characters other than tab

@@ -68,13 +68,22 @@ impl Markdown<'_> {
         let _ = writeln!(out, "# lockaudit audit\n");
         let _ = writeln!(
             out,
-            "**{}** — {}. Started {}, took {}, seed {}.\n",
+            "**{}** — {}. Started {}, took {}, {}.\n",
             if m.passed() { "PASSED" } else { "FAILED" },
             m.counts_text(),
             md_text(&m.started_wall),
             duration_text(m.seconds),
-            m.seed
+            m.seeds_text()
         );
+        if let Some(rounds) = m.rounds {
+            let _ = writeln!(
+                out,
+                "Each cell over {rounds} rounds: the rounds that met its expectation, of those \
+                 that reached a verdict; it passes when at least its workload's rate of them \
+                 did (without a rate, every one). Each links to the round it stands for; every \
+                 round's own matrix is in round-0/, round-1/, ...\n"
+            );
+        }
         if let Some(signal) = &m.interrupted {
             let _ = writeln!(
                 out,
@@ -117,13 +126,16 @@ impl Markdown<'_> {
                     // Not asked for (`--cells`, `--quick`): left blank.
                     None => String::new(),
                     Some(cell) => {
-                        let text = match cell.status {
+                        let mut text = match cell.status {
                             Status::Differs => format!("**{} ✗**", md_kinds(cell)),
                             Status::Error => "**ERR**".to_string(),
                             Status::NotApplicable => "n/a".to_string(),
                             Status::Untested => "**untested**".to_string(),
                             Status::Pass => md_kinds(cell),
                         };
+                        if let Some(rounds) = cell.rounds.as_ref().filter(|r| r.of > 0) {
+                            text = format!("{text} {}", md_text(&rounds.rate_text()));
+                        }
                         match self.link(cell) {
                             Some(url) => format!("[{text}]({url})"),
                             None => text,
@@ -232,6 +244,12 @@ impl Markdown<'_> {
              - **ERR**: the run could not be carried out\n\
              - **n/a**: not applicable, not run: no fault of the preset can act (see Not applicable)"
         );
+        if m.cells.iter().any(|c| c.rounds.is_some()) {
+            let _ = writeln!(
+                out,
+                "- **9/10**: rounds that met the expectation, of those run; a `must` kind found in another number of rounds has its own"
+            );
+        }
         if m.algorithms
             .iter()
             .any(|a| m.nemeses.iter().any(|n| m.cell(a, n.name()).is_none()))

@@ -112,6 +112,60 @@ pub struct Cell {
     /// cell, its figures those of the history recorded before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<String>,
+    /// With more than one round: the cell over them all, whose `status` follows the rate
+    /// rule; the rest of the cell is the round it links to. None for a one-round audit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<CellRounds>,
+}
+
+/// A cell over an audit's rounds (`audit --rounds N`): how many met the expectation, how
+/// many had to, how often each `must` kind was found and how soon it was proven. Rounds
+/// not applicable or cut short by a signal count for nothing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CellRounds {
+    /// Rounds that met the expectation.
+    pub met: usize,
+    /// Rounds that reached a verdict.
+    pub of: usize,
+    /// Rounds that must meet it: the expectation's `rate` of `of`, rounded up; all without one.
+    pub required: usize,
+    /// Per `must` kind, the rounds that found it.
+    #[serde(default)]
+    pub found: BTreeMap<AnomalyKind, usize>,
+    /// The median and 90th percentile (nearest rank) of `proven_ms` over the rounds that met
+    /// the expectation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_proven_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p90_proven_ms: Option<f64>,
+}
+
+impl CellRounds {
+    /// Whether enough rounds met the expectation.
+    pub fn met_rate(&self) -> bool {
+        self.met >= self.required
+    }
+
+    /// The `must` kinds with the rounds that found them, in `AnomalyKind::ALL`'s order.
+    pub fn found_in_order(&self) -> impl Iterator<Item = (AnomalyKind, usize)> + '_ {
+        AnomalyKind::ALL
+            .into_iter()
+            .filter_map(|k| self.found.get(&k).map(|n| (k, *n)))
+    }
+
+    /// "9/10", and per `must` kind found in another number of rounds, " (overlap 10/10)".
+    pub fn rate_text(&self) -> String {
+        let mut text = format!("{}/{}", self.met, self.of);
+        let kinds: Vec<String> = self
+            .found_in_order()
+            .filter(|(_, n)| *n != self.met)
+            .map(|(k, n)| format!("{k} {n}/{}", self.of))
+            .collect();
+        if !kinds.is_empty() {
+            text += &format!(" ({})", kinds.join(", "));
+        }
+        text
+    }
 }
 
 impl Cell {
@@ -149,6 +203,7 @@ impl Cell {
             events: 0,
             faults: 0,
             interrupted: None,
+            rounds: None,
         }
     }
 
@@ -318,8 +373,13 @@ pub struct Matrix {
     /// Wall time of the whole audit, in seconds.
     #[serde(default)]
     pub seconds: f64,
+    /// The seed of the first round (each round adds 1).
     #[serde(default)]
     pub seed: u64,
+    /// With more than one round (`audit --rounds`): how many; each cell is then over them
+    /// all (`Cell::rounds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<usize>,
     /// The hosts the lock servers ran on (`audit --node`); empty: this machine.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
@@ -343,6 +403,14 @@ impl Matrix {
             self.nemeses.push(cell.nemesis.clone());
         }
         self.cells.push(cell);
+    }
+
+    /// "seed 7", or over rounds "seeds 7 to 16".
+    pub fn seeds_text(&self) -> String {
+        match self.rounds {
+            Some(n) if n > 1 => format!("seeds {} to {}", self.seed, self.seed + n as u64 - 1),
+            _ => format!("seed {}", self.seed),
+        }
     }
 
     /// The cell of `algorithm` under `nemesis`, if there is one.

@@ -101,10 +101,17 @@ fn read_shard(dir: &Path) -> Result<ShardRead, MergeError> {
     if !dir.is_dir() {
         return Err(MergeError::NotAFolder(dir.to_path_buf()));
     }
-    let (first, shard) = read_round(dir, &dir.join("audit.json"))?;
-    let mut rounds = vec![first];
-    for round in 1..shard.matrix.rounds {
-        let file = round_file(dir, round);
+    let (top, shard) = read_round(dir, &dir.join("audit.json"))?;
+    let rounds_recorded = shard.matrix.rounds;
+    // One round: the folder's audit.json is it. With more, that one is each cell over the
+    // rounds, and every round's own matrix is in round-<i>/.
+    let mut rounds = if rounds_recorded > 1 {
+        Vec::new()
+    } else {
+        vec![top]
+    };
+    for round in rounds.len()..rounds_recorded {
+        let file = round_file(dir, round, rounds_recorded);
         let (matrix, this) = read_round(dir, &file).map_err(|e| match e {
             MergeError::NoAuditJson { error, .. } => MergeError::NoRound {
                 file: file.clone(),
@@ -131,7 +138,7 @@ fn read_shard(dir: &Path) -> Result<ShardRead, MergeError> {
                 .all(|(c, p)| c.algorithm == p.algorithm && c.nemesis == p.nemesis);
         if !same {
             return Err(MergeError::WrongCells {
-                file: round_file(dir, round),
+                file: round_file(dir, round, rounds_recorded),
                 index: shard.index,
                 of: shard.of,
             });
@@ -144,10 +151,11 @@ fn read_shard(dir: &Path) -> Result<ShardRead, MergeError> {
     })
 }
 
-/// Where round `round` (from 0) of an audit folder is written.
-fn round_file(dir: &Path, round: usize) -> PathBuf {
-    match round {
-        0 => dir.join("audit.json"),
+/// Where round `round` (from 0) of an audit folder of `rounds` rounds is written: the
+/// folder's own audit.json for a one-round audit, else `round-<round>/`.
+fn round_file(dir: &Path, round: usize, rounds: usize) -> PathBuf {
+    match rounds {
+        1 => dir.join("audit.json"),
         _ => dir.join(format!("round-{round}")).join("audit.json"),
     }
 }
@@ -380,10 +388,15 @@ mod tests {
         let mut plan = plan(&CELLS, 3);
         plan.rounds = 2;
         let dirs = shards(root.path(), 2, &plan);
-        // Each shard's second round, in round-1/.
+        // Each shard's rounds in round-0/ and round-1/ (its own audit.json is each cell
+        // over them).
         for dir in &dirs {
             let first = std::fs::read_to_string(dir.join("audit.json")).unwrap();
             let mut second = Matrix::from_json(&first).unwrap();
+            Matrix::from_json(&first)
+                .unwrap()
+                .write_all(&dir.join("round-0"))
+                .unwrap();
             second.seed = 4;
             second.write_all(&dir.join("round-1")).unwrap();
         }

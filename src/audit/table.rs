@@ -81,10 +81,10 @@ impl Matrix {
         }
         let _ = writeln!(
             out,
-            "\n{} in {}, seed {}{}: {}",
+            "\n{} in {}, {}{}: {}",
             self.counts_text(),
             duration_text(self.seconds),
-            self.seed,
+            self.seeds_text(),
             if self.hosts.is_empty() {
                 String::new()
             } else {
@@ -137,6 +137,12 @@ impl Matrix {
         }
         parts
             .push("n/a = not applicable (no fault of the preset can act: not run, no pass)".into());
+        if self.cells.iter().any(|c| c.rounds.is_some()) {
+            parts.push(
+                "9/10 = rounds that met the expectation, of those run (a kind found in another number: its own)"
+                    .into(),
+            );
+        }
         let mut kinds: Vec<String> = Vec::new();
         for kind in AnomalyKind::ALL {
             let short = short_kind(kind, level);
@@ -203,8 +209,17 @@ impl Grid {
     }
 }
 
-/// A cell of the terminal table.
+/// A cell of the terminal table; over rounds, with its rate ("overlap 9/10").
 fn cell_text(cell: &Cell, level: Level) -> String {
+    let text = status_text(cell, level);
+    match cell.rounds.as_ref().filter(|r| r.of > 0) {
+        Some(rounds) => format!("{text} {}", rounds.rate_text()),
+        None => text,
+    }
+}
+
+/// A cell's status and kinds in the terminal table.
+fn status_text(cell: &Cell, level: Level) -> String {
     match cell.status {
         Status::Error => "ERR".into(),
         Status::NotApplicable => "n/a".into(),

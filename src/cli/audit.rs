@@ -48,7 +48,7 @@ pub fn command(args: AuditArgs) -> anyhow::Result<u8> {
     ));
     options.seed = args.seed;
     options.fenced = args.fenced;
-    options.repeat = args.repeat;
+    options.rounds = args.rounds;
     options.quick = args.quick;
     options.jobs = args.jobs.map(usize::from).unwrap_or_else(default_jobs);
     options.shard = args.shard;
@@ -151,7 +151,7 @@ fn merge(dirs: &[PathBuf], out: PathBuf, json: bool) -> anyhow::Result<u8> {
     }
     note!("audit: {} shards merged into {}", dirs.len(), out.display());
     let mut options = AuditOptions::new(out.clone());
-    options.repeat = plan.rounds;
+    options.rounds = plan.rounds;
     options.time_limit = Millis(plan.time_limit_ms);
     let passed = finish(&audit, &options, json)?;
     if let Some(results) = out.parent() {
@@ -164,7 +164,8 @@ fn merge(dirs: &[PathBuf], out: PathBuf, json: bool) -> anyhow::Result<u8> {
 /// short (marked interrupted), printed and written as at a normal end, after a line saying
 /// so. The process exits with the signal's code next.
 fn interrupted(audit: Audit, signal: &str, options: &AuditOptions, json: bool) {
-    let cells = &audit.matrix.cells;
+    // Every round's cells: over rounds, the matrix has one per cell.
+    let cells: Vec<_> = audit.rounds.iter().flat_map(|r| &r.cells).collect();
     let cut = cells.iter().filter(|c| c.interrupted.is_some()).count();
     let line = format!(
         "interrupted by {signal}: {} cell(s) finished, {cut} cut short (marked interrupted)\n",
@@ -181,35 +182,36 @@ fn interrupted(audit: Audit, signal: &str, options: &AuditOptions, json: bool) {
     }
 }
 
-/// Prints the verdict (the folder, the matrix, with --repeat the rounds and the reach) and
-/// writes audit.md / audit.json / audit.xml (and the rounds' and reach's); whether the
-/// audit passed.
+/// Prints the verdict (the folder, the matrix, with --rounds each cell over the rounds,
+/// the rounds and the detection table) and writes audit.md / audit.json / audit.xml (and
+/// each round's matrix and reach.md); whether the audit passed.
 fn finish(audit: &Audit, options: &AuditOptions, json: bool) -> anyhow::Result<bool> {
     let out = &options.out;
     let mut text = format!("audit: {}\n", out.display());
-    if options.repeat > 1 {
+    let rounds = audit.rounds.len();
+    if rounds > 1 {
         text += &format!(
-            "\nround 1 of {} (the matrices of the others: round-1/, round-2/, ...):\n",
-            options.repeat
+            "\neach cell over {rounds} rounds (each round's matrix: round-0/, round-1/, ...):\n"
         );
     }
     text += &format!("\n{}\n", audit.matrix.to_table());
-    if options.repeat > 1 {
+    if rounds > 1 {
         text += &audit.rounds_text();
     }
     let mut files = audit
         .matrix
         .write_all(out)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
-    let passed = audit.rounds.iter().all(|m| m.passed());
-    if options.repeat > 1 {
+    // With rounds, each cell passes when enough rounds met its expectation.
+    let passed = audit.matrix.passed();
+    if rounds > 1 {
         let reach = reach_markdown(&audit.reach, options.time_limit);
-        text += &format!("{reach}\n");
+        text += &format!("\n{reach}\n");
         let path = out.join("reach.md");
         crate::outfile::write(&path, reach)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
         files.push(path);
-        for (i, round) in audit.rounds.iter().enumerate().skip(1) {
+        for (i, round) in audit.rounds.iter().enumerate() {
             let dir = out.join(format!("round-{i}"));
             files.extend(
                 round
@@ -220,7 +222,7 @@ fn finish(audit: &Audit, options: &AuditOptions, json: bool) -> anyhow::Result<b
     }
     let files: String = files.iter().map(|f| format!("{}\n", f.display())).collect();
     if json {
-        // audit.json's own text (the first round's matrix, as the file holds it).
+        // audit.json's own text (with rounds, each cell over them, as the file holds it).
         crate::streams::err(&format!("audit: {}\n{files}", out.display()));
         print_out(&(audit.matrix.to_json() + "\n"))?;
     } else {

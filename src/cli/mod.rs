@@ -65,7 +65,7 @@ pub enum Command {
     Rerun(RerunArgs),
     /// Every algorithm under every nemesis preset: a verdict matrix, judged against what
     /// each workload file expects (exit 1 when a cell differs).
-    #[command(after_help = concat!("Examples:\n  lockaudit audit --quick\n  lockaudit audit --algorithms set-nx-px,redlock --nemeses none,pause-clients\n  lockaudit audit --cells fair-lock:pause-clients --repeat 10\n\n", exit_codes_help!()))]
+    #[command(after_help = concat!("Examples:\n  lockaudit audit --quick\n  lockaudit audit --algorithms set-nx-px,redlock --nemeses none,pause-clients\n  lockaudit audit --cells fair-lock:pause-clients --rounds 10\n\n", exit_codes_help!()))]
     Audit(AuditArgs),
     /// (internal) One worker process of a run; the controller starts it.
     #[command(hide = true)]
@@ -174,10 +174,10 @@ pub struct AuditArgs {
     /// Every algorithm with fencing tokens: no stale write may get through.
     #[arg(long)]
     pub fenced: bool,
-    /// Run each cell this many times (seeds seed, seed+1, ...) and report how often each
-    /// reached its expectation and the median time to its first anomaly.
-    #[arg(long, default_value_t = 1, conflicts_with = "quick")]
-    pub repeat: usize,
+    /// Run each cell this many times (seeds seed, seed+1, ...): each cell's verdict is then
+    /// how many rounds met its expectation, against its workload's rate (or every round).
+    #[arg(long, alias = "repeat", default_value_t = 1, conflicts_with = "quick")]
+    pub rounds: usize,
     /// One cell per known flaw, once: those that must find something, less the faulted
     /// cells of a lock whose `none` cell must find the same; every cell stops as soon as
     /// its run has found what it must. The CI gate.
@@ -544,7 +544,7 @@ const MERGE_CONFLICTS: [&str; 23] = [
     "fairness_tolerance",
     "seed",
     "fenced",
-    "repeat",
+    "rounds",
     "quick",
     "jobs",
     "workloads",

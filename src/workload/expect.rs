@@ -8,6 +8,7 @@
 //! pause-clients = { must = ["overlap"], may = ["stale-write", "lost-lock"] }
 //! failover = { must = ["overlap"], inside_lease = true }
 //! crash-points = { error = "TypeError" }          # the run must stop on this error
+//! kill-servers = { must = ["overlap"], rate = "9/10" } # found in at least 9 of 10 rounds
 //! ```
 //!
 //! A nemesis the file does not name is expected to leave the run valid. So a misspelt
@@ -38,6 +39,67 @@ pub struct Expectation {
     /// answer, reported by its adapter as an `error`): a flaw no history anomaly can show.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How often, over an audit's rounds, the `must` kinds must be found: "9/10", at least
+    /// 9 of 10 rounds. None: in every round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+}
+
+/// A required detection rate, "K/N": found in at least K of every N rounds (1 <= K <= N).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub found: u32,
+    pub of: u32,
+}
+
+impl Rate {
+    /// Reads "K/N", or says why it is no rate.
+    pub fn parse(text: &str) -> Result<Rate, String> {
+        let number = |s: &str| s.trim().parse::<u32>().ok();
+        let Some((Some(found), Some(of))) =
+            text.split_once('/').map(|(k, n)| (number(k), number(n)))
+        else {
+            return Err(format!(
+                "\"{text}\" is no rate: write K/N, found in at least K of N rounds (\"9/10\")"
+            ));
+        };
+        if of == 0 {
+            return Err(format!("\"{text}\": the rounds, N, must be at least 1"));
+        }
+        if found == 0 {
+            return Err(format!(
+                "\"{text}\": K must be at least 1 (a kind that need never be found belongs in `may`)"
+            ));
+        }
+        if found > of {
+            return Err(format!("\"{text}\": K cannot be more than N"));
+        }
+        Ok(Rate { found, of })
+    }
+
+    /// How many of `rounds` rounds must meet the expectation: K/N of them, rounded up.
+    pub fn required(self, rounds: usize) -> usize {
+        (self.found as usize * rounds).div_ceil(self.of as usize)
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.found, self.of)
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Rate, D::Error> {
+        let text = String::deserialize(d)?;
+        Rate::parse(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 impl Expectation {
@@ -64,10 +126,15 @@ impl Expectation {
         }
         (!why.is_empty()).then(|| why.join("; "))
     }
+
+    /// How many of `rounds` rounds must meet the expectation: its `rate` of them, or all.
+    pub fn required(&self, rounds: usize) -> usize {
+        self.rate.map_or(rounds, |rate| rate.required(rounds))
+    }
 }
 
 /// The fields an entry may have: `Expectation`'s.
-const FIELDS: [&str; 4] = ["must", "may", "inside_lease", "error"];
+const FIELDS: [&str; 5] = ["must", "may", "inside_lease", "error", "rate"];
 
 /// Checks the `[expect]` table of a workload file's `text` as written: each entry names a
 /// nemesis preset, has only `Expectation`'s fields, lists only anomaly kinds, and no kind
@@ -171,6 +238,25 @@ pub fn check_table(text: &str, name: &str) -> Result<(), FileError> {
                         ),
                     ));
                 }
+            }
+        }
+        // A rate says how often the `must` kinds are found: without them it would say
+        // nothing (a valid cell must be valid in every round).
+        if let Some((field, value)) = entry.iter().find(|(f, _)| *f.get_ref() == "rate") {
+            let why = match value.get_ref().as_str() {
+                _ if must.is_empty() => Some(
+                    "a rate says in how many rounds the `must` kinds are found, and this entry has no `must`"
+                        .to_string(),
+                ),
+                Some(text) => Rate::parse(text).err(),
+                // Not a string: the parser names the type.
+                None => None,
+            };
+            if let Some(why) = why {
+                problems.push((
+                    field.span().start..value.span().end,
+                    format!("field `expect.{preset_name}.rate`: {why}"),
+                ));
             }
         }
         for (span, kind) in &may {
@@ -342,6 +428,48 @@ mod table_tests {
             "w.toml",
         )
         .unwrap();
+    }
+
+    #[test]
+    fn a_rate_is_read_and_a_bad_one_refused_at_its_line() {
+        let text = workload("pause-clients = { must = [\"overlap\"], rate = \"9/10\" }\n");
+        let spec = crate::workload::WorkloadSpec::from_toml(&text, "w.toml").unwrap();
+        let e = &spec.expect[&Column::Preset(Preset::PauseClients)];
+        assert_eq!(e.rate, Some(Rate { found: 9, of: 10 }));
+        // With 10 rounds 9 must meet it, with 3 all three, with 1 the one.
+        assert_eq!((e.required(10), e.required(3), e.required(1)), (9, 3, 1));
+        assert_eq!(e.required(20), 18);
+        // Without a rate, every round.
+        assert_eq!(Expectation::default().required(7), 7);
+        for (rate, says) in [
+            ("9:10", "\"9:10\" is no rate: write K/N"),
+            ("nine/10", "is no rate"),
+            ("9/0", "\"9/0\": the rounds, N, must be at least 1"),
+            ("0/10", "K must be at least 1"),
+            ("11/10", "\"11/10\": K cannot be more than N"),
+        ] {
+            let error = refused(&format!(
+                "kill-clients = {{ must = [\"unavailable\"] }}\npause-clients = {{ must = [\"overlap\"],\n  rate = \"{rate}\" }}\n"
+            ));
+            assert_eq!(error.line, 8, "{error}");
+            let text = error.to_string();
+            assert!(
+                text.starts_with("w.toml:8: field `expect.pause-clients.rate`: ")
+                    && text.contains(says),
+                "{text}"
+            );
+        }
+        // A rate without `must` is refused: it would say nothing.
+        let error = refused("pause-clients = { may = [\"overlap\"], rate = \"9/10\" }\n");
+        assert_eq!(error.line, 6, "{error}");
+        assert!(error.to_string().contains("has no `must`"), "{error}");
+        // The rate is written as it was read, and read back.
+        let json = serde_json::to_string(e).unwrap();
+        assert!(json.contains(r#""rate":"9/10""#), "{json}");
+        assert_eq!(&serde_json::from_str::<Expectation>(&json).unwrap(), e);
+        // Without one, nothing is written (older files stay as they were).
+        let json = serde_json::to_string(&Expectation::default()).unwrap();
+        assert!(!json.contains("rate"), "{json}");
     }
 
     #[test]

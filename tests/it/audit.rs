@@ -725,3 +725,78 @@ fn shards_of_an_audit_merge_into_the_audit_run_whole() {
         .expect("runs");
     assert_exit(&output, 2);
 }
+
+/// `--rounds 3`: each cell's verdict is over the three rounds, by its rate (a workload's
+/// `rate`, or every round), in audit.json and in the exit code; each round's own matrix,
+/// with its seed, and the detection table are written beside it. setnx-del × kill-clients
+/// found its `unavailable` in 10 of 10 runs of the docs' detection table.
+#[test]
+fn rounds_give_each_cell_its_rate_and_the_verdict_follows_it() {
+    let dir = common::RunDir::new();
+    let file = dir.path().join("setnx-del-rate.toml");
+    let builtin = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/setnx-del.toml"),
+    )
+    .expect("workloads/setnx-del.toml");
+    let with_rate = builtin.replace(
+        "kill-clients = { must = [\"unavailable\"], may = [\"starvation\"] }",
+        "kill-clients = { must = [\"unavailable\"], may = [\"starvation\"], rate = \"2/3\" }",
+    );
+    assert_ne!(with_rate, builtin, "the kill-clients entry is where it was");
+    write(&file, &with_rate);
+    let out = dir.path().join("audit");
+    let cells = format!("setnx-del:kill-clients,{}:kill-clients", file.display());
+    let output = lockaudit()
+        .args(["audit", "--cells", &cells, "--rounds", "3"])
+        .args(["--time-limit", "10s", "--seed", "5", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json = audit_json(&out);
+    let cells = json["cells"].as_array().expect("cells");
+    assert_eq!(cells.len(), 2, "{json}");
+    let mut every_cell_at_its_rate = true;
+    for (cell, required) in cells.iter().zip([3, 2]) {
+        let rounds = &cell["rounds"];
+        let (met, of) = (
+            rounds["met"].as_u64().unwrap(),
+            rounds["of"].as_u64().unwrap(),
+        );
+        assert_eq!(of, 3, "{cell}");
+        assert!(met <= of, "{cell}");
+        assert_eq!(rounds["required"], required, "{cell}");
+        // The kinds counted are the cell's must kinds.
+        let kinds: Vec<&String> = rounds["found"].as_object().expect("found").keys().collect();
+        assert_eq!(kinds, ["unavailable"], "{cell}");
+        let at_rate = met >= required;
+        assert_eq!(cell["status"] == "pass", at_rate, "{cell}");
+        every_cell_at_its_rate &= at_rate;
+    }
+    assert_eq!(json["passed"], every_cell_at_its_rate, "{json}");
+    assert_eq!(
+        output.status.code(),
+        Some(if every_cell_at_its_rate { 0 } else { 1 }),
+        "{stdout}"
+    );
+    // Each round's matrix with its seed (the audit's, plus the round), as its cells' runs.
+    for round in 0..3u64 {
+        let own = audit_json(&out.join(format!("round-{round}")));
+        assert_eq!(own["seed"], 5 + round, "{own}");
+        assert!(own["cells"][0].get("rounds").is_none(), "{own}");
+        let run_dir = Path::new(own["cells"][0]["run_dir"].as_str().expect("run_dir"));
+        let run: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap())
+                .expect("run.json");
+        assert_eq!(run["seed"], 5 + round, "{run}");
+    }
+    let reach = std::fs::read_to_string(out.join("reach.md")).expect("reach.md");
+    assert!(
+        reach.contains("| setnx-del | kill-clients | unavailable | "),
+        "{reach}"
+    );
+    assert!(reach.contains(" (needs 2) | unavailable "), "{reach}");
+    assert!(stdout.contains("3 rounds: 6 runs in "), "{stdout}");
+    // The table shows each cell's rate.
+    assert!(stdout.contains("/3"), "{stdout}");
+}

@@ -81,7 +81,7 @@ fn every_entry_says_its_source_mechanism_and_command_and_what_proves_it() {
         let header: Vec<&str> = text.lines().take_while(|l| l.starts_with('#')).collect();
         let header = header.join("\n");
         let run = format!("lockaudit run {rel}");
-        let audit = format!("lockaudit audit --algorithms {rel} --repeat 10");
+        let audit = format!("lockaudit audit --algorithms {rel} --rounds 10");
         for needed in ["Source:", "https://", "Mechanism:", &run, &audit] {
             if !header.contains(needed) {
                 bad.push(format!("{rel}: its header lacks `{needed}`"));
