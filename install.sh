@@ -21,7 +21,7 @@ cd "$(dirname "$0")"
 # not stand in their way.
 servers=(redis-server redis-sentinel redis-tools faketime postgresql mariadb-server etcd-server zookeeper)
 # What the build needs: protoc, which builds the etcd client; a C compiler and libc's
-# headers, which build the adapters' wall-clock library (src/cluster/wallclock.c) and link
+# headers, which build the adapters' wall-clock library (src/wallclock.c) and link
 # Rust's binaries.
 build_tools=(protobuf-compiler gcc libc6-dev)
 # The tests' own: SSH hosts in network namespaces (sshd, iptables, ip), and mold, which links
