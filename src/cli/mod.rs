@@ -176,11 +176,11 @@ pub struct AuditArgs {
     pub fenced: bool,
     /// Run each cell this many times (seeds seed, seed+1, ...): each cell's verdict is then
     /// how many rounds met its expectation, against its workload's rate (or every round).
-    #[arg(long, alias = "repeat", default_value_t = 1, conflicts_with = "quick")]
+    #[arg(long, alias = "repeat", default_value_t = 1)]
     pub rounds: usize,
-    /// One cell per known flaw, once: those that must find something, less the faulted
-    /// cells of a lock whose `none` cell must find the same; every cell stops as soon as
-    /// its run has found what it must. The CI gate.
+    /// One cell per known flaw (once, or --rounds times): those that must find something,
+    /// less the faulted cells of a lock whose `none` cell must find the same; every cell
+    /// stops as soon as its run has found what it must. The CI gate.
     #[arg(long)]
     pub quick: bool,
     /// How many cells run side by side, each with its own servers and folder (default: two
