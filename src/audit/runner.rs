@@ -228,6 +228,9 @@ pub struct Reach {
     pub algorithm: String,
     pub nemesis: Column,
     pub must: Vec<AnomalyKind>,
+    /// The error its runs must stop on, for a cell that expects one instead of kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// Runs that reached a verdict.
     pub runs: usize,
     /// Runs that met the expectation.
@@ -292,6 +295,7 @@ pub fn reach_of(rounds: &[Matrix]) -> Vec<Reach> {
                 algorithm: cell.algorithm.clone(),
                 nemesis: cell.nemesis.clone(),
                 must: cell.expected.must.clone(),
+                error: cell.expected.error.clone(),
                 rate: cell.expected.rate,
                 found: cell.expected.must.iter().map(|&k| (k, 0)).collect(),
                 ..Reach::default()
@@ -1233,21 +1237,28 @@ pub fn reach_markdown(reach: &[Reach], time_limit: Millis) -> String {
         ms.map(|v| format!("{:.1} s", v / 1000.0))
             .unwrap_or("—".into())
     };
-    for r in reach.iter().filter(|r| !r.must.is_empty() && r.runs > 0) {
+    // A cell expected valid proves nothing by its rate; one that must stop on an error
+    // (a flaw no anomaly shows) has a rate as a kind does.
+    let proves = |r: &&Reach| (!r.must.is_empty() || r.error.is_some()) && r.runs > 0;
+    for r in reach.iter().filter(proves) {
         let met = match r.rate {
             Some(_) => format!("{}/{} (needs {})", r.passed, r.runs, r.required),
             None => format!("{}/{}", r.passed, r.runs),
         };
-        let found: Vec<String> = r
+        let mut found: Vec<String> = r
             .must
             .iter()
             .map(|k| format!("{k} {}/{}", r.found.get(k).copied().unwrap_or(0), r.runs))
             .collect();
+        let mut must = AnomalyKind::join(&r.must, ", ");
+        if let Some(error) = &r.error {
+            must = format!("the error \"{error}\"");
+            found.push(format!("the error {}/{}", r.passed, r.runs));
+        }
         out.push_str(&format!(
-            "| {} | {} | {} | {met} | {} | {} | {} |\n",
+            "| {} | {} | {must} | {met} | {} | {} | {} |\n",
             r.algorithm,
             r.nemesis,
-            AnomalyKind::join(&r.must, ", "),
             found.join(", "),
             fmt(r.median_proven_ms()),
             fmt(r.p90_proven_ms()),
@@ -1544,6 +1555,34 @@ mod tests {
         // With a rate, how many were needed.
         let md = reach_markdown(&reach_of(&rounds_of(Some("9/10"), 9, 10)), Millis(30_000));
         assert!(md.contains("| 9/10 (needs 9) | overlap 9/10 |"), "{md}");
+        // A cell that must stop on an error has its rate too; one expected valid has none.
+        let expects_error = Expectation {
+            error: Some("raised TypeError".into()),
+            ..Expectation::default()
+        };
+        let rounds: Vec<Matrix> = (0..2)
+            .map(|i| {
+                let mut m = Matrix::default();
+                m.push(Cell::judge(
+                    "e",
+                    "none",
+                    Expectation::default(),
+                    BTreeMap::new(),
+                ));
+                let mut cell = Cell::judge("t", "none", expects_error.clone(), BTreeMap::new());
+                if i == 1 {
+                    cell.status = Status::Differs;
+                }
+                m.push(cell);
+                m
+            })
+            .collect();
+        let md = reach_markdown(&reach_of(&rounds), Millis(30_000));
+        assert!(
+            md.contains("| t | none | the error \"raised TypeError\" | 1/2 | the error 1/2 |"),
+            "{md}"
+        );
+        assert!(!md.contains("| e | none |"), "{md}");
     }
 
     #[test]
