@@ -6,7 +6,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::matrix::{Cell, Matrix};
-use super::runner::Audit;
+use super::rounds::Audit;
 use super::shard::{Plan, Shard};
 
 /// Why shard folders do not join into one audit. Each names the folder or file at fault.

@@ -9,6 +9,7 @@ mod markdown;
 pub mod matrix;
 pub mod merge;
 mod paths;
+pub mod rounds;
 pub mod runner;
 pub mod shard;
 mod table;

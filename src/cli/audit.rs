@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::audit::runner::{audit, reach_markdown, Audit, AuditOptions};
+use crate::audit::rounds::{reach_markdown, Audit};
+use crate::audit::runner::{audit, AuditOptions};
 use crate::units::Millis;
 
 use super::{print_out, AuditArgs};
