@@ -247,11 +247,10 @@ fn check_one_audit(shards: &[ShardRead]) -> Result<(), MergeError> {
     Ok(())
 }
 
-/// Round `round` of the whole audit: the cell at place i from shard i % N, in the plan's
+/// Round `round` of the whole audit: every shard's cells at their places in the plan's
 /// order; the round began when its first shard's did and took as long as its longest.
-/// `shards` are sorted by index, one per index.
+/// `shards` are one per index.
 fn merge_round(plan: &Plan, shards: &[ShardRead], round: usize) -> Matrix {
-    let of = shards.len();
     let matrices: Vec<&Matrix> = shards.iter().map(|s| &s.rounds[round]).collect();
     let mut matrix = Matrix {
         started_wall: (matrices.iter())
@@ -267,10 +266,19 @@ fn merge_round(plan: &Plan, shards: &[ShardRead], round: usize) -> Matrix {
             .unwrap_or_default(),
         ..Matrix::default()
     };
-    for i in 0..plan.cells.len() {
-        let shard = &shards[i % of];
-        let mut cell: Cell = shard.rounds[round].cells[i / of].clone();
-        cell.run_dir = cell.run_dir.map(|d| in_shard(&d, &shard.dir));
+    // Each shard's cells back at the places its share took them from (`ShardSpec::holds`,
+    // the one rule; `read_shard` checked they are that share's).
+    let mut placed: Vec<Option<Cell>> = vec![None; plan.cells.len()];
+    for shard in shards {
+        let spec = shard.shard.spec();
+        let places = (0..plan.cells.len()).filter(|&i| spec.holds(i));
+        for (i, cell) in places.zip(&shard.rounds[round].cells) {
+            let mut cell = cell.clone();
+            cell.run_dir = cell.run_dir.map(|d| in_shard(&d, &shard.dir));
+            placed[i] = Some(cell);
+        }
+    }
+    for cell in placed.into_iter().flatten() {
         matrix.push(cell);
     }
     matrix
