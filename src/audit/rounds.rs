@@ -80,23 +80,24 @@ impl Reach {
 /// proved them. A cell not applicable is no run; one cut short by a signal is left out (it
 /// reached no verdict).
 pub fn reach_of(rounds: &[Matrix]) -> Vec<Reach> {
-    let mut reach: Vec<Reach> = Vec::new();
-    let mut place: BTreeMap<(String, Column), usize> = BTreeMap::new();
+    // One entry per cell, in the matrix's order (rows, then columns), as its first round
+    // has it.
+    let mut reach: Vec<Reach> = (grid_of(rounds).ordered_cells().into_iter())
+        .map(|cell| Reach {
+            algorithm: cell.algorithm.clone(),
+            nemesis: cell.nemesis.clone(),
+            must: cell.expected.must.clone(),
+            error: cell.expected.error.clone(),
+            rate: cell.expected.rate,
+            found: cell.expected.must.iter().map(|&k| (k, 0)).collect(),
+            ..Reach::default()
+        })
+        .collect();
+    let place: BTreeMap<(String, Column), usize> = (reach.iter().enumerate())
+        .map(|(i, r)| ((r.algorithm.clone(), r.nemesis.clone()), i))
+        .collect();
     for cell in rounds.iter().flat_map(|round| &round.cells) {
-        let key = (cell.algorithm.clone(), cell.nemesis.clone());
-        let index = *place.entry(key).or_insert_with(|| {
-            reach.push(Reach {
-                algorithm: cell.algorithm.clone(),
-                nemesis: cell.nemesis.clone(),
-                must: cell.expected.must.clone(),
-                error: cell.expected.error.clone(),
-                rate: cell.expected.rate,
-                found: cell.expected.must.iter().map(|&k| (k, 0)).collect(),
-                ..Reach::default()
-            });
-            reach.len() - 1
-        });
-        let entry = &mut reach[index];
+        let entry = &mut reach[place[&(cell.algorithm.clone(), cell.nemesis.clone())]];
         if cell.status == Status::NotApplicable || cell.interrupted.is_some() {
             continue;
         }
@@ -120,17 +121,6 @@ pub fn reach_of(rounds: &[Matrix]) -> Vec<Reach> {
             .rate
             .map_or(entry.runs, |rate| rate.required(entry.runs));
     }
-    // The matrix's order: rows, then columns.
-    let order: Vec<(String, Column)> = grid_of(rounds)
-        .ordered_cells()
-        .into_iter()
-        .map(|c| (c.algorithm.clone(), c.nemesis.clone()))
-        .collect();
-    reach.sort_by_key(|r| {
-        order
-            .iter()
-            .position(|(a, n)| *a == r.algorithm && *n == r.nemesis)
-    });
     reach
 }
 
