@@ -108,7 +108,7 @@ impl<'de> serde::Deserialize<'de> for &'static Algorithm {
 /// `algorithm` share it.
 pub fn named(name: &str) -> Result<&'static Algorithm, String> {
     algorithm(name).ok_or_else(|| {
-        let known: Vec<&str> = ALGORITHMS.into_iter().chain([SCRIPTED, EXTERNAL]).collect();
+        let known: Vec<&str> = known().map(|a| a.name).collect();
         crate::suggest::unknown("algorithm", name, &known)
     })
 }
@@ -563,7 +563,7 @@ const fn same_name(a: &str, b: &str) -> bool {
 
 /// The entry of `name`: a built-in, `SCRIPTED` or `EXTERNAL`.
 pub fn algorithm(name: &str) -> Option<&'static Algorithm> {
-    TABLE.iter().chain(PSEUDO).find(|a| a.name == name)
+    known().find(|a| a.name == name)
 }
 
 /// The built-ins' names for which `has` holds, in table order.
@@ -573,7 +573,12 @@ pub fn builtins_where(has: impl Fn(&Algorithm) -> bool) -> Vec<&'static str> {
 
 /// The known algorithms for error messages: the built-ins, then `lua` and `external`.
 pub fn known_algorithms() -> String {
-    format!("{}, {SCRIPTED}, {EXTERNAL}", ALGORITHMS.join(", "))
+    known().map(|a| a.name).collect::<Vec<_>>().join(", ")
+}
+
+/// Every entry `connect` knows: the built-ins in table order, then `lua` and `external`.
+fn known() -> impl Iterator<Item = &'static Algorithm> {
+    TABLE.iter().chain(PSEUDO)
 }
 
 impl Declared {
