@@ -265,7 +265,7 @@ pub fn expand_folders(rows: Vec<String>) -> Result<Vec<String>, AuditError> {
 }
 
 /// The column of a workload file that names its own `nemesis`: the preset, or its schedule
-/// file's name (`WorkloadSpec::own_schedule_column`). None for a built-in algorithm, a file
+/// file's name (`Nemesis::column`). None for a built-in algorithm, a file
 /// that names none, or one that does not read (its row says why when it runs).
 fn own_column(row: &str) -> Option<Column> {
     if !is_workload_file(row) {

@@ -323,16 +323,6 @@ impl WorkloadSpec {
             .to_string();
     }
 
-    /// The column an audit gives this workload's own `nemesis` when it is a schedule file:
-    /// the file's name without `.toml` (`schedules/cut-past-session.toml` is
-    /// `cut-past-session`), the key of its `[expect]` entry. None for a preset or no nemesis.
-    pub fn own_schedule_column(&self) -> Option<Column> {
-        match self.nemesis.as_ref()? {
-            Nemesis::Preset(_) => None,
-            file => Some(file.column()),
-        }
-    }
-
     /// Makes the adapter's relative paths absolute (against `base`, the workload's folder)
     /// and checks that its program exists: a relative path with a `/` must name a file
     /// there, a bare name must be on PATH.
@@ -797,7 +787,10 @@ mod tests {
             "{:?}",
             spec.nemesis
         );
-        assert_eq!(spec.own_schedule_column(), Some(Column::named("mine")));
+        assert_eq!(
+            spec.nemesis.as_ref().map(Nemesis::column),
+            Some(Column::Schedule("mine".into()))
+        );
     }
 
     #[test]
@@ -819,7 +812,10 @@ mod tests {
             spec.nemesis,
             Some(Nemesis::Preset(crate::presets::Preset::PauseClients))
         );
-        assert_eq!(spec.own_schedule_column(), None);
+        assert_eq!(
+            spec.nemesis.as_ref().map(Nemesis::column),
+            Some(Column::Preset(Preset::PauseClients))
+        );
     }
 
     #[test]
