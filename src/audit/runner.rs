@@ -182,11 +182,9 @@ impl AuditOptions {
             }
         }
         for (a, n) in algorithms.iter().zip(&nemeses) {
-            // A schedule file is a column only as its own workload's `nemesis`.
-            if own_column(a).as_ref() == Some(n) {
-                continue;
-            }
-            if n.preset().is_none() {
+            // A schedule file is a column only as its own workload's `nemesis` (its file is
+            // read only for a column that is no preset).
+            if n.preset().is_none() && own_column(a).as_ref() != Some(n) {
                 let why = crate::presets::unknown_preset(n.name());
                 return Err(AuditError::UnknownColumn { flag: columns, why });
             }
